@@ -1,0 +1,154 @@
+"""Plain data types for a parsed Claude Code session: blocks, messages, usage, problems.
+
+Everything here is built once by the loader and then only read: pipeline steps never mutate
+a ``Message``; they describe changes as transforms (see ``pipeline.base``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+BlockType = Literal[
+    "text",
+    "thinking",
+    "redacted_thinking",
+    "tool_use",
+    "tool_result",
+    "image",
+    "document",
+    "other",
+]
+
+#: What a message is, for display and for the pipeline's rules.
+MessageKind = Literal[
+    "prompt",  # a user prompt typed (or queued) by a person
+    "tool_result",  # a user record carrying tool_result blocks
+    "meta",  # isMeta user context injected by Claude Code
+    "command",  # slash-command echo / local-command output sent as user text
+    "summary",  # isCompactSummary user message
+    "assistant",  # one API response (all split records merged)
+    "compact_boundary",
+    "microcompact_boundary",
+    "snip_boundary",
+    "attachment",
+    "collapsed",  # a context-collapse placeholder (modeled or recorded)
+]
+
+
+@dataclass(slots=True)
+class Block:
+    """One content block as the model sees it.
+
+    ``text`` is the text that is sent (for ``tool_use``: name + JSON of the input, which is what
+    Claude Code's estimator measures). Token counts are filled in lazily by ``tokens``.
+    """
+
+    type: BlockType
+    text: str = ""
+    tool_use_id: str | None = None
+    tool_name: str | None = None
+    is_error: bool = False
+    #: tool_use input (kept for display) or the JSON of an unknown block
+    data: Any = None
+    #: number of image/document blocks nested in a tool_result
+    media: int = 0
+    #: the tool_result content was a list of blocks (persisted as .json)
+    is_list: bool = False
+    #: tiktoken count, filled on first use
+    tok: int = -1
+
+
+@dataclass(slots=True)
+class Usage:
+    """Recorded API usage of one response (counted once per ``message.id``)."""
+
+    input: int = 0
+    cache_write: int = 0
+    cache_read: int = 0
+    output: int = 0
+    cache_write_5m: int | None = None
+    cache_write_1h: int | None = None
+
+    @property
+    def prompt_total(self) -> int:
+        """input + cache write + cache read: the size of the prompt the server saw."""
+        return self.input + self.cache_write + self.cache_read
+
+    @property
+    def total(self) -> int:
+        """Claude Code's usage total (includes output), the base of ``tokenCountWithEstimation``."""
+        return self.prompt_total + self.output
+
+    def to_json(self) -> dict[str, int | None]:
+        return {
+            "input": self.input,
+            "cache_read": self.cache_read,
+            "cache_write": self.cache_write,
+            "cache_write_5m": self.cache_write_5m,
+            "cache_write_1h": self.cache_write_1h,
+            "output": self.output,
+        }
+
+
+@dataclass(slots=True)
+class Message:
+    """One conversation message in chain order (assistant split records merged by id)."""
+
+    uuid: str
+    role: Literal["user", "assistant", "system"]
+    kind: MessageKind
+    blocks: list[Block]
+    timestamp: str = ""
+    line: int = 0
+    file: str = ""
+    message_id: str | None = None
+    request_id: str | None = None
+    model: str | None = None
+    usage: Usage | None = None
+    version: str | None = None
+    is_meta: bool = False
+    is_sidechain: bool = False
+    agent_id: str | None = None
+    #: uuids of every record merged into this message, in file order
+    uuids: list[str] = field(default_factory=list)
+    #: subtype metadata (compactMetadata / microcompactMetadata / snipMetadata)
+    metadata: dict[str, Any] = field(default_factory=dict)
+    #: raw tool output (toolUseResult) kept only where the model saw a persisted preview
+    original_output: str | None = None
+    #: index in its thread's message list (set when the thread is built)
+    index: int = -1
+    #: string content (not a block list): matters for the padded estimator
+    string_content: bool = False
+
+
+@dataclass(slots=True, frozen=True)
+class Problem:
+    """Something in the input that could not be used as-is."""
+
+    line: int
+    code: str
+    message: str
+    file: str = ""
+    severity: Literal["error", "warning", "info"] = "warning"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "file": self.file,
+            "line": self.line,
+            "code": self.code,
+            "message": self.message,
+            "severity": self.severity,
+        }
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}" if self.file else f"line {self.line}"
+        return f"{where}: {self.message}"
+
+
+class TranscriptError(Exception):
+    """The input has nothing usable; ``problems`` says why, line by line."""
+
+    def __init__(self, message: str, problems: list[Problem] | None = None) -> None:
+        super().__init__(message)
+        self.problems = problems or []
