@@ -183,10 +183,10 @@ def _classify(upload_name: str, members: list[_Member], closers: list[Callable[[
 
 
 def _safe_member_path(name: str) -> str | None:
-    norm = posixpath.normpath(name.replace("\\", "/")).lstrip("/")
-    if norm.startswith("..") or norm in ("", "."):
-        return None
-    return norm
+    """Member path with absolute prefixes and ``..`` parts removed (nothing is extracted, but
+    names are shown to users and matched against folder names)."""
+    parts = [p for p in name.replace("\\", "/").split("/") if p not in ("", ".", "..")]
+    return "/".join(parts) or None
 
 
 def _open_zip(path: str, display: str) -> Upload:

@@ -544,24 +544,34 @@ class _Tree:
                 self.by_uuid[rec.uuid] = rec
                 self.position[rec.uuid] = pos
 
+    def previous_record(self, rec: Record) -> Record | None:
+        """The closest earlier conversation record in file order (a bridge over a gap)."""
+        pos = self.position.get(rec.uuid, 0)
+        for earlier in reversed(self.records[:pos]):
+            if earlier.type != "progress" and not earlier.synthetic:
+                return earlier
+        return None
+
     def parent_of(self, rec: Record, problems: list[Problem], reported: set[str]) -> Record | None:
         if rec.parent is not None:
             parent = self.by_uuid.get(rec.parent)
-            if parent is None and rec.parent not in reported:
-                reported.add(rec.parent)
-                problems.append(
-                    Problem(rec.line, "missing_parent", "parent record is not in the file; the chain starts here", rec.file, "info")
-                )
+            if parent is None:
+                # A parent missing from the file (redacted, tombstoned or written elsewhere):
+                # the recorded usage shows the context went on, so bridge to the record before.
+                parent = self.previous_record(rec)
+                if rec.parent not in reported:
+                    reported.add(rec.parent)
+                    where = f"linked to line {parent.line}" if parent else "the chain starts here"
+                    problems.append(
+                        Problem(rec.line, "missing_parent", f"parent record is not in the file; {where}", rec.file, "info")
+                    )
             return parent
         if rec.subtype == "compact_boundary":
             # The boundary is a new root; for the full history follow the logical link, or the
             # closest earlier record when the link points outside the file.
             if rec.logical_parent and rec.logical_parent in self.by_uuid:
                 return self.by_uuid[rec.logical_parent]
-            pos = self.position.get(rec.uuid, 0)
-            for earlier in reversed(self.records[:pos]):
-                if earlier.is_sidechain == rec.is_sidechain and earlier.type != "progress":
-                    return earlier
+            return self.previous_record(rec)
         return None
 
     def walk(self, leaf: Record, problems: list[Problem], stop: set[str] | None = None) -> list[Record]:
@@ -745,8 +755,8 @@ def build_session(upload: Upload) -> Session:
         for v in parser.versions:
             if v not in versions:
                 versions.append(v)
-        if kind == "main" and parser.records and all(r.is_sidechain for r in parser.records):
-            # a lone subagent / acompact file uploaded on its own: its sidechain is the main chain
+        if parser.records and (kind == "subagent" or all(r.is_sidechain for r in parser.records)):
+            # a subagent file (or one uploaded on its own) is one chain of sidechain records
             for r in parser.records:
                 r.is_sidechain = False
         file_threads = _build_threads(parser.records, problems, tfile.name, kind, thread_id)

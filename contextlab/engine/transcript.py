@@ -57,6 +57,10 @@ class Block:
     is_list: bool = False
     #: tiktoken count, filled on first use
     tok: int = -1
+    #: Claude Code's rough estimate (chars/4, media 2,000), filled on first use
+    rough: int = -1
+    #: stable content hash for the prompt-cache model, filled on first use
+    key: int = -1
 
 
 @dataclass(slots=True)

@@ -1,0 +1,206 @@
+"""The ``contextlab`` command: replay transcripts and measure fidelity from a shell or CI."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any, TextIO
+
+from .config import ConfigError, PipelineConfig, resolve_config
+from .parsing import Session, load_session
+from .replay import MODES, ReplayResult, fidelity, replay
+from .transcript import TranscriptError
+
+EXIT_OK = 0
+EXIT_UNUSABLE = 2
+EXIT_USAGE = 64
+
+
+def _load(path: str, err: TextIO) -> Session | None:
+    try:
+        session = load_session(path)
+    except TranscriptError as exc:
+        print(f"error: {path}: {exc}", file=err)
+        for problem in exc.problems[:20]:
+            print(f"  {problem}", file=err)
+        return None
+    except OSError as exc:
+        print(f"error: {path}: {exc.strerror or exc}", file=err)
+        return None
+    for problem in session.problems:
+        print(f"{problem.severity}: {problem}", file=err)
+    return session
+
+
+def _config(args: argparse.Namespace, session: Session) -> tuple[PipelineConfig, str]:
+    if args.config:
+        path: str = args.config
+        if path.endswith(".json"):
+            config = PipelineConfig.from_json(path)
+        else:
+            config = PipelineConfig.from_toml(path)
+        return config, path
+    return resolve_config(args.preset or "auto", version=session.version)
+
+
+def _fmt(n: int | None) -> str:
+    return "-" if n is None else f"{n:,}"
+
+
+def print_table(result: ReplayResult, out: TextIO) -> None:
+    data = result.to_json()
+    session = data["session"]
+    cal = session["calibration"] or {}
+    print(
+        f"{session['name']}  version {session['version']}  mode {session['mode']}  preset {session['preset']}",
+        file=out,
+    )
+    if cal:
+        print(
+            f"calibration: prefix {cal['prefix_tokens']:,} + {cal['ratio']} × raw  ({cal['source']}, "
+            f"median error {_pct(cal['median_rel_error'])}, p90 {_pct(cal['p90_rel_error'])})",
+            file=out,
+        )
+    header = f"{'#':>5} {'time':19} {'model':24} {'model tok':>10} {'recorded':>10} {'decision':>10} {'read':>9} {'write':>8} {'uncached':>8} {'$':>8}  events"
+    print(header, file=out)
+    for r in data["requests"]:
+        rec = r["recorded_total"]
+        events = ", ".join(f"{e['step']}:{e['action']}" for e in r["events"])
+        print(
+            f"{r['index']:>5} {(r['timestamp'] or '')[:19]:19} {(r['model'] or '')[:24]:24} "
+            f"{_fmt(r['model_tokens']):>10} {_fmt(rec):>10} {_fmt(r['decision_tokens']):>10} "
+            f"{_fmt(r['cache']['read']):>9} {_fmt(r['cache']['write']):>8} {_fmt(r['cache']['uncached']):>8} "
+            f"{r['cost_usd']:>8.4f}  {events}",
+            file=out,
+        )
+    s = data["summary"]
+    print(
+        f"requests {s['requests']}, compactions {s['compactions']}, peak {s['peak_model_tokens']:,} tokens, "
+        f"cache hit {s['cache_hit_rate']:.1%}, estimated ${s['cost_usd']:.2f} (recorded ${s['recorded_cost_usd']:.2f})",
+        file=out,
+    )
+    for sub in data["subagents"]:
+        print(f"  {sub['kind']} {sub['thread']}: {len(sub['requests'])} requests", file=out)
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2%}"
+
+
+def cmd_replay(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    session = _load(args.file, err)
+    if session is None:
+        return EXIT_UNUSABLE
+    try:
+        config, preset = _config(args, session)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=err)
+        return EXIT_USAGE
+    except OSError as exc:
+        print(f"error: cannot read config: {exc}", file=err)
+        return EXIT_USAGE
+    result = replay(session, config, mode=args.mode, preset_name=preset)
+    if args.json:
+        json.dump(result.to_json(), out, ensure_ascii=False, separators=(",", ":"))
+        out.write("\n")
+    else:
+        print_table(result, out)
+    return EXIT_OK
+
+
+def cmd_fidelity(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    all_errors: list[float] = []
+    rows: list[dict[str, Any]] = []
+    usable = 0
+    for path in args.files:
+        session = _load(path, err) if not args.quiet else _load_quiet(path, err)
+        if session is None:
+            continue
+        usable += 1
+        config, preset = resolve_config("auto", version=session.version)
+        result = replay(session, config, mode="recorded", preset_name=preset)
+        fid = fidelity(result)
+        all_errors.extend(fid["errors"])
+        for row in fid["threads"]:
+            row["file"] = path
+            rows.append(row)
+    if usable == 0:
+        return EXIT_UNUSABLE
+    all_errors.sort()
+    from .tokens import percentile
+
+    summary = {
+        "requests": len(all_errors),
+        "median_rel_error": all_errors[len(all_errors) // 2] if all_errors else None,
+        "p90_rel_error": percentile(all_errors, 0.9) if all_errors else None,
+    }
+    if all_errors:
+        import statistics
+
+        summary["median_rel_error"] = statistics.median(all_errors)
+    if args.json:
+        json.dump({"threads": rows, "overall": summary}, out, indent=2)
+        out.write("\n")
+        return EXIT_OK
+    print(f"{'file':60} {'thread':14} {'n':>5} {'prefix':>8} {'ratio':>6} {'median':>7} {'p90':>7}", file=out)
+    for row in rows:
+        name = row["file"].rsplit("/", 1)[-1][:60]
+        print(
+            f"{name:60} {row['thread'][:14]:14} {row['requests']:>5} {row['prefix_tokens']:>8,} "
+            f"{row['ratio']:>6.3f} {_pct(row['median_rel_error']):>7} {_pct(row['p90_rel_error']):>7}",
+            file=out,
+        )
+    print(
+        f"overall: {summary['requests']} requests, median relative error {_pct(summary['median_rel_error'])}, "
+        f"p90 {_pct(summary['p90_rel_error'])}",
+        file=out,
+    )
+    return EXIT_OK
+
+
+def _load_quiet(path: str, err: TextIO) -> Session | None:
+    try:
+        return load_session(path)
+    except (TranscriptError, OSError) as exc:
+        print(f"error: {path}: {exc}", file=err)
+        return None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="contextlab", description="Replay Claude Code's context pipeline on session transcripts."
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    rp = sub.add_parser("replay", help="replay one transcript request by request")
+    rp.add_argument("file", help=".jsonl, .jsonl.gz, or .zip/.tar.gz of a session folder")
+    rp.add_argument("--mode", choices=MODES, default="recorded")
+    group = rp.add_mutually_exclusive_group()
+    group.add_argument("--preset", help="preset name (default: auto, from the transcript's version)")
+    group.add_argument("--config", help="TOML or JSON file of PipelineConfig fields")
+    rp.add_argument("--json", action="store_true", help="print the full JSON result")
+    fp = sub.add_parser("fidelity", help="how close recorded-mode replay is to the recorded usage")
+    fp.add_argument("files", nargs="+")
+    fp.add_argument("--json", action="store_true")
+    fp.add_argument("--quiet", action="store_true", help="do not list input problems")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    out, err = sys.stdout, sys.stderr
+    try:
+        if args.command == "replay":
+            return cmd_replay(args, out, err)
+        return cmd_fidelity(args, out, err)
+    except BrokenPipeError:
+        return EXIT_OK
+    except KeyboardInterrupt:
+        print("interrupted", file=err)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,219 @@
+"""Autocompact (autoCompact.ts, compact.ts, sessionMemoryCompact.ts; spec §4.6, facts §6).
+
+Fires when ``tokenCountWithEstimation − snipTokensFreed ≥ threshold`` (effective window −
+13,000, or the lower percentage override). Session-memory compaction is tried first when
+enabled (keeps a tail of at least 10,000 padded tokens and 5 text messages, at most 40,000,
+without splitting tool pairs or streamed responses); otherwise a full compaction replaces the
+history by one summary written by the ``Summarizer``. A failed summary counts toward the
+circuit breaker (3 consecutive failures in one query stop further attempts). Recorded mode
+reports the compaction the transcript holds (the boundary step applied it).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..summarizer import SummaryRequest, SummaryResult, continuation_message
+from ..tokens import padded_message_estimate
+from ..transcript import Block, Message
+from .base import HeadItem, StepContext, View
+from .restore import restoration_head
+
+
+def sm_keep_start(view: View, min_tokens: int, min_text: int, max_tokens: int) -> int:
+    """Index where the session-memory tail starts (``calculateMessagesToKeepIndex``).
+
+    Claude Code starts from the last summarized message; with no notes state we start at the
+    end (nothing kept) and expand backwards, exactly as after a resume.
+    """
+    start = view.end
+    tokens = text_msgs = 0
+    floor = view.start
+    while start > floor:
+        if tokens >= max_tokens or (tokens >= min_tokens and text_msgs >= min_text):
+            break
+        start -= 1
+        if view.is_removed(start):
+            continue
+        msg = view.messages[start]
+        tokens += padded_message_estimate(msg)
+        if _is_text_message(msg):
+            text_msgs += 1
+    return _preserve_invariants(view, start)
+
+
+def _is_text_message(msg: Message) -> bool:
+    if msg.role == "assistant":
+        return any(b.type == "text" for b in msg.blocks)
+    if msg.role == "user":
+        if msg.string_content:
+            return bool(msg.blocks and msg.blocks[0].text)
+        return any(b.type == "text" for b in msg.blocks)
+    return False
+
+
+def _preserve_invariants(view: View, start: int) -> int:
+    """``adjustIndexToPreserveAPIInvariants``: keep tool pairs and split responses together."""
+    kept = range(start, view.end)
+    uses = {b.tool_use_id for i in kept for b in view.messages[i].blocks if b.type == "tool_use"}
+    needed = {
+        b.tool_use_id
+        for i in kept
+        for b in view.messages[i].blocks
+        if b.type == "tool_result" and b.tool_use_id not in uses
+    }
+    i = start - 1
+    while needed and i >= view.start:
+        ids = {b.tool_use_id for b in view.messages[i].blocks if b.type == "tool_use"}
+        if ids & needed:
+            start = i
+            needed -= ids
+        i -= 1
+    # merged assistant messages already hold every split record of a response
+    return start
+
+
+class Autocompact:
+    name = "autocompact"
+    modeled = False
+
+    def apply(self, ctx: StepContext) -> None:
+        if ctx.mode == "recorded":
+            if ctx.recorded_compaction is not None:
+                info = ctx.recorded_compaction
+                ctx.compacted = True
+                ctx.event(
+                    self.name,
+                    "compacted",
+                    recorded=True,
+                    trigger=info["trigger"],
+                    pre_tokens=info["pre_tokens"],
+                    decision_tokens=info["decision_tokens"],
+                    threshold=ctx.thresholds.autocompact_threshold,
+                    summary_message=info["summary_message"],
+                    restored_files=info["restored_files"],
+                )
+            return
+        cfg = ctx.config
+        if not cfg.autocompact_enabled or cfg.collapse_enabled:
+            return
+        tracking = ctx.step_state(self.name)
+        if ctx.turn_start:
+            tracking["failures"] = 0  # the breaker's state lives in one query() call
+        if tracking.get("failures", 0) >= cfg.max_consecutive_autocompact_failures:
+            return
+        count = ctx.decision_count() - ctx.snip_freed
+        threshold = ctx.thresholds.autocompact_threshold
+        if count < threshold:
+            return
+        if cfg.sm_compact_enabled and self._session_memory(ctx, count):
+            return
+        self._full(ctx, count, tracking)
+
+    def _session_memory(self, ctx: StepContext, count: int) -> bool:
+        cfg = ctx.config
+        view = ctx.view
+        keep_start = sm_keep_start(
+            view, cfg.sm_compact_min_tokens, cfg.sm_compact_min_text_block_messages, cfg.sm_compact_max_tokens
+        )
+        kept_padded = sum(padded_message_estimate(view.messages[i]) for i in range(keep_start, view.end) if view.in_view(i))
+        if kept_padded >= ctx.thresholds.autocompact_threshold:
+            return False  # Claude Code falls back to a full compaction
+        summarized = [view.messages[i] for i in view.view_indices() if i < keep_start]
+        result = ctx.summarizer.summarize(SummaryRequest(messages=summarized, kind="session_memory", model=ctx.request.message.model))
+        text = continuation_message(result.text, suppress=True) + "\n\nRecent messages are preserved verbatim."
+        self._install(ctx, text, keep_start, result, count, variant="session_memory", kept=view.end - keep_start)
+        return True
+
+    def _full(self, ctx: StepContext, count: int, tracking: dict[str, Any]) -> None:
+        view = ctx.view
+        recorded = self._recorded_summary(ctx)
+        if recorded is not None:
+            result = SummaryResult(text=recorded, backend="recorded", reused=True)
+            text = recorded
+        else:
+            summarized = [view.messages[i] for i in view.view_indices()]
+            try:
+                result = ctx.summarizer.summarize(
+                    SummaryRequest(messages=summarized, kind="compact", model=ctx.request.message.model)
+                )
+            except Exception as exc:  # a backend failure is a compaction failure, as in Claude Code
+                tracking["failures"] = tracking.get("failures", 0) + 1
+                ctx.event(self.name, "failed", reason=str(exc)[:300], failures=tracking["failures"], decision_tokens=count)
+                return
+            text = continuation_message(result.text, suppress=True)
+        tracking["failures"] = 0
+        self._install(ctx, text, view.end, result, count, variant="full", kept=0)
+
+    def _recorded_summary(self, ctx: StepContext) -> str | None:
+        """A recorded compaction summary within one request of this point, to reuse."""
+        windows: dict[int, int] = ctx.state.get("recorded_summaries", {})
+        for k in (ctx.k, ctx.k - 1, ctx.k + 1):
+            index = windows.get(k)
+            if index is not None and not ctx.step_state(self.name).get(f"used-{index}"):
+                ctx.step_state(self.name)[f"used-{index}"] = True
+                msg = ctx.view.messages[index]
+                return "".join(b.text for b in msg.blocks)
+        return None
+
+    def _install(
+        self,
+        ctx: StepContext,
+        summary_text: str,
+        keep_start: int,
+        result: SummaryResult,
+        count: int,
+        *,
+        variant: str,
+        kept: int,
+    ) -> None:
+        view = ctx.view
+        summary = Message(
+            uuid=f"summary-{ctx.k}",
+            role="user",
+            kind="summary",
+            blocks=[Block("text", summary_text)],
+            timestamp=ctx.request.timestamp,
+            string_content=True,
+        )
+        ref = view.log.add_synthetic(
+            view.thread.id,
+            "summary",
+            summary,
+            {
+                "request": ctx.k,
+                "backend": result.backend,
+                "model": result.model,
+                "reused": result.reused,
+                "input_tokens": result.input_tokens,
+                "output_tokens": result.output_tokens,
+                "cost_usd": result.cost_usd,
+                "replaces": [view.start, keep_start],
+                "variant": variant,
+            },
+        )
+        head: list[HeadItem] = [view.head_item(summary, ref)]
+        restored: list[str] = []
+        if variant == "full":
+            items, restored = restoration_head(ctx, view.end)
+            head.extend(items)
+        replaced = [view.start, keep_start]
+        view.compact(head, keep_start, ctx.k - 1)
+        ctx.compacted = True
+        ctx.state["summary_calls"] = ctx.state.get("summary_calls", 0) + (0 if result.reused else 1)
+        ctx.event(
+            self.name,
+            "compacted",
+            variant=variant,
+            trigger="auto",
+            decision_tokens=count,
+            threshold=ctx.thresholds.autocompact_threshold,
+            summary=ref,
+            summary_backend=result.backend,
+            summary_reused=result.reused,
+            summary_tokens=view.head[0].tok,
+            replaced=replaced,
+            kept_messages=kept,
+            restored_files=restored,
+            modeled_restoration=True,
+        )

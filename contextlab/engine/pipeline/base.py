@@ -1,0 +1,392 @@
+"""The model view one pipeline step works on, and the interface every step implements.
+
+A ``View`` is the model's view of one thread at one request: a head of synthetic messages (a
+summary, restored files) followed by a range of the thread's messages, with block overrides on
+top (a persisted preview, a cleared result, a removed message). Steps never copy messages;
+they add or drop overrides, which is also what the results record (with the request interval
+over which each holds), so any request's view can be rebuilt without replaying.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ..tokens import TokenCounter, block_key, block_rough, block_tokens, rough_text, text_key
+from ..transcript import Block, Message
+
+if TYPE_CHECKING:
+    from ..config import PipelineConfig
+    from ..parsing import Session, Thread
+    from ..summarizer import Summarizer
+    from ..thresholds import Thresholds
+
+#: Whole-message overrides use this block index.
+WHOLE_MESSAGE = -1
+
+
+class Fenwick:
+    """Prefix sums with point updates, for token deltas of overrides by message index."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+        self.tree = [0] * (size + 1)
+
+    def add(self, index: int, delta: int) -> None:
+        i = index + 1
+        while i <= self.size:
+            self.tree[i] += delta
+            i += i & -i
+
+    def prefix(self, end: int) -> int:
+        """Sum of positions [0, end)."""
+        total = 0
+        i = min(end, self.size)
+        while i > 0:
+            total += self.tree[i]
+            i -= i & -i
+        return total
+
+    def range(self, start: int, end: int) -> int:
+        if end <= start:
+            return 0
+        return self.prefix(end) - self.prefix(start)
+
+
+@dataclass(slots=True)
+class Override:
+    """A change to one block (or, with block -1, a whole message) of the model view."""
+
+    kind: str  # persisted | budget | cleared | snipped | collapsed | hidden
+    step: str
+    text: str | None  # replacement text; None removes the block or message
+    tok: int
+    rough: int
+    key: int
+    first: int  # first request index (within the thread) where it holds
+    scope: str = "session"  # "turn": dropped when the next user prompt starts a query
+    modeled: bool = False
+    #: cached microcompact deletes server-side without changing the cached prefix
+    cache_preserving: bool = False
+    detail: dict[str, Any] = field(default_factory=dict)
+    serial: int = -1
+
+
+@dataclass(slots=True)
+class HeadItem:
+    """A message placed before the range: a compact summary or a modeled restoration."""
+
+    message: Message
+    ref: str  # "m:<index>" for a thread message, "s:<n>" for a synthetic one
+    tok: int
+    rough: int
+
+
+@dataclass
+class TransformLog:
+    """Every override and synthetic message of a replay, with the interval it holds."""
+
+    transforms: list[dict[str, Any]] = field(default_factory=list)
+    synthetic: list[dict[str, Any]] = field(default_factory=list)
+
+    def open(self, thread: str, message: int, block: int, ov: Override) -> None:
+        ov.serial = len(self.transforms)
+        entry: dict[str, Any] = {
+            "thread": thread,
+            "message": message,
+            "block": block,
+            "kind": ov.kind,
+            "step": ov.step,
+            "first": ov.first,
+            "last": None,
+            "modeled": ov.modeled,
+        }
+        if ov.text is not None:
+            entry["text"] = ov.text
+        if ov.detail:
+            entry["detail"] = ov.detail
+        self.transforms.append(entry)
+
+    def close(self, ov: Override, last: int) -> None:
+        if ov.serial >= 0:
+            self.transforms[ov.serial]["last"] = last
+
+    def add_synthetic(self, thread: str, kind: str, message: Message, detail: dict[str, Any]) -> str:
+        ref = f"s:{len(self.synthetic)}"
+        self.synthetic.append(
+            {
+                "id": ref,
+                "thread": thread,
+                "kind": kind,
+                "role": message.role,
+                "text": "".join(b.text for b in message.blocks),
+                **detail,
+            }
+        )
+        return ref
+
+
+class View:
+    """The model view of one thread, maintained incrementally from request to request."""
+
+    def __init__(
+        self,
+        thread: Thread,
+        counter: TokenCounter,
+        log: TransformLog,
+        base_text: Callable[[int, int, Block], str | None],
+        hidden: set[int],
+    ) -> None:
+        self.thread = thread
+        self.messages = thread.messages
+        self.counter = counter
+        self.log = log
+        self.base_text = base_text
+        self.hidden = hidden
+        self._restored: dict[tuple[int, int], tuple[int, int, int]] = {}
+        n = len(self.messages)
+        self.cum_tok = [0] * (n + 1)
+        self.cum_rough = [0] * (n + 1)
+        self.msg_tok = [0] * n
+        self.msg_rough = [0] * n
+        for i, msg in enumerate(self.messages):
+            tok = rough = 0
+            if i not in hidden and msg.role != "system":
+                for j, block in enumerate(msg.blocks):
+                    t, r, _ = self.base_block(i, j, block)
+                    tok += t
+                    rough += r
+            self.msg_tok[i] = tok
+            self.msg_rough[i] = rough
+            self.cum_tok[i + 1] = self.cum_tok[i] + tok
+            self.cum_rough[i + 1] = self.cum_rough[i] + rough
+        self.head: list[HeadItem] = []
+        self.head_tok = 0
+        self.head_rough = 0
+        self.start = 0
+        self.end = 0
+        self.overrides: dict[tuple[int, int], Override] = {}
+        self.fen_tok = Fenwick(n)
+        self.fen_rough = Fenwick(n)
+        #: first message index whose blocks changed since the cache list was built
+        self.dirty_from: int | None = 0
+
+    # -- base content -------------------------------------------------------------------
+
+    def base_block(self, i: int, j: int, block: Block) -> tuple[int, int, int]:
+        """Tokens, rough tokens and key of a block's base text (restored in what-if mode)."""
+        text = self.base_text(i, j, block)
+        if text is None:
+            return block_tokens(block, self.counter), block_rough(block), block_key(block)
+        cached = self._restored.get((i, j))
+        if cached is None:
+            cached = (self.counter.count(text), rough_text(text), text_key(block.type + "\x00" + text))
+            self._restored[(i, j)] = cached
+        return cached
+
+    def block_state(self, i: int, j: int) -> tuple[str, Override | None]:
+        """Effective text of block j of message i in the view, and its override if any."""
+        whole = self.overrides.get((i, WHOLE_MESSAGE))
+        if whole is not None:
+            return (whole.text or "") if j == 0 else "", whole
+        ov = self.overrides.get((i, j))
+        if ov is not None:
+            return ov.text or "", ov
+        block = self.messages[i].blocks[j]
+        restored = self.base_text(i, j, block)
+        return (block.text if restored is None else restored), None
+
+    # -- sizes ----------------------------------------------------------------------------
+
+    def raw_tokens(self) -> int:
+        """Uncalibrated tiktoken count of the messages in the view."""
+        return (
+            self.head_tok
+            + self.cum_tok[self.end]
+            - self.cum_tok[self.start]
+            + self.fen_tok.range(self.start, self.end)
+        )
+
+    def rough_range(self, start: int, end: int) -> int:
+        if end <= start:
+            return 0
+        return self.cum_rough[end] - self.cum_rough[start] + self.fen_rough.range(start, end)
+
+    def rough_total(self) -> int:
+        return self.head_rough + self.rough_range(self.start, self.end)
+
+    def is_removed(self, i: int) -> bool:
+        if i in self.hidden:
+            return True
+        ov = self.overrides.get((i, WHOLE_MESSAGE))
+        return ov is not None and ov.text is None
+
+    def in_view(self, i: int) -> bool:
+        return self.start <= i < self.end and not self.is_removed(i)
+
+    def view_indices(self) -> Iterator[int]:
+        for i in range(self.start, self.end):
+            if not self.is_removed(i):
+                yield i
+
+    # -- changes --------------------------------------------------------------------------
+
+    def set_override(self, i: int, j: int, ov: Override) -> None:
+        """Apply an override (replacing any earlier one on the same block)."""
+        key = (i, j)
+        old = self.overrides.get(key)
+        if old is not None:
+            self.drop_override(i, j, ov.first - 1)
+        msg = self.messages[i]
+        if j == WHOLE_MESSAGE:
+            # a whole-message override also hides the block overrides under it
+            base_tok = self.msg_tok[i] + self._block_delta(i, "tok")
+            base_rough = self.msg_rough[i] + self._block_delta(i, "rough")
+        else:
+            base_tok, base_rough, _ = self.base_block(i, j, msg.blocks[j])
+            under = self.overrides.get((i, WHOLE_MESSAGE))
+            if under is not None:
+                base_tok = base_rough = 0
+        self.fen_tok.add(i, ov.tok - base_tok)
+        self.fen_rough.add(i, ov.rough - base_rough)
+        self.overrides[key] = ov
+        self.log.open(self.thread.id, i, j, ov)
+        self._touch(i)
+
+    def _block_delta(self, i: int, what: str) -> int:
+        total = 0
+        for (mi, bj), ov in self.overrides.items():
+            if mi == i and bj != WHOLE_MESSAGE:
+                base_tok, base_rough, _ = self.base_block(i, bj, self.messages[i].blocks[bj])
+                total += (ov.tok - base_tok) if what == "tok" else (ov.rough - base_rough)
+        return total
+
+    def drop_override(self, i: int, j: int, last_request: int) -> None:
+        ov = self.overrides.pop((i, j), None)
+        if ov is None:
+            return
+        msg = self.messages[i]
+        if j == WHOLE_MESSAGE:
+            base_tok = self.msg_tok[i] + self._block_delta(i, "tok")
+            base_rough = self.msg_rough[i] + self._block_delta(i, "rough")
+        else:
+            base_tok, base_rough, _ = self.base_block(i, j, msg.blocks[j])
+        self.fen_tok.add(i, base_tok - ov.tok)
+        self.fen_rough.add(i, base_rough - ov.rough)
+        self.log.close(ov, last_request)
+        self._touch(i)
+
+    def drop_turn_overrides(self, last_request: int) -> int:
+        """Drop turn-scoped overrides (time-based clearing) at the start of a new query."""
+        keys = [k for k, ov in self.overrides.items() if ov.scope == "turn"]
+        for i, j in keys:
+            self.drop_override(i, j, last_request)
+        return len(keys)
+
+    def compact(self, head: list[HeadItem], new_start: int, last_request: int) -> None:
+        """Replace everything before ``new_start`` by ``head`` (a compaction)."""
+        for (i, j) in [k for k in self.overrides if k[0] < new_start]:
+            self.drop_override(i, j, last_request)
+        self.head = head
+        self.head_tok = sum(h.tok for h in head)
+        self.head_rough = sum(h.rough for h in head)
+        self.start = new_start
+        self.end = max(self.end, new_start)
+        self.dirty_from = -1  # the head changed: rebuild the whole cache block list
+
+    def _touch(self, i: int) -> None:
+        if self.dirty_from is None or i < self.dirty_from:
+            self.dirty_from = i
+
+    def make_override(
+        self,
+        kind: str,
+        step: str,
+        text: str | None,
+        first: int,
+        *,
+        block_type: str = "tool_result",
+        scope: str = "session",
+        modeled: bool = False,
+        cache_preserving: bool = False,
+        detail: dict[str, Any] | None = None,
+    ) -> Override:
+        if text is None:
+            tok = rough = key = 0
+        else:
+            tok = self.counter.count(text)
+            rough = rough_text(text)
+            key = text_key(block_type + "\x00" + text)
+        return Override(
+            kind=kind,
+            step=step,
+            text=text,
+            tok=tok,
+            rough=rough,
+            key=key,
+            first=first,
+            scope=scope,
+            modeled=modeled,
+            cache_preserving=cache_preserving,
+            detail=detail or {},
+        )
+
+    def head_item(self, message: Message, ref: str) -> HeadItem:
+        tok = sum(block_tokens(b, self.counter) for b in message.blocks)
+        rough = sum(block_rough(b) for b in message.blocks)
+        return HeadItem(message=message, ref=ref, tok=tok, rough=rough)
+
+
+@dataclass
+class RequestInfo:
+    """One API request of a thread: a distinct assistant ``message.id``."""
+
+    index: int  # position among the thread's requests
+    position: int  # index of the assistant message in the thread
+    message: Message
+
+    @property
+    def timestamp(self) -> str:
+        return self.message.timestamp
+
+
+@dataclass
+class StepContext:
+    """What a step sees for one request."""
+
+    k: int
+    request: RequestInfo
+    view: View
+    config: PipelineConfig
+    thresholds: Thresholds
+    mode: str
+    new_range: tuple[int, int]
+    turn_start: bool
+    now: float  # epoch seconds of the request
+    state: dict[str, Any]
+    events: list[dict[str, Any]]
+    decision_count: Callable[[], int]
+    #: calibrated size of the current view (what the next usage would report)
+    prompt_estimate: Callable[[], int]
+    session: Session
+    summarizer: Summarizer
+    snip_freed: int = 0
+    compacted: bool = False
+    recorded_compaction: dict[str, Any] | None = None
+    blocked: bool = False
+
+    def event(self, step: str, action: str, **detail: Any) -> None:
+        self.events.append({"step": step, "action": action, **detail})
+
+    def step_state(self, name: str) -> dict[str, Any]:
+        return self.state.setdefault(name, {})
+
+
+class Step(Protocol):
+    """One stage of Claude Code's pipeline; ``apply`` changes the view through overrides."""
+
+    name: str
+    modeled: bool
+
+    def apply(self, ctx: StepContext) -> None: ...

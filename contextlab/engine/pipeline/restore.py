@@ -1,0 +1,85 @@
+"""Post-compact restoration (compact.ts, spec §4.6.7) — MODELED.
+
+After a compaction Claude Code re-reads up to 5 recently read files (≤ 5,000 tokens each,
+≤ 50,000 in all) and attaches them. Those attachments are never written to the transcript, so
+we rebuild them from the Read results the history holds: the most recent distinct files, each
+cut to the per-file limit, in the attachment wording Claude Code uses.
+"""
+
+from __future__ import annotations
+
+from ..jsutil import json_stringify
+from ..tokens import rough_text
+from ..transcript import Block, Message
+from .base import HeadItem, StepContext
+
+
+def recent_read_files(ctx: StepContext, before: int) -> list[tuple[str, str]]:
+    """(path, content) of the most recently read distinct files before message ``before``."""
+    view = ctx.view
+    cfg = ctx.config
+    results: dict[str, str] = {}
+    paths_by_id: dict[str, str] = {}
+    order: list[str] = []
+    for i in range(view.start if ctx.mode == "whatif" else 0, before):
+        msg = view.messages[i]
+        for block in msg.blocks:
+            if block.type == "tool_use" and block.tool_name == "Read" and isinstance(block.data, dict):
+                path = block.data.get("file_path")
+                if isinstance(path, str) and block.tool_use_id:
+                    paths_by_id[block.tool_use_id] = path
+            elif block.type == "tool_result" and block.tool_use_id in paths_by_id and not block.is_error:
+                path = paths_by_id[block.tool_use_id]
+                results[path] = block.text
+                if path in order:
+                    order.remove(path)
+                order.append(path)
+    picked: list[tuple[str, str]] = []
+    for path in reversed(order):
+        lowered = path.lower()
+        if lowered.endswith("claude.md") or "/.claude/plans/" in lowered:
+            continue
+        picked.append((path, results[path]))
+        if len(picked) >= cfg.post_compact_max_files_to_restore:
+            break
+    return picked
+
+
+def restoration_head(ctx: StepContext, before: int) -> tuple[list[HeadItem], list[str]]:
+    """Head items for the files restored after a compaction at message ``before``."""
+    cfg = ctx.config
+    per_file_chars = cfg.post_compact_max_tokens_per_file * 4
+    items: list[HeadItem] = []
+    names: list[str] = []
+    used = 0
+    for path, content in recent_read_files(ctx, before):
+        if rough_text(content) > cfg.post_compact_max_tokens_per_file:
+            content = content[:per_file_chars]
+        text = (
+            "<system-reminder>\nCalled the Read tool with the following input: "
+            + json_stringify({"file_path": path})
+            + "\n</system-reminder>\n<system-reminder>\nResult of calling the Read tool:\n"
+            + content
+            + "\n</system-reminder>"
+        )
+        cost = rough_text(text)
+        if used + cost > cfg.post_compact_token_budget:
+            continue
+        used += cost
+        message = Message(
+            uuid=f"restore-{ctx.k}-{len(items)}",
+            role="user",
+            kind="attachment",
+            blocks=[Block("text", text)],
+            timestamp=ctx.request.timestamp,
+            is_meta=True,
+        )
+        ref = ctx.view.log.add_synthetic(
+            ctx.view.thread.id,
+            "restored_file",
+            message,
+            {"path": path, "request": ctx.k, "modeled": True},
+        )
+        items.append(ctx.view.head_item(message, ref))
+        names.append(path)
+    return items, names

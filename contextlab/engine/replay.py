@@ -1,0 +1,688 @@
+"""Replay a session request by request through the pipeline; the engine's main entry point.
+
+Two passes per thread. The first, in recorded mode, only measures the view of every request and
+fits the display calibration (``a + b * raw``) against the recorded usage. The second runs the
+requested mode with every step, decision counts, the prompt-cache model and cost.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from .cache import CacheSimulator
+from .config import PipelineConfig
+from .cost import PricingTable, load_pricing, request_cost
+from .models import model_info
+from .parsing import Session, Thread
+from .pipeline import DEFAULT_STEPS, Step
+from .pipeline.base import WHOLE_MESSAGE, RequestInfo, StepContext, TransformLog, View
+from .summarizer import ExtractiveSummarizer, Summarizer
+from .thresholds import Thresholds, compute_thresholds
+from .tokens import (
+    DEFAULT_CALIBRATION,
+    Calibration,
+    TiktokenCounter,
+    TokenCounter,
+    block_rough,
+    fit_calibration,
+    percentile,
+    text_key,
+)
+from .transcript import Block, Message, Usage
+
+MODES = ("recorded", "whatif")
+#: Share of the unseen prefix (tools + system) that Claude Code caches with global scope, so
+#: a new session can already read it (spec §6.2: the static part before the dynamic boundary).
+WARM_PREFIX_SHARE = 0.45
+ProgressCallback = Callable[[int, int], None]
+
+
+def parse_time(stamp: str) -> float | None:
+    if not stamp:
+        return None
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def thread_requests(thread: Thread) -> list[RequestInfo]:
+    """Every distinct assistant response of the thread, in order."""
+    out: list[RequestInfo] = []
+    for pos, msg in enumerate(thread.messages):
+        if msg.role == "assistant":
+            out.append(RequestInfo(index=len(out), position=pos, message=msg))
+    return out
+
+
+@dataclass
+class ThreadResult:
+    thread: Thread
+    requests: list[dict[str, Any]]
+    raw: list[int]
+    recorded_totals: list[int]
+    calibration: Calibration
+    summary_calls: int = 0
+
+
+@dataclass
+class ReplayResult:
+    """Everything a replay computed; ``to_json`` gives the documented JSON shape."""
+
+    session: Session
+    mode: str
+    preset: str
+    config: PipelineConfig
+    threads: list[ThreadResult]
+    log: TransformLog
+    summarizer: str
+
+    def main_requests(self) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for tr in self.threads:
+            if tr.thread.kind in ("main", "branch"):
+                out.extend(tr.requests)
+        out.sort(key=lambda r: (r["timestamp"] or "", r["thread"] != "main"))
+        for n, req in enumerate(out):
+            req["index"] = n
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        main = self.main_requests()
+        subagents = [
+            {"thread": tr.thread.id, "kind": tr.thread.kind, "file": tr.thread.file, "requests": tr.requests}
+            for tr in self.threads
+            if tr.thread.kind in ("subagent", "sidechain")
+        ]
+        main_thread = self.threads[0] if self.threads else None
+        return {
+            "session": {
+                "name": self.session.name,
+                "session_id": self.session.session_id,
+                "version": self.session.version,
+                "versions": self.session.versions,
+                "mode": self.mode,
+                "preset": self.preset,
+                "summarizer": self.summarizer,
+                "config": self.config.to_dict(),
+                "threads": [
+                    {
+                        "id": tr.thread.id,
+                        "kind": tr.thread.kind,
+                        "file": tr.thread.file,
+                        "messages": len(tr.thread.messages),
+                        "requests": len(tr.requests),
+                        "calibration": tr.calibration.to_json(),
+                    }
+                    for tr in self.threads
+                ],
+                "calibration": main_thread.calibration.to_json() if main_thread else None,
+                "problems": [p.to_json() for p in self.session.problems],
+                "modeled_steps": [s.name for s in DEFAULT_STEPS if s.modeled],
+            },
+            "requests": main,
+            "subagents": subagents,
+            "summary": summarize(main, self.threads),
+            "views": {"transforms": self.log.transforms, "synthetic": self.log.synthetic},
+        }
+
+
+def summarize(requests: list[dict[str, Any]], threads: list[ThreadResult]) -> dict[str, Any]:
+    """Session totals for the main thread (and its branches)."""
+    read = sum(r["cache"]["read"] for r in requests)
+    write = sum(r["cache"]["write"] for r in requests)
+    uncached = sum(r["cache"]["uncached"] for r in requests)
+    compactions = [r["index"] for r in requests if any(e["step"] == "autocompact" and e["action"] == "compacted" for e in r["events"])]
+    shares = [r["model_tokens"] / r["repl_tokens"] for r in requests if r["repl_tokens"]]
+    recorded = [r for r in requests if r["recorded"]]
+    return {
+        "requests": len(requests),
+        "compactions": len(compactions),
+        "compaction_requests": compactions,
+        "microcompactions": sum(1 for r in requests for e in r["events"] if e["step"] == "microcompact"),
+        "summary_calls": sum(t.summary_calls for t in threads if t.thread.kind in ("main", "branch")),
+        "peak_model_tokens": max((r["model_tokens"] for r in requests), default=0),
+        "cache_read_tokens": read,
+        "cache_write_tokens": write,
+        "uncached_tokens": uncached,
+        "cost_usd": round(sum(r["cost_usd"] for r in requests), 6),
+        "recorded_cost_usd": round(sum(r["recorded_cost_usd"] or 0.0 for r in requests), 6),
+        "cache_hit_rate": round(read / (read + write + uncached), 4) if read + write + uncached else 0.0,
+        "mean_history_share": round(statistics.fmean(shares), 4) if shares else 1.0,
+        "requests_above_warning": sum(1 for r in requests if r["decision_tokens"] >= r["thresholds"]["warning"]),
+        "blocking_hits": sum(1 for r in requests for e in r["events"] if e["step"] == "blocking"),
+        "recorded_requests": len(recorded),
+    }
+
+
+class _CacheBlocks:
+    """The flat list of prompt blocks (system prefix, head, messages) kept in step with a view."""
+
+    def __init__(self, system_keys: list[int]) -> None:
+        self.system_keys = system_keys
+        self.keys: list[int] = []  # per-block content keys
+        self.raw: list[int] = []  # per-block display tokens (uncalibrated)
+        self.owner: list[int] = []  # message index (-1 for system/head)
+        self.first_block: dict[int, int] = {}
+        self.built_end = 0
+
+    def sync(self, view: View) -> None:
+        if view.dirty_from == -1 or not self.keys:
+            self._reset(view)
+        elif view.dirty_from is not None and view.dirty_from < self.built_end:
+            cut_msg = max(view.dirty_from, view.start)
+            pos = None
+            for i in range(cut_msg, self.built_end):
+                if i in self.first_block:
+                    pos = self.first_block[i]
+                    break
+            if pos is not None:
+                del self.keys[pos:]
+                del self.raw[pos:]
+                for i in range(cut_msg, self.built_end):
+                    self.first_block.pop(i, None)
+                del self.owner[pos:]
+            self.built_end = cut_msg
+        view.dirty_from = None
+        self._extend(view, view.end)
+
+    def _reset(self, view: View) -> None:
+        self.keys = list(self.system_keys)
+        self.raw = [0] * len(self.system_keys)
+        self.owner = [-1] * len(self.system_keys)
+        self.first_block = {}
+        for item in view.head:
+            for block in item.message.blocks:
+                self.keys.append(text_key(block.type + "\x00" + block.text))
+                self.raw.append(view.counter.count(block.text) if block.tok < 0 else block.tok)
+                self.owner.append(-1)
+        self.built_end = view.start
+
+    def _extend(self, view: View, end: int) -> None:
+        for i in range(self.built_end, end):
+            if view.is_removed(i):
+                continue
+            msg = view.messages[i]
+            if msg.role == "system":
+                continue
+            whole = view.overrides.get((i, WHOLE_MESSAGE))
+            self.first_block[i] = len(self.keys)
+            if whole is not None:
+                self.keys.append(whole.key)
+                self.raw.append(whole.tok)
+                self.owner.append(i)
+                continue
+            for j, block in enumerate(msg.blocks):
+                ov = view.overrides.get((i, j))
+                base_tok, _, base_key = view.base_block(i, j, block)
+                if ov is None:
+                    self.keys.append(base_key)
+                    self.raw.append(base_tok)
+                elif ov.cache_preserving:
+                    self.keys.append(base_key)
+                    self.raw.append(ov.tok)
+                else:
+                    self.keys.append(ov.key)
+                    self.raw.append(ov.tok)
+                self.owner.append(i)
+        self.built_end = max(self.built_end, end)
+
+
+class _PrefixHashes:
+    """Rolling prefix hashes over the block keys, recomputed only from the first change."""
+
+    def __init__(self) -> None:
+        self.keys: list[int] = []
+        self.hashes: list[int] = []
+
+    def update(self, keys: list[int], seed: int) -> list[int]:
+        common = 0
+        limit = min(len(keys), len(self.keys))
+        # the list usually only grew: find where it stopped matching (cheap from the end)
+        if limit and self.keys[limit - 1] == keys[limit - 1] and self.keys[:limit] == keys[:limit]:
+            common = limit
+        else:
+            while common < limit and self.keys[common] == keys[common]:
+                common += 1
+        del self.hashes[common:]
+        prev = self.hashes[-1] if self.hashes else seed
+        for key in keys[common:]:
+            prev = hash((prev, key))
+            self.hashes.append(prev)
+        self.keys = list(keys)
+        return self.hashes
+
+
+class _ThreadReplay:
+    def __init__(
+        self,
+        session: Session,
+        thread: Thread,
+        config: PipelineConfig,
+        mode: str,
+        counter: TokenCounter,
+        summarizer: Summarizer,
+        log: TransformLog,
+        calibration: Calibration | None,
+        recorded_raw: list[int] | None,
+        pricing: PricingTable,
+        steps: tuple[Step, ...],
+        progress: Callable[[int], None] | None = None,
+    ) -> None:
+        self.session = session
+        self.thread = thread
+        self.config = config
+        self.mode = mode
+        self.counter = counter
+        self.summarizer = summarizer
+        self.log = log
+        self.calibration = calibration
+        self.recorded_raw = recorded_raw
+        self.pricing = pricing
+        self.steps = steps
+        self.progress = progress
+        self.requests = thread_requests(thread)
+        self.hidden: set[int] = set()
+        self.restored: dict[tuple[int, int], str] = {}
+        if mode == "whatif":
+            self._prepare_whatif()
+        self.view = View(thread, counter, log, self._base_text, self.hidden)
+        self.state: dict[str, Any] = {"session_dir": self._session_dir()}
+        self.thresholds: dict[str | None, Thresholds] = {}
+        self.model_tokens: list[int] = []
+        self.raw: list[int] = []
+
+    def _session_dir(self) -> str:
+        sid = self.session.session_id or "session"
+        return f"~/.claude/projects/<project>/{sid}"
+
+    def _prepare_whatif(self) -> None:
+        """Raw conversation: recorded compaction artifacts out, original tool output back."""
+        upload = self.session.upload
+        summaries: dict[int, int] = {}
+        for i, msg in enumerate(self.thread.messages):
+            if msg.kind in ("compact_boundary", "microcompact_boundary", "snip_boundary"):
+                self.hidden.add(i)
+            elif msg.kind == "summary":
+                self.hidden.add(i)
+                # the request right after a recorded compaction is where it happened
+                k = next((r.index for r in self.requests if r.position > i), None)
+                if k is not None:
+                    summaries[k] = i
+            elif msg.kind == "tool_result":
+                for j, block in enumerate(msg.blocks):
+                    if block.type != "tool_result" or not block.text.startswith("<persisted-output>"):
+                        continue
+                    original = None
+                    if upload is not None and block.tool_use_id:
+                        original = upload.read_tool_result(block.tool_use_id)
+                    if original is None:
+                        original = msg.original_output
+                    if original:
+                        self.restored[(i, j)] = original
+        self.recorded_summaries = summaries
+
+    def _base_text(self, i: int, j: int, block: Block) -> str | None:
+        if not self.restored:
+            return None
+        return self.restored.get((i, j))
+
+    def thresholds_for(self, model: str | None) -> Thresholds:
+        th = self.thresholds.get(model)
+        if th is None:
+            th = compute_thresholds(self.config, model)
+            self.thresholds[model] = th
+        return th
+
+    def run(self, *, with_results: bool) -> list[dict[str, Any]]:
+        view = self.view
+        cal = self.calibration or DEFAULT_CALIBRATION
+        results: list[dict[str, Any]] = []
+        if self.mode == "whatif":
+            self.state["recorded_summaries"] = getattr(self, "recorded_summaries", {})
+        sim = CacheSimulator(
+            lookback_blocks=self.config.cache_lookback_blocks,
+            lookback_enabled=self.config.cache_lookback_enabled,
+        )
+        system_keys = [text_key(f"system-static:{self.thread.kind}"), text_key(f"system-dynamic:{self.thread.id}")]
+        blocks = _CacheBlocks(system_keys)
+        hashes = _PrefixHashes()
+        ttl = "5m"
+        prev_end = 0
+        first_emitted = self.thread.fork_index if self.thread.kind == "branch" else 0
+        last_time: float | None = None
+        for req in self.requests:
+            k = req.index
+            p = req.position
+            new_range = (prev_end, p)
+            turn_start = any(
+                m.role == "user" and m.kind in ("prompt", "command")
+                for m in self.thread.messages[prev_end:p]
+            ) or k == 0
+            now = parse_time(req.timestamp) or (last_time or 0.0)
+            if turn_start and k > 0:
+                view.drop_turn_overrides(k - 1)
+            view.end = p
+            self.state["last_assistant_time"] = last_time
+            thresholds = self.thresholds_for(req.message.model)
+            events: list[dict[str, Any]] = []
+            ctx = StepContext(
+                k=k,
+                request=req,
+                view=view,
+                config=self.config,
+                thresholds=thresholds,
+                mode=self.mode,
+                new_range=new_range,
+                turn_start=turn_start,
+                now=now,
+                state=self.state,
+                events=events,
+                decision_count=lambda k=k: self.decision_count(k),
+                prompt_estimate=lambda: cal.apply(view.raw_tokens()),
+                session=self.session,
+                summarizer=self.summarizer,
+            )
+            for step in self.steps:
+                step.apply(ctx)
+            raw = view.raw_tokens()
+            model_tokens = cal.apply(raw)
+            self.raw.append(raw)
+            self.model_tokens.append(model_tokens)
+            self.state["last_model_tokens"] = model_tokens
+            prev_end = p
+            last_time = parse_time(req.timestamp) or last_time
+            if not with_results:
+                continue
+            decision = self.decision_count(k) - ctx.snip_freed
+            usage = req.message.usage
+            ttl = self._ttl(usage, ttl)
+            cache = self._cache(sim, blocks, hashes, cal, model_tokens, req, now, ttl)
+            output = usage.output if usage else 0
+            write_5m = cache.write if ttl == "5m" else 0
+            write_1h = cache.write - write_5m
+            cost = request_cost(
+                req.message.model,
+                uncached=cache.uncached,
+                cache_read=cache.read,
+                cache_write_5m=write_5m,
+                cache_write_1h=write_1h,
+                output=output,
+                pricing=self.pricing,
+            )
+            recorded = None
+            recorded_cost = None
+            if usage is not None and usage.prompt_total > 0:
+                recorded = usage.to_json()
+                rec_1h = usage.cache_write_1h if usage.cache_write_1h is not None else 0
+                rec_5m = usage.cache_write - rec_1h
+                recorded_cost = request_cost(
+                    req.message.model,
+                    uncached=usage.input,
+                    cache_read=usage.cache_read,
+                    cache_write_5m=rec_5m,
+                    cache_write_1h=rec_1h,
+                    output=usage.output,
+                    pricing=self.pricing,
+                )
+            repl_raw = view.cum_tok[p]
+            if p < first_emitted:
+                continue
+            results.append(
+                {
+                    "index": k,
+                    "thread": self.thread.id,
+                    "thread_request": k,
+                    "message_id": req.message.message_id,
+                    "message": p,
+                    "line": req.message.line,
+                    "timestamp": req.timestamp,
+                    "model": req.message.model,
+                    "raw_tokens": raw,
+                    "model_tokens": model_tokens,
+                    "repl_tokens": cal.apply(repl_raw),
+                    "decision_tokens": decision,
+                    "recorded": recorded,
+                    "recorded_total": usage.prompt_total if recorded and usage else None,
+                    "cache": cache,
+                    "ttl": ttl,
+                    "cost_usd": round(cost, 6),
+                    "recorded_cost_usd": round(recorded_cost, 6) if recorded_cost is not None else None,
+                    "thresholds": {
+                        "effective": thresholds.effective_window,
+                        "autocompact": thresholds.autocompact_threshold,
+                        "warning": thresholds.warning_threshold,
+                        "blocking": thresholds.blocking_limit,
+                    },
+                    "events": events,
+                    "turn_start": turn_start,
+                    "branch": self.thread.kind == "branch",
+                    "blocked": ctx.blocked,
+                    "view": {
+                        "head": [h.ref for h in view.head],
+                        "start": view.start,
+                        "end": view.end,
+                    },
+                }
+            )
+            if self.progress is not None:
+                self.progress(1)
+        self.summary_calls = int(self.state.get("summary_calls", 0))
+        return results
+
+    def decision_count(self, k: int) -> int:
+        """``tokenCountWithEstimation``: last usage in the view plus rough estimates after it."""
+        view = self.view
+        for j in range(k - 1, -1, -1):
+            req = self.requests[j]
+            pos = req.position
+            if pos < view.start:
+                break
+            if not view.in_view(pos):
+                continue
+            usage = req.message.usage
+            if usage is None or usage.total <= 0:
+                continue
+            base = self._usage_total(j, usage)
+            first_blocks = int(req.message.metadata.get("first_record_blocks", len(req.message.blocks)))
+            tail = sum(block_rough(b) for b in req.message.blocks[first_blocks:])
+            return base + tail + view.rough_range(pos + 1, view.end)
+        return view.rough_total()
+
+    def _usage_total(self, j: int, usage: Usage) -> int:
+        """Recorded usage while the view matches the recording; the replay's own count after."""
+        if self.mode == "recorded" or self.recorded_raw is None:
+            return usage.total
+        if j < len(self.raw) and j < len(self.recorded_raw) and self.raw[j] == self.recorded_raw[j]:
+            return usage.total
+        if j < len(self.model_tokens):
+            return self.model_tokens[j] + usage.output
+        return usage.total
+
+    def _ttl(self, usage: Usage | None, previous: str) -> str:
+        setting = self.config.cache_ttl
+        if setting in ("5m", "1h"):
+            return setting
+        if usage is not None:
+            if usage.cache_write_1h:
+                return "1h"
+            if usage.cache_write_5m:
+                return "5m"
+        return previous
+
+    def _cache(
+        self,
+        sim: CacheSimulator,
+        blocks: _CacheBlocks,
+        hashes: _PrefixHashes,
+        cal: Calibration,
+        model_tokens: int,
+        req: RequestInfo,
+        now: float,
+        ttl: str,
+    ) -> dict[str, Any]:
+        view = self.view
+        blocks.sync(view)
+        prefix = max(0, round(cal.prefix_tokens))
+        warm = round(prefix * WARM_PREFIX_SHARE)
+        ratio = cal.ratio
+        tokens = [warm, prefix - warm]
+        tokens.extend(round(ratio * t) for t in blocks.raw[2:])
+        model = req.message.model or ""
+        prefix_hashes = hashes.update(blocks.keys, seed=hash(model))
+        last = len(tokens) - 1
+        breakpoints = [0] if self.config.system_cache_breakpoints == 1 else [0, 1]
+        if last > breakpoints[-1]:
+            breakpoints.append(last)
+        info = model_info(req.message.model)
+        res = sim.request(
+            time=now,
+            model=model,
+            prefix_hashes=prefix_hashes,
+            block_tokens=tokens,
+            breakpoints=breakpoints,
+            ttl=ttl,
+            min_cacheable_tokens=info.min_cacheable_tokens,
+            warm_blocks=1,
+            label=str(req.index),
+        )
+        read, write, uncached = res.read, res.write, res.uncached
+        # per-block rounding: settle the difference with the calibrated total in the tail
+        diff = model_tokens - (read + write + uncached)
+        if uncached + diff >= 0:
+            uncached += diff
+        else:
+            write = max(0, write + uncached + diff)
+            uncached = 0
+            read = model_tokens - write
+        return {
+            "read": read,
+            "write": write,
+            "uncached": uncached,
+            "hit_blocks": res.hit_block,
+            "blocks": len(tokens),
+            "reason": res.reason,
+            "detail": res.detail,
+        }
+
+
+def replay(
+    session: Session,
+    config: PipelineConfig,
+    *,
+    mode: str = "recorded",
+    summarizer: Summarizer | None = None,
+    progress: ProgressCallback | None = None,
+    preset_name: str = "",
+    counter: TokenCounter | None = None,
+    pricing: PricingTable | None = None,
+    steps: tuple[Step, ...] = DEFAULT_STEPS,
+) -> ReplayResult:
+    """Replay every thread of ``session`` under ``config``.
+
+    ``mode="recorded"`` rebuilds what Claude Code sent, from the transcript's own records;
+    ``mode="whatif"`` removes the recorded compaction artifacts and lets ``config`` decide.
+    ``progress(done, total)`` is called as requests complete (total = all requests).
+    """
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
+    counter = counter or TiktokenCounter()
+    summarizer = summarizer or ExtractiveSummarizer()
+    pricing = pricing or load_pricing()
+    log = TransformLog()
+    threads = [t for t in session.threads if t.messages]
+    total = sum(sum(1 for m in t.messages if m.role == "assistant") for t in threads)
+    done = 0
+
+    def tick(n: int) -> None:
+        nonlocal done
+        done += n
+        if progress is not None:
+            progress(done, total)
+
+    # pass 1: measure recorded views and fit the calibration of every thread
+    measured: dict[str, tuple[list[int], Calibration | None]] = {}
+    for thread in threads:
+        probe = _ThreadReplay(
+            session, thread, config, "recorded", counter, summarizer, TransformLog(), None, None, pricing, steps
+        )
+        probe.run(with_results=False)
+        totals = [
+            (r.message.usage.prompt_total if r.message.usage else 0) for r in probe.requests
+        ]
+        measured[thread.id] = (probe.raw, fit_calibration(probe.raw, totals))
+    main_cal = measured[threads[0].id][1] if threads else None
+    results: list[ThreadResult] = []
+    for thread in threads:
+        raw, cal = measured[thread.id]
+        if cal is None:
+            inherited = main_cal if thread.kind == "branch" else None
+            cal = (
+                Calibration(inherited.prefix_tokens, inherited.ratio, 0, None, None, "inherited")
+                if inherited
+                else DEFAULT_CALIBRATION
+            )
+        runner = _ThreadReplay(
+            session, thread, config, mode, counter, summarizer, log, cal, raw, pricing, steps, progress=tick
+        )
+        requests = runner.run(with_results=True)
+        totals = [(r.message.usage.prompt_total if r.message.usage else 0) for r in runner.requests]
+        results.append(ThreadResult(thread, requests, runner.raw, totals, cal, runner.summary_calls))
+    return ReplayResult(
+        session=session,
+        mode=mode,
+        preset=preset_name,
+        config=config,
+        threads=results,
+        log=log,
+        summarizer=summarizer.name,
+    )
+
+
+def fidelity(result: ReplayResult) -> dict[str, Any]:
+    """How far the replay's counts are from the recorded usage, per thread and overall.
+
+    Refits ``recorded ≈ a + b * raw_tokens`` per thread by least squares (two numbers per
+    thread, nothing else from the recording) and reports the relative errors.
+    """
+    rows = []
+    errors: list[float] = []
+    for tr in result.threads:
+        reqs = [r for r in tr.requests if r["recorded_total"]]
+        cal = fit_calibration([r["raw_tokens"] for r in reqs], [r["recorded_total"] for r in reqs])
+        if cal is None:
+            continue
+        errs = sorted(abs(cal.prefix_tokens + cal.ratio * r["raw_tokens"] - r["recorded_total"]) / r["recorded_total"] for r in reqs)
+        errors.extend(errs)
+        rows.append(
+            {
+                "thread": tr.thread.id,
+                "kind": tr.thread.kind,
+                "requests": len(errs),
+                "prefix_tokens": round(cal.prefix_tokens),
+                "ratio": round(cal.ratio, 4),
+                "median_rel_error": statistics.median(errs),
+                "p90_rel_error": percentile(errs, 0.9),
+            }
+        )
+    errors.sort()
+    return {
+        "threads": rows,
+        "requests": len(errors),
+        "median_rel_error": statistics.median(errors) if errors else None,
+        "p90_rel_error": percentile(errors, 0.9) if errors else None,
+        "errors": errors,
+    }
+
+
+def message_text(message: Message) -> str:
+    return "".join(b.text for b in message.blocks)
+
+
+@dataclass
+class _Unused:
+    items: list[int] = field(default_factory=list)

