@@ -7,25 +7,75 @@ Typical use::
 
     from contextlab import engine
 
-    session = engine.load_session("session.jsonl")        # raises engine.TranscriptError
-    config = engine.resolve_config("auto", session=session)
-    result = engine.replay(session, config, mode="recorded")
-    data = result.to_json()                                 # {"session", "requests", "summary", ...}
+    session = engine.load_session("session.jsonl")             # raises engine.TranscriptError
+    config, preset = engine.resolve_config("auto", version=session.version)
+    result = engine.replay(session, config, mode="recorded", preset_name=preset)
+    data = result.to_json()                                      # {"session", "requests", "summary", ...}
 """
 
 from __future__ import annotations
 
+from .config import ConfigError, PipelineConfig, field_specs
+from .cost import PricingTable, load_pricing, request_cost
+from .models import ModelInfo, model_info
 from .parsing import Session, Thread, build_session, load_session
+from .presets import PRESET_DESCRIPTIONS, PRESET_NAMES, PRESETS, get_preset, preset_for_version, resolve_config
+from .evaluation import cache_accuracy, compaction_accuracy, fidelity
+from .replay import MODES, ReplayResult, replay
+from .summarizer import (
+    PROMPT_VERSION,
+    ExtractiveSummarizer,
+    Summarizer,
+    SummaryRequest,
+    SummaryResult,
+    compact_prompt,
+    format_summary,
+)
+from .thresholds import Thresholds, compute_thresholds
 from .transcript import Block, Message, Problem, TranscriptError, Usage
+from .views import BADGES, TransformIndex, messages_json, side_by_side
 
 __all__ = [
+    "BADGES",
+    "MODES",
+    "PRESETS",
+    "PRESET_DESCRIPTIONS",
+    "PRESET_NAMES",
+    "PROMPT_VERSION",
     "Block",
+    "ConfigError",
+    "ExtractiveSummarizer",
     "Message",
+    "ModelInfo",
+    "PipelineConfig",
+    "PricingTable",
     "Problem",
+    "ReplayResult",
     "Session",
+    "Summarizer",
+    "SummaryRequest",
+    "SummaryResult",
     "Thread",
+    "Thresholds",
+    "TransformIndex",
     "TranscriptError",
     "Usage",
     "build_session",
+    "cache_accuracy",
+    "compaction_accuracy",
+    "compact_prompt",
+    "compute_thresholds",
+    "field_specs",
+    "fidelity",
+    "format_summary",
+    "get_preset",
+    "load_pricing",
     "load_session",
+    "messages_json",
+    "model_info",
+    "preset_for_version",
+    "replay",
+    "request_cost",
+    "resolve_config",
+    "side_by_side",
 ]

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 from collections.abc import Sequence
 from typing import Any, TextIO
 
-from .config import ConfigError, PipelineConfig, resolve_config
+from .config import ConfigError, PipelineConfig
+from .presets import resolve_config
 from .parsing import Session, load_session
-from .replay import MODES, ReplayResult, fidelity, replay
+from .evaluation import cache_accuracy, compaction_accuracy, fidelity
+from .replay import MODES, ReplayResult, replay
+from .tokens import percentile
 from .transcript import TranscriptError
 
 EXIT_OK = 0
@@ -111,37 +115,55 @@ def cmd_replay(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def cmd_fidelity(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    all_errors: list[float] = []
+    """Token fidelity, cache estimate accuracy and compaction prediction over many files."""
+    fid_errors: list[float] = []
+    cache_diffs: list[float] = []
+    miss_counts = [0, 0, 0]
+    compactions: list[dict[str, Any]] = []
     rows: list[dict[str, Any]] = []
     usable = 0
     for path in args.files:
-        session = _load(path, err) if not args.quiet else _load_quiet(path, err)
+        session = _load_quiet(path, err) if args.quiet else _load(path, err)
         if session is None:
             continue
         usable += 1
         config, preset = resolve_config("auto", version=session.version)
-        result = replay(session, config, mode="recorded", preset_name=preset)
-        fid = fidelity(result)
-        all_errors.extend(fid["errors"])
+        recorded = replay(session, config, mode="recorded", preset_name=preset)
+        fid = fidelity(recorded)
+        fid_errors.extend(fid["errors"])
+        cache = cache_accuracy(recorded)
+        cache_diffs.extend(cache["diffs"])
+        for n, value in enumerate(cache["counts"]):
+            miss_counts[n] += value
+        if any(r["events"] for tr in recorded.threads for r in tr.requests):
+            whatif = replay(session, config, mode="whatif", preset_name=preset)
+            for row in compaction_accuracy(recorded, whatif)["rows"]:
+                row["file"] = path
+                compactions.append(row)
         for row in fid["threads"]:
             row["file"] = path
             rows.append(row)
     if usable == 0:
         return EXIT_UNUSABLE
-    all_errors.sort()
-    from .tokens import percentile
-
-    summary = {
-        "requests": len(all_errors),
-        "median_rel_error": all_errors[len(all_errors) // 2] if all_errors else None,
-        "p90_rel_error": percentile(all_errors, 0.9) if all_errors else None,
+    fid_errors.sort()
+    cache_diffs.sort()
+    recorded_miss, predicted_miss, found = miss_counts
+    overall = {
+        "requests": len(fid_errors),
+        "median_rel_error": statistics.median(fid_errors) if fid_errors else None,
+        "p90_rel_error": percentile(fid_errors, 0.9) if fid_errors else None,
+        "cache_median_read_error_share": statistics.median(cache_diffs) if cache_diffs else None,
+        "cache_recorded_misses": recorded_miss,
+        "cache_predicted_misses": predicted_miss,
+        "cache_miss_recall": found / recorded_miss if recorded_miss else None,
+        "cache_miss_precision": found / predicted_miss if predicted_miss else None,
+        "auto_compactions": len(compactions),
+        "auto_compactions_predicted_within_3pct": sum(
+            1 for c in compactions if c["predicted"] and c["rel_error"] is not None and c["rel_error"] <= 0.03
+        ),
     }
-    if all_errors:
-        import statistics
-
-        summary["median_rel_error"] = statistics.median(all_errors)
     if args.json:
-        json.dump({"threads": rows, "overall": summary}, out, indent=2)
+        json.dump({"threads": rows, "compactions": compactions, "overall": overall}, out, indent=2)
         out.write("\n")
         return EXIT_OK
     print(f"{'file':60} {'thread':14} {'n':>5} {'prefix':>8} {'ratio':>6} {'median':>7} {'p90':>7}", file=out)
@@ -153,8 +175,27 @@ def cmd_fidelity(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             file=out,
         )
     print(
-        f"overall: {summary['requests']} requests, median relative error {_pct(summary['median_rel_error'])}, "
-        f"p90 {_pct(summary['p90_rel_error'])}",
+        f"fidelity: {overall['requests']} requests, median relative error {_pct(overall['median_rel_error'])}, "
+        f"p90 {_pct(overall['p90_rel_error'])}",
+        file=out,
+    )
+    print(
+        f"cache: median |read − recorded read| {_pct(overall['cache_median_read_error_share'])} of the prompt; "
+        f"misses: {recorded_miss} recorded, {predicted_miss} predicted, {found} both "
+        f"(recall {_pct(overall['cache_miss_recall'])}, precision {_pct(overall['cache_miss_precision'])})",
+        file=out,
+    )
+    for c in compactions:
+        name = c["file"].rsplit("/", 1)[-1][:50]
+        status = (
+            f"predicted at {c['offset']:+d}, decision {c['decision_tokens']:,} ({_pct(c['rel_error'])})"
+            if c["predicted"]
+            else "NOT predicted"
+        )
+        print(f"compaction {name} request {c['request']}: preTokens {c['pre_tokens']:,} → {status}", file=out)
+    print(
+        f"compactions: {overall['auto_compactions_predicted_within_3pct']} of {overall['auto_compactions']} "
+        "recorded automatic compactions predicted within one request and 3 %",
         file=out,
     )
     return EXIT_OK

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import json
 import math
 import os
@@ -523,7 +524,17 @@ class PipelineConfig:
         ),
     )
     compactable_tools: tuple[str, ...] = field(
-        default=("Read", "Bash", "PowerShell", "Grep", "Glob", "WebSearch", "WebFetch", "Edit", "Write"),
+        default=(
+            "Read",
+            "Bash",
+            "PowerShell",
+            "Grep",
+            "Glob",
+            "WebSearch",
+            "WebFetch",
+            "Edit",
+            "Write",
+        ),
         metadata=_meta(
             "Tools whose results time-based and cached microcompact may clear.",
             source="COMPACTABLE_TOOLS (services/compact/microCompact.ts)",
@@ -924,7 +935,13 @@ class _Kind:
 
     @property
     def label(self) -> str:
-        names = {"int": "int", "float": "float", "bool": "bool", "choice": "str", "names": "list[str]"}
+        names = {
+            "int": "int",
+            "float": "float",
+            "bool": "bool",
+            "choice": "str",
+            "names": "list[str]",
+        }
         if self.base == "map":
             text = "map[str, int | None]" if self.value_nullable else "map[str, int]"
         else:
@@ -1000,10 +1017,7 @@ class _Spec:
             return None
         noun = "an integer" if self.kind.base in ("int", "map") else "a number"
         lo, hi = _number(self.lo), _number(self.hi)
-        if self.lo_open:
-            bounds = f"greater than {lo} and at most {hi}"
-        else:
-            bounds = f"between {lo} and {hi}"
+        bounds = f"greater than {lo} and at most {hi}" if self.lo_open else f"between {lo} and {hi}"
         prefix = f"{what} " if what else ""
         message = f"{prefix}must be {noun} {bounds}, got {value!r}"
         if self.fraction:
@@ -1059,10 +1073,12 @@ class _Spec:
             if item is None and self.kind.value_nullable:
                 continue
             if not _is_int(item):
+                wanted = (
+                    "an integer or null (no limit)" if self.kind.value_nullable else "an integer"
+                )
                 return ConfigError(
                     self.name,
-                    f"value for {key!r} must be {self.kind.phrase.removeprefix('a table of tool name → ')}"
-                    f", got {item!r} ({type(item).__name__})",
+                    f"value for {key!r} must be {wanted}, got {item!r} ({type(item).__name__})",
                 )
             error = self.range_error(item, f"value for {key!r}")
             if error is not None:
@@ -1170,14 +1186,9 @@ def field_specs() -> list[dict[str, Any]]:
     ]
 
 
+@functools.cache
 def _defaults() -> PipelineConfig:
-    global _DEFAULTS
-    if _DEFAULTS is None:
-        _DEFAULTS = PipelineConfig()
-    return _DEFAULTS
-
-
-_DEFAULTS: PipelineConfig | None = None
+    return PipelineConfig()
 
 
 def _unknown_field(name: str) -> ConfigError:
@@ -1321,10 +1332,8 @@ def read_settings(
 def _read_source(source: str | os.PathLike[str]) -> tuple[str, str, str]:
     """``(text, label for errors, file suffix)``; a str is a path only if it names one."""
     if isinstance(source, str):
-        one_line = source.strip() and "\n" not in source
-        is_path = one_line and (
-            source.endswith((".toml", ".json")) or os.path.isfile(source)
-        )
+        one_line = bool(source.strip()) and "\n" not in source
+        is_path = one_line and (source.endswith((".toml", ".json")) or os.path.isfile(source))
         if not is_path:
             return source, "config", ""
     path = Path(source)

@@ -297,6 +297,15 @@ class _ThreadReplay:
         self.raw: list[int] = []
 
     def _session_dir(self) -> str:
+        """Where Claude Code saved tool results: read off a recorded wrapper when there is one."""
+        for msg in self.thread.messages:
+            for block in msg.blocks:
+                if block.type == "tool_result" and block.text.startswith("<persisted-output>"):
+                    marker = "Full output saved to: "
+                    start = block.text.find(marker)
+                    end = block.text.find("/tool-results/", start)
+                    if start >= 0 and end > start:
+                        return block.text[start + len(marker) : end]
         sid = self.session.session_id or "session"
         return f"~/.claude/projects/<project>/{sid}"
 
@@ -403,12 +412,12 @@ class _ThreadReplay:
             ttl = self._ttl(usage, ttl)
             cache = self._cache(sim, blocks, hashes, cal, model_tokens, req, now, ttl)
             output = usage.output if usage else 0
-            write_5m = cache.write if ttl == "5m" else 0
-            write_1h = cache.write - write_5m
+            write_5m = cache["write"] if ttl == "5m" else 0
+            write_1h = cache["write"] - write_5m
             cost = request_cost(
                 req.message.model,
-                uncached=cache.uncached,
-                cache_read=cache.read,
+                uncached=cache["uncached"],
+                cache_read=cache["read"],
                 cache_write_5m=write_5m,
                 cache_write_1h=write_1h,
                 output=output,
@@ -641,48 +650,3 @@ def replay(
         log=log,
         summarizer=summarizer.name,
     )
-
-
-def fidelity(result: ReplayResult) -> dict[str, Any]:
-    """How far the replay's counts are from the recorded usage, per thread and overall.
-
-    Refits ``recorded ≈ a + b * raw_tokens`` per thread by least squares (two numbers per
-    thread, nothing else from the recording) and reports the relative errors.
-    """
-    rows = []
-    errors: list[float] = []
-    for tr in result.threads:
-        reqs = [r for r in tr.requests if r["recorded_total"]]
-        cal = fit_calibration([r["raw_tokens"] for r in reqs], [r["recorded_total"] for r in reqs])
-        if cal is None:
-            continue
-        errs = sorted(abs(cal.prefix_tokens + cal.ratio * r["raw_tokens"] - r["recorded_total"]) / r["recorded_total"] for r in reqs)
-        errors.extend(errs)
-        rows.append(
-            {
-                "thread": tr.thread.id,
-                "kind": tr.thread.kind,
-                "requests": len(errs),
-                "prefix_tokens": round(cal.prefix_tokens),
-                "ratio": round(cal.ratio, 4),
-                "median_rel_error": statistics.median(errs),
-                "p90_rel_error": percentile(errs, 0.9),
-            }
-        )
-    errors.sort()
-    return {
-        "threads": rows,
-        "requests": len(errors),
-        "median_rel_error": statistics.median(errors) if errors else None,
-        "p90_rel_error": percentile(errors, 0.9) if errors else None,
-        "errors": errors,
-    }
-
-
-def message_text(message: Message) -> str:
-    return "".join(b.text for b in message.blocks)
-
-
-@dataclass
-class _Unused:
-    items: list[int] = field(default_factory=list)

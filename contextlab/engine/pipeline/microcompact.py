@@ -98,7 +98,7 @@ class Microcompact:
         start, end = ctx.new_range
         for i in range(start, end):
             msg = view.messages[i]
-            if msg.kind != "microcompact_boundary" or i < view.start:
+            if msg.kind != "microcompact_boundary":
                 continue
             ids = set(msg.metadata.get("compactedToolIds") or [])
             targets = [

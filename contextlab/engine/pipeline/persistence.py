@@ -96,18 +96,20 @@ class ToolResultPersistence:
                 text, current = view.block_state(i, j)
                 if current is not None:
                     continue
-                if not text.strip():
-                    marker = empty_result_marker(block.tool_name)
-                    view.set_override(
-                        i, j, view.make_override("persisted", self.name, marker, ctx.k, detail={"empty": True})
-                    )
-                    continue
+                # Empty results keep what the transcript holds: versions that write the
+                # "(X completed with no output)" marker have it in the record already.
                 threshold = persistence_threshold(block.tool_name, ctx.config)
                 size = result_size(text)
                 if text.startswith(PERSISTED_OPEN) or size <= threshold:
                     continue
-                path = persisted_path(block.tool_use_id or f"result-{i}-{j}", is_list=block.is_list, session_dir=session_dir)
-                wrapper = build_wrapper(text, path, ctx.config.preview_size_bytes)
+                if block.text.startswith(PERSISTED_OPEN):
+                    # Claude Code persisted this one too: its recorded wrapper is byte-exact
+                    # (path and preview), which keeps the view identical to the recording.
+                    wrapper = block.text
+                else:
+                    tool_use_id = block.tool_use_id or f"result-{i}-{j}"
+                    path = persisted_path(tool_use_id, is_list=block.is_list, session_dir=session_dir)
+                    wrapper = build_wrapper(text, path, ctx.config.preview_size_bytes)
                 view.set_override(
                     i,
                     j,
