@@ -17,10 +17,17 @@ from __future__ import annotations
 
 from .config import ConfigError, PipelineConfig, field_specs
 from .cost import PricingTable, load_pricing, request_cost
+from .evaluation import cache_accuracy, compaction_accuracy, fidelity
 from .models import ModelInfo, model_info
 from .parsing import Session, Thread, build_session, load_session
-from .presets import PRESET_DESCRIPTIONS, PRESET_NAMES, PRESETS, get_preset, preset_for_version, resolve_config
-from .evaluation import cache_accuracy, compaction_accuracy, fidelity
+from .presets import (
+    PRESET_DESCRIPTIONS,
+    PRESET_NAMES,
+    PRESETS,
+    get_preset,
+    preset_for_version,
+    resolve_config,
+)
 from .replay import MODES, ReplayResult, replay
 from .summarizer import (
     PROMPT_VERSION,
@@ -57,16 +64,16 @@ __all__ = [
     "SummaryResult",
     "Thread",
     "Thresholds",
-    "TransformIndex",
     "TranscriptError",
+    "TransformIndex",
     "Usage",
     "build_session",
     "cache_accuracy",
-    "compaction_accuracy",
     "compact_prompt",
+    "compaction_accuracy",
     "compute_thresholds",
-    "field_specs",
     "fidelity",
+    "field_specs",
     "format_summary",
     "get_preset",
     "load_pricing",

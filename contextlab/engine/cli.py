@@ -10,9 +10,9 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 from .config import ConfigError, PipelineConfig
-from .presets import resolve_config
-from .parsing import Session, load_session
 from .evaluation import cache_accuracy, compaction_accuracy, fidelity
+from .parsing import Session, load_session
+from .presets import resolve_config
 from .replay import MODES, ReplayResult, replay
 from .tokens import percentile
 from .transcript import TranscriptError
@@ -159,14 +159,19 @@ def cmd_fidelity(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         "cache_miss_precision": found / predicted_miss if predicted_miss else None,
         "auto_compactions": len(compactions),
         "auto_compactions_predicted_within_3pct": sum(
-            1 for c in compactions if c["predicted"] and c["rel_error"] is not None and c["rel_error"] <= 0.03
+            1
+            for c in compactions
+            if c["predicted"] and c["rel_error"] is not None and c["rel_error"] <= 0.03
         ),
     }
     if args.json:
         json.dump({"threads": rows, "compactions": compactions, "overall": overall}, out, indent=2)
         out.write("\n")
         return EXIT_OK
-    print(f"{'file':60} {'thread':14} {'n':>5} {'prefix':>8} {'ratio':>6} {'median':>7} {'p90':>7}", file=out)
+    print(
+        f"{'file':60} {'thread':14} {'n':>5} {'prefix':>8} {'ratio':>6} {'median':>7} {'p90':>7}",
+        file=out,
+    )
     for row in rows:
         name = row["file"].rsplit("/", 1)[-1][:60]
         print(
@@ -192,7 +197,10 @@ def cmd_fidelity(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             if c["predicted"]
             else "NOT predicted"
         )
-        print(f"compaction {name} request {c['request']}: preTokens {c['pre_tokens']:,} → {status}", file=out)
+        print(
+            f"compaction {name} request {c['request']}: preTokens {c['pre_tokens']:,} → {status}",
+            file=out,
+        )
     print(
         f"compactions: {overall['auto_compactions_predicted_within_3pct']} of {overall['auto_compactions']} "
         "recorded automatic compactions predicted within one request and 3 %",
@@ -211,14 +219,17 @@ def _load_quiet(path: str, err: TextIO) -> Session | None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="contextlab", description="Replay Claude Code's context pipeline on session transcripts."
+        prog="contextlab",
+        description="Replay Claude Code's context pipeline on session transcripts.",
     )
     sub = parser.add_subparsers(dest="command", required=True)
     rp = sub.add_parser("replay", help="replay one transcript request by request")
     rp.add_argument("file", help=".jsonl, .jsonl.gz, or .zip/.tar.gz of a session folder")
     rp.add_argument("--mode", choices=MODES, default="recorded")
     group = rp.add_mutually_exclusive_group()
-    group.add_argument("--preset", help="preset name (default: auto, from the transcript's version)")
+    group.add_argument(
+        "--preset", help="preset name (default: auto, from the transcript's version)"
+    )
     group.add_argument("--config", help="TOML or JSON file of PipelineConfig fields")
     rp.add_argument("--json", action="store_true", help="print the full JSON result")
     fp = sub.add_parser("fidelity", help="how close recorded-mode replay is to the recorded usage")

@@ -431,7 +431,7 @@ class PipelineConfig:
             hi=CHARS_MAX,
         ),
     )
-    declared_max_result_size_chars: FrozenMap[int | None] = field(
+    declared_max_result_size_chars: Mapping[str, int | None] = field(
         default=FrozenMap(
             {"Bash": 30_000, "PowerShell": 30_000, "Grep": 20_000, "McpAuth": 10_000, "Read": None}
         ),
@@ -454,7 +454,7 @@ class PipelineConfig:
             hi=CHARS_MAX,
         ),
     )
-    per_tool_threshold_overrides: FrozenMap[int] = field(
+    per_tool_threshold_overrides: Mapping[str, int] = field(
         default=FrozenMap(),
         metadata=_meta(
             "Tool → persistence threshold replacing min(declared, clamp); may exceed the "
@@ -804,6 +804,31 @@ class PipelineConfig:
             hi=2,
         ),
     )
+    cache_global_prefix_warm: bool = field(
+        default=False,
+        metadata=_meta(
+            "Assume the system prompt is already cached when a thread starts (Claude Code's "
+            "global cache scope, or another session of the same user moments before). Off: "
+            "every thread's first request writes its whole prompt.",
+            source="spec §6.2 global scope; about half the corpus sessions start warm (MODELED)",
+            group=_CACHE,
+            modeled=True,
+        ),
+    )
+    cache_system_prefix_share: float = field(
+        default=0.7,
+        metadata=_meta(
+            "Share of the unseen prefix (tools, system prompt, user context) that sits before "
+            "the system-prompt breakpoint; the rest (CLAUDE.md and date reminder) is cached "
+            "only with the messages.",
+            source="fitted on corpus reads after compactions (MODELED)",
+            group=_CACHE,
+            lo=0,
+            hi=1,
+            fraction=True,
+            modeled=True,
+        ),
+    )
     cache_break_min_miss_tokens: int = field(
         default=2_000,
         metadata=_meta(
@@ -993,6 +1018,7 @@ class _Spec:
         if kind.base == "names" and isinstance(value, list):
             return tuple(value)
         if kind.base == "map" and isinstance(value, Mapping):
+            # Stored as a FrozenMap whatever mapping came in, so the config stays hashable.
             # TOML has no null, so "no limit" is written as inf there (JSON: null or Infinity).
             return FrozenMap(
                 {
@@ -1113,8 +1139,10 @@ def _kind_of(hint: Any) -> _Kind:
         return _Kind("choice", nullable, choices=tuple(str(a) for a in get_args(hint)))
     if origin is tuple and get_args(hint) == (str, ...):
         return _Kind("names", nullable)
-    if origin is FrozenMap:
-        (value_hint,) = get_args(hint)
+    if origin is Mapping:
+        key_hint, value_hint = get_args(hint)
+        if key_hint is not str:
+            raise TypeError(f"unsupported map key type {key_hint!r}")
         value_kind = _kind_of(value_hint)
         if value_kind.base != "int":
             raise TypeError(f"unsupported map value type {value_hint!r}")

@@ -31,7 +31,8 @@ def fidelity(result: ReplayResult) -> dict[str, Any]:
         if cal is None:
             continue
         errs = sorted(
-            abs(cal.prefix_tokens + cal.ratio * r["raw_tokens"] - r["recorded_total"]) / r["recorded_total"]
+            abs(cal.prefix_tokens + cal.ratio * r["raw_tokens"] - r["recorded_total"])
+            / r["recorded_total"]
             for r in reqs
         )
         errors.extend(errs)
@@ -99,7 +100,11 @@ def compaction_accuracy(recorded: ReplayResult, whatif: ReplayResult) -> dict[st
         }
         for r in rec_tr.requests:
             for e in r["events"]:
-                if e["step"] != "autocompact" or e["action"] != "compacted" or e.get("trigger") != "auto":
+                if (
+                    e["step"] != "autocompact"
+                    or e["action"] != "compacted"
+                    or e.get("trigger") != "auto"
+                ):
                     continue
                 k = r["thread_request"]
                 match = next((predicted[j] for j in (k, k - 1, k + 1) if j in predicted), None)
@@ -114,8 +119,12 @@ def compaction_accuracy(recorded: ReplayResult, whatif: ReplayResult) -> dict[st
                         "predicted": match is not None,
                         "offset": offset,
                         "decision_tokens": count,
-                        "rel_error": abs(count - pre) / pre if (count is not None and pre) else None,
+                        "rel_error": abs(count - pre) / pre
+                        if (count is not None and pre)
+                        else None,
                     }
                 )
-    ok = [r for r in rows if r["predicted"] and r["rel_error"] is not None and r["rel_error"] <= 0.03]
+    ok = [
+        r for r in rows if r["predicted"] and r["rel_error"] is not None and r["rel_error"] <= 0.03
+    ]
     return {"recorded_auto": len(rows), "predicted_within_3pct": len(ok), "rows": rows}

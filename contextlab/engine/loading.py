@@ -14,7 +14,7 @@ import tarfile
 import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import IO
+from typing import IO, cast
 
 from .transcript import Problem, TranscriptError
 
@@ -97,12 +97,16 @@ def open_upload(path: str | os.PathLike[str], name: str | None = None) -> Upload
             name=display,
             main=TranscriptFile(
                 name=_strip_suffixes(display) + ".jsonl",
-                opener=lambda: gzip.open(path, "rb"),
+                opener=lambda: _open_gzip(path),
             ),
         )
     if len(head) >= 262 and head[257:262] == b"ustar":
         return _open_tar(path, display)
     return Upload(name=display, main=TranscriptFile(name=display, opener=lambda: open(path, "rb")))
+
+
+def _open_gzip(path: str) -> IO[bytes]:
+    return cast(IO[bytes], gzip.GzipFile(path, "rb"))  # closed by the reader
 
 
 def _strip_suffixes(name: str) -> str:
@@ -128,7 +132,9 @@ class _Member:
     opener: Opener
 
 
-def _classify(upload_name: str, members: list[_Member], closers: list[Callable[[], None]]) -> Upload:
+def _classify(
+    upload_name: str, members: list[_Member], closers: list[Callable[[], None]]
+) -> Upload:
     """Find the session file, its subagents and tool-results among archive members."""
     problems: list[Problem] = []
     jsonl = [m for m in members if m.path.endswith(".jsonl")]
@@ -139,7 +145,9 @@ def _classify(upload_name: str, members: list[_Member], closers: list[Callable[[
         parts = member.path.split("/")
         if member.size > MAX_MEMBER_BYTES:
             problems.append(
-                Problem(0, "member_too_large", f"{member.path}: skipped, larger than 4 GiB", upload_name)
+                Problem(
+                    0, "member_too_large", f"{member.path}: skipped, larger than 4 GiB", upload_name
+                )
             )
             continue
         if "tool-results" in parts[:-1]:
@@ -149,7 +157,9 @@ def _classify(upload_name: str, members: list[_Member], closers: list[Callable[[
             stem = posixpath.splitext(parts[-1])[0]
             agent_id = stem[len("agent-") :] if stem.startswith("agent-") else stem
             subagents.append(
-                TranscriptFile(name=member.path, opener=member.opener, role="subagent", agent_id=agent_id)
+                TranscriptFile(
+                    name=member.path, opener=member.opener, role="subagent", agent_id=agent_id
+                )
             )
         elif member in jsonl:
             candidates.append(member)
@@ -211,7 +221,7 @@ def _open_zip(path: str, display: str) -> Upload:
 
 def _open_tar(path: str, display: str) -> Upload:
     try:
-        archive = tarfile.open(path, "r:*")
+        archive = tarfile.open(path, "r:*")  # noqa: SIM115 - closed by Upload.close()
         infos = archive.getmembers()
     except (tarfile.TarError, OSError, EOFError) as exc:
         raise TranscriptError(f"{display}: not a readable tar archive ({exc})") from exc
@@ -245,9 +255,7 @@ def _open_directory(path: str, display: str) -> Upload:
     return _classify(display, members, [])
 
 
-def iter_lines(
-    tfile: TranscriptFile, problems: list[Problem]
-) -> Iterator[tuple[int, str, bool]]:
+def iter_lines(tfile: TranscriptFile, problems: list[Problem]) -> Iterator[tuple[int, str, bool]]:
     """Yield ``(line_number, text, is_last)`` for each non-blank line of a transcript file.
 
     Undecodable bytes are replaced (and reported once per line); over-long lines are skipped.
@@ -266,7 +274,9 @@ def iter_lines(
                 number += 1
                 if len(raw) > MAX_LINE_BYTES:
                     problems.append(
-                        Problem(number, "line_too_long", "line longer than 256 MiB skipped", tfile.name)
+                        Problem(
+                            number, "line_too_long", "line longer than 256 MiB skipped", tfile.name
+                        )
                     )
                     continue
                 if not raw.strip():

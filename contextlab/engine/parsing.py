@@ -145,12 +145,18 @@ class _FileParser:
                 obj = json.loads(text)
             except ValueError as exc:
                 if is_last and not text.endswith("\n"):
-                    self.problem(number, "truncated_line", "the last line is cut off (incomplete JSON)")
+                    self.problem(
+                        number, "truncated_line", "the last line is cut off (incomplete JSON)"
+                    )
                 else:
-                    self.problem(number, "invalid_json", f"not valid JSON: {exc.msg} at column {exc.colno}")
+                    self.problem(
+                        number, "invalid_json", f"not valid JSON: {_json_reason(exc)}"
+                    )
                 continue
             if not isinstance(obj, dict):
-                self.problem(number, "not_an_object", f"a JSON {type(obj).__name__}, not a record object")
+                self.problem(
+                    number, "not_an_object", f"a JSON {type(obj).__name__}, not a record object"
+                )
                 continue
             self.record(number, obj)
         for rtype, count in sorted(self.unknown_types.items()):
@@ -189,9 +195,8 @@ class _FileParser:
             self.problem(number, "bad_field", "parentUuid is not a string; treated as a root")
             parent = None
         version = obj.get("version")
-        if isinstance(version, str) and (not self.versions or self.versions[-1] != version):
-            if version not in self.versions:
-                self.versions.append(version)
+        if isinstance(version, str) and version not in self.versions:
+            self.versions.append(version)
         sid = obj.get("sessionId")
         if isinstance(sid, str) and self.session_id is None:
             self.session_id = sid
@@ -242,7 +247,9 @@ class _FileParser:
             if all(isinstance(obj.get(k), str) for k in needed):
                 self.side.collapse_commits.append({**obj, "line": number})
             else:
-                self.problem(number, "bad_field", "marble-origami-commit misses span fields; skipped")
+                self.problem(
+                    number, "bad_field", "marble-origami-commit misses span fields; skipped"
+                )
         else:
             self.side.collapse_snapshot = obj
 
@@ -262,7 +269,11 @@ class _FileParser:
         elif content is None:
             blocks = []
         else:
-            self.problem(number, "bad_field", f"message.content is a {type(content).__name__}; treated as empty")
+            self.problem(
+                number,
+                "bad_field",
+                f"message.content is a {type(content).__name__}; treated as empty",
+            )
             blocks = []
         timestamp = obj.get("timestamp") if isinstance(obj.get("timestamp"), str) else ""
         common: dict[str, Any] = {
@@ -297,7 +308,7 @@ class _FileParser:
             kind = "tool_result"
         elif common["is_meta"]:
             kind = "meta"
-        elif string_content and _is_command_text(content):
+        elif string_content and isinstance(content, str) and _is_command_text(content):
             kind = "command"
         else:
             kind = "prompt"
@@ -342,7 +353,7 @@ class _FileParser:
             data = item.get("data")
             return Block("redacted_thinking", data if isinstance(data, str) else "")
         if btype == "tool_use":
-            name = item.get("name") if isinstance(item.get("name"), str) else ""
+            name = _str(item, "name")
             tool_input = item.get("input") if item.get("input") is not None else {}
             return Block(
                 "tool_use",
@@ -393,7 +404,7 @@ class _FileParser:
         return usage
 
     def system_message(self, number: int, obj: dict[str, Any], subtype: str) -> Message:
-        content = obj.get("content") if isinstance(obj.get("content"), str) else ""
+        content = _str(obj, "content")
         metadata: dict[str, Any] = {}
         for key in ("compactMetadata", "microcompactMetadata", "snipMetadata"):
             if isinstance(obj.get(key), dict):
@@ -409,10 +420,17 @@ class _FileParser:
         }
         if subtype == "local_command":
             # normalizeMessagesForAPI sends local_command system messages as user text
-            return Message(role="user", kind="command", blocks=[Block("text", content)], string_content=True, **common)
+            return Message(
+                role="user",
+                kind="command",
+                blocks=[Block("text", content)],
+                string_content=True,
+                **common,
+            )
         return Message(role="system", kind=subtype, blocks=[], **common)  # type: ignore[arg-type]
 
     def attachment_message(self, number: int, obj: dict[str, Any]) -> Message:
+        """An attachment record (2.1.2xx): a meta user message in the model's view."""
         attachment = obj.get("attachment")
         # Attachments store data, not the rendered reminder text: approximate it with the JSON.
         text = json_stringify(attachment) if attachment is not None else ""
@@ -421,7 +439,7 @@ class _FileParser:
             role="user",
             kind="attachment",
             blocks=[Block("text", text)],
-            timestamp=obj.get("timestamp") if isinstance(obj.get("timestamp"), str) else "",
+            timestamp=_str(obj, "timestamp"),
             line=number,
             file=self.tfile.name,
             is_meta=True,
@@ -429,9 +447,29 @@ class _FileParser:
         )
 
 
+def _str(obj: dict[str, Any], key: str) -> str:
+    value = obj.get(key)
+    return value if isinstance(value, str) else ""
+
+
+def _json_reason(exc: ValueError) -> str:
+    if isinstance(exc, json.JSONDecodeError):
+        return f"{exc.msg} at column {exc.colno}"
+    return str(exc)
+
+
 def _is_command_text(content: str) -> bool:
     head = content.lstrip()[:40]
-    return head.startswith(("<command-name>", "<command-message>", "<local-command-stdout>", "<local-command-caveat>", "<bash-input>", "<bash-stdout>"))
+    return head.startswith(
+        (
+            "<command-name>",
+            "<command-message>",
+            "<local-command-stdout>",
+            "<local-command-caveat>",
+            "<bash-input>",
+            "<bash-stdout>",
+        )
+    )
 
 
 def _flatten_tool_result(content: Any) -> tuple[str, int, bool]:
@@ -491,10 +529,12 @@ def _messages_from_records(records: Iterable[Record], thread: Thread) -> None:
                 continue
             msg = _copy_message(msg)
             msg.metadata["first_record_blocks"] = len(msg.blocks)
-            by_id[msg.message_id] = msg
+            by_id[msg.message_id or msg.uuid] = msg
         else:
             if msg.kind == "tool_result":
-                ids = [b.tool_use_id for b in msg.blocks if b.type == "tool_result" and b.tool_use_id]
+                ids = [
+                    b.tool_use_id for b in msg.blocks if b.type == "tool_result" and b.tool_use_id
+                ]
                 if ids and all(i in seen_results for i in ids):
                     continue  # a duplicate result for a tool_use already answered
                 seen_results.update(ids)
@@ -563,7 +603,13 @@ class _Tree:
                     reported.add(rec.parent)
                     where = f"linked to line {parent.line}" if parent else "the chain starts here"
                     problems.append(
-                        Problem(rec.line, "missing_parent", f"parent record is not in the file; {where}", rec.file, "info")
+                        Problem(
+                            rec.line,
+                            "missing_parent",
+                            f"parent record is not in the file; {where}",
+                            rec.file,
+                            "info",
+                        )
                     )
             return parent
         if rec.subtype == "compact_boundary":
@@ -574,7 +620,9 @@ class _Tree:
             return self.previous_record(rec)
         return None
 
-    def walk(self, leaf: Record, problems: list[Problem], stop: set[str] | None = None) -> list[Record]:
+    def walk(
+        self, leaf: Record, problems: list[Problem], stop: set[str] | None = None
+    ) -> list[Record]:
         """Records from the root to ``leaf`` (cycle-safe)."""
         chain: list[Record] = []
         seen: set[str] = set()
@@ -587,7 +635,9 @@ class _Tree:
                 break
             node = self.parent_of(node, problems, reported)
         if node is not None and node.uuid in seen and (stop is None or node.uuid not in stop):
-            problems.append(Problem(node.line, "cycle", "parentUuid links form a cycle; cut here", node.file))
+            problems.append(
+                Problem(node.line, "cycle", "parentUuid links form a cycle; cut here", node.file)
+            )
         chain.reverse()
         return chain
 
@@ -612,10 +662,9 @@ class _Tree:
             if anchor not in members:
                 continue
             msg = rec.message
-            if rec.type == "assistant" and msg.message_id in message_ids:
-                pass
-            elif msg.kind == "tool_result" and any(
-                b.type == "tool_result" and b.tool_use_id in tool_ids for b in msg.blocks
+            if (rec.type == "assistant" and msg.message_id in message_ids) or (
+                msg.kind == "tool_result"
+                and any(b.type == "tool_result" and b.tool_use_id in tool_ids for b in msg.blocks)
             ):
                 pass
             else:
@@ -668,7 +717,7 @@ def _branches(
     """Abandoned branches (rewinds, edits) that contain requests not on the main chain."""
     on_main = {r.uuid for r in main_chain}
     main_ids = {m.message_id for m in main.messages if m.role == "assistant"}
-    assigned: set[str] = set(i for i in main_ids if i)
+    assigned: set[str] = {i for i in main_ids if i}
     has_child: set[str] = {r.parent for r in tree.records if r.parent}
     visited: set[str] = set()
     branches: list[Thread] = []
@@ -681,15 +730,22 @@ def _branches(
         while node is not None and node.uuid not in on_main and node.uuid not in visited:
             visited.add(node.uuid)
             msg = node.message
-            if node.type == "assistant" and msg is not None and not node.synthetic:
-                if msg.message_id and msg.message_id not in assigned:
-                    new_ids.append(msg.message_id)
+            if (
+                node.type == "assistant"
+                and msg is not None
+                and not node.synthetic
+                and msg.message_id
+                and msg.message_id not in assigned
+            ):
+                new_ids.append(msg.message_id)
             node = tree.by_uuid.get(node.parent) if node.parent else None
         if not new_ids:
             continue
         assigned.update(new_ids)
         chain = tree.reattach(tree.walk(rec, problems))
-        thread = Thread(id=f"branch-{len(branches) + 1}", kind="branch", messages=[], file=file_name)
+        thread = Thread(
+            id=f"branch-{len(branches) + 1}", kind="branch", messages=[], file=file_name
+        )
         _messages_from_records(chain, thread)
         fork = 0
         for i, r in enumerate(chain):
@@ -783,7 +839,11 @@ def build_session(upload: Upload) -> Session:
 
 
 def _nothing_usable_reason(problems: list[Problem], usable: int) -> str:
-    bad = [p for p in problems if p.code in ("invalid_json", "not_an_object", "truncated_line", "missing_type")]
+    bad = [
+        p
+        for p in problems
+        if p.code in ("invalid_json", "not_an_object", "truncated_line", "missing_type")
+    ]
     if not problems and usable == 0:
         return "the file is empty: no transcript records found"
     if bad and usable == 0:

@@ -7,9 +7,10 @@ requested mode with every step, decision counts, the prompt-cache model and cost
 
 from __future__ import annotations
 
+import functools
 import statistics
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -29,16 +30,16 @@ from .tokens import (
     TokenCounter,
     block_rough,
     fit_calibration,
-    percentile,
     text_key,
 )
-from .transcript import Block, Message, Usage
+from .transcript import Block, Usage
 
 MODES = ("recorded", "whatif")
-#: Share of the unseen prefix (tools + system) that Claude Code caches with global scope, so
-#: a new session can already read it (spec §6.2: the static part before the dynamic boundary).
-WARM_PREFIX_SHARE = 0.45
 ProgressCallback = Callable[[int, int], None]
+
+
+def _calibrated(cal: Calibration, view: View) -> int:
+    return cal.apply(view.raw_tokens())
 
 
 def parse_time(stamp: str) -> float | None:
@@ -94,7 +95,12 @@ class ReplayResult:
     def to_json(self) -> dict[str, Any]:
         main = self.main_requests()
         subagents = [
-            {"thread": tr.thread.id, "kind": tr.thread.kind, "file": tr.thread.file, "requests": tr.requests}
+            {
+                "thread": tr.thread.id,
+                "kind": tr.thread.kind,
+                "file": tr.thread.file,
+                "requests": tr.requests,
+            }
             for tr in self.threads
             if tr.thread.kind in ("subagent", "sidechain")
         ]
@@ -136,24 +142,36 @@ def summarize(requests: list[dict[str, Any]], threads: list[ThreadResult]) -> di
     read = sum(r["cache"]["read"] for r in requests)
     write = sum(r["cache"]["write"] for r in requests)
     uncached = sum(r["cache"]["uncached"] for r in requests)
-    compactions = [r["index"] for r in requests if any(e["step"] == "autocompact" and e["action"] == "compacted" for e in r["events"])]
+    compactions = [
+        r["index"]
+        for r in requests
+        if any(e["step"] == "autocompact" and e["action"] == "compacted" for e in r["events"])
+    ]
     shares = [r["model_tokens"] / r["repl_tokens"] for r in requests if r["repl_tokens"]]
     recorded = [r for r in requests if r["recorded"]]
     return {
         "requests": len(requests),
         "compactions": len(compactions),
         "compaction_requests": compactions,
-        "microcompactions": sum(1 for r in requests for e in r["events"] if e["step"] == "microcompact"),
-        "summary_calls": sum(t.summary_calls for t in threads if t.thread.kind in ("main", "branch")),
+        "microcompactions": sum(
+            1 for r in requests for e in r["events"] if e["step"] == "microcompact"
+        ),
+        "summary_calls": sum(
+            t.summary_calls for t in threads if t.thread.kind in ("main", "branch")
+        ),
         "peak_model_tokens": max((r["model_tokens"] for r in requests), default=0),
         "cache_read_tokens": read,
         "cache_write_tokens": write,
         "uncached_tokens": uncached,
         "cost_usd": round(sum(r["cost_usd"] for r in requests), 6),
         "recorded_cost_usd": round(sum(r["recorded_cost_usd"] or 0.0 for r in requests), 6),
-        "cache_hit_rate": round(read / (read + write + uncached), 4) if read + write + uncached else 0.0,
+        "cache_hit_rate": round(read / (read + write + uncached), 4)
+        if read + write + uncached
+        else 0.0,
         "mean_history_share": round(statistics.fmean(shares), 4) if shares else 1.0,
-        "requests_above_warning": sum(1 for r in requests if r["decision_tokens"] >= r["thresholds"]["warning"]),
+        "requests_above_warning": sum(
+            1 for r in requests if r["decision_tokens"] >= r["thresholds"]["warning"]
+        ),
         "blocking_hits": sum(1 for r in requests for e in r["events"] if e["step"] == "blocking"),
         "recorded_requests": len(recorded),
     }
@@ -324,7 +342,9 @@ class _ThreadReplay:
                     summaries[k] = i
             elif msg.kind == "tool_result":
                 for j, block in enumerate(msg.blocks):
-                    if block.type != "tool_result" or not block.text.startswith("<persisted-output>"):
+                    if block.type != "tool_result" or not block.text.startswith(
+                        "<persisted-output>"
+                    ):
                         continue
                     original = None
                     if upload is not None and block.tool_use_id:
@@ -357,7 +377,10 @@ class _ThreadReplay:
             lookback_blocks=self.config.cache_lookback_blocks,
             lookback_enabled=self.config.cache_lookback_enabled,
         )
-        system_keys = [text_key(f"system-static:{self.thread.kind}"), text_key(f"system-dynamic:{self.thread.id}")]
+        system_keys = [
+            text_key(f"system-static:{self.thread.kind}"),
+            text_key(f"system-dynamic:{self.thread.id}"),
+        ]
         blocks = _CacheBlocks(system_keys)
         hashes = _PrefixHashes()
         ttl = "5m"
@@ -368,10 +391,13 @@ class _ThreadReplay:
             k = req.index
             p = req.position
             new_range = (prev_end, p)
-            turn_start = any(
-                m.role == "user" and m.kind in ("prompt", "command")
-                for m in self.thread.messages[prev_end:p]
-            ) or k == 0
+            turn_start = (
+                any(
+                    m.role == "user" and m.kind in ("prompt", "command")
+                    for m in self.thread.messages[prev_end:p]
+                )
+                or k == 0
+            )
             now = parse_time(req.timestamp) or (last_time or 0.0)
             if turn_start and k > 0:
                 view.drop_turn_overrides(k - 1)
@@ -391,8 +417,8 @@ class _ThreadReplay:
                 now=now,
                 state=self.state,
                 events=events,
-                decision_count=lambda k=k: self.decision_count(k),
-                prompt_estimate=lambda: cal.apply(view.raw_tokens()),
+                decision_count=functools.partial(self.decision_count, k),
+                prompt_estimate=functools.partial(_calibrated, cal, view),
                 session=self.session,
                 summarizer=self.summarizer,
             )
@@ -460,7 +486,9 @@ class _ThreadReplay:
                     "cache": cache,
                     "ttl": ttl,
                     "cost_usd": round(cost, 6),
-                    "recorded_cost_usd": round(recorded_cost, 6) if recorded_cost is not None else None,
+                    "recorded_cost_usd": round(recorded_cost, 6)
+                    if recorded_cost is not None
+                    else None,
                     "thresholds": {
                         "effective": thresholds.effective_window,
                         "autocompact": thresholds.autocompact_threshold,
@@ -497,7 +525,9 @@ class _ThreadReplay:
             if usage is None or usage.total <= 0:
                 continue
             base = self._usage_total(j, usage)
-            first_blocks = int(req.message.metadata.get("first_record_blocks", len(req.message.blocks)))
+            first_blocks = int(
+                req.message.metadata.get("first_record_blocks", len(req.message.blocks))
+            )
             tail = sum(block_rough(b) for b in req.message.blocks[first_blocks:])
             return base + tail + view.rough_range(pos + 1, view.end)
         return view.rough_total()
@@ -537,14 +567,16 @@ class _ThreadReplay:
         view = self.view
         blocks.sync(view)
         prefix = max(0, round(cal.prefix_tokens))
-        warm = round(prefix * WARM_PREFIX_SHARE)
+        system = round(prefix * self.config.cache_system_prefix_share)
         ratio = cal.ratio
-        tokens = [warm, prefix - warm]
+        tokens = [system, prefix - system]
         tokens.extend(round(ratio * t) for t in blocks.raw[2:])
         model = req.message.model or ""
         prefix_hashes = hashes.update(blocks.keys, seed=hash(model))
         last = len(tokens) - 1
-        breakpoints = [0] if self.config.system_cache_breakpoints == 1 else [0, 1]
+        # the system breakpoint(s): org mode marks the CLI prefix and the rest separately, but both
+        # sit inside the one unseen-prefix block we can model, so one breakpoint stands for them
+        breakpoints = [0]
         if last > breakpoints[-1]:
             breakpoints.append(last)
         info = model_info(req.message.model)
@@ -556,7 +588,7 @@ class _ThreadReplay:
             breakpoints=breakpoints,
             ttl=ttl,
             min_cacheable_tokens=info.min_cacheable_tokens,
-            warm_blocks=1,
+            warm_blocks=1 if self.config.cache_global_prefix_warm else 0,
             label=str(req.index),
         )
         read, write, uncached = res.read, res.write, res.uncached
@@ -617,12 +649,20 @@ def replay(
     measured: dict[str, tuple[list[int], Calibration | None]] = {}
     for thread in threads:
         probe = _ThreadReplay(
-            session, thread, config, "recorded", counter, summarizer, TransformLog(), None, None, pricing, steps
+            session,
+            thread,
+            config,
+            "recorded",
+            counter,
+            summarizer,
+            TransformLog(),
+            None,
+            None,
+            pricing,
+            steps,
         )
         probe.run(with_results=False)
-        totals = [
-            (r.message.usage.prompt_total if r.message.usage else 0) for r in probe.requests
-        ]
+        totals = [(r.message.usage.prompt_total if r.message.usage else 0) for r in probe.requests]
         measured[thread.id] = (probe.raw, fit_calibration(probe.raw, totals))
     main_cal = measured[threads[0].id][1] if threads else None
     results: list[ThreadResult] = []
@@ -636,11 +676,24 @@ def replay(
                 else DEFAULT_CALIBRATION
             )
         runner = _ThreadReplay(
-            session, thread, config, mode, counter, summarizer, log, cal, raw, pricing, steps, progress=tick
+            session,
+            thread,
+            config,
+            mode,
+            counter,
+            summarizer,
+            log,
+            cal,
+            raw,
+            pricing,
+            steps,
+            progress=tick,
         )
         requests = runner.run(with_results=True)
         totals = [(r.message.usage.prompt_total if r.message.usage else 0) for r in runner.requests]
-        results.append(ThreadResult(thread, requests, runner.raw, totals, cal, runner.summary_calls))
+        results.append(
+            ThreadResult(thread, requests, runner.raw, totals, cal, runner.summary_calls)
+        )
     return ReplayResult(
         session=session,
         mode=mode,

@@ -49,7 +49,9 @@ COMPACT_PROMPT_BODY = (
     "latest work verbatim where it helps to pick up exactly where things stopped.\n\n"
     "The conversation may contain extra summarization instructions; follow them as well."
 )
-CLOSING_REMINDER = "REMINDER: do not call any tools. Answer with the <analysis> and <summary> blocks only."
+CLOSING_REMINDER = (
+    "REMINDER: do not call any tools. Answer with the <analysis> and <summary> blocks only."
+)
 CONTINUATION_OPENING = (
     "This session is being continued from a previous conversation that ran out of context. "
     "The summary below covers the earlier portion of the conversation.\n\n"
@@ -159,7 +161,9 @@ class ExtractiveSummarizer:
         for m in messages:
             for b in m.blocks:
                 if b.type == "tool_use" and isinstance(b.data, dict):
-                    path = b.data.get("file_path") or b.data.get("path") or b.data.get("notebook_path")
+                    path = (
+                        b.data.get("file_path") or b.data.get("path") or b.data.get("notebook_path")
+                    )
                     if isinstance(path, str) and path not in files:
                         files.append(path)
                 elif b.type == "tool_result" and b.is_error:

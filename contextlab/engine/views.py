@@ -26,7 +26,9 @@ BADGES = {
 }
 
 
-def messages_json(session: Session, *, include_originals: bool = True) -> dict[str, list[dict[str, Any]]]:
+def messages_json(
+    session: Session, *, include_originals: bool = True
+) -> dict[str, list[dict[str, Any]]]:
     """Every thread's messages, once, as plain JSON (what a store keeps per session)."""
     counter = TiktokenCounter()
     out: dict[str, list[dict[str, Any]]] = {}
@@ -147,7 +149,11 @@ def side_by_side(
                 rows.append(_row(msg, bj, block, None, "summarized"))
             elif whole is not None:
                 badge = BADGES.get(whole["kind"], whole["kind"])
-                model = {"type": "text", "text": whole["text"]} if whole.get("text") is not None and bj == 0 else None
+                model = (
+                    {"type": "text", "text": whole["text"]}
+                    if whole.get("text") is not None and bj == 0
+                    else None
+                )
                 rows.append(_row(msg, bj, block, model, badge, whole))
             elif (ov := active.get((mi, bj))) is not None:
                 model = {"type": block["type"], "text": ov.get("text", "")}

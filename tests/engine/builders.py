@@ -5,11 +5,11 @@ from __future__ import annotations
 import itertools
 import json
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-START = datetime(2026, 2, 1, 12, 0, 0, tzinfo=timezone.utc)
+START = datetime(2026, 2, 1, 12, 0, 0, tzinfo=UTC)
 
 
 @dataclass
@@ -56,7 +56,13 @@ class TranscriptBuilder:
 
     def prompt(self, text: str, *, seconds: float = 30.0, **extra: Any) -> dict[str, Any]:
         return self.add(
-            self.envelope("user", self.last_uuid, seconds=seconds, message={"role": "user", "content": text}, **extra)
+            self.envelope(
+                "user",
+                self.last_uuid,
+                seconds=seconds,
+                message={"role": "user", "content": text},
+                **extra,
+            )
         )
 
     def assistant(
@@ -78,7 +84,10 @@ class TranscriptBuilder:
                 "cache_creation_input_tokens": grow,
                 "cache_read_input_tokens": self.usage_total - grow - 3,
                 "output_tokens": 10,
-                "cache_creation": {"ephemeral_5m_input_tokens": grow, "ephemeral_1h_input_tokens": 0},
+                "cache_creation": {
+                    "ephemeral_5m_input_tokens": grow,
+                    "ephemeral_1h_input_tokens": 0,
+                },
             }
         out = []
         groups = [[b] for b in blocks] if split else [blocks]
@@ -100,14 +109,30 @@ class TranscriptBuilder:
             out.append(self.add(rec))
         return out
 
-    def tool_call(self, name: str, tool_input: dict[str, Any], result: str | list[Any], **kw: Any) -> str:
+    def tool_call(
+        self, name: str, tool_input: dict[str, Any], result: str | list[Any], **kw: Any
+    ) -> str:
         tid = f"toolu_{len(self.records):06d}"
-        recs = self.assistant([{"type": "tool_use", "id": tid, "name": name, "input": tool_input}], **kw)
+        recs = self.assistant(
+            [{"type": "tool_use", "id": tid, "name": name, "input": tool_input}], **kw
+        )
         self.tool_result(tid, result, parent=recs[-1]["uuid"])
         return tid
 
-    def tool_result(self, tool_use_id: str, result: str | list[Any], *, parent: str | None = None, is_error: bool = False, **extra: Any) -> dict[str, Any]:
-        block: dict[str, Any] = {"type": "tool_result", "tool_use_id": tool_use_id, "content": result}
+    def tool_result(
+        self,
+        tool_use_id: str,
+        result: str | list[Any],
+        *,
+        parent: str | None = None,
+        is_error: bool = False,
+        **extra: Any,
+    ) -> dict[str, Any]:
+        block: dict[str, Any] = {
+            "type": "tool_result",
+            "tool_use_id": tool_use_id,
+            "content": result,
+        }
         if is_error:
             block["is_error"] = True
         return self.add(

@@ -30,7 +30,7 @@ from contextlab.engine.presets import (
 )
 
 # Every default named in pipeline-spec §1 / facts "(a) Constants table", by field.
-SPEC_DEFAULTS = {
+SPEC_DEFAULTS: dict[str, object] = {
     "context_window": 200_000,
     "max_output_tokens": None,
     "max_output_tokens_for_summary": 20_000,
@@ -92,6 +92,8 @@ SPEC_DEFAULTS = {
 }
 
 MODELED = {
+    "cache_global_prefix_warm",
+    "cache_system_prefix_share",
     "cached_mc_enabled",
     "cached_mc_trigger_threshold",
     "cached_mc_keep_recent",
@@ -114,7 +116,7 @@ MODELED = {
 }
 
 
-def raises_config_error(field: str, **changes):
+def raises_config_error(field: str, **changes) -> ConfigError:
     with pytest.raises(ConfigError) as info:
         PipelineConfig(**changes)
     assert info.value.field == field, str(info.value)
@@ -335,7 +337,9 @@ def test_per_message_budget_must_be_positive():
 
 
 def test_declared_sizes_accept_infinity_as_no_limit():
-    config = PipelineConfig(declared_max_result_size_chars={"Read": math.inf, "Bash": 40_000})
+    # TOML has no null, so inf is how a settings file writes "no limit".
+    sizes = {"Read": math.inf, "Bash": 40_000}
+    config = PipelineConfig(declared_max_result_size_chars=sizes)  # type: ignore[arg-type]
     assert dict(config.declared_max_result_size_chars) == {"Read": None, "Bash": 40_000}
 
 
@@ -351,7 +355,8 @@ def test_map_rejects_empty_tool_names():
 
 
 def test_compactable_tools_accept_a_list_and_reject_duplicates():
-    assert PipelineConfig(compactable_tools=["Read"]).compactable_tools == ("Read",)
+    # JSON and TOML give lists; they become tuples.
+    assert PipelineConfig(compactable_tools=["Read"]).compactable_tools == ("Read",)  # type: ignore[arg-type]
     error = raises_config_error("compactable_tools", compactable_tools=["Read", "Read"])
     assert "twice" in error.message
 
@@ -421,7 +426,7 @@ def test_unknown_setting_without_a_close_name_says_so():
 
 def test_non_string_setting_names_are_rejected():
     with pytest.raises(ConfigError, match="setting names must be strings"):
-        PipelineConfig.from_dict({1: 2})
+        PipelineConfig.from_dict({1: 2})  # type: ignore[dict-item]
 
 
 # -- to_dict, from_dict, replace, diff -------------------------------------------------------

@@ -10,7 +10,9 @@ FORBIDDEN = ("django", "celery", "ninja", "plotly", "kombu", "redis")
 
 def test_importing_the_engine_loads_no_framework():
     code = "import sys, contextlab.engine, contextlab.engine.cli; print('\\n'.join(sorted(sys.modules)))"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
     loaded = [m for m in out.split() if m.split(".")[0] in FORBIDDEN]
     assert loaded == []
 

@@ -18,7 +18,9 @@ from tests.engine.builders import TranscriptBuilder
 def small_session(tmp_path: Path) -> Path:
     b = TranscriptBuilder()
     b.prompt("hello")
-    b.assistant([{"type": "thinking", "thinking": "hmm", "signature": "x"}, {"type": "text", "text": "hi"}])
+    b.assistant(
+        [{"type": "thinking", "thinking": "hmm", "signature": "x"}, {"type": "text", "text": "hi"}]
+    )
     b.tool_call("Bash", {"command": "ls"}, "a\nb")
     b.assistant([{"type": "text", "text": "done"}])
     return b.write(tmp_path / "s.jsonl")
@@ -35,13 +37,23 @@ def test_split_records_of_one_response_become_one_message(tmp_path):
 def test_usage_counted_once_with_largest_output(tmp_path):
     b = TranscriptBuilder()
     b.prompt("q")
-    usage = {"input_tokens": 5, "cache_creation_input_tokens": 100, "cache_read_input_tokens": 1000, "output_tokens": 1}
+    usage = {
+        "input_tokens": 5,
+        "cache_creation_input_tokens": 100,
+        "cache_read_input_tokens": 1000,
+        "output_tokens": 1,
+    }
     recs = b.assistant([{"type": "text", "text": "a"}, {"type": "text", "text": "b"}], usage=usage)
     recs[-1]["message"]["usage"] = {**usage, "output_tokens": 161}
     session = engine.load_session(str(b.write(tmp_path / "u.jsonl")))
     msg = session.main.messages[1]
     assert msg.usage is not None
-    assert (msg.usage.input, msg.usage.cache_write, msg.usage.cache_read, msg.usage.output) == (5, 100, 1000, 161)
+    assert (msg.usage.input, msg.usage.cache_write, msg.usage.cache_read, msg.usage.output) == (
+        5,
+        100,
+        1000,
+        161,
+    )
 
 
 def test_parallel_tool_results_on_side_branches_are_reattached(tmp_path):
@@ -59,9 +71,20 @@ def test_parallel_tool_results_on_side_branches_are_reattached(tmp_path):
     b.tool_result("toolu_A", "content a", parent=recs[0]["uuid"])
     b.assistant([{"type": "text", "text": "both read"}])
     session = engine.load_session(str(b.write(tmp_path / "p.jsonl")))
-    results = [blk.tool_use_id for m in session.main.messages for blk in m.blocks if blk.type == "tool_result"]
+    results = [
+        blk.tool_use_id
+        for m in session.main.messages
+        for blk in m.blocks
+        if blk.type == "tool_result"
+    ]
     assert sorted(results) == ["toolu_A", "toolu_B"]
-    assert [m.role for m in session.main.messages] == ["user", "assistant", "user", "user", "assistant"]
+    assert [m.role for m in session.main.messages] == [
+        "user",
+        "assistant",
+        "user",
+        "user",
+        "assistant",
+    ]
 
 
 def test_compact_boundary_keeps_full_history_through_logical_parent(tmp_path):
@@ -115,13 +138,21 @@ def test_synthetic_api_error_messages_are_dropped(tmp_path):
 def test_inline_sidechains_are_kept_apart(tmp_path):
     b = TranscriptBuilder(version="1.0.98")
     b.prompt("main question")
-    side = b.envelope("user", None, isSidechain=True, message={"role": "user", "content": "subagent task"})
+    side = b.envelope(
+        "user", None, isSidechain=True, message={"role": "user", "content": "subagent task"}
+    )
     b.add(side, link=False)
     side_answer = b.envelope(
         "assistant",
         side["uuid"],
         isSidechain=True,
-        message={"model": "m", "id": "msg_side", "role": "assistant", "content": [{"type": "text", "text": "x"}], "usage": {"input_tokens": 1}},
+        message={
+            "model": "m",
+            "id": "msg_side",
+            "role": "assistant",
+            "content": [{"type": "text", "text": "x"}],
+            "usage": {"input_tokens": 1},
+        },
     )
     b.add(side_answer, link=False)
     b.assistant([{"type": "text", "text": "main answer"}])
@@ -233,7 +264,13 @@ def test_gzip_upload(tmp_path):
     path = tmp_path / "s.jsonl.gz"
     path.write_bytes(gzip.compress(text))
     session = engine.load_session(str(path))
-    assert [m.role for m in session.main.messages] == ["user", "assistant", "assistant", "user", "assistant"]
+    assert [m.role for m in session.main.messages] == [
+        "user",
+        "assistant",
+        "assistant",
+        "user",
+        "assistant",
+    ]
 
 
 def _folder_members(tmp_path: Path) -> dict[str, bytes]:
@@ -291,7 +328,7 @@ def test_archive_without_transcript_is_refused(tmp_path):
     path = tmp_path / "nothing.zip"
     with zipfile.ZipFile(path, "w") as zf:
         zf.writestr("readme.txt", "hi")
-    with pytest.raises(engine.TranscriptError, match="no .jsonl"):
+    with pytest.raises(engine.TranscriptError, match=r"no \.jsonl"):
         engine.load_session(str(path))
 
 
@@ -299,9 +336,5 @@ def test_corrupt_gzip_keeps_what_was_read(tmp_path):
     data = gzip.compress(small_session(tmp_path).read_bytes())
     path = tmp_path / "cut.jsonl.gz"
     path.write_bytes(data[: len(data) * 2 // 3])
-    try:
-        session = engine.load_session(str(path))
-    except engine.TranscriptError as exc:
-        assert exc.problems  # nothing usable: still explained
-    else:
-        assert any(p.code in ("truncated_stream", "truncated_line") for p in session.problems)
+    session = engine.load_session(str(path))
+    assert any(p.code in ("truncated_stream", "truncated_line") for p in session.problems)

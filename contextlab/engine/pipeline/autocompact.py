@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..summarizer import SummaryRequest, SummaryResult, continuation_message
-from ..tokens import padded_message_estimate
-from ..transcript import Block, Message
+from contextlab.engine.summarizer import SummaryRequest, SummaryResult, continuation_message
+from contextlab.engine.tokens import padded_message_estimate
+from contextlab.engine.transcript import Block, Message
+
 from .base import HeadItem, StepContext, View
 from .restore import restoration_head
 
@@ -114,15 +115,37 @@ class Autocompact:
         cfg = ctx.config
         view = ctx.view
         keep_start = sm_keep_start(
-            view, cfg.sm_compact_min_tokens, cfg.sm_compact_min_text_block_messages, cfg.sm_compact_max_tokens
+            view,
+            cfg.sm_compact_min_tokens,
+            cfg.sm_compact_min_text_block_messages,
+            cfg.sm_compact_max_tokens,
         )
-        kept_padded = sum(padded_message_estimate(view.messages[i]) for i in range(keep_start, view.end) if view.in_view(i))
+        kept_padded = sum(
+            padded_message_estimate(view.messages[i])
+            for i in range(keep_start, view.end)
+            if view.in_view(i)
+        )
         if kept_padded >= ctx.thresholds.autocompact_threshold:
             return False  # Claude Code falls back to a full compaction
         summarized = [view.messages[i] for i in view.view_indices() if i < keep_start]
-        result = ctx.summarizer.summarize(SummaryRequest(messages=summarized, kind="session_memory", model=ctx.request.message.model))
-        text = continuation_message(result.text, suppress=True) + "\n\nRecent messages are preserved verbatim."
-        self._install(ctx, text, keep_start, result, count, variant="session_memory", kept=view.end - keep_start)
+        result = ctx.summarizer.summarize(
+            SummaryRequest(
+                messages=summarized, kind="session_memory", model=ctx.request.message.model
+            )
+        )
+        text = (
+            continuation_message(result.text, suppress=True)
+            + "\n\nRecent messages are preserved verbatim."
+        )
+        self._install(
+            ctx,
+            text,
+            keep_start,
+            result,
+            count,
+            variant="session_memory",
+            kept=view.end - keep_start,
+        )
         return True
 
     def _full(self, ctx: StepContext, count: int, tracking: dict[str, Any]) -> None:
@@ -135,11 +158,19 @@ class Autocompact:
             summarized = [view.messages[i] for i in view.view_indices()]
             try:
                 result = ctx.summarizer.summarize(
-                    SummaryRequest(messages=summarized, kind="compact", model=ctx.request.message.model)
+                    SummaryRequest(
+                        messages=summarized, kind="compact", model=ctx.request.message.model
+                    )
                 )
             except Exception as exc:  # a backend failure is a compaction failure, as in Claude Code
                 tracking["failures"] = tracking.get("failures", 0) + 1
-                ctx.event(self.name, "failed", reason=str(exc)[:300], failures=tracking["failures"], decision_tokens=count)
+                ctx.event(
+                    self.name,
+                    "failed",
+                    reason=str(exc)[:300],
+                    failures=tracking["failures"],
+                    decision_tokens=count,
+                )
                 return
             text = continuation_message(result.text, suppress=True)
         tracking["failures"] = 0

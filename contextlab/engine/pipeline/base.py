@@ -13,14 +13,21 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..tokens import TokenCounter, block_key, block_rough, block_tokens, rough_text, text_key
-from ..transcript import Block, Message
+from contextlab.engine.tokens import (
+    TokenCounter,
+    block_key,
+    block_rough,
+    block_tokens,
+    rough_text,
+    text_key,
+)
+from contextlab.engine.transcript import Block, Message
 
 if TYPE_CHECKING:
-    from ..config import PipelineConfig
-    from ..parsing import Session, Thread
-    from ..summarizer import Summarizer
-    from ..thresholds import Thresholds
+    from contextlab.engine.config import PipelineConfig
+    from contextlab.engine.parsing import Session, Thread
+    from contextlab.engine.summarizer import Summarizer
+    from contextlab.engine.thresholds import Thresholds
 
 #: Whole-message overrides use this block index.
 WHOLE_MESSAGE = -1
@@ -112,7 +119,9 @@ class TransformLog:
         if ov.serial >= 0:
             self.transforms[ov.serial]["last"] = last
 
-    def add_synthetic(self, thread: str, kind: str, message: Message, detail: dict[str, Any]) -> str:
+    def add_synthetic(
+        self, thread: str, kind: str, message: Message, detail: dict[str, Any]
+    ) -> str:
         ref = f"s:{len(self.synthetic)}"
         self.synthetic.append(
             {
@@ -181,7 +190,11 @@ class View:
             return block_tokens(block, self.counter), block_rough(block), block_key(block)
         cached = self._restored.get((i, j))
         if cached is None:
-            cached = (self.counter.count(text), rough_text(text), text_key(block.type + "\x00" + text))
+            cached = (
+                self.counter.count(text),
+                rough_text(text),
+                text_key(block.type + "\x00" + text),
+            )
             self._restored[(i, j)] = cached
         return cached
 
@@ -286,7 +299,7 @@ class View:
 
     def compact(self, head: list[HeadItem], new_start: int, last_request: int) -> None:
         """Replace everything before ``new_start`` by ``head`` (a compaction)."""
-        for (i, j) in [k for k in self.overrides if k[0] < new_start]:
+        for i, j in [k for k in self.overrides if k[0] < new_start]:
             self.drop_override(i, j, last_request)
         self.head = head
         self.head_tok = sum(h.tok for h in head)
@@ -380,7 +393,8 @@ class StepContext:
         self.events.append({"step": step, "action": action, **detail})
 
     def step_state(self, name: str) -> dict[str, Any]:
-        return self.state.setdefault(name, {})
+        state: dict[str, Any] = self.state.setdefault(name, {})
+        return state
 
 
 class Step(Protocol):

@@ -50,7 +50,9 @@ class BoundarySlice:
             "pre_tokens": meta.get("preTokens"),
             "decision_tokens": pre_decision,
             "boundary_message": boundary,
-            "summary_message": summary_index if head and head[0].ref == f"m:{summary_index}" else None,
+            "summary_message": summary_index
+            if head and head[0].ref == f"m:{summary_index}"
+            else None,
             "restored_files": files,
         }
 
@@ -65,7 +67,9 @@ class BoundarySlice:
                 break
             if any(u in removed for u in view.messages[i].uuids):
                 view.set_override(
-                    i, WHOLE_MESSAGE, view.make_override("snipped", "snip", None, ctx.k, detail={"recorded": True})
+                    i,
+                    WHOLE_MESSAGE,
+                    view.make_override("snipped", "snip", None, ctx.k, detail={"recorded": True}),
                 )
                 count += 1
         ctx.event("snip", "snipped", recorded=True, messages=count)

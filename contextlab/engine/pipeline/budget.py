@@ -11,7 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from .base import StepContext, View
-from .persistence import PERSISTED_OPEN, build_wrapper, persisted_path, persistence_threshold, result_size
+from .persistence import (
+    PERSISTED_OPEN,
+    build_wrapper,
+    persisted_path,
+    persistence_threshold,
+    result_size,
+)
 
 
 @dataclass(slots=True)
@@ -55,15 +61,15 @@ def candidate_groups(view: View, start: int, end: int) -> list[list[Candidate]]:
                 text = view.base_text(i, j, block) or block.text
             if not text or text.startswith(PERSISTED_OPEN):
                 continue
-            current.append(Candidate(i, j, block.tool_use_id, block.tool_name, result_size(text), text))
+            current.append(
+                Candidate(i, j, block.tool_use_id, block.tool_name, result_size(text), text)
+            )
     if current:
         groups.append(current)
     return groups
 
 
-def select_replacements(
-    fresh: list[Candidate], frozen_size: int, limit: int
-) -> list[Candidate]:
+def select_replacements(fresh: list[Candidate], frozen_size: int, limit: int) -> list[Candidate]:
     """Largest fresh candidates first while the group is still over the limit."""
     remaining = frozen_size + sum(c.size for c in fresh)
     chosen: list[Candidate] = []
@@ -101,7 +107,11 @@ class ToolResultBudget:
                 if block.type == "tool_result" and block.tool_use_id in replacements:
                     text = replacements[block.tool_use_id]
                     view.set_override(
-                        i, j, view.make_override("budget", self.name, text, ctx.k, detail={"recorded": True})
+                        i,
+                        j,
+                        view.make_override(
+                            "budget", self.name, text, ctx.k, detail={"recorded": True}
+                        ),
                     )
                     ctx.event(self.name, "replaced", tool_use_id=block.tool_use_id, recorded=True)
 
@@ -126,7 +136,9 @@ class ToolResultBudget:
                     _, ov = view.block_state(cand.message, cand.block)
                     if ov is None:
                         view.set_override(
-                            cand.message, cand.block, view.make_override("budget", self.name, text, ctx.k)
+                            cand.message,
+                            cand.block,
+                            view.make_override("budget", self.name, text, ctx.k),
                         )
             if not fresh:
                 continue
@@ -146,14 +158,18 @@ class ToolResultBudget:
                     seen.add(cand.tool_use_id)
             for cand in chosen:
                 block = view.messages[cand.message].blocks[cand.block]
-                path = persisted_path(cand.tool_use_id, is_list=block.is_list, session_dir=session_dir)
+                path = persisted_path(
+                    cand.tool_use_id, is_list=block.is_list, session_dir=session_dir
+                )
                 wrapper = build_wrapper(cand.text, path, ctx.config.preview_size_bytes)
                 replaced[cand.tool_use_id] = wrapper
                 seen.add(cand.tool_use_id)
                 view.set_override(
                     cand.message,
                     cand.block,
-                    view.make_override("budget", self.name, wrapper, ctx.k, detail={"original_chars": cand.size}),
+                    view.make_override(
+                        "budget", self.name, wrapper, ctx.k, detail={"original_chars": cand.size}
+                    ),
                 )
                 ctx.event(
                     self.name,

@@ -14,7 +14,8 @@ until the estimate is under the commit level or nothing is left to collapse. Rec
 
 from __future__ import annotations
 
-from ..summarizer import SummaryRequest
+from contextlab.engine.summarizer import SummaryRequest
+
 from .base import WHOLE_MESSAGE, StepContext
 
 
@@ -54,7 +55,11 @@ class ContextCollapse:
                 else:
                     break
             result = ctx.summarizer.summarize(
-                SummaryRequest(messages=[view.messages[i] for i in span], kind="collapse", model=ctx.request.message.model)
+                SummaryRequest(
+                    messages=[view.messages[i] for i in span],
+                    kind="collapse",
+                    model=ctx.request.message.model,
+                )
             )
             cid = collapse_id(ctx.k, commits)
             text = f'<collapsed id="{cid}">{result.text}</collapsed>'
@@ -74,7 +79,16 @@ class ContextCollapse:
             )
             for i in span[1:]:
                 view.set_override(
-                    i, WHOLE_MESSAGE, view.make_override("collapsed", self.name, None, ctx.k, modeled=True, detail={"collapse_id": cid})
+                    i,
+                    WHOLE_MESSAGE,
+                    view.make_override(
+                        "collapsed",
+                        self.name,
+                        None,
+                        ctx.k,
+                        modeled=True,
+                        detail={"collapse_id": cid},
+                    ),
                 )
             commits += 1
             ctx.state["summary_calls"] = ctx.state.get("summary_calls", 0) + 1
@@ -111,9 +125,23 @@ class ContextCollapse:
             view.set_override(
                 first,
                 WHOLE_MESSAGE,
-                view.make_override("collapsed", self.name, commit["summaryContent"], ctx.k, block_type="text", detail={"recorded": True, "collapse_id": cid}),
+                view.make_override(
+                    "collapsed",
+                    self.name,
+                    commit["summaryContent"],
+                    ctx.k,
+                    block_type="text",
+                    detail={"recorded": True, "collapse_id": cid},
+                ),
             )
             for i in range(first + 1, last + 1):
-                view.set_override(i, WHOLE_MESSAGE, view.make_override("collapsed", self.name, None, ctx.k, detail={"collapse_id": cid}))
-            ctx.event(self.name, "collapsed", recorded=True, collapse_id=cid, messages=last - first + 1)
-
+                view.set_override(
+                    i,
+                    WHOLE_MESSAGE,
+                    view.make_override(
+                        "collapsed", self.name, None, ctx.k, detail={"collapse_id": cid}
+                    ),
+                )
+            ctx.event(
+                self.name, "collapsed", recorded=True, collapse_id=cid, messages=last - first + 1
+            )

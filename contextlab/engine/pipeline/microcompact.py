@@ -19,13 +19,16 @@
 
 from __future__ import annotations
 
-from ..tokens import IMAGE_ROUGH_TOKENS, block_rough, rough_text
+from contextlab.engine.tokens import IMAGE_ROUGH_TOKENS, block_rough, rough_text
+
 from .base import StepContext, View
 
 CLEARED_PLACEHOLDER = "[Old tool result content cleared]"
 
 
-def compactable_results(view: View, tools: tuple[str, ...] | frozenset[str]) -> list[tuple[int, int, str]]:
+def compactable_results(
+    view: View, tools: tuple[str, ...] | frozenset[str]
+) -> list[tuple[int, int, str]]:
     """(message, block, tool_use_id) of results whose tool_use is compactable, in view order."""
     compactable_ids: set[str] = set()
     found: list[tuple[int, int, str]] = []
@@ -162,7 +165,15 @@ class Microcompact:
             ctx, targets, kind="cached", scope="session", modeled=True, cache_preserving=True
         )
         if count:
-            ctx.event(self.name, "cleared", variant="cached", modeled=True, cleared=count, kept=keep, tokens_saved=saved)
+            ctx.event(
+                self.name,
+                "cleared",
+                variant="cached",
+                modeled=True,
+                cleared=count,
+                kept=keep,
+                tokens_saved=saved,
+            )
 
     def _api_clear(self, ctx: StepContext) -> None:
         cfg = ctx.config
@@ -181,6 +192,15 @@ class Microcompact:
                 break
             chosen.append(target)
             freed += block_rough(ctx.view.messages[target[0]].blocks[target[1]])
-        count, saved = _clear(ctx, chosen, kind="api_clear_tool_uses", scope="session", modeled=True)
+        count, saved = _clear(
+            ctx, chosen, kind="api_clear_tool_uses", scope="session", modeled=True
+        )
         if count:
-            ctx.event(self.name, "cleared", variant="api_clear_tool_uses", modeled=True, cleared=count, tokens_saved=saved)
+            ctx.event(
+                self.name,
+                "cleared",
+                variant="api_clear_tool_uses",
+                modeled=True,
+                cleared=count,
+                tokens_saved=saved,
+            )

@@ -11,11 +11,12 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
-from ..jsutil import format_file_size, js_len, js_slice
+from contextlab.engine.jsutil import format_file_size, js_len, js_slice
+
 from .base import StepContext
 
 if TYPE_CHECKING:
-    from ..config import PipelineConfig
+    from contextlab.engine.config import PipelineConfig
 
 PERSISTED_OPEN = "<persisted-output>"
 PERSISTED_CLOSE = "</persisted-output>"
@@ -58,9 +59,7 @@ def build_wrapper(content: str, path: str, preview_chars: int = 2000) -> str:
         f"{PERSISTED_OPEN}\n"
         f"Output too large ({format_file_size(js_len(content))}). Full output saved to: {path}\n\n"
         f"{PREVIEW_LABEL}\n"
-        f"{preview}"
-        + ("\n...\n" if has_more else "\n")
-        + PERSISTED_CLOSE
+        f"{preview}" + ("\n...\n" if has_more else "\n") + PERSISTED_CLOSE
     )
 
 
@@ -108,7 +107,9 @@ class ToolResultPersistence:
                     wrapper = block.text
                 else:
                     tool_use_id = block.tool_use_id or f"result-{i}-{j}"
-                    path = persisted_path(tool_use_id, is_list=block.is_list, session_dir=session_dir)
+                    path = persisted_path(
+                        tool_use_id, is_list=block.is_list, session_dir=session_dir
+                    )
                     wrapper = build_wrapper(text, path, ctx.config.preview_size_bytes)
                 view.set_override(
                     i,
@@ -118,7 +119,11 @@ class ToolResultPersistence:
                         self.name,
                         wrapper,
                         ctx.k,
-                        detail={"original_chars": size, "threshold": threshold, "tool": block.tool_name},
+                        detail={
+                            "original_chars": size,
+                            "threshold": threshold,
+                            "tool": block.tool_name,
+                        },
                     ),
                 )
                 ctx.event(

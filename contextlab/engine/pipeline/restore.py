@@ -8,9 +8,10 @@ cut to the per-file limit, in the attachment wording Claude Code uses.
 
 from __future__ import annotations
 
-from ..jsutil import json_stringify
-from ..tokens import rough_text
-from ..transcript import Block, Message
+from contextlab.engine.jsutil import json_stringify
+from contextlab.engine.tokens import rough_text
+from contextlab.engine.transcript import Block, Message
+
 from .base import HeadItem, StepContext
 
 
@@ -24,11 +25,19 @@ def recent_read_files(ctx: StepContext, before: int) -> list[tuple[str, str]]:
     for i in range(view.start if ctx.mode == "whatif" else 0, before):
         msg = view.messages[i]
         for block in msg.blocks:
-            if block.type == "tool_use" and block.tool_name == "Read" and isinstance(block.data, dict):
+            if (
+                block.type == "tool_use"
+                and block.tool_name == "Read"
+                and isinstance(block.data, dict)
+            ):
                 path = block.data.get("file_path")
                 if isinstance(path, str) and block.tool_use_id:
                     paths_by_id[block.tool_use_id] = path
-            elif block.type == "tool_result" and block.tool_use_id in paths_by_id and not block.is_error:
+            elif (
+                block.type == "tool_result"
+                and block.tool_use_id in paths_by_id
+                and not block.is_error
+            ):
                 path = paths_by_id[block.tool_use_id]
                 results[path] = block.text
                 if path in order:

@@ -14,7 +14,8 @@ of the effective window. ``tokensFreed`` is the rough estimate of what was remov
 
 from __future__ import annotations
 
-from ..tokens import message_rough
+from contextlab.engine.tokens import message_rough
+
 from .base import WHOLE_MESSAGE, StepContext
 
 
@@ -51,7 +52,11 @@ class Snip:
                 continue
             round_members = [i]
             nxt = pos + 1
-            while nxt < len(indices) and view.messages[indices[nxt]].role == "user" and view.messages[indices[nxt]].kind == "tool_result":
+            while (
+                nxt < len(indices)
+                and view.messages[indices[nxt]].role == "user"
+                and view.messages[indices[nxt]].kind == "tool_result"
+            ):
                 round_members.append(indices[nxt])
                 nxt += 1
             if any(m in protected for m in round_members):
@@ -60,7 +65,9 @@ class Snip:
             for m in round_members:
                 freed += message_rough(view.messages[m])
                 view.set_override(
-                    m, WHOLE_MESSAGE, view.make_override("snipped", self.name, None, ctx.k, modeled=True)
+                    m,
+                    WHOLE_MESSAGE,
+                    view.make_override("snipped", self.name, None, ctx.k, modeled=True),
                 )
                 removed.append(m)
             pos = nxt
