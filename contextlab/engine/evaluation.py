@@ -22,31 +22,40 @@ MISS_SHARE = 0.5
 
 
 def fidelity(result: ReplayResult) -> dict[str, Any]:
-    """Per-thread least-squares fit of recorded prompt totals on raw view tokens."""
+    """Per-thread (and per-model) least-squares fit of recorded prompt totals on raw tokens."""
     rows = []
     errors: list[float] = []
     for tr in result.threads:
-        reqs = [r for r in tr.requests if r["recorded_total"]]
-        cal = fit_calibration([r["raw_tokens"] for r in reqs], [r["recorded_total"] for r in reqs])
-        if cal is None:
-            continue
-        errs = sorted(
-            abs(cal.prefix_tokens + cal.ratio * r["raw_tokens"] - r["recorded_total"])
-            / r["recorded_total"]
-            for r in reqs
-        )
-        errors.extend(errs)
-        rows.append(
-            {
-                "thread": tr.thread.id,
-                "kind": tr.thread.kind,
-                "requests": len(errs),
-                "prefix_tokens": round(cal.prefix_tokens),
-                "ratio": round(cal.ratio, 4),
-                "median_rel_error": statistics.median(errs),
-                "p90_rel_error": percentile(errs, 0.9),
-            }
-        )
+        groups: dict[str, list[dict[str, Any]]] = {}
+        for r in tr.requests:
+            if r["recorded_total"]:
+                # one fit per model: a /model switch changes tokenizer and system prompt
+                key = (r["model"] or "") if tr.model_calibrations else ""
+                groups.setdefault(key, []).append(r)
+        for model, reqs in groups.items():
+            cal = fit_calibration(
+                [r["raw_tokens"] for r in reqs], [r["recorded_total"] for r in reqs]
+            )
+            if cal is None:
+                continue
+            errs = sorted(
+                abs(cal.prefix_tokens + cal.ratio * r["raw_tokens"] - r["recorded_total"])
+                / r["recorded_total"]
+                for r in reqs
+            )
+            errors.extend(errs)
+            rows.append(
+                {
+                    "thread": tr.thread.id,
+                    "kind": tr.thread.kind,
+                    "model": model or None,
+                    "requests": len(errs),
+                    "prefix_tokens": round(cal.prefix_tokens),
+                    "ratio": round(cal.ratio, 4),
+                    "median_rel_error": statistics.median(errs),
+                    "p90_rel_error": percentile(errs, 0.9),
+                }
+            )
     errors.sort()
     return {
         "threads": rows,

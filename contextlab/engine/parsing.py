@@ -149,9 +149,7 @@ class _FileParser:
                         number, "truncated_line", "the last line is cut off (incomplete JSON)"
                     )
                 else:
-                    self.problem(
-                        number, "invalid_json", f"not valid JSON: {_json_reason(exc)}"
-                    )
+                    self.problem(number, "invalid_json", f"not valid JSON: {_json_reason(exc)}")
                 continue
             if not isinstance(obj, dict):
                 self.problem(

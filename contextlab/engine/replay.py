@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import statistics
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -36,6 +36,22 @@ from .transcript import Block, Usage
 
 MODES = ("recorded", "whatif")
 ProgressCallback = Callable[[int, int], None]
+
+
+def fit_per_model(
+    requests: list[RequestInfo], raw: list[int], totals: list[int]
+) -> dict[str, Calibration]:
+    """Separate fits for each model of a thread that switched models (``/model``)."""
+    models = {r.message.model or "" for r in requests}
+    if len(models) < 2:
+        return {}
+    out: dict[str, Calibration] = {}
+    for model in models:
+        idx = [i for i, r in enumerate(requests) if (r.message.model or "") == model]
+        cal = fit_calibration([raw[i] for i in idx], [totals[i] for i in idx])
+        if cal is not None:
+            out[model] = cal
+    return out
 
 
 def _calibrated(cal: Calibration, view: View) -> int:
@@ -68,6 +84,8 @@ class ThreadResult:
     recorded_totals: list[int]
     calibration: Calibration
     summary_calls: int = 0
+    #: per model, when a thread switched models (each has its own tokenizer and system prompt)
+    model_calibrations: dict[str, Calibration] = field(default_factory=dict)
 
 
 @dataclass
@@ -123,6 +141,9 @@ class ReplayResult:
                         "messages": len(tr.thread.messages),
                         "requests": len(tr.requests),
                         "calibration": tr.calibration.to_json(),
+                        "model_calibrations": {
+                            m: c.to_json() for m, c in tr.model_calibrations.items()
+                        },
                     }
                     for tr in self.threads
                 ],
@@ -299,6 +320,7 @@ class _ThreadReplay:
         self.summarizer = summarizer
         self.log = log
         self.calibration = calibration
+        self.model_calibrations: dict[str, Calibration] = {}
         self.recorded_raw = recorded_raw
         self.pricing = pricing
         self.steps = steps
@@ -369,7 +391,7 @@ class _ThreadReplay:
 
     def run(self, *, with_results: bool) -> list[dict[str, Any]]:
         view = self.view
-        cal = self.calibration or DEFAULT_CALIBRATION
+        thread_cal = self.calibration or DEFAULT_CALIBRATION
         results: list[dict[str, Any]] = []
         if self.mode == "whatif":
             self.state["recorded_summaries"] = getattr(self, "recorded_summaries", {})
@@ -404,6 +426,7 @@ class _ThreadReplay:
             view.end = p
             self.state["last_assistant_time"] = last_time
             thresholds = self.thresholds_for(req.message.model)
+            cal = self.model_calibrations.get(req.message.model or "", thread_cal)
             events: list[dict[str, Any]] = []
             ctx = StepContext(
                 k=k,
@@ -645,8 +668,8 @@ def replay(
         if progress is not None:
             progress(done, total)
 
-    # pass 1: measure recorded views and fit the calibration of every thread
-    measured: dict[str, tuple[list[int], Calibration | None]] = {}
+    # pass 1: measure recorded views and fit the calibration of every thread (and model)
+    measured: dict[str, tuple[list[int], Calibration | None, dict[str, Calibration]]] = {}
     for thread in threads:
         probe = _ThreadReplay(
             session,
@@ -663,11 +686,15 @@ def replay(
         )
         probe.run(with_results=False)
         totals = [(r.message.usage.prompt_total if r.message.usage else 0) for r in probe.requests]
-        measured[thread.id] = (probe.raw, fit_calibration(probe.raw, totals))
+        measured[thread.id] = (
+            probe.raw,
+            fit_calibration(probe.raw, totals),
+            fit_per_model(probe.requests, probe.raw, totals),
+        )
     main_cal = measured[threads[0].id][1] if threads else None
     results: list[ThreadResult] = []
     for thread in threads:
-        raw, cal = measured[thread.id]
+        raw, cal, per_model = measured[thread.id]
         if cal is None:
             inherited = main_cal if thread.kind == "branch" else None
             cal = (
@@ -689,10 +716,11 @@ def replay(
             steps,
             progress=tick,
         )
+        runner.model_calibrations = per_model
         requests = runner.run(with_results=True)
         totals = [(r.message.usage.prompt_total if r.message.usage else 0) for r in runner.requests]
         results.append(
-            ThreadResult(thread, requests, runner.raw, totals, cal, runner.summary_calls)
+            ThreadResult(thread, requests, runner.raw, totals, cal, runner.summary_calls, per_model)
         )
     return ReplayResult(
         session=session,

@@ -57,20 +57,25 @@ def recent_read_files(ctx: StepContext, before: int) -> list[tuple[str, str]]:
 def restoration_head(ctx: StepContext, before: int) -> tuple[list[HeadItem], list[str]]:
     """Head items for the files restored after a compaction at message ``before``."""
     cfg = ctx.config
-    per_file_chars = cfg.post_compact_max_tokens_per_file * 4
     items: list[HeadItem] = []
     names: list[str] = []
     used = 0
     for path, content in recent_read_files(ctx, before):
         if rough_text(content) > cfg.post_compact_max_tokens_per_file:
-            content = content[:per_file_chars]
-        text = (
-            "<system-reminder>\nCalled the Read tool with the following input: "
-            + json_stringify({"file_path": path})
-            + "\n</system-reminder>\n<system-reminder>\nResult of calling the Read tool:\n"
-            + content
-            + "\n</system-reminder>"
-        )
+            # too large to re-read within the per-file limit: Claude Code attaches a note instead
+            text = (
+                f"<system-reminder>\nNote: {path} was read before the last conversation was "
+                "summarized, but the contents are too large to include. Use Read tool if you need "
+                "to access it.\n</system-reminder>"
+            )
+        else:
+            text = (
+                "<system-reminder>\nCalled the Read tool with the following input: "
+                + json_stringify({"file_path": path})
+                + "\n</system-reminder>\n<system-reminder>\nResult of calling the Read tool:\n"
+                + content
+                + "\n</system-reminder>"
+            )
         cost = rough_text(text)
         if used + cost > cfg.post_compact_token_budget:
             continue
