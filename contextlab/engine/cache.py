@@ -77,6 +77,8 @@ class _Entry:
     expiry: float
     ttl: str
     writer: str
+    #: an entry is readable only once the writing request's response has begun (docs)
+    ready: float = float("-inf")
 
 
 @dataclass(slots=True)
@@ -130,6 +132,7 @@ class CacheSimulator:
         min_cacheable_tokens: int = 1024,
         warm_blocks: int = 0,
         label: str = "",
+        ready_time: float | None = None,
     ) -> CacheResult:
         """Simulate one API request and update the store.
 
@@ -140,7 +143,8 @@ class CacheSimulator:
         "1h" for every marker of the request (Claude Code never mixes them). ``warm_blocks``
         leading blocks are treated as cached by other sessions (the global-scope system
         prompt). ``label`` names this request in later ``detail`` sentences (default
-        "request N").
+        "request N"). ``ready_time`` is when this request's response began: its writes are
+        invisible to requests sent before then (parallel subagents), default ``time``.
         """
         n = len(block_tokens)
         if len(prefix_hashes) != n:
@@ -225,7 +229,7 @@ class CacheSimulator:
             lo = max(0, p - self.lookback_blocks) if self.lookback_enabled else 0
             for i in range(min(p, floor - 1), lo - 1, -1):
                 e = store.get(prefix_hashes[i])
-                if e is not None and e.expiry > time:
+                if e is not None and e.expiry > time and e.ready <= time:
                     hit, hit_entry = i, e
                     break
                 if i == warm_pos and warm_ok:
@@ -254,7 +258,9 @@ class CacheSimulator:
                 h = prefix_hashes[p]
                 if h not in store:
                     self._entries += 1
-                store[h] = _Entry(known[p], expiry, ttl, name)
+                store[h] = _Entry(
+                    known[p], expiry, ttl, name, time if ready_time is None else ready_time
+                )
         write = prefix_at_last - read
         uncached = total - prefix_at_last
 

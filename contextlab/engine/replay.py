@@ -54,6 +54,10 @@ def fit_per_model(
     return out
 
 
+def _first_time(thread: Thread) -> str:
+    return next((m.timestamp for m in thread.messages if m.timestamp), "")
+
+
 def _calibrated(cal: Calibration, view: View) -> int:
     return cal.apply(view.raw_tokens())
 
@@ -321,6 +325,8 @@ class _ThreadReplay:
         self.log = log
         self.calibration = calibration
         self.model_calibrations: dict[str, Calibration] = {}
+        self.cache_sim: CacheSimulator | None = None
+        self.prompt_family = "main" if thread.kind in ("main", "branch") else "agent"
         self.recorded_raw = recorded_raw
         self.pricing = pricing
         self.steps = steps
@@ -395,12 +401,14 @@ class _ThreadReplay:
         results: list[dict[str, Any]] = []
         if self.mode == "whatif":
             self.state["recorded_summaries"] = getattr(self, "recorded_summaries", {})
-        sim = CacheSimulator(
+        sim = self.cache_sim or CacheSimulator(
             lookback_blocks=self.config.cache_lookback_blocks,
             lookback_enabled=self.config.cache_lookback_enabled,
         )
+        # Threads of one family share a system prompt: a subagent can read the prefix an
+        # earlier subagent of the same session wrote moments before (it cannot see the main's).
         system_keys = [
-            text_key(f"system-static:{self.thread.kind}"),
+            text_key(f"system-static:{self.prompt_family}"),
             text_key(f"system-dynamic:{self.thread.id}"),
         ]
         blocks = _CacheBlocks(system_keys)
@@ -589,6 +597,12 @@ class _ThreadReplay:
     ) -> dict[str, Any]:
         view = self.view
         blocks.sync(view)
+        # the request was sent when the message before it was written; its response began later
+        sent = (
+            parse_time(self.thread.messages[req.position - 1].timestamp) if req.position else None
+        )
+        ready = now
+        now = min(now, sent) if sent is not None else now
         prefix = max(0, round(cal.prefix_tokens))
         system = round(prefix * self.config.cache_system_prefix_share)
         ratio = cal.ratio
@@ -596,6 +610,7 @@ class _ThreadReplay:
         tokens.extend(round(ratio * t) for t in blocks.raw[2:])
         model = req.message.model or ""
         prefix_hashes = hashes.update(blocks.keys, seed=hash(model))
+        cache_key = f"{model}|{self.prompt_family}"
         last = len(tokens) - 1
         # the system breakpoint(s): org mode marks the CLI prefix and the rest separately, but both
         # sit inside the one unseen-prefix block we can model, so one breakpoint stands for them
@@ -605,7 +620,7 @@ class _ThreadReplay:
         info = model_info(req.message.model)
         res = sim.request(
             time=now,
-            model=model,
+            model=cache_key,
             prefix_hashes=prefix_hashes,
             block_tokens=tokens,
             breakpoints=breakpoints,
@@ -613,6 +628,7 @@ class _ThreadReplay:
             min_cacheable_tokens=info.min_cacheable_tokens,
             warm_blocks=1 if self.config.cache_global_prefix_warm else 0,
             label=str(req.index),
+            ready_time=ready,
         )
         read, write, uncached = res.read, res.write, res.uncached
         # per-block rounding: settle the difference with the calibrated total in the tail
@@ -692,8 +708,12 @@ def replay(
             fit_per_model(probe.requests, probe.raw, totals),
         )
     main_cal = measured[threads[0].id][1] if threads else None
-    results: list[ThreadResult] = []
-    for thread in threads:
+    # one cache for the session, fed in time order, so threads that share a prompt share entries
+    cache_sim = CacheSimulator(
+        lookback_blocks=config.cache_lookback_blocks, lookback_enabled=config.cache_lookback_enabled
+    )
+    by_thread: dict[str, ThreadResult] = {}
+    for thread in sorted(threads, key=_first_time):
         raw, cal, per_model = measured[thread.id]
         if cal is None:
             inherited = main_cal if thread.kind == "branch" else None
@@ -717,11 +737,13 @@ def replay(
             progress=tick,
         )
         runner.model_calibrations = per_model
+        runner.cache_sim = cache_sim
         requests = runner.run(with_results=True)
         totals = [(r.message.usage.prompt_total if r.message.usage else 0) for r in runner.requests]
-        results.append(
-            ThreadResult(thread, requests, runner.raw, totals, cal, runner.summary_calls, per_model)
+        by_thread[thread.id] = ThreadResult(
+            thread, requests, runner.raw, totals, cal, runner.summary_calls, per_model
         )
+    results = [by_thread[t.id] for t in threads]
     return ReplayResult(
         session=session,
         mode=mode,
