@@ -41,7 +41,9 @@ def test_preview_cuts_at_last_newline_only_past_half():
     assert generate_preview(late) == ("a" * 1500, True)
     early = "a" * 900 + "\n" + "b" * 2000
     preview, more = generate_preview(early)
-    assert more and len(preview) == 2000 and preview.startswith("a" * 900 + "\n")
+    assert more
+    assert len(preview) == 2000
+    assert preview.startswith("a" * 900 + "\n")
 
 
 def test_preview_of_short_content_is_whole_and_has_no_ellipsis():
@@ -213,8 +215,9 @@ def tool_heavy_turns(gap_seconds: float, results: int = 8) -> TranscriptBuilder:
 
 def test_time_based_microcompact_clears_all_but_the_last_five_after_an_hour(tmp_path):
     result = run(tmp_path, tool_heavy_turns(3600), "whatif", time_based_mc_enabled=True)
-    ((index, event),) = events(result, "microcompact")
-    assert event["cleared"] == 3 and event["kept"] == 5
+    ((_index, event),) = events(result, "microcompact")
+    assert event["cleared"] == 3
+    assert event["kept"] == 5
     cleared = [t for t in result["views"]["transforms"] if t["kind"] == "cleared"]
     assert all(t["text"] == CLEARED_PLACEHOLDER for t in cleared)
 
@@ -241,7 +244,8 @@ def test_keep_recent_is_never_below_one(tmp_path):
         time_based_mc_keep_recent=0,
     )
     ((_, event),) = events(result, "microcompact")
-    assert event["kept"] == 1 and event["cleared"] == 7
+    assert event["kept"] == 1
+    assert event["cleared"] == 7
 
 
 def test_recorded_microcompact_boundary_clears_listed_results(tmp_path):
@@ -262,7 +266,8 @@ def test_recorded_microcompact_boundary_clears_listed_results(tmp_path):
     b.assistant([{"type": "text", "text": "continuing"}])
     result = run(tmp_path, b, "recorded")
     ((_, event),) = events(result, "microcompact")
-    assert event["recorded"] is True and event["cleared"] == 2
+    assert event["recorded"] is True
+    assert event["cleared"] == 2
 
 
 # ------------------------------------------------------------------ autocompact (spec §4.6)
@@ -308,9 +313,8 @@ def test_whatif_autocompact_fires_at_the_threshold_and_replaces_history(tmp_path
     compactions = events(result, "autocompact")
     assert compactions, "expected at least one compaction"
     index, event = compactions[0]
-    assert (
-        event["action"] == "compacted" and event["decision_tokens"] >= event["threshold"] == 67_000
-    )
+    assert event["action"] == "compacted"
+    assert event["decision_tokens"] >= event["threshold"] == 67_000
     before = result["requests"][index - 1]
     after = result["requests"][index]
     assert before["decision_tokens"] < 67_000
@@ -334,7 +338,8 @@ def test_autocompact_disabled_leads_to_blocking(tmp_path):
     result = run(tmp_path, long_session(40), "whatif", autocompact_enabled=False, **SMALL_WINDOW)
     assert events(result, "autocompact") == []
     blocked = events(result, "blocking")
-    assert blocked and blocked[0][1]["limit"] == 77_000
+    assert blocked
+    assert blocked[0][1]["limit"] == 77_000
 
 
 class FailingSummarizer:
@@ -373,8 +378,9 @@ def test_recorded_summary_is_reused_when_compaction_lands_on_it(tmp_path):
     b.assistant([{"type": "text", "text": "ok"}])
     session = engine.load_session(str(b.write(tmp_path / "r.jsonl")))
     recorded = engine.replay(session, BASE.replace(**SMALL_WINDOW), mode="recorded").to_json()
-    ((index, rec_event),) = events(recorded, "autocompact")
-    assert rec_event["recorded"] is True and rec_event["pre_tokens"] == 30000
+    ((_index, rec_event),) = events(recorded, "autocompact")
+    assert rec_event["recorded"] is True
+    assert rec_event["pre_tokens"] == 30000
 
 
 def test_session_memory_compaction_keeps_a_tail_with_tool_pairs(tmp_path):
@@ -402,7 +408,8 @@ def test_snip_is_modeled_and_off_by_default(tmp_path):
     assert events(run(tmp_path, long_session(30), "whatif", **SMALL_WINDOW), "snip") == []
     result = run(tmp_path, long_session(30), "whatif", snip_enabled=True, **SMALL_WINDOW)
     snips = events(result, "snip")
-    assert snips and all(e["modeled"] for _, e in snips)
+    assert snips
+    assert all(e["modeled"] for _, e in snips)
     assert "snip" in result["session"]["modeled_steps"]
 
 
@@ -410,7 +417,8 @@ def test_collapse_is_modeled_and_suppresses_autocompact(tmp_path):
     result = run(tmp_path, long_session(30), "whatif", collapse_enabled=True, **SMALL_WINDOW)
     assert events(result, "autocompact") == []
     collapses = events(result, "collapse")
-    assert collapses and all(e["modeled"] for _, e in collapses)
+    assert collapses
+    assert all(e["modeled"] for _, e in collapses)
     placeholder = next(
         t for t in result["views"]["transforms"] if t["kind"] == "collapsed" and "text" in t
     )
@@ -460,11 +468,13 @@ def test_side_by_side_rebuilds_a_compacted_view_without_replaying(tmp_path):
     index, _ = events(result, "autocompact")[0]
     view = engine.side_by_side(messages, result, index + 2)  # two requests after the compaction
     badges = {row["badge"] for row in view["rows"]}
-    assert "summarized" in badges and "intact" in badges
+    assert "summarized" in badges
+    assert "intact" in badges
     summary_rows = [r for r in view["rows"] if r.get("synthetic", {}).get("kind") == "summary"]
     assert len(summary_rows) == 1
     dropped = [r for r in view["rows"] if r["badge"] == "summarized" and r["model"] is None]
-    assert dropped and all(r["repl"] is not None for r in dropped)
+    assert dropped
+    assert all(r["repl"] is not None for r in dropped)
 
 
 def test_replay_is_deterministic(tmp_path):
