@@ -203,101 +203,95 @@ def summarize(requests: list[dict[str, Any]], threads: list[ThreadResult]) -> di
 
 
 class _CacheBlocks:
-    """The flat list of prompt blocks (system prefix, head, messages) kept in step with a view."""
+    """The flat prompt (system prefix, head, messages) as cache blocks, kept in step with a view.
+
+    Per block: a content key, display tokens (raw and calibrated) and the rolling prefix hash.
+    Only the part after the first change is rebuilt, so a request that just appends messages
+    costs only its new blocks.
+    """
 
     def __init__(self, system_keys: list[int]) -> None:
         self.system_keys = system_keys
-        self.keys: list[int] = []  # per-block content keys
-        self.raw: list[int] = []  # per-block display tokens (uncalibrated)
-        self.owner: list[int] = []  # message index (-1 for system/head)
+        self.keys: list[int] = []
+        self.raw: list[int] = []
+        self.cal: list[int] = []
+        self.hashes: list[int] = []
         self.first_block: dict[int, int] = {}
         self.built_end = 0
+        self.changed_from = 0
+        self.ratio = -1.0
+        self.seed = 0
 
-    def sync(self, view: View) -> None:
+    def sync(self, view: View, ratio: float, seed: int) -> None:
         if view.dirty_from == -1 or not self.keys:
             self._reset(view)
         elif view.dirty_from is not None and view.dirty_from < self.built_end:
             cut_msg = max(view.dirty_from, view.start)
-            pos = None
-            for i in range(cut_msg, self.built_end):
-                if i in self.first_block:
-                    pos = self.first_block[i]
-                    break
+            pos = next(
+                (
+                    self.first_block[i]
+                    for i in range(cut_msg, self.built_end)
+                    if i in self.first_block
+                ),
+                None,
+            )
             if pos is not None:
                 del self.keys[pos:]
                 del self.raw[pos:]
                 for i in range(cut_msg, self.built_end):
                     self.first_block.pop(i, None)
-                del self.owner[pos:]
+                self.changed_from = min(self.changed_from, pos)
             self.built_end = cut_msg
         view.dirty_from = None
         self._extend(view, view.end)
+        if ratio != self.ratio or seed != self.seed:
+            self.ratio, self.seed, self.changed_from = ratio, seed, 0
+        start = min(self.changed_from, len(self.keys))
+        del self.cal[start:]
+        del self.hashes[start:]
+        self.cal.extend(round(ratio * t) for t in self.raw[start:])
+        prev = self.hashes[-1] if self.hashes else seed
+        for key in self.keys[start:]:
+            prev = hash((prev, key))
+            self.hashes.append(prev)
+        self.changed_from = len(self.keys)
 
     def _reset(self, view: View) -> None:
         self.keys = list(self.system_keys)
         self.raw = [0] * len(self.system_keys)
-        self.owner = [-1] * len(self.system_keys)
         self.first_block = {}
+        self.changed_from = 0
         for item in view.head:
             for block in item.message.blocks:
                 self.keys.append(text_key(block.type + "\x00" + block.text))
                 self.raw.append(view.counter.count(block.text) if block.tok < 0 else block.tok)
-                self.owner.append(-1)
         self.built_end = view.start
 
     def _extend(self, view: View, end: int) -> None:
+        keys, raw = self.keys, self.raw
         for i in range(self.built_end, end):
             if view.is_removed(i):
                 continue
             msg = view.messages[i]
             if msg.role == "system":
                 continue
+            self.first_block[i] = len(keys)
             whole = view.overrides.get((i, WHOLE_MESSAGE))
-            self.first_block[i] = len(self.keys)
             if whole is not None:
-                self.keys.append(whole.key)
-                self.raw.append(whole.tok)
-                self.owner.append(i)
+                keys.append(whole.key)
+                raw.append(whole.tok)
                 continue
             for j, block in enumerate(msg.blocks):
                 ov = view.overrides.get((i, j))
                 base_tok, _, base_key = view.base_block(i, j, block)
                 if ov is None:
-                    self.keys.append(base_key)
-                    self.raw.append(base_tok)
-                elif ov.cache_preserving:
-                    self.keys.append(base_key)
-                    self.raw.append(ov.tok)
+                    keys.append(base_key)
+                    raw.append(base_tok)
                 else:
-                    self.keys.append(ov.key)
-                    self.raw.append(ov.tok)
-                self.owner.append(i)
+                    # a cache edit deletes server-side and keeps the cached prefix intact
+                    keys.append(base_key if ov.cache_preserving else ov.key)
+                    raw.append(ov.tok)
         self.built_end = max(self.built_end, end)
-
-
-class _PrefixHashes:
-    """Rolling prefix hashes over the block keys, recomputed only from the first change."""
-
-    def __init__(self) -> None:
-        self.keys: list[int] = []
-        self.hashes: list[int] = []
-
-    def update(self, keys: list[int], seed: int) -> list[int]:
-        common = 0
-        limit = min(len(keys), len(self.keys))
-        # the list usually only grew: find where it stopped matching (cheap from the end)
-        if limit and self.keys[limit - 1] == keys[limit - 1] and self.keys[:limit] == keys[:limit]:
-            common = limit
-        else:
-            while common < limit and self.keys[common] == keys[common]:
-                common += 1
-        del self.hashes[common:]
-        prev = self.hashes[-1] if self.hashes else seed
-        for key in keys[common:]:
-            prev = hash((prev, key))
-            self.hashes.append(prev)
-        self.keys = list(keys)
-        return self.hashes
 
 
 class _ThreadReplay:
@@ -412,7 +406,6 @@ class _ThreadReplay:
             text_key(f"system-dynamic:{self.thread.id}"),
         ]
         blocks = _CacheBlocks(system_keys)
-        hashes = _PrefixHashes()
         ttl = "5m"
         prev_end = 0
         first_emitted = self.thread.fork_index if self.thread.kind == "branch" else 0
@@ -467,7 +460,7 @@ class _ThreadReplay:
             decision = self.decision_count(k) - ctx.snip_freed
             usage = req.message.usage
             ttl = self._ttl(usage, ttl)
-            cache = self._cache(sim, blocks, hashes, cal, model_tokens, req, now, ttl)
+            cache = self._cache(sim, blocks, cal, model_tokens, req, now, ttl)
             output = usage.output if usage else 0
             write_5m = cache["write"] if ttl == "5m" else 0
             write_1h = cache["write"] - write_5m
@@ -588,7 +581,6 @@ class _ThreadReplay:
         self,
         sim: CacheSimulator,
         blocks: _CacheBlocks,
-        hashes: _PrefixHashes,
         cal: Calibration,
         model_tokens: int,
         req: RequestInfo,
@@ -596,7 +588,8 @@ class _ThreadReplay:
         ttl: str,
     ) -> dict[str, Any]:
         view = self.view
-        blocks.sync(view)
+        model = req.message.model or ""
+        blocks.sync(view, cal.ratio, text_key(model))
         # the request was sent when the message before it was written; its response began later
         sent = (
             parse_time(self.thread.messages[req.position - 1].timestamp) if req.position else None
@@ -605,11 +598,9 @@ class _ThreadReplay:
         now = min(now, sent) if sent is not None else now
         prefix = max(0, round(cal.prefix_tokens))
         system = round(prefix * self.config.cache_system_prefix_share)
-        ratio = cal.ratio
-        tokens = [system, prefix - system]
-        tokens.extend(round(ratio * t) for t in blocks.raw[2:])
-        model = req.message.model or ""
-        prefix_hashes = hashes.update(blocks.keys, seed=hash(model))
+        tokens = blocks.cal
+        tokens[0], tokens[1] = system, prefix - system
+        prefix_hashes = blocks.hashes
         cache_key = f"{model}|{self.prompt_family}"
         last = len(tokens) - 1
         # the system breakpoint(s): org mode marks the CLI prefix and the rest separately, but both
