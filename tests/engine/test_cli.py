@@ -1,0 +1,92 @@
+"""The ``contextlab`` command, run as a user would run it (a real subprocess)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.engine.builders import TranscriptBuilder
+
+CORPUS = Path(__file__).resolve().parents[3] / "shared" / "corpus"
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "contextlab.engine.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def sample(tmp_path: Path) -> Path:
+    b = TranscriptBuilder()
+    b.prompt("hello")
+    b.tool_call("Bash", {"command": "ls"}, "a\nb")
+    b.assistant([{"type": "text", "text": "done"}])
+    return b.write(tmp_path / "s.jsonl")
+
+
+def test_replay_prints_a_table(tmp_path):
+    proc = cli("replay", str(sample(tmp_path)))
+    assert proc.returncode == 0, proc.stderr
+    assert "calibration" in proc.stdout
+    assert "requests 2, compactions 0" in proc.stdout
+
+
+def test_replay_json_has_session_requests_summary(tmp_path):
+    proc = cli(
+        "replay", str(sample(tmp_path)), "--json", "--mode", "whatif", "--preset", "budget-on"
+    )
+    data = json.loads(proc.stdout)
+    assert set(data) >= {"session", "requests", "summary"}
+    assert data["session"]["mode"] == "whatif"
+    assert data["session"]["preset"] == "budget-on"
+
+
+def test_bad_lines_are_messages_and_the_rest_is_replayed(tmp_path):
+    path = sample(tmp_path)
+    path.write_text(path.read_text() + '{"broken": \n')
+    proc = cli("replay", str(path))
+    assert proc.returncode == 0
+    assert "Traceback" not in proc.stderr
+    assert "s.jsonl:5: not valid JSON" in proc.stderr
+
+
+def test_unusable_file_exits_non_zero_with_one_clear_message(tmp_path):
+    path = tmp_path / "notes.txt"
+    path.write_text("just some notes\n")
+    proc = cli("replay", str(path))
+    assert proc.returncode == 2
+    assert "not a Claude Code transcript" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_invalid_config_file_names_the_field(tmp_path):
+    config = tmp_path / "c.toml"
+    config.write_text("autocompact_buffer_tokens = -5\n")
+    proc = cli("replay", str(sample(tmp_path)), "--config", str(config))
+    assert proc.returncode != 0
+    assert "autocompact_buffer_tokens" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_unknown_preset_is_a_message(tmp_path):
+    proc = cli("replay", str(sample(tmp_path)), "--preset", "warp-speed")
+    assert proc.returncode != 0
+    assert "warp-speed" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_fidelity_reports_the_three_measures():
+    proc = cli(
+        "fidelity",
+        "--quiet",
+        str(CORPUS / "marot__spotter__8463c716-a2ea-4c14-9efa-87158ebd9f20.jsonl"),
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "fidelity:" in proc.stdout
+    assert "cache:" in proc.stdout
+    assert "compactions: 1 of 1" in proc.stdout
