@@ -15,6 +15,7 @@ Typical use::
 
 from __future__ import annotations
 
+from . import compare
 from .config import ConfigError, PipelineConfig, field_specs
 from .cost import PricingTable, load_pricing, request_cost
 from .evaluation import cache_accuracy, compaction_accuracy, fidelity
@@ -71,6 +72,7 @@ __all__ = [
     "cache_accuracy",
     "compact_prompt",
     "compaction_accuracy",
+    "compare",
     "compute_thresholds",
     "fidelity",
     "field_specs",
