@@ -1,0 +1,25 @@
+"""``manage.py create_api_token USERNAME``: print a new API token (the user is created if missing)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.management.base import BaseCommand, CommandParser
+
+from contextlab.accounts import services
+
+
+class Command(BaseCommand):
+    help = "Create an API token for USERNAME (creating the user if needed) and print it once."
+
+    def add_arguments(self, parser: CommandParser) -> None:
+        parser.add_argument("username")
+        parser.add_argument("--name", default="", help="a label for the token")
+
+    def handle(self, *args: Any, **options: Any) -> None:
+        _, token, created = services.create_api_token(
+            username=options["username"], name=options["name"]
+        )
+        if created:
+            self.stderr.write(f"created user {options['username']!r} (no password; token only)")
+        self.stdout.write(token)

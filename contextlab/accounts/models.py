@@ -1,0 +1,25 @@
+"""API tokens. Only a SHA-256 of the token is stored; the token itself is shown once."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class ApiToken(models.Model):
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens"
+    )
+    #: hex SHA-256 of the token; tokens are random, so an unsalted hash is enough
+    key_hash = models.CharField(max_length=64, unique=True)
+    #: first characters, to tell tokens apart in the admin without revealing them
+    prefix = models.CharField(max_length=12)
+    name = models.CharField(max_length=100, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = "-created_at"
+
+    def __str__(self) -> str:
+        return f"{self.prefix}… ({self.user})"

@@ -1,0 +1,31 @@
+"""The JSON API: one NinjaAPI, one router per app. OpenAPI at /api/docs and /api/openapi.json."""
+
+from __future__ import annotations
+
+from django.http import HttpRequest, HttpResponse
+from ninja import NinjaAPI
+from ninja.errors import AuthenticationError
+
+from contextlab.accounts.auth import BearerTokenAuth, SessionAuth
+
+api = NinjaAPI(
+    title="ContextLab",
+    version="1",
+    urls_namespace="api",
+    auth=[BearerTokenAuth(), SessionAuth()],
+    description="Upload Claude Code transcripts, queue replays, read per-request results. "
+    "Authenticate with `Authorization: Bearer <token>` (`manage.py create_api_token USERNAME`).",
+)
+api.add_router("/sessions", "contextlab.transcripts.api.router")
+api.add_router("/runs", "contextlab.runs.api.router")
+
+
+@api.exception_handler(AuthenticationError)
+def _unauthorized(request: HttpRequest, exc: AuthenticationError) -> HttpResponse:
+    response = api.create_response(
+        request,
+        {"detail": "Authentication required: send Authorization: Bearer <token>"},
+        status=401,
+    )
+    response["WWW-Authenticate"] = 'Bearer realm="contextlab"'
+    return response

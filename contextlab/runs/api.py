@@ -1,0 +1,81 @@
+"""JSON API for runs: queue a replay, poll it, page through its per-request results."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpRequest
+from django.shortcuts import get_object_or_404
+from ninja import Field as NinjaField
+from ninja import Query, Router, Schema
+from ninja.responses import Status
+
+from contextlab.runs import services
+from contextlab.runs.models import Run
+from contextlab.runs.schemas import RequestPage, RunIn, RunOut
+from contextlab.transcripts.api import field_error
+from contextlab.transcripts.models import Transcript
+
+router = Router(tags=["runs"])
+
+
+def _run_out(run: Run) -> dict[str, Any]:
+    return {
+        "id": run.pk,
+        "session_id": run.transcript_id,
+        "mode": run.mode,
+        "preset": run.preset,
+        "status": run.status,
+        "progress": run.progress,
+        "error": run.error,
+        "created_at": run.created_at,
+        "finished_at": run.finished_at,
+        "summary": run.summary,
+    }
+
+
+@router.post("", response={201: RunOut, 422: dict[str, Any]}, operation_id="create_run")
+def create_run(request: HttpRequest, payload: RunIn) -> Status[dict[str, Any]]:
+    transcript = get_object_or_404(Transcript, pk=payload.session_id, owner=request.user)  # type: ignore[misc]
+    try:
+        run = services.start_run(
+            owner=request.user,  # type: ignore[arg-type]
+            transcript=transcript,
+            mode=payload.mode,
+            preset=payload.preset or "",
+            overrides=payload.config,
+        )
+    except services.RunConfigError as exc:
+        return Status(422, field_error(exc.field, exc.message))
+    return Status(201, _run_out(run))
+
+
+@router.get("/{run_id}", response=RunOut, operation_id="get_run")
+def get_run(request: HttpRequest, run_id: int) -> dict[str, Any]:
+    run = get_object_or_404(Run, pk=run_id, owner=request.user)  # type: ignore[misc]
+    return _run_out(services.refresh_run(run))
+
+
+class PageParams(Schema):
+    offset: int = NinjaField(0, ge=0)
+    limit: int = NinjaField(100, ge=1, le=1000)
+
+
+@router.get(
+    "/{run_id}/requests",
+    response={200: RequestPage, 409: dict[str, Any]},
+    operation_id="list_run_requests",
+)
+def list_run_requests(
+    request: HttpRequest, run_id: int, page: Query[PageParams]
+) -> Status[dict[str, Any]]:
+    run = get_object_or_404(Run, pk=run_id, owner=request.user)  # type: ignore[misc]
+    data = services.result_data(run)
+    if data is None:
+        return Status(
+            409, {"detail": f"run {run.pk} is {run.status}; results exist once it is done"}
+        )
+    requests: list[dict[str, Any]] = data.get("requests") or []
+    return Status(
+        200, {"count": len(requests), "items": requests[page.offset : page.offset + page.limit]}
+    )

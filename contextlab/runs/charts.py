@@ -1,0 +1,320 @@
+"""Plotly figures of a replay result (pure functions of the engine's result JSON).
+
+Every point carries the URL of its request in ``customdata`` so a click can open it
+(static/js/app.js). Long sessions are downsampled, always keeping compaction points.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import plotly.graph_objects as go
+from django.conf import settings
+
+RequestUrl = Callable[[int], str]
+
+COLORS = {
+    "repl": "#9aa5b1",
+    "model": "#2563eb",
+    "recorded": "#111827",
+    "warning": "#d97706",
+    "autocompact": "#dc2626",
+    "blocking": "#7f1d1d",
+    "read": "#16a34a",
+    "write": "#f59e0b",
+    "uncached": "#64748b",
+}
+
+
+def _layout(title: str, yaxis: str) -> dict[str, Any]:
+    return {
+        "title": {"text": title, "x": 0, "font": {"size": 15}},
+        "xaxis": {"title": {"text": "request"}, "rangemode": "tozero"},
+        "yaxis": {"title": {"text": yaxis}, "rangemode": "tozero"},
+        "hovermode": "x unified",
+        "legend": {"orientation": "h", "y": -0.2},
+        "margin": {"l": 60, "r": 20, "t": 40, "b": 40},
+        "height": 360,
+        "template": "plotly_white",
+    }
+
+
+def has_event(req: dict[str, Any], step: str) -> bool:
+    return any(e.get("step") == step for e in req.get("events") or [])
+
+
+def recorded_prompt(req: dict[str, Any]) -> int | None:
+    """Total prompt tokens the API reported (input + cache read + cache write), or None."""
+    rec = req.get("recorded")
+    if not rec:
+        return None
+    return (
+        int(rec.get("input") or 0)
+        + int(rec.get("cache_read") or 0)
+        + int(rec.get("cache_write") or 0)
+    )
+
+
+def sample_positions(
+    count: int, keep: Sequence[int] = (), max_points: int | None = None
+) -> list[int]:
+    """Positions 0..count-1 thinned to about ``max_points``, always keeping ``keep`` and the ends."""
+    limit = max_points or settings.CHART_MAX_POINTS
+    if count <= limit:
+        return list(range(count))
+    stride = count / limit
+    chosen = {min(count - 1, int(i * stride)) for i in range(limit)}
+    chosen.update(p for p in keep if 0 <= p < count)
+    chosen.update({0, count - 1})
+    return sorted(chosen)
+
+
+def _positions(requests: list[dict[str, Any]]) -> list[int]:
+    keep = [
+        i
+        for i, r in enumerate(requests)
+        if has_event(r, "autocompact") or has_event(r, "microcompact")
+    ]
+    return sample_positions(len(requests), keep)
+
+
+def build_context_figure(result: dict[str, Any], request_url: RequestUrl) -> go.Figure:
+    """Context size per request: full history, model view, recorded, thresholds, compactions."""
+    requests: list[dict[str, Any]] = result.get("requests") or []
+    pos = _positions(requests)
+    rows = [requests[i] for i in pos]
+    urls = [request_url(i) for i in pos]
+    fig = go.Figure(layout=_layout("Context size per request", "tokens"))
+    fig.add_trace(
+        go.Scatter(
+            x=pos,
+            y=[r.get("repl_tokens") for r in rows],
+            name="full history",
+            mode="lines",
+            line={"color": COLORS["repl"], "dash": "dot"},
+            customdata=urls,
+        )
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=pos,
+            y=[r.get("model_tokens") for r in rows],
+            name="model view",
+            mode="lines+markers",
+            marker={"size": 4},
+            line={"color": COLORS["model"]},
+            customdata=urls,
+        )
+    )
+    recorded = [(p, recorded_prompt(r), u) for p, r, u in zip(pos, rows, urls, strict=True)]
+    recorded = [t for t in recorded if t[1] is not None]
+    if recorded:
+        fig.add_trace(
+            go.Scatter(
+                x=[t[0] for t in recorded],
+                y=[t[1] for t in recorded],
+                name="recorded input",
+                mode="markers",
+                marker={"size": 5, "symbol": "x", "color": COLORS["recorded"]},
+                customdata=[t[2] for t in recorded],
+            )
+        )
+    for level in ("warning", "autocompact", "blocking"):
+        ys = [(r.get("thresholds") or {}).get(level) for r in rows]
+        if any(y is not None for y in ys):
+            fig.add_trace(
+                go.Scatter(
+                    x=pos,
+                    y=ys,
+                    name=f"{level} level",
+                    mode="lines",
+                    hoverinfo="skip",
+                    line={"color": COLORS[level], "width": 1, "dash": "dash", "shape": "hv"},
+                )
+            )
+    for step, symbol, label in (
+        ("autocompact", "diamond", "compaction"),
+        ("microcompact", "triangle-down", "microcompaction"),
+    ):
+        marks = [(p, r, u) for p, r, u in zip(pos, rows, urls, strict=True) if has_event(r, step)]
+        if marks:
+            fig.add_trace(
+                go.Scatter(
+                    x=[m[0] for m in marks],
+                    y=[m[1].get("model_tokens") for m in marks],
+                    name=label,
+                    mode="markers",
+                    customdata=[m[2] for m in marks],
+                    marker={
+                        "size": 12 if step == "autocompact" else 9,
+                        "symbol": symbol,
+                        "color": COLORS["autocompact"]
+                        if step == "autocompact"
+                        else COLORS["warning"],
+                        "line": {"width": 1, "color": "#fff"},
+                    },
+                )
+            )
+    return fig
+
+
+def build_cache_figure(result: dict[str, Any], request_url: RequestUrl) -> go.Figure:
+    """Estimated cache read / write / uncached tokens per request, with the recorded values."""
+    requests: list[dict[str, Any]] = result.get("requests") or []
+    pos = _positions(requests)
+    rows = [requests[i] for i in pos]
+    urls = [request_url(i) for i in pos]
+    layout = _layout("Prompt cache per request (bars: estimated, markers: recorded)", "tokens")
+    layout["barmode"] = "stack"
+    fig = go.Figure(layout=layout)
+    for key, label in (("read", "cache read"), ("write", "cache write"), ("uncached", "uncached")):
+        fig.add_trace(
+            go.Bar(
+                x=pos,
+                y=[(r.get("cache") or {}).get(key, 0) for r in rows],
+                name=f"{label} (est.)",
+                marker={"color": COLORS[key]},
+                customdata=urls,
+            )
+        )
+    with_rec = [
+        (p, r["recorded"], u) for p, r, u in zip(pos, rows, urls, strict=True) if r.get("recorded")
+    ]
+    if with_rec:
+        for key, rec_key, label in (
+            ("read", "cache_read", "cache read"),
+            ("write", "cache_write", "cache write"),
+        ):
+            fig.add_trace(
+                go.Scatter(
+                    x=[t[0] for t in with_rec],
+                    y=[t[1].get(rec_key, 0) for t in with_rec],
+                    name=f"{label} (recorded)",
+                    mode="markers",
+                    customdata=[t[2] for t in with_rec],
+                    marker={
+                        "symbol": "line-ew-open",
+                        "size": 12,
+                        "color": COLORS[key],
+                        "line": {"width": 2, "color": COLORS[key]},
+                    },
+                )
+            )
+    return fig
+
+
+def build_cost_figure(result: dict[str, Any], request_url: RequestUrl) -> go.Figure:
+    """Cumulative cost in USD: the replay's estimate and, where known, the recorded usage's."""
+    requests: list[dict[str, Any]] = result.get("requests") or []
+    est: list[float] = []
+    rec: list[float | None] = []
+    total_est = 0.0
+    total_rec = 0.0
+    any_rec = False
+    for r in requests:
+        total_est += float(r.get("cost_usd") or 0.0)
+        est.append(round(total_est, 6))
+        if r.get("recorded_cost_usd") is not None:
+            any_rec = True
+            total_rec += float(r["recorded_cost_usd"])
+        rec.append(round(total_rec, 6))
+    pos = _positions(requests)
+    urls = [request_url(i) for i in pos]
+    fig = go.Figure(layout=_layout("Cumulative cost", "USD"))
+    fig.add_trace(
+        go.Scatter(
+            x=pos,
+            y=[est[i] for i in pos],
+            name="replay estimate",
+            mode="lines",
+            line={"color": COLORS["model"]},
+            customdata=urls,
+        )
+    )
+    if any_rec:
+        fig.add_trace(
+            go.Scatter(
+                x=pos,
+                y=[rec[i] for i in pos],
+                name="recorded usage",
+                mode="lines",
+                line={"color": COLORS["recorded"], "dash": "dot"},
+                customdata=urls,
+            )
+        )
+    return fig
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return 0.0
+    k = (len(ordered) - 1) * q
+    lo = int(k)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
+
+
+def fidelity(result: dict[str, Any]) -> dict[str, Any]:
+    """How far the replay's counts are from the recorded usage, per request and overall."""
+    per_request: list[dict[str, Any]] = []
+    for i, r in enumerate(result.get("requests") or []):
+        recorded = recorded_prompt(r)
+        if not recorded:
+            continue
+        model = int(r.get("model_tokens") or 0)
+        rel = (model - recorded) / recorded
+        rec = r.get("recorded") or {}
+        cache = r.get("cache") or {}
+        per_request.append(
+            {
+                "position": i,
+                "index": r.get("index", i),
+                "recorded": recorded,
+                "model": model,
+                "rel_error": rel,
+                "cache_read_est": cache.get("read"),
+                "cache_read_recorded": rec.get("cache_read"),
+            }
+        )
+    errors = [abs(p["rel_error"]) for p in per_request]
+    calibration = (result.get("session") or {}).get("calibration") or {}
+    return {
+        "count": len(per_request),
+        "median_abs_rel_error": statistics.median(errors) if errors else None,
+        "p90_abs_rel_error": _percentile(errors, 0.9) if errors else None,
+        "max_abs_rel_error": max(errors) if errors else None,
+        "calibration": calibration,
+        "per_request": per_request,
+    }
+
+
+def build_fidelity_figure(result: dict[str, Any], request_url: RequestUrl) -> go.Figure:
+    """Relative error of the model-view count against the recorded prompt total, per request."""
+    fid = fidelity(result)
+    points = fid["per_request"]
+    keep = sample_positions(len(points))
+    points = [points[i] for i in keep]
+    fig = go.Figure(
+        layout=_layout("Replay vs recorded: relative error per request", "relative error")
+    )
+    fig.update_yaxes(tickformat=".0%", rangemode="normal", zeroline=True)
+    fig.add_trace(
+        go.Scatter(
+            x=[p["position"] for p in points],
+            y=[p["rel_error"] for p in points],
+            name="(model view − recorded) / recorded",
+            mode="markers",
+            marker={"size": 5, "color": COLORS["model"]},
+            customdata=[request_url(p["position"]) for p in points],
+        )
+    )
+    return fig
+
+
+def figure_json(fig: go.Figure) -> dict[str, Any]:
+    """What the page hands to Plotly.newPlot (through json_script: no inline script, CSP-safe)."""
+    data: dict[str, Any] = fig.to_dict()
+    return {"data": data["data"], "layout": data["layout"]}

@@ -1,0 +1,94 @@
+"""A replay of one session under one pipeline config, run by a Celery worker."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.db import models
+from django.urls import reverse
+
+from contextlab.transcripts.models import Transcript
+
+
+class Run(models.Model):
+    class Status(models.TextChoices):
+        QUEUED = "queued"
+        RUNNING = "running"
+        DONE = "done"
+        FAILED = "failed"
+
+    class Mode(models.TextChoices):
+        RECORDED = "recorded"
+        WHATIF = "whatif", "what-if"
+
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="runs"
+    )
+    transcript = models.ForeignKey(Transcript, on_delete=models.CASCADE, related_name="runs")
+    mode = models.CharField(max_length=10, choices=Mode.choices, default=Mode.RECORDED)
+    preset = models.CharField(max_length=60, blank=True)
+    #: the user's field overrides, as submitted
+    overrides: models.JSONField[dict[str, Any]] = models.JSONField(default=dict, blank=True)
+    #: the resolved PipelineConfig (``to_dict()``) the worker replays with
+    config: models.JSONField[dict[str, Any]] = models.JSONField(default=dict)
+    #: the preset name resolve_config reports (e.g. what "auto" chose)
+    resolved_preset = models.CharField(max_length=60, blank=True)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
+    progress_done = models.PositiveIntegerField(default=0)
+    progress_total = models.PositiveIntegerField(default=0)
+    error = models.TextField(blank=True)
+    attempts = models.PositiveSmallIntegerField(default=0)
+    #: the engine's result summary (small; the full result is in RunResult)
+    summary: models.JSONField[dict[str, Any]] = models.JSONField(default=dict, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    #: refreshed by the worker while it replays; a stale one means the worker died
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ("-created_at", "-pk")
+        indexes = (models.Index(fields=["status", "heartbeat_at"]),)
+
+    def __str__(self) -> str:
+        return f"run {self.pk} ({self.mode}, {self.status})"
+
+    def get_absolute_url(self) -> str:
+        return reverse("runs:detail", args=[self.pk])
+
+    @property
+    def is_active(self) -> bool:
+        return self.status in (self.Status.QUEUED, self.Status.RUNNING)
+
+    @property
+    def progress(self) -> float:
+        """Fraction done, 0..1."""
+        if self.status == self.Status.DONE:
+            return 1.0
+        if not self.progress_total:
+            return 0.0
+        return min(1.0, self.progress_done / self.progress_total)
+
+    @property
+    def percent(self) -> int:
+        return round(self.progress * 100)
+
+    @property
+    def label(self) -> str:
+        if self.mode == self.Mode.RECORDED:
+            return "recorded"
+        return f"what-if · {self.preset or 'auto'}" + (" + custom" if self.overrides else "")
+
+
+class RunResult(models.Model):
+    """The engine's ``ReplayResult.to_json()``, stored once per finished run."""
+
+    run = models.OneToOneField(
+        Run, on_delete=models.CASCADE, primary_key=True, related_name="result"
+    )
+    data: models.JSONField[dict[str, Any]] = models.JSONField()
+
+    def __str__(self) -> str:
+        return f"result of run {self.run_id}"

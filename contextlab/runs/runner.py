@@ -1,0 +1,169 @@
+"""Worker-side: execute one run (load the session, replay it, store the result and status)."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import timedelta
+from typing import Any
+
+from celery.exceptions import SoftTimeLimitExceeded
+from django.conf import settings
+from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from contextlab import engine
+from contextlab.runs.models import Run, RunResult
+from contextlab.transcripts.models import TranscriptMessages
+
+logger = logging.getLogger(__name__)
+
+#: database errors worth retrying: the next attempt may well succeed
+TRANSIENT_ERRORS = (OperationalError, InterfaceError)
+#: at most one progress write per this many seconds
+PROGRESS_EVERY = 0.5
+
+
+def claim_run(run_id: int) -> bool:
+    """Mark the run running if it is queued (or abandoned); False if another worker owns it.
+
+    This is what makes the task idempotent under acks_late: a redelivered message for a run
+    that is done, failed or running elsewhere does nothing.
+    """
+    now = timezone.now()
+    stale = now - timedelta(seconds=settings.RUN_STALE_AFTER)
+    claimable = Q(status=Run.Status.QUEUED) | Q(status=Run.Status.RUNNING, heartbeat_at__lt=stale)
+    updated = Run.objects.filter(claimable, pk=run_id).update(
+        status=Run.Status.RUNNING,
+        attempts=F("attempts") + 1,
+        started_at=now,
+        heartbeat_at=now,
+        progress_done=0,
+        error="",
+        updated_at=now,
+    )
+    return updated == 1
+
+
+@contextmanager
+def heartbeat(run_id: int) -> Iterator[None]:
+    """Refresh ``heartbeat_at`` from a side thread while the replay runs."""
+    stop = threading.Event()
+
+    def beat() -> None:
+        try:
+            while not stop.wait(settings.RUN_HEARTBEAT_EVERY):
+                Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).update(
+                    heartbeat_at=timezone.now()
+                )
+        except DatabaseError:
+            logger.exception("run %s: heartbeat failed", run_id)
+        finally:
+            connection.close()  # this thread's own connection
+
+    thread = threading.Thread(target=beat, name=f"heartbeat-{run_id}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+
+
+def _progress_writer(run_id: int) -> Callable[[int, int], None]:
+    last = 0.0
+
+    def progress(done: int, total: int) -> None:
+        nonlocal last
+        now = time.monotonic()
+        if now - last < PROGRESS_EVERY and done < total:
+            return
+        last = now
+        Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).update(
+            progress_done=done, progress_total=total, heartbeat_at=timezone.now()
+        )
+
+    return progress
+
+
+def _fail(run_id: int, message: str) -> None:
+    Run.objects.filter(pk=run_id).update(
+        status=Run.Status.FAILED, error=message[:4000], finished_at=timezone.now()
+    )
+
+
+def _replay(run: Run) -> dict[str, Any]:
+    transcript = run.transcript
+    session = engine.load_session(transcript.path, name=transcript.name)
+    try:
+        if not TranscriptMessages.objects.filter(transcript=transcript).exists():
+            TranscriptMessages.objects.update_or_create(
+                transcript=transcript, defaults={"data": engine.messages_json(session)}
+            )
+        config = engine.PipelineConfig.from_dict(run.config)
+        result = engine.replay(
+            session,
+            config,
+            mode=run.mode,
+            preset_name=run.resolved_preset or run.preset,
+            progress=_progress_writer(run.pk),
+        )
+        data: dict[str, Any] = result.to_json()
+        return data
+    finally:
+        upload = getattr(session, "upload", None)
+        if upload is not None:
+            upload.close()
+
+
+def execute_run(run_id: int) -> None:
+    """Replay run ``run_id`` and store the outcome. Safe to call twice.
+
+    Deterministic failures (a transcript the engine rejects, an engine error, the soft time
+    limit) are stored on the run with their reason; transient database errors propagate so the
+    task can retry, after putting the run back in the queue.
+    """
+    if not claim_run(run_id):
+        logger.info("run %s: not claimable (finished or running elsewhere); skipping", run_id)
+        return
+    run = Run.objects.select_related("transcript").get(pk=run_id)
+    try:
+        with heartbeat(run_id):
+            data = _replay(run)
+        summary = data.get("summary") or {}
+        total = len(data.get("requests") or [])
+        with transaction.atomic():
+            RunResult.objects.update_or_create(run_id=run_id, defaults={"data": data})
+            Run.objects.filter(pk=run_id).update(
+                status=Run.Status.DONE,
+                summary=summary,
+                progress_done=total,
+                progress_total=total,
+                error="",
+                finished_at=timezone.now(),
+            )
+        logger.info("run %s: done (%s requests)", run_id, total)
+    except SoftTimeLimitExceeded:
+        _fail(
+            run_id,
+            f"The replay took longer than the time limit ({settings.CELERY_TASK_SOFT_TIME_LIMIT} s) "
+            "and was stopped.",
+        )
+    except engine.TranscriptError as exc:
+        _fail(run_id, f"The transcript could not be read: {exc}")
+    except TRANSIENT_ERRORS:
+        logger.exception("run %s: transient database error; will retry", run_id)
+        # if this fails too, the stale-run recovery requeues it later
+        with contextlib.suppress(DatabaseError):
+            Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).update(
+                status=Run.Status.QUEUED, heartbeat_at=None
+            )
+        raise
+    except Exception as exc:
+        logger.exception("run %s: replay failed", run_id)
+        _fail(run_id, f"The replay failed: {type(exc).__name__}: {exc}")

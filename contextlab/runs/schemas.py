@@ -1,0 +1,32 @@
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from ninja import Field, Schema
+
+
+class RunIn(Schema):
+    session_id: int
+    mode: Literal["recorded", "whatif"] = "whatif"
+    preset: str | None = None
+    #: field overrides of the pipeline config, validated by the engine
+    config: dict[str, Any] | None = None
+
+
+class RunOut(Schema):
+    id: int
+    session_id: int
+    mode: str
+    preset: str
+    status: Literal["queued", "running", "done", "failed"]
+    progress: float = Field(..., description="fraction done, 0..1")
+    error: str
+    created_at: datetime
+    finished_at: datetime | None
+    summary: dict[str, Any]
+
+
+class RequestPage(Schema):
+    count: int
+    items: list[dict[str, Any]]

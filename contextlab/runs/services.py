@@ -1,0 +1,183 @@
+"""Request-side run operations: queue a replay, find abandoned runs, read results."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import transaction
+from django.utils import timezone
+
+from contextlab import engine
+from contextlab.runs import tasks
+from contextlab.runs.models import Run, RunResult
+from contextlab.transcripts.models import Transcript, TranscriptMessages
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class RunConfigError(Exception):
+    """A bad run request; ``field`` names the offending input (``preset``, ``config.<name>``…)."""
+
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.message}"
+
+
+def start_run(
+    *,
+    owner: AbstractBaseUser,
+    transcript: Transcript,
+    mode: str,
+    preset: str = "",
+    overrides: dict[str, Any] | None = None,
+) -> Run:
+    """Validate the config with the engine, create a queued run and enqueue it after commit."""
+    if mode not in Run.Mode.values:
+        raise RunConfigError("mode", f"must be one of {', '.join(Run.Mode.values)}")
+    preset = preset or "auto"
+    if preset not in engine.PRESET_NAMES:
+        raise RunConfigError(
+            "preset", f"unknown preset {preset!r}; one of {', '.join(engine.PRESET_NAMES)}"
+        )
+    if overrides is not None and not isinstance(overrides, dict):
+        raise RunConfigError("config", "must be a JSON object of field overrides")
+    if mode == Run.Mode.RECORDED and overrides:
+        raise RunConfigError(
+            "config", "a recorded replay uses the recorded behaviour; use mode whatif"
+        )
+    try:
+        config, resolved_preset = engine.resolve_config(
+            preset, overrides or None, version=transcript.version or None
+        )
+    except engine.ConfigError as exc:
+        field = f"config.{exc.field}" if exc.field else "config"
+        raise RunConfigError(field, exc.message) from None
+    run = Run.objects.create(
+        owner=owner,
+        transcript=transcript,
+        mode=mode,
+        preset=preset,
+        overrides=overrides or {},
+        config=config.to_dict(),
+        resolved_preset=resolved_preset,
+    )
+    tasks.run_replay.delay_on_commit(run.pk)
+    return run
+
+
+def recover_stale_runs(*, now: Any = None, run_ids: list[int] | None = None) -> list[Run]:
+    """Requeue (or fail, after RUN_MAX_ATTEMPTS) runs whose worker stopped heartbeating.
+
+    A worker killed mid-run leaves its row "running" with a heartbeat that no longer moves;
+    this puts such rows back in the queue or records why they failed. Returns the changed runs.
+    """
+    now = now or timezone.now()
+    cutoff = now - timedelta(seconds=settings.RUN_STALE_AFTER)
+    stale = Run.objects.filter(status=Run.Status.RUNNING, heartbeat_at__lt=cutoff)
+    if run_ids is not None:
+        stale = stale.filter(pk__in=run_ids)
+    changed: list[Run] = []
+    for run in stale:
+        with transaction.atomic():
+            if run.attempts < settings.RUN_MAX_ATTEMPTS:
+                updated = Run.objects.filter(
+                    pk=run.pk, status=Run.Status.RUNNING, heartbeat_at__lt=cutoff
+                ).update(
+                    status=Run.Status.QUEUED,
+                    progress_done=0,
+                    error="",
+                    heartbeat_at=None,
+                    updated_at=now,
+                )
+                if updated:
+                    logger.warning("run %s: worker stopped heartbeating; requeued", run.pk)
+                    tasks.run_replay.delay_on_commit(run.pk)
+            else:
+                message = (
+                    f"The worker stopped responding (killed or crashed) {run.attempts} time(s) "
+                    "while replaying this session; the run was abandoned."
+                )
+                updated = Run.objects.filter(
+                    pk=run.pk, status=Run.Status.RUNNING, heartbeat_at__lt=cutoff
+                ).update(status=Run.Status.FAILED, error=message, finished_at=now, updated_at=now)
+                if updated:
+                    logger.warning("run %s: abandoned after %s attempts", run.pk, run.attempts)
+        if updated:
+            run.refresh_from_db()
+            changed.append(run)
+    return changed
+
+
+def refresh_run(run: Run) -> Run:
+    """The run as stored now, recovered first if its worker died (pages call this when polling)."""
+    run.refresh_from_db()
+    if run.status == Run.Status.RUNNING and recover_stale_runs(run_ids=[run.pk]):
+        run.refresh_from_db()
+    return run
+
+
+# Finished results never change, so a parsed copy per process saves re-reading megabytes of
+# JSON on every explorer step. Keyed by (kind, pk); small LRU.
+_CACHE: OrderedDict[tuple[str, int], Any] = OrderedDict()
+_CACHE_LOCK = threading.Lock()
+_CACHE_SIZE = 6
+
+
+def _cached(key: tuple[str, int], load: Any) -> Any:
+    with _CACHE_LOCK:
+        if key in _CACHE:
+            _CACHE.move_to_end(key)
+            return _CACHE[key]
+    value = load()
+    with _CACHE_LOCK:
+        _CACHE[key] = value
+        while len(_CACHE) > _CACHE_SIZE:
+            _CACHE.popitem(last=False)
+    return value
+
+
+def result_data(run: Run) -> dict[str, Any] | None:
+    """The engine's result JSON of a finished run, or None."""
+    if run.status != Run.Status.DONE:
+        return None
+
+    def load() -> dict[str, Any] | None:
+        row = RunResult.objects.filter(run=run).first()
+        return row.data if row else None
+
+    data: dict[str, Any] | None = _cached(("result", run.pk), load)
+    return data
+
+
+def session_messages(transcript: Transcript) -> dict[str, list[dict[str, Any]]]:
+    """``engine.messages_json`` of the session, as stored by the first run."""
+
+    def load() -> dict[str, list[dict[str, Any]]]:
+        row = TranscriptMessages.objects.filter(transcript=transcript).first()
+        return row.data if row else {}
+
+    data: dict[str, list[dict[str, Any]]] = _cached(("messages", transcript.pk), load)
+    if not data:
+        with _CACHE_LOCK:
+            _CACHE.pop(("messages", transcript.pk), None)
+    return data
+
+
+def default_run(transcript: Transcript) -> Run | None:
+    """The run a report shows by default: the newest finished recorded run, else the newest."""
+    runs = transcript.runs.all()
+    return (
+        runs.filter(status=Run.Status.DONE, mode=Run.Mode.RECORDED).first()
+        or runs.filter(status=Run.Status.DONE).first()
+        or runs.first()
+    )

@@ -1,0 +1,50 @@
+"""Number formats for reports: token counts, dollars, percentages. Missing values show "—"."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import template
+
+register = template.Library()
+
+DASH = "—"
+
+
+def _number(value: Any) -> float | None:
+    if value is None or value == "" or isinstance(value, bool):
+        return None
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+@register.filter
+def tokens(value: Any) -> str:
+    number = _number(value)
+    if number is None:
+        return DASH
+    if abs(number) >= 1_000_000:
+        return f"{number / 1_000_000:.2f}M"
+    if abs(number) >= 10_000:
+        return f"{number / 1000:.1f}k"
+    return f"{number:,.0f}"
+
+
+@register.filter
+def usd(value: Any) -> str:
+    number = _number(value)
+    if number is None:
+        return DASH
+    if abs(number) < 0.01 and number:
+        return f"${number:.4f}"
+    return f"${number:,.2f}"
+
+
+@register.filter
+def percent(value: Any) -> str:
+    number = _number(value)
+    if number is None:
+        return DASH
+    return f"{number * 100:.1f}%"

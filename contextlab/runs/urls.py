@@ -1,0 +1,17 @@
+from django.urls import path
+
+from contextlab.runs import views
+
+app_name = "runs"
+
+urlpatterns = [
+    path("sessions/<int:pk>/", views.report, name="report"),
+    path("sessions/<int:pk>/runs/", views.create_run, name="create"),
+    path("sessions/<int:pk>/requests/<int:index>/", views.explorer, name="request"),
+    path(
+        "sessions/<int:pk>/messages/<str:thread>/<int:message>/<int:block>/",
+        views.block_text,
+        name="block",
+    ),
+    path("runs/<int:pk>/", views.run_detail, name="detail"),
+]

@@ -1,0 +1,343 @@
+"""Pages for runs: the session report, run progress, what-if runs and the request explorer."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.conf import settings
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+from django.views.decorators.vary import vary_on_headers
+from django_htmx.middleware import HtmxDetails
+
+from contextlab import engine
+from contextlab.runs import charts, services
+from contextlab.runs.models import Run
+from contextlab.transcripts.models import Transcript
+
+#: text longer than this is folded server-side; the rest loads on demand
+FOLD_CHARS = 1500
+#: problems listed on the report (the count says how many there are in all)
+MAX_PROBLEMS_SHOWN = 500
+
+
+class HtmxHttpRequest(HttpRequest):
+    htmx: HtmxDetails
+
+
+def _owned_transcript(request: HttpRequest, pk: int) -> Transcript:
+    return get_object_or_404(Transcript, pk=pk, owner=request.user)  # type: ignore[misc]
+
+
+def _selected_run(request: HttpRequest, transcript: Transcript) -> Run | None:
+    run_id = request.GET.get("run", "")
+    if run_id:
+        if not run_id.isdigit():
+            raise Http404("no such run")
+        return get_object_or_404(Run, pk=int(run_id), transcript=transcript, owner=request.user)  # type: ignore[misc]
+    return services.default_run(transcript)
+
+
+def request_url_factory(transcript: Transcript, run: Run) -> charts.RequestUrl:
+    prefix = reverse("runs:report", args=[transcript.pk]) + "requests/"
+    return lambda i: f"{prefix}{i}/?run={run.pk}"
+
+
+def _run_form_context(transcript: Transcript, **extra: Any) -> dict[str, Any]:
+    presets = [
+        {"name": name, "description": engine.PRESET_DESCRIPTIONS.get(name, "")}
+        for name in engine.PRESET_NAMES
+    ]
+    return {
+        "transcript": transcript,
+        "presets": presets,
+        "field_specs": engine.field_specs(),
+        **extra,
+    }
+
+
+@login_required
+def report(request: HttpRequest, pk: int) -> HttpResponse:
+    transcript = _owned_transcript(request, pk)
+    runs = list(transcript.runs.all())
+    for run in runs:
+        if run.status == Run.Status.RUNNING:
+            services.refresh_run(run)
+    run = _selected_run(request, transcript)
+    data = services.result_data(run) if run else None
+    context: dict[str, Any] = {
+        "transcript": transcript,
+        "runs": runs,
+        "run": run,
+        "data": data,
+        "problems": transcript.problems[:MAX_PROBLEMS_SHOWN],
+        **_run_form_context(transcript, form_values={"preset": "auto", "config": ""}),
+    }
+    if data is not None and run is not None:
+        url = request_url_factory(transcript, run)
+        context["figures"] = {
+            "chart-context-data": charts.figure_json(charts.build_context_figure(data, url)),
+            "chart-cache-data": charts.figure_json(charts.build_cache_figure(data, url)),
+            "chart-cost-data": charts.figure_json(charts.build_cost_figure(data, url)),
+            "chart-fidelity-data": charts.figure_json(charts.build_fidelity_figure(data, url)),
+        }
+        fid = charts.fidelity(data)
+        fid.pop("per_request")
+        context["fidelity"] = fid
+        context["summary"] = data.get("summary") or {}
+        context["session_info"] = data.get("session") or {}
+        context["first_request_url"] = url(0) if data.get("requests") else None
+    return render(request, "runs/report.html", context)
+
+
+@login_required
+@vary_on_headers("HX-Request")
+def run_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    """A run's status page; to htmx, the ``run-progress`` partial (polls until finished)."""
+    run = get_object_or_404(Run.objects.select_related("transcript"), pk=pk, owner=request.user)  # type: ignore[misc]
+    services.refresh_run(run)
+    context = {
+        "run": run,
+        "transcript": run.transcript,
+        "compact": request.GET.get("compact") == "1",
+    }
+    if request.htmx:
+        response = render(request, "runs/run_detail.html#run-progress", context)
+        if not run.is_active and request.GET.get("reload") == "1":
+            response["HX-Refresh"] = "true"  # the report shows the finished results
+        return response
+    return render(request, "runs/run_detail.html", context)
+
+
+@login_required
+@require_POST
+def create_run(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    """Queue a what-if run from the report's form; errors come back in the form, by field."""
+    transcript = _owned_transcript(request, pk)
+    preset = request.POST.get("preset", "auto")
+    raw_config = request.POST.get("config", "").strip()
+    mode = request.POST.get("mode", Run.Mode.WHATIF)
+    error: dict[str, str] | None = None
+    overrides: dict[str, Any] | None = None
+    if raw_config:
+        try:
+            parsed = json.loads(raw_config)
+        except json.JSONDecodeError as exc:
+            error = {
+                "field": "config",
+                "message": f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})",
+            }
+        else:
+            if isinstance(parsed, dict):
+                overrides = parsed
+            else:
+                error = {
+                    "field": "config",
+                    "message": 'must be a JSON object of field overrides, e.g. {"autocompact_pct_override": 80}',
+                }
+    if error is None:
+        try:
+            run = services.start_run(
+                owner=request.user,  # type: ignore[arg-type]
+                transcript=transcript,
+                mode=mode,
+                preset=preset,
+                overrides=overrides,
+            )
+        except services.RunConfigError as exc:
+            error = {"field": exc.field, "message": exc.message}
+        else:
+            target = reverse("runs:report", args=[transcript.pk]) + f"?run={run.pk}"
+            if request.htmx:
+                response = HttpResponse(status=204)
+                response["HX-Redirect"] = target
+                return response
+            return redirect(target)
+    context = _run_form_context(
+        transcript, form_values={"preset": preset, "config": raw_config}, form_error=error
+    )
+    if request.htmx:
+        return render(request, "runs/report.html#run-form", context, status=422)
+    return render(request, "runs/run_form_page.html", context, status=422)
+
+
+def _fold(text: str | None) -> dict[str, Any]:
+    text = text or ""
+    if len(text) <= FOLD_CHARS:
+        return {"head": text, "rest": 0}
+    return {"head": text[:FOLD_CHARS], "rest": len(text) - FOLD_CHARS}
+
+
+def _row_tokens(row: dict[str, Any], messages: list[dict[str, Any]]) -> int:
+    """Uncalibrated tokens the row adds to the model's prompt (0 when it was not sent)."""
+    model = row.get("model")
+    if not model:
+        return 0
+    msg_index = row.get("message")
+    if row.get("badge") == "intact" and msg_index is not None and msg_index < len(messages):
+        blocks = messages[msg_index].get("blocks") or []
+        if row["block"] < len(blocks) and blocks[row["block"]].get("tokens") is not None:
+            return int(blocks[row["block"]]["tokens"])
+    return max(1, len(model.get("text") or "") // 4)
+
+
+def cache_gutter(
+    rows: list[dict[str, Any]], req: dict[str, Any], messages: list[dict[str, Any]], prefix: float
+) -> list[str]:
+    """Which part of the prompt each row fell in: "read", "write", "uncached" or "none".
+
+    The prompt is laid out as the engine's cache model sees it: system prompt and tools first
+    (the calibrated prefix), then the rows in order. Its estimated read / write / uncached
+    totals are assigned front to back, so this is an estimate at row granularity.
+    """
+    cache = req.get("cache") or {}
+    read, write = float(cache.get("read") or 0), float(cache.get("write") or 0)
+    total = read + write + float(cache.get("uncached") or 0)
+    sizes = [_row_tokens(row, messages) for row in rows]
+    raw_sum = sum(sizes)
+    scale = max(0.0, total - prefix) / raw_sum if raw_sum else 0.0
+    position = min(prefix, total)
+    out = []
+    for size in sizes:
+        if not size:
+            out.append("none")
+            continue
+        width = size * scale
+        middle = position + width / 2
+        position += width
+        out.append("read" if middle < read else "write" if middle < read + write else "uncached")
+    return out
+
+
+def _prepare_rows(
+    rows: list[dict[str, Any]], gutter: list[str], first: int
+) -> list[dict[str, Any]]:
+    prepared = []
+    for offset, row in enumerate(rows):
+        item = dict(row)
+        synthetic = row.get("message") is None
+        item["anchor"] = (
+            f"b-s-{first + offset}" if synthetic else f"b-{row['message']}-{row['block']}"
+        )
+        item["cache"] = gutter[first + offset] if first + offset < len(gutter) else "none"
+        item["synthetic"] = synthetic
+        # history the model did not see starts folded, so what it did see stands out
+        item["repl_open"] = bool(row.get("model"))
+        for side in ("repl", "model"):
+            cell = row.get(side)
+            if isinstance(cell, dict):
+                cell = dict(cell)
+                # synthetic text (summaries) has no stored block to load the rest from
+                # only text identical to a stored block can load its rest on demand
+                loadable = not synthetic and (side == "repl" or row.get("badge") == "intact")
+                cell["fold"] = (
+                    _fold(cell.get("text"))
+                    if loadable
+                    else {"head": cell.get("text") or "", "rest": 0}
+                )
+                item[side] = cell
+        item["has_original"] = bool(item.pop("original", None))  # loaded on demand, never inlined
+        prepared.append(item)
+    return prepared
+
+
+def _is_replaced(row: dict[str, Any], view: dict[str, Any]) -> bool:
+    """A history row the model did not see because a summary replaced it."""
+    message = row.get("message")
+    return (
+        row.get("badge") == "summarized"
+        and not row.get("model")
+        and message is not None
+        and message < int(view.get("start") or 0)
+    )
+
+
+@login_required
+@vary_on_headers("HX-Request")
+def explorer(request: HtmxHttpRequest, pk: int, index: int) -> HttpResponse:
+    """The request explorer: full history beside the model's view for one request."""
+    transcript = _owned_transcript(request, pk)
+    run = _selected_run(request, transcript)
+    data = services.result_data(run) if run else None
+    if run is None or data is None:
+        return render(request, "runs/explorer_empty.html", {"transcript": transcript, "run": run})
+    requests: list[dict[str, Any]] = data.get("requests") or []
+    if not 0 <= index < len(requests):
+        raise Http404(f"request {index} does not exist (this run has {len(requests)})")
+    req = requests[index]
+    thread = str(req.get("thread") or "main")
+    messages = services.session_messages(transcript).get(thread) or []
+    view = engine.side_by_side(messages, data, int(req.get("index", index)))
+    rows: list[dict[str, Any]] = view.get("rows") or []
+    calibration = (data.get("session") or {}).get("calibration") or {}
+    gutter = cache_gutter(rows, req, messages, float(calibration.get("prefix_tokens") or 0))
+    # After a compaction most of the history is replaced by the summary: hide those rows
+    # unless asked, so the first page shows what the model saw.
+    show_replaced = request.GET.get("replaced") == "1"
+    replaced = [i for i, row in enumerate(rows) if _is_replaced(row, view)]
+    if replaced and not show_replaced:
+        hidden = set(replaced)
+        gutter = [g for i, g in enumerate(gutter) if i not in hidden]
+        rows = [row for i, row in enumerate(rows) if i not in hidden]
+    try:
+        page = max(1, int(request.GET.get("page", "1")))
+    except ValueError:
+        page = 1
+    per_page = settings.EXPLORER_ROWS_PER_PAGE
+    start = (page - 1) * per_page
+    page_rows = _prepare_rows(rows[start : start + per_page], gutter, start)
+    url = request_url_factory(transcript, run)
+    if show_replaced:
+        base_url = url
+        url = lambda i: base_url(i) + "&replaced=1"  # noqa: E731
+    context = {
+        "transcript": transcript,
+        "run": run,
+        "index": index,
+        "count": len(requests),
+        "req": req,
+        "view": view,
+        "rows": page_rows,
+        "row_count": len(rows),
+        "page": page,
+        "next_page": page + 1 if start + per_page < len(rows) else None,
+        "prev_url": url(index - 1) if index > 0 else None,
+        "next_url": url(index + 1) if index + 1 < len(requests) else None,
+        "self_url": url(index),
+        "url_prefix": reverse("runs:report", args=[transcript.pk]) + "requests/",
+        "thread": thread,
+        "summary_start": view.get("start", 0),
+        "replaced_count": len(replaced),
+        "show_replaced": show_replaced,
+    }
+    if request.htmx and request.GET.get("page"):
+        return render(request, "runs/explorer.html#explorer-rows", context)
+    if request.htmx:
+        return render(request, "runs/explorer.html#explorer", context)
+    return render(request, "runs/explorer.html", context)
+
+
+@login_required
+def block_text(
+    request: HttpRequest, pk: int, thread: str, message: int, block: int
+) -> HttpResponse:
+    """The full original text of one block (folded text, persisted previews, summaries)."""
+    transcript = _owned_transcript(request, pk)
+    messages = services.session_messages(transcript).get(thread)
+    if not messages or not 0 <= message < len(messages):
+        raise Http404("no such message")
+    msg = messages[message]
+    if request.GET.get("original") == "1":
+        # the full tool output behind a persisted preview
+        text = msg.get("original_output")
+        if text is None:
+            raise Http404("the transcript does not hold the original output")
+        return render(request, "runs/block_text.html", {"text": text})
+    blocks = msg.get("blocks") or []
+    if not 0 <= block < len(blocks):
+        raise Http404("no such block")
+    return render(request, "runs/block_text.html", {"text": blocks[block].get("text") or ""})

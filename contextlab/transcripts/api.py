@@ -1,0 +1,102 @@
+"""JSON API for sessions: upload, list, read, delete."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404
+from ninja import File, Router
+from ninja.files import UploadedFile
+from ninja.responses import Status
+
+from contextlab.transcripts import services
+from contextlab.transcripts.models import Transcript
+from contextlab.transcripts.schemas import SessionDetailOut, SessionOut
+from contextlab.transcripts.uploads import OVERSIZE_KEY
+
+router = Router(tags=["sessions"])
+
+
+def _session_out(transcript: Transcript, *, duplicate: bool = False) -> dict[str, Any]:
+    return {
+        "id": transcript.pk,
+        "name": transcript.name,
+        "requests": transcript.request_count,
+        "problems": transcript.problems,
+        "size": transcript.size,
+        "sha256": transcript.sha256,
+        "session_id": transcript.session_id,
+        "version": transcript.version,
+        "created_at": transcript.created_at,
+        "duplicate": duplicate,
+    }
+
+
+def field_error(field: str, message: str, **extra: Any) -> dict[str, Any]:
+    """The 422 body shape ninja itself uses, so every validation error names its field."""
+    return {
+        "detail": [{"loc": ["body", *field.split(".")], "msg": message, "type": "value_error"}],
+        **extra,
+    }
+
+
+@router.post(
+    "",
+    response={201: SessionOut, 200: SessionOut, 413: dict[str, Any], 422: dict[str, Any]},
+    operation_id="create_session",
+    summary="Upload a transcript (multipart field `file`)",
+)
+def create_session(
+    request: HttpRequest,
+    file: UploadedFile | None = File(None),  # type: ignore[assignment]  # noqa: B008
+) -> Status[dict[str, Any]]:
+    oversize = request.META.get(OVERSIZE_KEY)
+    if oversize:
+        return Status(413, {"detail": services.too_large_message(oversize[0])})
+    if file is None:
+        return Status(
+            422, field_error("file", "a transcript file is required (multipart field `file`)")
+        )
+    try:
+        transcript, created = services.create_transcript(
+            owner=request.user,  # type: ignore[arg-type]
+            name=file.name or "",
+            content=file.chunks(),
+        )
+    except services.UploadRejected as exc:
+        if exc.status == 413:
+            return Status(413, {"detail": exc.message})
+        return Status(422, field_error("file", exc.message, problems=exc.problems[:100]))
+    return Status((201 if created else 200), _session_out(transcript, duplicate=not created))
+
+
+@router.get("", response=list[SessionOut], operation_id="list_sessions")
+def list_sessions(request: HttpRequest) -> list[dict[str, Any]]:
+    return [_session_out(t) for t in Transcript.objects.filter(owner=request.user)]  # type: ignore[misc]
+
+
+@router.get("/{session_id}", response=SessionDetailOut, operation_id="get_session")
+def get_session(request: HttpRequest, session_id: int) -> dict[str, Any]:
+    transcript = get_object_or_404(Transcript, pk=session_id, owner=request.user)  # type: ignore[misc]
+    data = _session_out(transcript)
+    data["threads"] = transcript.threads
+    data["runs"] = [
+        {
+            "id": run.pk,
+            "mode": run.mode,
+            "preset": run.preset,
+            "status": run.status,
+            "progress": run.progress,
+            "error": run.error,
+        }
+        for run in transcript.runs.all()
+    ]
+    return data
+
+
+@router.delete("/{session_id}", response={204: None}, operation_id="delete_session")
+def delete_session(request: HttpRequest, session_id: int) -> HttpResponse:
+    transcript = get_object_or_404(Transcript, pk=session_id, owner=request.user)  # type: ignore[misc]
+    services.delete_transcript(transcript=transcript)
+    return HttpResponse(status=204)

@@ -1,0 +1,62 @@
+"""An uploaded Claude Code session (one transcript file or session-folder archive)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings
+from django.db import models
+from django.urls import reverse
+
+
+class Transcript(models.Model):
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="transcripts"
+    )
+    name = models.CharField(max_length=255)
+    #: path of the stored upload, relative to MEDIA_ROOT
+    file = models.CharField(max_length=500)
+    size = models.BigIntegerField()
+    #: hex SHA-256 of the uploaded bytes: the same file uploaded twice is stored once per user
+    sha256 = models.CharField(max_length=64)
+    session_id = models.CharField(max_length=100, blank=True)
+    version = models.CharField(max_length=40, blank=True)
+    request_count = models.PositiveIntegerField(default=0)
+    #: [{id, kind, messages}] per thread
+    threads: models.JSONField[list[dict[str, Any]]] = models.JSONField(default=list)
+    #: the engine's problems, [{file, line, code, message, severity}]
+    problems: models.JSONField[list[dict[str, Any]]] = models.JSONField(default=list)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ("-created_at", "-pk")
+        constraints = (
+            models.UniqueConstraint(fields=["owner", "sha256"], name="transcript_unique_per_owner"),
+        )
+        verbose_name = "session"
+
+    def __str__(self) -> str:
+        return self.name
+
+    def get_absolute_url(self) -> str:
+        return reverse("runs:report", args=[self.pk])
+
+    @property
+    def path(self) -> str:
+        return str(settings.MEDIA_ROOT / self.file)
+
+    @property
+    def error_count(self) -> int:
+        return sum(1 for p in self.problems if p.get("severity") == "error")
+
+
+class TranscriptMessages(models.Model):
+    """The session's messages, once per session (``engine.messages_json``), for the explorer."""
+
+    transcript = models.OneToOneField(
+        Transcript, on_delete=models.CASCADE, primary_key=True, related_name="messages"
+    )
+    data: models.JSONField[dict[str, list[dict[str, Any]]]] = models.JSONField(default=dict)
+
+    def __str__(self) -> str:
+        return f"messages of session {self.transcript_id}"

@@ -1,0 +1,41 @@
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from ninja import Schema
+
+
+class ProblemOut(Schema):
+    file: str = ""
+    line: int = 0
+    code: str = ""
+    message: str
+    severity: str = "warning"
+
+
+class SessionOut(Schema):
+    id: int
+    name: str
+    requests: int
+    problems: list[ProblemOut]
+    size: int
+    sha256: str
+    session_id: str
+    version: str
+    created_at: datetime
+    duplicate: bool = False
+
+
+class RunBrief(Schema):
+    id: int
+    mode: str
+    preset: str
+    status: str
+    progress: float
+    error: str
+
+
+class SessionDetailOut(SessionOut):
+    threads: list[dict[str, Any]]
+    runs: list[RunBrief]

@@ -1,0 +1,183 @@
+"""Request-side writes for sessions: store an upload, validate it with the engine, delete."""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import uuid
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from django.conf import settings
+from django.contrib.auth.models import AbstractBaseUser
+from django.db import IntegrityError, transaction
+
+from contextlab import engine
+from contextlab.runs import services as run_services
+from contextlab.transcripts.models import Transcript
+
+logger = logging.getLogger(__name__)
+
+#: accepted upload names, longest suffix first
+ACCEPTED_SUFFIXES = (".jsonl.gz", ".tar.gz", ".jsonl", ".tgz", ".zip")
+#: problems kept on the row (a broken file can report one per line)
+MAX_STORED_PROBLEMS = 1000
+
+
+@dataclass
+class UploadRejected(Exception):
+    """The upload cannot become a session; ``message`` is the one clear reason."""
+
+    message: str
+    problems: list[dict[str, Any]] = field(default_factory=list)
+    #: HTTP status the caller should answer with
+    status: int = 400
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def format_bytes(size: int) -> str:
+    value = float(size)
+    for unit in ("bytes", "KB", "MB", "GB"):
+        if value < 1024 or unit == "GB":
+            return f"{value:.0f} {unit}" if unit == "bytes" else f"{value:.1f} {unit}"
+        value /= 1024
+    raise AssertionError("unreachable")
+
+
+def too_large_message(name: str) -> str:
+    return (
+        f"{name or 'The file'} is larger than the upload limit of "
+        f"{format_bytes(settings.UPLOAD_MAX_BYTES)} ({settings.UPLOAD_MAX_BYTES} bytes)."
+    )
+
+
+def accepted_suffix(name: str) -> str | None:
+    lowered = name.lower()
+    for suffix in ACCEPTED_SUFFIXES:
+        if lowered.endswith(suffix) and len(lowered) > len(suffix):
+            return suffix
+    return None
+
+
+def _copy_hashing(source: IO[bytes] | Iterable[bytes], target: Path) -> tuple[str, int]:
+    digest = hashlib.sha256()
+    size = 0
+    with target.open("wb") as out:
+        chunks: Iterable[bytes] = (
+            source if not hasattr(source, "read") else iter(lambda: source.read(1 << 20), b"")  # type: ignore[union-attr]
+        )
+        for chunk in chunks:
+            digest.update(chunk)
+            size += len(chunk)
+            if size > settings.UPLOAD_MAX_BYTES:
+                raise UploadRejected(too_large_message(""), status=413)
+            out.write(chunk)
+    return digest.hexdigest(), size
+
+
+def _close_session(session: engine.Session) -> None:
+    # An archive upload keeps its zip/tar open for lazy reads of tool-results.
+    upload = getattr(session, "upload", None)
+    if upload is not None:
+        upload.close()
+
+
+def _request_count(session: engine.Session) -> int:
+    ids = {
+        m.message_id
+        for m in session.main.messages
+        if m.role == "assistant" and getattr(m, "message_id", None)
+    }
+    return len(ids)
+
+
+def create_transcript(
+    *, owner: AbstractBaseUser, name: str, content: IO[bytes] | Iterable[bytes]
+) -> tuple[Transcript, bool]:
+    """Store an upload as a session of ``owner`` and queue its recorded replay.
+
+    Returns ``(transcript, created)``; ``created`` is False when the owner already uploaded the
+    same bytes. Raises ``UploadRejected`` with a readable reason; nothing is left behind then.
+    """
+    name = os.path.basename(name.replace("\\", "/")).strip()[:200]
+    suffix = accepted_suffix(name)
+    if not name:
+        raise UploadRejected("The upload has no file name.")
+    if suffix is None:
+        raise UploadRejected(
+            f"{name}: unsupported file type. Upload a .jsonl or .jsonl.gz transcript, "
+            "or a .zip / .tar.gz of a session folder."
+        )
+    folder = Path(settings.MEDIA_ROOT) / "uploads" / str(owner.pk)
+    folder.mkdir(parents=True, exist_ok=True)
+    partial = folder / f".partial-{uuid.uuid4().hex}{suffix}"
+    final: Path | None = None
+    try:
+        try:
+            sha256, size = _copy_hashing(content, partial)
+        except UploadRejected as exc:
+            exc.message = too_large_message(name)
+            raise
+        if size == 0:
+            raise UploadRejected(f"{name} is empty.")
+        existing = Transcript.objects.filter(owner=owner, sha256=sha256).first()
+        if existing is not None:
+            return existing, False
+        final = folder / f"{sha256}{suffix}"
+        os.replace(partial, final)
+        try:
+            session = engine.load_session(str(final), name=name)
+        except engine.TranscriptError as exc:
+            raise UploadRejected(
+                f"{name}: {exc}", [p.to_json() for p in exc.problems[:MAX_STORED_PROBLEMS]]
+            ) from None
+        except Exception:
+            # An engine bug must not leave a half-imported session behind; the log has details.
+            logger.exception("engine failed to load upload %s", name)
+            raise UploadRejected(
+                f"{name}: ContextLab could not read this file (internal error; see the server log)."
+            ) from None
+        try:
+            with transaction.atomic():
+                transcript = Transcript.objects.create(
+                    owner=owner,
+                    name=name,
+                    file=str(final.relative_to(settings.MEDIA_ROOT)),
+                    size=size,
+                    sha256=sha256,
+                    session_id=session.session_id or "",
+                    version=session.version or "",
+                    request_count=_request_count(session),
+                    threads=[
+                        {"id": t.id, "kind": t.kind, "messages": len(t.messages)}
+                        for t in session.threads
+                    ],
+                    problems=[p.to_json() for p in session.problems[:MAX_STORED_PROBLEMS]],
+                )
+                run_services.start_run(owner=owner, transcript=transcript, mode="recorded")
+        except IntegrityError:
+            # Two uploads of the same bytes raced; the other one won and owns the file.
+            final = None
+            return Transcript.objects.get(owner=owner, sha256=sha256), False
+        finally:
+            _close_session(session)
+        final = None  # committed: the file now belongs to the row
+        return transcript, True
+    finally:
+        partial.unlink(missing_ok=True)
+        if final is not None:
+            final.unlink(missing_ok=True)
+
+
+def delete_transcript(*, transcript: Transcript) -> None:
+    """Delete a session, its runs and results, and (after commit) its stored file."""
+    path = Path(transcript.path)
+    shared = Transcript.objects.filter(file=transcript.file).exclude(pk=transcript.pk).exists()
+    transcript.delete()
+    if not shared:
+        transaction.on_commit(lambda: path.unlink(missing_ok=True))

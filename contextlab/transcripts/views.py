@@ -1,0 +1,105 @@
+"""Pages for sessions: the dashboard with the upload zone, the upload endpoint, delete."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_required
+from django.core.files.uploadedfile import UploadedFile
+from django.db.models import Prefetch
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from contextlab.runs.models import Run
+from contextlab.transcripts import services
+from contextlab.transcripts.models import Transcript
+from contextlab.transcripts.uploads import OVERSIZE_KEY
+
+
+@login_required
+def session_list(request: HttpRequest) -> HttpResponse:
+    transcripts = Transcript.objects.filter(owner=request.user).prefetch_related(  # type: ignore[misc]
+        Prefetch("runs", queryset=Run.objects.order_by("-created_at"))
+    )
+    return render(request, "transcripts/session_list.html", {"transcripts": transcripts})
+
+
+def _upload_one(request: HttpRequest, upload: UploadedFile) -> tuple[int, dict[str, Any]]:
+    try:
+        transcript, created = services.create_transcript(
+            owner=request.user,  # type: ignore[arg-type]
+            name=upload.name or "",
+            content=upload.chunks(),
+        )
+    except services.UploadRejected as exc:
+        return exc.status, {
+            "name": upload.name,
+            "ok": False,
+            "message": exc.message,
+            "problems": exc.problems[:20],
+        }
+    run = transcript.runs.first()
+    return (201 if created else 200), {
+        "name": upload.name,
+        "ok": True,
+        "duplicate": not created,
+        "id": transcript.pk,
+        "url": transcript.get_absolute_url(),
+        "run_url": run.get_absolute_url() if run else None,
+        "requests": transcript.request_count,
+        "problems": len(transcript.problems),
+        "message": (
+            f"{upload.name} was already uploaded as “{transcript.name}”; showing that session."
+            if not created
+            else f"{upload.name}: {transcript.request_count} requests"
+            + (f", {len(transcript.problems)} problem(s) reported" if transcript.problems else "")
+        ),
+    }
+
+
+@login_required
+@require_POST
+def upload(request: HttpRequest) -> HttpResponse:
+    """Store one or many uploaded files. Answers JSON to the page's XHR, else redirects."""
+    wants_json = "application/json" in request.headers.get("Accept", "")
+    results: list[dict[str, Any]] = []
+    status = 200
+    files = request.FILES.getlist("file")  # parses the body; the size handler runs here
+    for name in request.META.get(OVERSIZE_KEY, []):
+        results.append({"name": name, "ok": False, "message": services.too_large_message(name)})
+        status = 413
+    if not files and not results:
+        results.append({"name": "", "ok": False, "message": "Choose at least one transcript file."})
+        status = 400
+    for upload_file in files:
+        code, result = _upload_one(request, upload_file)
+        results.append(result)
+        if code >= 400:
+            status = max(status, code)
+        elif status < 400:
+            status = code
+    if wants_json:
+        return JsonResponse({"results": results}, status=status)
+    for result in results:
+        (messages.success if result["ok"] else messages.error)(request, result["message"])
+    ok = [r for r in results if r["ok"]]
+    if len(results) == 1 and ok:
+        return redirect(ok[0]["url"])
+    return redirect("transcripts:list")
+
+
+@login_required
+@require_POST
+def delete(request: HttpRequest, pk: int) -> HttpResponse:
+    transcript = get_object_or_404(Transcript, pk=pk, owner=request.user)  # type: ignore[misc]
+    name = transcript.name
+    services.delete_transcript(transcript=transcript)
+    messages.success(request, f"Deleted {name}.")
+    if request.htmx:  # type: ignore[attr-defined]
+        response = HttpResponse(status=204)
+        response["HX-Redirect"] = reverse("transcripts:list")
+        return response
+    return redirect("transcripts:list")

@@ -1,0 +1,193 @@
+// ContextLab page glue: uploads with progress, charts, explorer keyboard navigation.
+// No inline scripts anywhere (the CSP forbids them); everything is wired from data attributes.
+(function () {
+  "use strict";
+
+  function csrfToken() {
+    var input = document.querySelector("input[name=csrfmiddlewaretoken]");
+    return input ? input.value : "";
+  }
+
+  function formatBytes(n) {
+    var units = ["bytes", "KB", "MB", "GB"];
+    var i = 0;
+    while (n >= 1024 && i < units.length - 1) { n /= 1024; i++; }
+    return (i === 0 ? n : n.toFixed(1)) + " " + units[i];
+  }
+
+  // ---- upload: drag and drop or pick, one XHR per file with an upload progress bar ----------
+  function setupUpload() {
+    var form = document.getElementById("upload-form");
+    if (!form) return;
+    var input = document.getElementById("upload-input");
+    var list = document.getElementById("upload-list");
+    var maxBytes = parseInt(form.dataset.maxBytes, 10);
+
+    function addItem(file) {
+      var li = document.createElement("li");
+      li.className = "upload-item";
+      var name = document.createElement("span");
+      name.className = "name";
+      name.textContent = file.name + " (" + formatBytes(file.size) + ")";
+      var bar = document.createElement("progress");
+      bar.max = 100; bar.value = 0;
+      bar.setAttribute("aria-label", "upload progress of " + file.name);
+      var msg = document.createElement("span");
+      msg.className = "msg small";
+      li.append(name, bar, msg);
+      list.appendChild(li);
+      return { li: li, bar: bar, msg: msg };
+    }
+
+    function showRun(item, runUrl) {
+      // the processing bar: the run-progress partial, polled by htmx until the run ends
+      var box = document.createElement("div");
+      box.setAttribute("hx-get", runUrl + "?compact=1");
+      box.setAttribute("hx-trigger", "load");
+      box.setAttribute("hx-swap", "outerHTML");
+      box.className = "run-progress";
+      item.li.appendChild(box);
+      if (window.htmx) window.htmx.process(box);
+    }
+
+    function send(file) {
+      var item = addItem(file);
+      if (file.size > maxBytes) {
+        item.li.classList.add("error");
+        item.msg.textContent = file.name + " is larger than the upload limit of " + formatBytes(maxBytes) + ".";
+        return;
+      }
+      var data = new FormData();
+      data.append("file", file);
+      data.append("csrfmiddlewaretoken", csrfToken());
+      var xhr = new XMLHttpRequest();
+      xhr.open("POST", form.action);
+      xhr.setRequestHeader("Accept", "application/json");
+      xhr.setRequestHeader("X-CSRFToken", csrfToken());
+      xhr.upload.addEventListener("progress", function (e) {
+        if (e.lengthComputable) item.bar.value = Math.round((e.loaded / e.total) * 100);
+      });
+      xhr.addEventListener("load", function () {
+        var result;
+        try { result = JSON.parse(xhr.responseText).results[0]; }
+        catch (err) { result = { ok: false, message: "The server answered " + xhr.status + "." }; }
+        item.bar.value = 100;
+        item.msg.textContent = result.message || "";
+        if (result.ok) {
+          item.li.classList.add("ok");
+          var link = document.createElement("a");
+          link.href = result.url;
+          link.textContent = "open session";
+          link.className = "open-session";
+          item.li.appendChild(link);
+          if (result.run_url) showRun(item, result.run_url);
+        } else {
+          item.li.classList.add("error");
+          (result.problems || []).slice(0, 5).forEach(function (p) {
+            var d = document.createElement("div");
+            d.className = "small muted";
+            d.textContent = (p.file ? p.file + ":" : "line ") + p.line + ": " + p.message;
+            item.li.appendChild(d);
+          });
+        }
+      });
+      xhr.addEventListener("error", function () {
+        item.li.classList.add("error");
+        item.msg.textContent = "The upload failed (network error or the server closed the connection).";
+      });
+      xhr.send(data);
+    }
+
+    function sendAll(files) { Array.prototype.forEach.call(files, send); }
+
+    input.addEventListener("change", function () { sendAll(input.files); input.value = ""; });
+    ["dragenter", "dragover"].forEach(function (ev) {
+      form.addEventListener(ev, function (e) { e.preventDefault(); form.classList.add("over"); });
+    });
+    ["dragleave", "drop"].forEach(function (ev) {
+      form.addEventListener(ev, function (e) { e.preventDefault(); form.classList.remove("over"); });
+    });
+    form.addEventListener("drop", function (e) { sendAll(e.dataTransfer.files); });
+  }
+
+  // ---- charts: figures come as JSON in <script type="application/json">, never inline JS -----
+  function setupCharts() {
+    if (!window.Plotly) return;
+    document.querySelectorAll("[data-chart]").forEach(function (div) {
+      var source = document.getElementById(div.dataset.chart);
+      if (!source) return;
+      var fig = JSON.parse(source.textContent);
+      window.Plotly.newPlot(div, fig.data, fig.layout, { responsive: true, displaylogo: false });
+      div.on("plotly_click", function (ev) {
+        var point = ev.points && ev.points[0];
+        if (point && typeof point.customdata === "string") window.location.href = point.customdata;
+      });
+    });
+  }
+
+  // ---- confirmations ---------------------------------------------------------------------------
+  function setupConfirm() {
+    document.addEventListener("click", function (e) {
+      var button = e.target.closest("[data-confirm]");
+      if (button && !window.confirm(button.dataset.confirm)) e.preventDefault();
+    });
+  }
+
+  // ---- request explorer: slider, keys, fold all ----------------------------------------------
+  function go(url) {
+    if (window.htmx && document.getElementById("explorer")) {
+      window.htmx.ajax("GET", url, { target: "#explorer", swap: "outerHTML" }).then(function () {
+        window.history.pushState({}, "", url);
+      });
+    } else {
+      window.location.href = url;
+    }
+  }
+
+  function setupExplorer() {
+    document.addEventListener("keydown", function (e) {
+      if (!document.getElementById("explorer")) return;
+      if (e.altKey || e.ctrlKey || e.metaKey) return;
+      var tag = (e.target.tagName || "").toLowerCase();
+      if (tag === "textarea" || tag === "select" || (tag === "input" && e.target.type !== "range")) return;
+      var id = null;
+      if (e.key === "ArrowLeft" || e.key === "k") id = "prev-link";
+      if (e.key === "ArrowRight" || e.key === "j") id = "next-link";
+      if (!id) return;
+      var link = document.getElementById(id);
+      e.preventDefault();
+      if (link) go(link.getAttribute("href"));
+    });
+    document.addEventListener("change", function (e) {
+      if (e.target.id !== "req-slider") return;
+      var s = e.target;
+      go(s.dataset.prefix + s.value + "/?run=" + s.dataset.run);
+    });
+    document.addEventListener("input", function (e) {
+      if (e.target.id !== "req-slider") return;
+      var n = document.getElementById("req-number");
+      if (n) n.textContent = e.target.value;
+    });
+    document.addEventListener("click", function (e) {
+      if (e.target.id === "fold-all" || e.target.id === "unfold-all") {
+        var open = e.target.id === "unfold-all";
+        document.querySelectorAll("#explorer details.span").forEach(function (d) { d.open = open; });
+      }
+    });
+    window.addEventListener("popstate", function () {
+      if (document.getElementById("explorer")) window.location.reload();
+    });
+    // deep link to a block: open it and bring it into view
+    if (window.location.hash.indexOf("#b-") === 0) {
+      var row = document.getElementById(window.location.hash.slice(1));
+      if (row) { row.classList.add("target"); row.scrollIntoView(); }
+    }
+  }
+
+  document.addEventListener("DOMContentLoaded", function () {
+    setupUpload();
+    setupCharts();
+    setupConfirm();
+    setupExplorer();
+  });
+})();

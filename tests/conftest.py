@@ -1,0 +1,265 @@
+"""Shared fixtures: users and clients, corpus files, and a real Celery worker process."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlparse
+
+import pytest
+from django.conf import settings
+from django.test import Client
+
+ROOT = Path(__file__).resolve().parent.parent
+CORPUS = Path(os.environ.get("CONTEXTLAB_CORPUS", ROOT.parent / "shared" / "corpus"))
+DEMO = ROOT / "contextlab" / "demo"
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+REDIS_URL = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+
+
+def _reachable(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=1):
+            return True
+    except OSError:
+        return False
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    db = settings.DATABASES["default"]
+    if db["ENGINE"].endswith("postgresql"):
+        host, port = db.get("HOST") or "127.0.0.1", int(db.get("PORT") or 5432)
+        if not _reachable(host, port):
+            raise pytest.UsageError(
+                f"PostgreSQL is not reachable at {host}:{port}, and the test suite uses it "
+                "(integration tests need it). Start it, e.g. "
+                "`pg_ctlcluster --skip-systemctl-redirect $(ls /etc/postgresql) main start`, "
+                "or run only the unit tests: DATABASE_URL=sqlite:// pytest -m 'not integration and not browser'."
+            )
+
+
+def corpus_file(name: str) -> Path:
+    """A real transcript: from the shared corpus when present, else the bundled demo copy."""
+    for folder in (CORPUS, DEMO):
+        if (folder / name).exists():
+            return folder / name
+    pytest.fail(f"corpus file {name} not found in {CORPUS} or {DEMO}")
+
+
+@pytest.fixture
+def short_jsonl() -> Path:
+    return corpus_file("marot__spotter__short.jsonl")
+
+
+@pytest.fixture
+def tool_heavy_jsonl() -> Path:
+    return corpus_file("marot__spotter__tool_heavy.jsonl")
+
+
+@pytest.fixture
+def user(django_user_model: Any) -> Any:
+    return django_user_model.objects.create_user(username="alice", password="pw-alice-123")
+
+
+@pytest.fixture
+def other_user(django_user_model: Any) -> Any:
+    return django_user_model.objects.create_user(username="mallory", password="pw-mallory-123")
+
+
+@pytest.fixture
+def alice_client(user: Any) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def mallory_client(other_user: Any) -> Client:
+    client = Client()
+    client.force_login(other_user)
+    return client
+
+
+@pytest.fixture
+def api_token(user: Any) -> str:
+    from contextlab.accounts.services import create_api_token
+
+    return create_api_token(username=user.username)[1]
+
+
+@pytest.fixture
+def auth_header(api_token: str) -> dict[str, str]:
+    return {"HTTP_AUTHORIZATION": f"Bearer {api_token}"}
+
+
+@pytest.fixture
+def other_auth_header(other_user: Any) -> dict[str, str]:
+    from contextlab.accounts.services import create_api_token
+
+    return {"HTTP_AUTHORIZATION": f"Bearer {create_api_token(username=other_user.username)[1]}"}
+
+
+@pytest.fixture
+def make_transcript(user: Any) -> Callable[..., Any]:
+    """Create a session from a file through the real service (its run stays queued)."""
+    from contextlab.transcripts import services
+
+    def make(path: Path, owner: Any = None, name: str | None = None) -> Any:
+        with path.open("rb") as fh:
+            transcript, _ = services.create_transcript(
+                owner=owner or user, name=name or path.name, content=fh
+            )
+        return transcript
+
+    return make
+
+
+# --- real services: PostgreSQL, Redis, a Celery worker process --------------------------------
+
+
+def require_services() -> None:
+    """Integration tests need the real PostgreSQL and Redis; say so clearly when they are absent."""
+    db = settings.DATABASES["default"]
+    problems = []
+    if not db["ENGINE"].endswith("postgresql"):
+        problems.append(
+            f"the database is {db['ENGINE']}, not PostgreSQL (unset DATABASE_URL or point it at PostgreSQL)"
+        )
+    redis = urlparse(REDIS_URL)
+    if not _reachable(redis.hostname or "127.0.0.1", redis.port or 6379):
+        problems.append(
+            f"Redis is not reachable at {redis.hostname}:{redis.port} (start it: "
+            "redis-server --daemonize yes --port 6379)"
+        )
+    if problems:
+        message = "integration tests need real services: " + "; ".join(problems)
+        if os.environ.get("CONTEXTLAB_SKIP_INTEGRATION") == "1" and os.environ.get("CI") != "true":
+            pytest.skip(message)
+        pytest.fail(message, pytrace=False)
+
+
+class WorkerProcess:
+    """A ``celery -A contextlab.celery worker`` subprocess on the test database and Redis."""
+
+    def __init__(self, log: Path, env: dict[str, str], argv: list[str]) -> None:
+        self.log_path = log
+        self.log = log.open("wb")
+        self.proc = subprocess.Popen(
+            argv, env=env, stdout=self.log, stderr=subprocess.STDOUT, cwd=ROOT
+        )
+
+    def wait_ready(self, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"celery worker exited early:\n{self.output()}")
+            if b"ready." in self.log_path.read_bytes():
+                return
+            time.sleep(0.2)
+        raise RuntimeError(f"celery worker not ready after {timeout}s:\n{self.output()}")
+
+    def output(self) -> str:
+        return self.log_path.read_bytes().decode(errors="replace")[-4000:]
+
+    def kill(self) -> None:
+        """SIGKILL: the worker dies mid-task, as in an out-of-memory kill."""
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=10)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+        self.log.close()
+
+
+def worker_env(**extra: str) -> dict[str, str]:
+    db = settings.DATABASES["default"]
+    env = dict(os.environ)
+    env.update(
+        {
+            "DJANGO_SETTINGS_MODULE": "contextlab.settings",
+            "DATABASE_URL": (
+                f"postgres://{db['USER']}:{db.get('PASSWORD') or ''}@{db.get('HOST') or '127.0.0.1'}:"
+                f"{db.get('PORT') or 5432}/{db['NAME']}"
+            ),
+            "CELERY_BROKER_URL": REDIS_URL,
+            "MEDIA_ROOT": str(settings.MEDIA_ROOT),
+            "VAR_DIR": str(settings.VAR_DIR),
+            "PYTHONPATH": str(ROOT),
+        }
+    )
+    env.update(extra)
+    return env
+
+
+def start_worker(tmp: Path, name: str, *, script: Path | None = None, **env: str) -> WorkerProcess:
+    celery = [sys.executable, "-m", "celery"] if script is None else [sys.executable, str(script)]
+    argv = [
+        *celery,
+        "-A",
+        "contextlab.celery",
+        "worker",
+        "--pool=solo",
+        "--loglevel=INFO",
+        "--without-mingle",
+        "--without-gossip",
+        f"--hostname={name}@%h",
+    ]
+    worker = WorkerProcess(tmp / f"{name}.log", worker_env(**env), argv)
+    try:
+        worker.wait_ready()
+    except Exception:
+        worker.stop()
+        raise
+    return worker
+
+
+def flush_broker() -> None:
+    import redis
+
+    redis.Redis.from_url(REDIS_URL).flushdb()
+
+
+@pytest.fixture(scope="module")
+def celery_worker_process(
+    django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[WorkerProcess]:
+    """One real worker for a test module (pool=solo, Redis broker, the test database)."""
+    require_services()
+    flush_broker()
+    worker = start_worker(tmp_path_factory.mktemp("worker"), "it")
+    yield worker
+    worker.stop()
+
+
+def wait_for_run(
+    run_id: int, timeout: float = 120, statuses: tuple[str, ...] = ("done", "failed")
+) -> Any:
+    from contextlab.runs.models import Run
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        run = Run.objects.get(pk=run_id)
+        if run.status in statuses:
+            return run
+        time.sleep(0.2)
+    raise AssertionError(f"run {run_id} still {Run.objects.get(pk=run_id).status} after {timeout}s")
+
+
+@pytest.fixture
+def clean_media() -> Iterator[None]:
+    yield
+    shutil.rmtree(Path(settings.MEDIA_ROOT) / "uploads", ignore_errors=True)

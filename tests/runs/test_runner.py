@@ -1,0 +1,126 @@
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.db import OperationalError
+from django.utils import timezone
+
+from contextlab import engine
+from contextlab.runs import runner
+from contextlab.runs.models import Run, RunResult
+from contextlab.transcripts.models import TranscriptMessages
+
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clean_media")]
+
+
+@pytest.fixture
+def run(make_transcript, tool_heavy_jsonl):
+    return make_transcript(tool_heavy_jsonl).runs.get()
+
+
+def test_execute_run_replays_and_stores_the_result(run):
+    runner.execute_run(run.pk)
+    run.refresh_from_db()
+    assert run.status == Run.Status.DONE, run.error
+    assert run.attempts == 1
+    assert run.progress == 1.0
+    assert run.summary["requests"] == run.progress_total > 0
+    data = RunResult.objects.get(run=run).data
+    assert data["session"]["mode"] == "recorded"
+    assert len(data["requests"]) == run.summary["requests"]
+    assert "main" in TranscriptMessages.objects.get(transcript=run.transcript).data
+
+
+def test_execute_run_twice_replays_once(run, monkeypatch):
+    calls = []
+    real = engine.replay
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(engine, "replay", counting)
+    runner.execute_run(run.pk)
+    runner.execute_run(run.pk)  # a redelivered message
+    assert len(calls) == 1
+    assert RunResult.objects.filter(run=run).count() == 1
+
+
+def test_a_run_owned_by_a_live_worker_is_not_taken(run):
+    Run.objects.filter(pk=run.pk).update(
+        status=Run.Status.RUNNING, heartbeat_at=timezone.now(), attempts=1
+    )
+    assert runner.claim_run(run.pk) is False
+
+
+def test_an_abandoned_run_is_taken_over(run):
+    Run.objects.filter(pk=run.pk).update(
+        status=Run.Status.RUNNING, heartbeat_at=timezone.now() - timedelta(hours=1), attempts=1
+    )
+    runner.execute_run(run.pk)
+    run.refresh_from_db()
+    assert (run.status, run.attempts) == (Run.Status.DONE, 2)
+
+
+def test_engine_error_is_stored_with_its_reason(run, monkeypatch):
+    def broken(*args, **kwargs):
+        raise ValueError("step 'snip' exploded on message 12")
+
+    monkeypatch.setattr(engine, "replay", broken)
+    runner.execute_run(run.pk)
+    run.refresh_from_db()
+    assert run.status == Run.Status.FAILED
+    assert "ValueError: step 'snip' exploded on message 12" in run.error
+    assert not RunResult.objects.filter(run=run).exists()
+
+
+def test_transcript_that_became_unreadable_fails_with_the_reason(run):
+    with open(run.transcript.path, "w") as fh:
+        fh.write("garbage\n")
+    runner.execute_run(run.pk)
+    run.refresh_from_db()
+    assert run.status == Run.Status.FAILED
+    assert "could not be read" in run.error
+
+
+def test_soft_time_limit_is_reported(run, monkeypatch, settings):
+    from celery.exceptions import SoftTimeLimitExceeded
+
+    def slow(*args, **kwargs):
+        raise SoftTimeLimitExceeded()
+
+    monkeypatch.setattr(engine, "replay", slow)
+    runner.execute_run(run.pk)
+    run.refresh_from_db()
+    assert run.status == Run.Status.FAILED
+    assert f"time limit ({settings.CELERY_TASK_SOFT_TIME_LIMIT} s)" in run.error
+
+
+def test_transient_database_error_requeues_and_propagates(run, monkeypatch):
+    def flaky(*args, **kwargs):
+        raise OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(engine, "replay", flaky)
+    with pytest.raises(OperationalError):
+        runner.execute_run(run.pk)
+    run.refresh_from_db()
+    assert run.status == Run.Status.QUEUED
+
+
+def test_progress_is_written_while_replaying(run, monkeypatch):
+    seen = []
+    real = engine.replay
+
+    def watching(session, config, **kwargs):
+        def progress(done, total):
+            kwargs_progress(done, total)
+            seen.append(Run.objects.values_list("progress_done", "progress_total").get(pk=run.pk))
+
+        kwargs_progress = kwargs.pop("progress")
+        return real(session, config, progress=progress, **kwargs)
+
+    monkeypatch.setattr(engine, "replay", watching)
+    runner.execute_run(run.pk)
+    assert seen
+    assert seen[-1][0] == seen[-1][1] > 0

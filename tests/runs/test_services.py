@@ -1,0 +1,96 @@
+from __future__ import annotations
+
+from datetime import timedelta
+
+import pytest
+from django.utils import timezone
+
+from contextlab.runs import services
+from contextlab.runs.models import Run
+
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clean_media")]
+
+
+@pytest.fixture
+def transcript(make_transcript, short_jsonl):
+    return make_transcript(short_jsonl)
+
+
+def test_whatif_run_is_queued_with_the_resolved_config(
+    user, transcript, django_capture_on_commit_callbacks
+):
+    with django_capture_on_commit_callbacks() as callbacks:
+        run = services.start_run(
+            owner=user, transcript=transcript, mode="whatif", preset="aggressive", overrides={}
+        )
+    assert run.status == Run.Status.QUEUED
+    assert run.preset == "aggressive"
+    assert run.config
+    assert len(callbacks) == 1  # the task is published only once the row is committed
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "field"),
+    [
+        ({"mode": "sideways"}, "mode"),
+        ({"mode": "whatif", "preset": "no-such-preset"}, "preset"),
+        ({"mode": "whatif", "overrides": {"no_such_field": 1}}, "config.no_such_field"),
+        ({"mode": "whatif", "overrides": {"context_window": -5}}, "config.context_window"),
+        ({"mode": "recorded", "overrides": {"context_window": 300000}}, "config"),
+    ],
+)
+def test_bad_run_requests_name_the_field(user, transcript, kwargs, field):
+    with pytest.raises(services.RunConfigError) as exc:
+        services.start_run(owner=user, transcript=transcript, **kwargs)
+    assert exc.value.field == field
+    assert exc.value.message
+    assert not Run.objects.filter(mode="whatif").exists()
+
+
+def _stale(run: Run, attempts: int) -> None:
+    Run.objects.filter(pk=run.pk).update(
+        status=Run.Status.RUNNING,
+        attempts=attempts,
+        heartbeat_at=timezone.now() - timedelta(hours=1),
+    )
+
+
+def test_stale_running_run_is_requeued_then_failed_after_max_attempts(
+    transcript, settings, django_capture_on_commit_callbacks
+):
+    settings.RUN_MAX_ATTEMPTS = 2
+    run = transcript.runs.get()
+    _stale(run, attempts=1)
+    with django_capture_on_commit_callbacks() as callbacks:
+        changed = services.recover_stale_runs()
+    assert [r.status for r in changed] == [Run.Status.QUEUED]
+    assert len(callbacks) == 1  # re-published for a worker
+    _stale(run, attempts=2)
+    changed = services.recover_stale_runs()
+    run.refresh_from_db()
+    assert run.status == Run.Status.FAILED
+    assert "stopped responding" in run.error
+    assert run.finished_at is not None
+
+
+def test_fresh_running_run_is_left_alone(transcript):
+    run = transcript.runs.get()
+    Run.objects.filter(pk=run.pk).update(
+        status=Run.Status.RUNNING, attempts=1, heartbeat_at=timezone.now()
+    )
+    assert services.recover_stale_runs() == []
+    assert services.refresh_run(run).status == Run.Status.RUNNING
+
+
+def test_refresh_run_recovers_a_stale_run(transcript):
+    run = transcript.runs.get()
+    _stale(run, attempts=1)
+    assert services.refresh_run(run).status == Run.Status.QUEUED
+
+
+def test_default_run_prefers_the_finished_recorded_run(user, transcript):
+    recorded = transcript.runs.get()
+    whatif = services.start_run(owner=user, transcript=transcript, mode="whatif")
+    assert services.default_run(transcript) == whatif  # nothing finished: the newest
+    Run.objects.filter(pk=recorded.pk).update(status=Run.Status.DONE)
+    assert services.default_run(transcript) == recorded

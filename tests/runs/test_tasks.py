@@ -1,0 +1,30 @@
+from __future__ import annotations
+
+import pytest
+from celery.exceptions import Retry
+from django.db import OperationalError
+
+from contextlab.runs import runner, tasks
+
+
+def test_task_calls_the_runner_with_the_id(monkeypatch):
+    seen = []
+    monkeypatch.setattr(runner, "execute_run", seen.append)
+    tasks.run_replay(42)
+    assert seen == [42]
+
+
+def test_task_retries_transient_database_errors(monkeypatch):
+    def flaky(run_id):
+        raise OperationalError("connection refused")
+
+    monkeypatch.setattr(runner, "execute_run", flaky)
+    monkeypatch.setattr(tasks.run_replay, "retry", lambda *a, **k: (_ for _ in ()).throw(Retry()))
+    with pytest.raises(Retry):
+        tasks.run_replay.apply(args=[1], throw=True).get()
+
+
+def test_task_options_suit_long_jobs():
+    assert tasks.run_replay.acks_late is True
+    assert tasks.run_replay.app.conf.worker_prefetch_multiplier == 1
+    assert tasks.run_replay.app.conf.task_acks_late is True

@@ -1,0 +1,265 @@
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from contextlab.runs import runner, views
+from contextlab.runs.models import Run
+
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clean_media")]
+
+HX = {"HTTP_HX_REQUEST": "true"}
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+
+
+@pytest.fixture
+def done_transcript(make_transcript, tool_heavy_jsonl):
+    transcript = make_transcript(tool_heavy_jsonl)
+    runner.execute_run(transcript.runs.get().pk)
+    return transcript
+
+
+def test_pages_need_login(client, done_transcript):
+    run = done_transcript.runs.get()
+    for url in (
+        f"/sessions/{done_transcript.pk}/",
+        f"/sessions/{done_transcript.pk}/requests/0/",
+        f"/sessions/{done_transcript.pk}/messages/main/0/0/",
+        f"/runs/{run.pk}/",
+    ):
+        response = client.get(url)
+        assert response.status_code == 302, url
+        assert response["Location"].startswith("/accounts/login/")
+    assert client.post(f"/sessions/{done_transcript.pk}/runs/").status_code == 302
+
+
+def test_other_users_get_404_on_every_page(mallory_client, done_transcript):
+    run = done_transcript.runs.get()
+    for url in (
+        f"/sessions/{done_transcript.pk}/",
+        f"/sessions/{done_transcript.pk}/?run={run.pk}",
+        f"/sessions/{done_transcript.pk}/requests/0/",
+        f"/sessions/{done_transcript.pk}/messages/main/0/0/",
+        f"/runs/{run.pk}/",
+    ):
+        assert mallory_client.get(url).status_code == 404, url
+    assert (
+        mallory_client.post(f"/sessions/{done_transcript.pk}/runs/", {"preset": "auto"}).status_code
+        == 404
+    )
+
+
+def test_report_shows_charts_fidelity_and_runs(alice_client, done_transcript):
+    response = alice_client.get(f"/sessions/{done_transcript.pk}/")
+    assert response.status_code == 200
+    html = response.content.decode()
+    for chart in ("chart-context", "chart-cache", "chart-cost", "chart-fidelity"):
+        assert f'id="{chart}"' in html
+        assert f'id="{chart}-data" type="application/json"' in html
+    assert "Fidelity" in html
+    assert "calibrated prefix" in html
+    assert "vendor/plotly.min.js" in html
+    figure = json.loads(
+        re.search(r'id="chart-context-data" type="application/json">(.*?)</script>', html).group(1)
+    )
+    urls = figure["data"][1]["customdata"]
+    assert (
+        urls[0] == f"/sessions/{done_transcript.pk}/requests/0/?run={done_transcript.runs.get().pk}"
+    )
+
+
+def test_report_of_a_queued_run_says_it_is_running(alice_client, make_transcript, short_jsonl):
+    transcript = make_transcript(short_jsonl)
+    html = alice_client.get(f"/sessions/{transcript.pk}/").content.decode()
+    assert "the report appears here when it is done" in html
+    assert 'hx-trigger="every 1s"' in html
+
+
+def test_run_progress_partial_polls_until_done(alice_client, make_transcript, short_jsonl):
+    transcript = make_transcript(short_jsonl)
+    run = transcript.runs.get()
+    Run.objects.filter(pk=run.pk).update(status="running", progress_done=2, progress_total=8)
+    response = alice_client.get(f"/runs/{run.pk}/?reload=1", **HX)
+    html = response.content.decode()
+    assert "<html" not in html
+    assert 'hx-trigger="every 1s"' in html
+    assert 'value="25"' in html
+    runner.execute_run(run.pk)  # the row is "running" with a fresh heartbeat: not taken
+    Run.objects.filter(pk=run.pk).update(status="queued")
+    runner.execute_run(run.pk)
+    response = alice_client.get(f"/runs/{run.pk}/?reload=1", **HX)
+    assert "hx-trigger" not in response.content.decode()
+    assert response["HX-Refresh"] == "true"
+    full = alice_client.get(f"/runs/{run.pk}/")
+    assert b"<html" in full.content
+    assert b"Resolved pipeline config" in full.content
+
+
+def test_failed_run_shows_its_reason(alice_client, make_transcript, short_jsonl):
+    transcript = make_transcript(short_jsonl)
+    Run.objects.filter(transcript=transcript).update(
+        status="failed", error="The replay failed: ValueError: bad"
+    )
+    html = alice_client.get(f"/sessions/{transcript.pk}/").content.decode()
+    assert "The replay failed: ValueError: bad" in html
+
+
+def test_whatif_form_queues_a_run(alice_client, done_transcript):
+    response = alice_client.post(
+        f"/sessions/{done_transcript.pk}/runs/",
+        {"preset": "aggressive", "config": '{"context_window": 300000}'},
+        **HX,
+    )
+    assert response.status_code == 204
+    run = Run.objects.filter(mode="whatif").get()
+    assert response["HX-Redirect"] == f"/sessions/{done_transcript.pk}/?run={run.pk}"
+    assert run.overrides == {"context_window": 300000}
+
+
+@pytest.mark.parametrize(
+    ("form", "field"),
+    [
+        ({"preset": "auto", "config": "{oops"}, "config"),
+        ({"preset": "auto", "config": "[1]"}, "config"),
+        ({"preset": "auto", "config": '{"context_window": "huge"}'}, "config.context_window"),
+        ({"preset": "no-such", "config": ""}, "preset"),
+    ],
+)
+def test_whatif_form_errors_name_the_field(alice_client, done_transcript, form, field):
+    response = alice_client.post(f"/sessions/{done_transcript.pk}/runs/", form, **HX)
+    assert response.status_code == 422
+    html = response.content.decode()
+    assert f"Error in <strong>{field}</strong>" in html
+    assert "<html" not in html
+    assert not Run.objects.filter(mode="whatif").exists()
+    page = alice_client.post(f"/sessions/{done_transcript.pk}/runs/", form)
+    assert page.status_code == 422
+    assert b"<html" in page.content
+
+
+def test_explorer_page_and_htmx_partials(alice_client, done_transcript):
+    run = done_transcript.runs.get()
+    url = f"/sessions/{done_transcript.pk}/requests/1/?run={run.pk}"
+    page = alice_client.get(url)
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert 'id="req-slider"' in html
+    assert 'id="prev-link"' in html
+    assert 'id="next-link"' in html
+    assert re.search(
+        r'<tr id="b-\d+-\d+" class="row b-(intact|persisted|cleared|snipped|collapsed|summarized|boundary|restored)">',
+        html,
+    )
+    assert "gutter cache-" in html
+    partial = alice_client.get(url, **HX).content.decode()
+    assert partial.lstrip().startswith('<div id="explorer"')
+    assert "<html" not in partial
+    assert page["Vary"]
+    assert "HX-Request" in page["Vary"]
+
+
+def test_explorer_404s_for_missing_requests_and_bad_run_ids(alice_client, done_transcript):
+    assert alice_client.get(f"/sessions/{done_transcript.pk}/requests/9999/").status_code == 404
+    assert (
+        alice_client.get(f"/sessions/{done_transcript.pk}/requests/0/?run=abc").status_code == 404
+    )
+    assert (
+        alice_client.get(f"/sessions/{done_transcript.pk}/requests/0/?run=999999").status_code
+        == 404
+    )
+
+
+def test_explorer_before_the_run_finishes_has_an_empty_state(
+    alice_client, make_transcript, short_jsonl
+):
+    transcript = make_transcript(short_jsonl)
+    html = alice_client.get(f"/sessions/{transcript.pk}/requests/0/").content.decode()
+    assert "still running" in html
+
+
+def test_explorer_paginates_rows(alice_client, done_transcript, settings):
+    settings.EXPLORER_ROWS_PER_PAGE = 10
+    run = done_transcript.runs.get()
+    last = run.summary["requests"] - 1
+    url = f"/sessions/{done_transcript.pk}/requests/{last}/?run={run.pk}"
+    html = alice_client.get(url).content.decode()
+    assert html.count('class="row b-') == 10
+    assert "load more" in html
+    more = alice_client.get(url + "&page=2", **HX).content.decode()
+    assert more.lstrip().startswith("<tr")
+    assert 1 <= more.count('class="row b-') <= 10
+
+
+def test_block_text_returns_the_full_escaped_text(alice_client, done_transcript):
+    html = alice_client.get(f"/sessions/{done_transcript.pk}/messages/main/0/0/").content.decode()
+    assert html.startswith('<pre class="text full">')
+    assert (
+        alice_client.get(f"/sessions/{done_transcript.pk}/messages/main/9999/0/").status_code == 404
+    )
+    assert alice_client.get(f"/sessions/{done_transcript.pk}/messages/nope/0/0/").status_code == 404
+    assert (
+        alice_client.get(
+            f"/sessions/{done_transcript.pk}/messages/main/0/0/?original=1"
+        ).status_code
+        == 404
+    )
+
+
+def test_persisted_preview_links_to_the_original(alice_client, make_transcript):
+    transcript = make_transcript(FIXTURES / "persisted_preview.jsonl")
+    run = transcript.runs.get()
+    runner.execute_run(run.pk)
+    run.refresh_from_db()
+    found = None
+    for i in range(run.summary["requests"]):
+        html = alice_client.get(
+            f"/sessions/{transcript.pk}/requests/{i}/?run={run.pk}"
+        ).content.decode()
+        match = re.search(r'hx-get="(/sessions/\d+/messages/main/\d+/\d+/\?original=1)"', html)
+        if match:
+            found = match.group(1)
+            assert 'class="row b-persisted"' in html
+            break
+    assert found, "no persisted preview in any request"
+    original = alice_client.get(found)
+    assert original.status_code == 200
+    assert len(original.content) > 2000
+
+
+def test_hostile_transcript_text_is_escaped(alice_client, make_transcript):
+    transcript = make_transcript(FIXTURES / "hostile.jsonl")
+    run = transcript.runs.get()
+    runner.execute_run(run.pk)
+    pages = [alice_client.get(f"/sessions/{transcript.pk}/").content.decode()]
+    for i in range(Run.objects.get(pk=run.pk).summary["requests"]):
+        pages.append(
+            alice_client.get(
+                f"/sessions/{transcript.pk}/requests/{i}/?run={run.pk}"
+            ).content.decode()
+        )
+    html = "\n".join(pages)
+    assert "&lt;script&gt;window.__xss=1&lt;/script&gt;" in html
+    assert "<script>window.__xss" not in html
+    assert "<img src=x onerror" not in html
+    assert 'href="javascript:' not in html
+    assert "<svg onload" not in html
+
+
+def test_cache_gutter_splits_the_prompt_front_to_back():
+    rows = [
+        {"message": 0, "block": 0, "badge": "intact", "model": {"text": "a" * 400}},
+        {"message": 1, "block": 0, "badge": "summarized", "model": None},
+        {"message": 2, "block": 0, "badge": "intact", "model": {"text": "b" * 400}},
+        {"message": 3, "block": 0, "badge": "intact", "model": {"text": "c" * 400}},
+    ]
+    messages = [{"blocks": [{"tokens": 100}]}] * 4
+    req = {"cache": {"read": 150, "write": 100, "uncached": 50}}
+    assert views.cache_gutter(rows, req, messages, prefix=0) == [
+        "read",
+        "none",
+        "write",
+        "uncached",
+    ]

@@ -1,0 +1,25 @@
+"""Test settings: the project's settings with test-only speed and isolation overrides.
+
+The database is PostgreSQL by default (the integration tests need it; pytest-django creates
+``test_<name>``); set DATABASE_URL=sqlite:// to run the unit tests without a server.
+"""
+
+import os
+import tempfile
+from pathlib import Path
+
+os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/contextlab")
+# Tests must never publish to a developer's embedded broker; the real-worker fixtures use Redis.
+os.environ.setdefault("CELERY_BROKER_URL", "redis://127.0.0.1:6379/15")
+_TMP = Path(tempfile.mkdtemp(prefix="contextlab-tests-"))
+os.environ.setdefault("VAR_DIR", str(_TMP / "var"))
+
+from contextlab.settings import *  # noqa: E402,F403
+
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
+MEDIA_ROOT = _TMP / "media"
+STORAGES["staticfiles"] = {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"}  # noqa: F405
+# Publishing must not hang a unit test when Redis is down.
+CELERY_BROKER_CONNECTION_TIMEOUT = 2
+CELERY_BROKER_CONNECTION_MAX_RETRIES = 1

@@ -1,0 +1,120 @@
+from __future__ import annotations
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+
+from contextlab.transcripts.models import Transcript
+
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clean_media")]
+
+JSON = {"HTTP_ACCEPT": "application/json"}
+
+
+def test_anonymous_is_sent_to_login(client):
+    response = client.get("/sessions/")
+    assert response.status_code == 302
+    assert response["Location"].startswith("/accounts/login/")
+    assert client.post("/sessions/upload/").status_code == 302
+    assert client.post("/sessions/1/delete/").status_code == 302
+
+
+def test_empty_state_explains_what_to_do(alice_client):
+    response = alice_client.get("/sessions/")
+    assert b"No sessions yet" in response.content
+    assert b'id="upload-form"' in response.content
+    assert b'data-max-bytes="536870912"' in response.content
+
+
+def test_list_shows_only_own_sessions(
+    alice_client, make_transcript, other_user, short_jsonl, tool_heavy_jsonl
+):
+    make_transcript(short_jsonl)
+    make_transcript(tool_heavy_jsonl, owner=other_user, name="secret-of-mallory.jsonl")
+    content = alice_client.get("/sessions/").content
+    assert b"marot__spotter__short.jsonl" in content
+    assert b"secret-of-mallory" not in content
+
+
+def test_xhr_upload_of_several_files_answers_json(alice_client, short_jsonl, tool_heavy_jsonl):
+    response = alice_client.post(
+        "/sessions/upload/",
+        {
+            "file": [
+                SimpleUploadedFile("a.jsonl", short_jsonl.read_bytes()),
+                SimpleUploadedFile("b.jsonl", tool_heavy_jsonl.read_bytes()),
+            ]
+        },
+        **JSON,
+    )
+    assert response.status_code == 201
+    results = response.json()["results"]
+    assert [r["ok"] for r in results] == [True, True]
+    assert results[0]["url"] == f"/sessions/{results[0]['id']}/"
+    assert results[0]["run_url"].startswith("/runs/")
+    assert Transcript.objects.count() == 2
+
+
+def test_form_upload_without_js_redirects_to_the_session(alice_client, short_jsonl):
+    response = alice_client.post(
+        "/sessions/upload/", {"file": SimpleUploadedFile("a.jsonl", short_jsonl.read_bytes())}
+    )
+    assert response.status_code == 302
+    assert response["Location"] == Transcript.objects.get().get_absolute_url()
+
+
+def test_upload_with_no_file_says_so(alice_client):
+    response = alice_client.post("/sessions/upload/", {}, **JSON)
+    assert response.status_code == 400
+    assert "Choose at least one" in response.json()["results"][0]["message"]
+
+
+def test_unusable_upload_reports_the_reason(alice_client):
+    response = alice_client.post(
+        "/sessions/upload/", {"file": SimpleUploadedFile("x.jsonl", b"garbage\n")}, **JSON
+    )
+    assert response.status_code == 400
+    result = response.json()["results"][0]
+    assert not result["ok"]
+    assert "not a Claude Code transcript" in result["message"]
+
+
+def test_oversize_upload_is_cut_off_while_streaming(alice_client, settings, short_jsonl):
+    settings.UPLOAD_MAX_BYTES = 4096
+    response = alice_client.post(
+        "/sessions/upload/",
+        {"file": SimpleUploadedFile("big.jsonl", short_jsonl.read_bytes())},
+        **JSON,
+    )
+    assert response.status_code == 413
+    message = response.json()["results"][0]["message"]
+    assert "big.jsonl is larger than the upload limit of 4.0 KB (4096 bytes)" in message
+    assert not Transcript.objects.exists()
+
+
+def test_duplicate_upload_points_to_the_existing_session(alice_client, short_jsonl):
+    payload = short_jsonl.read_bytes()
+    alice_client.post("/sessions/upload/", {"file": SimpleUploadedFile("a.jsonl", payload)}, **JSON)
+    response = alice_client.post(
+        "/sessions/upload/", {"file": SimpleUploadedFile("b.jsonl", payload)}, **JSON
+    )
+    result = response.json()["results"][0]
+    assert result["duplicate"] is True
+    assert "already uploaded" in result["message"]
+    assert Transcript.objects.count() == 1
+
+
+def test_delete_is_owner_only_and_post_only(
+    alice_client, mallory_client, make_transcript, short_jsonl
+):
+    transcript = make_transcript(short_jsonl)
+    assert mallory_client.post(f"/sessions/{transcript.pk}/delete/").status_code == 404
+    assert alice_client.get(f"/sessions/{transcript.pk}/delete/").status_code == 405
+    response = alice_client.post(f"/sessions/{transcript.pk}/delete/")
+    assert response.status_code == 302
+    assert not Transcript.objects.exists()
+
+
+def test_pages_send_a_strict_content_security_policy(alice_client):
+    policy = alice_client.get("/sessions/")["Content-Security-Policy"]
+    assert "script-src 'self'" in policy
+    assert "unsafe-inline" not in policy.split("script-src")[1].split(";")[0]
