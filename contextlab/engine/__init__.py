@@ -30,6 +30,7 @@ from .presets import (
     resolve_config,
 )
 from .replay import MODES, ReplayResult, replay
+from .session_cache import file_sha256, load_session_cached, tokenize_session
 from .summarizer import (
     PROMPT_VERSION,
     ExtractiveSummarizer,
@@ -76,10 +77,12 @@ __all__ = [
     "compute_thresholds",
     "fidelity",
     "field_specs",
+    "file_sha256",
     "format_summary",
     "get_preset",
     "load_pricing",
     "load_session",
+    "load_session_cached",
     "messages_json",
     "model_info",
     "preset_for_version",
@@ -87,4 +90,5 @@ __all__ = [
     "request_cost",
     "resolve_config",
     "side_by_side",
+    "tokenize_session",
 ]

@@ -1,0 +1,85 @@
+"""Parse and tokenize a session once, reuse it across replays (A/B pairs, sweeps, workers).
+
+A parsed session with every block's token counts is pickled under ``cache_dir``, keyed by the
+file's SHA-256 and the engine's cache version. Another replay of the same file, in this process
+or another worker on the same disk, loads it instead of parsing and tokenizing again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import pickle
+import tempfile
+from pathlib import Path
+
+from .loading import open_upload
+from .parsing import Session, load_session
+from .tokens import TiktokenCounter, TokenCounter, block_key, block_rough, block_tokens
+
+#: Bump when Session, Block or the tokenization change shape.
+CACHE_VERSION = "1"
+
+
+def file_sha256(path: str | os.PathLike[str]) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def tokenize_session(session: Session, counter: TokenCounter | None = None) -> int:
+    """Fill every block's token counts and cache key; returns the number of blocks."""
+    counter = counter or TiktokenCounter()
+    count = 0
+    for thread in session.threads:
+        for message in thread.messages:
+            for block in message.blocks:
+                block_tokens(block, counter)
+                block_rough(block)
+                block_key(block)
+                count += 1
+    return count
+
+
+def load_session_cached(
+    path: str | os.PathLike[str],
+    *,
+    cache_dir: str | os.PathLike[str],
+    name: str | None = None,
+    sha256: str | None = None,
+) -> Session:
+    """Like ``load_session`` but served from (and written to) ``cache_dir`` when possible.
+
+    A cache file that cannot be read (truncated, written by another engine version) is ignored
+    and rewritten; the cache never changes what a replay computes.
+    """
+    path = os.fspath(path)
+    key = f"{sha256 or file_sha256(path)}-v{CACHE_VERSION}"
+    target = Path(cache_dir) / f"{key}.pickle"
+    if target.exists():
+        try:
+            with open(target, "rb") as fh:
+                session = pickle.load(fh)
+        except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError):
+            session = None
+        if isinstance(session, Session):
+            session.upload = open_upload(path, name)  # archives: tool-results read on demand
+            if name:
+                session.name = name
+            return session
+    session = load_session(path, name)
+    tokenize_session(session)
+    upload, session.upload = session.upload, None
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=target.parent, suffix=".tmp")
+        with os.fdopen(fd, "wb") as fh:
+            pickle.dump(session, fh, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, target)  # atomic: a concurrent reader never sees half a file
+    except OSError:
+        pass  # a read-only or full disk only costs the reuse
+    finally:
+        session.upload = upload
+    return session

@@ -1,0 +1,31 @@
+"""Parse and tokenize once: cached sessions replay exactly like fresh ones."""
+
+from __future__ import annotations
+
+from contextlab import engine
+from tests.engine.test_pipeline import long_session
+
+
+def test_cached_session_replays_identically_and_is_reused(tmp_path):
+    path = long_session(6).write(tmp_path / "s.jsonl")
+    cache = tmp_path / "cache"
+    first = engine.load_session_cached(path, cache_dir=cache)
+    files = list(cache.glob("*.pickle"))
+    assert len(files) == 1
+    second = engine.load_session_cached(path, cache_dir=cache)
+    assert second is not first
+    assert all(b.tok >= 0 for m in second.main.messages for b in m.blocks)  # tokenized already
+    config = engine.get_preset("claude-code-2.1.88")
+    fresh = engine.replay(engine.load_session(str(path)), config).to_json()
+    assert engine.replay(second, config).to_json() == fresh
+
+
+def test_a_corrupt_cache_file_is_ignored_and_rewritten(tmp_path):
+    path = long_session(3).write(tmp_path / "s.jsonl")
+    cache = tmp_path / "cache"
+    engine.load_session_cached(path, cache_dir=cache)
+    (target,) = cache.glob("*.pickle")
+    target.write_bytes(b"not a pickle")
+    session = engine.load_session_cached(path, cache_dir=cache)
+    assert session.main.messages
+    assert target.read_bytes() != b"not a pickle"
