@@ -353,9 +353,16 @@ class _ThreadReplay:
         """Raw conversation: recorded compaction artifacts out, original tool output back."""
         upload = self.session.upload
         summaries: dict[int, int] = {}
+        manual = False
         for i, msg in enumerate(self.thread.messages):
-            if msg.kind in ("compact_boundary", "microcompact_boundary", "snip_boundary"):
+            if msg.kind == "compact_boundary" and msg.metadata.get("trigger") == "manual":
+                # a /compact the user typed is part of the conversation, not a pipeline decision
+                manual = True
+            elif msg.kind in ("compact_boundary", "microcompact_boundary", "snip_boundary"):
+                manual = False
                 self.hidden.add(i)
+            elif msg.kind == "summary" and manual:
+                manual = False
             elif msg.kind == "summary":
                 self.hidden.add(i)
                 # the request right after a recorded compaction is where it happened

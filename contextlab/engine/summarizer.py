@@ -15,6 +15,8 @@ from .tokens import rough_text
 from .transcript import Message
 
 PROMPT_VERSION = "contextlab-compact-1"
+#: Bumped whenever the wording of ``collapse_prompt`` changes, so stored summaries say which one.
+COLLAPSE_PROMPT_VERSION = "contextlab-collapse-1"
 
 #: The nine sections Claude Code's compaction prompt asks for (spec §4.6.6).
 SUMMARY_SECTIONS = (
@@ -72,6 +74,42 @@ def compact_prompt(custom_instructions: str = "") -> str:
     return "\n\n".join(parts)
 
 
+# Context collapse replaces one span of the history in place (spec §4.5); the real prompt is not
+# in the public build, so this one is ours. It differs from the compaction prompt on purpose: the
+# messages around the span stay visible, so the summary must be short and cover the span only,
+# and there is no <analysis> scratchpad to pay for on every commit.
+COLLAPSE_PREAMBLE = (
+    "IMPORTANT: answer with plain text only. Do not call any tool: tool calls will be refused "
+    "and waste the only turn you have. Your whole answer must be one <summary> block."
+)
+COLLAPSE_PROMPT_BODY = (
+    "The messages above are one span of a longer conversation. The span is being folded away to "
+    "free context and your summary will replace it in place; the messages before and after it "
+    "stay visible, so summarize this span only.\n\n"
+    "Keep what was asked or decided, the files and symbols touched (exact paths and names), the "
+    "commands run and their outcomes, errors and how they were resolved, and anything left "
+    "unfinished. Drop pleasantries, repeated tool output and reasoning that led nowhere. Quote "
+    "exact values (paths, identifiers, error messages) instead of paraphrasing them.\n\n"
+    "Write at most about 300 words of terse prose or bullet points inside <summary> tags. Do not "
+    "continue the conversation and do not address the user."
+)
+COLLAPSE_CLOSING_REMINDER = "REMINDER: do not call any tools. Answer with the <summary> block only."
+
+
+def collapse_prompt(custom_instructions: str = "") -> str:
+    """The span-summary request for a context-collapse commit (versioned by
+    ``COLLAPSE_PROMPT_VERSION``)."""
+    parts = [COLLAPSE_PREAMBLE, COLLAPSE_PROMPT_BODY]
+    if custom_instructions.strip():
+        parts.append("Additional Instructions:\n" + custom_instructions.strip())
+    parts.append(COLLAPSE_CLOSING_REMINDER)
+    return "\n\n".join(parts)
+
+
+#: The collapse prompt without custom instructions, as sent by default.
+COLLAPSE_PROMPT = collapse_prompt()
+
+
 def format_summary(raw: str) -> str:
     """Drop the first <analysis> block and turn <summary> into a ``Summary:`` heading."""
     text = re.sub(r"<analysis>[\s\S]*?</analysis>", "", raw, count=1)
@@ -100,14 +138,17 @@ class SummaryRequest:
     """What a summarizer gets: the messages to summarize and why."""
 
     messages: list[Message]
-    kind: str = "compact"  # "compact" | "collapse"
+    kind: str = "compact"  # "compact" | "collapse" | "session_memory"
     model: str | None = None
     custom_instructions: str = ""
     prompt: str = field(default="")
 
     def __post_init__(self) -> None:
         if not self.prompt:
-            self.prompt = compact_prompt(self.custom_instructions)
+            if self.kind == "collapse":
+                self.prompt = collapse_prompt(self.custom_instructions)
+            else:
+                self.prompt = compact_prompt(self.custom_instructions)
 
 
 @dataclass
@@ -122,6 +163,10 @@ class SummaryResult:
     cost_usd: float = 0.0
     reused: bool = False
     fallback_reason: str | None = None
+    #: wall-clock seconds the backend took, retries and back-off included (0 for offline ones)
+    latency_s: float = 0.0
+    #: prompt tokens the provider served from its cache (already included in ``input_tokens``)
+    cache_read_tokens: int = 0
 
 
 class Summarizer(Protocol):

@@ -79,7 +79,7 @@ class Autocompact:
     modeled = False
 
     def apply(self, ctx: StepContext) -> None:
-        if ctx.mode == "recorded":
+        if ctx.mode == "recorded" or ctx.recorded_compaction is not None:
             if ctx.recorded_compaction is not None:
                 info = ctx.recorded_compaction
                 ctx.compacted = True
@@ -93,6 +93,7 @@ class Autocompact:
                     threshold=ctx.thresholds.autocompact_threshold,
                     summary_message=info["summary_message"],
                     restored_files=info["restored_files"],
+                    user_requested=info["trigger"] == "manual",
                 )
             return
         cfg = ctx.config

@@ -19,13 +19,15 @@ class BoundarySlice:
     modeled = False
 
     def apply(self, ctx: StepContext) -> None:
-        if ctx.mode != "recorded":
-            return
         view = ctx.view
         start, end = ctx.new_range
         for i in range(start, end):
             msg = view.messages[i]
-            if msg.kind == "compact_boundary":
+            if ctx.mode != "recorded":
+                # what-if keeps only the compactions the user asked for (/compact)
+                if msg.kind == "compact_boundary" and msg.metadata.get("trigger") == "manual":
+                    self._compact(ctx, i)
+            elif msg.kind == "compact_boundary":
                 self._compact(ctx, i)
             elif msg.kind == "snip_boundary":
                 self._snip(ctx, i)

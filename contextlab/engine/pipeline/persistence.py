@@ -9,6 +9,7 @@ starts from the original output and applies the configured thresholds itself.
 from __future__ import annotations
 
 import math
+import re
 from typing import TYPE_CHECKING
 
 from contextlab.engine.jsutil import format_file_size, js_len, js_slice
@@ -63,6 +64,18 @@ def build_wrapper(content: str, path: str, preview_chars: int = 2000) -> str:
     )
 
 
+_SIZE_RE = re.compile(r"Output too large \((\d+(?:\.\d+)?) ?(bytes|KB|MB|GB)\)")
+_UNITS = {"bytes": 1, "KB": 1024, "MB": 1024**2, "GB": 1024**3}
+
+
+def recorded_size(wrapper: str) -> int:
+    """The original size a recorded wrapper states (``formatFileSize`` read back), or 0."""
+    match = _SIZE_RE.search(wrapper[:300])
+    if not match:
+        return 0
+    return int(float(match.group(1).strip()) * _UNITS[match.group(2)])
+
+
 def empty_result_marker(tool_name: str | None) -> str:
     return f"({tool_name or 'Tool'} completed with no output)"
 
@@ -99,6 +112,10 @@ class ToolResultPersistence:
                 # "(X completed with no output)" marker have it in the record already.
                 threshold = persistence_threshold(block.tool_name, ctx.config)
                 size = result_size(text)
+                if block.text.startswith(PERSISTED_OPEN):
+                    # the raw output kept in the transcript can be shorter than what Claude Code
+                    # measured (stderr, formatting): its own size, in the wrapper, decides
+                    size = max(size, recorded_size(block.text))
                 if text.startswith(PERSISTED_OPEN) or size <= threshold:
                     continue
                 if block.text.startswith(PERSISTED_OPEN):

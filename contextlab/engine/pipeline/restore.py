@@ -22,7 +22,9 @@ def recent_read_files(ctx: StepContext, before: int) -> list[tuple[str, str]]:
     results: dict[str, str] = {}
     paths_by_id: dict[str, str] = {}
     order: list[str] = []
-    for i in range(view.start if ctx.mode == "whatif" else 0, before):
+    # readFileState is cleared at each compaction and refilled by the restored files, so the
+    # most recent reads over the whole history approximate it in both modes
+    for i in range(before):
         msg = view.messages[i]
         for block in msg.blocks:
             if (
