@@ -40,6 +40,7 @@ from .summarizer import (
     compact_prompt,
     format_summary,
 )
+from .summary_store import StoredSummarizer, SummaryPending, render_messages, summary_key
 from .thresholds import Thresholds, compute_thresholds
 from .transcript import Block, Message, Problem, TranscriptError, Usage
 from .views import BADGES, TransformIndex, messages_json, side_by_side
@@ -61,7 +62,9 @@ __all__ = [
     "Problem",
     "ReplayResult",
     "Session",
+    "StoredSummarizer",
     "Summarizer",
+    "SummaryPending",
     "SummaryRequest",
     "SummaryResult",
     "Thread",
@@ -86,9 +89,11 @@ __all__ = [
     "messages_json",
     "model_info",
     "preset_for_version",
+    "render_messages",
     "replay",
     "request_cost",
     "resolve_config",
     "side_by_side",
+    "summary_key",
     "tokenize_session",
 ]

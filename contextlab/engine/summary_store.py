@@ -1,0 +1,77 @@
+"""Summaries looked up in a store first: re-running a session never pays twice.
+
+``StoredSummarizer`` answers from a key–value store (the web app keeps it in its database) by
+(backend, model, prompt version, hash of the input). On a miss it raises ``SummaryPending``
+with everything needed to ask the backend later, so a worker can hand the call to its own
+task and replay again once the summary is stored, instead of waiting on the network.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from .summarizer import PROMPT_VERSION, SummaryRequest, SummaryResult
+from .transcript import Message
+
+
+def render_messages(messages: list[Message]) -> list[dict[str, Any]]:
+    """The summarized messages as plain JSON (role, kind, blocks): the input of a summary."""
+    return [
+        {
+            "role": m.role,
+            "kind": m.kind,
+            "blocks": [
+                {"type": b.type, "text": b.text, "tool_name": b.tool_name} for b in m.blocks
+            ],
+        }
+        for m in messages
+    ]
+
+
+def summary_key(request: SummaryRequest, backend: str, model: str | None) -> str:
+    """Cache key: backend, model, prompt version, kind and a hash of the exact input."""
+    payload = json.dumps(
+        {
+            "messages": render_messages(request.messages),
+            "kind": request.kind,
+            "instructions": request.custom_instructions,
+            "prompt": request.prompt,
+        },
+        ensure_ascii=False,
+        separators=(",", ":"),
+    )
+    digest = hashlib.sha256(payload.encode("utf-8", "surrogatepass")).hexdigest()
+    return f"{backend}|{model or ''}|{PROMPT_VERSION}|{request.kind}|{digest}"
+
+
+class SummaryPending(Exception):
+    """A summary is not in the store yet; ``key`` and ``request`` say which one to fetch."""
+
+    def __init__(self, key: str, request: SummaryRequest) -> None:
+        super().__init__(f"summary {key[:60]}… is not available yet")
+        self.key = key
+        self.request = request
+
+
+@dataclass
+class StoredSummarizer:
+    """Serves summaries from ``lookup(key)``; a miss raises ``SummaryPending``."""
+
+    backend: str
+    model: str | None
+    lookup: Callable[[str], SummaryResult | None]
+    name: str = "stored"
+
+    def __post_init__(self) -> None:
+        self.name = self.backend
+
+    def summarize(self, request: SummaryRequest) -> SummaryResult:
+        key = summary_key(request, self.backend, self.model)
+        found = self.lookup(key)
+        if found is None:
+            raise SummaryPending(key, request)
+        return found

@@ -1,0 +1,56 @@
+"""Summaries served from a store: a miss asks for the summary instead of waiting for it."""
+
+from __future__ import annotations
+
+import pytest
+
+from contextlab import engine
+from tests.engine.test_pipeline import SMALL_WINDOW, long_session
+
+
+def test_replay_stops_at_a_missing_summary_then_completes_from_the_store(tmp_path):
+    session = engine.load_session(str(long_session(30).write(tmp_path / "s.jsonl")))
+    config = engine.get_preset("claude-code-2.1.88").replace(**SMALL_WINDOW)
+    store: dict[str, engine.SummaryResult] = {}
+    summarizer = engine.StoredSummarizer(backend="anthropic", model="claude-test", lookup=store.get)
+    fetched = []
+    for _attempt in range(20):
+        try:
+            result = engine.replay(session, config, mode="whatif", summarizer=summarizer).to_json()
+            break
+        except engine.SummaryPending as pending:
+            assert pending.key.startswith("anthropic|claude-test|")
+            assert pending.key not in store
+            fetched.append(pending.key)
+            store[pending.key] = engine.SummaryResult(
+                text=f"<summary>stored {len(fetched)}</summary>",
+                backend="anthropic",
+                model="claude-test",
+            )
+    else:
+        pytest.fail("the replay never completed")
+    compactions = [e for r in result["requests"] for e in r["events"] if e["step"] == "autocompact"]
+    assert len(compactions) == len(fetched) >= 1
+    texts = [s["text"] for s in result["views"]["synthetic"] if s["kind"] == "summary"]
+    assert all("Summary:\nstored" in t for t in texts)
+    # a second run makes no request at all
+    again = engine.replay(session, config, mode="whatif", summarizer=summarizer).to_json()
+    assert again == result
+
+
+def test_summary_key_depends_on_backend_model_and_input(tmp_path):
+    session = engine.load_session(str(long_session(3).write(tmp_path / "s.jsonl")))
+    request = engine.SummaryRequest(messages=session.main.messages[:4])
+    other = engine.SummaryRequest(messages=session.main.messages[:5])
+    assert engine.summary_key(request, "anthropic", "m1") != engine.summary_key(
+        request, "anthropic", "m2"
+    )
+    assert engine.summary_key(request, "anthropic", "m1") != engine.summary_key(
+        request, "openai", "m1"
+    )
+    assert engine.summary_key(request, "anthropic", "m1") != engine.summary_key(
+        other, "anthropic", "m1"
+    )
+    assert engine.summary_key(request, "anthropic", "m1") == engine.summary_key(
+        engine.SummaryRequest(messages=session.main.messages[:4]), "anthropic", "m1"
+    )
