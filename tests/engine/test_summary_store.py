@@ -19,8 +19,6 @@ def test_replay_stops_at_a_missing_summary_then_completes_from_the_store(tmp_pat
             result = engine.replay(session, config, mode="whatif", summarizer=summarizer).to_json()
             break
         except engine.SummaryPending as pending:
-            assert pending.key.startswith("anthropic|claude-test|")
-            assert pending.key not in store
             fetched.append(pending.key)
             store[pending.key] = engine.SummaryResult(
                 text=f"<summary>stored {len(fetched)}</summary>",
@@ -29,6 +27,8 @@ def test_replay_stops_at_a_missing_summary_then_completes_from_the_store(tmp_pat
             )
     else:
         pytest.fail("the replay never completed")
+    assert all(key.startswith("anthropic|claude-test|") for key in fetched)
+    assert len(set(fetched)) == len(fetched)  # never asked twice for the same summary
     compactions = [e for r in result["requests"] for e in r["events"] if e["step"] == "autocompact"]
     assert len(compactions) == len(fetched) >= 1
     texts = [s["text"] for s in result["views"]["synthetic"] if s["kind"] == "summary"]
