@@ -19,6 +19,13 @@ from . import compare
 from .config import ConfigError, PipelineConfig, field_specs
 from .cost import PricingTable, load_pricing, request_cost
 from .evaluation import cache_accuracy, compaction_accuracy, fidelity
+from .llm import (
+    AnthropicSummarizer,
+    FallbackSummarizer,
+    OpenAICompatibleSummarizer,
+    SummaryError,
+    make_summarizer,
+)
 from .models import ModelInfo, model_info
 from .parsing import Session, Thread, build_session, load_session
 from .presets import (
@@ -52,11 +59,14 @@ __all__ = [
     "PRESET_DESCRIPTIONS",
     "PRESET_NAMES",
     "PROMPT_VERSION",
+    "AnthropicSummarizer",
     "Block",
     "ConfigError",
     "ExtractiveSummarizer",
+    "FallbackSummarizer",
     "Message",
     "ModelInfo",
+    "OpenAICompatibleSummarizer",
     "PipelineConfig",
     "PricingTable",
     "Problem",
@@ -64,6 +74,7 @@ __all__ = [
     "Session",
     "StoredSummarizer",
     "Summarizer",
+    "SummaryError",
     "SummaryPending",
     "SummaryRequest",
     "SummaryResult",
@@ -86,6 +97,7 @@ __all__ = [
     "load_pricing",
     "load_session",
     "load_session_cached",
+    "make_summarizer",
     "messages_json",
     "model_info",
     "preset_for_version",

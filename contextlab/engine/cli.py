@@ -11,9 +11,11 @@ from typing import Any, TextIO
 
 from .config import ConfigError, PipelineConfig
 from .evaluation import cache_accuracy, compaction_accuracy, fidelity
+from .llm import SUMMARIZER_NAMES, FallbackSummarizer, make_summarizer
 from .parsing import Session, load_session
 from .presets import resolve_config
 from .replay import MODES, ReplayResult, replay
+from .summarizer import Summarizer
 from .tokens import percentile
 from .transcript import TranscriptError
 
@@ -46,7 +48,11 @@ def _config(args: argparse.Namespace, session: Session) -> tuple[PipelineConfig,
         else:
             config = PipelineConfig.from_toml(path)
         return config, path
-    return resolve_config(args.preset or "auto", version=session.version)
+    return resolve_config(
+        args.preset or "auto",
+        version=session.version,
+        max_recorded_prompt=session.max_recorded_prompt,
+    )
 
 
 def _fmt(n: int | None) -> str:
@@ -105,13 +111,35 @@ def cmd_replay(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     except OSError as exc:
         print(f"error: cannot read config: {exc}", file=err)
         return EXIT_USAGE
-    result = replay(session, config, mode=args.mode, preset_name=preset)
+    try:
+        summarizer = _summarizer(args)
+    except ValueError as exc:
+        print(f"error: {exc}", file=err)
+        return EXIT_USAGE
+    result = replay(session, config, mode=args.mode, preset_name=preset, summarizer=summarizer)
+    # a degraded summary must not pass unnoticed in CI logs
+    for item in result.log.summaries():
+        if item["fallback_reason"]:
+            print(
+                f"warning: summary {item['id']} (request {item['request']}) fell back to "
+                f"{item['backend']}: {item['fallback_reason']}",
+                file=err,
+            )
     if args.json:
         json.dump(result.to_json(), out, ensure_ascii=False, separators=(",", ":"))
         out.write("\n")
     else:
         print_table(result, out)
     return EXIT_OK
+
+
+def _summarizer(args: argparse.Namespace) -> Summarizer:
+    """The summarizer the flags ask for; LLM ones fall back to the offline summary on failure
+    (each such summary is marked with the reason) rather than failing the whole replay."""
+    summarizer = make_summarizer(args.summarizer, args.summary_model)
+    if args.summarizer == "extractive":
+        return summarizer
+    return FallbackSummarizer(summarizer)
 
 
 def cmd_fidelity(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -127,7 +155,9 @@ def cmd_fidelity(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         if session is None:
             continue
         usable += 1
-        config, preset = resolve_config("auto", version=session.version)
+        config, preset = resolve_config(
+            "auto", version=session.version, max_recorded_prompt=session.max_recorded_prompt
+        )
         recorded = replay(session, config, mode="recorded", preset_name=preset)
         fid = fidelity(recorded)
         fid_errors.extend(fid["errors"])
@@ -232,6 +262,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     group.add_argument("--config", help="TOML or JSON file of PipelineConfig fields")
     rp.add_argument("--json", action="store_true", help="print the full JSON result")
+    rp.add_argument(
+        "--summarizer",
+        choices=SUMMARIZER_NAMES,
+        default="extractive",
+        help="who writes what-if summaries: extractive (offline, default), anthropic "
+        "(ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL) or openai (any OpenAI-compatible server: "
+        "OPENAI_BASE_URL, OPENAI_API_KEY)",
+    )
+    rp.add_argument(
+        "--summary-model",
+        metavar="NAME",
+        help="model for the summarizer (default: CONTEXTLAB_SUMMARY_MODEL, else the "
+        "session's own model for anthropic)",
+    )
     fp = sub.add_parser("fidelity", help="how close recorded-mode replay is to the recorded usage")
     fp.add_argument("files", nargs="+")
     fp.add_argument("--json", action="store_true")

@@ -115,6 +115,14 @@ class Session:
         return self.threads[0]
 
     @property
+    def max_recorded_prompt(self) -> int:
+        """The largest prompt any response of the session reports (input + cache read/write)."""
+        return max(
+            (m.usage.prompt_total for t in self.threads for m in t.messages if m.usage is not None),
+            default=0,
+        )
+
+    @property
     def version(self) -> str | None:
         """The Claude Code version of the newest main-chain record (resumes can mix versions)."""
         for message in reversed(self.main.messages):

@@ -138,12 +138,22 @@ def get_preset(name: str) -> PipelineConfig:
         raise ConfigError("preset", f"unknown preset {name!r}; known: {known}") from None
 
 
+#: A recorded prompt above this cannot fit a 200k window: the session ran with the 1M window
+#: (the ``[1m]`` suffix is not visible in ``message.model``; facts (b) item 4).
+ONE_MILLION_EVIDENCE_TOKENS = 200_000
+
+
 def resolve_config(
-    preset: str = AUTO, overrides: Mapping[str, Any] | None = None, *, version: str | None = None
+    preset: str = AUTO,
+    overrides: Mapping[str, Any] | None = None,
+    *,
+    version: str | None = None,
+    max_recorded_prompt: int | None = None,
 ) -> tuple[PipelineConfig, str]:
     """The config to run with and the name of the preset it started from.
 
-    ``"auto"`` resolves through ``preset_for_version(version)``. ``overrides`` (settings, e.g.
+    ``"auto"`` resolves through ``preset_for_version(version)``, and switches to the 1M window
+    when ``max_recorded_prompt`` (the largest recorded prompt of the session) exceeds 200k. ``overrides`` (settings, e.g.
     from ``config.read_settings``) are applied on top and validated. A ``preset`` key in the
     overrides replaces an ``"auto"`` argument, so a saved settings file keeps its base; naming two
     different presets is an error.
@@ -158,5 +168,13 @@ def resolve_config(
         if preset not in (AUTO, named):
             raise ConfigError("preset", f"given twice: {preset!r} and {named!r} (in the overrides)")
         preset = named
-    name = preset_for_version(version) if preset == AUTO else preset
+    auto = preset == AUTO
+    name = preset_for_version(version) if auto else preset
+    if (
+        auto
+        and max_recorded_prompt is not None
+        and max_recorded_prompt > ONE_MILLION_EVIDENCE_TOKENS
+        and "context_window" not in values
+    ):
+        values["context_window"] = 1_000_000
     return PipelineConfig.from_dict({**values, "preset": name}), name

@@ -159,6 +159,7 @@ class ReplayResult:
             "subagents": subagents,
             "summary": summarize(main, self.threads),
             "views": {"transforms": self.log.transforms, "synthetic": self.log.synthetic},
+            "summaries": self.log.summaries(),
         }
 
 

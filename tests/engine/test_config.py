@@ -717,3 +717,19 @@ def test_resolve_rejects_an_unknown_preset():
     with pytest.raises(ConfigError) as info:
         resolve_config("claude-code-9")
     assert info.value.field == "preset"
+
+
+def test_auto_switches_to_the_1m_window_when_a_recorded_prompt_exceeds_200k():
+    from contextlab.engine.presets import resolve_config
+
+    config, name = resolve_config("auto", version="2.1.88", max_recorded_prompt=450_000)
+    assert config.context_window == 1_000_000
+    assert name == "claude-code-2.1.88"
+    small, _ = resolve_config("auto", version="2.1.88", max_recorded_prompt=180_000)
+    assert small.context_window == 200_000
+    explicit, _ = resolve_config(
+        "auto", {"context_window": 300_000}, version="2.1.88", max_recorded_prompt=450_000
+    )
+    assert explicit.context_window == 300_000
+    named, _ = resolve_config("claude-code-2.1.88", max_recorded_prompt=450_000)
+    assert named.context_window == 200_000

@@ -223,6 +223,8 @@ class Autocompact:
                 "input_tokens": result.input_tokens,
                 "output_tokens": result.output_tokens,
                 "cost_usd": result.cost_usd,
+                "latency_s": result.latency_s,
+                "fallback_reason": result.fallback_reason,
                 "replaces": [view.start, keep_start],
                 "variant": variant,
             },

@@ -9,6 +9,7 @@ over which each holds), so any request's view can be rebuilt without replaying.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -134,6 +135,51 @@ class TransformLog:
             }
         )
         return ref
+
+    def summaries(self) -> list[dict[str, Any]]:
+        """Every summary a Summarizer wrote in this replay, once each, in creation order:
+        compactions (synthetic summary messages) and modeled collapse commits. Recorded
+        collapse commits are not listed: no summarizer wrote them."""
+        found: list[tuple[int, int, dict[str, Any]]] = []
+        for n, syn in enumerate(self.synthetic):
+            if syn.get("kind") != "summary":
+                continue
+            found.append((syn.get("request", 0), n, _summary_row(syn["id"], syn, syn["text"])))
+        for n, tr in enumerate(self.transforms):
+            detail = tr.get("detail") or {}
+            if tr.get("step") != "collapse" or tr.get("text") is None or "backend" not in detail:
+                continue
+            match = _COLLAPSED.match(tr["text"])
+            text = match.group(1) if match else tr["text"]
+            row = _summary_row(f"c:{detail.get('collapse_id', n)}", detail, text)
+            row["request"] = tr["first"]
+            row["thread"] = tr["thread"]
+            row["kind"] = "collapse"
+            found.append((tr["first"], len(self.synthetic) + n, row))
+        found.sort(key=lambda item: (item[0], item[1]))
+        return [row for _, _, row in found]
+
+
+_COLLAPSED = re.compile(r'^<collapsed id="[^"]*">([\s\S]*)</collapsed>$')
+
+
+def _summary_row(ident: str, src: dict[str, Any], text: str) -> dict[str, Any]:
+    return {
+        "id": ident,
+        "request": src.get("request"),
+        "thread": src.get("thread"),
+        # "compact" (full compaction), "session_memory" or, set by the caller, "collapse"
+        "kind": {"full": "compact"}.get(src.get("variant", "full"), src.get("variant")),
+        "backend": src.get("backend"),
+        "model": src.get("model"),
+        "input_tokens": src.get("input_tokens", 0),
+        "output_tokens": src.get("output_tokens", 0),
+        "cost_usd": src.get("cost_usd", 0.0),
+        "latency_s": src.get("latency_s", 0.0),
+        "reused": src.get("reused", False),
+        "fallback_reason": src.get("fallback_reason"),
+        "text": text,
+    }
 
 
 class View:

@@ -74,7 +74,19 @@ class ContextCollapse:
                     ctx.k,
                     block_type="text",
                     modeled=True,
-                    detail={"collapse_id": cid, "span": [first, last], "backend": result.backend},
+                    detail={
+                        "collapse_id": cid,
+                        "span": [first, last],
+                        # what ReplayResult's "summaries" list reports for this commit
+                        "backend": result.backend,
+                        "model": result.model,
+                        "input_tokens": result.input_tokens,
+                        "output_tokens": result.output_tokens,
+                        "cost_usd": result.cost_usd,
+                        "latency_s": result.latency_s,
+                        "reused": result.reused,
+                        "fallback_reason": result.fallback_reason,
+                    },
                 ),
             )
             for i in span[1:]:
