@@ -329,6 +329,8 @@ class _ThreadReplay:
         self.requests = thread_requests(thread)
         self.hidden: set[int] = set()
         self.restored: dict[tuple[int, int], str] = {}
+        #: request index → message index of a recorded summary (what-if may reuse it there)
+        self.recorded_summaries: dict[int, int] = {}
         if mode == "whatif":
             self._prepare_whatif()
         self.view = View(thread, counter, log, self._base_text, self.hidden)
@@ -401,8 +403,7 @@ class _ThreadReplay:
         view = self.view
         thread_cal = self.calibration or DEFAULT_CALIBRATION
         results: list[dict[str, Any]] = []
-        if self.mode == "whatif":
-            self.state["recorded_summaries"] = getattr(self, "recorded_summaries", {})
+        self.state["recorded_summaries"] = self.recorded_summaries
         sim = self.cache_sim or CacheSimulator(
             lookback_blocks=self.config.cache_lookback_blocks,
             lookback_enabled=self.config.cache_lookback_enabled,
