@@ -126,7 +126,8 @@ def cmd_replay(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 file=err,
             )
     if args.json:
-        json.dump(result.to_json(), out, ensure_ascii=False, separators=(",", ":"))
+        # json.dumps runs the C encoder; json.dump with a stream falls back to the Python one
+        out.write(json.dumps(result.to_json(), ensure_ascii=False, separators=(",", ":")))
         out.write("\n")
     else:
         print_table(result, out)

@@ -200,6 +200,7 @@ class View:
         self.base_text = base_text
         self.hidden = hidden
         self._restored: dict[tuple[int, int], tuple[int, int, int]] = {}
+        self._text_tokens: dict[int, int] = {}
         n = len(self.messages)
         self.cum_tok = [0] * (n + 1)
         self.cum_rough = [0] * (n + 1)
@@ -374,7 +375,7 @@ class View:
         if text is None:
             tok = rough = key = 0
         else:
-            tok = self.counter.count(text)
+            tok = self.count_text(text)
             rough = rough_text(text)
             key = text_key(block_type + "\x00" + text)
         return Override(
@@ -391,7 +392,18 @@ class View:
             detail=detail or {},
         )
 
+    def count_text(self, text: str) -> int:
+        """tiktoken count of a synthetic text, memoized by content (restorations repeat)."""
+        key = text_key(text)
+        tok = self._text_tokens.get(key)
+        if tok is None:
+            tok = self._text_tokens[key] = self.counter.count(text)
+        return tok
+
     def head_item(self, message: Message, ref: str) -> HeadItem:
+        for block in message.blocks:
+            if block.tok < 0:
+                block.tok = self.count_text(block.text)
         tok = sum(block_tokens(b, self.counter) for b in message.blocks)
         rough = sum(block_rough(b) for b in message.blocks)
         return HeadItem(message=message, ref=ref, tok=tok, rough=rough)

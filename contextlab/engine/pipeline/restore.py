@@ -16,17 +16,18 @@ from .base import HeadItem, StepContext
 
 
 def recent_read_files(ctx: StepContext, before: int) -> list[tuple[str, str]]:
-    """(path, content) of the most recently read distinct files before message ``before``."""
+    """(path, content) of the most recently read distinct files before message ``before``.
+
+    readFileState is cleared at each compaction and refilled by the restored files, so the most
+    recent reads over the whole history approximate it in both modes. The index is kept in the
+    thread's state and extended from where the last call stopped (calls come in order).
+    """
     view = ctx.view
-    cfg = ctx.config
-    results: dict[str, str] = {}
-    paths_by_id: dict[str, str] = {}
-    order: list[str] = []
-    # readFileState is cleared at each compaction and refilled by the restored files, so the
-    # most recent reads over the whole history approximate it in both modes
-    for i in range(before):
-        msg = view.messages[i]
-        for block in msg.blocks:
+    index = ctx.step_state("restore")
+    reads: dict[str, str] = index.setdefault("reads", {})  # path → content, oldest first
+    paths_by_id: dict[str, str] = index.setdefault("paths_by_id", {})
+    for i in range(index.get("scanned", 0), before):
+        for block in view.messages[i].blocks:
             if (
                 block.type == "tool_use"
                 and block.tool_name == "Read"
@@ -41,17 +42,16 @@ def recent_read_files(ctx: StepContext, before: int) -> list[tuple[str, str]]:
                 and not block.is_error
             ):
                 path = paths_by_id[block.tool_use_id]
-                results[path] = block.text
-                if path in order:
-                    order.remove(path)
-                order.append(path)
+                reads.pop(path, None)  # re-read: move to the most recent end
+                reads[path] = block.text
+    index["scanned"] = max(index.get("scanned", 0), before)
     picked: list[tuple[str, str]] = []
-    for path in reversed(order):
+    for path in reversed(reads):
         lowered = path.lower()
         if lowered.endswith("claude.md") or "/.claude/plans/" in lowered:
             continue
-        picked.append((path, results[path]))
-        if len(picked) >= cfg.post_compact_max_files_to_restore:
+        picked.append((path, reads[path]))
+        if len(picked) >= ctx.config.post_compact_max_files_to_restore:
             break
     return picked
 
