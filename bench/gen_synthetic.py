@@ -46,8 +46,9 @@ from typing import Any, BinaryIO
 VERSION = "2.1.39"
 MODEL = "claude-opus-4-6"
 
-#: Auto compaction fired at 155k-177k in the corpus; compact once the simulated prompt passes this.
-COMPACT_AT_TOKENS = 165_000
+#: Autocompact threshold for a 200k window (spec §4.6.2: 200k - 20k output reserve - 13k buffer),
+#: compared with Claude Code's ``tokenCountWithEstimation`` (§4.6.3), as the real trigger is.
+AUTOCOMPACT_THRESHOLD = 167_000
 #: Bash's declared maxResultSizeChars (spec §1.1): outputs strictly longer are persisted.
 BASH_PERSIST_CHARS = 30_000
 #: Preview length of a persisted output, in JS string units (spec §1.1 PREVIEW_SIZE_BYTES).
@@ -534,6 +535,9 @@ class SessionWriter:
         self.tip: str | None = None  # uuid the next chain record hangs off
         # simulated prompt size of the next request, and the prefix cached by the last one
         self.context = SYSTEM_TOKENS
+        # Claude Code's own estimate (spec §4.6.3): last usage total + rough tail since then
+        self.anchor_total: int | None = None
+        self.rough_tail = 0
         self.cached = 0
         self.cache_cold = True
         self.todos: list[Json] = []
@@ -628,8 +632,22 @@ class SessionWriter:
     def tokens(text: str) -> int:
         return int(len(text) / CHARS_PER_TOKEN) + 1
 
-    def add_context(self, tokens: int) -> None:
+    @staticmethod
+    def rough(text: str) -> int:
+        """``roughTokenCountEstimation``: JS Math.round(length / 4) (all text here is BMP)."""
+        return (len(text) * 2 + 4) // 8
+
+    def add_context(self, tokens: int, rough: int) -> None:
+        """Grow the simulated prompt (recorded tokens) and Claude Code's estimate of the tail."""
         self.context += tokens
+        self.rough_tail += rough
+
+    def decision_tokens(self) -> int:
+        """``tokenCountWithEstimation``: usage total of the last response + rough estimate of
+        every record after its first one; compaction fires on this, not on the true size."""
+        if self.anchor_total is None:
+            return self.context
+        return self.anchor_total + self.rough_tail
 
     # -- session
 
@@ -689,11 +707,11 @@ class SessionWriter:
         }
         self.emit(rec)
         self.tip = prompt_uuid
-        self.add_context(self.tokens(prompt) + 4)
+        self.add_context(self.tokens(prompt) + 4, self.rough(prompt))
         steps = min(40, int(rng.expovariate(1 / 6)) + 1)
         for step in range(steps + 1):
             final = step == steps or self.remaining < WRAP_UP_BYTES
-            if self.context > COMPACT_AT_TOKENS and self.remaining > 40_000:
+            if self.decision_tokens() >= AUTOCOMPACT_THRESHOLD and self.remaining > 40_000:
                 self.compact()
             last_record = self.response(final)
             if final:
@@ -726,6 +744,16 @@ class SessionWriter:
         )
 
     # -- one API response
+
+    def rough_block(self, block: Json) -> int:
+        if block["type"] == "thinking":
+            return self.rough(block["thinking"])
+        if block["type"] == "tool_use":
+            return self.rough(
+                block["name"]
+                + json.dumps(block["input"], ensure_ascii=False, separators=(",", ":"))
+            )
+        return self.rough(block["text"])
 
     def usage(self, output_tokens: int) -> Json:
         if self.cache_cold:
@@ -828,7 +856,16 @@ class SessionWriter:
             if block["type"] == "tool_use":
                 use_records[block["id"]] = tip
             self.tick(0.2, 1.5)
-        self.add_context(out_tokens)
+        self.context += out_tokens
+        # the anchor of the next estimate: this response's recorded usage (last record) plus the
+        # rough size of its later block records; tool results are added as they come
+        self.anchor_total = (
+            usage["input_tokens"]
+            + usage["cache_creation_input_tokens"]
+            + usage["cache_read_input_tokens"]
+            + final_output
+        )
+        self.rough_tail = sum(self.rough_block(b) for b in blocks[1:])
         if calls and parallel:
             self.stats["parallel_batches"] += 1
             self.need_parallel = False
@@ -878,7 +915,11 @@ class SessionWriter:
             if isinstance(call.content, str)
             else "\n".join(b["text"] for b in call.content)
         )
-        self.add_context(self.tokens(text) + 8)
+        if isinstance(call.content, str):
+            rough = self.rough(call.content)
+        else:
+            rough = sum(self.rough(b["text"]) for b in call.content)
+        self.add_context(self.tokens(text) + 8, rough)
         if call.name in ("Edit", "Write") and not call.is_error and rng.random() < 0.5:
             path = call.input["file_path"].removeprefix(self.cwd + "/")
             version = self.tracked.get(path, {}).get("version", 0) + 1
@@ -1198,7 +1239,7 @@ class SessionWriter:
         """Auto compaction between two API calls: boundary root + summary, context reset."""
         rng = self.rng
         self.stats["compactions"] += 1
-        pre_tokens = self.context
+        pre_tokens = self.decision_tokens()
         self.tick(45, 110)
         boundary = self.ids.uuid()
         self.emit(
@@ -1245,6 +1286,9 @@ class SessionWriter:
         self.recent_reads.clear()
         self.context = SYSTEM_TOKENS + self.tokens(text) + restored
         self.cached = SYSTEM_TOKENS
+        # no usage after the boundary yet: the estimate restarts from the summary alone
+        self.anchor_total = None
+        self.rough_tail = self.rough(text)
 
 
 def generate(

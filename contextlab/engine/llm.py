@@ -41,6 +41,7 @@ from .summarizer import (
     SummaryResult,
     format_summary,
 )
+from .summary_store import SummaryPending
 from .tokens import message_rough
 from .transcript import Block, Message
 
@@ -346,7 +347,7 @@ class _Failure(Exception):
         if self.status is not None:
             return f"HTTP {self.status}"
         return {"retryable": "network error", "malformed": "malformed reply"}.get(
-            self.kind, "error"
+            self.kind, "setup error"
         )
 
 
@@ -431,11 +432,20 @@ class _LLMSummarizer:
         model = self._resolve_model(request)
         messages = list(request.messages)
         max_tokens = self._max_tokens(model)
-        attempts = 0
+        sendable = (m for m in messages if m.role in ("user", "assistant"))
+        if not any(render_block(b) for m in sendable for b in m.blocks):
+            # compact.ts refuses too ("Not enough messages to compact."): a call would only
+            # pay for the prompt
+            raise SummaryError(
+                f"{self.name} failed: not enough messages to summarize",
+                backend=self.name,
+                kind="fatal",
+            )
+        attempts = 0  # requests that came back "prompt too long"
         for ptl_retry in range(MAX_PTL_RETRIES + 1):
             turns = render_conversation(messages, request.prompt)
             try:
-                reply, tries = self._call_with_retries(model, turns, max_tokens)
+                reply = self._call_with_retries(model, turns, max_tokens)
             except _Failure as ptl:  # only prompt-too-long escapes the retry loop as _Failure
                 attempts += 1
                 if ptl_retry == MAX_PTL_RETRIES:
@@ -466,17 +476,14 @@ class _LLMSummarizer:
                 )
                 messages = truncated
                 continue
-            attempts += tries
             return self._result(reply, start)
         raise AssertionError("unreachable")  # the loop returns or raises
 
-    def _call_with_retries(
-        self, model: str, turns: list[Turn], max_tokens: int
-    ) -> tuple[_Reply, int]:
+    def _call_with_retries(self, model: str, turns: list[Turn], max_tokens: int) -> _Reply:
         waited = 0.0
         for attempt in range(self.max_retries + 1):
             try:
-                return self._send(model, turns, max_tokens), attempt + 1
+                return self._send(model, turns, max_tokens)
             except Exception as exc:  # every SDK/transport error is classified below
                 failure = exc if isinstance(exc, _Failure) else self._classify(exc)
             detail = self.redact(failure.detail)
@@ -572,6 +579,13 @@ def _status_failure(
     status: int, message: str, retry_after: float | None, code: str | None = None
 ) -> _Failure:
     lowered = message.lower()
+    if status == 400 and "in the completion" in lowered:
+        # vLLM counts max_tokens against the window: dropping history would not help
+        return _Failure(
+            "fatal",
+            f"{message} (lower max_output_tokens for this model)",
+            status=status,
+        )
     if status in (400, 413) and (
         any(p in lowered for p in _PTL_PATTERNS) or code == "context_length_exceeded"
     ):
@@ -747,6 +761,8 @@ class AnthropicSummarizer(_LLMSummarizer):
     def _classify(self, exc: Exception) -> _Failure:
         import anthropic
 
+        if isinstance(exc, anthropic.CredentialsError):
+            return _Failure("fatal", f"no usable credentials: set ANTHROPIC_API_KEY ({exc})")
         return _classify_sdk_error(exc, anthropic, self.timeout)
 
 
@@ -907,6 +923,8 @@ class FallbackSummarizer:
             return self._fallback(request, reason)
         try:
             result = self.primary.summarize(request)
+        except SummaryPending:
+            raise  # not a failure: the caller fetches the summary and replays
         except Exception as exc:  # any backend failure degrades to the fallback summary
             self.consecutive_failures += 1
             message = str(exc) if isinstance(exc, SummaryError) else f"{type(exc).__name__}: {exc}"

@@ -212,7 +212,8 @@ def test_compaction_boundary_and_summary(compacted: Path) -> None:
         assert boundary["parentUuid"] is None
         assert boundary["logicalParentUuid"] in uuids
         assert boundary["compactMetadata"]["trigger"] == "auto"
-        assert 160_000 <= boundary["compactMetadata"]["preTokens"] <= 210_000
+        # fired like Claude Code: estimate >= threshold (one step can overshoot it a little)
+        assert gen.AUTOCOMPACT_THRESHOLD <= boundary["compactMetadata"]["preTokens"] <= 230_000
         assert summary["isCompactSummary"] is True
         assert summary["isVisibleInTranscriptOnly"] is True
         assert summary["parentUuid"] == boundary["uuid"]
