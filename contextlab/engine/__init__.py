@@ -47,7 +47,14 @@ from .summarizer import (
     compact_prompt,
     format_summary,
 )
-from .summary_store import StoredSummarizer, SummaryPending, render_messages, summary_key
+from .summary_store import (
+    StoredSummarizer,
+    SummaryPending,
+    render_messages,
+    request_from_json,
+    request_to_json,
+    summary_key,
+)
 from .thresholds import Thresholds, compute_thresholds
 from .transcript import Block, Message, Problem, TranscriptError, Usage
 from .views import BADGES, TransformIndex, messages_json, side_by_side
@@ -104,6 +111,8 @@ __all__ = [
     "render_messages",
     "replay",
     "request_cost",
+    "request_from_json",
+    "request_to_json",
     "resolve_config",
     "side_by_side",
     "summary_key",

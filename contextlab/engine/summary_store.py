@@ -12,10 +12,10 @@ import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from .summarizer import PROMPT_VERSION, SummaryRequest, SummaryResult
-from .transcript import Message
+from .transcript import Block, Message
 
 
 def render_messages(messages: list[Message]) -> list[dict[str, Any]]:
@@ -30,6 +30,52 @@ def render_messages(messages: list[Message]) -> list[dict[str, Any]]:
         }
         for m in messages
     ]
+
+
+def request_to_json(request: SummaryRequest) -> dict[str, Any]:
+    """A summary request as JSON, so a worker's task can make the call later."""
+    return {
+        "messages": render_messages(request.messages),
+        "kind": request.kind,
+        "model": request.model,
+        "custom_instructions": request.custom_instructions,
+        "prompt": request.prompt,
+    }
+
+
+def request_from_json(data: dict[str, Any]) -> SummaryRequest:
+    """Inverse of ``request_to_json``: enough of each message for a summarizer to render it."""
+    messages = []
+    for n, item in enumerate(data.get("messages") or []):
+        blocks = [
+            Block(
+                type=b.get("type", "text") if b.get("type") in _BLOCK_TYPES else "other",
+                text=str(b.get("text") or ""),
+                tool_name=b.get("tool_name"),
+            )
+            for b in item.get("blocks") or []
+        ]
+        role = item.get("role") if item.get("role") in ("user", "assistant", "system") else "user"
+        messages.append(
+            Message(
+                uuid=f"summary-input-{n}",
+                role=role,
+                kind=item.get("kind") or "prompt",
+                blocks=blocks,
+            )
+        )
+    return SummaryRequest(
+        messages=messages,
+        kind=str(data.get("kind") or "compact"),
+        model=data.get("model"),
+        custom_instructions=str(data.get("custom_instructions") or ""),
+        prompt=str(data.get("prompt") or ""),
+    )
+
+
+_BLOCK_TYPES = frozenset(
+    {"text", "thinking", "redacted_thinking", "tool_use", "tool_result", "image", "document"}
+)
 
 
 def summary_key(request: SummaryRequest, backend: str, model: str | None) -> str:

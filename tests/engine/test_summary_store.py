@@ -54,3 +54,13 @@ def test_summary_key_depends_on_backend_model_and_input(tmp_path):
     assert engine.summary_key(request, "anthropic", "m1") == engine.summary_key(
         engine.SummaryRequest(messages=session.main.messages[:4]), "anthropic", "m1"
     )
+
+
+def test_a_summary_request_survives_a_json_round_trip(tmp_path):
+    session = engine.load_session(str(long_session(3).write(tmp_path / "s.jsonl")))
+    request = engine.SummaryRequest(messages=session.main.messages[:6], model="claude-opus-4-6")
+    again = engine.request_from_json(engine.request_to_json(request))
+    assert engine.summary_key(again, "anthropic", "m") == engine.summary_key(
+        request, "anthropic", "m"
+    )
+    assert [m.role for m in again.messages] == [m.role for m in request.messages]
