@@ -55,15 +55,11 @@ def request_from_json(data: dict[str, Any]) -> SummaryRequest:
             )
             for b in item.get("blocks") or []
         ]
-        role = item.get("role") if item.get("role") in ("user", "assistant", "system") else "user"
-        messages.append(
-            Message(
-                uuid=f"summary-input-{n}",
-                role=role,
-                kind=item.get("kind") or "prompt",
-                blocks=blocks,
-            )
+        role: Literal["user", "assistant"] = (
+            "assistant" if item.get("role") == "assistant" else "user"
         )
+        kind = item.get("kind") or ("assistant" if role == "assistant" else "prompt")
+        messages.append(Message(uuid=f"summary-input-{n}", role=role, kind=kind, blocks=blocks))
     return SummaryRequest(
         messages=messages,
         kind=str(data.get("kind") or "compact"),
