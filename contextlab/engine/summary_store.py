@@ -12,10 +12,10 @@ import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from .summarizer import PROMPT_VERSION, SummaryRequest, SummaryResult
-from .transcript import Block, Message
+from .transcript import Block, Message, MessageKind
 
 
 def render_messages(messages: list[Message]) -> list[dict[str, Any]]:
@@ -58,7 +58,9 @@ def request_from_json(data: dict[str, Any]) -> SummaryRequest:
         role: Literal["user", "assistant"] = (
             "assistant" if item.get("role") == "assistant" else "user"
         )
-        kind = item.get("kind") or ("assistant" if role == "assistant" else "prompt")
+        kind = cast(
+            MessageKind, item.get("kind") or ("assistant" if role == "assistant" else "prompt")
+        )
         messages.append(Message(uuid=f"summary-input-{n}", role=role, kind=kind, blocks=blocks))
     return SummaryRequest(
         messages=messages,
