@@ -164,7 +164,36 @@ def side_by_side(
                 rows.append(_row(msg, bj, block, base, "intact"))
     if start >= end:
         rows.extend(_synthetic_row(syn) for syn in head_synthetic)
+    _mark_cache(rows, request.get("cache") or {})
     return {"request": request, "rows": rows, "start": start, "end": end}
+
+
+#: blocks before the messages: the unseen prefix (tools + system) and the user context
+PREFIX_BLOCKS = 2
+
+
+def _mark_cache(rows: list[dict[str, Any]], cache: dict[str, Any]) -> None:
+    """Give each block the model saw its prompt-cache status: read, write or uncached.
+
+    The replay's cache model reads the first ``hit_blocks`` blocks of the prompt and writes up to
+    the last breakpoint (the last block), so a block's position in the prompt decides.
+    """
+    hit = int(cache.get("hit_blocks") or 0)
+    total = int(cache.get("blocks") or 0)
+    cached = cache.get("reason") not in ("below_minimum", "no_breakpoint")
+    position = PREFIX_BLOCKS
+    for row in rows:
+        if row.get("model") is None:
+            continue
+        if not cached:
+            row["cache"] = "uncached"
+        elif position < hit:
+            row["cache"] = "read"
+        elif position < total:
+            row["cache"] = "write"
+        else:
+            row["cache"] = "uncached"
+        position += 1
 
 
 def _synthetic_row(syn: dict[str, Any]) -> dict[str, Any]:

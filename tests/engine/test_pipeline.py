@@ -481,3 +481,15 @@ def test_replay_is_deterministic(tmp_path):
     first = run(tmp_path, long_session(8), "whatif", **SMALL_WINDOW)
     second = run(tmp_path, long_session(8), "whatif", **SMALL_WINDOW)
     assert first == second
+
+
+def test_side_by_side_marks_each_sent_block_read_or_written(tmp_path):
+    session = engine.load_session(str(long_session(5).write(tmp_path / "c.jsonl")))
+    result = engine.replay(session, BASE).to_json()
+    messages = engine.messages_json(session)["main"]
+    later = result["requests"][3]
+    rows = [r for r in engine.side_by_side(messages, result, 3)["rows"] if r["model"] is not None]
+    statuses = [r["cache"] for r in rows]
+    hit = later["cache"]["hit_blocks"] - 2
+    assert statuses[:hit] == ["read"] * hit
+    assert set(statuses[hit:]) == {"write"}
