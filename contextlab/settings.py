@@ -83,10 +83,12 @@ INSTALLED_APPS = [
     "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
     "django_htmx",
+    "ninja",  # serves Swagger UI from local static files, no CDN
     "template_partials",
     "contextlab.accounts",
     "contextlab.transcripts",
     "contextlab.runs",
+    "contextlab.tuning",
 ]
 
 MIDDLEWARE = [
@@ -201,6 +203,8 @@ CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", 1740, minim
 if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
     # Redeliver an unacknowledged message only after the hard time limit has surely passed.
     CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": CELERY_TASK_TIME_LIMIT + 600}
+#: Queue the web side publishes replays to and workers consume (one stack per queue name).
+CELERY_TASK_DEFAULT_QUEUE = env_str("CELERY_TASK_DEFAULT_QUEUE", "celery")
 CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_IGNORE_RESULT = True  # run state lives on the Run row, not in a result backend

@@ -11,6 +11,7 @@ urlpatterns = [
     path("accounts/", include("contextlab.accounts.urls")),
     path("sessions/", include("contextlab.transcripts.urls")),
     path("", include("contextlab.runs.urls")),
+    path("", include("contextlab.tuning.urls")),
     path("api/", api.urls),
     path("admin/", admin.site.urls),
 ]

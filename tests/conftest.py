@@ -196,6 +196,7 @@ def worker_env(**extra: str) -> dict[str, str]:
                 f"{db.get('PORT') or 5432}/{db['NAME']}"
             ),
             "CELERY_BROKER_URL": REDIS_URL,
+            "CELERY_TASK_DEFAULT_QUEUE": settings.CELERY_TASK_DEFAULT_QUEUE,
             "MEDIA_ROOT": str(settings.MEDIA_ROOT),
             "VAR_DIR": str(settings.VAR_DIR),
             "PYTHONPATH": str(ROOT),
@@ -228,9 +229,10 @@ def start_worker(tmp: Path, name: str, *, script: Path | None = None, **env: str
 
 
 def flush_broker() -> None:
+    """Drop leftover messages of this run's queue (other runs' queues are left alone)."""
     import redis
 
-    redis.Redis.from_url(REDIS_URL).flushdb()
+    redis.Redis.from_url(REDIS_URL).delete(settings.CELERY_TASK_DEFAULT_QUEUE)
 
 
 @pytest.fixture(scope="module")

@@ -13,6 +13,10 @@ os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/contex
 os.environ.setdefault("CELERY_BROKER_URL", "redis://127.0.0.1:6379/15")
 _TMP = Path(tempfile.mkdtemp(prefix="contextlab-tests-"))
 os.environ.setdefault("VAR_DIR", str(_TMP / "var"))
+# Several test runs may share one PostgreSQL and one Redis (developers, CI, agents): each run
+# gets its own test database and its own queue, so their workers never take each other's tasks.
+_RUN_ID = f"{os.getpid()}"
+os.environ.setdefault("CELERY_TASK_DEFAULT_QUEUE", f"contextlab-test-{_RUN_ID}")
 
 from contextlab.settings import *  # noqa: E402,F403
 
@@ -23,3 +27,8 @@ STORAGES["staticfiles"] = {"BACKEND": "django.contrib.staticfiles.storage.Static
 # Publishing must not hang a unit test when Redis is down.
 CELERY_BROKER_CONNECTION_TIMEOUT = 2
 CELERY_BROKER_CONNECTION_MAX_RETRIES = 1
+DATABASES["default"].setdefault("TEST", {})["NAME"] = (  # noqa: F405
+    f"test_{DATABASES['default']['NAME']}_{_RUN_ID}"  # noqa: F405
+    if DATABASES["default"]["ENGINE"].endswith("postgresql")  # noqa: F405
+    else None
+)

@@ -15,7 +15,7 @@ class BearerTokenAuth(HttpBearer):
         user = services.user_for_token(token)
         if user is None:
             return None
-        request.user = user
+        request.user = user  # type: ignore[assignment]
         return user
 
 

@@ -19,7 +19,7 @@ class ApiToken(models.Model):
     last_used_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
-        ordering = "-created_at"
+        ordering = ("-created_at",)
 
     def __str__(self) -> str:
         return f"{self.prefix}… ({self.user})"

@@ -7,10 +7,11 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import timedelta
+from functools import partial
 from typing import Any
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import transaction
 from django.utils import timezone
 
@@ -35,7 +36,7 @@ class RunConfigError(Exception):
 
 def start_run(
     *,
-    owner: AbstractBaseUser,
+    owner: User,
     transcript: Transcript,
     mode: str,
     preset: str = "",
@@ -71,7 +72,7 @@ def start_run(
         config=config.to_dict(),
         resolved_preset=resolved_preset,
     )
-    tasks.run_replay.delay_on_commit(run.pk)
+    transaction.on_commit(lambda: tasks.run_replay.delay(run.pk))
     return run
 
 
@@ -101,7 +102,7 @@ def recover_stale_runs(*, now: Any = None, run_ids: list[int] | None = None) -> 
                 )
                 if updated:
                     logger.warning("run %s: worker stopped heartbeating; requeued", run.pk)
-                    tasks.run_replay.delay_on_commit(run.pk)
+                    transaction.on_commit(partial(tasks.run_replay.delay, run.pk))
             else:
                 message = (
                     f"The worker stopped responding (killed or crashed) {run.attempts} time(s) "
@@ -128,12 +129,12 @@ def refresh_run(run: Run) -> Run:
 
 # Finished results never change, so a parsed copy per process saves re-reading megabytes of
 # JSON on every explorer step. Keyed by (kind, pk); small LRU.
-_CACHE: OrderedDict[tuple[str, int], Any] = OrderedDict()
+_CACHE: OrderedDict[tuple[str, int, str], Any] = OrderedDict()
 _CACHE_LOCK = threading.Lock()
 _CACHE_SIZE = 6
 
 
-def _cached(key: tuple[str, int], load: Any) -> Any:
+def _cached(key: tuple[str, int, str], load: Any) -> Any:
     with _CACHE_LOCK:
         if key in _CACHE:
             _CACHE.move_to_end(key)
@@ -155,7 +156,8 @@ def result_data(run: Run) -> dict[str, Any] | None:
         row = RunResult.objects.filter(run=run).first()
         return row.data if row else None
 
-    data: dict[str, Any] | None = _cached(("result", run.pk), load)
+    # finished_at in the key: a row id reused (a reset database) never serves stale data
+    data: dict[str, Any] | None = _cached(("result", run.pk, str(run.finished_at)), load)
     return data
 
 
@@ -166,10 +168,11 @@ def session_messages(transcript: Transcript) -> dict[str, list[dict[str, Any]]]:
         row = TranscriptMessages.objects.filter(transcript=transcript).first()
         return row.data if row else {}
 
-    data: dict[str, list[dict[str, Any]]] = _cached(("messages", transcript.pk), load)
+    key = ("messages", transcript.pk, transcript.sha256)
+    data: dict[str, list[dict[str, Any]]] = _cached(key, load)
     if not data:
         with _CACHE_LOCK:
-            _CACHE.pop(("messages", transcript.pk), None)
+            _CACHE.pop(key, None)
     return data
 
 

@@ -60,13 +60,32 @@ def _run_form_context(transcript: Transcript, **extra: Any) -> dict[str, Any]:
     }
 
 
+def subagent_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """One line per subagent thread of a result: requests, peak context, costs."""
+    rows = []
+    for sub in data.get("subagents") or []:
+        reqs = sub.get("requests") or []
+        recorded = [r["recorded_cost_usd"] for r in reqs if r.get("recorded_cost_usd") is not None]
+        rows.append(
+            {
+                "thread": sub.get("thread"),
+                "kind": sub.get("kind"),
+                "requests": len(reqs),
+                "peak": max((r.get("model_tokens") or 0 for r in reqs), default=0),
+                "cost": sum(r.get("cost_usd") or 0 for r in reqs),
+                "recorded_cost": sum(recorded) if recorded else None,
+            }
+        )
+    return rows
+
+
 @login_required
 def report(request: HttpRequest, pk: int) -> HttpResponse:
     transcript = _owned_transcript(request, pk)
     runs = list(transcript.runs.all())
-    for run in runs:
-        if run.status == Run.Status.RUNNING:
-            services.refresh_run(run)
+    for each in runs:
+        if each.status == Run.Status.RUNNING:
+            services.refresh_run(each)
     run = _selected_run(request, transcript)
     data = services.result_data(run) if run else None
     context: dict[str, Any] = {
@@ -91,6 +110,7 @@ def report(request: HttpRequest, pk: int) -> HttpResponse:
         context["summary"] = data.get("summary") or {}
         context["session_info"] = data.get("session") or {}
         context["first_request_url"] = url(0) if data.get("requests") else None
+        context["subagents"] = subagent_rows(data)
     return render(request, "runs/report.html", context)
 
 
@@ -105,7 +125,7 @@ def run_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         "transcript": run.transcript,
         "compact": request.GET.get("compact") == "1",
     }
-    if request.htmx:
+    if request.htmx and not request.htmx.history_restore_request:
         response = render(request, "runs/run_detail.html#run-progress", context)
         if not run.is_active and request.GET.get("reload") == "1":
             response["HX-Refresh"] = "true"  # the report shows the finished results
@@ -290,10 +310,19 @@ def explorer(request: HtmxHttpRequest, pk: int, index: int) -> HttpResponse:
     per_page = settings.EXPLORER_ROWS_PER_PAGE
     start = (page - 1) * per_page
     page_rows = _prepare_rows(rows[start : start + per_page], gutter, start)
+    recorded_total = charts.recorded_prompt(req)
+    rel_error = (
+        (int(req.get("model_tokens") or 0) - recorded_total) / recorded_total
+        if recorded_total
+        else None
+    )
     url = request_url_factory(transcript, run)
     if show_replaced:
         base_url = url
-        url = lambda i: base_url(i) + "&replaced=1"  # noqa: E731
+
+        def url(i: int) -> str:
+            return base_url(i) + "&replaced=1"
+
     context = {
         "transcript": transcript,
         "run": run,
@@ -312,11 +341,15 @@ def explorer(request: HtmxHttpRequest, pk: int, index: int) -> HttpResponse:
         "thread": thread,
         "summary_start": view.get("start", 0),
         "replaced_count": len(replaced),
+        "recorded_total": recorded_total,
+        "rel_error": rel_error,
         "show_replaced": show_replaced,
     }
-    if request.htmx and request.GET.get("page"):
+    # htmx restoring history (back button, cache miss) wants the whole page
+    partial = request.htmx and not request.htmx.history_restore_request
+    if partial and request.GET.get("page"):
         return render(request, "runs/explorer.html#explorer-rows", context)
-    if request.htmx:
+    if partial:
         return render(request, "runs/explorer.html#explorer", context)
     return render(request, "runs/explorer.html", context)
 

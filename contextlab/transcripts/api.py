@@ -13,7 +13,7 @@ from ninja.responses import Status
 from contextlab.transcripts import services
 from contextlab.transcripts.models import Transcript
 from contextlab.transcripts.schemas import SessionDetailOut, SessionOut
-from contextlab.transcripts.uploads import OVERSIZE_KEY
+from contextlab.transcripts.uploads import INCOMPLETE_KEY, OVERSIZE_KEY
 
 router = Router(tags=["sessions"])
 
@@ -43,17 +43,26 @@ def field_error(field: str, message: str, **extra: Any) -> dict[str, Any]:
 
 @router.post(
     "",
-    response={201: SessionOut, 200: SessionOut, 413: dict[str, Any], 422: dict[str, Any]},
+    response={
+        201: SessionOut,
+        200: SessionOut,
+        400: dict[str, Any],
+        413: dict[str, Any],
+        422: dict[str, Any],
+    },
     operation_id="create_session",
     summary="Upload a transcript (multipart field `file`)",
 )
 def create_session(
     request: HttpRequest,
-    file: UploadedFile | None = File(None),  # type: ignore[assignment]  # noqa: B008
+    file: UploadedFile | None = File(None),  # type: ignore[assignment,type-arg]  # noqa: B008
 ) -> Status[dict[str, Any]]:
     oversize = request.META.get(OVERSIZE_KEY)
     if oversize:
         return Status(413, {"detail": services.too_large_message(oversize[0])})
+    incomplete = request.META.get(INCOMPLETE_KEY)
+    if file is None and incomplete:
+        return Status(400, {"detail": services.interrupted_message(incomplete[0])})
     if file is None:
         return Status(
             422, field_error("file", "a transcript file is required (multipart field `file`)")

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from django.conf import settings
-from django.contrib.auth.models import AbstractBaseUser
+from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 
 from contextlab import engine
@@ -56,6 +56,13 @@ def too_large_message(name: str) -> str:
     )
 
 
+def interrupted_message(name: str) -> str:
+    return (
+        f"The upload of {name or 'the file'} stopped before the end (connection interrupted?); "
+        "nothing was stored. Please upload it again."
+    )
+
+
 def accepted_suffix(name: str) -> str | None:
     lowered = name.lower()
     for suffix in ACCEPTED_SUFFIXES:
@@ -80,6 +87,22 @@ def _copy_hashing(source: IO[bytes] | Iterable[bytes], target: Path) -> tuple[st
     return digest.hexdigest(), size
 
 
+def stored_problems(problems: list[engine.Problem]) -> list[dict[str, Any]]:
+    """The engine's problems as JSON, capped, with a last line saying how many were left out."""
+    out = [p.to_json() for p in problems[:MAX_STORED_PROBLEMS]]
+    if len(problems) > MAX_STORED_PROBLEMS:
+        out.append(
+            {
+                "file": "",
+                "line": 0,
+                "code": "more_problems",
+                "message": f"{len(problems) - MAX_STORED_PROBLEMS} more problem(s) not listed",
+                "severity": "info",
+            }
+        )
+    return out
+
+
 def _close_session(session: engine.Session) -> None:
     # An archive upload keeps its zip/tar open for lazy reads of tool-results.
     upload = getattr(session, "upload", None)
@@ -97,7 +120,7 @@ def _request_count(session: engine.Session) -> int:
 
 
 def create_transcript(
-    *, owner: AbstractBaseUser, name: str, content: IO[bytes] | Iterable[bytes]
+    *, owner: User, name: str, content: IO[bytes] | Iterable[bytes]
 ) -> tuple[Transcript, bool]:
     """Store an upload as a session of ``owner`` and queue its recorded replay.
 
@@ -157,7 +180,7 @@ def create_transcript(
                         {"id": t.id, "kind": t.kind, "messages": len(t.messages)}
                         for t in session.threads
                     ],
-                    problems=[p.to_json() for p in session.problems[:MAX_STORED_PROBLEMS]],
+                    problems=stored_problems(session.problems),
                 )
                 run_services.start_run(owner=owner, transcript=transcript, mode="recorded")
         except IntegrityError:

@@ -16,7 +16,7 @@ from django.views.decorators.http import require_POST
 from contextlab.runs.models import Run
 from contextlab.transcripts import services
 from contextlab.transcripts.models import Transcript
-from contextlab.transcripts.uploads import OVERSIZE_KEY
+from contextlab.transcripts.uploads import INCOMPLETE_KEY, OVERSIZE_KEY
 
 
 @login_required
@@ -27,7 +27,7 @@ def session_list(request: HttpRequest) -> HttpResponse:
     return render(request, "transcripts/session_list.html", {"transcripts": transcripts})
 
 
-def _upload_one(request: HttpRequest, upload: UploadedFile) -> tuple[int, dict[str, Any]]:
+def _upload_one(request: HttpRequest, upload: UploadedFile[bytes]) -> tuple[int, dict[str, Any]]:
     try:
         transcript, created = services.create_transcript(
             owner=request.user,  # type: ignore[arg-type]
@@ -71,6 +71,9 @@ def upload(request: HttpRequest) -> HttpResponse:
     for name in request.META.get(OVERSIZE_KEY, []):
         results.append({"name": name, "ok": False, "message": services.too_large_message(name)})
         status = 413
+    for name in request.META.get(INCOMPLETE_KEY, []):
+        results.append({"name": name, "ok": False, "message": services.interrupted_message(name)})
+        status = max(status, 400)
     if not files and not results:
         results.append({"name": "", "ok": False, "message": "Choose at least one transcript file."})
         status = 400

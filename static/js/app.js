@@ -33,7 +33,7 @@
       bar.max = 100; bar.value = 0;
       bar.setAttribute("aria-label", "upload progress of " + file.name);
       var msg = document.createElement("span");
-      msg.className = "msg small";
+      msg.className = "upload-msg small";
       li.append(name, bar, msg);
       list.appendChild(li);
       return { li: li, bar: bar, msg: msg };
@@ -70,7 +70,12 @@
       xhr.addEventListener("load", function () {
         var result;
         try { result = JSON.parse(xhr.responseText).results[0]; }
-        catch (err) { result = { ok: false, message: "The server answered " + xhr.status + "." }; }
+        catch (err) {
+          var expired = (xhr.responseURL || "").indexOf("/accounts/login/") !== -1;
+          result = { ok: false, message: expired
+            ? "Your session has expired: log in again, then upload."
+            : "The server answered " + xhr.status + " " + xhr.statusText + "." };
+        }
         item.bar.value = 100;
         item.msg.textContent = result.message || "";
         if (result.ok) {
@@ -137,12 +142,16 @@
   function go(url) {
     if (window.htmx && document.getElementById("explorer")) {
       window.htmx.ajax("GET", url, { target: "#explorer", swap: "outerHTML" }).then(function () {
-        window.history.pushState({}, "", url);
+        window.history.pushState({ contextlab: true }, "", url);
       });
     } else {
       window.location.href = url;
     }
   }
+  // entries pushed by go() are ours to restore (htmx restores the ones it pushed itself)
+  window.addEventListener("popstate", function (e) {
+    if (e.state && e.state.contextlab) window.location.reload();
+  });
 
   function setupExplorer() {
     document.addEventListener("keydown", function (e) {
@@ -150,13 +159,15 @@
       if (e.altKey || e.ctrlKey || e.metaKey) return;
       var tag = (e.target.tagName || "").toLowerCase();
       if (tag === "textarea" || tag === "select" || (tag === "input" && e.target.type !== "range")) return;
+      // on the focused slider the arrows move the slider itself (its change event navigates)
+      if (e.target.type === "range" && e.key.indexOf("Arrow") === 0) return;
       var id = null;
       if (e.key === "ArrowLeft" || e.key === "k") id = "prev-link";
       if (e.key === "ArrowRight" || e.key === "j") id = "next-link";
       if (!id) return;
       var link = document.getElementById(id);
       e.preventDefault();
-      if (link) go(link.getAttribute("href"));
+      if (link) link.click();  // htmx swaps the explorer and records the history entry
     });
     document.addEventListener("change", function (e) {
       if (e.target.id !== "req-slider") return;
@@ -174,14 +185,27 @@
         document.querySelectorAll("#explorer details.span").forEach(function (d) { d.open = open; });
       }
     });
-    window.addEventListener("popstate", function () {
-      if (document.getElementById("explorer")) window.location.reload();
-    });
-    // deep link to a block: open it and bring it into view
-    if (window.location.hash.indexOf("#b-") === 0) {
-      var row = document.getElementById(window.location.hash.slice(1));
-      if (row) { row.classList.add("target"); row.scrollIntoView(); }
+    // deep link to a block (#b-<message>-<block>): load more pages until it is there, or
+    // show the history hidden behind a compaction summary when that is where it lives
+    var wanted = window.location.hash.indexOf("#b-") === 0 ? window.location.hash.slice(1) : null;
+    var tries = 0;
+    function seek() {
+      if (!wanted || !document.getElementById("explorer")) return;
+      var row = document.getElementById(wanted);
+      if (row) {
+        row.classList.add("target");
+        row.scrollIntoView();
+        wanted = null;
+        return;
+      }
+      var more = document.querySelector("tr.load-more button");
+      if (more && tries++ < 100) { more.click(); return; }  // continues on htmx:afterSettle
+      var hidden = document.getElementById("show-replaced");
+      if (hidden) window.location.href = hidden.getAttribute("href") + "#" + wanted;
+      wanted = null;
     }
+    document.body.addEventListener("htmx:afterSettle", seek);
+    seek();
   }
 
   document.addEventListener("DOMContentLoaded", function () {

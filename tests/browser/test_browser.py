@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from playwright.sync_api import expect
 
 from contextlab.runs.models import Run
 from tests.conftest import require_services, wait_for_run
@@ -113,7 +114,7 @@ def test_sign_up_upload_report_click_and_keyboard(page: Any) -> None:
     # keyboard: → and j go forward, ← and k go back (htmx swaps the explorer, URL follows)
     page.keyboard.press("ArrowRight")
     page.wait_for_url(re.compile(r".*/requests/2/\?run=\d+$"))
-    assert page.locator("#req-number").inner_text() == "2"
+    expect(page.locator("#req-number")).to_have_text("2")
     page.keyboard.press("k")
     page.wait_for_url(re.compile(r".*/requests/1/\?run=\d+$"))
     page.keyboard.press("ArrowLeft")
@@ -122,6 +123,15 @@ def test_sign_up_upload_report_click_and_keyboard(page: Any) -> None:
     page.keyboard.press("j")
     page.wait_for_url(re.compile(r".*/requests/1/\?run=\d+$"))
     assert page.locator("tr.row").count() > 0
+    # the back button restores the previous request, as a whole page
+    page.go_back()
+    page.wait_for_url(re.compile(r".*/requests/0/\?run=\d+$"))
+    page.locator(".topbar").wait_for()
+    expect(page.locator("#req-number")).to_have_text("0")
+    # the slider jumps to any request
+    page.locator("#req-slider").fill("2")
+    page.wait_for_url(re.compile(r".*/requests/2/\?run=\d+$"))
+    expect(page.locator("#req-number")).to_have_text("2")
     assert page.csp_errors == []
 
 
@@ -136,10 +146,16 @@ def test_persisted_preview_opens_the_full_original(page: Any) -> None:
             break
     else:
         pytest.fail("no request shows a persisted preview")
+    row_id = page.locator("tr.row:has(details.original)").first.get_attribute("id")
     page.locator("details.original summary").first.click()
     full = page.locator("details.original pre.text.full").first
     full.wait_for()
     assert len(full.inner_text()) > 2000
+    # a deep link to that block scrolls to it and marks it
+    target = page.url.split("#")[0] + f"#{row_id}"
+    page.goto(report)
+    page.goto(target)
+    page.locator(f"tr#{row_id}.target").wait_for()
     assert page.csp_errors == []
 
 

@@ -70,3 +70,28 @@ def test_a_run_that_keeps_killing_workers_is_failed_with_a_message(
     run.refresh_from_db()
     assert run.status == "failed"
     assert "stopped responding" in run.error
+
+
+def test_a_live_worker_recovers_runs_abandoned_while_it_runs(
+    make_transcript, short_jsonl, tmp_path, settings
+):
+    """A pool process killed under a live worker: nobody polls, the worker requeues it itself."""
+    require_services()
+    flush_broker()
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    settings.RUN_STALE_AFTER = 2
+    worker = start_worker(tmp_path, "watchful", RUN_STALE_AFTER="2", RUN_HEARTBEAT_EVERY="1")
+    try:
+        transcript = make_transcript(short_jsonl)
+        run = wait_for_run(transcript.runs.get().pk, timeout=60)
+        assert run.status == "done"
+        Run.objects.filter(pk=run.pk).update(
+            status="running", attempts=1, heartbeat_at=timezone.now() - timedelta(minutes=5)
+        )
+        run = wait_for_run(run.pk, timeout=60)
+        assert (run.status, run.attempts) == ("done", 2), run.error + worker.output()
+    finally:
+        worker.stop()

@@ -108,3 +108,21 @@ def test_openapi_schema_lists_the_operations(client):
         "list_run_requests",
     } <= operations
     assert client.get("/api/docs").status_code == 200
+
+
+def test_half_finished_upload_says_it_was_interrupted(client, auth_header, short_jsonl):
+    data = short_jsonl.read_bytes()
+    body = (
+        b'--XYZ\r\nContent-Disposition: form-data; name="file"; filename="s.jsonl"\r\n'
+        b"Content-Type: application/octet-stream\r\n\r\n" + data[: len(data) // 2]
+    )  # the connection dropped: no end of part, no closing boundary
+    response = client.generic(
+        "POST",
+        "/api/sessions",
+        body,
+        content_type="multipart/form-data; boundary=XYZ",
+        **auth_header,
+    )
+    assert response.status_code == 400
+    assert "s.jsonl stopped before the end" in response.json()["detail"]
+    assert not Transcript.objects.exists()

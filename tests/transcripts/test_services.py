@@ -147,3 +147,36 @@ def test_delete_removes_row_runs_and_file(user, short_jsonl, django_capture_on_c
     assert not Transcript.objects.exists()
     assert not Run.objects.exists()
     assert stored_files() == []
+
+
+def test_archive_with_path_traversal_members_cannot_write_outside(user, short_jsonl, tmp_path):
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        zf.writestr("../../evil.jsonl", short_jsonl.read_bytes())
+        zf.writestr("/etc/evil2.jsonl", short_jsonl.read_bytes())
+    try:
+        transcript, _ = create(user, "evil.zip", buf.getvalue())
+    except services.UploadRejected as exc:
+        message = exc.message  # refused, with a reason
+    else:
+        message = "accepted"
+        assert Path(transcript.path).resolve().is_relative_to(Path(settings.MEDIA_ROOT).resolve())
+    assert message
+    assert not (Path(settings.MEDIA_ROOT).parent / "evil.jsonl").exists()
+    assert not Path("/etc/evil2.jsonl").exists()
+
+
+def test_corrupt_zip_is_refused_cleanly(user):
+    with pytest.raises(services.UploadRejected) as exc:
+        create(user, "broken.zip", b"PK\x03\x04 this is not really a zip")
+    assert exc.value.message.startswith("broken.zip:")
+    assert stored_files() == []
+
+
+def test_problem_lists_are_capped_with_a_note(user, short_jsonl, monkeypatch):
+    monkeypatch.setattr(services, "MAX_STORED_PROBLEMS", 2)
+    lines = short_jsonl.read_bytes().splitlines()
+    data = b"\n".join([b"{broken", b"{broken", b"{broken", *lines]) + b"\n"
+    transcript, _ = create(user, "noisy.jsonl", data)
+    assert [p["line"] for p in transcript.problems] == [1, 2, 0]
+    assert transcript.problems[-1]["message"] == "1 more problem(s) not listed"

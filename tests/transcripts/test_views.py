@@ -86,8 +86,8 @@ def test_oversize_upload_is_cut_off_while_streaming(alice_client, settings, shor
         **JSON,
     )
     assert response.status_code == 413
-    message = response.json()["results"][0]["message"]
-    assert "big.jsonl is larger than the upload limit of 4.0 KB (4096 bytes)" in message
+    [result] = response.json()["results"]
+    assert "big.jsonl is larger than the upload limit of 4.0 KB (4096 bytes)" in result["message"]
     assert not Transcript.objects.exists()
 
 
@@ -118,3 +118,28 @@ def test_pages_send_a_strict_content_security_policy(alice_client):
     policy = alice_client.get("/sessions/")["Content-Security-Policy"]
     assert "script-src 'self'" in policy
     assert "unsafe-inline" not in policy.split("script-src")[1].split(";")[0]
+
+
+def test_list_polls_active_runs(alice_client, make_transcript, short_jsonl):
+    make_transcript(short_jsonl)
+    html = alice_client.get("/sessions/").content.decode()
+    assert 'hx-trigger="every 1s"' in html
+    assert "waiting for a worker" in html
+
+
+def test_half_finished_upload_from_the_page_says_it_was_interrupted(alice_client, short_jsonl):
+    data = short_jsonl.read_bytes()
+    body = (
+        b'--XYZ\r\nContent-Disposition: form-data; name="file"; filename="s.jsonl"\r\n'
+        b"Content-Type: application/octet-stream\r\n\r\n" + data[:1000]
+    )
+    response = alice_client.generic(
+        "POST",
+        "/sessions/upload/",
+        body,
+        content_type="multipart/form-data; boundary=XYZ",
+        HTTP_ACCEPT="application/json",
+    )
+    assert response.status_code == 400
+    assert "stopped before the end" in response.json()["results"][0]["message"]
+    assert not Transcript.objects.exists()

@@ -1,0 +1,142 @@
+"""JSON API for tuning: A/B comparisons and one-field sweeps over the user's sessions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import Http404, HttpRequest
+from django.shortcuts import get_object_or_404
+from ninja import Router
+from ninja.responses import Status
+
+from contextlab.transcripts.api import field_error
+from contextlab.tuning import services
+from contextlab.tuning.models import Comparison, Sweep
+from contextlab.tuning.schemas import (
+    ComparisonIn,
+    ComparisonOut,
+    ConfigIn,
+    CreatedOut,
+    SweepIn,
+    SweepOut,
+)
+
+router = Router(tags=["tuning"])
+
+
+def _sessions(request: HttpRequest, ids: list[int]) -> list[Any]:
+    transcripts = services.owned_sessions(request.user, ids)  # type: ignore[arg-type]
+    if transcripts is None:
+        raise Http404("no such session")
+    return transcripts
+
+
+def _spec(request: HttpRequest, side: ConfigIn, prefix: str) -> services.ConfigSpec:
+    return services.config_spec(
+        owner=request.user,  # type: ignore[arg-type]
+        preset=side.preset,
+        overrides=side.config,
+        version_id=side.version_id,
+        prefix=prefix,
+    )
+
+
+@router.post(
+    "/comparisons",
+    response={201: CreatedOut, 422: dict[str, Any]},
+    operation_id="create_comparison",
+)
+def create_comparison(request: HttpRequest, payload: ComparisonIn) -> Status[dict[str, Any]]:
+    transcripts = _sessions(request, payload.session_ids)
+    try:
+        comparison = services.create_comparison(
+            owner=request.user,  # type: ignore[arg-type]
+            transcripts=transcripts,
+            a=_spec(request, payload.a, "a"),
+            b=_spec(request, payload.b, "b"),
+        )
+    except services.TuningError as exc:
+        return Status(422, field_error(exc.field, exc.message))
+    return Status(
+        201,
+        {
+            "id": comparison.pk,
+            "status": services.comparison_status(comparison),
+            "url": comparison.get_absolute_url(),
+        },
+    )
+
+
+@router.get("/comparisons/{comparison_id}", response=ComparisonOut, operation_id="get_comparison")
+def get_comparison(request: HttpRequest, comparison_id: int) -> dict[str, Any]:
+    comparison = get_object_or_404(Comparison, pk=comparison_id, owner=request.user)  # type: ignore[misc]
+    report = services.comparison_report(comparison)
+
+    def side(name: str) -> dict[str, Any]:
+        return {
+            "label": comparison.side_label(name),
+            "preset": getattr(comparison, f"{name}_preset"),
+            "config": getattr(comparison, f"{name}_overrides"),
+            **report[name],
+        }
+
+    return {
+        "id": comparison.pk,
+        "status": report["status"],
+        "done_sessions": report["done_sessions"],
+        "a": side("a"),
+        "b": side("b"),
+        "delta": report["delta"],
+        "sessions": [
+            {
+                "session_id": pair.transcript.pk,
+                "name": pair.transcript.name,
+                "a_run_id": pair.a.pk if pair.a else None,
+                "b_run_id": pair.b.pk if pair.b else None,
+                "a": pair.a_measures,
+                "b": pair.b_measures,
+                "delta": pair.delta,
+                "first_divergence": pair.divergence,
+            }
+            for pair in report["pairs"]
+        ],
+    }
+
+
+@router.post(
+    "/sweeps", response={201: CreatedOut, 422: dict[str, Any]}, operation_id="create_sweep"
+)
+def create_sweep(request: HttpRequest, payload: SweepIn) -> Status[dict[str, Any]]:
+    transcripts = _sessions(request, payload.session_ids)
+    try:
+        sweep = services.create_sweep(
+            owner=request.user,  # type: ignore[arg-type]
+            transcripts=transcripts,
+            base=_spec(request, payload.base, "base"),
+            field_name=payload.field,
+            values=payload.values,
+        )
+    except services.TuningError as exc:
+        return Status(422, field_error(exc.field, exc.message))
+    return Status(
+        201,
+        {"id": sweep.pk, "status": services.sweep_status(sweep), "url": sweep.get_absolute_url()},
+    )
+
+
+@router.get("/sweeps/{sweep_id}", response=SweepOut, operation_id="get_sweep")
+def get_sweep(request: HttpRequest, sweep_id: int) -> dict[str, Any]:
+    sweep = get_object_or_404(Sweep, pk=sweep_id, owner=request.user)  # type: ignore[misc]
+    report = services.sweep_report(sweep)
+    return {
+        "id": sweep.pk,
+        "status": report["status"],
+        "field": sweep.field,
+        "base": {
+            "label": sweep.base_label,
+            "preset": sweep.base_preset,
+            "config": sweep.base_overrides,
+        },
+        "session_ids": list(sweep.sessions.order_by("pk").values_list("pk", flat=True)),
+        "points": report["points"],
+    }

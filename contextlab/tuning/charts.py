@@ -1,0 +1,222 @@
+"""Plotly figures for comparisons and sweeps (pure functions of the engine's result JSON).
+
+A/B figures overlay the two replays of one session: A in blue, B in orange, each with its own
+threshold lines and compaction markers. Points carry the URL of the A-vs-B request view in
+``customdata`` (static/js/app.js opens it on click).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import plotly.graph_objects as go
+
+from contextlab.runs.charts import has_event, sample_positions
+
+RequestUrl = Callable[[int], str]
+
+SIDE_COLORS = {"a": "#2563eb", "b": "#ea580c"}
+LEVEL_DASH = {"autocompact": "dash", "warning": "dot"}
+
+
+def _layout(title: str, xaxis: str, yaxis: str) -> dict[str, Any]:
+    return {
+        "title": {"text": title, "x": 0, "font": {"size": 15}},
+        "xaxis": {"title": {"text": xaxis}, "rangemode": "tozero"},
+        "yaxis": {"title": {"text": yaxis}, "rangemode": "tozero"},
+        "hovermode": "x unified",
+        "legend": {"orientation": "h", "y": -0.2},
+        "margin": {"l": 60, "r": 20, "t": 40, "b": 40},
+        "height": 380,
+        "template": "plotly_white",
+    }
+
+
+def _requests(result: dict[str, Any] | None) -> list[dict[str, Any]]:
+    return list((result or {}).get("requests") or [])
+
+
+def _positions(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> list[int]:
+    """Shared x positions (thinned for long sessions), keeping every compaction of A or B."""
+    count = max(len(a), len(b))
+    keep = [
+        i
+        for i in range(count)
+        if (i < len(a) and has_event(a[i], "autocompact"))
+        or (i < len(b) and has_event(b[i], "autocompact"))
+    ]
+    return sample_positions(count, keep)
+
+
+def _sides(
+    result_a: dict[str, Any] | None, result_b: dict[str, Any] | None
+) -> list[tuple[str, str, list[dict[str, Any]]]]:
+    return [("a", "A", _requests(result_a)), ("b", "B", _requests(result_b))]
+
+
+def build_context_compare_figure(
+    result_a: dict[str, Any] | None,
+    result_b: dict[str, Any] | None,
+    request_url: RequestUrl,
+    *,
+    labels: Sequence[str] = ("A", "B"),
+) -> go.Figure:
+    """Model-view tokens per request for A and B, both sets of thresholds, compactions."""
+    sides = _sides(result_a, result_b)
+    pos = _positions(sides[0][2], sides[1][2])
+    fig = go.Figure(layout=_layout("Context size per request: A vs B", "request", "tokens"))
+    for (key, _, requests), label in zip(sides, labels, strict=True):
+        xs = [p for p in pos if p < len(requests)]
+        rows = [requests[p] for p in xs]
+        color = SIDE_COLORS[key]
+        fig.add_trace(
+            go.Scatter(
+                x=xs,
+                y=[r.get("model_tokens") for r in rows],
+                name=f"{label}: model view",
+                mode="lines",
+                line={"color": color, "width": 2},
+                customdata=[request_url(p) for p in xs],
+                meta={"side": key, "kind": "model_tokens"},
+            )
+        )
+        for level in ("autocompact", "warning"):
+            ys = [(r.get("thresholds") or {}).get(level) for r in rows]
+            if any(y is not None for y in ys):
+                fig.add_trace(
+                    go.Scatter(
+                        x=xs,
+                        y=ys,
+                        name=f"{label}: {level} level",
+                        mode="lines",
+                        hoverinfo="skip",
+                        line={"color": color, "width": 1, "dash": LEVEL_DASH[level], "shape": "hv"},
+                        opacity=0.7,
+                        meta={"side": key, "kind": f"{level}_level"},
+                    )
+                )
+        marks = [p for p in xs if has_event(requests[p], "autocompact")]
+        if marks:
+            fig.add_trace(
+                go.Scatter(
+                    x=marks,
+                    y=[requests[p].get("model_tokens") for p in marks],
+                    name=f"{label}: compaction",
+                    mode="markers",
+                    customdata=[request_url(p) for p in marks],
+                    marker={
+                        "size": 12,
+                        "symbol": "diamond" if key == "a" else "square",
+                        "color": color,
+                        "line": {"width": 1, "color": "#fff"},
+                    },
+                    meta={"side": key, "kind": "compaction"},
+                )
+            )
+    return fig
+
+
+def build_cache_compare_figure(
+    result_a: dict[str, Any] | None,
+    result_b: dict[str, Any] | None,
+    request_url: RequestUrl,
+    *,
+    labels: Sequence[str] = ("A", "B"),
+) -> go.Figure:
+    """Estimated cache read and cache write tokens per request, for A and B."""
+    sides = _sides(result_a, result_b)
+    pos = _positions(sides[0][2], sides[1][2])
+    fig = go.Figure(layout=_layout("Prompt cache per request: A vs B", "request", "tokens"))
+    for (key, _, requests), label in zip(sides, labels, strict=True):
+        xs = [p for p in pos if p < len(requests)]
+        for part, dash in (("read", "solid"), ("write", "dot")):
+            fig.add_trace(
+                go.Scatter(
+                    x=xs,
+                    y=[(requests[p].get("cache") or {}).get(part, 0) for p in xs],
+                    name=f"{label}: cache {part}",
+                    mode="lines",
+                    line={"color": SIDE_COLORS[key], "dash": dash, "width": 1.5},
+                    customdata=[request_url(p) for p in xs],
+                    meta={"side": key, "kind": f"cache_{part}"},
+                )
+            )
+    return fig
+
+
+def cumulative_cost(requests: list[dict[str, Any]]) -> list[float]:
+    out, total = [], 0.0
+    for r in requests:
+        total += float(r.get("cost_usd") or 0.0)
+        out.append(round(total, 6))
+    return out
+
+
+def build_cost_compare_figure(
+    result_a: dict[str, Any] | None,
+    result_b: dict[str, Any] | None,
+    request_url: RequestUrl,
+    *,
+    labels: Sequence[str] = ("A", "B"),
+) -> go.Figure:
+    """Cumulative estimated cost in USD for A and B."""
+    sides = _sides(result_a, result_b)
+    pos = _positions(sides[0][2], sides[1][2])
+    fig = go.Figure(layout=_layout("Cumulative cost: A vs B", "request", "USD"))
+    for (key, _, requests), label in zip(sides, labels, strict=True):
+        cost = cumulative_cost(requests)
+        xs = [p for p in pos if p < len(requests)]
+        fig.add_trace(
+            go.Scatter(
+                x=xs,
+                y=[cost[p] for p in xs],
+                name=f"{label}: cumulative cost",
+                mode="lines",
+                line={"color": SIDE_COLORS[key]},
+                customdata=[request_url(p) for p in xs],
+                meta={"side": key, "kind": "cost"},
+            )
+        )
+    return fig
+
+
+def _short(value: Any) -> str:
+    """A swept value as a point label: 70.0 → "70", 0.25 stays."""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def build_sweep_figure(
+    points: Sequence[dict[str, Any]],
+    *,
+    field: str,
+    x: str = "mean_history_share",
+    y: str = "cost_usd",
+    labels: dict[str, str] | None = None,
+) -> go.Figure:
+    """One point per swept value: measure ``y`` against measure ``x`` (totals over sessions)."""
+    labels = labels or {}
+    done = [p for p in points if p.get("summary")]
+    x_label, y_label = labels.get(x, x), labels.get(y, y)
+    layout = _layout(f"{y_label} against {x_label}, one point per {field}", x_label, y_label)
+    layout["hovermode"] = "closest"
+    fig = go.Figure(layout=layout)
+    fig.add_trace(
+        go.Scatter(
+            x=[p["summary"].get(x) for p in done],
+            y=[p["summary"].get(y) for p in done],
+            text=[_short(p["value"]) for p in done],
+            name=field,
+            mode="lines+markers+text",
+            textposition="top center",
+            cliponaxis=False,
+            marker={"size": 10, "color": SIDE_COLORS["a"]},
+            line={"color": "#94a3b8", "dash": "dot"},
+            hovertemplate=(
+                f"{field} = %{{text}}<br>{x_label}: %{{x}}<br>{y_label}: %{{y}}<extra></extra>"
+            ),
+        )
+    )
+    return fig

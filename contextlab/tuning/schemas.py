@@ -1,0 +1,87 @@
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from ninja import Field, Schema
+
+Status = Literal["queued", "running", "done", "failed"]
+
+
+class ConfigIn(Schema):
+    """A preset and/or field overrides (and optionally a saved config version to start from)."""
+
+    preset: str | None = Field(
+        None, description='preset name; "auto" (default) follows the session'
+    )
+    config: dict[str, Any] | None = Field(
+        None, description="field overrides, validated by the engine"
+    )
+    version_id: int | None = Field(None, description="a saved config version to start from")
+
+
+class ComparisonIn(Schema):
+    session_ids: list[int] = Field(..., min_length=1)
+    a: ConfigIn
+    b: ConfigIn
+
+
+class SweepIn(Schema):
+    session_ids: list[int] = Field(..., min_length=1)
+    base: ConfigIn = Field(
+        default_factory=lambda: ConfigIn(preset=None, config=None, version_id=None)
+    )
+    field: str
+    values: list[float] | str = Field(
+        ..., description='a list of numbers, "start:stop:step" (inclusive) or "a, b, c"'
+    )
+
+
+class CreatedOut(Schema):
+    id: int
+    status: Status
+    url: str
+
+
+class SideOut(Schema):
+    label: str
+    preset: str
+    config: dict[str, Any]
+    run_ids: list[int]
+    summary: dict[str, Any]
+
+
+class ComparisonSessionOut(Schema):
+    session_id: int
+    name: str
+    a_run_id: int | None
+    b_run_id: int | None
+    a: dict[str, Any] | None
+    b: dict[str, Any] | None
+    delta: dict[str, Any] | None
+    first_divergence: int | None
+
+
+class ComparisonOut(Schema):
+    id: int
+    status: Status
+    done_sessions: int
+    a: SideOut
+    b: SideOut
+    delta: dict[str, Any]
+    sessions: list[ComparisonSessionOut]
+
+
+class SweepPointOut(Schema):
+    value: int | float
+    status: Status
+    run_ids: list[int]
+    summary: dict[str, Any] | None
+
+
+class SweepOut(Schema):
+    id: int
+    status: Status
+    field: str
+    base: dict[str, Any]
+    session_ids: list[int]
+    points: list[SweepPointOut]

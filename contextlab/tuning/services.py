@@ -1,0 +1,612 @@
+"""Request-side tuning: validate and save configs, start comparisons and sweeps, report them.
+
+Runs are shared: a comparison or sweep reuses any run of the same session (what-if mode) whose
+resolved config is identical and that is queued, running or done; only the missing ones are
+created. New runs are enqueued after commit as batches (``tasks.replay_batch``) so a worker
+parses and tokenizes a session once for all the configs it replays.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.contrib.auth.models import User
+from django.db import IntegrityError, transaction
+
+from contextlab import engine
+from contextlab.runs import services as run_services
+from contextlab.runs.models import Run
+from contextlab.transcripts.models import Transcript
+from contextlab.tuning import tasks
+from contextlab.tuning.models import (
+    Comparison,
+    ComparisonRun,
+    ConfigVersion,
+    SavedConfig,
+    Side,
+    Sweep,
+    SweepRun,
+    derived_status,
+)
+
+#: New runs of one request are split into at most this many batches per session, so that
+#: this many workers can share the work while each parses the session only once.
+PARALLEL_BATCHES = 2
+#: Most sessions one comparison or sweep may span.
+MAX_SESSIONS = 50
+#: Measures a sweep chart may put on an axis (the engine's comparison measures).
+MEASURES: dict[str, str] = {key: label for key, (label, _) in engine.compare.MEASURES.items()}
+#: Keys the API promises in every summary (a subset of MEASURES).
+SUMMARY_KEYS = (
+    "requests",
+    "compactions",
+    "peak_model_tokens",
+    "cache_read_tokens",
+    "cache_write_tokens",
+    "uncached_tokens",
+    "cost_usd",
+)
+
+
+@dataclass
+class TuningError(Exception):
+    """A bad tuning request; ``field`` names the input (``a.config.<name>``, ``values``…)."""
+
+    field: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.message}"
+
+
+# --- configs ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ConfigSpec:
+    """A side of a comparison or the base of a sweep: a preset plus overrides."""
+
+    preset: str = "auto"
+    overrides: dict[str, Any] = field(default_factory=dict)
+    version: ConfigVersion | None = None
+
+    @property
+    def label(self) -> str:
+        if self.version is not None:
+            return self.version.label
+        return self.preset + (" + custom" if self.overrides else "")
+
+
+def _prefixed(prefix: str, name: str) -> str:
+    return f"{prefix}.{name}" if prefix else name
+
+
+def validate_config(
+    preset: str, overrides: dict[str, Any] | None, *, prefix: str = ""
+) -> engine.PipelineConfig:
+    """The config a preset and overrides resolve to (latest Claude Code for "auto").
+
+    Raises ``TuningError`` naming ``<prefix>.preset`` or ``<prefix>.config.<field>``.
+    """
+    preset = preset or "auto"
+    if preset not in engine.PRESET_NAMES:
+        raise TuningError(
+            _prefixed(prefix, "preset"),
+            f"unknown preset {preset!r}; one of {', '.join(engine.PRESET_NAMES)}",
+        )
+    if overrides is not None and not isinstance(overrides, dict):
+        raise TuningError(_prefixed(prefix, "config"), "must be an object of field overrides")
+    try:
+        config, _ = engine.resolve_config(preset, overrides or None)
+    except engine.ConfigError as exc:
+        name = f"config.{exc.field}" if exc.field and exc.field != "preset" else "preset"
+        raise TuningError(_prefixed(prefix, name), exc.message) from None
+    return config
+
+
+def config_spec(
+    *,
+    owner: User,
+    preset: str | None = None,
+    overrides: dict[str, Any] | None = None,
+    version_id: int | None = None,
+    prefix: str = "",
+) -> ConfigSpec:
+    """A validated ``ConfigSpec``; a saved config version supplies the preset and overrides,
+    and explicit overrides then apply on top of it."""
+    version = None
+    if version_id is not None:
+        version = (
+            ConfigVersion.objects.select_related("saved_config")
+            .filter(pk=version_id, saved_config__owner=owner)  # type: ignore[misc]
+            .first()
+        )
+        if version is None:
+            raise TuningError(_prefixed(prefix, "version_id"), "no such saved config version")
+        merged = {**version.overrides, **(overrides or {})}
+        preset = preset or version.base_preset
+        if merged != version.overrides or preset != version.base_preset:
+            version = None  # edited on top: no longer exactly that version
+        overrides = merged
+    preset = preset or "auto"
+    validate_config(preset, overrides, prefix=prefix)
+    return ConfigSpec(preset=preset, overrides=dict(overrides or {}), version=version)
+
+
+def preset_base(preset: str) -> engine.PipelineConfig:
+    """What a preset stands for before overrides ("auto" = the latest Claude Code)."""
+    config, _ = engine.resolve_config(preset or "auto")
+    return config
+
+
+def config_diff(preset: str, overrides: dict[str, Any]) -> list[dict[str, Any]]:
+    """``[{field, preset, config}]``: where the config differs from the preset it came from."""
+    base = preset_base(preset)
+    config = validate_config(preset, overrides)
+    return [
+        {"field": name, "preset": ours, "config": theirs}
+        for name, (ours, theirs) in sorted(base.diff(config).items())
+    ]
+
+
+def _json_value(raw: str, name: str) -> Any:
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise TuningError(name, f"must be JSON ({exc.msg}, column {exc.colno})") from None
+
+
+def parse_field(spec: dict[str, Any], raw: str | None) -> Any:
+    """A form value (always text) as the field's type; ``TuningError`` names the field."""
+    name, kind = spec["name"], str(spec["type"])
+    text = (raw or "").strip()
+    if kind == "bool":
+        return text.lower() in ("1", "true", "on", "yes")
+    if text == "" and spec.get("nullable"):
+        return None
+    if kind.startswith(("map", "list")):
+        return _json_value(text or ("{}" if kind.startswith("map") else "[]"), name)
+    if kind.startswith("int"):
+        try:
+            return int(text)
+        except ValueError:
+            raise TuningError(name, f"must be a whole number, got {text!r}") from None
+    if kind.startswith("float"):
+        try:
+            value = float(text)
+        except ValueError:
+            raise TuningError(name, f"must be a number, got {text!r}") from None
+        if not math.isfinite(value):
+            raise TuningError(name, "must be a finite number")
+        return value
+    return text
+
+
+def form_value(value: Any) -> str:
+    """A config value as the text a form input holds."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "on" if value else ""
+    if isinstance(value, dict | list):
+        return json.dumps(value, sort_keys=isinstance(value, dict))
+    return str(value)
+
+
+@dataclass
+class FormCheck:
+    """The outcome of checking a config form: overrides, per-field errors and the diff."""
+
+    preset: str
+    overrides: dict[str, Any]
+    errors: dict[str, str]
+    diff: list[dict[str, Any]]
+
+
+def check_form(preset: str, values: dict[str, str]) -> FormCheck:
+    """Check every submitted field against the preset; overrides are the fields that differ.
+
+    Each field is validated on its own (so every bad field gets its message, with its allowed
+    range), then the whole config (so cross-field rules such as "buffer smaller than the
+    window" name the field they fail on).
+    """
+    preset = preset or "auto"
+    errors: dict[str, str] = {}
+    if preset not in engine.PRESET_NAMES:
+        return FormCheck(preset, {}, {"preset": f"unknown preset {preset!r}"}, [])
+    base = preset_base(preset)
+    base_values = base.to_dict()
+    overrides: dict[str, Any] = {}
+    for spec in engine.field_specs():
+        name = spec["name"]
+        if name not in values:
+            continue
+        try:
+            value = parse_field(spec, values.get(name))
+            if value != base_values.get(name):
+                normalized = base.replace(**{name: value}).to_dict()[name]
+                if normalized != base_values.get(name):
+                    overrides[name] = normalized
+        except TuningError as exc:
+            errors[name] = exc.message
+        except engine.ConfigError as exc:
+            errors[exc.field or name] = exc.message
+    diff: list[dict[str, Any]] = []
+    if not errors:
+        try:
+            diff = config_diff(preset, overrides)
+        except TuningError as exc:
+            errors[exc.field.removeprefix("config.")] = exc.message
+    return FormCheck(preset, overrides, errors, diff)
+
+
+def save_config(
+    *,
+    owner: User,
+    name: str,
+    preset: str,
+    overrides: dict[str, Any],
+    saved: SavedConfig | None = None,
+) -> ConfigVersion:
+    """Save a config: a new ``SavedConfig`` with version 1, or a new version of ``saved``.
+
+    Versions are never changed, so runs made with an older version keep their config. Saving
+    what the latest version already holds returns that version.
+    """
+    name = (name or "").strip()
+    if not name:
+        raise TuningError("name", "give the config a name")
+    if len(name) > 100:
+        raise TuningError("name", "at most 100 characters")
+    preset = preset or "auto"
+    validate_config(preset, overrides)
+    with transaction.atomic():
+        if saved is None:
+            try:
+                with transaction.atomic():
+                    saved = SavedConfig.objects.create(owner=owner, name=name, base_preset=preset)
+            except IntegrityError:
+                raise TuningError("name", f"you already have a config called {name!r}") from None
+        else:
+            saved = SavedConfig.objects.select_for_update().get(pk=saved.pk)
+            if name != saved.name:
+                if SavedConfig.objects.filter(owner=owner, name=name).exclude(pk=saved.pk).exists():  # type: ignore[misc]
+                    raise TuningError("name", f"you already have a config called {name!r}")
+                saved.name = name
+        latest = saved.latest
+        if latest is not None and latest.base_preset == preset and latest.overrides == overrides:
+            saved.save()
+            return latest
+        saved.base_preset = preset
+        saved.save()
+        return ConfigVersion.objects.create(
+            saved_config=saved,
+            number=(latest.number + 1) if latest else 1,
+            base_preset=preset,
+            overrides=overrides,
+        )
+
+
+# --- runs -------------------------------------------------------------------------------------
+
+
+def owned_sessions(owner: User, ids: Sequence[int]) -> list[Transcript] | None:
+    """The owner's sessions with these ids, in order; None if any is missing or not theirs."""
+    unique = list(dict.fromkeys(int(i) for i in ids))
+    found = {t.pk: t for t in Transcript.objects.filter(owner=owner, pk__in=unique)}  # type: ignore[misc]
+    if len(found) != len(unique):
+        return None
+    return [found[i] for i in unique]
+
+
+def _check_sessions(transcripts: Sequence[Transcript]) -> None:
+    if not transcripts:
+        raise TuningError("session_ids", "pick at least one session")
+    if len(transcripts) > MAX_SESSIONS:
+        raise TuningError("session_ids", f"at most {MAX_SESSIONS} sessions at once")
+
+
+def resolved_for(
+    transcript: Transcript, spec: ConfigSpec, *, prefix: str = ""
+) -> tuple[dict[str, Any], str]:
+    """The config dict and preset name a run of ``spec`` on ``transcript`` replays with."""
+    try:
+        config, preset_name = engine.resolve_config(
+            spec.preset, spec.overrides or None, version=transcript.version or None
+        )
+    except engine.ConfigError as exc:
+        raise TuningError(
+            _prefixed(prefix, f"config.{exc.field}"), f"{exc.message} (session {transcript.name})"
+        ) from None
+    return config.to_dict(), preset_name
+
+
+def reusable_run(*, owner: User, transcript: Transcript, config: dict[str, Any]) -> Run | None:
+    """The newest what-if run of this session with exactly this config that is not failed.
+
+    Configs are compared as dicts in Python (JSON equality in SQL differs between SQLite and
+    PostgreSQL); only the small config column of the candidates is read.
+    """
+    candidates = Run.objects.filter(
+        owner=owner,
+        transcript=transcript,
+        mode=Run.Mode.WHATIF,
+        status__in=(Run.Status.DONE, Run.Status.RUNNING, Run.Status.QUEUED),
+    ).values_list("pk", "status", "config")
+    matches = [(status != Run.Status.DONE, -pk) for pk, status, cfg in candidates if cfg == config]
+    if not matches:
+        return None
+    # prefer a finished run, then the newest
+    return Run.objects.get(pk=-min(matches)[1])
+
+
+@dataclass
+class RunPlan:
+    """Runs found or created for one request, and which are new (to enqueue)."""
+
+    runs: list[Run] = field(default_factory=list)
+    new: list[Run] = field(default_factory=list)
+    _made: dict[tuple[int, str], Run] = field(default_factory=dict)
+
+    def ensure(self, *, owner: User, transcript: Transcript, spec: ConfigSpec, prefix: str) -> Run:
+        config, preset_name = resolved_for(transcript, spec, prefix=prefix)
+        key = (transcript.pk, json.dumps(config, sort_keys=True))
+        run = self._made.get(key) or reusable_run(owner=owner, transcript=transcript, config=config)
+        if run is None:
+            # the same row start_run creates, validated by the engine above
+            run = Run.objects.create(
+                owner=owner,
+                transcript=transcript,
+                mode=Run.Mode.WHATIF,
+                preset=spec.preset,
+                overrides=spec.overrides,
+                config=config,
+                resolved_preset=preset_name,
+            )
+            self.new.append(run)
+        self._made[key] = run
+        self.runs.append(run)
+        return run
+
+
+def batches(runs: Sequence[Run], parallel: int = PARALLEL_BATCHES) -> list[list[int]]:
+    """Run ids grouped per session, each session's runs split into a few batches.
+
+    With at least ``parallel`` sessions each gets one batch (the sessions spread over the
+    workers); with fewer, a session's runs are split so ``parallel`` workers share them.
+    """
+    by_session: dict[int, list[int]] = defaultdict(list)
+    for run in runs:
+        by_session[run.transcript_id].append(run.pk)
+    per_session = max(1, math.ceil(parallel / max(1, len(by_session))))
+    out: list[list[int]] = []
+    for ids in by_session.values():
+        parts = min(per_session, len(ids))
+        size = math.ceil(len(ids) / parts)
+        out.extend(ids[i : i + size] for i in range(0, len(ids), size))
+    return out
+
+
+def enqueue(runs: Sequence[Run]) -> None:
+    """Queue new runs after commit, as batches that share each session's parsing."""
+    for ids in batches(runs):
+        transaction.on_commit(lambda ids=ids: tasks.replay_batch.delay(ids))  # type: ignore[misc]
+
+
+def create_comparison(
+    *, owner: User, transcripts: Sequence[Transcript], a: ConfigSpec, b: ConfigSpec
+) -> Comparison:
+    """A comparison of A and B on the sessions, reusing identical runs, queuing the rest."""
+    _check_sessions(transcripts)
+    plan = RunPlan()
+    with transaction.atomic():
+        comparison = Comparison.objects.create(
+            owner=owner,
+            a_preset=a.preset,
+            a_overrides=a.overrides,
+            a_version=a.version,
+            b_preset=b.preset,
+            b_overrides=b.overrides,
+            b_version=b.version,
+        )
+        comparison.sessions.set(transcripts)
+        items = []
+        for transcript in transcripts:
+            for side, spec in ((Side.A, a), (Side.B, b)):
+                run = plan.ensure(owner=owner, transcript=transcript, spec=spec, prefix=side)
+                items.append(ComparisonRun(comparison=comparison, run=run, side=side))
+        ComparisonRun.objects.bulk_create(items, ignore_conflicts=True)
+        enqueue(plan.new)
+    return comparison
+
+
+def sweep_values(field_name: str, values: str | Sequence[Any], base: ConfigSpec) -> list[Any]:
+    """Parsed sweep values; ``TuningError`` on ``field`` (bad field) or ``values``."""
+    numeric = {spec["name"] for spec in engine.compare.numeric_fields()}
+    known = {spec["name"] for spec in engine.field_specs()}
+    if field_name not in known:
+        raise TuningError("field", f"unknown field {field_name!r}")
+    if field_name not in numeric:
+        raise TuningError("field", f"{field_name} is not numeric; a sweep varies a number")
+    if not isinstance(values, str) and not all(
+        isinstance(v, int | float) and not isinstance(v, bool) for v in values
+    ):
+        raise TuningError("values", "values must be numbers")
+    try:
+        parsed = engine.compare.parse_sweep_values(
+            field_name, values, base=validate_config(base.preset, base.overrides, prefix="base")
+        )
+    except engine.ConfigError as exc:
+        raise TuningError("values", f"{field_name}: {exc.message}") from None
+    except ValueError as exc:
+        raise TuningError("values", f"not a list or range of numbers ({exc})") from None
+    return parsed
+
+
+def create_sweep(
+    *,
+    owner: User,
+    transcripts: Sequence[Transcript],
+    base: ConfigSpec,
+    field_name: str,
+    values: str | Sequence[Any],
+) -> Sweep:
+    """A sweep: one run per value per session (identical runs reused)."""
+    _check_sessions(transcripts)
+    parsed = sweep_values(field_name, values, base)
+    plan = RunPlan()
+    with transaction.atomic():
+        sweep = Sweep.objects.create(
+            owner=owner,
+            base_preset=base.preset,
+            base_overrides=base.overrides,
+            base_version=base.version,
+            field=field_name,
+            values=parsed,
+        )
+        sweep.sessions.set(transcripts)
+        items = []
+        for transcript in transcripts:
+            for value in parsed:
+                spec = ConfigSpec(
+                    preset=base.preset, overrides={**base.overrides, field_name: value}
+                )
+                run = plan.ensure(owner=owner, transcript=transcript, spec=spec, prefix="values")
+                items.append(SweepRun(sweep=sweep, run=run, value=value))
+        SweepRun.objects.bulk_create(items)
+        enqueue(plan.new)
+    return sweep
+
+
+# --- reports ----------------------------------------------------------------------------------
+
+
+def refresh(runs: Iterable[Run]) -> list[Run]:
+    """The runs as stored now (abandoned ones recovered), for a status poll."""
+    out = []
+    for run in runs:
+        if run.status == Run.Status.RUNNING:
+            run_services.refresh_run(run)
+        out.append(run)
+    return out
+
+
+def measures(run: Run) -> dict[str, Any] | None:
+    """``engine.compare.summary_measures`` of a finished run, or None."""
+    data = run_services.result_data(run)
+    return engine.compare.summary_measures(data) if data else None
+
+
+def totals(items: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    return engine.compare.add_measures(list(items))
+
+
+@dataclass
+class SessionPair:
+    transcript: Transcript
+    a: Run | None
+    b: Run | None
+    a_measures: dict[str, Any] | None = None
+    b_measures: dict[str, Any] | None = None
+    delta: dict[str, dict[str, Any]] | None = None
+    divergence: int | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.a_measures is not None and self.b_measures is not None
+
+
+def comparison_runs(comparison: Comparison) -> dict[tuple[int, str], Run]:
+    """``{(session id, side): run}`` of a comparison."""
+    items = ComparisonRun.objects.filter(comparison=comparison).select_related("run__transcript")
+    return {(item.run.transcript_id, item.side): item.run for item in items}
+
+
+def comparison_status(comparison: Comparison) -> str:
+    return derived_status(refresh(comparison_runs(comparison).values()))
+
+
+def comparison_report(
+    comparison: Comparison, *, details: bool = True, divergence: bool = True
+) -> dict[str, Any]:
+    """Everything the compare page and API show: status, per-session pairs, totals, delta.
+
+    With ``details=False`` (a progress poll) no result is read: pairs carry their runs only.
+    """
+    runs = comparison_runs(comparison)
+    refresh(runs.values())
+    pairs: list[SessionPair] = []
+    for transcript in comparison.sessions.order_by("pk"):
+        pair = SessionPair(
+            transcript, runs.get((transcript.pk, Side.A)), runs.get((transcript.pk, Side.B))
+        )
+        if details and pair.a is not None and pair.b is not None:
+            pair.a_measures = measures(pair.a)
+            pair.b_measures = measures(pair.b)
+            if pair.done:
+                assert pair.a_measures is not None
+                assert pair.b_measures is not None
+                pair.delta = engine.compare.delta(pair.a_measures, pair.b_measures)
+                if divergence:
+                    data_a = run_services.result_data(pair.a)
+                    data_b = run_services.result_data(pair.b)
+                    if data_a and data_b:
+                        pair.divergence = engine.compare.first_divergence(data_a, data_b)
+        pairs.append(pair)
+    done = [p for p in pairs if p.done]
+    total_a = totals([p.a_measures for p in done if p.a_measures is not None])
+    total_b = totals([p.b_measures for p in done if p.b_measures is not None])
+    return {
+        "status": derived_status(runs.values()),
+        "pairs": pairs,
+        "done_sessions": len(done),
+        "a": {
+            "run_ids": sorted({r.pk for (_, side), r in runs.items() if side == Side.A}),
+            "summary": total_a,
+        },
+        "b": {
+            "run_ids": sorted({r.pk for (_, side), r in runs.items() if side == Side.B}),
+            "summary": total_b,
+        },
+        "delta": engine.compare.delta(total_a, total_b) if done else {},
+        "runs": runs,
+    }
+
+
+def sweep_items(sweep: Sweep) -> list[SweepRun]:
+    return list(SweepRun.objects.filter(sweep=sweep).select_related("run", "run__transcript"))
+
+
+def sweep_status(sweep: Sweep) -> str:
+    return derived_status(refresh(item.run for item in sweep_items(sweep)))
+
+
+def sweep_report(sweep: Sweep, *, details: bool = True) -> dict[str, Any]:
+    """Status and one point per value: summed measures over the sessions, when all are done.
+
+    With ``details=False`` (a progress poll) no result is read and summaries are None.
+    """
+    items = sweep_items(sweep)
+    refresh(item.run for item in items)
+    by_value: dict[str, list[SweepRun]] = defaultdict(list)
+    for item in items:
+        by_value[json.dumps(item.value)].append(item)
+    points = []
+    for value in sweep.values:
+        group = by_value.get(json.dumps(value), [])
+        found = [measures(item.run) if details else None for item in group]
+        complete = bool(group) and all(m is not None for m in found)
+        points.append(
+            {
+                "value": value,
+                "status": derived_status(item.run for item in group),
+                "run_ids": [item.run.pk for item in group],
+                "summary": totals([m for m in found if m is not None]) if complete else None,
+            }
+        )
+    return {"status": derived_status(item.run for item in items), "points": points}

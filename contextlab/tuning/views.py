@@ -1,0 +1,657 @@
+"""Pages for tuning: saved configs, A/B comparisons (with the A-vs-B request view) and sweeps."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.template.loader import render_to_string
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+from django.views.decorators.vary import vary_on_headers
+from django_htmx.middleware import HtmxDetails
+
+from contextlab import engine
+from contextlab.runs import services as run_services
+from contextlab.runs.charts import figure_json
+from contextlab.runs.models import Run
+from contextlab.transcripts.models import Transcript
+from contextlab.tuning import charts, services
+from contextlab.tuning.models import Comparison, SavedConfig, Sweep
+
+#: text longer than this is folded in the A-vs-B view (the rest loads on demand)
+FOLD_CHARS = 1500
+
+
+class HtmxHttpRequest(HttpRequest):
+    htmx: HtmxDetails
+
+
+def _user(request: HttpRequest) -> Any:
+    return request.user
+
+
+# --- shared form helpers -----------------------------------------------------------------------
+
+
+def _config_choices(request: HttpRequest) -> list[dict[str, str]]:
+    """Options for a "config" select: every preset, then the user's saved configs (latest)."""
+    options = [
+        {
+            "value": f"preset:{name}",
+            "label": name,
+            "group": "Presets",
+            "description": engine.PRESET_DESCRIPTIONS.get(
+                name, "the preset matching each session's Claude Code version"
+            ),
+        }
+        for name in engine.PRESET_NAMES
+    ]
+    for saved in SavedConfig.objects.filter(owner=_user(request)).prefetch_related("versions"):
+        latest = saved.latest
+        if latest is not None:
+            options.append(
+                {
+                    "value": f"version:{latest.pk}",
+                    "label": latest.label,
+                    "group": "Your configs",
+                    "description": f"{latest.base_preset} + {len(latest.overrides)} change(s)",
+                }
+            )
+    return options
+
+
+def _spec_from_form(request: HttpRequest, prefix: str) -> services.ConfigSpec:
+    choice = request.POST.get(f"{prefix}_config", "preset:auto")
+    raw = request.POST.get(f"{prefix}_overrides", "").strip()
+    overrides: dict[str, Any] | None = None
+    if raw:
+        try:
+            parsed = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise services.TuningError(
+                f"{prefix}.config", f"not valid JSON: {exc.msg} (column {exc.colno})"
+            ) from None
+        if not isinstance(parsed, dict):
+            raise services.TuningError(f"{prefix}.config", "must be a JSON object of overrides")
+        overrides = parsed
+    preset: str | None = None
+    version_id: int | None = None
+    kind, _, value = choice.partition(":")
+    if kind == "version" and value.isdigit():
+        version_id = int(value)
+    elif kind == "preset":
+        preset = value
+    else:
+        raise services.TuningError(f"{prefix}.preset", "pick a preset or a saved config")
+    return services.config_spec(
+        owner=_user(request),
+        preset=preset,
+        overrides=overrides,
+        version_id=version_id,
+        prefix=prefix,
+    )
+
+
+def _error(exc: services.TuningError) -> dict[str, Any]:
+    return {"field": exc.field, "message": exc.message, "side": exc.field.split(".")[0]}
+
+
+def _selected_sessions(request: HttpRequest) -> list[Transcript]:
+    ids = request.POST.getlist("sessions")
+    if not all(i.isdigit() for i in ids):
+        raise Http404("no such session")
+    transcripts = services.owned_sessions(_user(request), [int(i) for i in ids])
+    if transcripts is None:
+        raise Http404("no such session")
+    return transcripts
+
+
+def _preselected(request: HttpRequest) -> set[int]:
+    return {int(i) for i in request.GET.getlist("session") if i.isdigit()}
+
+
+# --- overview ----------------------------------------------------------------------------------
+
+
+@login_required
+def index(request: HttpRequest) -> HttpResponse:
+    user = _user(request)
+    return render(
+        request,
+        "tuning/index.html",
+        {
+            "configs": SavedConfig.objects.filter(owner=user).prefetch_related("versions"),
+            "comparisons": Comparison.objects.filter(owner=user)
+            .select_related("a_version__saved_config", "b_version__saved_config")
+            .prefetch_related("sessions")[:50],
+            "sweeps": Sweep.objects.filter(owner=user)
+            .select_related("base_version__saved_config")
+            .prefetch_related("sessions")[:50],
+            "has_sessions": Transcript.objects.filter(owner=user).exists(),
+        },
+    )
+
+
+# --- configs -----------------------------------------------------------------------------------
+
+
+def _field_rows(check: services.FormCheck, values: dict[str, Any]) -> list[dict[str, Any]]:
+    """One row per config field for the editor: its input, range, doc and error."""
+    base = (
+        services.preset_base(check.preset).to_dict() if check.preset in engine.PRESET_NAMES else {}
+    )
+    rows = []
+    for spec in engine.field_specs():
+        name, kind = spec["name"], str(spec["type"])
+        if kind == "bool":
+            widget = "checkbox"
+        elif spec.get("choices"):
+            widget = "select"
+        elif kind.startswith(("int", "float")):
+            widget = "number"
+        else:
+            widget = "text"
+        rows.append(
+            {
+                **spec,
+                "widget": widget,
+                "value": values.get(name, services.form_value(base.get(name))),
+                "checked": services.parse_field(spec, values.get(name))
+                if kind == "bool" and name in values
+                else bool(base.get(name)),
+                "preset_value": json.dumps(base.get(name))
+                if not isinstance(base.get(name), str)
+                else base.get(name),
+                "changed": name in check.overrides,
+                "error": check.errors.get(name),
+                "step": "1" if kind.startswith("int") else "any",
+            }
+        )
+    return rows
+
+
+def _groups(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault(row["group"], []).append(row)
+    return [
+        {"name": name, "rows": items, "changed": sum(1 for r in items if r["changed"])}
+        for name, items in groups.items()
+    ]
+
+
+def _form_values(request: HttpRequest) -> dict[str, str]:
+    names = {spec["name"] for spec in engine.field_specs()}
+    values: dict[str, str] = {k: str(request.POST.get(k, "")) for k in request.POST if k in names}
+    # unchecked checkboxes are absent: the hidden "<name>__present" markers say they were shown
+    for key in request.POST:
+        if key.endswith("__present") and key[: -len("__present")] not in values:
+            values[key[: -len("__present")]] = ""
+    return values
+
+
+def _config_context(
+    request: HttpRequest,
+    *,
+    saved: SavedConfig | None,
+    preset: str,
+    values: dict[str, str],
+    name: str,
+    name_error: str | None = None,
+) -> dict[str, Any]:
+    check = services.check_form(preset, values)
+    rows = _field_rows(check, values)
+    versions = list(saved.versions.all()) if saved else []
+    return {
+        "saved": saved,
+        "versions": versions,
+        "name": name,
+        "name_error": name_error,
+        "preset": check.preset,
+        "presets": [
+            {"name": p, "description": engine.PRESET_DESCRIPTIONS.get(p, "")}
+            for p in engine.PRESET_NAMES
+        ],
+        "check": check,
+        "groups": _groups(rows),
+        "error_fields": [(field, message) for field, message in check.errors.items()],
+    }
+
+
+def _values_of(preset: str, overrides: dict[str, Any]) -> dict[str, str]:
+    """Form values of a stored config: the preset's values with the overrides on top."""
+    try:
+        config = services.validate_config(preset, overrides)
+    except services.TuningError:
+        config = services.preset_base("auto")
+    data = config.to_dict()
+    return {
+        spec["name"]: services.form_value(data.get(spec["name"])) for spec in engine.field_specs()
+    }
+
+
+@login_required
+def config_new(request: HttpRequest) -> HttpResponse:
+    return _config_page(request, None)
+
+
+@login_required
+def config_detail(request: HttpRequest, pk: int) -> HttpResponse:
+    saved = get_object_or_404(SavedConfig, pk=pk, owner=_user(request))
+    return _config_page(request, saved)
+
+
+def _config_page(request: HttpRequest, saved: SavedConfig | None) -> HttpResponse:
+    if request.method == "POST":
+        preset = request.POST.get("preset", "auto")
+        name = request.POST.get("name", "")
+        values = _form_values(request)
+        check = services.check_form(preset, values)
+        name_error = None
+        if not check.errors:
+            try:
+                version = services.save_config(
+                    owner=_user(request),
+                    name=name,
+                    preset=check.preset,
+                    overrides=check.overrides,
+                    saved=saved,
+                )
+            except services.TuningError as exc:
+                if exc.field == "name":
+                    name_error = exc.message
+                else:
+                    check.errors[exc.field.removeprefix("config.")] = exc.message
+            else:
+                return redirect(
+                    version.saved_config.get_absolute_url() + f"?saved={version.number}"
+                )
+        context = _config_context(
+            request, saved=saved, preset=preset, values=values, name=name, name_error=name_error
+        )
+        return render(request, "tuning/config_form.html", context, status=422)
+    if saved is not None:
+        latest = saved.latest
+        preset = latest.base_preset if latest else saved.base_preset
+        overrides = latest.overrides if latest else {}
+        name = saved.name
+    else:
+        preset = request.GET.get("preset", "auto")
+        if preset not in engine.PRESET_NAMES:
+            preset = "auto"
+        overrides = {}
+        name = ""
+    context = _config_context(
+        request, saved=saved, preset=preset, values=_values_of(preset, overrides), name=name
+    )
+    context["just_saved"] = request.GET.get("saved")
+    return render(request, "tuning/config_form.html", context)
+
+
+@login_required
+@require_POST
+def config_check(request: HtmxHttpRequest) -> HttpResponse:
+    """Inline validation: the ``config-check`` partial (errors by field, diff from the preset)."""
+    preset = request.POST.get("preset", "auto")
+    values = _form_values(request)
+    if request.POST.get("reset") == "1":
+        values = _values_of(preset, {})
+        context = _config_context(request, saved=None, preset=preset, values=values, name="")
+        return render(request, "tuning/config_form.html#config-fields", context)
+    context = _config_context(request, saved=None, preset=preset, values=values, name="")
+    html = render_to_string("tuning/config_form.html#config-check", context, request)
+    # each field's own error span is refreshed out of band, next to its input
+    html += render_to_string("tuning/config_form.html#config-errors", context, request)
+    return HttpResponse(html)
+
+
+# --- comparisons -------------------------------------------------------------------------------
+
+
+def _sessions_for_form(request: HttpRequest) -> list[Transcript]:
+    return list(Transcript.objects.filter(owner=_user(request)).order_by("-created_at", "-pk"))
+
+
+@login_required
+def compare_new(request: HttpRequest) -> HttpResponse:
+    context: dict[str, Any] = {
+        "sessions": _sessions_for_form(request),
+        "choices": _config_choices(request),
+        "selected": _preselected(request),
+        "values": {"a_config": "preset:auto", "b_config": "preset:aggressive"},
+    }
+    if request.method == "POST":
+        transcripts = _selected_sessions(request)
+        context["selected"] = {t.pk for t in transcripts}
+        context["values"] = request.POST
+        try:
+            comparison = services.create_comparison(
+                owner=_user(request),
+                transcripts=transcripts,
+                a=_spec_from_form(request, "a"),
+                b=_spec_from_form(request, "b"),
+            )
+        except services.TuningError as exc:
+            context["error"] = _error(exc)
+            return render(request, "tuning/compare_new.html", context, status=422)
+        return redirect(comparison)
+    version = request.GET.get("a", "")
+    if version.isdigit():
+        context["values"] = {**context["values"], "a_config": f"version:{version}"}
+    return render(request, "tuning/compare_new.html", context)
+
+
+def _compare_url(comparison: Comparison, transcript: Transcript) -> Callable[[int], str]:
+    prefix = reverse("tuning:comparison", args=[comparison.pk]) + "requests/"
+    return lambda i: f"{prefix}{i}/?session={transcript.pk}"
+
+
+def _pick_session(request: HttpRequest, comparison: Comparison) -> Transcript:
+    sessions = comparison.sessions.order_by("pk")
+    wanted = request.GET.get("session", "")
+    if wanted:
+        if not wanted.isdigit():
+            raise Http404("no such session")
+        return get_object_or_404(sessions, pk=int(wanted))
+    first = sessions.first()
+    if first is None:
+        raise Http404("this comparison has no sessions left")
+    return first
+
+
+def _pick_pair(
+    request: HttpRequest, pairs: list[services.SessionPair]
+) -> services.SessionPair | None:
+    wanted = request.GET.get("session", "")
+    if wanted:
+        for pair in pairs:
+            if str(pair.transcript.pk) == wanted:
+                return pair
+        raise Http404("that session is not part of this comparison")
+    return pairs[0] if pairs else None
+
+
+@login_required
+@vary_on_headers("HX-Request")
+def comparison_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    """The compare page; to htmx, the ``compare-progress`` partial (polls until finished)."""
+    comparison = get_object_or_404(
+        Comparison.objects.select_related("a_version__saved_config", "b_version__saved_config"),
+        pk=pk,
+        owner=_user(request),
+    )
+    report = services.comparison_report(comparison, details=not request.htmx)
+    runs: dict[tuple[int, str], Run] = report["runs"]
+    active = report["status"] in (Run.Status.QUEUED, Run.Status.RUNNING)
+    context: dict[str, Any] = {
+        "comparison": comparison,
+        "report": report,
+        "active": active,
+        "run_rows": sorted(runs.items(), key=lambda item: (item[0][0], item[0][1])),
+        "measures": services.MEASURES,
+    }
+    if request.htmx:
+        response = render(request, "tuning/comparison.html#compare-progress", context)
+        if not active:
+            response["HX-Refresh"] = "true"  # the page then shows the charts and the delta
+        return response
+    pair = _pick_pair(request, report["pairs"])
+    context["pair"] = pair
+    if pair is not None and pair.done and pair.a is not None and pair.b is not None:
+        data_a = run_services.result_data(pair.a)
+        data_b = run_services.result_data(pair.b)
+        url = _compare_url(comparison, pair.transcript)
+        labels = (f"A ({comparison.a_label})", f"B ({comparison.b_label})")
+        context["figures"] = {
+            "chart-context-data": figure_json(
+                charts.build_context_compare_figure(data_a, data_b, url, labels=labels)
+            ),
+            "chart-cache-data": figure_json(
+                charts.build_cache_compare_figure(data_a, data_b, url, labels=labels)
+            ),
+            "chart-cost-data": figure_json(
+                charts.build_cost_compare_figure(data_a, data_b, url, labels=labels)
+            ),
+        }
+        context["divergence_url"] = url(pair.divergence) if pair.divergence is not None else None
+        context["first_url"] = url(0)
+    return render(request, "tuning/comparison.html", context)
+
+
+def _fold(text: str, loadable: bool) -> dict[str, Any]:
+    if loadable and len(text) > FOLD_CHARS:
+        return {"head": text[:FOLD_CHARS], "rest": len(text) - FOLD_CHARS}
+    return {"head": text, "rest": 0}
+
+
+def _side_cell(row: dict[str, Any] | None) -> dict[str, Any] | None:
+    """A row of one side, shaped for ``runs/_cell.html`` (the explorer's cell partial)."""
+    if row is None:
+        return None
+    item = dict(row)
+    item["synthetic"] = row.get("message") is None
+    model = row.get("model")
+    if isinstance(model, dict):
+        cell = dict(model)
+        cell.setdefault("role", row.get("role"))
+        loadable = not item["synthetic"] and row.get("badge") == "intact"
+        cell["fold"] = _fold(str(cell.get("text") or ""), loadable)
+        item["cell"] = cell
+    else:
+        item["cell"] = None
+    return item
+
+
+def align_rows(view_a: dict[str, Any], view_b: dict[str, Any]) -> list[dict[str, Any]]:
+    """A's and B's rows of one request side by side, matched by history block.
+
+    Both views cover the same history (the request is the same), so real rows pair up by
+    (message, block); synthetic rows (summaries, restored files) have no history block and
+    are placed where each side put them, beside the other side's synthetic rows if any.
+    """
+    rows_a: list[dict[str, Any]] = view_a.get("rows") or []
+    rows_b: list[dict[str, Any]] = view_b.get("rows") or []
+
+    def split(
+        rows: list[dict[str, Any]],
+    ) -> tuple[dict[tuple[int, int], Any], dict[int, list[Any]]]:
+        real: dict[tuple[int, int], Any] = {}
+        synthetic: dict[int, list[Any]] = {}
+        pending: list[Any] = []
+        for row in rows:
+            if row.get("message") is None:
+                pending.append(row)
+                continue
+            key = (int(row["message"]), int(row.get("block") or 0))
+            if pending:
+                synthetic[key[0]] = pending
+                pending = []
+            real[key] = row
+        if pending:
+            synthetic[-1] = pending  # after the last message
+        return real, synthetic
+
+    real_a, syn_a = split(rows_a)
+    real_b, syn_b = split(rows_b)
+    out: list[dict[str, Any]] = []
+
+    def add_synthetic(at: int) -> None:
+        left, right = syn_a.get(at, []), syn_b.get(at, [])
+        for i in range(max(len(left), len(right))):
+            a = left[i] if i < len(left) else None
+            b = right[i] if i < len(right) else None
+            out.append(
+                {"key": f"s-{at}-{i}", "a": _side_cell(a), "b": _side_cell(b), "history": None}
+            )
+
+    seen_messages: set[int] = set()
+    for key in sorted(set(real_a) | set(real_b)):
+        if key[0] not in seen_messages:
+            seen_messages.add(key[0])
+            add_synthetic(key[0])
+        a, b = real_a.get(key), real_b.get(key)
+        out.append(
+            {
+                "key": f"{key[0]}-{key[1]}",
+                "a": _side_cell(a),
+                "b": _side_cell(b),
+                "history": (a or b or {}).get("repl"),
+            }
+        )
+    for at in sorted(set(syn_a) | set(syn_b)):
+        if at not in seen_messages:
+            add_synthetic(at)
+    for row in out:
+        a, b = row["a"], row["b"]
+        text_a = (a or {}).get("model") or None
+        text_b = (b or {}).get("model") or None
+        row["sent"] = bool(text_a or text_b)
+        row["differs"] = (a or {}).get("badge") != (b or {}).get("badge") or (text_a or {}).get(
+            "text"
+        ) != (text_b or {}).get("text")
+    return out
+
+
+@login_required
+@vary_on_headers("HX-Request")
+def compare_request(request: HtmxHttpRequest, pk: int, index: int) -> HttpResponse:
+    """One request under A and under B: A's model view beside B's, ←/→ to move."""
+    comparison = get_object_or_404(
+        Comparison.objects.select_related("a_version__saved_config", "b_version__saved_config"),
+        pk=pk,
+        owner=_user(request),
+    )
+    transcript = _pick_session(request, comparison)
+    runs = services.comparison_runs(comparison)
+    run_a, run_b = runs.get((transcript.pk, "a")), runs.get((transcript.pk, "b"))
+    services.refresh(r for r in (run_a, run_b) if r is not None)
+    context: dict[str, Any] = {"comparison": comparison, "transcript": transcript}
+    data_a = run_services.result_data(run_a) if run_a else None
+    data_b = run_services.result_data(run_b) if run_b else None
+    if data_a is None or data_b is None:
+        return render(request, "tuning/compare_request_empty.html", context)
+    divergence = engine.compare.first_divergence(data_a, data_b)
+    req_a_list: list[dict[str, Any]] = data_a.get("requests") or []
+    req_b_list: list[dict[str, Any]] = data_b.get("requests") or []
+    count = max(len(req_a_list), len(req_b_list))
+    if not 0 <= index < count:
+        raise Http404(f"request {index} does not exist (this session has {count})")
+    req_a = req_a_list[index] if index < len(req_a_list) else None
+    req_b = req_b_list[index] if index < len(req_b_list) else None
+    req = req_a or req_b or {}
+    thread = str(req.get("thread") or "main")
+    messages = run_services.session_messages(transcript).get(thread) or []
+    view_a = engine.side_by_side(messages, data_a, int(req_a["index"])) if req_a else {}
+    view_b = engine.side_by_side(messages, data_b, int(req_b["index"])) if req_b else {}
+    rows = align_rows(view_a, view_b)
+    show_all = request.GET.get("all") == "1"
+    hidden = 0
+    if not show_all:
+        kept = [row for row in rows if row["sent"]]
+        hidden = len(rows) - len(kept)
+        rows = kept
+    url = _compare_url(comparison, transcript)
+    suffix = "&all=1" if show_all else ""
+    context.update(
+        {
+            "index": index,
+            "count": count,
+            "req_a": req_a,
+            "req_b": req_b,
+            "rows": rows,
+            "hidden": hidden,
+            "show_all": show_all,
+            "thread": thread,
+            "prev_url": url(index - 1) + suffix if index > 0 else None,
+            "next_url": url(index + 1) + suffix if index + 1 < count else None,
+            "self_url": url(index),
+            "divergence": divergence,
+            "divergence_url": url(divergence) if divergence is not None else None,
+            "differs": sum(1 for row in rows if row["differs"]),
+        }
+    )
+    if request.htmx:
+        return render(request, "tuning/compare_request.html#explorer", context)
+    return render(request, "tuning/compare_request.html", context)
+
+
+# --- sweeps ------------------------------------------------------------------------------------
+
+
+@login_required
+def sweep_new(request: HttpRequest) -> HttpResponse:
+    fields = engine.compare.numeric_fields()
+    context: dict[str, Any] = {
+        "sessions": _sessions_for_form(request),
+        "choices": _config_choices(request),
+        "fields": fields,
+        "selected": _preselected(request),
+        "values": {
+            "base_config": "preset:auto",
+            "field": "autocompact_pct_override",
+            "sweep_values": "50:90:10",
+        },
+    }
+    if request.method == "POST":
+        transcripts = _selected_sessions(request)
+        context["selected"] = {t.pk for t in transcripts}
+        context["values"] = request.POST
+        try:
+            sweep = services.create_sweep(
+                owner=_user(request),
+                transcripts=transcripts,
+                base=_spec_from_form(request, "base"),
+                field_name=request.POST.get("field", ""),
+                values=request.POST.get("sweep_values", ""),
+            )
+        except services.TuningError as exc:
+            context["error"] = _error(exc)
+            return render(request, "tuning/sweep_new.html", context, status=422)
+        return redirect(sweep)
+    return render(request, "tuning/sweep_new.html", context)
+
+
+def _axis(request: HttpRequest, name: str, default: str) -> str:
+    value = request.GET.get(name, default)
+    return value if value in services.MEASURES else default
+
+
+@login_required
+@vary_on_headers("HX-Request")
+def sweep_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+    """The sweep page; to htmx, ``sweep-progress`` (polling) or ``sweep-chart`` (axes changed)."""
+    sweep = get_object_or_404(
+        Sweep.objects.select_related("base_version__saved_config"), pk=pk, owner=_user(request)
+    )
+    polling = bool(request.htmx) and request.htmx.target != "sweep-chart"
+    report = services.sweep_report(sweep, details=not polling)
+    active = report["status"] in (Run.Status.QUEUED, Run.Status.RUNNING)
+    x = _axis(request, "x", "mean_history_share")
+    y = _axis(request, "y", "cost_usd")
+    fig = charts.build_sweep_figure(
+        report["points"], field=sweep.field, x=x, y=y, labels=services.MEASURES
+    )
+    context: dict[str, Any] = {
+        "sweep": sweep,
+        "report": report,
+        "active": active,
+        "x": x,
+        "y": y,
+        "measures": services.MEASURES,
+        "figure": figure_json(fig),
+        "any_done": any(p["summary"] for p in report["points"]),
+        "sessions": list(sweep.sessions.order_by("pk")),
+    }
+    if request.htmx and request.htmx.target == "sweep-chart":
+        return render(request, "tuning/sweep.html#sweep-chart", context)
+    if request.htmx:
+        response = render(request, "tuning/sweep.html#sweep-progress", context)
+        if not active:
+            response["HX-Refresh"] = "true"
+        return response
+    return render(request, "tuning/sweep.html", context)

@@ -1,0 +1,79 @@
+"""The `make run` launcher: serves with a real worker on the embedded broker; SIGINT stops all."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_devserver_serves_and_stops_everything_on_sigint(tmp_path):
+    port = free_port()
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k
+        not in (
+            "DATABASE_URL",
+            "CELERY_BROKER_URL",
+            "CELERY_TASK_DEFAULT_QUEUE",
+            "DJANGO_SETTINGS_MODULE",
+            "MEDIA_ROOT",
+        )
+    }
+    env["VAR_DIR"] = str(tmp_path / "var")
+    log = (tmp_path / "devserver.log").open("wb")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "contextlab.devserver", "--port", str(port)],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            assert proc.poll() is None, (tmp_path / "devserver.log").read_text()
+            text = (tmp_path / "devserver.log").read_text(errors="replace")
+            if "log in as 'demo'" in text and "ready." in text:
+                try:
+                    urllib.request.urlopen(f"http://127.0.0.1:{port}/accounts/login/", timeout=2)
+                    break
+                except OSError:
+                    pass
+            time.sleep(0.3)
+        else:
+            raise AssertionError(
+                "devserver did not come up:\n" + (tmp_path / "devserver.log").read_text()
+            )
+        # the demo sessions were queued before the worker started; the worker replays them
+        while (
+            "run 2: done" not in (tmp_path / "devserver.log").read_text()
+            and time.monotonic() < deadline
+        ):
+            time.sleep(0.3)
+        assert "run 2: done" in (tmp_path / "devserver.log").read_text()
+    finally:
+        os.killpg(proc.pid, signal.SIGINT)
+        proc.wait(timeout=60)
+        log.close()
+    time.sleep(0.5)
+    left = subprocess.run(
+        ["pgrep", "-g", str(proc.pid)], capture_output=True, text=True
+    ).stdout.split()
+    assert left == [], f"processes left after SIGINT: {left}"
+    assert "[devserver] stopped" in (tmp_path / "devserver.log").read_text()

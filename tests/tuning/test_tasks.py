@@ -1,0 +1,72 @@
+from __future__ import annotations
+
+import pytest
+from celery.exceptions import Retry, SoftTimeLimitExceeded
+from django.db import OperationalError
+
+from contextlab import engine
+from contextlab.runs import tasks as run_tasks
+from contextlab.runs.models import Run
+from contextlab.tuning import runner, services, tasks
+
+
+def test_task_calls_the_batch_runner_with_the_ids(monkeypatch):
+    seen: list[list[int]] = []
+    monkeypatch.setattr(runner, "execute_batch", seen.append)
+    tasks.replay_batch([1, 2, 3])
+    assert seen == [[1, 2, 3]]
+
+
+def test_task_retries_transient_database_errors(monkeypatch):
+    def flaky(run_ids):
+        raise OperationalError("connection refused")
+
+    monkeypatch.setattr(runner, "execute_batch", flaky)
+    monkeypatch.setattr(tasks.replay_batch, "retry", lambda *a, **k: (_ for _ in ()).throw(Retry()))
+    with pytest.raises(Retry):
+        tasks.replay_batch.apply(args=([1],), throw=True).get()
+
+
+def test_a_batch_out_of_time_hands_the_rest_to_single_run_tasks(monkeypatch):
+    def slow(run_ids):
+        raise SoftTimeLimitExceeded()
+
+    queued: list[int] = []
+    monkeypatch.setattr(runner, "execute_batch", slow)
+    monkeypatch.setattr(runner, "unstarted", lambda ids: ids[1:])
+    monkeypatch.setattr(run_tasks.run_replay, "delay", queued.append)
+    tasks.replay_batch([7, 8, 9])
+    assert queued == [8, 9]
+
+
+def test_task_options_suit_long_jobs():
+    assert tasks.replay_batch.acks_late is True
+
+
+@pytest.mark.django_db
+@pytest.mark.usefixtures("clean_media")
+def test_a_failing_run_does_not_stop_the_batch(user, session, monkeypatch):
+    sweep = services.create_sweep(
+        owner=user,
+        transcripts=[session],
+        base=services.ConfigSpec(),
+        field_name="autocompact_pct_override",
+        values=[30, 60],
+    )
+    ids = list(sweep.items.order_by("pk").values_list("run_id", flat=True))
+    real = engine.replay
+    calls = []
+
+    def first_fails(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            raise RuntimeError("boom")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(engine, "replay", first_fails)
+    runner.execute_batch(ids)
+    first, second = (Run.objects.get(pk=i) for i in ids)
+    assert first.status == "failed"
+    assert "RuntimeError: boom" in first.error
+    assert second.status == "done"
+    assert runner.unstarted(ids) == []
