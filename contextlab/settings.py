@@ -89,6 +89,7 @@ INSTALLED_APPS = [
     "contextlab.transcripts",
     "contextlab.runs",
     "contextlab.tuning",
+    "contextlab.summaries",
 ]
 
 MIDDLEWARE = [

@@ -56,6 +56,7 @@ from .summary_store import (
     summary_key,
 )
 from .thresholds import Thresholds, compute_thresholds
+from .tokens import rough_text
 from .transcript import Block, Message, Problem, TranscriptError, Usage
 from .views import BADGES, TransformIndex, messages_json, side_by_side
 
@@ -114,6 +115,7 @@ __all__ = [
     "request_from_json",
     "request_to_json",
     "resolve_config",
+    "rough_text",
     "side_by_side",
     "summary_key",
     "tokenize_session",

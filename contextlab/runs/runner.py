@@ -19,6 +19,7 @@ from django.utils import timezone
 
 from contextlab import engine
 from contextlab.runs.models import Run, RunResult
+from contextlab.summaries import services as summaries
 from contextlab.transcripts.models import TranscriptMessages
 
 logger = logging.getLogger(__name__)
@@ -112,6 +113,7 @@ def _replay(run: Run) -> dict[str, Any]:
             mode=run.mode,
             preset_name=run.resolved_preset or run.preset,
             progress=_progress_writer(run.pk),
+            summarizer=summaries.summarizer_for(run),
         )
         data: dict[str, Any] = result.to_json()
         return data
@@ -148,6 +150,10 @@ def execute_run(run_id: int) -> None:
                 finished_at=timezone.now(),
             )
         logger.info("run %s: done (%s requests)", run_id, total)
+    except engine.SummaryPending as pending:
+        # the LLM call gets its own task; this replay resumes once the summary is stored
+        summaries.request_summary(run, pending)
+        logger.info("run %s: waiting for summary %s", run_id, pending.key[:40])
     except SoftTimeLimitExceeded:
         _fail(
             run_id,

@@ -178,3 +178,25 @@ def test_hostile_transcript_renders_as_text_and_runs_nothing(page: Any) -> None:
     assert page.locator("#explorer svg").count() == 0
     assert page.locator("#explorer a[href^='javascript:']").count() == 0
     assert page.dialogs == []
+
+
+def test_drag_and_drop_upload_of_several_files(page: Any) -> None:
+    sign_up(page, "drop-user")
+    page.goto("/sessions/")
+    good = (FIXTURES / "persisted_preview.jsonl").read_text()
+    data_transfer = page.evaluate_handle(
+        """([good]) => {
+            const dt = new DataTransfer();
+            dt.items.add(new File([good], "dropped.jsonl", {type: "application/octet-stream"}));
+            dt.items.add(new File(["just some notes"], "notes.txt", {type: "text/plain"}));
+            return dt;
+        }""",
+        [good],
+    )
+    page.dispatch_event("#upload-form", "drop", {"dataTransfer": data_transfer})
+    items = page.locator(".upload-item")
+    expect(items).to_have_count(2)
+    ok = page.locator(".upload-item.ok")
+    ok.locator("text=Open the report").wait_for(timeout=60_000)
+    expect(ok.locator(".name")).to_contain_text("dropped.jsonl")
+    expect(page.locator(".upload-item.error .upload-msg")).to_contain_text("unsupported file type")

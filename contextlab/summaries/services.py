@@ -1,0 +1,110 @@
+"""Request side and replay glue: choose a run's summarizer, serve summaries from the cache.
+
+A replay that needs a summary the cache does not have stops with ``engine.SummaryPending``;
+``request_summary`` records which one and queues ``summaries.tasks.fetch_summary`` for it.
+That task calls the backend (retries, prompt-too-long truncation and the circuit breaker are
+the engine's), stores the summary and queues the replay again, which now goes further. No
+worker slot waits on the network while another replay could run.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db import transaction
+
+from contextlab import engine
+from contextlab.runs.models import Run
+from contextlab.summaries import tasks
+from contextlab.summaries.models import Backend, RunSummarizer, SummaryEntry
+
+
+class SummarizerConfigError(ValueError):
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+def configure_run(
+    *, run: Run, backend: str = "extractive", model: str = "", spend_cap_usd: float | None = None
+) -> RunSummarizer | None:
+    """Attach summarizer settings to a new run (nothing for the default extractive one)."""
+    backend = backend or Backend.EXTRACTIVE
+    if backend not in Backend.values:
+        raise SummarizerConfigError("summarizer", f"must be one of {', '.join(Backend.values)}")
+    if len(model) > 200:
+        raise SummarizerConfigError("summary_model", "at most 200 characters")
+    if backend == Backend.OPENAI and not model:
+        raise SummarizerConfigError(
+            "summary_model", "an OpenAI-compatible endpoint needs a model name"
+        )
+    if spend_cap_usd is not None and not (0 <= spend_cap_usd <= 10_000):
+        raise SummarizerConfigError("spend_cap_usd", "must be between 0 and 10000 dollars")
+    if backend == Backend.EXTRACTIVE and spend_cap_usd is None and not model:
+        return None
+    return RunSummarizer.objects.create(
+        run=run, backend=backend, model=model, spend_cap_usd=spend_cap_usd
+    )
+
+
+def validate_summarizer(backend: str, model: str, spend_cap_usd: float | None) -> None:
+    """The checks of ``configure_run`` without a run (for forms and the API before saving)."""
+    if backend and backend not in Backend.values:
+        raise SummarizerConfigError("summarizer", f"must be one of {', '.join(Backend.values)}")
+    if backend == Backend.OPENAI and not model:
+        raise SummarizerConfigError(
+            "summary_model", "an OpenAI-compatible endpoint needs a model name"
+        )
+    if spend_cap_usd is not None and not (0 <= spend_cap_usd <= 10_000):
+        raise SummarizerConfigError("spend_cap_usd", "must be between 0 and 10000 dollars")
+
+
+def _as_result(entry: SummaryEntry) -> engine.SummaryResult:
+    return engine.SummaryResult(
+        text=entry.text,
+        backend=entry.backend,
+        model=entry.model or None,
+        input_tokens=entry.input_tokens,
+        output_tokens=entry.output_tokens,
+        cost_usd=entry.cost_usd,
+        latency_s=entry.latency_s,
+        cache_read_tokens=entry.cache_read_tokens,
+    )
+
+
+def summarizer_for(run: Run) -> engine.Summarizer | None:
+    """The summarizer a replay of ``run`` uses: None (engine default) or cache-backed."""
+    settings = RunSummarizer.objects.filter(run=run).first()
+    if settings is None or settings.backend == Backend.EXTRACTIVE:
+        return None
+    fallbacks = dict(settings.fallbacks)
+
+    def lookup(key: str) -> engine.SummaryResult | None:
+        entry = SummaryEntry.objects.filter(key=key).first()
+        if entry is not None:
+            return _as_result(entry)
+        data = fallbacks.get(key)
+        if data is not None:
+            return engine.SummaryResult(**data)
+        return None
+
+    return engine.StoredSummarizer(
+        backend=settings.backend, model=settings.model or None, lookup=lookup
+    )
+
+
+def request_summary(run: Run, pending: engine.SummaryPending) -> None:
+    """Remember the summary the replay needs and queue its fetch; the run waits in the queue."""
+    with transaction.atomic():
+        RunSummarizer.objects.filter(run=run).update(
+            pending_key=pending.key, pending_request=engine.request_to_json(pending.request)
+        )
+        Run.objects.filter(pk=run.pk).update(status=Run.Status.QUEUED, heartbeat_at=None)
+        tasks.fetch_summary.delay_on_commit(run.pk)
+
+
+def run_summaries(data: dict[str, Any]) -> list[dict[str, Any]]:
+    """The summaries of a stored result, each once, for the run page."""
+    summaries: list[dict[str, Any]] = data.get("summaries") or []
+    return summaries
