@@ -159,7 +159,15 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = Path(env_str("STATIC_ROOT", str(BASE_DIR / "staticfiles")))
 STATICFILES_DIRS = [BASE_DIR / "static"]
+STATICFILES_FINDERS = [
+    "django.contrib.staticfiles.finders.FileSystemFinder",
+    "django.contrib.staticfiles.finders.AppDirectoriesFinder",
+    "contextlab.staticfinders.PackageAssetFinder",  # plotly.min.js from the plotly package
+]
 MEDIA_ROOT = Path(env_str("MEDIA_ROOT", str(VAR_DIR / "media")))
+#: Parsed and tokenized sessions, shared by every replay of the same file (all workers on the
+#: same disk); safe to delete at any time.
+SESSION_CACHE_DIR = Path(env_str("SESSION_CACHE_DIR", str(VAR_DIR / "session-cache")))
 STORAGES: dict[str, dict[str, Any]] = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {

@@ -56,7 +56,9 @@ def load_session_cached(
     and rewritten; the cache never changes what a replay computes.
     """
     path = os.fspath(path)
-    key = f"{sha256 or file_sha256(path)}-v{CACHE_VERSION}"
+    stat = os.stat(path)
+    # size and mtime catch a file rewritten in place under a digest computed earlier
+    key = f"{sha256 or file_sha256(path)}-{stat.st_size}-{int(stat.st_mtime)}-v{CACHE_VERSION}"
     target = Path(cache_dir) / f"{key}.pickle"
     if target.exists():
         try:

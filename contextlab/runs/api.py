@@ -44,6 +44,9 @@ def create_run(request: HttpRequest, payload: RunIn) -> Status[dict[str, Any]]:
             mode=payload.mode,
             preset=payload.preset or "",
             overrides=payload.config,
+            summarizer=payload.summarizer,
+            summary_model=payload.summary_model or "",
+            spend_cap_usd=payload.spend_cap_usd,
         )
     except services.RunConfigError as exc:
         return Status(422, field_error(exc.field, exc.message))

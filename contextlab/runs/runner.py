@@ -20,7 +20,7 @@ from django.utils import timezone
 from contextlab import engine
 from contextlab.runs.models import Run, RunResult
 from contextlab.summaries import services as summaries
-from contextlab.transcripts.models import TranscriptMessages
+from contextlab.transcripts.models import Transcript, TranscriptMessages
 
 logger = logging.getLogger(__name__)
 
@@ -76,7 +76,8 @@ def heartbeat(run_id: int) -> Iterator[None]:
         thread.join(timeout=5)
 
 
-def _progress_writer(run_id: int) -> Callable[[int, int], None]:
+def progress_writer(run_id: int) -> Callable[[int, int], None]:
+    """Store replay progress on the run, at most every PROGRESS_EVERY seconds."""
     last = 0.0
 
     def progress(done: int, total: int) -> None:
@@ -92,35 +93,70 @@ def _progress_writer(run_id: int) -> Callable[[int, int], None]:
     return progress
 
 
-def _fail(run_id: int, message: str) -> None:
+def fail(run_id: int, message: str) -> None:
+    """Mark the run failed with a reason the user can read."""
     Run.objects.filter(pk=run_id).update(
         status=Run.Status.FAILED, error=message[:4000], finished_at=timezone.now()
     )
 
 
-def _replay(run: Run) -> dict[str, Any]:
-    transcript = run.transcript
-    session = engine.load_session(transcript.path, name=transcript.name)
-    try:
-        if not TranscriptMessages.objects.filter(transcript=transcript).exists():
-            TranscriptMessages.objects.update_or_create(
-                transcript=transcript, defaults={"data": engine.messages_json(session)}
-            )
-        config = engine.PipelineConfig.from_dict(run.config)
-        result = engine.replay(
-            session,
-            config,
-            mode=run.mode,
-            preset_name=run.resolved_preset or run.preset,
-            progress=_progress_writer(run.pk),
-            summarizer=summaries.summarizer_for(run),
+def load_session(transcript: Transcript) -> engine.Session:
+    """The parsed, tokenized session (shared through the session cache) with its messages
+    stored once for the explorer. The caller closes ``session.upload``."""
+    session = engine.load_session_cached(
+        transcript.path,
+        cache_dir=settings.SESSION_CACHE_DIR,
+        name=transcript.name,
+        sha256=transcript.sha256,
+    )
+    if not TranscriptMessages.objects.filter(transcript=transcript).exists():
+        TranscriptMessages.objects.update_or_create(
+            transcript=transcript, defaults={"data": engine.messages_json(session)}
         )
-        data: dict[str, Any] = result.to_json()
-        return data
+    return session
+
+
+def replay_run(run: Run, session: engine.Session) -> dict[str, Any]:
+    """The engine's result JSON for ``run`` on an already-loaded session."""
+    result = engine.replay(
+        session,
+        engine.PipelineConfig.from_dict(run.config),
+        mode=run.mode,
+        preset_name=run.resolved_preset or run.preset,
+        progress=progress_writer(run.pk),
+        summarizer=summaries.summarizer_for(run),
+    )
+    data: dict[str, Any] = result.to_json()
+    return data
+
+
+def store_result(run_id: int, data: dict[str, Any]) -> None:
+    """Save the result and mark the run done, atomically."""
+    total = len(data.get("requests") or [])
+    with transaction.atomic():
+        RunResult.objects.update_or_create(run_id=run_id, defaults={"data": data})
+        Run.objects.filter(pk=run_id).update(
+            status=Run.Status.DONE,
+            summary=data.get("summary") or {},
+            progress_done=total,
+            progress_total=total,
+            error="",
+            finished_at=timezone.now(),
+        )
+
+
+def close_session(session: engine.Session) -> None:
+    upload = getattr(session, "upload", None)
+    if upload is not None:
+        upload.close()
+
+
+def _replay(run: Run) -> dict[str, Any]:
+    session = load_session(run.transcript)
+    try:
+        return replay_run(run, session)
     finally:
-        upload = getattr(session, "upload", None)
-        if upload is not None:
-            upload.close()
+        close_session(session)
 
 
 def execute_run(run_id: int) -> None:
@@ -137,31 +173,20 @@ def execute_run(run_id: int) -> None:
     try:
         with heartbeat(run_id):
             data = _replay(run)
-        summary = data.get("summary") or {}
-        total = len(data.get("requests") or [])
-        with transaction.atomic():
-            RunResult.objects.update_or_create(run_id=run_id, defaults={"data": data})
-            Run.objects.filter(pk=run_id).update(
-                status=Run.Status.DONE,
-                summary=summary,
-                progress_done=total,
-                progress_total=total,
-                error="",
-                finished_at=timezone.now(),
-            )
-        logger.info("run %s: done (%s requests)", run_id, total)
+        store_result(run_id, data)
+        logger.info("run %s: done (%s requests)", run_id, len(data.get("requests") or []))
     except engine.SummaryPending as pending:
         # the LLM call gets its own task; this replay resumes once the summary is stored
         summaries.request_summary(run, pending)
         logger.info("run %s: waiting for summary %s", run_id, pending.key[:40])
     except SoftTimeLimitExceeded:
-        _fail(
+        fail(
             run_id,
             f"The replay took longer than the time limit ({settings.CELERY_TASK_SOFT_TIME_LIMIT} s) "
             "and was stopped.",
         )
     except engine.TranscriptError as exc:
-        _fail(run_id, f"The transcript could not be read: {exc}")
+        fail(run_id, f"The transcript could not be read: {exc}")
     except TRANSIENT_ERRORS:
         logger.exception("run %s: transient database error; will retry", run_id)
         # if this fails too, the stale-run recovery requeues it later
@@ -172,4 +197,4 @@ def execute_run(run_id: int) -> None:
         raise
     except Exception as exc:
         logger.exception("run %s: replay failed", run_id)
-        _fail(run_id, f"The replay failed: {type(exc).__name__}: {exc}")
+        fail(run_id, f"The replay failed: {type(exc).__name__}: {exc}")

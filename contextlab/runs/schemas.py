@@ -12,6 +12,12 @@ class RunIn(Schema):
     preset: str | None = None
     #: field overrides of the pipeline config, validated by the engine
     config: dict[str, Any] | None = None
+    #: who writes the summaries of simulated compactions
+    summarizer: Literal["extractive", "anthropic", "openai"] = "extractive"
+    #: the model the summarizer asks (default: CONTEXTLAB_SUMMARY_MODEL, else the session's)
+    summary_model: str | None = Field(None, max_length=200)
+    #: stop the run before a summary call would take its LLM spend past this, in dollars
+    spend_cap_usd: float | None = Field(None, ge=0, le=10_000)
 
 
 class RunOut(Schema):

@@ -18,6 +18,7 @@ from django.utils import timezone
 from contextlab import engine
 from contextlab.runs import tasks
 from contextlab.runs.models import Run, RunResult
+from contextlab.summaries import services as summaries
 from contextlab.transcripts.models import Transcript, TranscriptMessages
 
 logger = logging.getLogger(__name__)
@@ -41,8 +42,15 @@ def start_run(
     mode: str,
     preset: str = "",
     overrides: dict[str, Any] | None = None,
+    summarizer: str = "extractive",
+    summary_model: str = "",
+    spend_cap_usd: float | None = None,
 ) -> Run:
-    """Validate the config with the engine, create a queued run and enqueue it after commit."""
+    """Validate the config with the engine, create a queued run and enqueue it after commit.
+
+    ``summarizer`` chooses who writes the summaries of simulated compactions (what-if runs):
+    the offline extractive one, or an LLM backend whose calls run as their own tasks.
+    """
     if mode not in Run.Mode.values:
         raise RunConfigError("mode", f"must be one of {', '.join(Run.Mode.values)}")
     preset = preset or "auto"
@@ -57,8 +65,15 @@ def start_run(
             "config", "a recorded replay uses the recorded behaviour; use mode whatif"
         )
     try:
+        summaries.validate_summarizer(summarizer, summary_model, spend_cap_usd)
+    except summaries.SummarizerConfigError as exc:
+        raise RunConfigError(exc.field, exc.message) from None
+    try:
         config, resolved_preset = engine.resolve_config(
-            preset, overrides or None, version=transcript.version or None
+            preset,
+            overrides or None,
+            version=transcript.version or None,
+            max_recorded_prompt=transcript.max_prompt_tokens or None,
         )
     except engine.ConfigError as exc:
         field = f"config.{exc.field}" if exc.field else "config"
@@ -71,6 +86,9 @@ def start_run(
         overrides=overrides or {},
         config=config.to_dict(),
         resolved_preset=resolved_preset,
+    )
+    summaries.configure_run(
+        run=run, backend=summarizer, model=summary_model, spend_cap_usd=spend_cap_usd
     )
     transaction.on_commit(lambda: tasks.run_replay.delay(run.pk))
     return run

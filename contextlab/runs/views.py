@@ -17,6 +17,7 @@ from django_htmx.middleware import HtmxDetails
 from contextlab import engine
 from contextlab.runs import charts, services
 from contextlab.runs.models import Run
+from contextlab.summaries import services as summaries
 from contextlab.transcripts.models import Transcript
 
 #: text longer than this is folded server-side; the rest loads on demand
@@ -111,6 +112,8 @@ def report(request: HttpRequest, pk: int) -> HttpResponse:
         context["session_info"] = data.get("session") or {}
         context["first_request_url"] = url(0) if data.get("requests") else None
         context["subagents"] = subagent_rows(data)
+        context["summaries"] = summaries.run_summaries(data, services.session_messages(transcript))
+        context["summarizer"] = summaries.RunSummarizer.objects.filter(run=run).first()
     return render(request, "runs/report.html", context)
 
 
@@ -124,6 +127,7 @@ def run_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         "run": run,
         "transcript": run.transcript,
         "compact": request.GET.get("compact") == "1",
+        "waiting": summaries.waiting_for(run),
     }
     if request.htmx and not request.htmx.history_restore_request:
         response = render(request, "runs/run_detail.html#run-progress", context)
@@ -141,9 +145,18 @@ def create_run(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     preset = request.POST.get("preset", "auto")
     raw_config = request.POST.get("config", "").strip()
     mode = request.POST.get("mode", Run.Mode.WHATIF)
+    summarizer = request.POST.get("summarizer", "extractive")
+    summary_model = request.POST.get("summary_model", "").strip()
+    raw_cap = request.POST.get("spend_cap_usd", "").strip()
     error: dict[str, str] | None = None
     overrides: dict[str, Any] | None = None
-    if raw_config:
+    spend_cap: float | None = None
+    if raw_cap:
+        try:
+            spend_cap = float(raw_cap)
+        except ValueError:
+            error = {"field": "spend_cap_usd", "message": "must be a number of dollars, e.g. 2.50"}
+    if raw_config and error is None:
         try:
             parsed = json.loads(raw_config)
         except json.JSONDecodeError as exc:
@@ -167,6 +180,9 @@ def create_run(request: HtmxHttpRequest, pk: int) -> HttpResponse:
                 mode=mode,
                 preset=preset,
                 overrides=overrides,
+                summarizer=summarizer,
+                summary_model=summary_model,
+                spend_cap_usd=spend_cap,
             )
         except services.RunConfigError as exc:
             error = {"field": exc.field, "message": exc.message}
@@ -178,7 +194,15 @@ def create_run(request: HtmxHttpRequest, pk: int) -> HttpResponse:
                 return response
             return redirect(target)
     context = _run_form_context(
-        transcript, form_values={"preset": preset, "config": raw_config}, form_error=error
+        transcript,
+        form_values={
+            "preset": preset,
+            "config": raw_config,
+            "summarizer": summarizer,
+            "summary_model": summary_model,
+            "spend_cap_usd": raw_cap,
+        },
+        form_error=error,
     )
     if request.htmx:
         return render(request, "runs/report.html#run-form", context, status=422)
@@ -190,47 +214,6 @@ def _fold(text: str | None) -> dict[str, Any]:
     if len(text) <= FOLD_CHARS:
         return {"head": text, "rest": 0}
     return {"head": text[:FOLD_CHARS], "rest": len(text) - FOLD_CHARS}
-
-
-def _row_tokens(row: dict[str, Any], messages: list[dict[str, Any]]) -> int:
-    """Uncalibrated tokens the row adds to the model's prompt (0 when it was not sent)."""
-    model = row.get("model")
-    if not model:
-        return 0
-    msg_index = row.get("message")
-    if row.get("badge") == "intact" and msg_index is not None and msg_index < len(messages):
-        blocks = messages[msg_index].get("blocks") or []
-        if row["block"] < len(blocks) and blocks[row["block"]].get("tokens") is not None:
-            return int(blocks[row["block"]]["tokens"])
-    return max(1, len(model.get("text") or "") // 4)
-
-
-def cache_gutter(
-    rows: list[dict[str, Any]], req: dict[str, Any], messages: list[dict[str, Any]], prefix: float
-) -> list[str]:
-    """Which part of the prompt each row fell in: "read", "write", "uncached" or "none".
-
-    The prompt is laid out as the engine's cache model sees it: system prompt and tools first
-    (the calibrated prefix), then the rows in order. Its estimated read / write / uncached
-    totals are assigned front to back, so this is an estimate at row granularity.
-    """
-    cache = req.get("cache") or {}
-    read, write = float(cache.get("read") or 0), float(cache.get("write") or 0)
-    total = read + write + float(cache.get("uncached") or 0)
-    sizes = [_row_tokens(row, messages) for row in rows]
-    raw_sum = sum(sizes)
-    scale = max(0.0, total - prefix) / raw_sum if raw_sum else 0.0
-    position = min(prefix, total)
-    out = []
-    for size in sizes:
-        if not size:
-            out.append("none")
-            continue
-        width = size * scale
-        middle = position + width / 2
-        position += width
-        out.append("read" if middle < read else "write" if middle < read + write else "uncached")
-    return out
 
 
 def _prepare_rows(
@@ -293,8 +276,8 @@ def explorer(request: HtmxHttpRequest, pk: int, index: int) -> HttpResponse:
     messages = services.session_messages(transcript).get(thread) or []
     view = engine.side_by_side(messages, data, int(req.get("index", index)))
     rows: list[dict[str, Any]] = view.get("rows") or []
-    calibration = (data.get("session") or {}).get("calibration") or {}
-    gutter = cache_gutter(rows, req, messages, float(calibration.get("prefix_tokens") or 0))
+    # the engine marks each sent block read / write / uncached from its cache model
+    gutter = [str(row.get("cache") or "none") for row in rows]
     # After a compaction most of the history is replaced by the summary: hide those rows
     # unless asked, so the first page shows what the model saw.
     show_replaced = request.GET.get("replaced") == "1"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import asdict
+from functools import partial
 
 from django.db import transaction
 from django.utils import timezone
@@ -115,4 +116,4 @@ def _resume(settings: RunSummarizer) -> None:
     with transaction.atomic():
         RunSummarizer.objects.filter(pk=settings.pk).update(pending_key="", pending_request=None)
         Run.objects.filter(pk=settings.pk, status=Run.Status.QUEUED).update(heartbeat_at=None)
-        run_tasks.run_replay.delay_on_commit(settings.pk)
+        transaction.on_commit(partial(run_tasks.run_replay.delay, settings.pk))

@@ -9,6 +9,7 @@ worker slot waits on the network while another replay could run.
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from django.db import transaction
@@ -17,6 +18,8 @@ from contextlab import engine
 from contextlab.runs.models import Run
 from contextlab.summaries import tasks
 from contextlab.summaries.models import Backend, RunSummarizer, SummaryEntry
+
+__all__ = ["RunSummarizer", "configure_run", "run_summaries", "summarizer_for", "waiting_for"]
 
 
 class SummarizerConfigError(ValueError):
@@ -101,10 +104,35 @@ def request_summary(run: Run, pending: engine.SummaryPending) -> None:
             pending_key=pending.key, pending_request=engine.request_to_json(pending.request)
         )
         Run.objects.filter(pk=run.pk).update(status=Run.Status.QUEUED, heartbeat_at=None)
-        tasks.fetch_summary.delay_on_commit(run.pk)
+        transaction.on_commit(partial(tasks.fetch_summary.delay, run.pk))
 
 
-def run_summaries(data: dict[str, Any]) -> list[dict[str, Any]]:
-    """The summaries of a stored result, each once, for the run page."""
-    summaries: list[dict[str, Any]] = data.get("summaries") or []
-    return summaries
+def run_summaries(
+    data: dict[str, Any], messages: dict[str, list[dict[str, Any]]] | None
+) -> list[dict[str, Any]]:
+    """The summaries a run's replay used, each with the recorded one written at the same point.
+
+    A recorded summary counts as "the same point" when it entered the history between the
+    requests just before and just after the one the simulated summary precedes.
+    """
+    out: list[dict[str, Any]] = []
+    requests = {(r["thread"], r["thread_request"]): r for r in data.get("requests") or []}
+    for item in data.get("summaries") or []:
+        row = dict(item)
+        thread = row.get("thread") or "main"
+        k = int(row.get("request") or 0)
+        before = requests.get((thread, k - 1))
+        after = requests.get((thread, k + 1)) or requests.get((thread, k))
+        recorded = None
+        if messages and before and after:
+            for msg in messages.get(thread, [])[before["message"] : after["message"]]:
+                if msg["kind"] == "summary":
+                    recorded = "".join(b["text"] for b in msg["blocks"])
+        row["recorded_text"] = recorded
+        out.append(row)
+    return out
+
+
+def waiting_for(run: Run) -> RunSummarizer | None:
+    """The summarizer settings of a run that is waiting for a summary, else None."""
+    return RunSummarizer.objects.filter(run=run).exclude(pending_key="").first()

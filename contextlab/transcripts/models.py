@@ -22,6 +22,8 @@ class Transcript(models.Model):
     session_id = models.CharField(max_length=100, blank=True)
     version = models.CharField(max_length=40, blank=True)
     request_count = models.PositiveIntegerField(default=0)
+    #: the largest prompt a response recorded: over 200k means the session had the 1M window
+    max_prompt_tokens = models.PositiveIntegerField(default=0)
     #: [{id, kind, messages}] per thread
     threads: models.JSONField[list[dict[str, Any]]] = models.JSONField(default=list)
     #: the engine's problems, [{file, line, code, message, severity}]

@@ -176,6 +176,7 @@ def create_transcript(
                     session_id=session.session_id or "",
                     version=session.version or "",
                     request_count=_request_count(session),
+                    max_prompt_tokens=session.max_recorded_prompt,
                     threads=[
                         {"id": t.id, "kind": t.kind, "messages": len(t.messages)}
                         for t in session.threads

@@ -317,7 +317,10 @@ def resolved_for(
     """The config dict and preset name a run of ``spec`` on ``transcript`` replays with."""
     try:
         config, preset_name = engine.resolve_config(
-            spec.preset, spec.overrides or None, version=transcript.version or None
+            spec.preset,
+            spec.overrides or None,
+            version=transcript.version or None,
+            max_recorded_prompt=transcript.max_prompt_tokens or None,
         )
     except engine.ConfigError as exc:
         raise TuningError(

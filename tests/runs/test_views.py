@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from contextlab.runs import runner, views
+from contextlab.runs import runner
 from contextlab.runs.models import Run
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clean_media")]
@@ -247,20 +247,3 @@ def test_hostile_transcript_text_is_escaped(alice_client, make_transcript):
     assert "<img src=x onerror" not in html
     assert 'href="javascript:' not in html
     assert "<svg onload" not in html
-
-
-def test_cache_gutter_splits_the_prompt_front_to_back():
-    rows = [
-        {"message": 0, "block": 0, "badge": "intact", "model": {"text": "a" * 400}},
-        {"message": 1, "block": 0, "badge": "summarized", "model": None},
-        {"message": 2, "block": 0, "badge": "intact", "model": {"text": "b" * 400}},
-        {"message": 3, "block": 0, "badge": "intact", "model": {"text": "c" * 400}},
-    ]
-    messages = [{"blocks": [{"tokens": 100}]}] * 4
-    req = {"cache": {"read": 150, "write": 100, "uncached": 50}}
-    assert views.cache_gutter(rows, req, messages, prefix=0) == [
-        "read",
-        "none",
-        "write",
-        "uncached",
-    ]

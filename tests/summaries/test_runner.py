@@ -13,7 +13,7 @@ from contextlab.runs import runner as run_runner
 from contextlab.runs.models import Run, RunResult
 from contextlab.summaries import runner, services
 from contextlab.summaries.models import RunSummarizer, SummaryEntry
-from tests.engine.conftest import ANTHROPIC_TEST_KEY, llm_stub  # noqa: F401 - the fixture
+from tests.engine.conftest import ANTHROPIC_TEST_KEY
 from tests.engine.test_pipeline import SMALL_WINDOW, long_session
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clean_media")]

@@ -241,7 +241,7 @@ def counting(monkeypatch, name):
 
 
 def test_the_batch_runner_parses_each_session_once(user, session, monkeypatch):
-    load = counting(monkeypatch, "load_session")
+    load = counting(monkeypatch, "load_session_cached")
     replays = counting(monkeypatch, "replay")
     sweep = services.create_sweep(
         owner=user,
