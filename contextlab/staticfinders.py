@@ -23,7 +23,7 @@ class PackageAssetFinder(BaseFinder):
     def find(self, path: str, find_all: bool = False, **kwargs: Any) -> Any:  # type: ignore[override]
         target = FILES.get(path)
         if target is None or not target.exists():
-            return [] if find_all else None
+            return []  # what the built-in finders answer when they have nothing
         return [str(target)] if find_all else str(target)
 
     def list(self, ignore_patterns: Any) -> Iterator[tuple[str, FileSystemStorage]]:
