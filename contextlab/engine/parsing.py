@@ -109,6 +109,8 @@ class Session:
     versions: list[str]
     upload: Upload | None = None
     record_count: int = 0
+    #: results derived from the session alone, reused by later replays in this process
+    memo: dict[Any, Any] = field(default_factory=dict)
 
     @property
     def main(self) -> Thread:

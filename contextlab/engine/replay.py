@@ -684,9 +684,14 @@ def replay(
         if progress is not None:
             progress(done, total)
 
-    # pass 1: measure recorded views and fit the calibration of every thread (and model)
-    measured: dict[str, tuple[list[int], Calibration | None, dict[str, Calibration]]] = {}
+    # pass 1: measure recorded views and fit the calibration of every thread (and model);
+    # it depends on the session and the config only, so replays of the same pair reuse it
+    memo_key = ("calibration", config)
+    measured: dict[str, tuple[list[int], Calibration | None, dict[str, Calibration]]]
+    measured = session.memo.get(memo_key) or {}
     for thread in threads:
+        if thread.id in measured:
+            continue
         probe = _ThreadReplay(
             session,
             thread,
@@ -707,6 +712,7 @@ def replay(
             fit_calibration(probe.raw, totals),
             fit_per_model(probe.requests, probe.raw, totals),
         )
+    session.memo[memo_key] = measured
     main_cal = measured[threads[0].id][1] if threads else None
     # one cache for the session, fed in time order, so threads that share a prompt share entries
     cache_sim = CacheSimulator(

@@ -11,6 +11,7 @@ import hashlib
 import os
 import pickle
 import tempfile
+from collections import OrderedDict
 from pathlib import Path
 
 from .loading import open_upload
@@ -18,7 +19,11 @@ from .parsing import Session, load_session
 from .tokens import TiktokenCounter, TokenCounter, block_key, block_rough, block_tokens
 
 #: Bump when Session, Block or the tokenization change shape.
-CACHE_VERSION = "1"
+CACHE_VERSION = "2"
+#: Sessions kept in memory by a long-lived process (a worker replaying a file again after an
+#: LLM summary, or an A/B pair), newest last.
+_RECENT: OrderedDict[str, Session] = OrderedDict()
+RECENT_LIMIT = 2
 
 
 def file_sha256(path: str | os.PathLike[str]) -> str:
@@ -60,6 +65,11 @@ def load_session_cached(
     # size and mtime catch a file rewritten in place under a digest computed earlier
     key = f"{sha256 or file_sha256(path)}-{stat.st_size}-{int(stat.st_mtime)}-v{CACHE_VERSION}"
     target = Path(cache_dir) / f"{key}.pickle"
+    recent = _RECENT.get(key)
+    if recent is not None:
+        _RECENT.move_to_end(key)
+        recent.upload = open_upload(path, name)  # the last replay closed its archive handles
+        return recent
     if target.exists():
         try:
             with open(target, "rb") as fh:
@@ -70,6 +80,7 @@ def load_session_cached(
             session.upload = open_upload(path, name)  # archives: tool-results read on demand
             if name:
                 session.name = name
+            _remember(key, session)
             return session
     session = load_session(path, name)
     tokenize_session(session)
@@ -84,4 +95,12 @@ def load_session_cached(
         pass  # a read-only or full disk only costs the reuse
     finally:
         session.upload = upload
+    _remember(key, session)
     return session
+
+
+def _remember(key: str, session: Session) -> None:
+    _RECENT[key] = session
+    _RECENT.move_to_end(key)
+    while len(_RECENT) > RECENT_LIMIT:
+        _RECENT.popitem(last=False)

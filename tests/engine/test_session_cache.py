@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from contextlab import engine
+from contextlab.engine import session_cache
 from tests.engine.test_pipeline import long_session
 
 
@@ -12,6 +13,8 @@ def test_cached_session_replays_identically_and_is_reused(tmp_path):
     first = engine.load_session_cached(path, cache_dir=cache)
     files = list(cache.glob("*.pickle"))
     assert len(files) == 1
+    assert engine.load_session_cached(path, cache_dir=cache) is first  # kept in memory
+    session_cache._RECENT.clear()  # as in another worker process
     second = engine.load_session_cached(path, cache_dir=cache)
     assert second is not first
     assert all(b.tok >= 0 for m in second.main.messages for b in m.blocks)  # tokenized already
@@ -26,6 +29,30 @@ def test_a_corrupt_cache_file_is_ignored_and_rewritten(tmp_path):
     engine.load_session_cached(path, cache_dir=cache)
     (target,) = cache.glob("*.pickle")
     target.write_bytes(b"not a pickle")
+    session_cache._RECENT.clear()
     session = engine.load_session_cached(path, cache_dir=cache)
     assert session.main.messages
     assert target.read_bytes() != b"not a pickle"
+
+
+def test_replays_of_the_same_session_and_config_reuse_the_calibration_pass(tmp_path, monkeypatch):
+    import sys
+
+    replay_module = sys.modules["contextlab.engine.replay"]  # the package exports a function of that name
+
+    path = long_session(4).write(tmp_path / "s.jsonl")
+    session = engine.load_session(str(path))
+    config = engine.get_preset("claude-code-2.1.88")
+    probes = []
+    real_run = replay_module._ThreadReplay.run
+
+    def counting(self, *, with_results):
+        if not with_results:
+            probes.append(1)
+        return real_run(self, with_results=with_results)
+
+    monkeypatch.setattr(replay_module._ThreadReplay, "run", counting)
+    first = engine.replay(session, config, mode="whatif").to_json()
+    second = engine.replay(session, config, mode="whatif").to_json()
+    assert first == second
+    assert len(probes) == 1
