@@ -28,6 +28,7 @@ import sys
 import tempfile
 import time
 import urllib.parse
+import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -60,7 +61,11 @@ def start_server(port: int, var_dir: Path) -> tuple[subprocess.Popen[bytes], str
         text = log.read_text(errors="replace")
         match = re.search(r"log in as 'demo' with password '([^']+)'", text)
         if match and "ContextLab on http" in text:
-            return proc, match.group(1), log
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{port}/accounts/login/", timeout=2)
+                return proc, match.group(1), log
+            except OSError:
+                pass  # printed, not listening yet
         if proc.poll() is not None:
             raise SystemExit(f"server exited:\n{text[-3000:]}")
         time.sleep(0.3)
