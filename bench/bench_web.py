@@ -97,7 +97,9 @@ def upload_to_report(browser: Browser, path: Path) -> tuple[float, int]:
     if status not in (200, 201):
         raise SystemExit(f"upload failed {status}: {body[:300]!r}")
     session = json.loads(body)
-    run_id = json.loads(browser.request("GET", f"/api/sessions/{session['id']}")[1])["runs"][-1]["id"]
+    run_id = json.loads(browser.request("GET", f"/api/sessions/{session['id']}")[1])["runs"][-1][
+        "id"
+    ]
     while True:
         run = json.loads(browser.request("GET", f"/api/runs/{run_id}")[1])
         if run["status"] in ("done", "failed"):
@@ -143,7 +145,9 @@ def storage_per_request(path: Path) -> dict[str, float]:
     session = engine.load_session(str(path))
     config, preset = engine.resolve_config("auto", version=session.version)
     result = engine.replay(session, config, preset_name=preset).to_json()
-    requests = max(1, len(result["requests"]) + sum(len(s["requests"]) for s in result["subagents"]))
+    requests = max(
+        1, len(result["requests"]) + sum(len(s["requests"]) for s in result["subagents"])
+    )
     result_bytes = len(json.dumps(result, separators=(",", ":")))
     message_bytes = len(json.dumps(engine.messages_json(session), separators=(",", ":")))
     return {

@@ -25,6 +25,7 @@ from .llm import (
     OpenAICompatibleSummarizer,
     SummaryError,
     make_summarizer,
+    preload_sdks,
 )
 from .models import ModelInfo, model_info
 from .parsing import Session, Thread, build_session, load_session
@@ -108,6 +109,7 @@ __all__ = [
     "make_summarizer",
     "messages_json",
     "model_info",
+    "preload_sdks",
     "preset_for_version",
     "render_messages",
     "replay",

@@ -951,6 +951,19 @@ class FallbackSummarizer:
         return result
 
 
+def preload_sdks() -> list[str]:
+    """Import the backends' SDKs now (a worker at start-up), not on the first summary call:
+    importing them takes over a second, which would otherwise land on a user's run."""
+    loaded = []
+    for module in ("anthropic", "openai"):
+        try:
+            __import__(module)
+        except ImportError:
+            continue
+        loaded.append(module)
+    return loaded
+
+
 def make_summarizer(name: str, model: str | None = None, **kw: Any) -> Summarizer:
     """A summarizer by name: "extractive" (offline), "anthropic" or "openai"."""
     key = (name or "").strip().lower()

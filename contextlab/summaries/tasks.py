@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+from celery.signals import worker_init
 from django.db import InterfaceError, OperationalError
 
+from contextlab import engine
 from contextlab.celery import app
 from contextlab.summaries import runner
+
+
+@worker_init.connect
+def _preload_sdks(**_: Any) -> None:
+    engine.preload_sdks()
 
 
 @app.task(
