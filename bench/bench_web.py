@@ -203,7 +203,7 @@ def main() -> None:
         trivial = timed_get(browser, "/accounts/login/", args.runs)
         step = max(1, count // args.samples)
         explorer = []
-        for index in list(range(0, count, step)) + [count - 1]:
+        for index in [*list(range(0, count, step)), count - 1]:
             t = timed_get(browser, f"/sessions/{session_id}/requests/{index}/", args.runs)
             explorer.append({"request": index, "s": round(t, 4), "ratio": round(t / trivial, 2)})
         worst = max(explorer, key=lambda e: e["s"])
