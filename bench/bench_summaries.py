@@ -22,6 +22,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 BENCH_DIR = Path(__file__).resolve().parent
 ROOT = BENCH_DIR.parent
@@ -87,7 +88,9 @@ def main() -> int:
             # a config no run has had yet, and compaction points (so summary inputs) of its own
             overrides = {"autocompact_pct_override": 75 - 3 * round_}
 
-            def run(summarizer: str, overrides: dict[str, int] = overrides) -> tuple[float, Run]:
+            def run(
+                summarizer: str, overrides: dict[str, int] = overrides, transcript: Any = transcript
+            ) -> tuple[float, Run]:
                 start = time.perf_counter()
                 r = run_services.start_run(
                     owner=owner,
