@@ -38,7 +38,9 @@ def test_a_corrupt_cache_file_is_ignored_and_rewritten(tmp_path):
 def test_replays_of_the_same_session_and_config_reuse_the_calibration_pass(tmp_path, monkeypatch):
     import sys
 
-    replay_module = sys.modules["contextlab.engine.replay"]  # the package exports a function of that name
+    replay_module = sys.modules[
+        "contextlab.engine.replay"
+    ]  # the package exports a function of that name
 
     path = long_session(4).write(tmp_path / "s.jsonl")
     session = engine.load_session(str(path))
