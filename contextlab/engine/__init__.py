@@ -15,18 +15,11 @@ Typical use::
 
 from __future__ import annotations
 
-from . import compare
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from .config import ConfigError, PipelineConfig, field_specs
 from .cost import PricingTable, load_pricing, request_cost
-from .evaluation import cache_accuracy, compaction_accuracy, fidelity
-from .llm import (
-    AnthropicSummarizer,
-    FallbackSummarizer,
-    OpenAICompatibleSummarizer,
-    SummaryError,
-    make_summarizer,
-    preload_sdks,
-)
 from .models import ModelInfo, model_info
 from .parsing import Session, Thread, build_session, load_session
 from .presets import (
@@ -38,7 +31,6 @@ from .presets import (
     resolve_config,
 )
 from .replay import MODES, ReplayResult, replay
-from .session_cache import file_sha256, load_session_cached, tokenize_session
 from .summarizer import (
     PROMPT_VERSION,
     ExtractiveSummarizer,
@@ -59,7 +51,51 @@ from .summary_store import (
 from .thresholds import Thresholds, compute_thresholds
 from .tokens import rough_text
 from .transcript import Block, Message, Problem, TranscriptError, Usage
-from .views import BADGES, TransformIndex, messages_json, side_by_side
+
+if TYPE_CHECKING:  # loaded on first use (below): the CLI's start-up only pays for what it runs
+    from . import compare
+    from .evaluation import cache_accuracy, compaction_accuracy, fidelity
+    from .llm import (
+        AnthropicSummarizer,
+        FallbackSummarizer,
+        OpenAICompatibleSummarizer,
+        SummaryError,
+        make_summarizer,
+        preload_sdks,
+    )
+    from .session_cache import file_sha256, load_session_cached, tokenize_session
+    from .views import BADGES, TransformIndex, messages_json, side_by_side
+
+_LAZY: dict[str, tuple[str, str | None]] = {
+    "compare": (".compare", None),
+    "cache_accuracy": (".evaluation", "cache_accuracy"),
+    "compaction_accuracy": (".evaluation", "compaction_accuracy"),
+    "fidelity": (".evaluation", "fidelity"),
+    "AnthropicSummarizer": (".llm", "AnthropicSummarizer"),
+    "FallbackSummarizer": (".llm", "FallbackSummarizer"),
+    "OpenAICompatibleSummarizer": (".llm", "OpenAICompatibleSummarizer"),
+    "SummaryError": (".llm", "SummaryError"),
+    "make_summarizer": (".llm", "make_summarizer"),
+    "preload_sdks": (".llm", "preload_sdks"),
+    "file_sha256": (".session_cache", "file_sha256"),
+    "load_session_cached": (".session_cache", "load_session_cached"),
+    "tokenize_session": (".session_cache", "tokenize_session"),
+    "BADGES": (".views", "BADGES"),
+    "TransformIndex": (".views", "TransformIndex"),
+    "messages_json": (".views", "messages_json"),
+    "side_by_side": (".views", "side_by_side"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    target = _LAZY.get(name)
+    if target is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module = importlib.import_module(target[0], __name__)
+    value = module if target[1] is None else getattr(module, target[1])
+    globals()[name] = value
+    return value
+
 
 __all__ = [
     "BADGES",

@@ -10,12 +10,10 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 from .config import ConfigError, PipelineConfig
-from .evaluation import cache_accuracy, compaction_accuracy, fidelity
-from .llm import SUMMARIZER_NAMES, FallbackSummarizer, make_summarizer
 from .parsing import Session, load_session
 from .presets import resolve_config
 from .replay import MODES, ReplayResult, replay
-from .summarizer import Summarizer
+from .summarizer import SUMMARIZER_NAMES, ExtractiveSummarizer, Summarizer
 from .tokens import percentile
 from .transcript import TranscriptError
 
@@ -137,14 +135,17 @@ def cmd_replay(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 def _summarizer(args: argparse.Namespace) -> Summarizer:
     """The summarizer the flags ask for; LLM ones fall back to the offline summary on failure
     (each such summary is marked with the reason) rather than failing the whole replay."""
-    summarizer = make_summarizer(args.summarizer, args.summary_model)
     if args.summarizer == "extractive":
-        return summarizer
-    return FallbackSummarizer(summarizer)
+        return ExtractiveSummarizer()
+    from .llm import FallbackSummarizer, make_summarizer  # the SDK wrappers, only when asked for
+
+    return FallbackSummarizer(make_summarizer(args.summarizer, args.summary_model))
 
 
 def cmd_fidelity(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """Token fidelity, cache estimate accuracy and compaction prediction over many files."""
+    from .evaluation import cache_accuracy, compaction_accuracy, fidelity
+
     fid_errors: list[float] = []
     cache_diffs: list[float] = []
     miss_counts = [0, 0, 0]

@@ -35,6 +35,7 @@ from typing import Any
 from .cost import PricingTable, load_pricing, request_cost
 from .models import model_info
 from .summarizer import (
+    SUMMARIZER_NAMES,
     ExtractiveSummarizer,
     Summarizer,
     SummaryRequest,
@@ -80,7 +81,6 @@ SUMMARY_SYSTEM_PROMPT = "You are a helpful AI assistant tasked with summarizing 
 DEFAULT_ANTHROPIC_MODEL = "claude-sonnet-4-6"
 MODEL_ENV = "CONTEXTLAB_SUMMARY_MODEL"
 #: What ``make_summarizer`` accepts.
-SUMMARIZER_NAMES = ("extractive", "anthropic", "openai")
 #: local servers (Ollama, vLLM, llama.cpp) ignore the key, but the SDK insists on one
 OPENAI_PLACEHOLDER_KEY = "sk-no-key-required"
 

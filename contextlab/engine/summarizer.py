@@ -15,6 +15,8 @@ from .tokens import rough_text
 from .transcript import Message
 
 PROMPT_VERSION = "contextlab-compact-1"
+#: The summarizer backends a replay can use (the LLM ones live in ``llm``).
+SUMMARIZER_NAMES = ("extractive", "anthropic", "openai")
 #: Bumped whenever the wording of ``collapse_prompt`` changes, so stored summaries say which one.
 COLLAPSE_PROMPT_VERSION = "contextlab-collapse-1"
 
