@@ -30,7 +30,7 @@ from .presets import (
     preset_for_version,
     resolve_config,
 )
-from .replay import MODES, ReplayResult, replay
+from .replay import MODES, ReplayResult, replay, resume
 from .summarizer import (
     PROMPT_VERSION,
     ExtractiveSummarizer,
@@ -153,6 +153,7 @@ __all__ = [
     "request_from_json",
     "request_to_json",
     "resolve_config",
+    "resume",
     "rough_text",
     "side_by_side",
     "summary_key",

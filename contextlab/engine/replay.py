@@ -8,6 +8,8 @@ requested mode with every step, decision counts, the prompt-cache model and cost
 from __future__ import annotations
 
 import functools
+import io
+import pickle
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -295,6 +297,22 @@ class _CacheBlocks:
         self.built_end = max(self.built_end, end)
 
 
+@dataclass
+class _Loop:
+    """Where a thread's replay is: what a resumed replay picks up."""
+
+    sim: CacheSimulator
+    blocks: _CacheBlocks
+    first_emitted: int
+    next: int = 0
+    prev_end: int = 0
+    last_time: float | None = None
+    ttl: str = "5m"
+    results: list[dict[str, Any]] = field(default_factory=list)
+    #: the request being replayed and the step it stopped at (None between requests)
+    pending: tuple[StepContext, int] | None = None
+
+
 class _ThreadReplay:
     def __init__(
         self,
@@ -338,6 +356,12 @@ class _ThreadReplay:
         self.thresholds: dict[str | None, Thresholds] = {}
         self.model_tokens: list[int] = []
         self.raw: list[int] = []
+        self.summary_calls = 0
+        self._loop: _Loop | None = None
+
+    @property
+    def thread_cal(self) -> Calibration:
+        return self.calibration or DEFAULT_CALIBRATION
 
     def _session_dir(self) -> str:
         """Where Claude Code saved tool results: read off a recorded wrapper when there is one."""
@@ -400,149 +424,175 @@ class _ThreadReplay:
         return th
 
     def run(self, *, with_results: bool) -> list[dict[str, Any]]:
-        view = self.view
-        thread_cal = self.calibration or DEFAULT_CALIBRATION
-        results: list[dict[str, Any]] = []
+        """Replay the thread's requests; resumable where a ``SummaryPending`` stopped it.
+
+        The loop's state lives on the object, and a request interrupted inside a step is
+        resumed at that step (steps before it already changed the view for this request).
+        """
+        if self._loop is None:
+            self._loop = self._start_loop()
+        loop = self._loop
+        while loop.next < len(self.requests):
+            req = self.requests[loop.next]
+            if loop.pending is None:
+                loop.pending = (self._begin_request(req, loop), 0)
+            ctx, first_step = loop.pending
+            for i in range(first_step, len(self.steps)):
+                loop.pending = (ctx, i)
+                self.steps[i].apply(ctx)
+            loop.pending = None
+            self._finish_request(req, ctx, loop, with_results=with_results)
+            loop.next += 1
+        self.summary_calls = int(self.state.get("summary_calls", 0))
+        return loop.results
+
+    def _start_loop(self) -> _Loop:
         self.state["recorded_summaries"] = self.recorded_summaries
-        sim = self.cache_sim or CacheSimulator(
-            lookback_blocks=self.config.cache_lookback_blocks,
-            lookback_enabled=self.config.cache_lookback_enabled,
-        )
         # Threads of one family share a system prompt: a subagent can read the prefix an
         # earlier subagent of the same session wrote moments before (it cannot see the main's).
         system_keys = [
             text_key(f"system-static:{self.prompt_family}"),
             text_key(f"system-dynamic:{self.thread.id}"),
         ]
-        blocks = _CacheBlocks(system_keys)
-        ttl = "5m"
-        prev_end = 0
-        first_emitted = self.thread.fork_index if self.thread.kind == "branch" else 0
-        last_time: float | None = None
-        for req in self.requests:
-            k = req.index
-            p = req.position
-            new_range = (prev_end, p)
-            turn_start = (
-                any(
-                    m.role == "user" and m.kind in ("prompt", "command")
-                    for m in self.thread.messages[prev_end:p]
-                )
-                or k == 0
+        return _Loop(
+            sim=self.cache_sim
+            or CacheSimulator(
+                lookback_blocks=self.config.cache_lookback_blocks,
+                lookback_enabled=self.config.cache_lookback_enabled,
+            ),
+            blocks=_CacheBlocks(system_keys),
+            first_emitted=self.thread.fork_index if self.thread.kind == "branch" else 0,
+        )
+
+    def _begin_request(self, req: RequestInfo, loop: _Loop) -> StepContext:
+        view = self.view
+        k = req.index
+        p = req.position
+        new_range = (loop.prev_end, p)
+        turn_start = (
+            any(
+                m.role == "user" and m.kind in ("prompt", "command")
+                for m in self.thread.messages[loop.prev_end : p]
             )
-            now = parse_time(req.timestamp) or (last_time or 0.0)
-            if turn_start and k > 0:
-                view.drop_turn_overrides(k - 1)
-            view.end = p
-            self.state["last_assistant_time"] = last_time
-            thresholds = self.thresholds_for(req.message.model)
-            cal = self.model_calibrations.get(req.message.model or "", thread_cal)
-            events: list[dict[str, Any]] = []
-            ctx = StepContext(
-                k=k,
-                request=req,
-                view=view,
-                config=self.config,
-                thresholds=thresholds,
-                mode=self.mode,
-                new_range=new_range,
-                turn_start=turn_start,
-                now=now,
-                state=self.state,
-                events=events,
-                decision_count=functools.partial(self.decision_count, k),
-                prompt_estimate=functools.partial(_calibrated, cal, view),
-                session=self.session,
-                summarizer=self.summarizer,
-            )
-            for step in self.steps:
-                step.apply(ctx)
-            raw = view.raw_tokens()
-            model_tokens = cal.apply(raw)
-            self.raw.append(raw)
-            self.model_tokens.append(model_tokens)
-            self.state["last_model_tokens"] = model_tokens
-            prev_end = p
-            last_time = parse_time(req.timestamp) or last_time
-            if not with_results:
-                continue
-            decision = self.decision_count(k) - ctx.snip_freed
-            usage = req.message.usage
-            ttl = self._ttl(usage, ttl)
-            cache = self._cache(sim, blocks, cal, model_tokens, req, now, ttl)
-            output = usage.output if usage else 0
-            write_5m = cache["write"] if ttl == "5m" else 0
-            write_1h = cache["write"] - write_5m
-            cost = request_cost(
+            or k == 0
+        )
+        now = parse_time(req.timestamp) or (loop.last_time or 0.0)
+        if turn_start and k > 0:
+            view.drop_turn_overrides(k - 1)
+        view.end = p
+        self.state["last_assistant_time"] = loop.last_time
+        cal = self.model_calibrations.get(req.message.model or "", self.thread_cal)
+        return StepContext(
+            k=k,
+            request=req,
+            view=view,
+            config=self.config,
+            thresholds=self.thresholds_for(req.message.model),
+            mode=self.mode,
+            new_range=new_range,
+            turn_start=turn_start,
+            now=now,
+            state=self.state,
+            events=[],
+            decision_count=functools.partial(self.decision_count, k),
+            prompt_estimate=functools.partial(_calibrated, cal, view),
+            session=self.session,
+            summarizer=self.summarizer,
+        )
+
+    def _finish_request(
+        self, req: RequestInfo, ctx: StepContext, loop: _Loop, *, with_results: bool
+    ) -> None:
+        view = self.view
+        k = req.index
+        p = req.position
+        now = ctx.now
+        thresholds = ctx.thresholds
+        events = ctx.events
+        turn_start = ctx.turn_start
+        cal = self.model_calibrations.get(req.message.model or "", self.thread_cal)
+        raw = view.raw_tokens()
+        model_tokens = cal.apply(raw)
+        self.raw.append(raw)
+        self.model_tokens.append(model_tokens)
+        self.state["last_model_tokens"] = model_tokens
+        loop.prev_end = p
+        loop.last_time = parse_time(req.timestamp) or loop.last_time
+        if not with_results:
+            return
+        decision = self.decision_count(k) - ctx.snip_freed
+        usage = req.message.usage
+        loop.ttl = ttl = self._ttl(usage, loop.ttl)
+        cache = self._cache(loop.sim, loop.blocks, cal, model_tokens, req, now, ttl)
+        output = usage.output if usage else 0
+        write_5m = cache["write"] if ttl == "5m" else 0
+        write_1h = cache["write"] - write_5m
+        cost = request_cost(
+            req.message.model,
+            uncached=cache["uncached"],
+            cache_read=cache["read"],
+            cache_write_5m=write_5m,
+            cache_write_1h=write_1h,
+            output=output,
+            pricing=self.pricing,
+        )
+        recorded = None
+        recorded_cost = None
+        if usage is not None and usage.prompt_total > 0:
+            recorded = usage.to_json()
+            rec_1h = usage.cache_write_1h if usage.cache_write_1h is not None else 0
+            rec_5m = usage.cache_write - rec_1h
+            recorded_cost = request_cost(
                 req.message.model,
-                uncached=cache["uncached"],
-                cache_read=cache["read"],
-                cache_write_5m=write_5m,
-                cache_write_1h=write_1h,
-                output=output,
+                uncached=usage.input,
+                cache_read=usage.cache_read,
+                cache_write_5m=rec_5m,
+                cache_write_1h=rec_1h,
+                output=usage.output,
                 pricing=self.pricing,
             )
-            recorded = None
-            recorded_cost = None
-            if usage is not None and usage.prompt_total > 0:
-                recorded = usage.to_json()
-                rec_1h = usage.cache_write_1h if usage.cache_write_1h is not None else 0
-                rec_5m = usage.cache_write - rec_1h
-                recorded_cost = request_cost(
-                    req.message.model,
-                    uncached=usage.input,
-                    cache_read=usage.cache_read,
-                    cache_write_5m=rec_5m,
-                    cache_write_1h=rec_1h,
-                    output=usage.output,
-                    pricing=self.pricing,
-                )
-            repl_raw = view.cum_tok[p]
-            if p < first_emitted:
-                continue
-            results.append(
-                {
-                    "index": k,
-                    "thread": self.thread.id,
-                    "thread_request": k,
-                    "message_id": req.message.message_id,
-                    "message": p,
-                    "line": req.message.line,
-                    "timestamp": req.timestamp,
-                    "model": req.message.model,
-                    "raw_tokens": raw,
-                    "model_tokens": model_tokens,
-                    "repl_tokens": cal.apply(repl_raw),
-                    "decision_tokens": decision,
-                    "recorded": recorded,
-                    "recorded_total": usage.prompt_total if recorded and usage else None,
-                    "cache": cache,
-                    "ttl": ttl,
-                    "cost_usd": round(cost, 6),
-                    "recorded_cost_usd": round(recorded_cost, 6)
-                    if recorded_cost is not None
-                    else None,
-                    "thresholds": {
-                        "effective": thresholds.effective_window,
-                        "autocompact": thresholds.autocompact_threshold,
-                        "warning": thresholds.warning_threshold,
-                        "blocking": thresholds.blocking_limit,
-                    },
-                    "events": events,
-                    "turn_start": turn_start,
-                    "branch": self.thread.kind == "branch",
-                    "blocked": ctx.blocked,
-                    "view": {
-                        "head": [h.ref for h in view.head],
-                        "start": view.start,
-                        "end": view.end,
-                    },
-                }
-            )
-            if self.progress is not None:
-                self.progress(1)
-        self.summary_calls = int(self.state.get("summary_calls", 0))
-        return results
+        repl_raw = view.cum_tok[p]
+        if p < loop.first_emitted:
+            return
+        loop.results.append(
+            {
+                "index": k,
+                "thread": self.thread.id,
+                "thread_request": k,
+                "message_id": req.message.message_id,
+                "message": p,
+                "line": req.message.line,
+                "timestamp": req.timestamp,
+                "model": req.message.model,
+                "raw_tokens": raw,
+                "model_tokens": model_tokens,
+                "repl_tokens": cal.apply(repl_raw),
+                "decision_tokens": decision,
+                "recorded": recorded,
+                "recorded_total": usage.prompt_total if recorded and usage else None,
+                "cache": cache,
+                "ttl": ttl,
+                "cost_usd": round(cost, 6),
+                "recorded_cost_usd": round(recorded_cost, 6) if recorded_cost is not None else None,
+                "thresholds": {
+                    "effective": thresholds.effective_window,
+                    "autocompact": thresholds.autocompact_threshold,
+                    "warning": thresholds.warning_threshold,
+                    "blocking": thresholds.blocking_limit,
+                },
+                "events": events,
+                "turn_start": turn_start,
+                "branch": self.thread.kind == "branch",
+                "blocked": ctx.blocked,
+                "view": {
+                    "head": [h.ref for h in view.head],
+                    "start": view.start,
+                    "end": view.end,
+                },
+            }
+        )
+        if self.progress is not None:
+            self.progress(1)
 
     def decision_count(self, k: int) -> int:
         """``tokenCountWithEstimation``: last usage in the view plus rough estimates after it."""
@@ -650,6 +700,204 @@ class _ThreadReplay:
         }
 
 
+class _Replay:
+    """One replay of a session: pass 1 (calibration) then every thread, resumable.
+
+    When a ``SummaryPending`` stops it, the whole state can be pickled (``checkpoint``), with
+    the session, summarizer and progress callback left out by reference, and resumed later
+    from exactly that step instead of replaying the session again.
+    """
+
+    def __init__(
+        self,
+        session: Session,
+        config: PipelineConfig,
+        mode: str,
+        summarizer: Summarizer,
+        progress: ProgressCallback | None,
+        preset_name: str,
+        counter: TokenCounter,
+        pricing: PricingTable,
+        steps: tuple[Step, ...],
+    ) -> None:
+        self.session = session
+        self.config = config
+        self.mode = mode
+        self.summarizer = summarizer
+        self.progress = progress
+        self.preset_name = preset_name
+        self.counter = counter
+        self.pricing = pricing
+        self.steps = steps
+        self.log = TransformLog()
+        self.threads = [t for t in session.threads if t.messages]
+        self.total = sum(sum(1 for m in t.messages if m.role == "assistant") for t in self.threads)
+        self.done = 0
+        self.measured: dict[str, tuple[list[int], Calibration | None, dict[str, Calibration]]] = {}
+        self.order: list[Thread] = []
+        self.position = -1  # index in ``order`` of the thread being replayed; -1: not started
+        self.runner: _ThreadReplay | None = None
+        self.cache_sim: CacheSimulator | None = None
+        self.by_thread: dict[str, ThreadResult] = {}
+
+    def tick(self, n: int) -> None:
+        self.done += n
+        if self.progress is not None:
+            self.progress(self.done, self.total)
+
+    def calibrate(self) -> None:
+        """Pass 1: measure recorded views and fit the calibration of every thread (and model).
+
+        It depends on the session and the config only, so replays of the same pair reuse it.
+        """
+        memo_key = ("calibration", self.config)
+        measured = self.session.memo.get(memo_key) or {}
+        for thread in self.threads:
+            if thread.id in measured:
+                continue
+            probe = _ThreadReplay(
+                self.session,
+                thread,
+                self.config,
+                "recorded",
+                self.counter,
+                self.summarizer,
+                TransformLog(),
+                None,
+                None,
+                self.pricing,
+                self.steps,
+            )
+            probe.run(with_results=False)
+            totals = [
+                (r.message.usage.prompt_total if r.message.usage else 0) for r in probe.requests
+            ]
+            measured[thread.id] = (
+                probe.raw,
+                fit_calibration(probe.raw, totals),
+                fit_per_model(probe.requests, probe.raw, totals),
+            )
+        self.session.memo[memo_key] = measured
+        self.measured = measured
+
+    def run(self) -> ReplayResult:
+        if self.position < 0:
+            self.calibrate()
+            # one cache for the session, fed in time order: threads sharing a prompt share entries
+            self.cache_sim = CacheSimulator(
+                lookback_blocks=self.config.cache_lookback_blocks,
+                lookback_enabled=self.config.cache_lookback_enabled,
+            )
+            self.order = sorted(self.threads, key=_first_time)
+            self.position = 0
+        main_cal = self.measured[self.threads[0].id][1] if self.threads else None
+        while self.position < len(self.order):
+            thread = self.order[self.position]
+            raw, cal, per_model = self.measured[thread.id]
+            if cal is None:
+                inherited = main_cal if thread.kind == "branch" else None
+                cal = (
+                    Calibration(
+                        inherited.prefix_tokens, inherited.ratio, 0, None, None, "inherited"
+                    )
+                    if inherited
+                    else DEFAULT_CALIBRATION
+                )
+            if self.runner is None:
+                self.runner = _ThreadReplay(
+                    self.session,
+                    thread,
+                    self.config,
+                    self.mode,
+                    self.counter,
+                    self.summarizer,
+                    self.log,
+                    cal,
+                    raw,
+                    self.pricing,
+                    self.steps,
+                    progress=self.tick,
+                )
+                self.runner.model_calibrations = per_model
+                self.runner.cache_sim = self.cache_sim
+            runner = self.runner
+            requests = runner.run(with_results=True)
+            totals = [
+                (r.message.usage.prompt_total if r.message.usage else 0) for r in runner.requests
+            ]
+            self.by_thread[thread.id] = ThreadResult(
+                thread, requests, runner.raw, totals, cal, runner.summary_calls, per_model
+            )
+            self.runner = None
+            self.position += 1
+        return ReplayResult(
+            session=self.session,
+            mode=self.mode,
+            preset=self.preset_name,
+            config=self.config,
+            threads=[self.by_thread[t.id] for t in self.threads],
+            log=self.log,
+            summarizer=self.summarizer.name,
+        )
+
+    # -- checkpoints --------------------------------------------------------------------------
+
+    def _external(self) -> dict[int, tuple[Any, ...]]:
+        """Objects a checkpoint refers to instead of copying (``persistent_id``)."""
+        refs: dict[int, tuple[Any, ...]] = {id(self.session): ("session",)}
+        refs[id(self.summarizer)] = ("summarizer",)
+        if self.progress is not None:
+            refs[id(self.progress)] = ("progress",)
+        for t, thread in enumerate(self.session.threads):
+            refs[id(thread)] = ("thread", t)
+            refs[id(thread.messages)] = ("messages", t)
+            for m, message in enumerate(thread.messages):
+                refs[id(message)] = ("message", t, m)
+        return refs
+
+    def checkpoint(self) -> bytes:
+        refs = self._external()
+        buffer = io.BytesIO()
+        pickler = pickle.Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL)
+        pickler.persistent_id = lambda obj: refs.get(id(obj))  # type: ignore[method-assign]
+        pickler.dump((CHECKPOINT_VERSION, self))
+        return buffer.getvalue()
+
+    @staticmethod
+    def restore(
+        data: bytes,
+        session: Session,
+        summarizer: Summarizer,
+        progress: ProgressCallback | None,
+    ) -> _Replay:
+        def load(pid: tuple[Any, ...]) -> Any:
+            kind = pid[0]
+            if kind == "session":
+                return session
+            if kind == "summarizer":
+                return summarizer
+            if kind == "progress":
+                return progress
+            thread = session.threads[pid[1]]
+            if kind == "thread":
+                return thread
+            if kind == "messages":
+                return thread.messages
+            return thread.messages[pid[2]]
+
+        unpickler = pickle.Unpickler(io.BytesIO(data))
+        unpickler.persistent_load = load  # type: ignore[assignment]
+        version, state = unpickler.load()
+        if version != CHECKPOINT_VERSION or not isinstance(state, _Replay):
+            raise ValueError("checkpoint written by another engine version")
+        state.progress = progress  # the caller's, also when the first run had none
+        return state
+
+
+#: Bump when the replay's state changes shape (a checkpoint of another version is refused).
+CHECKPOINT_VERSION = 1
+
+
 def replay(
     session: Session,
     config: PipelineConfig,
@@ -661,101 +909,52 @@ def replay(
     counter: TokenCounter | None = None,
     pricing: PricingTable | None = None,
     steps: tuple[Step, ...] = DEFAULT_STEPS,
+    checkpoint: bool = False,
 ) -> ReplayResult:
     """Replay every thread of ``session`` under ``config``.
 
     ``mode="recorded"`` rebuilds what Claude Code sent, from the transcript's own records;
     ``mode="whatif"`` removes the recorded compaction artifacts and lets ``config`` decide.
     ``progress(done, total)`` is called as requests complete (total = all requests).
+    With ``checkpoint=True``, a ``SummaryPending`` carries ``checkpoint`` bytes that
+    ``resume`` continues from, once the summary can be had.
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
-    counter = counter or TiktokenCounter()
-    summarizer = summarizer or ExtractiveSummarizer()
-    pricing = pricing or load_pricing()
-    log = TransformLog()
-    threads = [t for t in session.threads if t.messages]
-    total = sum(sum(1 for m in t.messages if m.role == "assistant") for t in threads)
-    done = 0
-
-    def tick(n: int) -> None:
-        nonlocal done
-        done += n
-        if progress is not None:
-            progress(done, total)
-
-    # pass 1: measure recorded views and fit the calibration of every thread (and model);
-    # it depends on the session and the config only, so replays of the same pair reuse it
-    memo_key = ("calibration", config)
-    measured: dict[str, tuple[list[int], Calibration | None, dict[str, Calibration]]]
-    measured = session.memo.get(memo_key) or {}
-    for thread in threads:
-        if thread.id in measured:
-            continue
-        probe = _ThreadReplay(
-            session,
-            thread,
-            config,
-            "recorded",
-            counter,
-            summarizer,
-            TransformLog(),
-            None,
-            None,
-            pricing,
-            steps,
-        )
-        probe.run(with_results=False)
-        totals = [(r.message.usage.prompt_total if r.message.usage else 0) for r in probe.requests]
-        measured[thread.id] = (
-            probe.raw,
-            fit_calibration(probe.raw, totals),
-            fit_per_model(probe.requests, probe.raw, totals),
-        )
-    session.memo[memo_key] = measured
-    main_cal = measured[threads[0].id][1] if threads else None
-    # one cache for the session, fed in time order, so threads that share a prompt share entries
-    cache_sim = CacheSimulator(
-        lookback_blocks=config.cache_lookback_blocks, lookback_enabled=config.cache_lookback_enabled
+    state = _Replay(
+        session,
+        config,
+        mode,
+        summarizer or ExtractiveSummarizer(),
+        progress,
+        preset_name,
+        counter or TiktokenCounter(),
+        pricing or load_pricing(),
+        steps,
     )
-    by_thread: dict[str, ThreadResult] = {}
-    for thread in sorted(threads, key=_first_time):
-        raw, cal, per_model = measured[thread.id]
-        if cal is None:
-            inherited = main_cal if thread.kind == "branch" else None
-            cal = (
-                Calibration(inherited.prefix_tokens, inherited.ratio, 0, None, None, "inherited")
-                if inherited
-                else DEFAULT_CALIBRATION
-            )
-        runner = _ThreadReplay(
-            session,
-            thread,
-            config,
-            mode,
-            counter,
-            summarizer,
-            log,
-            cal,
-            raw,
-            pricing,
-            steps,
-            progress=tick,
-        )
-        runner.model_calibrations = per_model
-        runner.cache_sim = cache_sim
-        requests = runner.run(with_results=True)
-        totals = [(r.message.usage.prompt_total if r.message.usage else 0) for r in runner.requests]
-        by_thread[thread.id] = ThreadResult(
-            thread, requests, runner.raw, totals, cal, runner.summary_calls, per_model
-        )
-    results = [by_thread[t.id] for t in threads]
-    return ReplayResult(
-        session=session,
-        mode=mode,
-        preset=preset_name,
-        config=config,
-        threads=results,
-        log=log,
-        summarizer=summarizer.name,
-    )
+    return _run(state, checkpoint)
+
+
+def resume(
+    data: bytes,
+    session: Session,
+    *,
+    summarizer: Summarizer,
+    progress: ProgressCallback | None = None,
+) -> ReplayResult:
+    """Continue a replay from a ``SummaryPending.checkpoint`` of the same session.
+
+    Raises ``ValueError`` for a checkpoint of another engine version (replay from the start).
+    """
+    return _run(_Replay.restore(data, session, summarizer, progress), True)
+
+
+def _run(state: _Replay, checkpoint: bool) -> ReplayResult:
+    from .summary_store import SummaryPending
+
+    try:
+        return state.run()
+    except SummaryPending as pending:
+        if checkpoint:
+            pending.checkpoint = state.checkpoint()
+        raise

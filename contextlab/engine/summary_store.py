@@ -99,6 +99,8 @@ class SummaryPending(Exception):
         super().__init__(f"summary {key[:60]}… is not available yet")
         self.key = key
         self.request = request
+        #: the replay's state where it stopped, when it was asked to checkpoint (``resume``)
+        self.checkpoint: bytes | None = None
 
 
 @dataclass

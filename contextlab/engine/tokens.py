@@ -46,6 +46,13 @@ class TiktokenCounter:
             return 0
         return len(self._encoding.encode_ordinary(text))
 
+    # the encoder is process-wide state: a pickled replay takes it back from this process
+    def __getstate__(self) -> dict[str, Any]:
+        return {}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self._encoding = _encoding()
+
 
 @lru_cache(maxsize=1)
 def _encoding() -> Any:

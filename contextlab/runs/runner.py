@@ -117,16 +117,32 @@ def load_session(transcript: Transcript) -> engine.Session:
 
 
 def replay_run(run: Run, session: engine.Session) -> dict[str, Any]:
-    """The engine's result JSON for ``run`` on an already-loaded session."""
-    result = engine.replay(
-        session,
-        engine.PipelineConfig.from_dict(run.config),
-        mode=run.mode,
-        preset_name=run.resolved_preset or run.preset,
-        progress=progress_writer(run.pk),
-        summarizer=summaries.summarizer_for(run),
-    )
+    """The engine's result JSON for ``run`` on an already-loaded session.
+
+    A run with an LLM summarizer checkpoints where it waits for a summary and resumes from
+    there; a checkpoint another engine version wrote is ignored (the replay starts over).
+    """
+    summarizer = summaries.summarizer_for(run)
+    progress = progress_writer(run.pk)
+    saved = summaries.load_checkpoint(run) if summarizer is not None else None
+    result = None
+    if saved is not None and summarizer is not None:
+        try:
+            result = engine.resume(saved, session, summarizer=summarizer, progress=progress)
+        except ValueError:
+            logger.warning("run %s: checkpoint unusable; replaying from the start", run.pk)
+    if result is None:
+        result = engine.replay(
+            session,
+            engine.PipelineConfig.from_dict(run.config),
+            mode=run.mode,
+            preset_name=run.resolved_preset or run.preset,
+            progress=progress,
+            summarizer=summarizer,
+            checkpoint=summarizer is not None,
+        )
     data: dict[str, Any] = result.to_json()
+    summaries.drop_checkpoint(run)
     return data
 
 

@@ -10,8 +10,10 @@ worker slot waits on the network while another replay could run.
 from __future__ import annotations
 
 from functools import partial
+from pathlib import Path
 from typing import Any
 
+from django.conf import settings
 from django.db import transaction
 
 from contextlab import engine
@@ -19,7 +21,16 @@ from contextlab.runs.models import Run
 from contextlab.summaries import tasks
 from contextlab.summaries.models import Backend, RunSummarizer, SummaryEntry
 
-__all__ = ["RunSummarizer", "configure_run", "run_summaries", "summarizer_for", "waiting_for"]
+__all__ = [
+    "RunSummarizer",
+    "checkpoint_path",
+    "configure_run",
+    "drop_checkpoint",
+    "load_checkpoint",
+    "run_summaries",
+    "summarizer_for",
+    "waiting_for",
+]
 
 
 class SummarizerConfigError(ValueError):
@@ -97,8 +108,34 @@ def summarizer_for(run: Run) -> engine.Summarizer | None:
     )
 
 
+def checkpoint_path(run: Run) -> Path:
+    """Where a run waiting for a summary keeps its replay state (worker-side disk)."""
+    return Path(settings.SESSION_CACHE_DIR).parent / "checkpoints" / f"run-{run.pk}.pickle"
+
+
+def load_checkpoint(run: Run) -> bytes | None:
+    try:
+        return checkpoint_path(run).read_bytes()
+    except OSError:
+        return None
+
+
+def drop_checkpoint(run: Run) -> None:
+    checkpoint_path(run).unlink(missing_ok=True)
+
+
 def request_summary(run: Run, pending: engine.SummaryPending) -> None:
-    """Remember the summary the replay needs and queue its fetch; the run waits in the queue."""
+    """Remember the summary the replay needs and queue its fetch; the run waits in the queue.
+
+    The replay's state at that point is kept on disk, so the run resumes there instead of
+    replaying the session from the start once the summary is stored.
+    """
+    if pending.checkpoint is not None:
+        target = checkpoint_path(run)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_suffix(".tmp")
+        tmp.write_bytes(pending.checkpoint)
+        tmp.replace(target)  # atomic: a reader sees the old state or the new one, never half
     with transaction.atomic():
         RunSummarizer.objects.filter(run=run).update(
             pending_key=pending.key, pending_request=engine.request_to_json(pending.request)

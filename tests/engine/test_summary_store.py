@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pickle
+
 import pytest
 
 from contextlab import engine
@@ -64,3 +66,47 @@ def test_a_summary_request_survives_a_json_round_trip(tmp_path):
         request, "anthropic", "m"
     )
     assert [m.role for m in again.messages] == [m.role for m in request.messages]
+
+
+def test_a_checkpointed_replay_resumes_where_it_stopped_and_matches_a_full_one(tmp_path):
+    session = engine.load_session(str(long_session(30).write(tmp_path / "s.jsonl")))
+    config = engine.get_preset("claude-code-2.1.88").replace(**SMALL_WINDOW)
+    store: dict[str, engine.SummaryResult] = {}
+    summarizer = engine.StoredSummarizer(backend="anthropic", model="m", lookup=store.get)
+    progress: list[tuple[int, int]] = []
+    checkpoints = 0
+    try:
+        result = engine.replay(
+            session, config, mode="whatif", summarizer=summarizer, checkpoint=True
+        )
+    except engine.SummaryPending as first:
+        pending = first
+    else:
+        pytest.fail("expected the replay to need a summary")
+    while True:
+        assert pending.checkpoint
+        checkpoints += 1
+        store[pending.key] = engine.SummaryResult(
+            text=f"<summary>stored {checkpoints}</summary>", backend="anthropic"
+        )
+        try:
+            result = engine.resume(
+                pending.checkpoint,
+                session,
+                summarizer=summarizer,
+                progress=lambda d, t: progress.append((d, t)),
+            ).to_json()
+            break
+        except engine.SummaryPending as again:
+            pending = again
+    full = engine.replay(session, config, mode="whatif", summarizer=summarizer).to_json()
+    assert result == full
+    assert checkpoints >= 1
+    assert progress
+    assert progress[-1][0] == progress[-1][1]  # counted to the end, not from zero again
+
+
+def test_a_checkpoint_from_another_engine_version_is_refused(tmp_path):
+    session = engine.load_session(str(long_session(3).write(tmp_path / "s.jsonl")))
+    with pytest.raises(ValueError, match="another engine version"):
+        engine.resume(pickle.dumps((0, None)), session, summarizer=engine.ExtractiveSummarizer())

@@ -153,3 +153,29 @@ def test_invalid_summarizer_settings_name_the_field(transcript):
     with pytest.raises(services.SummarizerConfigError) as info:
         services.configure_run(run=run, backend="anthropic", spend_cap_usd=-1)
     assert info.value.field == "spend_cap_usd"
+
+
+def test_a_waiting_run_resumes_from_its_checkpoint_instead_of_replaying(
+    transcript, llm_stub, django_capture_on_commit_callbacks, monkeypatch
+):
+    for _ in range(10):
+        llm_stub.ok(SUMMARY)
+    calls = {"replay": 0, "resume": 0}
+    real_replay, real_resume = engine.replay, engine.resume
+
+    def replay(*args, **kwargs):
+        calls["replay"] += 1
+        return real_replay(*args, **kwargs)
+
+    def resume(*args, **kwargs):
+        calls["resume"] += 1
+        return real_resume(*args, **kwargs)
+
+    monkeypatch.setattr(engine, "replay", replay)
+    monkeypatch.setattr(engine, "resume", resume)
+    run = whatif_run(transcript, backend="anthropic", model="claude-sonnet-4-6")
+    run = drive(run.pk, django_capture_on_commit_callbacks)
+    assert run.status == Run.Status.DONE, run.error
+    assert calls["replay"] == 1  # the session was replayed once, then resumed at each summary
+    assert calls["resume"] == len(llm_stub.requests) >= 1
+    assert not services.checkpoint_path(run).exists()
