@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import asdict
 from functools import partial
+from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
@@ -36,6 +38,23 @@ def estimate_cost(request: engine.SummaryRequest, model: str | None) -> float:
         cache_write_1h=0,
         output=EXPECTED_SUMMARY_TOKENS,
     )
+
+
+#: One backend client per (backend, model) and worker process: its HTTP connections and
+#: set-up are reused by every summary call of every run this worker handles.
+_PRIMARY: dict[tuple[Any, ...], engine.Summarizer] = {}
+#: the settings a client is built from: a change (a rotated key, another endpoint) builds anew
+_CLIENT_ENV = ("ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY", "OPENAI_BASE_URL", "OPENAI_API_KEY")
+
+
+def _primary(backend: str, model: str | None) -> engine.Summarizer:
+    key = (backend, model, *(os.environ.get(name) for name in _CLIENT_ENV))
+    summarizer = _PRIMARY.get(key)
+    if summarizer is None:
+        while len(_PRIMARY) >= 4:  # a few live clients per process, oldest dropped first
+            _PRIMARY.pop(next(iter(_PRIMARY)))
+        summarizer = _PRIMARY[key] = engine.make_summarizer(backend, model)
+    return summarizer
 
 
 def _fail(run_id: int, message: str) -> None:
@@ -74,7 +93,7 @@ def fetch_summary(run_id: int) -> None:
         result = fallback
     else:
         try:
-            primary = engine.make_summarizer(settings.backend, model)
+            primary = _primary(settings.backend, model)
         except (ValueError, engine.SummaryError) as exc:
             _fail(run_id, f"The {settings.backend} summarizer cannot be used: {exc}")
             return
