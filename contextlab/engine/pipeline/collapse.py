@@ -6,9 +6,11 @@ replayed every request; autocompact is suppressed while collapse is on (collapse
 headroom), committing starts around 90 % of the effective window and blocks around 95 %.
 
 The policy we model: when the estimated prompt reaches ``collapse_commit_pct`` of the effective
-window, the oldest span of ``collapse_span_messages`` messages (never the last
-``collapse_keep_recent_messages``) is summarized by the Summarizer and committed; this repeats
-until the estimate is under the commit level or nothing is left to collapse. Recorded
+window, the oldest span of up to ``collapse_max_span_messages`` messages (at least
+``collapse_min_span_messages``, never the last ``collapse_keep_recent_messages``, never splitting
+a tool call from its result) is summarized by the Summarizer, the summary cut to
+``collapse_summary_max_tokens``, and committed; this repeats until the estimate is under the
+commit level or nothing is left to collapse. Recorded
 ``marble-origami-commit`` records are replayed as they were written.
 """
 
@@ -37,13 +39,14 @@ class ContextCollapse:
         effective = ctx.thresholds.effective_window
         commit_level = int(effective * cfg.collapse_commit_pct)
         view = ctx.view
-        span_len = max(2, int(getattr(cfg, "collapse_span_messages", 20)))
-        keep_recent = max(1, int(getattr(cfg, "collapse_keep_recent_messages", 10)))
+        span_len = max(2, cfg.collapse_max_span_messages)
+        min_span = max(2, cfg.collapse_min_span_messages)
+        keep_recent = max(1, cfg.collapse_keep_recent_messages)
         commits = 0
         while ctx.prompt_estimate() >= commit_level:
             indices = [i for i in view.view_indices() if (i, WHOLE_MESSAGE) not in view.overrides]
             candidates = indices[:-keep_recent]
-            if len(candidates) < 2:
+            if len(candidates) < min_span:
                 break
             span = candidates[:span_len]
             # never split a tool_use from its result: extend over trailing tool results
@@ -62,7 +65,8 @@ class ContextCollapse:
                 )
             )
             cid = collapse_id(ctx.k, commits)
-            text = f'<collapsed id="{cid}">{result.text}</collapsed>'
+            summary = result.text[: cfg.collapse_summary_max_tokens * 4]  # rough: 4 chars a token
+            text = f'<collapsed id="{cid}">{summary}</collapsed>'
             first = span[0]
             view.set_override(
                 first,

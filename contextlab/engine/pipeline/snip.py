@@ -6,8 +6,8 @@ subtracted from the autocompact and blocking counts because the last usage is st
 
 The policy we model: when the decision count reaches ``snip_trigger_pct`` of the effective
 window, remove whole API rounds (an assistant response and the tool results answering it),
-oldest first, never the first user prompt of the view and never the last
-``snip_keep_recent_messages`` messages, until the estimate is back under ``snip_target_pct``
+oldest first, never the first ``snip_keep_head_messages`` user prompts of the view and never the
+last ``snip_keep_recent_messages`` messages, until the estimate is back under ``snip_target_pct``
 of the effective window. ``tokensFreed`` is the rough estimate of what was removed. Recorded
 ``snip_boundary`` records are replayed by the boundary step.
 """
@@ -32,15 +32,15 @@ class Snip:
         trigger = int(effective * cfg.snip_trigger_pct)
         if count < trigger:
             return
-        target = int(effective * getattr(cfg, "snip_target_pct", 0.6))
+        target = int(effective * cfg.snip_target_pct)
         need = count - target
         view = ctx.view
         indices = list(view.view_indices())
         keep_recent = max(1, cfg.snip_keep_recent_messages)
         protected = set(indices[-keep_recent:])
-        first_prompt = next((i for i in indices if view.messages[i].kind == "prompt"), None)
-        if first_prompt is not None:
-            protected.add(first_prompt)
+        # the head of the view (the first prompt: what the user asked for) is never snipped
+        prompts = [i for i in indices if view.messages[i].kind == "prompt"]
+        protected.update(prompts[: max(0, cfg.snip_keep_head_messages)])
         freed = 0
         removed: list[int] = []
         # walk rounds: an assistant message plus the user messages that follow it
