@@ -8,6 +8,7 @@ threshold lines and compaction markers. Points carry the URL of the A-vs-B reque
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from itertools import accumulate
 from typing import Any
 
 import plotly.graph_objects as go
@@ -55,6 +56,28 @@ def _sides(
     return [("a", "A", _requests(result_a)), ("b", "B", _requests(result_b))]
 
 
+def _request_line(
+    key: str,
+    xs: list[int],
+    ys: Sequence[Any],
+    request_url: RequestUrl,
+    *,
+    name: str,
+    kind: str,
+    **line: Any,
+) -> go.Scatter:
+    """One side's line over request positions; a click opens that request's A-vs-B view."""
+    return go.Scatter(
+        x=xs,
+        y=list(ys),
+        name=name,
+        mode="lines",
+        line={"color": SIDE_COLORS[key], **line},
+        customdata=[request_url(p) for p in xs],
+        meta={"side": key, "kind": kind},
+    )
+
+
 def build_context_compare_figure(
     result_a: dict[str, Any] | None,
     result_b: dict[str, Any] | None,
@@ -71,14 +94,14 @@ def build_context_compare_figure(
         rows = [requests[p] for p in xs]
         color = SIDE_COLORS[key]
         fig.add_trace(
-            go.Scatter(
-                x=xs,
-                y=[r.get("model_tokens") for r in rows],
+            _request_line(
+                key,
+                xs,
+                [r.get("model_tokens") for r in rows],
+                request_url,
                 name=f"{label}: model view",
-                mode="lines",
-                line={"color": color, "width": 2},
-                customdata=[request_url(p) for p in xs],
-                meta={"side": key, "kind": "model_tokens"},
+                kind="model_tokens",
+                width=2,
             )
         )
         for level in ("autocompact", "warning"):
@@ -132,25 +155,24 @@ def build_cache_compare_figure(
         xs = [p for p in pos if p < len(requests)]
         for part, dash in (("read", "solid"), ("write", "dot")):
             fig.add_trace(
-                go.Scatter(
-                    x=xs,
-                    y=[(requests[p].get("cache") or {}).get(part, 0) for p in xs],
+                _request_line(
+                    key,
+                    xs,
+                    [(requests[p].get("cache") or {}).get(part, 0) for p in xs],
+                    request_url,
                     name=f"{label}: cache {part}",
-                    mode="lines",
-                    line={"color": SIDE_COLORS[key], "dash": dash, "width": 1.5},
-                    customdata=[request_url(p) for p in xs],
-                    meta={"side": key, "kind": f"cache_{part}"},
+                    kind=f"cache_{part}",
+                    dash=dash,
+                    width=1.5,
                 )
             )
     return fig
 
 
 def cumulative_cost(requests: list[dict[str, Any]]) -> list[float]:
-    out, total = [], 0.0
-    for r in requests:
-        total += float(r.get("cost_usd") or 0.0)
-        out.append(round(total, 6))
-    return out
+    """Running total of each request's estimated cost, in USD."""
+    totals = accumulate(float(r.get("cost_usd") or 0.0) for r in requests)
+    return [round(total, 6) for total in totals]
 
 
 def build_cost_compare_figure(
@@ -168,14 +190,13 @@ def build_cost_compare_figure(
         cost = cumulative_cost(requests)
         xs = [p for p in pos if p < len(requests)]
         fig.add_trace(
-            go.Scatter(
-                x=xs,
-                y=[cost[p] for p in xs],
+            _request_line(
+                key,
+                xs,
+                [cost[p] for p in xs],
+                request_url,
                 name=f"{label}: cumulative cost",
-                mode="lines",
-                line={"color": SIDE_COLORS[key]},
-                customdata=[request_url(p) for p in xs],
-                meta={"side": key, "kind": "cost"},
+                kind="cost",
             )
         )
     return fig
