@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.http import Http404, HttpRequest
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404
 from ninja import Router
 from ninja.responses import Status
@@ -140,3 +140,21 @@ def get_sweep(request: HttpRequest, sweep_id: int) -> dict[str, Any]:
         "session_ids": list(sweep.sessions.order_by("pk").values_list("pk", flat=True)),
         "points": report["points"],
     }
+
+
+@router.delete(
+    "/comparisons/{comparison_id}", response={204: None}, operation_id="delete_comparison"
+)
+def delete_comparison(request: HttpRequest, comparison_id: int) -> HttpResponse:
+    """Delete the comparison; its runs stay with their sessions."""
+    comparison = get_object_or_404(Comparison, pk=comparison_id, owner=request.user)  # type: ignore[misc]
+    services.delete_owned(comparison)
+    return HttpResponse(status=204)
+
+
+@router.delete("/sweeps/{sweep_id}", response={204: None}, operation_id="delete_sweep")
+def delete_sweep(request: HttpRequest, sweep_id: int) -> HttpResponse:
+    """Delete the sweep; its runs stay with their sessions."""
+    sweep = get_object_or_404(Sweep, pk=sweep_id, owner=request.user)  # type: ignore[misc]
+    services.delete_owned(sweep)
+    return HttpResponse(status=204)

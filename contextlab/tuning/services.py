@@ -292,6 +292,17 @@ def save_config(
         )
 
 
+def delete_owned(item: SavedConfig | Comparison | Sweep) -> None:
+    """Delete a saved config (all its versions), a comparison or a sweep, and nothing else.
+
+    Runs stay with their sessions: the session pages, other comparisons and sweeps may use
+    them, and a later comparison with the same config reuses them. Comparisons and sweeps built
+    on a deleted config keep its preset and overrides, so they still show and reuse the same
+    settings (labelled "preset + custom" instead of the config's name).
+    """
+    item.delete()
+
+
 # --- runs -------------------------------------------------------------------------------------
 
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -135,6 +136,36 @@ def index(request: HttpRequest) -> HttpResponse:
             "has_sessions": Transcript.objects.filter(owner=user).exists(),
         },
     )
+
+
+Owned = TypeVar("Owned", SavedConfig, Comparison, Sweep)
+
+
+def _delete_owned(request: HttpRequest, model: type[Owned], pk: int) -> HttpResponse:
+    """POST only: delete the user's config, comparison or sweep and go back to the Tune page."""
+    item = get_object_or_404(model, pk=pk, owner=_user(request))
+    name = f"config “{item.name}”" if isinstance(item, SavedConfig) else str(item)
+    services.delete_owned(item)
+    messages.success(request, f"Deleted {name}. The runs it used stay with their sessions.")
+    return redirect("tuning:index")
+
+
+@login_required
+@require_POST
+def config_delete(request: HttpRequest, pk: int) -> HttpResponse:
+    return _delete_owned(request, SavedConfig, pk)
+
+
+@login_required
+@require_POST
+def comparison_delete(request: HttpRequest, pk: int) -> HttpResponse:
+    return _delete_owned(request, Comparison, pk)
+
+
+@login_required
+@require_POST
+def sweep_delete(request: HttpRequest, pk: int) -> HttpResponse:
+    return _delete_owned(request, Sweep, pk)
 
 
 # --- configs -----------------------------------------------------------------------------------

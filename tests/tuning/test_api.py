@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import pytest
 
+from contextlab.runs.models import Run
 from contextlab.tuning import services
 from contextlab.tuning.models import Comparison, Sweep
 from tests.tuning.conftest import EARLY
@@ -198,3 +199,34 @@ def test_invalid_sweeps_are_422_naming_the_field(client, auth_header, session, p
     assert response.status_code == 422, response.content
     assert response.json()["detail"][0]["loc"] == loc
     assert not Sweep.objects.exists()
+
+
+def test_delete_comparison_and_sweep_only_for_the_owner(
+    client, auth_header, other_auth_header, user, session
+):
+    comparison = services.create_comparison(
+        owner=user,
+        transcripts=[session],
+        a=services.ConfigSpec(),
+        b=services.ConfigSpec(overrides=EARLY),
+    )
+    sweep = services.create_sweep(
+        owner=user,
+        transcripts=[session],
+        base=services.ConfigSpec(),
+        field_name="autocompact_pct_override",
+        values=[40, 60],
+    )
+    runs = Run.objects.count()
+    urls = [f"/api/comparisons/{comparison.pk}", f"/api/sweeps/{sweep.pk}"]
+    for url in urls:
+        assert client.delete(url).status_code == 401, url
+        assert client.delete(url, **other_auth_header).status_code == 404, url
+    assert Comparison.objects.count() == Sweep.objects.count() == 1
+    for url in urls:
+        assert client.delete(url, **auth_header).status_code == 204, url
+        assert client.get(url, **auth_header).status_code == 404, url
+        assert client.delete(url, **auth_header).status_code == 404, url
+    assert not Comparison.objects.exists()
+    assert not Sweep.objects.exists()
+    assert Run.objects.count() == runs

@@ -4,6 +4,7 @@ import re
 
 import pytest
 
+from contextlab.runs.models import Run
 from contextlab.tuning import services
 from contextlab.tuning.models import Comparison, ConfigVersion, SavedConfig, Sweep
 from tests.tuning.conftest import EARLY
@@ -436,3 +437,87 @@ def test_align_rows_pairs_blocks_and_places_summaries():
     assert rows[1]["b"]["cell"]["fold"]["head"] == "sum"
     assert not rows[2]["differs"]
     assert rows[3]["differs"]
+
+
+# --- deleting ------------------------------------------------------------------------------------
+
+
+def delete_urls(comparison, sweep, saved):
+    return [
+        f"/compare/{comparison.pk}/delete/",
+        f"/sweeps/{sweep.pk}/delete/",
+        f"/configs/{saved.pk}/delete/",
+    ]
+
+
+def counts():
+    return (Comparison.objects.count(), Sweep.objects.count(), SavedConfig.objects.count())
+
+
+def test_delete_needs_post_login_and_ownership(
+    client, alice_client, mallory_client, comparison, sweep, saved
+):
+    before = counts()
+    for url in delete_urls(comparison, sweep, saved):
+        assert alice_client.get(url).status_code == 405, url
+        response = client.post(url)
+        assert response.status_code == 302, url
+        assert response["Location"].startswith("/accounts/login/"), url
+        assert mallory_client.post(url).status_code == 404, url
+    assert counts() == before == (1, 1, 1)
+
+
+def test_deleting_a_comparison_keeps_its_runs(alice_client, done_comparison):
+    run_ids = set(done_comparison.items.values_list("run_id", flat=True))
+    assert run_ids
+    response = alice_client.post(f"/compare/{done_comparison.pk}/delete/", follow=True)
+    assert response.redirect_chain[-1][0] == "/tune/"
+    body = response.content.decode()
+    assert f"Deleted comparison {done_comparison.pk}." in body
+    assert "No comparisons yet" in body
+    assert not Comparison.objects.filter(pk=done_comparison.pk).exists()
+    assert set(Run.objects.filter(pk__in=run_ids).values_list("pk", flat=True)) == run_ids
+    assert alice_client.get(f"/compare/{done_comparison.pk}/").status_code == 404
+
+
+def test_deleting_a_sweep_keeps_its_runs(alice_client, sweep):
+    run_ids = set(sweep.items.values_list("run_id", flat=True))
+    assert len(run_ids) == 3
+    response = alice_client.post(f"/sweeps/{sweep.pk}/delete/", follow=True)
+    assert f"Deleted sweep {sweep.pk} of autocompact_pct_override." in response.content.decode()
+    assert not Sweep.objects.exists()
+    assert Run.objects.filter(pk__in=run_ids).count() == 3
+
+
+def test_deleting_a_config_keeps_the_comparisons_that_used_it(alice_client, user, session, saved):
+    version = saved.latest
+    built = services.create_comparison(
+        owner=user,
+        transcripts=[session],
+        a=services.ConfigSpec(preset="auto", overrides=dict(version.overrides), version=version),
+        b=spec("auto"),
+    )
+    assert built.a_label == "early v1"
+    response = alice_client.post(f"/configs/{saved.pk}/delete/", follow=True)
+    assert "Deleted config “early”." in response.content.decode()
+    assert not SavedConfig.objects.exists()
+    assert not ConfigVersion.objects.exists()
+    built.refresh_from_db()
+    assert built.a_version is None
+    assert built.a_overrides == EARLY
+    assert built.a_label == "auto + custom"
+    assert alice_client.get(f"/compare/{built.pk}/").status_code == 200
+
+
+def test_detail_pages_offer_delete_with_a_confirmation(alice_client, comparison, sweep, saved):
+    for url, action in zip(
+        (f"/compare/{comparison.pk}/", f"/sweeps/{sweep.pk}/", f"/configs/{saved.pk}/"),
+        delete_urls(comparison, sweep, saved),
+        strict=True,
+    ):
+        body = alice_client.get(url).content.decode()
+        form = re.search(r'<form method="post" action="([^"]+)"[^>]*id="delete-form">', body)
+        assert form is not None, url
+        assert form.group(1) == action, url
+        assert "data-confirm=" in body[form.end() :].split("</form>")[0], url
+    assert 'id="delete-form"' not in alice_client.get("/configs/new/").content.decode()
