@@ -14,10 +14,12 @@ from contextlab.tuning import services
 from contextlab.tuning.models import Comparison, Sweep
 from contextlab.tuning.schemas import (
     ComparisonIn,
+    ComparisonListOut,
     ComparisonOut,
     ConfigIn,
     CreatedOut,
     SweepIn,
+    SweepListOut,
     SweepOut,
 )
 
@@ -65,6 +67,28 @@ def create_comparison(request: HttpRequest, payload: ComparisonIn) -> Status[dic
             "url": comparison.get_absolute_url(),
         },
     )
+
+
+@router.get("/comparisons", response=list[ComparisonListOut], operation_id="list_comparisons")
+def list_comparisons(request: HttpRequest) -> list[dict[str, Any]]:
+    """The caller's comparisons, newest first."""
+    comparisons = (
+        Comparison.objects.filter(owner=request.user)  # type: ignore[misc]
+        .select_related("a_version__saved_config", "b_version__saved_config")
+        .prefetch_related("sessions", "items__run")
+    )
+    return [
+        {
+            "id": c.pk,
+            "status": services.items_status(c.items.all()),
+            "url": c.get_absolute_url(),
+            "a_label": c.a_label,
+            "b_label": c.b_label,
+            "session_ids": sorted(s.pk for s in c.sessions.all()),
+            "created_at": c.created_at,
+        }
+        for c in comparisons
+    ]
 
 
 @router.get("/comparisons/{comparison_id}", response=ComparisonOut, operation_id="get_comparison")
@@ -122,6 +146,29 @@ def create_sweep(request: HttpRequest, payload: SweepIn) -> Status[dict[str, Any
         201,
         {"id": sweep.pk, "status": services.sweep_status(sweep), "url": sweep.get_absolute_url()},
     )
+
+
+@router.get("/sweeps", response=list[SweepListOut], operation_id="list_sweeps")
+def list_sweeps(request: HttpRequest) -> list[dict[str, Any]]:
+    """The caller's sweeps, newest first."""
+    sweeps = (
+        Sweep.objects.filter(owner=request.user)  # type: ignore[misc]
+        .select_related("base_version__saved_config")
+        .prefetch_related("sessions", "items__run")
+    )
+    return [
+        {
+            "id": s.pk,
+            "status": services.items_status(s.items.all()),
+            "url": s.get_absolute_url(),
+            "field": s.field,
+            "values": s.values,
+            "base_label": s.base_label,
+            "session_ids": sorted(t.pk for t in s.sessions.all()),
+            "created_at": s.created_at,
+        }
+        for s in sweeps
+    ]
 
 
 @router.get("/sweeps/{sweep_id}", response=SweepOut, operation_id="get_sweep")

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any, Literal
 
 from ninja import Field, Schema
@@ -85,3 +86,24 @@ class SweepOut(Schema):
     base: dict[str, Any]
     session_ids: list[int]
     points: list[SweepPointOut]
+
+
+class ComparisonListOut(Schema):
+    id: int
+    status: Status
+    url: str
+    a_label: str
+    b_label: str
+    session_ids: list[int]
+    created_at: datetime
+
+
+class SweepListOut(Schema):
+    id: int
+    status: Status
+    url: str
+    field: str
+    values: list[int | float]
+    base_label: str
+    session_ids: list[int]
+    created_at: datetime

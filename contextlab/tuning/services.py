@@ -541,6 +541,11 @@ def comparison_runs(comparison: Comparison) -> dict[tuple[int, str], Run]:
     return {(item.run.transcript_id, item.side): item.run for item in items}
 
 
+def items_status(items: Iterable[ComparisonRun | SweepRun]) -> str:
+    """The derived status of a comparison's or sweep's (prefetched) run links."""
+    return derived_status(refresh(item.run for item in items))
+
+
 def comparison_status(comparison: Comparison) -> str:
     return derived_status(refresh(comparison_runs(comparison).values()))
 
@@ -597,7 +602,7 @@ def sweep_items(sweep: Sweep) -> list[SweepRun]:
 
 
 def sweep_status(sweep: Sweep) -> str:
-    return derived_status(refresh(item.run for item in sweep_items(sweep)))
+    return items_status(sweep_items(sweep))
 
 
 def sweep_report(sweep: Sweep, *, details: bool = True) -> dict[str, Any]:

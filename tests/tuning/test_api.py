@@ -230,3 +230,57 @@ def test_delete_comparison_and_sweep_only_for_the_owner(
     assert not Comparison.objects.exists()
     assert not Sweep.objects.exists()
     assert Run.objects.count() == runs
+
+
+def test_list_comparisons_and_sweeps_newest_first_owner_only(
+    client,
+    auth_header,
+    other_auth_header,
+    user,
+    session,
+    second_session,
+    finish,
+    django_assert_max_num_queries,
+):
+    first = services.create_comparison(
+        owner=user,
+        transcripts=[session, second_session],
+        a=services.ConfigSpec(),
+        b=services.ConfigSpec(overrides=EARLY),
+    )
+    sweep = services.create_sweep(
+        owner=user,
+        transcripts=[session],
+        base=services.ConfigSpec(),
+        field_name="autocompact_pct_override",
+        values=[40, 60],
+    )
+    listed = client.get("/api/comparisons", **auth_header).json()
+    assert [c["id"] for c in listed] == [first.pk]
+    assert listed[0]["status"] == "queued"
+    assert listed[0]["a_label"] == "auto"
+    assert listed[0]["b_label"] == "auto + custom"
+    assert listed[0]["session_ids"] == sorted([session.pk, second_session.pk])
+    assert listed[0]["url"] == f"/compare/{first.pk}/"
+    sweeps = client.get("/api/sweeps", **auth_header).json()
+    assert [(s["id"], s["field"], s["values"]) for s in sweeps] == [
+        (sweep.pk, "autocompact_pct_override", [40, 60])
+    ]
+    assert sweeps[0]["status"] == "queued"
+    assert client.get("/api/comparisons", **other_auth_header).json() == []
+    assert client.get("/api/sweeps", **other_auth_header).json() == []
+    assert client.get("/api/comparisons").status_code == 401
+
+    finish()
+    later = [
+        services.create_comparison(
+            owner=user, transcripts=[session], a=services.ConfigSpec(), b=services.ConfigSpec()
+        )
+        for _ in range(5)
+    ]
+    # a fixed number of queries however many comparisons there are (no query per row)
+    with django_assert_max_num_queries(6):
+        listed = client.get("/api/comparisons", **auth_header).json()
+    assert [c["id"] for c in listed] == [c.pk for c in reversed(later)] + [first.pk]
+    assert {c["status"] for c in listed} == {"done"}
+    assert client.get("/api/sweeps", **auth_header).json()[0]["status"] == "done"
