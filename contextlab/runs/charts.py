@@ -80,6 +80,30 @@ def _positions(requests: list[dict[str, Any]]) -> list[int]:
     return sample_positions(len(requests), keep)
 
 
+def threshold_trace(
+    xs: Sequence[int],
+    rows: Sequence[dict[str, Any]],
+    level: str,
+    *,
+    name: str,
+    line: dict[str, Any],
+    **extra: Any,
+) -> go.Scatter | None:
+    """One threshold level per request as a step line; None when no request has that level."""
+    ys = [(r.get("thresholds") or {}).get(level) for r in rows]
+    if all(y is None for y in ys):
+        return None
+    return go.Scatter(
+        x=list(xs),
+        y=ys,
+        name=name,
+        mode="lines",
+        hoverinfo="skip",
+        line={"width": 1, "shape": "hv", **line},
+        **extra,
+    )
+
+
 def build_context_figure(result: dict[str, Any], request_url: RequestUrl) -> go.Figure:
     """Context size per request: full history, model view, recorded, thresholds, compactions."""
     requests: list[dict[str, Any]] = result.get("requests") or []
@@ -122,18 +146,11 @@ def build_context_figure(result: dict[str, Any], request_url: RequestUrl) -> go.
             )
         )
     for level in ("warning", "autocompact", "blocking"):
-        ys = [(r.get("thresholds") or {}).get(level) for r in rows]
-        if any(y is not None for y in ys):
-            fig.add_trace(
-                go.Scatter(
-                    x=pos,
-                    y=ys,
-                    name=f"{level} level",
-                    mode="lines",
-                    hoverinfo="skip",
-                    line={"color": COLORS[level], "width": 1, "dash": "dash", "shape": "hv"},
-                )
-            )
+        trace = threshold_trace(
+            pos, rows, level, name=f"{level} level", line={"color": COLORS[level], "dash": "dash"}
+        )
+        if trace is not None:
+            fig.add_trace(trace)
     for step, symbol, label in (
         ("autocompact", "diamond", "compaction"),
         ("microcompact", "triangle-down", "microcompaction"),

@@ -13,7 +13,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from contextlab.runs.charts import has_event, sample_positions
+from contextlab.runs.charts import has_event, sample_positions, threshold_trace
 
 RequestUrl = Callable[[int], str]
 
@@ -105,20 +105,17 @@ def build_context_compare_figure(
             )
         )
         for level in ("autocompact", "warning"):
-            ys = [(r.get("thresholds") or {}).get(level) for r in rows]
-            if any(y is not None for y in ys):
-                fig.add_trace(
-                    go.Scatter(
-                        x=xs,
-                        y=ys,
-                        name=f"{label}: {level} level",
-                        mode="lines",
-                        hoverinfo="skip",
-                        line={"color": color, "width": 1, "dash": LEVEL_DASH[level], "shape": "hv"},
-                        opacity=0.7,
-                        meta={"side": key, "kind": f"{level}_level"},
-                    )
-                )
+            trace = threshold_trace(
+                xs,
+                rows,
+                level,
+                name=f"{label}: {level} level",
+                line={"color": color, "dash": LEVEL_DASH[level]},
+                opacity=0.7,
+                meta={"side": key, "kind": f"{level}_level"},
+            )
+            if trace is not None:
+                fig.add_trace(trace)
         marks = [p for p in xs if has_event(requests[p], "autocompact")]
         if marks:
             fig.add_trace(
