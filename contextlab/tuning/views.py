@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any, TypeVar
 
 from django.contrib import messages
@@ -119,6 +119,11 @@ def _preselected(request: HttpRequest) -> set[int]:
 # --- overview ----------------------------------------------------------------------------------
 
 
+def _with_status(items: Iterable[Comparison | Sweep]) -> list[dict[str, Any]]:
+    """``{"item", "status"}`` rows for the Tune page (runs prefetched: no query per row)."""
+    return [{"item": item, "status": services.items_status(item.items.all())} for item in items]
+
+
 @login_required
 def index(request: HttpRequest) -> HttpResponse:
     user = _user(request)
@@ -127,12 +132,16 @@ def index(request: HttpRequest) -> HttpResponse:
         "tuning/index.html",
         {
             "configs": SavedConfig.objects.filter(owner=user).prefetch_related("versions"),
-            "comparisons": Comparison.objects.filter(owner=user)
-            .select_related("a_version__saved_config", "b_version__saved_config")
-            .prefetch_related("sessions")[:50],
-            "sweeps": Sweep.objects.filter(owner=user)
-            .select_related("base_version__saved_config")
-            .prefetch_related("sessions")[:50],
+            "comparisons": _with_status(
+                Comparison.objects.filter(owner=user)
+                .select_related("a_version__saved_config", "b_version__saved_config")
+                .prefetch_related("sessions", "items__run")[:50]
+            ),
+            "sweeps": _with_status(
+                Sweep.objects.filter(owner=user)
+                .select_related("base_version__saved_config")
+                .prefetch_related("sessions", "items__run")[:50]
+            ),
             "has_sessions": Transcript.objects.filter(owner=user).exists(),
         },
     )

@@ -521,3 +521,17 @@ def test_detail_pages_offer_delete_with_a_confirmation(alice_client, comparison,
         assert form.group(1) == action, url
         assert "data-confirm=" in body[form.end() :].split("</form>")[0], url
     assert 'id="delete-form"' not in alice_client.get("/configs/new/").content.decode()
+
+
+def test_index_lists_status_without_a_query_per_row(
+    alice_client, user, session, comparison, sweep, finish, django_assert_max_num_queries
+):
+    body = alice_client.get("/tune/").content.decode()
+    rows = re.findall(r'<td><span class="status (\w+)">', body)
+    assert rows == ["queued", "queued"]
+    finish()
+    for _ in range(4):
+        services.create_comparison(owner=user, transcripts=[session], a=spec(), b=spec())
+    with django_assert_max_num_queries(14):
+        body = alice_client.get("/tune/").content.decode()
+    assert re.findall(r'<td><span class="status (\w+)">', body) == ["done"] * 6
