@@ -109,6 +109,9 @@ class LLMStub:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            # headers and body go out in two writes; with Nagle on, the body waits for the
+            # client's delayed ACK (about 40 ms on Linux), which real API servers do not add
+            disable_nagle_algorithm = True
 
             def log_message(self, format: str, *args: Any) -> None:  # keep test output quiet
                 pass
