@@ -72,11 +72,7 @@ def create_comparison(request: HttpRequest, payload: ComparisonIn) -> Status[dic
 @router.get("/comparisons", response=list[ComparisonListOut], operation_id="list_comparisons")
 def list_comparisons(request: HttpRequest) -> list[dict[str, Any]]:
     """The caller's comparisons, newest first."""
-    comparisons = (
-        Comparison.objects.filter(owner=request.user)  # type: ignore[misc]
-        .select_related("a_version__saved_config", "b_version__saved_config")
-        .prefetch_related("sessions", "items__run")
-    )
+    comparisons = services.owned_comparisons(request.user)  # type: ignore[arg-type]
     return [
         {
             "id": c.pk,
@@ -151,11 +147,7 @@ def create_sweep(request: HttpRequest, payload: SweepIn) -> Status[dict[str, Any
 @router.get("/sweeps", response=list[SweepListOut], operation_id="list_sweeps")
 def list_sweeps(request: HttpRequest) -> list[dict[str, Any]]:
     """The caller's sweeps, newest first."""
-    sweeps = (
-        Sweep.objects.filter(owner=request.user)  # type: ignore[misc]
-        .select_related("base_version__saved_config")
-        .prefetch_related("sessions", "items__run")
-    )
+    sweeps = services.owned_sweeps(request.user)  # type: ignore[arg-type]
     return [
         {
             "id": s.pk,

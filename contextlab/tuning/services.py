@@ -17,6 +17,7 @@ from typing import Any
 
 from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
+from django.db.models import QuerySet
 
 from contextlab import engine
 from contextlab.runs import services as run_services
@@ -539,6 +540,24 @@ def comparison_runs(comparison: Comparison) -> dict[tuple[int, str], Run]:
     """``{(session id, side): run}`` of a comparison."""
     items = ComparisonRun.objects.filter(comparison=comparison).select_related("run__transcript")
     return {(item.run.transcript_id, item.side): item.run for item in items}
+
+
+def owned_comparisons(owner: User) -> QuerySet[Comparison]:
+    """The owner's comparisons, newest first, with what a list shows prefetched."""
+    return (
+        Comparison.objects.filter(owner=owner)
+        .select_related("a_version__saved_config", "b_version__saved_config")
+        .prefetch_related("sessions", "items__run")
+    )
+
+
+def owned_sweeps(owner: User) -> QuerySet[Sweep]:
+    """The owner's sweeps, newest first, with what a list shows prefetched."""
+    return (
+        Sweep.objects.filter(owner=owner)
+        .select_related("base_version__saved_config")
+        .prefetch_related("sessions", "items__run")
+    )
 
 
 def items_status(items: Iterable[ComparisonRun | SweepRun]) -> str:

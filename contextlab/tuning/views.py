@@ -132,16 +132,8 @@ def index(request: HttpRequest) -> HttpResponse:
         "tuning/index.html",
         {
             "configs": SavedConfig.objects.filter(owner=user).prefetch_related("versions"),
-            "comparisons": _with_status(
-                Comparison.objects.filter(owner=user)
-                .select_related("a_version__saved_config", "b_version__saved_config")
-                .prefetch_related("sessions", "items__run")[:50]
-            ),
-            "sweeps": _with_status(
-                Sweep.objects.filter(owner=user)
-                .select_related("base_version__saved_config")
-                .prefetch_related("sessions", "items__run")[:50]
-            ),
+            "comparisons": _with_status(services.owned_comparisons(user)[:50]),
+            "sweeps": _with_status(services.owned_sweeps(user)[:50]),
             "has_sessions": Transcript.objects.filter(owner=user).exists(),
         },
     )
