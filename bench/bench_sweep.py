@@ -118,6 +118,8 @@ def setup_django(tmp: Path) -> None:
     os.environ["VAR_DIR"] = str(tmp / "var")
     os.environ["MEDIA_ROOT"] = str(tmp / "media")
     os.environ.setdefault("LOG_LEVEL", "WARNING")
+    # persistent connections, as docker-compose.yml runs the web and the workers
+    os.environ.setdefault("CONN_MAX_AGE", "60")
     sys.path.insert(0, str(ROOT))
     import psycopg
 

@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from celery import Celery
-from celery.signals import worker_ready
+from celery.signals import task_postrun, task_prerun, worker_ready
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "contextlab.settings")
 
@@ -22,6 +22,17 @@ logger = logging.getLogger(__name__)
 app = Celery("contextlab")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+
+@task_prerun.connect
+@task_postrun.connect
+def _close_old_connections(**_: Any) -> None:
+    """Around each task, what Django does around each request: close a connection that is
+    broken or older than CONN_MAX_AGE, keep the others. A task then skips the ~6 ms of
+    opening a PostgreSQL connection, which a run waiting on summaries pays once per summary."""
+    from django.db import close_old_connections
+
+    close_old_connections()
 
 
 @worker_ready.connect

@@ -128,7 +128,9 @@ TEMPLATES = [
 
 _DATABASE_URL = env_str("DATABASE_URL", f"sqlite:///{VAR_DIR / 'db.sqlite3'}")
 DATABASES: dict[str, Any] = {
-    "default": dj_database_url.parse(_DATABASE_URL, conn_max_age=env_int("CONN_MAX_AGE", 0))
+    "default": dj_database_url.parse(
+        _DATABASE_URL, conn_max_age=env_int("CONN_MAX_AGE", 0), conn_health_checks=True
+    )
 }
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     if DATABASES["default"]["NAME"] not in ("", ":memory:"):
@@ -221,6 +223,10 @@ CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_IGNORE_RESULT = True  # run state lives on the Run row, not in a result backend
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+# Celery's Django fix-up closes every database connection around every task unless this is set
+# (it then closes them every N tasks); contextlab.celery applies Django's own rules instead
+# (CONN_MAX_AGE, health checks), so a worker keeps its connection like a web process does.
+CELERY_DB_REUSE_MAX = 1000
 
 #: A running run whose heartbeat is older than this is considered abandoned, seconds.
 RUN_STALE_AFTER = env_int("RUN_STALE_AFTER", 120, minimum=1)

@@ -41,6 +41,7 @@ from .summarizer import (
     format_summary,
 )
 from .summary_store import (
+    ReplayStopped,
     StoredSummarizer,
     SummaryPending,
     render_messages,
@@ -116,6 +117,7 @@ __all__ = [
     "PricingTable",
     "Problem",
     "ReplayResult",
+    "ReplayStopped",
     "Session",
     "StoredSummarizer",
     "Summarizer",

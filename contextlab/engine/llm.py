@@ -42,7 +42,7 @@ from .summarizer import (
     SummaryResult,
     format_summary,
 )
-from .summary_store import SummaryPending
+from .summary_store import ReplayStopped, SummaryPending
 from .tokens import message_rough
 from .transcript import Block, Message
 
@@ -923,8 +923,8 @@ class FallbackSummarizer:
             return self._fallback(request, reason)
         try:
             result = self.primary.summarize(request)
-        except SummaryPending:
-            raise  # not a failure: the caller fetches the summary and replays
+        except (SummaryPending, ReplayStopped):
+            raise  # not a failure: the caller fetches the summary and replays, or stops
         except Exception as exc:  # any backend failure degrades to the fallback summary
             self.consecutive_failures += 1
             message = str(exc) if isinstance(exc, SummaryError) else f"{type(exc).__name__}: {exc}"

@@ -33,9 +33,20 @@ def render_messages(messages: list[Message]) -> list[dict[str, Any]]:
 
 
 def request_to_json(request: SummaryRequest) -> dict[str, Any]:
-    """A summary request as JSON, so a worker's task can make the call later."""
+    """A summary request as JSON, so a worker's task can make the call later.
+
+    It keeps every field the backends render (tool ids, inputs, error flags, nested media), so
+    a request read back from JSON produces the very prompt the original would have.
+    """
     return {
-        "messages": render_messages(request.messages),
+        "messages": [
+            {
+                "role": m.role,
+                "kind": m.kind,
+                "blocks": [_block_to_json(b) for b in m.blocks],
+            }
+            for m in request.messages
+        ],
         "kind": request.kind,
         "model": request.model,
         "custom_instructions": request.custom_instructions,
@@ -51,7 +62,11 @@ def request_from_json(data: dict[str, Any]) -> SummaryRequest:
             Block(
                 type=b.get("type", "text") if b.get("type") in _BLOCK_TYPES else "other",
                 text=str(b.get("text") or ""),
-                tool_name=b.get("tool_name"),
+                tool_name=_str_or_none(b.get("tool_name")),
+                tool_use_id=_str_or_none(b.get("tool_use_id")),
+                is_error=b.get("is_error") is True,
+                data=b.get("data"),
+                media=b["media"] if isinstance(b.get("media"), int) else 0,
             )
             for b in item.get("blocks") or []
         ]
@@ -69,6 +84,23 @@ def request_from_json(data: dict[str, Any]) -> SummaryRequest:
         custom_instructions=str(data.get("custom_instructions") or ""),
         prompt=str(data.get("prompt") or ""),
     )
+
+
+def _block_to_json(block: Block) -> dict[str, Any]:
+    out: dict[str, Any] = {"type": block.type, "text": block.text, "tool_name": block.tool_name}
+    if block.tool_use_id is not None:
+        out["tool_use_id"] = block.tool_use_id
+    if block.is_error:
+        out["is_error"] = True
+    if block.type == "tool_use" and block.data is not None:
+        out["data"] = block.data
+    if block.media:
+        out["media"] = block.media
+    return out
+
+
+def _str_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) else None
 
 
 _BLOCK_TYPES = frozenset(
@@ -103,14 +135,21 @@ class SummaryPending(Exception):
         self.checkpoint: bytes | None = None
 
 
+class ReplayStopped(Exception):
+    """A summarizer stops the whole replay (a spend cap, say): this is not a failed summary,
+    so no step degrades it to a fallback or counts it toward a circuit breaker."""
+
+
 @dataclass
 class StoredSummarizer:
-    """Serves summaries from ``lookup(key)``; a miss raises ``SummaryPending``."""
+    """Serves summaries from ``lookup(key)``; on a miss asks ``fetch(key, request)`` when given
+    (the worker fetching that one summary), and raises ``SummaryPending`` if still missing."""
 
     backend: str
     model: str | None
     lookup: Callable[[str], SummaryResult | None]
     name: str = "stored"
+    fetch: Callable[[str, SummaryRequest], SummaryResult | None] | None = None
 
     def __post_init__(self) -> None:
         self.name = self.backend
@@ -118,6 +157,8 @@ class StoredSummarizer:
     def summarize(self, request: SummaryRequest) -> SummaryResult:
         key = summary_key(request, self.backend, self.model)
         found = self.lookup(key)
+        if found is None and self.fetch is not None:
+            found = self.fetch(key, request)
         if found is None:
             raise SummaryPending(key, request)
         return found

@@ -9,6 +9,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import timedelta
+from functools import partial
 from typing import Any
 
 from celery.exceptions import SoftTimeLimitExceeded
@@ -19,6 +20,7 @@ from django.utils import timezone
 
 from contextlab import engine
 from contextlab.runs.models import Run, RunResult
+from contextlab.summaries import runner as summary_fetch
 from contextlab.summaries import services as summaries
 from contextlab.transcripts.models import Transcript, TranscriptMessages
 
@@ -116,13 +118,16 @@ def load_session(transcript: Transcript) -> engine.Session:
     return session
 
 
-def replay_run(run: Run, session: engine.Session) -> dict[str, Any]:
+def replay_run(run: Run, session: engine.Session, fetch_key: str = "") -> dict[str, Any]:
     """The engine's result JSON for ``run`` on an already-loaded session.
 
     A run with an LLM summarizer checkpoints where it waits for a summary and resumes from
     there; a checkpoint another engine version wrote is ignored (the replay starts over).
+    With ``fetch_key`` (a fetch task), the backend is called for that one missing summary.
     """
-    summarizer = summaries.summarizer_for(run)
+    summarizer = summaries.summarizer_for(
+        run, fetch=partial(summary_fetch.fetch_summary, only=fetch_key) if fetch_key else None
+    )
     progress = progress_writer(run.pk)
     saved = summaries.load_checkpoint(run) if summarizer is not None else None
     result = None
@@ -167,34 +172,41 @@ def close_session(session: engine.Session) -> None:
         upload.close()
 
 
-def _replay(run: Run) -> dict[str, Any]:
+def _replay(run: Run, fetch_key: str) -> dict[str, Any]:
     session = load_session(run.transcript)
     try:
-        return replay_run(run, session)
+        return replay_run(run, session, fetch_key)
     finally:
         close_session(session)
 
 
-def execute_run(run_id: int) -> None:
+def execute_run(run_id: int, fetch_key: str = "") -> None:
     """Replay run ``run_id`` and store the outcome. Safe to call twice.
 
+    With ``fetch_key`` (a fetch task's), the backend is called for that missing summary when
+    the replay reaches it; a message for a summary the run no longer waits for does nothing.
     Deterministic failures (a transcript the engine rejects, an engine error, the soft time
-    limit) are stored on the run with their reason; transient database errors propagate so the
-    task can retry, after putting the run back in the queue.
+    limit, a stop such as the spend cap) are stored on the run with their reason; transient
+    database errors propagate so the task can retry, after putting the run back in the queue.
     """
+    if fetch_key and summaries.waits_for_another_summary(run_id, fetch_key):
+        logger.info("run %s: waits for another summary than %s; skipping", run_id, fetch_key[:40])
+        return
     if not claim_run(run_id):
         logger.info("run %s: not claimable (finished or running elsewhere); skipping", run_id)
         return
     run = Run.objects.select_related("transcript").get(pk=run_id)
     try:
         with heartbeat(run_id):
-            data = _replay(run)
+            data = _replay(run, fetch_key)
         store_result(run_id, data)
         logger.info("run %s: done (%s requests)", run_id, len(data.get("requests") or []))
     except engine.SummaryPending as pending:
         # the LLM call gets its own task; this replay resumes once the summary is stored
         summaries.request_summary(run, pending)
         logger.info("run %s: waiting for summary %s", run_id, pending.key[:40])
+    except engine.ReplayStopped as stop:
+        fail(run_id, str(stop))
     except SoftTimeLimitExceeded:
         fail(
             run_id,

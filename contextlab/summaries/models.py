@@ -52,10 +52,8 @@ class RunSummarizer(models.Model):
     consecutive_failures = models.PositiveSmallIntegerField(default=0)
     #: summaries that fell back to the extractive one: kept for this run only, never cached
     fallbacks: models.JSONField[dict[str, Any]] = models.JSONField(default=dict, blank=True)
+    #: the summary the run waits for (its input travels in the fetch task's message)
     pending_key = models.CharField(max_length=400, blank=True)
-    pending_request: models.JSONField[dict[str, Any] | None] = models.JSONField(
-        null=True, blank=True
-    )
 
     def __str__(self) -> str:
         return f"run {self.run_id}: {self.backend}"

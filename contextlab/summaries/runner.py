@@ -1,19 +1,23 @@
-"""Worker side: fetch the summary a run is waiting for, then queue the run's replay again."""
+"""Worker side: call the backend for the one summary a fetch task is for, and store it.
+
+``fetch_summary`` runs inside the run's replay (``runs.runner.execute_run`` with ``fetch_key``):
+the replay resumes from its checkpoint, reaches the summary it stopped at, and this module calls
+the backend for it there, with the spend cap, the circuit breaker and the extractive fallback.
+The request is never serialized: the resumed replay rebuilds it. Any other missing summary
+stops the replay again (``SummaryPending``) and gets a fetch task of its own.
+"""
 
 from __future__ import annotations
 
 import logging
 import os
 from dataclasses import asdict
-from functools import partial
 from typing import Any
 
 from django.db import transaction
-from django.utils import timezone
+from django.db.models import F
 
 from contextlab import engine
-from contextlab.runs import tasks as run_tasks
-from contextlab.runs.models import Run
 from contextlab.summaries.models import RunSummarizer, SummaryEntry
 
 logger = logging.getLogger(__name__)
@@ -57,82 +61,91 @@ def _primary(backend: str, model: str | None) -> engine.Summarizer:
     return summarizer
 
 
-def _fail(run_id: int, message: str) -> None:
-    Run.objects.filter(pk=run_id).update(
-        status=Run.Status.FAILED, error=message[:4000], finished_at=timezone.now()
-    )
+def fetch_summary(
+    settings: RunSummarizer, key: str, request: engine.SummaryRequest, *, only: str
+) -> engine.SummaryResult | None:
+    """The summary ``key`` if it is the one this task fetches (``only``), else None.
 
-
-def fetch_summary(run_id: int) -> None:
-    """Write the pending summary of run ``run_id``. Safe to call twice (idempotent)."""
-    settings = RunSummarizer.objects.select_related("run").filter(run_id=run_id).first()
-    if settings is None or not settings.pending_key or settings.pending_request is None:
-        return
-    key = settings.pending_key
-    if SummaryEntry.objects.filter(key=key).exists() or key in settings.fallbacks:
-        _resume(settings)  # another task already fetched it
-        return
-    request = engine.request_from_json(settings.pending_request)
+    Raises ``engine.ReplayStopped`` when the run must stop instead: the spend cap would be
+    exceeded, or the backend cannot be used at all.
+    """
+    if key != only:
+        return None
+    run_id = settings.pk
     model = settings.model or None
     estimate = estimate_cost(request, model)
     cap = settings.spend_cap_usd
     if cap is not None and settings.spent_usd + estimate > cap:
-        _fail(
-            run_id,
+        RunSummarizer.objects.filter(pk=run_id).update(pending_key="")
+        raise engine.ReplayStopped(
             f"Stopped before the next summary: the spend cap is ${cap:.2f}, ${settings.spent_usd:.2f} "
-            f"is spent and the next {settings.backend} summary would cost about ${estimate:.2f}.",
+            f"is spent and the next {settings.backend} summary would cost about ${estimate:.2f}."
         )
-        RunSummarizer.objects.filter(pk=run_id).update(pending_key="", pending_request=None)
-        return
     if settings.consecutive_failures >= BREAKER_THRESHOLD:
-        fallback = engine.ExtractiveSummarizer().summarize(request)
-        fallback.fallback_reason = (
+        result = engine.ExtractiveSummarizer().summarize(request)
+        result.fallback_reason = (
             f"{settings.backend} not called: {settings.consecutive_failures} consecutive failures "
             "(circuit breaker)"
         )
-        result = fallback
     else:
         try:
             primary = _primary(settings.backend, model)
         except (ValueError, engine.SummaryError) as exc:
-            _fail(run_id, f"The {settings.backend} summarizer cannot be used: {exc}")
-            return
+            raise engine.ReplayStopped(
+                f"The {settings.backend} summarizer cannot be used: {exc}"
+            ) from None
         # one attempt per task (with the backend's own retries); the breaker that spans the run's
-        # attempts is the count kept in the database above
+        # attempts is the count kept in the database
         result = engine.FallbackSummarizer(primary, breaker_threshold=BREAKER_THRESHOLD).summarize(
             request
         )
+    _store(settings, key, request, result)
+    logger.info("run %s: summary %s fetched (%s)", run_id, key[:40], result.backend)
+    return result
+
+
+def _store(
+    settings: RunSummarizer, key: str, request: engine.SummaryRequest, result: engine.SummaryResult
+) -> None:
+    """Keep the summary (a fallback only for this run) and the run's spend; the run no longer
+    waits. ``settings`` is updated to match, for a later fetch in the same replay."""
+    run_id = settings.pk
     with transaction.atomic():
-        settings = RunSummarizer.objects.select_for_update().get(pk=run_id)
         if result.fallback_reason:
-            settings.fallbacks = {**settings.fallbacks, key: asdict(result)}
+            locked = RunSummarizer.objects.select_for_update().only("fallbacks").get(pk=run_id)
+            settings.fallbacks = {**locked.fallbacks, key: asdict(result)}
             settings.consecutive_failures += 1
+            RunSummarizer.objects.filter(pk=run_id).update(
+                fallbacks=settings.fallbacks,
+                consecutive_failures=F("consecutive_failures") + 1,
+                pending_key="",
+            )
         else:
-            SummaryEntry.objects.get_or_create(
-                key=key,
-                defaults={
-                    "backend": result.backend,
-                    "model": result.model or "",
-                    "prompt_version": engine.PROMPT_VERSION,
-                    "kind": request.kind,
-                    "text": result.text,
-                    "input_tokens": result.input_tokens,
-                    "output_tokens": result.output_tokens,
-                    "cache_read_tokens": result.cache_read_tokens,
-                    "cost_usd": result.cost_usd,
-                    "latency_s": result.latency_s,
-                },
+            # ON CONFLICT DO NOTHING: another run may have stored the same summary meanwhile
+            SummaryEntry.objects.bulk_create(
+                [
+                    SummaryEntry(
+                        key=key,
+                        backend=result.backend,
+                        model=result.model or "",
+                        prompt_version=engine.PROMPT_VERSION,
+                        kind=request.kind,
+                        text=result.text,
+                        input_tokens=result.input_tokens,
+                        output_tokens=result.output_tokens,
+                        cache_read_tokens=result.cache_read_tokens,
+                        cost_usd=result.cost_usd,
+                        latency_s=result.latency_s,
+                    )
+                ],
+                ignore_conflicts=True,
             )
             settings.consecutive_failures = 0
             settings.spent_usd += result.cost_usd
             settings.calls += 1
-        settings.save()
-    logger.info("run %s: summary %s fetched (%s)", run_id, key[:40], result.backend)
-    _resume(settings)
-
-
-def _resume(settings: RunSummarizer) -> None:
-    with transaction.atomic():
-        RunSummarizer.objects.filter(pk=settings.pk).update(pending_key="", pending_request=None)
-        Run.objects.filter(pk=settings.pk, status=Run.Status.QUEUED).update(heartbeat_at=None)
-        transaction.on_commit(partial(run_tasks.run_replay.delay, settings.pk))
+            RunSummarizer.objects.filter(pk=run_id).update(
+                consecutive_failures=0,
+                spent_usd=F("spent_usd") + result.cost_usd,
+                calls=F("calls") + 1,
+                pending_key="",
+            )

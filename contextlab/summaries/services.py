@@ -2,13 +2,15 @@
 
 A replay that needs a summary the cache does not have stops with ``engine.SummaryPending``;
 ``request_summary`` records which one and queues ``summaries.tasks.fetch_summary`` for it.
-That task calls the backend (retries, prompt-too-long truncation and the circuit breaker are
-the engine's), stores the summary and queues the replay again, which now goes further. No
-worker slot waits on the network while another replay could run.
+That task resumes the replay, which rebuilds the request and has ``summaries.runner`` call the
+backend for that one summary (retries, prompt-too-long truncation and the circuit breaker are
+the engine's), store it and go on. No worker slot waits on the network for a summary another
+task could fetch.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -87,8 +89,16 @@ def _as_result(entry: SummaryEntry) -> engine.SummaryResult:
     )
 
 
-def summarizer_for(run: Run) -> engine.Summarizer | None:
-    """The summarizer a replay of ``run`` uses: None (engine default) or cache-backed."""
+#: what a fetch task calls for a missing summary: (settings, key, request) -> result or None
+Fetch = Callable[[RunSummarizer, str, engine.SummaryRequest], engine.SummaryResult | None]
+
+
+def summarizer_for(run: Run, *, fetch: Fetch | None = None) -> engine.Summarizer | None:
+    """The summarizer a replay of ``run`` uses: None (engine default) or cache-backed.
+
+    ``fetch`` (a fetch task's) is asked for a summary the cache does not have; without it, or
+    when it returns None, the replay stops with ``engine.SummaryPending``.
+    """
     settings = RunSummarizer.objects.filter(run=run).first()
     if settings is None or settings.backend == Backend.EXTRACTIVE:
         return None
@@ -104,8 +114,16 @@ def summarizer_for(run: Run) -> engine.Summarizer | None:
         return None
 
     return engine.StoredSummarizer(
-        backend=settings.backend, model=settings.model or None, lookup=lookup
+        backend=settings.backend,
+        model=settings.model or None,
+        lookup=lookup,
+        fetch=None if fetch is None else partial(fetch, settings),
     )
+
+
+def waits_for_another_summary(run_id: int, key: str) -> bool:
+    """True when the run waits for a summary other than ``key`` (a stale fetch message)."""
+    return RunSummarizer.objects.filter(run_id=run_id).exclude(pending_key__in=("", key)).exists()
 
 
 def checkpoint_path(run: Run) -> Path:
@@ -125,10 +143,10 @@ def drop_checkpoint(run: Run) -> None:
 
 
 def request_summary(run: Run, pending: engine.SummaryPending) -> None:
-    """Remember the summary the replay needs and queue its fetch; the run waits in the queue.
+    """Remember which summary the replay needs and queue its fetch; the run waits in the queue.
 
-    The replay's state at that point is kept on disk, so the run resumes there instead of
-    replaying the session from the start once the summary is stored.
+    The replay's state at that point is kept on disk, so the fetch task resumes there (and
+    rebuilds the summary's input) instead of replaying the session from the start.
     """
     if pending.checkpoint is not None:
         target = checkpoint_path(run)
@@ -137,11 +155,9 @@ def request_summary(run: Run, pending: engine.SummaryPending) -> None:
         tmp.write_bytes(pending.checkpoint)
         tmp.replace(target)  # atomic: a reader sees the old state or the new one, never half
     with transaction.atomic():
-        RunSummarizer.objects.filter(run=run).update(
-            pending_key=pending.key, pending_request=engine.request_to_json(pending.request)
-        )
+        RunSummarizer.objects.filter(run=run).update(pending_key=pending.key)
         Run.objects.filter(pk=run.pk).update(status=Run.Status.QUEUED, heartbeat_at=None)
-        transaction.on_commit(partial(tasks.fetch_summary.delay, run.pk))
+        transaction.on_commit(partial(tasks.fetch_summary.delay, run.pk, pending.key))
 
 
 def run_summaries(

@@ -1,4 +1,4 @@
-"""Celery adapters for summaries: one task per summary call."""
+"""Celery adapters for summaries: one task per summary call (it resumes the run's replay)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from django.db import InterfaceError, OperationalError
 
 from contextlab import engine
 from contextlab.celery import app
-from contextlab.summaries import runner
+from contextlab.runs import runner as run_runner
 
 
 @worker_init.connect
@@ -23,5 +23,5 @@ def _preload_sdks(**_: Any) -> None:
     retry_backoff=True,
     max_retries=3,
 )
-def fetch_summary(run_id: int) -> None:
-    runner.fetch_summary(run_id)
+def fetch_summary(run_id: int, key: str = "") -> None:
+    run_runner.execute_run(run_id, fetch_key=key)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import pickle
 
 import pytest
@@ -66,6 +67,66 @@ def test_a_summary_request_survives_a_json_round_trip(tmp_path):
         request, "anthropic", "m"
     )
     assert [m.role for m in again.messages] == [m.role for m in request.messages]
+
+
+def test_a_request_read_back_from_json_renders_the_same_prompt_and_extract():
+    """A fetch on another worker reads the request from JSON: the backend must get the very
+    prompt the asking worker would have sent (tool ids and inputs, error flags, nested media),
+    and the extractive fallback must see the same file paths and errors."""
+    from contextlab.engine.llm import render_conversation
+    from contextlab.engine.transcript import Block, Message
+
+    messages = [
+        Message(uuid="u1", role="user", kind="prompt", blocks=[Block("text", "fix the parser")]),
+        Message(
+            uuid="a1",
+            role="assistant",
+            kind="assistant",
+            blocks=[
+                Block("thinking", "hmm"),
+                Block(
+                    "tool_use",
+                    'Read{"file_path": "/src/parse.py"}',
+                    tool_use_id="toolu_1",
+                    tool_name="Read",
+                    data={"file_path": "/src/parse.py"},
+                ),
+            ],
+        ),
+        Message(
+            uuid="u2",
+            role="user",
+            kind="tool_result",
+            blocks=[
+                Block(
+                    "tool_result",
+                    "No such file",
+                    tool_use_id="toolu_1",
+                    tool_name="Read",
+                    is_error=True,
+                    media=2,
+                )
+            ],
+        ),
+    ]
+    request = engine.SummaryRequest(messages=messages, prompt="Summarize.")
+    again = engine.request_from_json(json.loads(json.dumps(engine.request_to_json(request))))
+    assert render_conversation(again.messages, again.prompt) == render_conversation(
+        request.messages, request.prompt
+    )
+    rendered = "\n".join(
+        part for turn in render_conversation(again.messages, again.prompt) for part in turn.parts
+    )
+    assert "[Tool call toolu_1: Read]" in rendered
+    assert "(error)" in rendered
+    assert rendered.count("[image]") == 2
+    extract = engine.ExtractiveSummarizer()
+    assert extract.summarize(again).text == extract.summarize(request).text
+    # hostile JSON (wrong types) is read as absent, never trusted
+    bad = engine.request_to_json(request)
+    bad["messages"][1]["blocks"][1].update(tool_use_id=7, media="lots", is_error="yes")
+    block = engine.request_from_json(bad).messages[1].blocks[1]
+    assert (block.tool_use_id, block.media, block.is_error) == (None, 0, False)
 
 
 def test_a_checkpointed_replay_resumes_where_it_stopped_and_matches_a_full_one(tmp_path):

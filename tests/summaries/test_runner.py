@@ -6,12 +6,14 @@ Tasks are called directly here; tests/summaries/test_integration.py runs them on
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from contextlab import engine
 from contextlab.runs import runner as run_runner
 from contextlab.runs.models import Run, RunResult
-from contextlab.summaries import runner, services
+from contextlab.summaries import services, tasks
 from contextlab.summaries.models import RunSummarizer, SummaryEntry
 from tests.engine.conftest import ANTHROPIC_TEST_KEY
 from tests.engine.test_pipeline import SMALL_WINDOW, long_session
@@ -41,16 +43,29 @@ def whatif_run(transcript, **summarizer):
     return run
 
 
+def queued_fetch(callbacks):
+    """The arguments of the fetch task a replay queued (run id, summary key)."""
+    (fetch,) = [c for c in callbacks if getattr(c, "func", None) == tasks.fetch_summary.delay]
+    return fetch.args
+
+
+def run_fetch(args):
+    """What the fetch task does with its message (JSON-encoded like it)."""
+    tasks.fetch_summary.run(*json.loads(json.dumps(args)))
+
+
 def drive(run_id, django_capture_on_commit_callbacks, limit=30):
-    """Replay, fetch the summary it asks for, replay again… until the run is finished."""
+    """Replay; then run the fetch task it queues (which replays on)… until the run is finished."""
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        run_runner.execute_run(run_id)
     for _ in range(limit):
-        with django_capture_on_commit_callbacks(execute=False):
-            run_runner.execute_run(run_id)
         run = Run.objects.get(pk=run_id)
         if run.status in (Run.Status.DONE, Run.Status.FAILED):
             return run
-        with django_capture_on_commit_callbacks(execute=False):
-            runner.fetch_summary(run_id)
+        args = queued_fetch(callbacks)
+        assert RunSummarizer.objects.get(run=run).pending_key == args[1]
+        with django_capture_on_commit_callbacks(execute=False) as callbacks:
+            run_fetch(args)
     raise AssertionError("run did not finish")
 
 
@@ -179,3 +194,81 @@ def test_a_waiting_run_resumes_from_its_checkpoint_instead_of_replaying(
     assert calls["replay"] == 1  # the session was replayed once, then resumed at each summary
     assert calls["resume"] == len(llm_stub.requests) >= 1
     assert not services.checkpoint_path(run).exists()
+
+
+def test_a_fetch_message_without_a_key_makes_the_replay_ask_again(
+    transcript, llm_stub, django_capture_on_commit_callbacks
+):
+    """A message queued by an older version (run id only): nothing is called blindly, the
+    replay runs on to the same summary and queues a fetch for it."""
+    llm_stub.ok(SUMMARY)
+    run = whatif_run(transcript, backend="anthropic", model="claude-sonnet-4-6")
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        run_runner.execute_run(run.pk)
+    run_id, key = queued_fetch(callbacks)
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        run_fetch([run_id])
+    assert llm_stub.requests == []
+    assert queued_fetch(callbacks) == (run_id, key)
+    assert RunSummarizer.objects.get(run=run).pending_key == key
+
+
+def test_fetches_of_a_stored_or_stale_summary_call_nothing(
+    transcript, llm_stub, django_capture_on_commit_callbacks
+):
+    """Redelivered messages: the first fetch stored the summary (then its worker died), or the
+    run already moved on to another summary."""
+    for _ in range(20):
+        llm_stub.ok(SUMMARY)
+    run = whatif_run(transcript, backend="anthropic", model="claude-sonnet-4-6")
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        run_runner.execute_run(run.pk)
+    first = queued_fetch(callbacks)
+    SummaryEntry.objects.create(key=first[1], backend="anthropic", text="stored by the first fetch")
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        run_fetch(first)
+    assert llm_stub.requests == []  # stored: not fetched again, the replay went on past it
+    second = queued_fetch(callbacks)
+    assert second[1] != first[1]
+    assert RunSummarizer.objects.get(run=run).pending_key == second[1]
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        run_fetch(first)  # stale: the run waits for another summary now
+    assert llm_stub.requests == []
+    assert callbacks == []
+    assert RunSummarizer.objects.get(run=run).pending_key == second[1]
+    assert Run.objects.get(pk=run.pk).status == Run.Status.QUEUED
+
+
+def test_the_fetch_task_rebuilds_the_request_and_sends_what_claude_code_would(
+    transcript, llm_stub, django_capture_on_commit_callbacks
+):
+    """No request travels between tasks: the resumed replay rebuilds it. The prompt sent is
+    the one the engine's own Anthropic summarizer sends for the same input."""
+    llm_stub.ok(SUMMARY)
+    run = whatif_run(transcript, backend="anthropic", model="claude-sonnet-4-6")
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        run_runner.execute_run(run.pk)
+    args = queued_fetch(callbacks)
+    assert len(json.dumps(args)) < 600  # the message names the summary; it does not carry it
+    with django_capture_on_commit_callbacks(execute=False):
+        run_fetch(args)
+    (sent,) = llm_stub.requests
+    session = engine.load_session(run.transcript.path)
+    config = engine.PipelineConfig.from_dict(run.config)
+    seen = []
+
+    def lookup(key):
+        seen.append(key)
+        return None
+
+    with pytest.raises(engine.SummaryPending) as pending:
+        engine.replay(
+            session,
+            config,
+            mode="whatif",
+            summarizer=engine.StoredSummarizer("anthropic", "claude-sonnet-4-6", lookup),
+        )
+    assert pending.value.key == args[1]
+    llm_stub.ok(SUMMARY)
+    engine.AnthropicSummarizer(model="claude-sonnet-4-6").summarize(pending.value.request)
+    assert llm_stub.requests[-1].body == sent.body
