@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import atexit
+import contextlib
 import json
+import os
 import statistics
 import sys
 from collections.abc import Sequence
-from typing import Any, TextIO
+from typing import Any, NoReturn, TextIO
 
 from .config import ConfigError, PipelineConfig
 from .parsing import Session, load_session
@@ -286,6 +289,13 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    code = _main(argv)
+    if argv is None and _is_process_entry():
+        _exit_now(code)
+    return code
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     out, err = sys.stdout, sys.stderr
@@ -298,6 +308,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=err)
         return 130
+
+
+def _is_process_entry() -> bool:
+    """True when ``main`` is the program (the console script or ``python -m``), not a call from
+    other Python code, and no other thread is left that a normal exit would wait for."""
+    entry = getattr(sys.modules.get("__main__"), "main", None)
+    threading = sys.modules.get("threading")  # never imported: no thread was started
+    return entry is main and (threading is None or threading.active_count() == 1)
+
+
+def _exit_now(code: int) -> NoReturn:
+    """Exit without the interpreter's teardown.
+
+    Freeing the tokenizer (100k ranks in a dict and in tiktoken's Rust tables), the parsed
+    session and every module takes tens of milliseconds, more than a small replay itself. The
+    output is flushed and the atexit handlers run first, so nothing is lost.
+    """
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        # a closed pipe: the output has nowhere to go anyway
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    os._exit(code)
 
 
 if __name__ == "__main__":
