@@ -13,7 +13,6 @@ turns a config and a model into numbers lives in ``thresholds``.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import functools
 import json
 import math
@@ -1220,6 +1219,8 @@ def _defaults() -> PipelineConfig:
 
 
 def _unknown_field(name: str) -> ConfigError:
+    import difflib  # only for this message
+
     # Users often type the TypeScript constant (AUTOCOMPACT_BUFFER_TOKENS); lowercase first.
     close = difflib.get_close_matches(name.lower(), list(_SPECS), n=1, cutoff=0.6)
     hint = f"; did you mean {close[0]!r}?" if close else ""

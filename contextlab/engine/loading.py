@@ -6,17 +6,18 @@ read straight from the archive (tool-results are opened only when someone asks f
 
 from __future__ import annotations
 
-import gzip
 import io
 import os
 import posixpath
-import tarfile
-import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import IO, cast
+from typing import IO, TYPE_CHECKING, cast
 
 from .transcript import Problem, TranscriptError
+
+if TYPE_CHECKING:  # imported where used: a plain .jsonl needs none of them
+    import tarfile
+    import zipfile
 
 #: Refuse archive members bigger than this when uncompressed (zip-bomb guard), bytes.
 MAX_MEMBER_BYTES = 4 * 1024**3
@@ -106,6 +107,8 @@ def open_upload(path: str | os.PathLike[str], name: str | None = None) -> Upload
 
 
 def _open_gzip(path: str) -> IO[bytes]:
+    import gzip
+
     return cast(IO[bytes], gzip.GzipFile(path, "rb"))  # closed by the reader
 
 
@@ -117,6 +120,8 @@ def _strip_suffixes(name: str) -> str:
 
 
 def _is_tar_gz(path: str) -> bool:
+    import gzip
+
     try:
         with gzip.open(path, "rb") as fh:
             block = fh.read(512)
@@ -200,6 +205,8 @@ def _safe_member_path(name: str) -> str | None:
 
 
 def _open_zip(path: str, display: str) -> Upload:
+    import zipfile
+
     try:
         archive = zipfile.ZipFile(path)
     except zipfile.BadZipFile as exc:
@@ -220,6 +227,8 @@ def _open_zip(path: str, display: str) -> Upload:
 
 
 def _open_tar(path: str, display: str) -> Upload:
+    import tarfile
+
     try:
         archive = tarfile.open(path, "r:*")  # noqa: SIM115 - closed by Upload.close()
         infos = archive.getmembers()
@@ -263,7 +272,7 @@ def iter_lines(tfile: TranscriptFile, problems: list[Problem]) -> Iterator[tuple
     """
     try:
         fh = tfile.opener()
-    except (OSError, EOFError, zipfile.BadZipFile, tarfile.TarError) as exc:
+    except _read_errors() as exc:
         problems.append(Problem(0, "unreadable", f"cannot open: {exc}", tfile.name, "error"))
         return
     with fh:
@@ -284,7 +293,7 @@ def iter_lines(tfile: TranscriptFile, problems: list[Problem]) -> Iterator[tuple
                 if pending is not None:
                     yield _decode(pending, tfile, problems, is_last=False)
                 pending = (number, raw)
-        except (OSError, EOFError, zipfile.BadZipFile, tarfile.TarError, gzip.BadGzipFile) as exc:
+        except _read_errors() as exc:
             problems.append(
                 Problem(
                     number,
@@ -296,6 +305,15 @@ def iter_lines(tfile: TranscriptFile, problems: list[Problem]) -> Iterator[tuple
             )
         if pending is not None:
             yield _decode(pending, tfile, problems, is_last=True)
+
+
+def _read_errors() -> tuple[type[Exception], ...]:
+    """What reading a member can raise (evaluated only when something was raised)."""
+    import gzip
+    import tarfile
+    import zipfile
+
+    return (OSError, EOFError, zipfile.BadZipFile, tarfile.TarError, gzip.BadGzipFile)
 
 
 def _decode(
