@@ -8,10 +8,10 @@ The rates are explicit per family in ``data/pricing.toml`` rather than derived w
 
 from __future__ import annotations
 
+import pkgutil
 import tomllib
 from dataclasses import dataclass, field
 from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -103,8 +103,17 @@ def load_pricing(path: str | None = None) -> PricingTable:
 
 @lru_cache(maxsize=1)
 def _bundled_pricing() -> PricingTable:
-    text = resources.files("contextlab.engine").joinpath("data/pricing.toml").read_text("utf-8")
-    return _parse(text, source="contextlab/engine/data/pricing.toml")
+    return _parse(_package_text("data/pricing.toml"), source="contextlab/engine/data/pricing.toml")
+
+
+def _package_text(name: str) -> str:
+    """A data file shipped in this package, read through its loader (so also from a zip) like
+    ``importlib.resources`` does, without importing importlib.resources (and tempfile and
+    zipfile with it) on every start-up; newlines translated as text mode does."""
+    data = pkgutil.get_data(__package__ or "contextlab.engine", name)
+    if data is None:
+        raise FileNotFoundError(name)
+    return data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
 
 
 def request_cost(

@@ -11,11 +11,11 @@ import functools
 import os
 import tomllib
 from dataclasses import dataclass, replace
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from .config import ConfigError
+from .cost import _package_text
 
 #: Window of any model id containing ``[1m]`` (utils/context.ts ``getContextWindowForModel``).
 CONTEXT_WINDOW_1M = 1_000_000
@@ -118,8 +118,7 @@ def _entry(data: dict[str, Any], where: str, default: ModelInfo | None) -> Model
 
 @functools.cache
 def _packaged_table() -> ModelTable:
-    text = resources.files("contextlab.engine").joinpath("data/models.toml").read_text("utf-8")
-    return parse_model_table(text)
+    return parse_model_table(_package_text("data/models.toml"))
 
 
 def load_model_table(path: str | os.PathLike[str] | None = None) -> ModelTable:
