@@ -44,7 +44,8 @@ def fit_per_model(
     requests: list[RequestInfo], raw: list[int], totals: list[int]
 ) -> dict[str, Calibration]:
     """Separate fits for each model of a thread that switched models (``/model``)."""
-    models = {r.message.model or "" for r in requests}
+    # in order of first use: a set's order would change with the hash seed, and so the JSON
+    models = list(dict.fromkeys(r.message.model or "" for r in requests))
     if len(models) < 2:
         return {}
     out: dict[str, Calibration] = {}

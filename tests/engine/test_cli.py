@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -90,3 +91,28 @@ def test_fidelity_reports_the_three_measures():
     assert "fidelity:" in proc.stdout
     assert "cache:" in proc.stdout
     assert "compactions: 1 of 1" in proc.stdout
+
+
+def test_json_output_is_the_same_under_any_hash_seed(tmp_path):
+    """A session that switches models gets a calibration per model: listed in order of first
+    use, never in a set's order (which follows PYTHONHASHSEED)."""
+    b = TranscriptBuilder()
+    models = ["claude-opus-4-6", "claude-sonnet-4-5-20250929", "claude-haiku-4-5-20251001"]
+    for turn in range(9):
+        b.prompt(f"step {turn}: " + "words " * (40 * turn + 10))
+        b.assistant([{"type": "text", "text": "ok " * (30 + turn)}], model=models[turn % 3])
+    path = b.write(tmp_path / "models.jsonl")
+    outputs = set()
+    for seed in ("1", "2", "3", "4"):
+        proc = subprocess.run(
+            [sys.executable, "-m", "contextlab.engine.cli", "replay", str(path), "--json"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env={**os.environ, "PYTHONHASHSEED": seed},
+        )
+        assert proc.returncode == 0, proc.stderr
+        outputs.add(proc.stdout)
+    (output,) = outputs
+    calibrations = json.loads(output)["session"]["threads"][0]["model_calibrations"]
+    assert list(calibrations) == models
