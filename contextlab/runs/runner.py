@@ -202,7 +202,7 @@ def execute_run(run_id: int, fetch_key: str = "") -> None:
         store_result(run_id, data)
         logger.info("run %s: done (%s requests)", run_id, len(data.get("requests") or []))
     except engine.SummaryPending as pending:
-        # the LLM call gets its own task; this replay resumes once the summary is stored
+        # the LLM call gets its own task, which resumes this replay from its checkpoint
         summaries.request_summary(run, pending)
         logger.info("run %s: waiting for summary %s", run_id, pending.key[:40])
     except engine.ReplayStopped as stop:

@@ -52,7 +52,7 @@ class RunSummarizer(models.Model):
     consecutive_failures = models.PositiveSmallIntegerField(default=0)
     #: summaries that fell back to the extractive one: kept for this run only, never cached
     fallbacks: models.JSONField[dict[str, Any]] = models.JSONField(default=dict, blank=True)
-    #: the summary the run waits for (its input travels in the fetch task's message)
+    #: the summary the run waits for (its fetch task rebuilds the input from the checkpoint)
     pending_key = models.CharField(max_length=400, blank=True)
 
     def __str__(self) -> str:
