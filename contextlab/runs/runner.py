@@ -32,24 +32,26 @@ TRANSIENT_ERRORS = (OperationalError, InterfaceError)
 PROGRESS_EVERY = 0.5
 
 
-def claim_run(run_id: int) -> bool:
+def claim_run(run_id: int, *, resuming: bool = False) -> bool:
     """Mark the run running if it is queued (or abandoned); False if another worker owns it.
 
     This is what makes the task idempotent under acks_late: a redelivered message for a run
-    that is done, failed or running elsewhere does nothing.
+    that is done, failed or running elsewhere does nothing. ``resuming`` (a run going on after
+    a summary it waited for) keeps the start time, progress and attempt count: ``attempts``
+    counts starts and restarts after a crash, which is what RUN_MAX_ATTEMPTS limits.
     """
     now = timezone.now()
     stale = now - timedelta(seconds=settings.RUN_STALE_AFTER)
     claimable = Q(status=Run.Status.QUEUED) | Q(status=Run.Status.RUNNING, heartbeat_at__lt=stale)
-    updated = Run.objects.filter(claimable, pk=run_id).update(
-        status=Run.Status.RUNNING,
-        attempts=F("attempts") + 1,
-        started_at=now,
-        heartbeat_at=now,
-        progress_done=0,
-        error="",
-        updated_at=now,
-    )
+    fields: dict[str, Any] = {
+        "status": Run.Status.RUNNING,
+        "heartbeat_at": now,
+        "error": "",
+        "updated_at": now,
+    }
+    if not resuming:
+        fields.update(attempts=F("attempts") + 1, started_at=now, progress_done=0)
+    updated = Run.objects.filter(claimable, pk=run_id).update(**fields)
     return updated == 1
 
 
@@ -192,7 +194,7 @@ def execute_run(run_id: int, fetch_key: str = "") -> None:
     if fetch_key and summaries.waits_for_another_summary(run_id, fetch_key):
         logger.info("run %s: waits for another summary than %s; skipping", run_id, fetch_key[:40])
         return
-    if not claim_run(run_id):
+    if not claim_run(run_id, resuming=bool(fetch_key)):
         logger.info("run %s: not claimable (finished or running elsewhere); skipping", run_id)
         return
     run = Run.objects.select_related("transcript").get(pk=run_id)

@@ -5,6 +5,8 @@ The worker's Anthropic SDK talks over real HTTP to the stub server on loopback.
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from contextlab.runs import tasks as run_tasks
@@ -53,4 +55,58 @@ def test_summaries_are_fetched_by_their_own_tasks_on_a_real_worker(make_transcri
         assert ANTHROPIC_TEST_KEY not in worker.output()
     finally:
         worker.stop()
+        stub.stop()
+
+
+def test_a_worker_killed_during_a_summary_call_leaves_a_run_the_next_worker_finishes(
+    make_transcript, tmp_path, settings
+):
+    """The fetch task holds its run "running" with a heartbeat while it waits on the backend:
+    killed there, the run goes stale, is requeued, resumes from its checkpoint and asks again."""
+    from tests.engine.test_pipeline import long_session
+
+    require_services()
+    flush_broker()
+    settings.RUN_STALE_AFTER = 2
+    stub = LLMStub().start()
+    stub.slow(60, SUMMARY)  # the first call never comes back before the kill
+    for _ in range(10):
+        stub.ok(SUMMARY, input_tokens=20_000, output_tokens=800)
+    env = {
+        "ANTHROPIC_BASE_URL": stub.url,
+        "ANTHROPIC_API_KEY": ANTHROPIC_TEST_KEY,
+        "NO_PROXY": "127.0.0.1,localhost",
+        "RUN_STALE_AFTER": "2",
+        "RUN_HEARTBEAT_EVERY": "1",
+    }
+    try:
+        doomed = start_worker(tmp_path, "doomed", **env)
+        try:
+            transcript = make_transcript(long_session(30).write(tmp_path / "long.jsonl"))
+            wait_for_run(transcript.runs.get().pk)
+            run = whatif_run(transcript, backend="anthropic", model="claude-sonnet-4-6")
+            run_tasks.run_replay.delay(run.pk)
+            deadline = time.monotonic() + 60
+            while not stub.requests and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert stub.requests, doomed.output()
+            assert Run.objects.get(pk=run.pk).status == Run.Status.RUNNING
+            doomed.kill()  # mid-call, no chance to clean up
+        finally:
+            doomed.stop()
+        time.sleep(2.5)  # its heartbeat is now stale
+        fresh = start_worker(tmp_path, "fresh", **env)  # requeues abandoned runs when ready
+        try:
+            run = wait_for_run(run.pk, timeout=120)
+            assert run.status == Run.Status.DONE, run.error + fresh.output()
+            assert run.attempts >= 2
+        finally:
+            fresh.stop()
+        data = RunResult.objects.get(run=run).data
+        summaries = [s for s in data["views"]["synthetic"] if s["kind"] == "summary"]
+        assert summaries
+        assert all(s["backend"] == "anthropic" and not s.get("fallback_reason") for s in summaries)
+        # the lost call was made again: one more request than summaries
+        assert len(stub.requests) == len(summaries) + 1 == SummaryEntry.objects.count() + 1
+    finally:
         stub.stop()

@@ -70,12 +70,23 @@ def drive(run_id, django_capture_on_commit_callbacks, limit=30):
 
 
 def test_summaries_come_from_the_backend_one_call_each(
-    transcript, llm_stub, django_capture_on_commit_callbacks
+    transcript, llm_stub, django_capture_on_commit_callbacks, monkeypatch
 ):
     for _ in range(10):
         llm_stub.ok(SUMMARY, input_tokens=30_000, output_tokens=900)
     run = whatif_run(transcript, backend="anthropic", model="claude-sonnet-4-6")
+    first_start = []
+
+    real_claim = run_runner.claim_run
+
+    def claim(run_id, **kw):
+        claimed = real_claim(run_id, **kw)
+        first_start.append(Run.objects.get(pk=run_id).started_at)
+        return claimed
+
+    monkeypatch.setattr(run_runner, "claim_run", claim)
     run = drive(run.pk, django_capture_on_commit_callbacks)
+    first_start = first_start[0]
     assert run.status == Run.Status.DONE, run.error
     data = RunResult.objects.get(run=run).data
     summaries = [
@@ -91,6 +102,9 @@ def test_summaries_come_from_the_backend_one_call_each(
     settings = RunSummarizer.objects.get(run=run)
     assert settings.calls == len(texts)
     assert settings.spent_usd > 0
+    # going on after a summary is not a new attempt, nor a new start
+    assert run.attempts == 1
+    assert run.started_at == first_start
 
 
 def test_rerunning_the_same_whatif_makes_no_summary_call(
