@@ -13,6 +13,7 @@ from ninja.responses import Status
 from contextlab.runs import services
 from contextlab.runs.models import Run
 from contextlab.runs.schemas import RequestPage, RunIn, RunOut
+from contextlab.summaries import services as summaries
 from contextlab.transcripts.api import field_error
 from contextlab.transcripts.models import Transcript
 
@@ -31,6 +32,7 @@ def _run_out(run: Run) -> dict[str, Any]:
         "created_at": run.created_at,
         "finished_at": run.finished_at,
         "summary": run.summary,
+        "summarizer": summaries.summarizer_status(run),
     }
 
 

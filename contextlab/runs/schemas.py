@@ -20,6 +20,17 @@ class RunIn(Schema):
     spend_cap_usd: float | None = Field(None, ge=0, le=10_000)
 
 
+class SummarizerOut(Schema):
+    """Who writes a what-if run's summaries, what they cost so far, whether the run waits."""
+
+    backend: str
+    model: str
+    calls: int = Field(..., description="summaries the backend has written for this run")
+    spent_usd: float
+    spend_cap_usd: float | None
+    waiting: bool = Field(..., description="the run waits for (or is fetching) a summary")
+
+
 class RunOut(Schema):
     id: int
     session_id: int
@@ -31,6 +42,9 @@ class RunOut(Schema):
     created_at: datetime
     finished_at: datetime | None
     summary: dict[str, Any]
+    summarizer: SummarizerOut | None = Field(
+        None, description="set when an LLM writes the run's summaries (null: extractive)"
+    )
 
 
 class RequestPage(Schema):

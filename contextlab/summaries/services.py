@@ -31,6 +31,7 @@ __all__ = [
     "load_checkpoint",
     "run_summaries",
     "summarizer_for",
+    "summarizer_status",
     "waiting_for",
 ]
 
@@ -184,6 +185,21 @@ def run_summaries(
         row["recorded_text"] = recorded
         out.append(row)
     return out
+
+
+def summarizer_status(run: Run) -> dict[str, Any] | None:
+    """The API's view of a run's LLM summarizer (None for the default extractive one)."""
+    settings = RunSummarizer.objects.filter(run=run).first()
+    if settings is None or settings.backend == Backend.EXTRACTIVE:
+        return None
+    return {
+        "backend": settings.backend,
+        "model": settings.model,
+        "calls": settings.calls,
+        "spent_usd": settings.spent_usd,
+        "spend_cap_usd": settings.spend_cap_usd,
+        "waiting": settings.waiting and run.is_active,
+    }
 
 
 def waiting_for(run: Run) -> RunSummarizer | None:

@@ -86,3 +86,57 @@ def test_report_lists_llm_summaries_with_cost_and_backend(
     assert "claude-sonnet-4-6" in html
     assert "12345" in html
     assert "Primary Request and Intent: keep going" in html
+
+
+def test_the_run_page_says_which_summary_the_run_waits_for(
+    alice_client, make_transcript, tmp_path, llm_stub, django_capture_on_commit_callbacks
+):
+    """Queued for its fetch task or running the call: the progress line names the backend."""
+    from contextlab.runs import runner as run_runner
+    from tests.engine.test_pipeline import long_session
+    from tests.summaries.test_runner import whatif_run
+
+    transcript = make_transcript(long_session(30).write(tmp_path / "long.jsonl"))
+    run = whatif_run(transcript, backend="anthropic", model="claude-sonnet-4-6")
+    with django_capture_on_commit_callbacks(execute=False):
+        run_runner.execute_run(run.pk)
+    run.refresh_from_db()
+    assert run.status == Run.Status.QUEUED
+    html = alice_client.get(run.get_absolute_url()).content.decode()
+    assert "waiting for summary 1 from anthropic (claude-sonnet-4-6)…" in html
+    assert "waiting for a worker" not in html
+    # the fetch task has claimed it and the call is in flight
+    Run.objects.filter(pk=run.pk).update(status=Run.Status.RUNNING)
+    html = alice_client.get(run.get_absolute_url()).content.decode()
+    assert "waiting for summary 1 from anthropic" in html
+    # once nothing is pending, the line is the plain progress
+    RunSummarizer.objects.filter(run=run).update(pending_key="", calls=1)
+    html = alice_client.get(run.get_absolute_url()).content.decode()
+    assert "waiting for summary" not in html
+
+
+def test_the_run_api_says_who_writes_the_summaries_and_whether_the_run_waits(
+    client, auth_header, make_transcript, tmp_path, django_capture_on_commit_callbacks
+):
+    from contextlab.runs import runner as run_runner
+    from tests.engine.test_pipeline import long_session
+    from tests.summaries.test_runner import whatif_run
+
+    transcript = make_transcript(long_session(30).write(tmp_path / "long.jsonl"))
+    recorded = transcript.runs.get()
+    assert client.get(f"/api/runs/{recorded.pk}", **auth_header).json()["summarizer"] is None
+    run = whatif_run(transcript, backend="anthropic", model="claude-sonnet-4-6")
+    with django_capture_on_commit_callbacks(execute=False):
+        run_runner.execute_run(run.pk)
+    body = client.get(f"/api/runs/{run.pk}", **auth_header).json()
+    assert body["status"] == "queued"
+    assert body["summarizer"] == {
+        "backend": "anthropic",
+        "model": "claude-sonnet-4-6",
+        "calls": 0,
+        "spent_usd": 0.0,
+        "spend_cap_usd": None,
+        "waiting": True,
+    }
+    Run.objects.filter(pk=run.pk).update(status=Run.Status.FAILED)
+    assert client.get(f"/api/runs/{run.pk}", **auth_header).json()["summarizer"]["waiting"] is False
