@@ -125,12 +125,17 @@ def summary_key(request: SummaryRequest, backend: str, model: str | None) -> str
 
 
 class SummaryPending(Exception):
-    """A summary is not in the store yet; ``key`` and ``request`` say which one to fetch."""
+    """A summary is not in the store yet; ``key`` and ``request`` say which one to fetch.
 
-    def __init__(self, key: str, request: SummaryRequest) -> None:
+    ``retry_after`` (seconds) says the summary is being written elsewhere: look again later
+    instead of fetching it too.
+    """
+
+    def __init__(self, key: str, request: SummaryRequest, *, retry_after: float = 0.0) -> None:
         super().__init__(f"summary {key[:60]}… is not available yet")
         self.key = key
         self.request = request
+        self.retry_after = retry_after
         #: the replay's state where it stopped, when it was asked to checkpoint (``resume``)
         self.checkpoint: bytes | None = None
 

@@ -6,6 +6,7 @@ from typing import Any
 
 from django.db import models
 
+from contextlab import engine
 from contextlab.runs.models import Run
 
 
@@ -36,6 +37,34 @@ class SummaryEntry(models.Model):
 
     def __str__(self) -> str:
         return f"{self.backend}:{self.model or '-'} {self.kind} ({self.output_tokens} tokens)"
+
+    def as_result(self) -> engine.SummaryResult:
+        return engine.SummaryResult(
+            text=self.text,
+            backend=self.backend,
+            model=self.model or None,
+            input_tokens=self.input_tokens,
+            output_tokens=self.output_tokens,
+            cost_usd=self.cost_usd,
+            latency_s=self.latency_s,
+            cache_read_tokens=self.cache_read_tokens,
+        )
+
+
+class SummaryLease(models.Model):
+    """The run whose fetch task is calling the backend for summary ``key`` right now.
+
+    Two runs that need the same summary at once (an A/B pair on two workers) would otherwise
+    both pay for it: the second sees the lease, waits, and reads the first one's summary. A
+    lease whose run no longer heartbeats (a killed worker) is taken over.
+    """
+
+    key = models.CharField(max_length=400, primary_key=True)
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="summary_leases")
+    taken_at = models.DateTimeField()
+
+    def __str__(self) -> str:
+        return f"{self.key[:60]} → run {self.run_id}"
 
 
 class RunSummarizer(models.Model):

@@ -12,13 +12,18 @@ from __future__ import annotations
 import logging
 import os
 from dataclasses import asdict
+from datetime import timedelta
 from typing import Any
 
+from django.conf import settings as django_settings
 from django.db import transaction
 from django.db.models import F
+from django.utils import timezone
 
 from contextlab import engine
-from contextlab.summaries.models import RunSummarizer, SummaryEntry
+from contextlab.runs.models import Run
+from contextlab.summaries import services
+from contextlab.summaries.models import RunSummarizer, SummaryEntry, SummaryLease
 
 logger = logging.getLogger(__name__)
 
@@ -27,6 +32,9 @@ logger = logging.getLogger(__name__)
 EXPECTED_SUMMARY_TOKENS = 4_000
 #: Consecutive backend failures after which a run stops calling it (Claude Code's breaker).
 BREAKER_THRESHOLD = 3
+#: A run whose summary another run is writing looks again after this many seconds; the writer
+#: also wakes it when the summary is stored, so this only matters if that wake-up is lost.
+LEASE_POLL_SECONDS = 5.0
 
 
 def estimate_cost(request: engine.SummaryRequest, model: str | None) -> float:
@@ -71,6 +79,44 @@ def fetch_summary(
     """
     if key != only:
         return None
+    run_id = settings.pk
+    if not _take_lease(key, run_id):
+        # another run is calling the backend for this very input: wait for its summary
+        raise engine.SummaryPending(key, request, retry_after=LEASE_POLL_SECONDS)
+    try:
+        written = SummaryEntry.objects.filter(key=key).first()  # stored while we looked
+        if written is not None:
+            RunSummarizer.objects.filter(pk=run_id).update(pending_key="")
+            return written.as_result()
+        return _call_and_store(settings, key, request)
+    finally:
+        SummaryLease.objects.filter(key=key, run_id=run_id).delete()
+
+
+def _take_lease(key: str, run_id: int) -> bool:
+    """Whether this run may call the backend for ``key``: no other run holds the lease, or
+    its holder stopped heartbeating (killed mid-call) or is no longer running."""
+    now = timezone.now()
+    alive_since = now - timedelta(seconds=django_settings.RUN_STALE_AFTER)
+    with transaction.atomic():
+        lease, created = SummaryLease.objects.select_for_update().get_or_create(
+            key=key, defaults={"run_id": run_id, "taken_at": now}
+        )
+        if created or lease.run_id == run_id:
+            return True
+        holder_calling = Run.objects.filter(
+            pk=lease.run_id, status=Run.Status.RUNNING, heartbeat_at__gte=alive_since
+        ).exists()
+        if holder_calling:
+            return False
+        lease.run_id, lease.taken_at = run_id, now
+        lease.save(update_fields=["run", "taken_at"])
+        return True
+
+
+def _call_and_store(
+    settings: RunSummarizer, key: str, request: engine.SummaryRequest
+) -> engine.SummaryResult:
     run_id = settings.pk
     model = settings.model or None
     estimate = estimate_cost(request, model)
@@ -149,3 +195,4 @@ def _store(
                 calls=F("calls") + 1,
                 pending_key="",
             )
+            services.wake_runs_waiting_for(key, written_by=run_id)

@@ -77,19 +77,6 @@ def validate_summarizer(backend: str, model: str, spend_cap_usd: float | None) -
         raise SummarizerConfigError("spend_cap_usd", "must be between 0 and 10000 dollars")
 
 
-def _as_result(entry: SummaryEntry) -> engine.SummaryResult:
-    return engine.SummaryResult(
-        text=entry.text,
-        backend=entry.backend,
-        model=entry.model or None,
-        input_tokens=entry.input_tokens,
-        output_tokens=entry.output_tokens,
-        cost_usd=entry.cost_usd,
-        latency_s=entry.latency_s,
-        cache_read_tokens=entry.cache_read_tokens,
-    )
-
-
 #: what a fetch task calls for a missing summary: (settings, key, request) -> result or None
 Fetch = Callable[[RunSummarizer, str, engine.SummaryRequest], engine.SummaryResult | None]
 
@@ -108,7 +95,7 @@ def summarizer_for(run: Run, *, fetch: Fetch | None = None) -> engine.Summarizer
     def lookup(key: str) -> engine.SummaryResult | None:
         entry = SummaryEntry.objects.filter(key=key).first()
         if entry is not None:
-            return _as_result(entry)
+            return entry.as_result()
         data = fallbacks.get(key)
         if data is not None:
             return engine.SummaryResult(**data)
@@ -158,7 +145,23 @@ def request_summary(run: Run, pending: engine.SummaryPending) -> None:
     with transaction.atomic():
         RunSummarizer.objects.filter(run=run).update(pending_key=pending.key)
         Run.objects.filter(pk=run.pk).update(status=Run.Status.QUEUED, heartbeat_at=None)
-        transaction.on_commit(partial(tasks.fetch_summary.delay, run.pk, pending.key))
+        # retry_after: another run is writing this summary; look again later (it also wakes
+        # this one when the summary is stored)
+        transaction.on_commit(
+            partial(
+                tasks.fetch_summary.apply_async,
+                (run.pk, pending.key),
+                countdown=pending.retry_after,
+            )
+        )
+
+
+def wake_runs_waiting_for(key: str, *, written_by: int) -> None:
+    """Queue the fetch task of every other run waiting for summary ``key``, which is stored
+    now (inside the storing transaction: the tasks go out when it commits)."""
+    waiting = RunSummarizer.objects.filter(pending_key=key).exclude(pk=written_by)
+    for run_id in waiting.values_list("pk", flat=True):
+        transaction.on_commit(partial(tasks.fetch_summary.delay, run_id, key))
 
 
 def run_summaries(

@@ -110,3 +110,48 @@ def test_a_worker_killed_during_a_summary_call_leaves_a_run_the_next_worker_fini
         assert len(stub.requests) == len(summaries) + 1 == SummaryEntry.objects.count() + 1
     finally:
         stub.stop()
+
+
+def test_an_ab_pair_on_two_workers_pays_for_each_summary_once(make_transcript, tmp_path):
+    """Two runs that need the same summaries at the same moment, on two real workers: each
+    summary is one backend call; the other run waits for it and reads it."""
+    from tests.engine.test_pipeline import long_session
+
+    require_services()
+    flush_broker()
+    stub = LLMStub().start()
+    for _ in range(20):
+        stub.slow(1.0, SUMMARY)  # long enough for the two fetches to overlap
+    env = {
+        "ANTHROPIC_BASE_URL": stub.url,
+        "ANTHROPIC_API_KEY": ANTHROPIC_TEST_KEY,
+        "NO_PROXY": "127.0.0.1,localhost",
+    }
+    workers = [start_worker(tmp_path, f"ab{n}", **env) for n in range(2)]
+    try:
+        transcript = make_transcript(long_session(30).write(tmp_path / "long.jsonl"))
+        wait_for_run(transcript.runs.get().pk)
+        runs = [
+            whatif_run(transcript, backend="anthropic", model="claude-sonnet-4-6") for _ in "ab"
+        ]
+        for run in runs:
+            run_tasks.run_replay.delay(run.pk)
+        runs = [wait_for_run(run.pk, timeout=180) for run in runs]
+        output = "".join(w.output() for w in workers)
+        assert all(r.status == Run.Status.DONE for r in runs), [r.error for r in runs] + [output]
+    finally:
+        for worker in workers:
+            worker.stop()
+        stub.stop()
+    texts = [
+        [
+            s["text"]
+            for s in RunResult.objects.get(run=r).data["views"]["synthetic"]
+            if s["kind"] == "summary"
+        ]
+        for r in runs
+    ]
+    assert texts[0]
+    assert texts[0] == texts[1]
+    assert len(stub.requests) == SummaryEntry.objects.count() == len(texts[0])
+    assert sum(RunSummarizer.objects.get(run=r).calls for r in runs) == len(texts[0])

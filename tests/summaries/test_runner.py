@@ -13,7 +13,7 @@ import pytest
 from contextlab import engine
 from contextlab.runs import runner as run_runner
 from contextlab.runs.models import Run, RunResult
-from contextlab.summaries import services, tasks
+from contextlab.summaries import runner, services, tasks
 from contextlab.summaries.models import RunSummarizer, SummaryEntry
 from tests.engine.conftest import ANTHROPIC_TEST_KEY
 from tests.engine.test_pipeline import SMALL_WINDOW, long_session
@@ -43,10 +43,23 @@ def whatif_run(transcript, **summarizer):
     return run
 
 
+def queued_fetches(callbacks):
+    """The fetch tasks queued on commit: [(run id, summary key, countdown)]."""
+    out = []
+    for c in callbacks:
+        func = getattr(c, "func", None)
+        if func == tasks.fetch_summary.apply_async:
+            out.append((*c.args[0], c.keywords.get("countdown") or 0))
+        elif func == tasks.fetch_summary.delay:
+            out.append((*c.args, 0))
+    return out
+
+
 def queued_fetch(callbacks):
-    """The arguments of the fetch task a replay queued (run id, summary key)."""
-    (fetch,) = [c for c in callbacks if getattr(c, "func", None) == tasks.fetch_summary.delay]
-    return fetch.args
+    """The arguments of the one fetch task a replay queued (run id, summary key), at once."""
+    ((run_id, key, countdown),) = queued_fetches(callbacks)
+    assert countdown == 0
+    return run_id, key
 
 
 def run_fetch(args):
@@ -286,3 +299,70 @@ def test_the_fetch_task_rebuilds_the_request_and_sends_what_claude_code_would(
     llm_stub.ok(SUMMARY)
     engine.AnthropicSummarizer(model="claude-sonnet-4-6").summarize(pending.value.request)
     assert llm_stub.requests[-1].body == sent.body
+
+
+def test_two_runs_needing_the_same_summary_pay_for_it_once(
+    transcript, llm_stub, django_capture_on_commit_callbacks
+):
+    """An A/B pair on two workers reaches the same compaction input at once: while A's fetch
+    holds the lease and calls the backend, B waits (looks again later), and A's stored
+    summary wakes B, which reads it instead of calling."""
+    from django.utils import timezone
+
+    from contextlab.summaries.models import SummaryLease
+
+    for _ in range(20):
+        llm_stub.ok(SUMMARY)
+    a = whatif_run(transcript, backend="anthropic", model="claude-sonnet-4-6")
+    b = whatif_run(transcript, backend="anthropic", model="claude-sonnet-4-6")
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        run_runner.execute_run(a.pk)
+        run_runner.execute_run(b.pk)
+    (_, key, _), (_, key_b, _) = queued_fetches(callbacks)
+    assert key == key_b  # the same input, so the same summary
+    # A's fetch task is calling the backend right now
+    Run.objects.filter(pk=a.pk).update(status=Run.Status.RUNNING, heartbeat_at=timezone.now())
+    SummaryLease.objects.create(key=key, run=a, taken_at=timezone.now())
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        run_fetch((b.pk, key))
+    assert llm_stub.requests == []
+    assert queued_fetches(callbacks) == [(b.pk, key, runner.LEASE_POLL_SECONDS)]
+    assert Run.objects.get(pk=b.pk).status == Run.Status.QUEUED
+    # A's call comes back: stored once, and B is woken
+    Run.objects.filter(pk=a.pk).update(status=Run.Status.QUEUED)
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        run_fetch((a.pk, key))
+    assert len(llm_stub.requests) == 1
+    assert not SummaryLease.objects.filter(key=key).exists()
+    assert (b.pk, key, 0) in queued_fetches(callbacks)
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        run_fetch((b.pk, key))
+    assert len(llm_stub.requests) == 1  # B read A's summary
+    assert RunSummarizer.objects.get(run=b).calls == 0
+    assert RunSummarizer.objects.get(run=b).pending_key != key
+
+
+def test_a_lease_whose_run_stopped_is_taken_over(
+    transcript, llm_stub, django_capture_on_commit_callbacks
+):
+    """The lease holder's worker died (its run no longer heartbeats): the next run calls."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from contextlab.summaries.models import SummaryLease
+
+    llm_stub.ok(SUMMARY)
+    a = whatif_run(transcript, backend="anthropic", model="claude-sonnet-4-6")
+    b = whatif_run(transcript, backend="anthropic", model="claude-sonnet-4-6")
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        run_runner.execute_run(b.pk)
+    (_, key, _) = queued_fetches(callbacks)[0]
+    long_ago = timezone.now() - timedelta(hours=1)
+    Run.objects.filter(pk=a.pk).update(status=Run.Status.RUNNING, heartbeat_at=long_ago)
+    SummaryLease.objects.create(key=key, run=a, taken_at=long_ago)
+    with django_capture_on_commit_callbacks(execute=False):
+        run_fetch((b.pk, key))
+    assert len(llm_stub.requests) == 1
+    assert SummaryEntry.objects.filter(key=key).exists()
+    assert not SummaryLease.objects.exists()
