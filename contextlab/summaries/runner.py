@@ -97,21 +97,24 @@ def _take_lease(key: str, run_id: int) -> bool:
     """Whether this run may call the backend for ``key``: no other run holds the lease, or
     its holder stopped heartbeating (killed mid-call) or is no longer running."""
     now = timezone.now()
+    # INSERT … ON CONFLICT DO NOTHING, then see whose it is: two statements, no lock held
+    SummaryLease.objects.bulk_create(
+        [SummaryLease(key=key, run_id=run_id, taken_at=now)], ignore_conflicts=True
+    )
+    holder = SummaryLease.objects.filter(key=key).values_list("run_id", flat=True).first()
+    if holder is None or holder == run_id:
+        # None: the holder released it between the two statements; its summary is being
+        # stored, and this run looks again shortly
+        return holder == run_id
     alive_since = now - timedelta(seconds=django_settings.RUN_STALE_AFTER)
-    with transaction.atomic():
-        lease, created = SummaryLease.objects.select_for_update().get_or_create(
-            key=key, defaults={"run_id": run_id, "taken_at": now}
-        )
-        if created or lease.run_id == run_id:
-            return True
-        holder_calling = Run.objects.filter(
-            pk=lease.run_id, status=Run.Status.RUNNING, heartbeat_at__gte=alive_since
-        ).exists()
-        if holder_calling:
-            return False
-        lease.run_id, lease.taken_at = run_id, now
-        lease.save(update_fields=["run", "taken_at"])
-        return True
+    if Run.objects.filter(
+        pk=holder, status=Run.Status.RUNNING, heartbeat_at__gte=alive_since
+    ).exists():
+        return False
+    # take it over only from that holder: of two runs trying at once, one wins
+    return (
+        SummaryLease.objects.filter(key=key, run_id=holder).update(run_id=run_id, taken_at=now) == 1
+    )
 
 
 def _call_and_store(
