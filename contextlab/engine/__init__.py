@@ -65,7 +65,7 @@ if TYPE_CHECKING:  # loaded on first use (below): the CLI's start-up only pays f
         preload_sdks,
     )
     from .session_cache import file_sha256, load_session_cached, tokenize_session
-    from .views import BADGES, TransformIndex, messages_json, side_by_side
+    from .views import BADGES, TransformIndex, expand_messages, messages_json, side_by_side
 
 _LAZY: dict[str, tuple[str, str | None]] = {
     "compare": (".compare", None),
@@ -84,6 +84,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "BADGES": (".views", "BADGES"),
     "TransformIndex": (".views", "TransformIndex"),
     "messages_json": (".views", "messages_json"),
+    "expand_messages": (".views", "expand_messages"),
     "side_by_side": (".views", "side_by_side"),
 }
 
@@ -136,6 +137,7 @@ __all__ = [
     "compaction_accuracy",
     "compare",
     "compute_thresholds",
+    "expand_messages",
     "fidelity",
     "field_specs",
     "file_sha256",

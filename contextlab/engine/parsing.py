@@ -9,6 +9,7 @@ active main chain, abandoned branches that made requests, inline sidechains and 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -92,9 +93,13 @@ class Thread:
     kind: str  # "main" | "branch" | "subagent" | "sidechain"
     messages: list[Message]
     file: str = ""
-    #: for a branch: index in ``messages`` where it leaves the main chain
+    #: for a branch or a compaction fork: index in ``messages`` where it leaves the main chain
     fork_index: int = 0
     synthetic_dropped: int = 0
+    #: a compaction fork (``agent-acompact-*``): Claude Code's summarizer call, which continues
+    #: the main conversation (same system prompt, tools and model, so the same prompt cache);
+    #: ``messages`` start with the main chain up to ``fork_index``
+    compaction_fork: bool = False
 
 
 @dataclass
@@ -806,6 +811,10 @@ def build_session(upload: Upload) -> Session:
     total_usable = 0
     record_count = 0
     files: list[tuple[TranscriptFile, str, str]] = []
+    forks: list[tuple[Thread, str]] = []
+    #: uuid → parent of every main-file record (system and progress records included), to
+    #: find the message a compaction fork hangs from when its parent is a turn-end record
+    main_parents: dict[str, str | None] = {}
     if upload.main is not None:
         files.append((upload.main, "main", "main"))
     for sub in upload.subagents:
@@ -823,11 +832,23 @@ def build_session(upload: Upload) -> Session:
             # a subagent file (or one uploaded on its own) is one chain of sidechain records
             for r in parser.records:
                 r.is_sidechain = False
+        if kind == "main" and upload.subagents:
+            main_parents = {r.uuid: r.parent for r in parser.records}
         file_threads = _build_threads(parser.records, problems, tfile.name, kind, thread_id)
+        fork_point = (
+            _fork_point(parser.records)
+            if kind == "subagent" and COMPACTION_FORK_ID.match(tfile.agent_id or "")
+            else None
+        )
+        if fork_point is not None and len(file_threads) == 1:
+            forks.append((file_threads[0], fork_point))
         if kind == "main" and not file_threads:
             file_threads = [Thread(id="main", kind="main", messages=[], file=tfile.name)]
         threads.extend(file_threads)
     _link_tool_results(threads, problems)
+    if threads and threads[0].kind == "main":
+        for thread, fork_point in forks:
+            _continue_main(thread, threads[0], fork_point, main_parents)
     has_messages = any(t.messages for t in threads)
     if total_usable == 0 or not has_messages:
         reason = _nothing_usable_reason(problems, total_usable)
@@ -844,6 +865,50 @@ def build_session(upload: Upload) -> Session:
         upload=upload,
         record_count=record_count,
     )
+
+
+#: the compaction fork's agent id: ``a`` + label + ``-`` + hex (facts §2: "agent-acompact-…")
+COMPACTION_FORK_ID = re.compile(r"acompact-[0-9a-f]+")
+
+
+def _fork_point(records: list[Record]) -> str | None:
+    """The main-chain uuid a compaction fork's prompt hangs from: the parent of its first user
+    record that is not a copied meta message, when that parent is not in the fork's own file."""
+    own = {r.uuid for r in records}
+    for rec in records:
+        if rec.type == "user" and rec.message is not None and not rec.message.is_meta:
+            return rec.parent if rec.parent and rec.parent not in own else None
+    return None
+
+
+def _continue_main(
+    fork: Thread, main: Thread, fork_point: str, main_parents: dict[str, str | None]
+) -> None:
+    """Make ``fork`` what Claude Code sent: the main chain up to ``fork_point``, then the fork's
+    own prompt and reply. Its earlier records (meta messages copied from the main chain, off
+    the prompt's path) are dropped. A fork point that is not a message (a turn-end system
+    record, say) stands for the nearest message above it. Left as it is when none is found.
+    """
+    position = {u: i for i, m in enumerate(main.messages) for u in m.uuids}
+    node: str | None = fork_point
+    seen: set[str] = set()
+    while node is not None and node not in position and node not in seen:
+        seen.add(node)
+        node = main_parents.get(node)
+    at = position.get(node) if node is not None else None
+    if at is None:
+        return
+    start = next(
+        (i for i, m in enumerate(fork.messages) if m.role == "user" and not m.is_meta), None
+    )
+    if start is None:
+        return
+    own = fork.messages[start:]
+    fork.messages = main.messages[: at + 1] + own
+    for i, msg in enumerate(own, start=at + 1):
+        msg.index = i
+    fork.fork_index = at + 1
+    fork.compaction_fork = True
 
 
 def _nothing_usable_reason(problems: list[Problem], usable: int) -> str:

@@ -57,6 +57,12 @@ def fit_per_model(
     return out
 
 
+def _continues_main(thread: Thread) -> bool:
+    """A branch or a compaction fork: the main chain up to ``fork_index``, then its own part
+    (replayed from the start so its state and cache match; requests emitted from the fork)."""
+    return thread.kind == "branch" or thread.compaction_fork
+
+
 def _first_time(thread: Thread) -> str:
     return next((m.timestamp for m in thread.messages if m.timestamp), "")
 
@@ -340,7 +346,10 @@ class _ThreadReplay:
         self.calibration = calibration
         self.model_calibrations: dict[str, Calibration] = {}
         self.cache_sim: CacheSimulator | None = None
-        self.prompt_family = "main" if thread.kind in ("main", "branch") else "agent"
+        # a compaction fork sends the main conversation's system prompt, tools and model
+        self.prompt_family = (
+            "main" if thread.kind in ("main", "branch") or thread.compaction_fork else "agent"
+        )
         self.recorded_raw = recorded_raw
         self.pricing = pricing
         self.steps = steps
@@ -462,7 +471,7 @@ class _ThreadReplay:
                 lookback_enabled=self.config.cache_lookback_enabled,
             ),
             blocks=_CacheBlocks(system_keys),
-            first_emitted=self.thread.fork_index if self.thread.kind == "branch" else 0,
+            first_emitted=self.thread.fork_index if _continues_main(self.thread) else 0,
         )
 
     def _begin_request(self, req: RequestInfo, loop: _Loop) -> StepContext:
@@ -731,8 +740,23 @@ class _Replay:
         self.pricing = pricing
         self.steps = steps
         self.log = TransformLog()
-        self.threads = [t for t in session.threads if t.messages]
-        self.total = sum(sum(1 for m in t.messages if m.role == "assistant") for t in self.threads)
+        # a compaction fork is the recorded compaction's own call: a what-if replay decides
+        # its compactions itself (and accounts their summaries), so it leaves the fork out
+        self.threads = [
+            t
+            for t in session.threads
+            if t.messages and not (mode == "whatif" and t.compaction_fork)
+        ]
+        # requests a thread emits: a branch or fork replays the main chain before its fork
+        # point without emitting (or ticking progress for) those requests
+        self.total = sum(
+            sum(
+                1
+                for m in t.messages[t.fork_index if _continues_main(t) else 0 :]
+                if m.role == "assistant"
+            )
+            for t in self.threads
+        )
         self.done = 0
         self.measured: dict[str, tuple[list[int], Calibration | None, dict[str, Calibration]]] = {}
         self.order: list[Thread] = []
@@ -796,7 +820,7 @@ class _Replay:
             thread = self.order[self.position]
             raw, cal, per_model = self.measured[thread.id]
             if cal is None:
-                inherited = main_cal if thread.kind == "branch" else None
+                inherited = main_cal if _continues_main(thread) else None
                 cal = (
                     Calibration(
                         inherited.prefix_tokens, inherited.ratio, 0, None, None, "inherited"

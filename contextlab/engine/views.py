@@ -10,7 +10,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from typing import Any
 
-from .parsing import Session
+from .parsing import Session, Thread
 from .tokens import TiktokenCounter, block_tokens
 
 PERSISTED_OPEN = "<persisted-output>"
@@ -26,15 +26,27 @@ BADGES = {
 }
 
 
-def messages_json(
-    session: Session, *, include_originals: bool = True
-) -> dict[str, list[dict[str, Any]]]:
-    """Every thread's messages, once, as plain JSON (what a store keeps per session)."""
+#: key of ``messages_json``'s map of threads that start with another thread's messages
+SHARED_PREFIXES = "_shared_prefixes"
+
+
+def messages_json(session: Session, *, include_originals: bool = True) -> dict[str, Any]:
+    """Every thread's messages, once, as plain JSON (what a store keeps per session).
+
+    A branch or a compaction fork starts with the main thread's own messages: those are stored
+    once, under the main thread, and ``SHARED_PREFIXES`` says how many of them each such
+    thread starts with. ``expand_messages`` gives every thread its whole list back.
+    """
     counter = TiktokenCounter()
-    out: dict[str, list[dict[str, Any]]] = {}
+    out: dict[str, Any] = {}
+    main = session.threads[0] if session.threads else None
+    shared: dict[str, dict[str, Any]] = {}
     for thread in session.threads:
+        start = _shared_prefix(thread, main)
+        if start and main is not None:
+            shared[thread.id] = {"thread": main.id, "length": start}
         rows = []
-        for i, msg in enumerate(thread.messages):
+        for i, msg in enumerate(thread.messages[start:], start=start):
             blocks = []
             for block in msg.blocks:
                 item: dict[str, Any] = {
@@ -69,6 +81,27 @@ def messages_json(
                 row["original_output"] = msg.original_output
             rows.append(row)
         out[thread.id] = rows
+    if shared:
+        out[SHARED_PREFIXES] = shared
+    return out
+
+
+def _shared_prefix(thread: Thread, main: Thread | None) -> int:
+    """How many leading messages ``thread`` shares (the very objects) with ``main``."""
+    n = thread.fork_index
+    if main is None or thread is main or n <= 0 or n > len(main.messages):
+        return 0
+    mine, theirs = thread.messages, main.messages
+    return n if all(mine[i] is theirs[i] for i in range(n)) else 0
+
+
+def expand_messages(data: dict[str, Any]) -> dict[str, list[dict[str, Any]]]:
+    """``messages_json`` output with every thread's whole message list (shared prefixes are
+    the same row objects as the main thread's, not copies)."""
+    shared = data.get(SHARED_PREFIXES) or {}
+    out = {k: v for k, v in data.items() if k != SHARED_PREFIXES}
+    for thread, ref in shared.items():
+        out[thread] = out.get(ref["thread"], [])[: ref["length"]] + out.get(thread, [])
     return out
 
 

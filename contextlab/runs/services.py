@@ -184,7 +184,7 @@ def session_messages(transcript: Transcript) -> dict[str, list[dict[str, Any]]]:
 
     def load() -> dict[str, list[dict[str, Any]]]:
         row = TranscriptMessages.objects.filter(transcript=transcript).first()
-        return row.data if row else {}
+        return engine.expand_messages(row.data) if row else {}
 
     key = ("messages", transcript.pk, transcript.sha256)
     data: dict[str, list[dict[str, Any]]] = _cached(key, load)
