@@ -130,6 +130,7 @@ class ReplayResult:
                 "thread": tr.thread.id,
                 "kind": tr.thread.kind,
                 "file": tr.thread.file,
+                "compaction_fork": tr.thread.compaction_fork,
                 "requests": tr.requests,
             }
             for tr in self.threads

@@ -70,7 +70,8 @@ def subagent_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
         rows.append(
             {
                 "thread": sub.get("thread"),
-                "kind": sub.get("kind"),
+                # the summarizer call of a recorded compaction, on the main conversation
+                "kind": "compaction fork" if sub.get("compaction_fork") else sub.get("kind"),
                 "requests": len(reqs),
                 "peak": max((r.get("model_tokens") or 0 for r in reqs), default=0),
                 "cost": sum(r.get("cost_usd") or 0 for r in reqs),

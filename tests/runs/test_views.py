@@ -247,3 +247,22 @@ def test_hostile_transcript_text_is_escaped(alice_client, make_transcript):
     assert "<img src=x onerror" not in html
     assert 'href="javascript:' not in html
     assert "<svg onload" not in html
+
+
+def test_report_of_a_session_folder_names_its_compaction_fork(
+    alice_client, make_transcript, tmp_path
+):
+    """The fork's row says what it is and carries main-conversation-sized costs; a message of
+    the main chain it shares opens from the fork thread too (stored once, expanded on read)."""
+    from tests.engine.test_compaction_fork import FORK_ID, folder
+
+    transcript = make_transcript(folder(tmp_path, gap_before_fork=20))
+    runner.execute_run(transcript.runs.get().pk)
+    html = alice_client.get(f"/sessions/{transcript.pk}/").content.decode()
+    row = re.search(rf"<code>agent-{FORK_ID}</code></td><td>([^<]*)</td>", html)
+    assert row is not None
+    assert row.group(1) == "compaction fork"
+    block = alice_client.get(f"/sessions/{transcript.pk}/messages/agent-{FORK_ID}/1/0/")
+    main_block = alice_client.get(f"/sessions/{transcript.pk}/messages/main/1/0/")
+    assert block.status_code == main_block.status_code == 200
+    assert block.content == main_block.content
