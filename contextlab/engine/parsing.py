@@ -837,7 +837,7 @@ def build_session(upload: Upload) -> Session:
         file_threads = _build_threads(parser.records, problems, tfile.name, kind, thread_id)
         fork_point = (
             _fork_point(parser.records)
-            if kind == "subagent" and COMPACTION_FORK_ID.match(tfile.agent_id or "")
+            if kind == "subagent" and COMPACTION_FORK_ID.fullmatch(tfile.agent_id or "")
             else None
         )
         if fork_point is not None and len(file_threads) == 1:
@@ -867,7 +867,7 @@ def build_session(upload: Upload) -> Session:
     )
 
 
-#: the compaction fork's agent id: ``a`` + label + ``-`` + hex (facts §2: "agent-acompact-…")
+#: the compaction fork's agent id, ``a`` + label + ``-`` + hex (Claude Code writes agent-acompact-…)
 COMPACTION_FORK_ID = re.compile(r"acompact-[0-9a-f]+")
 
 
