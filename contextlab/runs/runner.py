@@ -80,9 +80,13 @@ def heartbeat(run_id: int) -> Iterator[None]:
         thread.join(timeout=5)
 
 
-def progress_writer(run_id: int) -> Callable[[int, int], None]:
-    """Store replay progress on the run, at most every PROGRESS_EVERY seconds."""
-    last = 0.0
+def progress_writer(run_id: int, *, write_first: bool = True) -> Callable[[int, int], None]:
+    """Store replay progress on the run, at most every PROGRESS_EVERY seconds.
+
+    ``write_first=False`` (a run going on after a summary, whose progress is stored already)
+    waits PROGRESS_EVERY before the first write too.
+    """
+    last = 0.0 if write_first else time.monotonic()
 
     def progress(done: int, total: int) -> None:
         nonlocal last
@@ -104,16 +108,17 @@ def fail(run_id: int, message: str) -> None:
     )
 
 
-def load_session(transcript: Transcript) -> engine.Session:
+def load_session(transcript: Transcript, *, store_messages: bool = True) -> engine.Session:
     """The parsed, tokenized session (shared through the session cache) with its messages
-    stored once for the explorer. The caller closes ``session.upload``."""
+    stored once for the explorer (``store_messages=False``: a resumed run, which stored them
+    when it started). The caller closes ``session.upload``."""
     session = engine.load_session_cached(
         transcript.path,
         cache_dir=settings.SESSION_CACHE_DIR,
         name=transcript.name,
         sha256=transcript.sha256,
     )
-    if not TranscriptMessages.objects.filter(transcript=transcript).exists():
+    if store_messages and not TranscriptMessages.objects.filter(transcript=transcript).exists():
         TranscriptMessages.objects.update_or_create(
             transcript=transcript, defaults={"data": engine.messages_json(session)}
         )
@@ -130,7 +135,7 @@ def replay_run(run: Run, session: engine.Session, fetch_key: str = "") -> dict[s
     summarizer = summaries.summarizer_for(
         run, fetch=partial(summary_fetch.fetch_summary, only=fetch_key) if fetch_key else None
     )
-    progress = progress_writer(run.pk)
+    progress = progress_writer(run.pk, write_first=not fetch_key)
     saved = summaries.load_checkpoint(run) if summarizer is not None else None
     result = None
     if saved is not None and summarizer is not None:
@@ -175,7 +180,7 @@ def close_session(session: engine.Session) -> None:
 
 
 def _replay(run: Run, fetch_key: str) -> dict[str, Any]:
-    session = load_session(run.transcript)
+    session = load_session(run.transcript, store_messages=not fetch_key)
     try:
         return replay_run(run, session, fetch_key)
     finally:

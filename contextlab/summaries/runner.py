@@ -83,14 +83,18 @@ def fetch_summary(
     if not _take_lease(key, run_id):
         # another run is calling the backend for this very input: wait for its summary
         raise engine.SummaryPending(key, request, retry_after=LEASE_POLL_SECONDS)
+    stored = False
     try:
         written = SummaryEntry.objects.filter(key=key).first()  # stored while we looked
         if written is not None:
             RunSummarizer.objects.filter(pk=run_id).update(pending_key="")
             return written.as_result()
-        return _call_and_store(settings, key, request)
+        result = _call_and_store(settings, key, request)  # releases the lease as it stores
+        stored = True
+        return result
     finally:
-        SummaryLease.objects.filter(key=key, run_id=run_id).delete()
+        if not stored:
+            SummaryLease.objects.filter(key=key, run_id=run_id).delete()
 
 
 def _take_lease(key: str, run_id: int) -> bool:
@@ -160,6 +164,7 @@ def _store(
     waits. ``settings`` is updated to match, for a later fetch in the same replay."""
     run_id = settings.pk
     with transaction.atomic():
+        SummaryLease.objects.filter(key=key, run_id=run_id).delete()
         if result.fallback_reason:
             locked = RunSummarizer.objects.select_for_update().only("fallbacks").get(pk=run_id)
             settings.fallbacks = {**locked.fallbacks, key: asdict(result)}
