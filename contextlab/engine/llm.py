@@ -42,7 +42,7 @@ from .summarizer import (
     SummaryResult,
     format_summary,
 )
-from .summary_store import ReplayStopped, SummaryPending
+from .summary_store import ReplayInterrupted
 from .tokens import message_rough
 from .transcript import Block, Message
 
@@ -923,7 +923,7 @@ class FallbackSummarizer:
             return self._fallback(request, reason)
         try:
             result = self.primary.summarize(request)
-        except (SummaryPending, ReplayStopped):
+        except ReplayInterrupted:
             raise  # not a failure: the caller fetches the summary and replays, or stops
         except Exception as exc:  # any backend failure degrades to the fallback summary
             self.consecutive_failures += 1

@@ -124,7 +124,12 @@ def summary_key(request: SummaryRequest, backend: str, model: str | None) -> str
     return f"{backend}|{model or ''}|{PROMPT_VERSION}|{request.kind}|{digest}"
 
 
-class SummaryPending(Exception):
+class ReplayInterrupted(Exception):
+    """Raised by a summarizer to pause or stop the whole replay: never a failed summary, so no
+    step degrades it to a fallback or counts it toward a circuit breaker."""
+
+
+class SummaryPending(ReplayInterrupted):
     """A summary is not in the store yet; ``key`` and ``request`` say which one to fetch.
 
     ``retry_after`` (seconds) says the summary is being written elsewhere: look again later
@@ -140,9 +145,8 @@ class SummaryPending(Exception):
         self.checkpoint: bytes | None = None
 
 
-class ReplayStopped(Exception):
-    """A summarizer stops the whole replay (a spend cap, say): this is not a failed summary,
-    so no step degrades it to a fallback or counts it toward a circuit breaker."""
+class ReplayStopped(ReplayInterrupted):
+    """A summarizer stops the whole replay (a spend cap, say)."""
 
 
 @dataclass

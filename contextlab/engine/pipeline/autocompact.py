@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from contextlab.engine.summarizer import SummaryRequest, SummaryResult, continuation_message
-from contextlab.engine.summary_store import ReplayStopped, SummaryPending
+from contextlab.engine.summary_store import ReplayInterrupted
 from contextlab.engine.tokens import padded_message_estimate
 from contextlab.engine.transcript import Block, Message
 
@@ -164,7 +164,7 @@ class Autocompact:
                         messages=summarized, kind="compact", model=ctx.request.message.model
                     )
                 )
-            except (SummaryPending, ReplayStopped):
+            except ReplayInterrupted:
                 raise  # the caller fetches the summary and replays again, or stops
             except Exception as exc:  # a backend failure is a compaction failure, as in Claude Code
                 tracking["failures"] = tracking.get("failures", 0) + 1
