@@ -17,7 +17,6 @@ from .parsing import Session, load_session
 from .presets import resolve_config
 from .replay import MODES, ReplayResult, replay
 from .summarizer import SUMMARIZER_NAMES, ExtractiveSummarizer, Summarizer
-from .tokens import percentile
 from .transcript import TranscriptError
 
 EXIT_OK = 0
@@ -61,9 +60,9 @@ def _fmt(n: int | None) -> str:
 
 
 def print_table(result: ReplayResult, out: TextIO) -> None:
-    data = result.to_json()
+    data = result.result_json()
     session = data["session"]
-    cal = session["calibration"] or {}
+    cal = session["calibration"]
     print(
         f"{session['name']}  version {session['version']}  mode {session['mode']}  preset {session['preset']}",
         file=out,
@@ -147,7 +146,7 @@ def _summarizer(args: argparse.Namespace) -> Summarizer:
 
 def cmd_fidelity(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """Token fidelity, cache estimate accuracy and compaction prediction over many files."""
-    from .evaluation import cache_accuracy, compaction_accuracy, fidelity
+    from .evaluation import cache_accuracy, compaction_accuracy, fidelity, pooled_errors
 
     fid_errors: list[float] = []
     cache_diffs: list[float] = []
@@ -175,18 +174,17 @@ def cmd_fidelity(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             for row in compaction_accuracy(recorded, whatif)["rows"]:
                 row["file"] = path
                 compactions.append(row)
-        for row in fid["threads"]:
-            row["file"] = path
-            rows.append(row)
+        rows.extend({**row, "file": path} for row in fid["threads"])
     if usable == 0:
         return EXIT_UNUSABLE
     fid_errors.sort()
     cache_diffs.sort()
     recorded_miss, predicted_miss, found = miss_counts
+    pooled = pooled_errors(fid_errors)
     overall = {
         "requests": len(fid_errors),
-        "median_rel_error": statistics.median(fid_errors) if fid_errors else None,
-        "p90_rel_error": percentile(fid_errors, 0.9) if fid_errors else None,
+        "median_rel_error": pooled["median_rel_error"],
+        "p90_rel_error": pooled["p90_rel_error"],
         "cache_median_read_error_share": statistics.median(cache_diffs) if cache_diffs else None,
         "cache_recorded_misses": recorded_miss,
         "cache_predicted_misses": predicted_miss,

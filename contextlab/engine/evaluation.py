@@ -13,41 +13,127 @@ These are the acceptance measures of the engine, computed from replay results on
 from __future__ import annotations
 
 import statistics
-from typing import Any
+from collections.abc import Iterable, Sequence
+from typing import Any, TypedDict
 
 from .replay import ReplayResult
+from .results import RequestRow, ResultJson
 from .tokens import fit_calibration, percentile
 
 MISS_SHARE = 0.5
 
 
-def fidelity(result: ReplayResult) -> dict[str, Any]:
+class FidelityThread(TypedDict):
+    """The refit of one thread (or one model of a thread that switched models)."""
+
+    thread: str
+    kind: str
+    model: str | None
+    requests: int
+    prefix_tokens: int
+    ratio: float
+    median_rel_error: float
+    p90_rel_error: float
+
+
+class FidelityPoint(TypedDict):
+    """One request's signed error, ``(fit − recorded) / recorded``, and where it is."""
+
+    thread: str
+    thread_request: int
+    #: the row's ``index`` (position among the main conversation's requests for its rows)
+    index: int
+    rel_error: float
+
+
+class Fidelity(TypedDict):
+    threads: list[FidelityThread]
+    requests: int
+    median_rel_error: float | None
+    p90_rel_error: float | None
+    max_rel_error: float | None
+    #: every request's |relative error|, sorted (what a caller pools over several sessions)
+    errors: list[float]
+    points: list[FidelityPoint]
+
+
+#: A thread as fidelity sees it: id, kind, whether it is fitted per model, its rows in order.
+FidelityInput = tuple[str, str, bool, Sequence[RequestRow]]
+
+
+def fidelity(result: ReplayResult) -> Fidelity:
     """Per-thread (and per-model) least-squares fit of recorded prompt totals on raw tokens."""
-    rows = []
-    errors: list[float] = []
-    for tr in result.threads:
-        groups: dict[str, list[dict[str, Any]]] = {}
-        for r in tr.requests:
+    return _fidelity(
+        (tr.thread.id, tr.thread.kind, bool(tr.model_calibrations), tr.requests)
+        for tr in result.threads
+    )
+
+
+def result_fidelity(data: ResultJson) -> Fidelity:
+    """``fidelity`` of a stored result JSON: the same figures as for its ``ReplayResult``.
+
+    The JSON lists the main conversation's rows (branches included) in time order and each
+    subagent's apart; regrouped by thread in request order, every fit sums the same numbers
+    in the same order as ``fidelity`` does, so the two agree to the last bit.
+    """
+    by_thread: dict[str, list[RequestRow]] = {}
+    for row in data.get("requests") or []:
+        by_thread.setdefault(row.get("thread") or "main", []).append(row)
+    for sub in data.get("subagents") or []:
+        by_thread.setdefault(sub["thread"], []).extend(sub.get("requests") or [])
+    threads = (data.get("session") or {}).get("threads") or []
+    known = {t["id"] for t in threads}
+    inputs: list[FidelityInput] = [
+        (
+            t["id"],
+            t.get("kind", ""),
+            bool(t.get("model_calibrations")),
+            sorted(by_thread.get(t["id"], []), key=lambda r: r.get("thread_request", 0)),
+        )
+        for t in threads
+    ]
+    # rows of a thread the session does not list (hand-built or partial results) still count
+    inputs.extend(
+        (thread, "", False, sorted(rows, key=lambda r: r.get("thread_request", 0)))
+        for thread, rows in by_thread.items()
+        if thread not in known
+    )
+    return _fidelity(inputs)
+
+
+def _fidelity(threads: Iterable[FidelityInput]) -> Fidelity:
+    rows: list[FidelityThread] = []
+    points: list[FidelityPoint] = []
+    for thread_id, kind, per_model, requests in threads:
+        groups: dict[str, list[RequestRow]] = {}
+        for r in requests:
             if r["recorded_total"]:
                 # one fit per model: a /model switch changes tokenizer and system prompt
-                key = (r["model"] or "") if tr.model_calibrations else ""
+                key = (r["model"] or "") if per_model else ""
                 groups.setdefault(key, []).append(r)
         for model, reqs in groups.items():
-            cal = fit_calibration(
-                [r["raw_tokens"] for r in reqs], [r["recorded_total"] for r in reqs]
-            )
+            totals = [r["recorded_total"] or 0 for r in reqs]
+            cal = fit_calibration([r["raw_tokens"] for r in reqs], totals)
             if cal is None:
                 continue
-            errs = sorted(
-                abs(cal.prefix_tokens + cal.ratio * r["raw_tokens"] - r["recorded_total"])
-                / r["recorded_total"]
-                for r in reqs
+            signed = [
+                (cal.prefix_tokens + cal.ratio * r["raw_tokens"] - total) / total
+                for r, total in zip(reqs, totals, strict=True)
+            ]
+            points.extend(
+                {
+                    "thread": thread_id,
+                    "thread_request": r["thread_request"],
+                    "index": r["index"],
+                    "rel_error": e,
+                }
+                for r, e in zip(reqs, signed, strict=True)
             )
-            errors.extend(errs)
+            errs = sorted(abs(e) for e in signed)
             rows.append(
                 {
-                    "thread": tr.thread.id,
-                    "kind": tr.thread.kind,
+                    "thread": thread_id,
+                    "kind": kind,
                     "model": model or None,
                     "requests": len(errs),
                     "prefix_tokens": round(cal.prefix_tokens),
@@ -56,13 +142,31 @@ def fidelity(result: ReplayResult) -> dict[str, Any]:
                     "p90_rel_error": percentile(errs, 0.9),
                 }
             )
-    errors.sort()
+    errors = sorted(abs(p["rel_error"]) for p in points)
     return {
         "threads": rows,
         "requests": len(errors),
-        "median_rel_error": statistics.median(errors) if errors else None,
-        "p90_rel_error": percentile(errors, 0.9) if errors else None,
+        **pooled_errors(errors),
         "errors": errors,
+        "points": points,
+    }
+
+
+class PooledErrors(TypedDict):
+    median_rel_error: float | None
+    p90_rel_error: float | None
+    max_rel_error: float | None
+
+
+def pooled_errors(sorted_errors: Sequence[float]) -> PooledErrors:
+    """Median, p90 (``tokens.percentile``, the one definition) and worst of sorted errors."""
+    values = list(sorted_errors)
+    if not values:
+        return {"median_rel_error": None, "p90_rel_error": None, "max_rel_error": None}
+    return {
+        "median_rel_error": statistics.median(values),
+        "p90_rel_error": percentile(values, 0.9),
+        "max_rel_error": values[-1],
     }
 
 
@@ -99,7 +203,7 @@ def cache_accuracy(result: ReplayResult) -> dict[str, Any]:
 
 def compaction_accuracy(recorded: ReplayResult, whatif: ReplayResult) -> dict[str, Any]:
     """Match each recorded automatic compaction with one the what-if replay predicted."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     for rec_tr, wi_tr in zip(recorded.threads, whatif.threads, strict=True):
         predicted = {
             r["thread_request"]: e

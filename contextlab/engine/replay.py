@@ -14,7 +14,7 @@ import statistics
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from .cache import CacheSimulator
 from .config import PipelineConfig
@@ -23,6 +23,16 @@ from .models import model_info
 from .parsing import Session, Thread
 from .pipeline import DEFAULT_STEPS, Step
 from .pipeline.base import WHOLE_MESSAGE, RequestInfo, StepContext, TransformLog, View
+from .results import (
+    RESULT_VERSION,
+    CacheRow,
+    CalibrationJson,
+    RecordedUsage,
+    RequestRow,
+    ResultJson,
+    SessionSummary,
+    SubagentResult,
+)
 from .summarizer import ExtractiveSummarizer, Summarizer
 from .thresholds import Thresholds, compute_thresholds
 from .tokens import (
@@ -92,7 +102,7 @@ def thread_requests(thread: Thread) -> list[RequestInfo]:
 @dataclass
 class ThreadResult:
     thread: Thread
-    requests: list[dict[str, Any]]
+    requests: list[RequestRow]
     raw: list[int]
     recorded_totals: list[int]
     calibration: Calibration
@@ -113,8 +123,8 @@ class ReplayResult:
     log: TransformLog
     summarizer: str
 
-    def main_requests(self) -> list[dict[str, Any]]:
-        out: list[dict[str, Any]] = []
+    def main_requests(self) -> list[RequestRow]:
+        out: list[RequestRow] = []
         for tr in self.threads:
             if tr.thread.kind in ("main", "branch"):
                 out.extend(tr.requests)
@@ -124,8 +134,13 @@ class ReplayResult:
         return out
 
     def to_json(self) -> dict[str, Any]:
+        """``result_json()`` as the plain dict it is, for code that stores or serialises it."""
+        return cast(dict[str, Any], self.result_json())
+
+    def result_json(self) -> ResultJson:
+        """The result in its declared shape (``results.ResultJson``)."""
         main = self.main_requests()
-        subagents = [
+        subagents: list[SubagentResult] = [
             {
                 "thread": tr.thread.id,
                 "kind": tr.thread.kind,
@@ -138,6 +153,7 @@ class ReplayResult:
         ]
         main_thread = self.threads[0] if self.threads else None
         return {
+            "result_version": RESULT_VERSION,
             "session": {
                 "name": self.session.name,
                 "session_id": self.session.session_id,
@@ -154,14 +170,14 @@ class ReplayResult:
                         "file": tr.thread.file,
                         "messages": len(tr.thread.messages),
                         "requests": len(tr.requests),
-                        "calibration": tr.calibration.to_json(),
+                        "calibration": _calibration_json(tr.calibration),
                         "model_calibrations": {
-                            m: c.to_json() for m, c in tr.model_calibrations.items()
+                            m: _calibration_json(c) for m, c in tr.model_calibrations.items()
                         },
                     }
                     for tr in self.threads
                 ],
-                "calibration": main_thread.calibration.to_json() if main_thread else None,
+                "calibration": _calibration_json(main_thread.calibration) if main_thread else None,
                 "problems": [p.to_json() for p in self.session.problems],
                 "modeled_steps": [s.name for s in DEFAULT_STEPS if s.modeled],
             },
@@ -173,7 +189,11 @@ class ReplayResult:
         }
 
 
-def summarize(requests: list[dict[str, Any]], threads: list[ThreadResult]) -> dict[str, Any]:
+def _calibration_json(calibration: Calibration) -> CalibrationJson:
+    return cast(CalibrationJson, calibration.to_json())
+
+
+def summarize(requests: list[RequestRow], threads: list[ThreadResult]) -> SessionSummary:
     """Session totals for the main thread (and its branches)."""
     read = sum(r["cache"]["read"] for r in requests)
     write = sum(r["cache"]["write"] for r in requests)
@@ -316,7 +336,7 @@ class _Loop:
     prev_end: int = 0
     last_time: float | None = None
     ttl: str = "5m"
-    results: list[dict[str, Any]] = field(default_factory=list)
+    results: list[RequestRow] = field(default_factory=list)
     #: the request being replayed and the step it stopped at (None between requests)
     pending: tuple[StepContext, int] | None = None
 
@@ -434,7 +454,7 @@ class _ThreadReplay:
             self.thresholds[model] = th
         return th
 
-    def run(self, *, with_results: bool) -> list[dict[str, Any]]:
+    def run(self, *, with_results: bool) -> list[RequestRow]:
         """Replay the thread's requests; resumable where a ``SummaryPending`` stopped it.
 
         The loop's state lives on the object, and a request interrupted inside a step is
@@ -547,10 +567,10 @@ class _ThreadReplay:
             output=output,
             pricing=self.pricing,
         )
-        recorded = None
+        recorded: RecordedUsage | None = None
         recorded_cost = None
         if usage is not None and usage.prompt_total > 0:
-            recorded = usage.to_json()
+            recorded = cast(RecordedUsage, usage.to_json())
             rec_1h = usage.cache_write_1h if usage.cache_write_1h is not None else 0
             rec_5m = usage.cache_write - rec_1h
             recorded_cost = request_cost(
@@ -656,7 +676,7 @@ class _ThreadReplay:
         req: RequestInfo,
         now: float,
         ttl: str,
-    ) -> dict[str, Any]:
+    ) -> CacheRow:
         view = self.view
         model = req.message.model or ""
         blocks.sync(view, cal.ratio, text_key(model))

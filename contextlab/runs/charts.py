@@ -6,12 +6,14 @@ Every point carries the URL of its request in ``customdata`` so a click can open
 
 from __future__ import annotations
 
-import statistics
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import plotly.graph_objects as go
 from django.conf import settings
+
+from contextlab.engine.evaluation import result_fidelity
+from contextlab.engine.results import RecordedUsage, RequestRow, ResultJson
 
 RequestUrl = Callable[[int], str]
 
@@ -41,13 +43,13 @@ def _layout(title: str, yaxis: str) -> dict[str, Any]:
     }
 
 
-def has_event(req: dict[str, Any], step: str) -> bool:
+def has_event(req: RequestRow, step: str) -> bool:
     return any(e.get("step") == step for e in req.get("events") or [])
 
 
-def recorded_prompt(req: dict[str, Any]) -> int | None:
+def recorded_prompt(req: RequestRow) -> int | None:
     """Total prompt tokens the API reported (input + cache read + cache write), or None."""
-    rec = req.get("recorded")
+    rec: RecordedUsage | None = req.get("recorded")
     if not rec:
         return None
     return (
@@ -71,7 +73,7 @@ def sample_positions(
     return sorted(chosen)
 
 
-def _positions(requests: list[dict[str, Any]]) -> list[int]:
+def _positions(requests: list[RequestRow]) -> list[int]:
     keep = [
         i
         for i, r in enumerate(requests)
@@ -82,8 +84,8 @@ def _positions(requests: list[dict[str, Any]]) -> list[int]:
 
 def threshold_trace(
     xs: Sequence[int],
-    rows: Sequence[dict[str, Any]],
-    level: str,
+    rows: Sequence[RequestRow],
+    level: Literal["effective", "autocompact", "warning", "blocking"],
     *,
     name: str,
     line: dict[str, Any],
@@ -104,9 +106,9 @@ def threshold_trace(
     )
 
 
-def build_context_figure(result: dict[str, Any], request_url: RequestUrl) -> go.Figure:
+def build_context_figure(result: ResultJson, request_url: RequestUrl) -> go.Figure:
     """Context size per request: full history, model view, recorded, thresholds, compactions."""
-    requests: list[dict[str, Any]] = result.get("requests") or []
+    requests: list[RequestRow] = result.get("requests") or []
     pos = _positions(requests)
     rows = [requests[i] for i in pos]
     urls = [request_url(i) for i in pos]
@@ -177,9 +179,9 @@ def build_context_figure(result: dict[str, Any], request_url: RequestUrl) -> go.
     return fig
 
 
-def build_cache_figure(result: dict[str, Any], request_url: RequestUrl) -> go.Figure:
+def build_cache_figure(result: ResultJson, request_url: RequestUrl) -> go.Figure:
     """Estimated cache read / write / uncached tokens per request, with the recorded values."""
-    requests: list[dict[str, Any]] = result.get("requests") or []
+    requests: list[RequestRow] = result.get("requests") or []
     pos = _positions(requests)
     rows = [requests[i] for i in pos]
     urls = [request_url(i) for i in pos]
@@ -197,7 +199,7 @@ def build_cache_figure(result: dict[str, Any], request_url: RequestUrl) -> go.Fi
             )
         )
     with_rec = [
-        (p, r["recorded"], u) for p, r, u in zip(pos, rows, urls, strict=True) if r.get("recorded")
+        (p, rec, u) for p, r, u in zip(pos, rows, urls, strict=True) if (rec := r.get("recorded"))
     ]
     if with_rec:
         for key, rec_key, label in (
@@ -222,9 +224,9 @@ def build_cache_figure(result: dict[str, Any], request_url: RequestUrl) -> go.Fi
     return fig
 
 
-def build_cost_figure(result: dict[str, Any], request_url: RequestUrl) -> go.Figure:
+def build_cost_figure(result: ResultJson, request_url: RequestUrl) -> go.Figure:
     """Cumulative cost in USD: the replay's estimate and, where known, the recorded usage's."""
-    requests: list[dict[str, Any]] = result.get("requests") or []
+    requests: list[RequestRow] = result.get("requests") or []
     est: list[float] = []
     rec: list[float | None] = []
     total_est = 0.0
@@ -233,9 +235,10 @@ def build_cost_figure(result: dict[str, Any], request_url: RequestUrl) -> go.Fig
     for r in requests:
         total_est += float(r.get("cost_usd") or 0.0)
         est.append(round(total_est, 6))
-        if r.get("recorded_cost_usd") is not None:
+        recorded_cost = r.get("recorded_cost_usd")
+        if recorded_cost is not None:
             any_rec = True
-            total_rec += float(r["recorded_cost_usd"])
+            total_rec += float(recorded_cost)
         rec.append(round(total_rec, 6))
     pos = _positions(requests)
     urls = [request_url(i) for i in pos]
@@ -264,54 +267,42 @@ def build_cost_figure(result: dict[str, Any], request_url: RequestUrl) -> go.Fig
     return fig
 
 
-def _percentile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    if not ordered:
-        return 0.0
-    k = (len(ordered) - 1) * q
-    lo = int(k)
-    hi = min(lo + 1, len(ordered) - 1)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (k - lo)
+def fidelity(result: ResultJson) -> dict[str, Any]:
+    """The report's fidelity figures: the engine's (``contextlab fidelity``'s) for this result.
 
-
-def fidelity(result: dict[str, Any]) -> dict[str, Any]:
-    """How far the replay's counts are from the recorded usage, per request and overall."""
-    per_request: list[dict[str, Any]] = []
-    for i, r in enumerate(result.get("requests") or []):
-        recorded = recorded_prompt(r)
-        if not recorded:
-            continue
-        model = int(r.get("model_tokens") or 0)
-        rel = (model - recorded) / recorded
-        rec = r.get("recorded") or {}
-        cache = r.get("cache") or {}
-        per_request.append(
-            {
-                "position": i,
-                "index": r.get("index", i),
-                "recorded": recorded,
-                "model": model,
-                "rel_error": rel,
-                "cache_read_est": cache.get("read"),
-                "cache_read_recorded": rec.get("cache_read"),
-            }
-        )
-    errors = [abs(p["rel_error"]) for p in per_request]
-    calibration = (result.get("session") or {}).get("calibration") or {}
+    Each thread's recorded prompt totals are refitted on its raw token counts and the
+    relative errors pooled (``engine.evaluation.result_fidelity``), so the report and the CLI
+    give the same numbers for the same session; ``calibration`` is the main thread's fit that
+    the replay's display counts used.
+    """
+    fid = result_fidelity(result)
     return {
-        "count": len(per_request),
-        "median_abs_rel_error": statistics.median(errors) if errors else None,
-        "p90_abs_rel_error": _percentile(errors, 0.9) if errors else None,
-        "max_abs_rel_error": max(errors) if errors else None,
-        "calibration": calibration,
-        "per_request": per_request,
+        "requests": fid["requests"],
+        "median_rel_error": fid["median_rel_error"],
+        "p90_rel_error": fid["p90_rel_error"],
+        "max_rel_error": fid["max_rel_error"],
+        "threads": fid["threads"],
+        "calibration": (result.get("session") or {}).get("calibration") or {},
     }
 
 
-def build_fidelity_figure(result: dict[str, Any], request_url: RequestUrl) -> go.Figure:
-    """Relative error of the model-view count against the recorded prompt total, per request."""
-    fid = fidelity(result)
-    points = fid["per_request"]
+def fidelity_points(result: ResultJson) -> list[tuple[int, float]]:
+    """(position in ``requests``, signed relative error) of each main-conversation request."""
+    position = {
+        (r.get("thread") or "main", r.get("thread_request", i)): i
+        for i, r in enumerate(result.get("requests") or [])
+    }
+    points = [
+        (position[(p["thread"], p["thread_request"])], p["rel_error"])
+        for p in result_fidelity(result)["points"]
+        if (p["thread"], p["thread_request"]) in position
+    ]
+    return sorted(points)
+
+
+def build_fidelity_figure(result: ResultJson, request_url: RequestUrl) -> go.Figure:
+    """Relative error of the fitted count against the recorded prompt total, per request."""
+    points = fidelity_points(result)
     keep = sample_positions(len(points))
     points = [points[i] for i in keep]
     fig = go.Figure(
@@ -320,12 +311,12 @@ def build_fidelity_figure(result: dict[str, Any], request_url: RequestUrl) -> go
     fig.update_yaxes(tickformat=".0%", rangemode="normal", zeroline=True)
     fig.add_trace(
         go.Scatter(
-            x=[p["position"] for p in points],
-            y=[p["rel_error"] for p in points],
-            name="(model view − recorded) / recorded",
+            x=[p[0] for p in points],
+            y=[p[1] for p in points],
+            name="(fitted count − recorded) / recorded",
             mode="markers",
             marker={"size": 5, "color": COLORS["model"]},
-            customdata=[request_url(p["position"]) for p in points],
+            customdata=[request_url(p[0]) for p in points],
         )
     )
     return fig

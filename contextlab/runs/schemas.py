@@ -1,9 +1,14 @@
 from __future__ import annotations
 
+import types
+import typing
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Literal, Union, get_args, get_origin, is_typeddict
 
 from ninja import Field, Schema
+from pydantic import ConfigDict, create_model
+
+from contextlab.engine import results
 
 
 class RunIn(Schema):
@@ -47,6 +52,56 @@ class RunOut(Schema):
     )
 
 
+_SCHEMAS: dict[type, type[Schema]] = {}
+
+
+def schema_of(typed: type) -> type[Schema]:
+    """A ninja ``Schema`` with the fields and types of an engine ``TypedDict`` (nested ones too).
+
+    The engine's result rows are declared once, in ``contextlab.engine.results``; deriving the
+    API schema from them keeps the OpenAPI document in step with what the engine emits. Keys
+    the class does not declare are passed through (``extra="allow"``), so a row is never cut
+    short on the way out; a test fails instead when the engine emits an undeclared key.
+    """
+    schema = _SCHEMAS.get(typed)
+    if schema is None:
+        hints = typing.get_type_hints(typed)
+        fields: dict[str, Any] = {
+            name: (_api_type(hint), ...) for name, hint in hints.items()
+        }
+        schema = create_model(  # type: ignore[call-overload]
+            typed.__name__,
+            __base__=Schema,
+            __doc__=typed.__doc__,
+            **fields,
+        )
+        schema.model_config = ConfigDict(**{**schema.model_config, "extra": "allow"})
+        schema.model_rebuild(force=True)
+        _SCHEMAS[typed] = schema
+    return schema
+
+
+def _api_type(hint: Any) -> Any:
+    """``hint`` with every TypedDict in it replaced by its schema (``X | None``, ``list[X]``…)."""
+    if is_typeddict(hint):
+        return schema_of(hint)
+    origin = get_origin(hint)
+    if origin is None:
+        return hint
+    args = tuple(_api_type(a) for a in get_args(hint))
+    if origin in (Union, types.UnionType):
+        return Union[args]  # noqa: UP007 (built from a tuple of types)
+    if origin is list:
+        return list[args[0]]  # type: ignore[valid-type]
+    if origin is dict:
+        return dict[args[0], args[1]]  # type: ignore[valid-type]
+    return hint
+
+
+#: One request of a run, as the engine emits it (``contextlab.engine.results.RequestRow``).
+RequestRowOut = schema_of(results.RequestRow)
+
+
 class RequestPage(Schema):
     count: int
-    items: list[dict[str, Any]]
+    items: list[RequestRowOut]  # type: ignore[valid-type]

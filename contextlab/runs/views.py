@@ -15,6 +15,7 @@ from django.views.decorators.vary import vary_on_headers
 from django_htmx.middleware import HtmxDetails
 
 from contextlab import engine
+from contextlab.engine.results import RequestRow, as_result
 from contextlab.runs import charts, services
 from contextlab.runs.models import Run
 from contextlab.summaries import services as summaries
@@ -100,15 +101,14 @@ def report(request: HttpRequest, pk: int) -> HttpResponse:
     }
     if data is not None and run is not None:
         url = request_url_factory(transcript, run)
+        result = as_result(data)
         context["figures"] = {
-            "chart-context-data": charts.figure_json(charts.build_context_figure(data, url)),
-            "chart-cache-data": charts.figure_json(charts.build_cache_figure(data, url)),
-            "chart-cost-data": charts.figure_json(charts.build_cost_figure(data, url)),
-            "chart-fidelity-data": charts.figure_json(charts.build_fidelity_figure(data, url)),
+            "chart-context-data": charts.figure_json(charts.build_context_figure(result, url)),
+            "chart-cache-data": charts.figure_json(charts.build_cache_figure(result, url)),
+            "chart-cost-data": charts.figure_json(charts.build_cost_figure(result, url)),
+            "chart-fidelity-data": charts.figure_json(charts.build_fidelity_figure(result, url)),
         }
-        fid = charts.fidelity(data)
-        fid.pop("per_request")
-        context["fidelity"] = fid
+        context["fidelity"] = charts.fidelity(result)
         context["summary"] = data.get("summary") or {}
         context["session_info"] = data.get("session") or {}
         context["first_request_url"] = url(0) if data.get("requests") else None
@@ -269,7 +269,7 @@ def explorer(request: HtmxHttpRequest, pk: int, index: int) -> HttpResponse:
     data = services.result_data(run) if run else None
     if run is None or data is None:
         return render(request, "runs/explorer_empty.html", {"transcript": transcript, "run": run})
-    requests: list[dict[str, Any]] = data.get("requests") or []
+    requests: list[RequestRow] = as_result(data).get("requests") or []
     if not 0 <= index < len(requests):
         raise Http404(f"request {index} does not exist (this run has {len(requests)})")
     req = requests[index]

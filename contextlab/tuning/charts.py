@@ -7,12 +7,13 @@ threshold lines and compaction markers. Points carry the URL of the A-vs-B reque
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from itertools import accumulate
 from typing import Any
 
 import plotly.graph_objects as go
 
+from contextlab.engine.results import RequestRow, as_result
 from contextlab.runs.charts import has_event, sample_positions, threshold_trace
 
 RequestUrl = Callable[[int], str]
@@ -34,11 +35,12 @@ def _layout(title: str, xaxis: str, yaxis: str) -> dict[str, Any]:
     }
 
 
-def _requests(result: dict[str, Any] | None) -> list[dict[str, Any]]:
-    return list((result or {}).get("requests") or [])
+def _requests(result: Mapping[str, Any] | None) -> list[RequestRow]:
+    """The main conversation's request rows of a stored result (none for a missing side)."""
+    return list(as_result(result or {}).get("requests") or [])
 
 
-def _positions(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> list[int]:
+def _positions(a: list[RequestRow], b: list[RequestRow]) -> list[int]:
     """Shared x positions (thinned for long sessions), keeping every compaction of A or B."""
     count = max(len(a), len(b))
     keep = [
@@ -51,8 +53,8 @@ def _positions(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> list[int]:
 
 
 def _sides(
-    result_a: dict[str, Any] | None, result_b: dict[str, Any] | None
-) -> list[tuple[str, str, list[dict[str, Any]]]]:
+    result_a: Mapping[str, Any] | None, result_b: Mapping[str, Any] | None
+) -> list[tuple[str, str, list[RequestRow]]]:
     return [("a", "A", _requests(result_a)), ("b", "B", _requests(result_b))]
 
 
@@ -79,8 +81,8 @@ def _request_line(
 
 
 def build_context_compare_figure(
-    result_a: dict[str, Any] | None,
-    result_b: dict[str, Any] | None,
+    result_a: Mapping[str, Any] | None,
+    result_b: Mapping[str, Any] | None,
     request_url: RequestUrl,
     *,
     labels: Sequence[str] = ("A", "B"),
@@ -138,8 +140,8 @@ def build_context_compare_figure(
 
 
 def build_cache_compare_figure(
-    result_a: dict[str, Any] | None,
-    result_b: dict[str, Any] | None,
+    result_a: Mapping[str, Any] | None,
+    result_b: Mapping[str, Any] | None,
     request_url: RequestUrl,
     *,
     labels: Sequence[str] = ("A", "B"),
@@ -166,15 +168,15 @@ def build_cache_compare_figure(
     return fig
 
 
-def cumulative_cost(requests: list[dict[str, Any]]) -> list[float]:
+def cumulative_cost(requests: list[RequestRow]) -> list[float]:
     """Running total of each request's estimated cost, in USD."""
     totals = accumulate(float(r.get("cost_usd") or 0.0) for r in requests)
     return [round(total, 6) for total in totals]
 
 
 def build_cost_compare_figure(
-    result_a: dict[str, Any] | None,
-    result_b: dict[str, Any] | None,
+    result_a: Mapping[str, Any] | None,
+    result_b: Mapping[str, Any] | None,
     request_url: RequestUrl,
     *,
     labels: Sequence[str] = ("A", "B"),
