@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import pytest
 
+from contextlab.engine.results import RESULT_VERSION
 from contextlab.runs import runner
 from contextlab.runs.models import Run
 
@@ -88,3 +89,163 @@ def test_other_users_get_404_everywhere(client, other_auth_header, transcript):
 )
 def test_anonymous_gets_401(client, method, path):
     assert getattr(client, method)(path).status_code == 401
+
+
+# --- the request rows' declared shape ---------------------------------------------------------
+
+
+def _resolve(schema: dict, node: dict) -> dict:
+    """Follow a ``$ref`` (and the non-null side of an ``X | None``) to the object it names."""
+    if "anyOf" in node:
+        node = next(n for n in node["anyOf"] if n.get("type") != "null")
+    if "$ref" in node:
+        name = node["$ref"].rsplit("/", 1)[-1]
+        return schema["components"]["schemas"][name]
+    return node
+
+
+def _request_row_schema(schema: dict) -> dict:
+    operation = schema["paths"]["/api/runs/{run_id}/requests"]["get"]
+    page = _resolve(schema, operation["responses"]["200"]["content"]["application/json"]["schema"])
+    return _resolve(schema, page["properties"]["items"]["items"])
+
+
+def _type_of(schema: dict, node: dict) -> str:
+    """A property's type as a short string: "integer", "string|null", "CacheRow", ..."""
+    if "anyOf" in node:
+        return "|".join(_type_of(schema, n) for n in node["anyOf"])
+    if "$ref" in node:
+        return node["$ref"].rsplit("/", 1)[-1]
+    if node.get("type") == "array":
+        return f"array[{_type_of(schema, node['items'])}]"
+    return node["type"]
+
+
+def test_openapi_describes_every_request_row_field_with_its_type(client):
+    schema = client.get("/api/openapi.json").json()
+    row = _request_row_schema(schema)
+    types = {name: _type_of(schema, prop) for name, prop in row["properties"].items()}
+    assert types == {
+        "index": "integer",
+        "thread": "string",
+        "thread_request": "integer",
+        "message_id": "string|null",
+        "message": "integer",
+        "line": "integer",
+        "timestamp": "string",
+        "model": "string|null",
+        "raw_tokens": "integer",
+        "model_tokens": "integer",
+        "repl_tokens": "integer",
+        "decision_tokens": "integer",
+        "recorded": "RecordedUsage|null",
+        "recorded_total": "integer|null",
+        "cache": "CacheRow",
+        "ttl": "string",
+        "cost_usd": "number",
+        "recorded_cost_usd": "number|null",
+        "thresholds": "ThresholdLevels",
+        "events": "array[object]",
+        "turn_start": "boolean",
+        "branch": "boolean",
+        "blocked": "boolean",
+        "view": "ViewRange",
+    }
+    assert set(row["required"]) == set(types)
+    nested = {
+        name: {
+            k: _type_of(schema, p)
+            for k, p in _resolve(schema, row["properties"][name])["properties"].items()
+        }
+        for name in ("cache", "recorded", "thresholds", "view")
+    }
+    assert nested["cache"] == {
+        "read": "integer",
+        "write": "integer",
+        "uncached": "integer",
+        "hit_blocks": "integer",
+        "blocks": "integer",
+        "reason": "string",
+        "detail": "string",
+    }
+    assert nested["recorded"] == {
+        "input": "integer",
+        "cache_read": "integer",
+        "cache_write": "integer",
+        "cache_write_5m": "integer|null",
+        "cache_write_1h": "integer|null",
+        "output": "integer",
+    }
+    assert nested["thresholds"] == dict.fromkeys(
+        ("effective", "autocompact", "warning", "blocking"), "integer"
+    )
+    assert nested["view"] == {"head": "array[string]", "start": "integer", "end": "integer"}
+
+
+def _emitted_keys(rows: list[dict]) -> dict[str, set[str]]:
+    """Every key the rows carry, and every key of their nested objects."""
+    keys: dict[str, set[str]] = {
+        "": set(),
+        "cache": set(),
+        "recorded": set(),
+        "thresholds": set(),
+        "view": set(),
+    }
+    for row in rows:
+        keys[""].update(row)
+        for name in ("cache", "recorded", "thresholds", "view"):
+            if isinstance(row.get(name), dict):
+                keys[name].update(row[name])
+        for event in row["events"]:
+            assert isinstance(event["step"], str)
+            assert isinstance(event["action"], str)
+    return keys
+
+
+@pytest.mark.parametrize(
+    ("name", "mode"),
+    [
+        ("marot__spotter__tool_heavy.jsonl", "whatif"),
+        # sidechains: their rows are in "subagents"
+        ("d-kimuson__claude-code-viewer__fe5e1c67-53e7-4862-81ae-d0e013e3270b.jsonl", "recorded"),
+        # recorded compactions and microcompactions
+        ("marot__spotter__8463c716-a2ea-4c14-9efa-87158ebd9f20.jsonl", "recorded"),
+    ],
+)
+def test_every_key_the_engine_emits_in_a_row_is_declared_in_the_schema(client, name, mode):
+    from contextlab import engine
+    from tests.conftest import corpus_file
+
+    session = engine.load_session(str(corpus_file(name)))
+    config, preset = engine.resolve_config(
+        "auto", version=session.version, max_recorded_prompt=session.max_recorded_prompt
+    )
+    data = engine.replay(session, config, mode=mode, preset_name=preset).to_json()
+    assert data["result_version"] == RESULT_VERSION
+    rows = data["requests"] + [r for sub in data["subagents"] for r in sub["requests"]]
+    assert rows
+    emitted = _emitted_keys(rows)
+    schema = client.get("/api/openapi.json").json()
+    row = _request_row_schema(schema)
+    declared = {"": set(row["properties"])}
+    for nested in ("cache", "recorded", "thresholds", "view"):
+        declared[nested] = set(_resolve(schema, row["properties"][nested])["properties"])
+    # a key without a declared type fails here; so does a declared key the engine dropped
+    assert emitted[""] == declared[""]
+    for nested in ("cache", "thresholds", "view"):
+        assert emitted[nested] == declared[nested], nested
+    assert emitted["recorded"] <= declared["recorded"]
+    if mode == "recorded":
+        assert emitted["recorded"] == declared["recorded"]
+
+
+def test_request_page_items_keep_their_keys_and_values(client, auth_header, transcript):
+    """The derived schema validates the served rows without dropping or changing anything."""
+    from contextlab.runs import services
+
+    run = transcript.runs.get()
+    runner.execute_run(run.pk)
+    run.refresh_from_db()
+    stored = services.result_data(run)["requests"]
+    page = client.get(f"/api/runs/{run.pk}/requests?limit=1000", **auth_header).json()
+    assert page["items"] == stored

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import pytest
 
+from contextlab.engine import evaluation
 from contextlab.runs import charts
 from tests.runs.results import result
 
@@ -51,21 +52,48 @@ def test_cost_figure_is_cumulative():
     assert list(data["recorded usage"]["y"]) == pytest.approx([0.012, 0.024, 0.036, 0.048])
 
 
-def test_fidelity_reports_relative_errors_and_calibration():
+def test_fidelity_reports_the_engines_refit_and_calibration():
     fid = charts.fidelity(result(5))
-    assert fid["count"] == 5
-    # model = recorded / 1.1 everywhere (up to rounding)
-    assert fid["median_abs_rel_error"] == pytest.approx(1 - 1 / 1.1, abs=1e-3)
-    assert fid["p90_abs_rel_error"] == pytest.approx(1 - 1 / 1.1, abs=1e-3)
+    assert fid["requests"] == 5
+    # recorded = 1.1 × raw exactly: the refit (prefix 0, ratio 1.1) leaves no error
+    assert fid["median_rel_error"] == pytest.approx(0, abs=1e-9)
+    assert fid["p90_rel_error"] == pytest.approx(0, abs=1e-9)
+    assert fid["max_rel_error"] == pytest.approx(0, abs=1e-9)
+    assert [(t["thread"], t["requests"], t["ratio"]) for t in fid["threads"]] == [("main", 5, 1.1)]
     assert fid["calibration"]["prefix_tokens"] == 4000
     fig = charts.build_fidelity_figure(result(5), url)
     assert fig.to_dict()["layout"]["yaxis"]["tickformat"] == ".0%"
 
 
+def test_fidelity_figures_are_the_engines_with_one_percentile_definition():
+    data = result(10)
+    # bend the line: the fit cannot pass through every point any more
+    for i, row in enumerate(data["requests"]):
+        row["recorded_total"] = row["raw_tokens"] + 500 + (97 * i * i) % 400
+        row["recorded"]["cache_read"] = row["recorded_total"] - 110
+    fid = charts.fidelity(data)
+    engine_fid = evaluation.result_fidelity(data)
+    for key in ("requests", "median_rel_error", "p90_rel_error", "max_rel_error", "threads"):
+        assert fid[key] == engine_fid[key]
+    errors = engine_fid["errors"]
+    assert len(errors) == 10
+    assert errors == sorted(errors)
+    assert errors[-1] > 0
+    # nearest rank: p90 of ten values is the ninth, never an interpolation between two
+    assert fid["p90_rel_error"] == errors[8]
+    assert fid["median_rel_error"] == pytest.approx((errors[4] + errors[5]) / 2)
+    # the figure plots the same per-request errors (signed), at each request's position
+    trace = traces(charts.build_fidelity_figure(data, url))["(fitted count − recorded) / recorded"]
+    assert list(trace["x"]) == list(range(10))
+    assert sorted(abs(y) for y in trace["y"]) == pytest.approx(errors)
+    assert list(trace["customdata"]) == [url(i) for i in range(10)]
+
+
 def test_fidelity_without_recorded_usage_is_empty():
     fid = charts.fidelity(result(3, recorded=False))
-    assert fid["count"] == 0
-    assert fid["median_abs_rel_error"] is None
+    assert fid["requests"] == 0
+    assert fid["median_rel_error"] is None
+    assert fid["p90_rel_error"] is None
 
 
 def test_long_sessions_are_downsampled_but_keep_compactions(settings):
