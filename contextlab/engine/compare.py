@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .config import ConfigError, PipelineConfig, field_specs
+from .results import as_result
 
 #: Measures shown in comparisons and sweeps, with a label and whether lower is better.
 MEASURES: dict[str, tuple[str, bool]] = {
@@ -33,7 +34,7 @@ MEASURES: dict[str, tuple[str, bool]] = {
 
 def summary_measures(result: Mapping[str, Any]) -> dict[str, Any]:
     """The comparison measures of one replay (main thread and its branches)."""
-    summary = result["summary"]
+    summary = as_result(result)["summary"]
     synthetic = result.get("views", {}).get("synthetic", [])
     summaries = [s for s in synthetic if s.get("kind") == "summary" and not s.get("reused")]
     return {
@@ -107,13 +108,14 @@ def view_signature(
 
 def first_divergence(a: Mapping[str, Any], b: Mapping[str, Any]) -> int | None:
     """Index of the first request whose model view differs between two replays of a session."""
-    for ra, rb in zip(a["requests"], b["requests"], strict=False):
+    rows_a, rows_b = as_result(a)["requests"], as_result(b)["requests"]
+    for ra, rb in zip(rows_a, rows_b, strict=False):
         if ra["message_id"] != rb["message_id"]:
-            return int(ra["index"])
+            return ra["index"]
         if ra["raw_tokens"] != rb["raw_tokens"] or ra["view"]["start"] != rb["view"]["start"]:
-            return int(ra["index"])
-    if len(a["requests"]) != len(b["requests"]):
-        return min(len(a["requests"]), len(b["requests"]))
+            return ra["index"]
+    if len(rows_a) != len(rows_b):
+        return min(len(rows_a), len(rows_b))
     return None
 
 

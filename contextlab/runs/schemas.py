@@ -66,9 +66,7 @@ def schema_of(typed: type) -> type[Schema]:
     schema = _SCHEMAS.get(typed)
     if schema is None:
         hints = typing.get_type_hints(typed)
-        fields: dict[str, Any] = {
-            name: (_api_type(hint), ...) for name, hint in hints.items()
-        }
+        fields: dict[str, Any] = {name: (_api_type(hint), ...) for name, hint in hints.items()}
         schema = create_model(  # type: ignore[call-overload]
             typed.__name__,
             __base__=Schema,

@@ -17,6 +17,7 @@ from django.views.decorators.vary import vary_on_headers
 from django_htmx.middleware import HtmxDetails
 
 from contextlab import engine
+from contextlab.engine.results import RequestRow, as_result
 from contextlab.runs import services as run_services
 from contextlab.runs.charts import figure_json
 from contextlab.runs.models import Run
@@ -568,15 +569,15 @@ def compare_request(request: HtmxHttpRequest, pk: int, index: int) -> HttpRespon
     if data_a is None or data_b is None:
         return render(request, "tuning/compare_request_empty.html", context)
     divergence = engine.compare.first_divergence(data_a, data_b)
-    req_a_list: list[dict[str, Any]] = data_a.get("requests") or []
-    req_b_list: list[dict[str, Any]] = data_b.get("requests") or []
+    req_a_list: list[RequestRow] = as_result(data_a).get("requests") or []
+    req_b_list: list[RequestRow] = as_result(data_b).get("requests") or []
     count = max(len(req_a_list), len(req_b_list))
     if not 0 <= index < count:
         raise Http404(f"request {index} does not exist (this session has {count})")
     req_a = req_a_list[index] if index < len(req_a_list) else None
     req_b = req_b_list[index] if index < len(req_b_list) else None
-    req = req_a or req_b or {}
-    thread = str(req.get("thread") or "main")
+    req = req_a or req_b
+    thread = str((req.get("thread") if req else None) or "main")
     messages = run_services.session_messages(transcript).get(thread) or []
     view_a = engine.side_by_side(messages, data_a, int(req_a["index"])) if req_a else {}
     view_b = engine.side_by_side(messages, data_b, int(req_b["index"])) if req_b else {}

@@ -47,6 +47,20 @@ def test_replay_json_has_session_requests_summary(tmp_path):
     assert data["session"]["preset"] == "budget-on"
 
 
+def test_replay_json_is_labelled_with_the_result_version(tmp_path):
+    from contextlab.engine import results
+
+    data = json.loads(cli("replay", str(sample(tmp_path)), "--json").stdout)
+    assert data["result_version"] == results.RESULT_VERSION
+    # every object is exactly its declared shape (request rows: tests/runs/test_api.py)
+    assert set(data) == set(results.ResultJson.__annotations__)
+    assert set(data["session"]) == set(results.SessionInfo.__annotations__)
+    assert set(data["session"]["threads"][0]) == set(results.ThreadInfo.__annotations__)
+    assert set(data["session"]["calibration"]) == set(results.CalibrationJson.__annotations__)
+    assert set(data["summary"]) == set(results.SessionSummary.__annotations__)
+    assert set(data["views"]) == set(results.ViewLog.__annotations__)
+
+
 def test_bad_lines_are_messages_and_the_rest_is_replayed(tmp_path):
     path = sample(tmp_path)
     path.write_text(path.read_text() + '{"broken": \n')
