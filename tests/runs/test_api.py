@@ -5,6 +5,7 @@ import pytest
 from contextlab.engine.results import RESULT_VERSION
 from contextlab.runs import runner
 from contextlab.runs.models import Run
+from contextlab.runs.schemas import RequestRowOut
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clean_media")]
 
@@ -225,6 +226,9 @@ def test_every_key_the_engine_emits_in_a_row_is_declared_in_the_schema(client, n
     rows = data["requests"] + [r for sub in data["subagents"] for r in sub["requests"]]
     assert rows
     emitted = _emitted_keys(rows)
+    # and every value has its declared type (strict: no int where a float is declared)
+    for row in rows:
+        RequestRowOut.model_validate(row, strict=True)
     schema = client.get("/api/openapi.json").json()
     row = _request_row_schema(schema)
     declared = {"": set(row["properties"])}
