@@ -1,9 +1,10 @@
 """Request-side tuning: validate and save configs, start comparisons and sweeps, report them.
 
 Runs are shared: a comparison or sweep reuses any run of the same session (what-if mode) whose
-resolved config is identical and that is queued, running or done; only the missing ones are
-created. New runs are enqueued after commit as batches (``tasks.replay_batch``) so a worker
-parses and tokenizes a session once for all the configs it replays.
+resolved config is identical and that is queued, running or done; only the
+missing ones are created (by ``runs.lifecycle.create``, as a single run is). New runs are
+enqueued after commit as batches (``tasks.replay_batch``) so a worker parses and tokenizes a
+session once for all the configs it replays.
 """
 
 from __future__ import annotations
@@ -20,8 +21,10 @@ from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 
 from contextlab import engine
+from contextlab.runs import lifecycle
 from contextlab.runs import services as run_services
 from contextlab.runs.models import Run
+from contextlab.summaries.models import Backend
 from contextlab.transcripts.models import Transcript
 from contextlab.tuning import tasks
 from contextlab.tuning.models import (
@@ -362,10 +365,16 @@ def reusable_run(*, owner: User, transcript: Transcript, config: dict[str, Any])
 
 @dataclass
 class RunPlan:
-    """Runs found or created for one request, and which are new (to enqueue)."""
+    """Runs found or created for one request, and which are new (to enqueue).
+
+    Its runs' summaries are written by ``summarizer`` (comparisons and sweeps use the
+    extractive default).
+    """
 
     runs: list[Run] = field(default_factory=list)
     new: list[Run] = field(default_factory=list)
+    summarizer: str = Backend.EXTRACTIVE
+    summary_model: str = ""
     _made: dict[tuple[int, str], Run] = field(default_factory=dict)
 
     def ensure(self, *, owner: User, transcript: Transcript, spec: ConfigSpec, prefix: str) -> Run:
@@ -373,8 +382,8 @@ class RunPlan:
         key = (transcript.pk, json.dumps(config, sort_keys=True))
         run = self._made.get(key) or reusable_run(owner=owner, transcript=transcript, config=config)
         if run is None:
-            # the same row start_run creates, validated by the engine above
-            run = Run.objects.create(
+            # created as start_run creates one, from the config the engine resolved above
+            run = lifecycle.create(
                 owner=owner,
                 transcript=transcript,
                 mode=Run.Mode.WHATIF,
@@ -382,6 +391,8 @@ class RunPlan:
                 overrides=spec.overrides,
                 config=config,
                 resolved_preset=preset_name,
+                summarizer=self.summarizer,
+                summary_model=self.summary_model,
             )
             self.new.append(run)
         self._made[key] = run
@@ -409,8 +420,7 @@ def batches(runs: Sequence[Run], parallel: int = PARALLEL_BATCHES) -> list[list[
 
 def enqueue(runs: Sequence[Run]) -> None:
     """Queue new runs after commit, as batches that share each session's parsing."""
-    for ids in batches(runs):
-        transaction.on_commit(lambda ids=ids: tasks.replay_batch.delay(ids))  # type: ignore[misc]
+    tasks.queue_batches(batches(runs))
 
 
 def create_comparison(

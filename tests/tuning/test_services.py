@@ -3,6 +3,7 @@ from __future__ import annotations
 import pytest
 
 from contextlab import engine
+from contextlab.runs import lifecycle
 from contextlab.runs import services as run_services
 from contextlab.runs.models import Run
 from contextlab.tuning import services, tasks
@@ -217,6 +218,25 @@ def test_runs_of_other_users_are_never_reused(user, other_user, session, other_s
     assert one_run(mine).owner == user
 
 
+def test_comparison_runs_are_created_as_single_runs_are(user, session, monkeypatch):
+    created = []
+    real = lifecycle.create
+
+    def recording(**kwargs):
+        run = real(**kwargs)
+        created.append(run.pk)
+        return run
+
+    monkeypatch.setattr(lifecycle, "create", recording)
+    single = run_services.start_run(owner=user, transcript=session, mode="whatif")
+    comparison = services.create_comparison(
+        owner=user, transcripts=[session], a=spec("auto"), b=spec("auto", **EARLY)
+    )
+    made = {item.run_id for item in ComparisonRun.objects.filter(comparison=comparison)}
+    assert created == [single.pk, *sorted(made - {single.pk})]
+    assert single.pk in made  # the identical extractive run is reused
+
+
 def test_batches_split_one_session_over_two_workers():
     class FakeRun:
         def __init__(self, pk, transcript_id):
@@ -252,7 +272,11 @@ def test_the_batch_runner_parses_each_session_once(user, session, monkeypatch):
     )
     from contextlab.tuning import runner
 
-    runner.execute_batch([item.run_id for item in SweepRun.objects.filter(sweep=sweep)])
+    outcomes: list[lifecycle.Outcome] = []
+    runner.execute_batch(
+        [item.run_id for item in SweepRun.objects.filter(sweep=sweep)], on_outcome=outcomes.append
+    )
+    assert [type(o) for o in outcomes] == [lifecycle.Done] * 5
     assert len(replays) == 5
     assert len(load) == 1
     assert services.sweep_status(sweep) == "done"
@@ -266,8 +290,13 @@ def test_the_batch_runner_skips_finished_runs(user, session, finish, monkeypatch
     replays = counting(monkeypatch, "replay")
     from contextlab.tuning import runner
 
-    runner.execute_batch(list(Run.objects.filter(mode="whatif").values_list("pk", flat=True)))
+    outcomes: list[lifecycle.Outcome] = []
+    runner.execute_batch(
+        list(Run.objects.filter(mode="whatif").values_list("pk", flat=True)),
+        on_outcome=outcomes.append,
+    )
     assert replays == []
+    assert outcomes == []
 
 
 # --- reports --------------------------------------------------------------------------------------
