@@ -1,7 +1,7 @@
 """Request-side tuning: validate and save configs, start comparisons and sweeps, report them.
 
 Runs are shared: a comparison or sweep reuses any run of the same session (what-if mode) whose
-resolved config is identical and that is queued, running or done; only the
+resolved config and summarizer are identical and that is queued, running or done; only the
 missing ones are created (by ``runs.lifecycle.create``, as a single run is). New runs are
 enqueued after commit as batches (``tasks.replay_batch``) so a worker parses and tokenizes a
 session once for all the configs it replays.
@@ -24,6 +24,7 @@ from contextlab import engine
 from contextlab.runs import lifecycle
 from contextlab.runs import services as run_services
 from contextlab.runs.models import Run
+from contextlab.summaries import services as summaries
 from contextlab.summaries.models import Backend
 from contextlab.transcripts.models import Transcript
 from contextlab.tuning import tasks
@@ -344,19 +345,34 @@ def resolved_for(
     return config.to_dict(), preset_name
 
 
-def reusable_run(*, owner: User, transcript: Transcript, config: dict[str, Any]) -> Run | None:
-    """The newest what-if run of this session with exactly this config that is not failed.
+def reusable_run(
+    *,
+    owner: User,
+    transcript: Transcript,
+    config: dict[str, Any],
+    summarizer: str = Backend.EXTRACTIVE,
+    summary_model: str = "",
+) -> Run | None:
+    """The newest what-if run of this session with exactly this config and summarizer that is
+    not failed (a run whose summaries an LLM wrote is no stand-in for an extractive one).
 
     Configs are compared as dicts in Python (JSON equality in SQL differs between SQLite and
-    PostgreSQL); only the small config column of the candidates is read.
+    PostgreSQL); only the small config and summarizer columns of the candidates are read.
     """
+    wanted = summaries.summarizer_key(summarizer, summary_model)
     candidates = Run.objects.filter(
         owner=owner,
         transcript=transcript,
         mode=Run.Mode.WHATIF,
         status__in=(Run.Status.DONE, Run.Status.RUNNING, Run.Status.QUEUED),
-    ).values_list("pk", "status", "config")
-    matches = [(status != Run.Status.DONE, -pk) for pk, status, cfg in candidates if cfg == config]
+    ).values_list(
+        "pk", "status", "config", "summarizer_settings__backend", "summarizer_settings__model"
+    )
+    matches = [
+        (status != Run.Status.DONE, -pk)
+        for pk, status, cfg, backend, model in candidates
+        if cfg == config and summaries.summarizer_key(backend, model) == wanted
+    ]
     if not matches:
         return None
     # prefer a finished run, then the newest
@@ -368,7 +384,7 @@ class RunPlan:
     """Runs found or created for one request, and which are new (to enqueue).
 
     Its runs' summaries are written by ``summarizer`` (comparisons and sweeps use the
-    extractive default).
+    extractive default), and only runs with that summarizer are reused.
     """
 
     runs: list[Run] = field(default_factory=list)
@@ -380,7 +396,13 @@ class RunPlan:
     def ensure(self, *, owner: User, transcript: Transcript, spec: ConfigSpec, prefix: str) -> Run:
         config, preset_name = resolved_for(transcript, spec, prefix=prefix)
         key = (transcript.pk, json.dumps(config, sort_keys=True))
-        run = self._made.get(key) or reusable_run(owner=owner, transcript=transcript, config=config)
+        run = self._made.get(key) or reusable_run(
+            owner=owner,
+            transcript=transcript,
+            config=config,
+            summarizer=self.summarizer,
+            summary_model=self.summary_model,
+        )
         if run is None:
             # created as start_run creates one, from the config the engine resolved above
             run = lifecycle.create(

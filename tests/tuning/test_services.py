@@ -6,6 +6,7 @@ from contextlab import engine
 from contextlab.runs import lifecycle
 from contextlab.runs import services as run_services
 from contextlab.runs.models import Run
+from contextlab.summaries.models import RunSummarizer
 from contextlab.tuning import services, tasks
 from contextlab.tuning.models import ComparisonRun, ConfigVersion, SweepRun
 from tests.tuning.conftest import EARLY
@@ -216,6 +217,63 @@ def test_runs_of_other_users_are_never_reused(user, other_user, session, other_s
         owner=user, transcripts=[session], a=spec("auto"), b=spec("auto")
     )
     assert one_run(mine).owner == user
+
+
+def test_a_run_whose_summaries_an_llm_writes_is_not_reused_for_extractive_ones(
+    user, session, finish
+):
+    """Same session, same resolved config: a comparison (extractive summaries) must not pick up
+    a run whose summaries come from an LLM backend, finished or not."""
+    llm = run_services.start_run(
+        owner=user,
+        transcript=session,
+        mode="whatif",
+        preset="auto",
+        summarizer="anthropic",
+        summary_model="claude-sonnet-4-6",
+    )
+    Run.objects.filter(pk=llm.pk).update(status=Run.Status.DONE)
+    comparison = services.create_comparison(
+        owner=user, transcripts=[session], a=spec("auto"), b=spec("auto")
+    )
+    run = one_run(comparison)
+    assert run != llm
+    assert run.config == llm.config
+    assert not RunSummarizer.objects.filter(run=run).exists()
+    # an extractive run of that config is reused as before
+    again = services.create_comparison(
+        owner=user, transcripts=[session], a=spec("auto"), b=spec("auto")
+    )
+    assert one_run(again) == run
+
+
+def test_reuse_matches_the_summarizer_backend_and_model(user, session):
+    config = run_services.start_run(owner=user, transcript=session, mode="whatif").config
+    llm = run_services.start_run(
+        owner=user,
+        transcript=session,
+        mode="whatif",
+        summarizer="openai",
+        summary_model="llama3",
+    )
+    find = services.reusable_run
+    assert find(owner=user, transcript=session, config=config) != llm
+    assert (
+        find(
+            owner=user,
+            transcript=session,
+            config=config,
+            summarizer="openai",
+            summary_model="llama3",
+        )
+        == llm
+    )
+    assert (
+        find(
+            owner=user, transcript=session, config=config, summarizer="openai", summary_model="qwen"
+        )
+        is None
+    )
 
 
 def test_comparison_runs_are_created_as_single_runs_are(user, session, monkeypatch):
