@@ -1,23 +1,19 @@
 """The Celery app. Tasks bind to it explicitly (``from contextlab.celery import app``).
 
 It is not imported from ``contextlab/__init__.py`` on purpose: importing ``contextlab.engine``
-must never pull in Celery or Django.
+must never pull in Celery or Django. Nor does it import the apps: their tasks modules import
+it (the worker's recovery of abandoned runs is ``runs.tasks``'s).
 """
 
 from __future__ import annotations
 
-import logging
 import os
-import threading
-import time
 from typing import Any
 
 from celery import Celery
-from celery.signals import task_postrun, task_prerun, worker_ready
+from celery.signals import task_postrun, task_prerun
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "contextlab.settings")
-
-logger = logging.getLogger(__name__)
 
 app = Celery("contextlab")
 app.config_from_object("django.conf:settings", namespace="CELERY")
@@ -33,32 +29,3 @@ def _close_old_connections(**_: Any) -> None:
     from django.db import close_old_connections
 
     close_old_connections()
-
-
-@worker_ready.connect
-def _recover_abandoned_runs(**_: Any) -> None:
-    """Requeue what dead workers left "running": now, then every half RUN_STALE_AFTER.
-
-    At start-up this picks up what a crashed worker left behind; the loop covers a pool
-    process killed while this worker lives on (its run's heartbeat stops too), with no page
-    open to notice. It runs in the worker's main process, beside the pool.
-    """
-    # Django must be set up before models are imported, hence the imports here.
-    from django.conf import settings
-    from django.db import close_old_connections
-
-    from contextlab.runs import services
-
-    services.recover_stale_runs()
-
-    def loop() -> None:
-        while True:
-            time.sleep(max(1.0, settings.RUN_STALE_AFTER / 2))
-            try:
-                services.recover_stale_runs()
-            except Exception:
-                logger.exception("recovering abandoned runs failed; will try again")
-            finally:
-                close_old_connections()
-
-    threading.Thread(target=loop, name="recover-abandoned-runs", daemon=True).start()

@@ -1,4 +1,4 @@
-"""Request-side run operations: queue a replay, find abandoned runs, read results."""
+"""Request-side run operations: queue a replay, refresh a polled run, read results."""
 
 from __future__ import annotations
 
@@ -6,17 +6,12 @@ import logging
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
-from datetime import timedelta
-from functools import partial
 from typing import Any
 
-from django.conf import settings
 from django.contrib.auth.models import User
-from django.db import transaction
-from django.utils import timezone
 
 from contextlab import engine
-from contextlab.runs import tasks
+from contextlab.runs import lifecycle, tasks
 from contextlab.runs.models import Run, RunResult
 from contextlab.summaries import services as summaries
 from contextlab.transcripts.models import Transcript, TranscriptMessages
@@ -78,7 +73,7 @@ def start_run(
     except engine.ConfigError as exc:
         field = f"config.{exc.field}" if exc.field else "config"
         raise RunConfigError(field, exc.message) from None
-    run = Run.objects.create(
+    run = lifecycle.create(
         owner=owner,
         transcript=transcript,
         mode=mode,
@@ -86,61 +81,18 @@ def start_run(
         overrides=overrides or {},
         config=config.to_dict(),
         resolved_preset=resolved_preset,
+        summarizer=summarizer,
+        summary_model=summary_model,
+        spend_cap_usd=spend_cap_usd,
     )
-    summaries.configure_run(
-        run=run, backend=summarizer, model=summary_model, spend_cap_usd=spend_cap_usd
-    )
-    transaction.on_commit(lambda: tasks.run_replay.delay(run.pk))
+    tasks.queue_replay(run.pk)
     return run
-
-
-def recover_stale_runs(*, now: Any = None, run_ids: list[int] | None = None) -> list[Run]:
-    """Requeue (or fail, after RUN_MAX_ATTEMPTS) runs whose worker stopped heartbeating.
-
-    A worker killed mid-run leaves its row "running" with a heartbeat that no longer moves;
-    this puts such rows back in the queue or records why they failed. Returns the changed runs.
-    """
-    now = now or timezone.now()
-    cutoff = now - timedelta(seconds=settings.RUN_STALE_AFTER)
-    stale = Run.objects.filter(status=Run.Status.RUNNING, heartbeat_at__lt=cutoff)
-    if run_ids is not None:
-        stale = stale.filter(pk__in=run_ids)
-    changed: list[Run] = []
-    for run in stale:
-        with transaction.atomic():
-            if run.attempts < settings.RUN_MAX_ATTEMPTS:
-                updated = Run.objects.filter(
-                    pk=run.pk, status=Run.Status.RUNNING, heartbeat_at__lt=cutoff
-                ).update(
-                    status=Run.Status.QUEUED,
-                    progress_done=0,
-                    error="",
-                    heartbeat_at=None,
-                    updated_at=now,
-                )
-                if updated:
-                    logger.warning("run %s: worker stopped heartbeating; requeued", run.pk)
-                    transaction.on_commit(partial(tasks.run_replay.delay, run.pk))
-            else:
-                message = (
-                    f"The worker stopped responding (killed or crashed) {run.attempts} time(s) "
-                    "while replaying this session; the run was abandoned."
-                )
-                updated = Run.objects.filter(
-                    pk=run.pk, status=Run.Status.RUNNING, heartbeat_at__lt=cutoff
-                ).update(status=Run.Status.FAILED, error=message, finished_at=now, updated_at=now)
-                if updated:
-                    logger.warning("run %s: abandoned after %s attempts", run.pk, run.attempts)
-        if updated:
-            run.refresh_from_db()
-            changed.append(run)
-    return changed
 
 
 def refresh_run(run: Run) -> Run:
     """The run as stored now, recovered first if its worker died (pages call this when polling)."""
     run.refresh_from_db()
-    if run.status == Run.Status.RUNNING and recover_stale_runs(run_ids=[run.pk]):
+    if run.status == Run.Status.RUNNING and tasks.recover_stale_runs(run_ids=[run.pk]):
         run.refresh_from_db()
     return run
 

@@ -1,11 +1,24 @@
-"""Celery adapters: pass ids, call the runner, own the retry policy."""
+"""Celery adapters: pass ids, call the runner, own the retry policy; and the only code that
+sends run tasks (after commit), including the worker's recovery of abandoned runs."""
 
 from __future__ import annotations
 
-from django.db import InterfaceError, OperationalError
+import logging
+import threading
+import time
+from functools import partial
+from typing import Any
+
+from celery.signals import worker_ready
+from django.conf import settings
+from django.db import InterfaceError, OperationalError, close_old_connections, transaction
 
 from contextlab.celery import app
-from contextlab.runs import runner
+from contextlab.runs import lifecycle, runner
+from contextlab.runs.models import Run
+from contextlab.summaries import tasks as summary_tasks
+
+logger = logging.getLogger(__name__)
 
 
 @app.task(
@@ -15,4 +28,42 @@ from contextlab.runs import runner
     max_retries=3,
 )
 def run_replay(run_id: int) -> None:
-    runner.execute_run(run_id)
+    summary_tasks.queue_fetch(runner.execute_run(run_id))
+
+
+def queue_replay(run_id: int) -> None:
+    """Send the run to a worker once the transaction that queued it commits."""
+    transaction.on_commit(partial(run_replay.delay, run_id))
+
+
+def recover_stale_runs(*, run_ids: list[int] | None = None) -> list[Run]:
+    """Requeue (or fail, after RUN_MAX_ATTEMPTS) runs whose worker stopped heartbeating, and
+    send the requeued ones to a worker. Returns the changed runs."""
+    changed = lifecycle.recover_stale(run_ids=run_ids)
+    for run in changed:
+        if run.status == Run.Status.QUEUED:
+            queue_replay(run.pk)
+    return changed
+
+
+@worker_ready.connect
+def _recover_abandoned_runs(**_: Any) -> None:
+    """Requeue what dead workers left "running": now, then every half RUN_STALE_AFTER.
+
+    At start-up this picks up what a crashed worker left behind; the loop covers a pool
+    process killed while this worker lives on (its run's heartbeat stops too), with no page
+    open to notice. It runs in the worker's main process, beside the pool.
+    """
+    recover_stale_runs()
+
+    def loop() -> None:
+        while True:
+            time.sleep(max(1.0, settings.RUN_STALE_AFTER / 2))
+            try:
+                recover_stale_runs()
+            except Exception:
+                logger.exception("recovering abandoned runs failed; will try again")
+            finally:
+                close_old_connections()
+
+    threading.Thread(target=loop, name="recover-abandoned-runs", daemon=True).start()

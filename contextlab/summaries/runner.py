@@ -1,6 +1,6 @@
 """Worker side: call the backend for the one summary a fetch task is for, and store it.
 
-``fetch_summary`` runs inside the run's replay (``runs.runner.execute_run`` with ``fetch_key``):
+``fetch_summary`` runs inside the run's replay (``runs.runner.execute_run`` with a summary):
 the replay resumes from its checkpoint, reaches the summary it stopped at, and this module calls
 the backend for it there, with the spend cap, the circuit breaker and the extractive fallback.
 The request is never serialized: the resumed replay rebuilds it. Any other missing summary
@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable
 from dataclasses import asdict
 from datetime import timedelta
 from typing import Any
@@ -22,7 +23,6 @@ from django.utils import timezone
 
 from contextlab import engine
 from contextlab.runs.models import Run
-from contextlab.summaries import services
 from contextlab.summaries.models import RunSummarizer, SummaryEntry, SummaryLease
 
 logger = logging.getLogger(__name__)
@@ -70,10 +70,17 @@ def _primary(backend: str, model: str | None) -> engine.Summarizer:
 
 
 def fetch_summary(
-    settings: RunSummarizer, key: str, request: engine.SummaryRequest, *, only: str
+    settings: RunSummarizer,
+    key: str,
+    request: engine.SummaryRequest,
+    *,
+    only: str,
+    on_stored: Callable[[str, int], None],
 ) -> engine.SummaryResult | None:
     """The summary ``key`` if it is the one this task fetches (``only``), else None.
 
+    Once the backend's summary is stored for every run, ``on_stored(key, run id)`` wakes the
+    other runs waiting for it (a fallback is this run's only: nobody else can use it).
     Raises ``engine.ReplayStopped`` when the run must stop instead: the spend cap would be
     exceeded, or the backend cannot be used at all.
     """
@@ -91,6 +98,8 @@ def fetch_summary(
             return written.as_result()
         result = _call_and_store(settings, key, request)  # releases the lease as it stores
         stored = True
+        if not result.fallback_reason:
+            on_stored(key, run_id)
         return result
     finally:
         if not stored:
@@ -203,4 +212,3 @@ def _store(
                 calls=F("calls") + 1,
                 pending_key="",
             )
-            services.wake_runs_waiting_for(key, written_by=run_id)

@@ -1,36 +1,32 @@
-"""Request side and replay glue: choose a run's summarizer, serve summaries from the cache.
+"""The summary store seen from a run: its summarizer settings, summaries served from the
+cache, which summary it waits for, and what the pages and the API show about them.
 
 A replay that needs a summary the cache does not have stops with ``engine.SummaryPending``;
-``request_summary`` records which one and queues ``summaries.tasks.fetch_summary`` for it.
-That task resumes the replay, which rebuilds the request and has ``summaries.runner`` call the
-backend for that one summary (retries, prompt-too-long truncation and the circuit breaker are
-the engine's), store it and go on. No worker slot waits on the network for a summary another
-task could fetch.
+``runs.lifecycle`` parks the run (``mark_waiting``) and ``summaries.tasks`` queues a fetch task
+for that summary. The task resumes the replay, which rebuilds the request and has
+``summaries.runner`` call the backend for that one summary (retries, prompt-too-long truncation
+and the circuit breaker are the engine's), store it and go on. Nothing of a run's status is
+changed here.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
-from pathlib import Path
 from typing import Any
-
-from django.conf import settings
-from django.db import transaction
 
 from contextlab import engine
 from contextlab.runs.models import Run
-from contextlab.summaries import tasks
 from contextlab.summaries.models import Backend, RunSummarizer, SummaryEntry
 
 __all__ = [
     "RunSummarizer",
-    "checkpoint_path",
     "configure_run",
-    "drop_checkpoint",
-    "load_checkpoint",
+    "mark_waiting",
     "run_summaries",
+    "runs_waiting_for",
     "summarizer_for",
+    "summarizer_key",
     "summarizer_status",
     "waiting_for",
 ]
@@ -114,54 +110,23 @@ def waits_for_another_summary(run_id: int, key: str) -> bool:
     return RunSummarizer.objects.filter(run_id=run_id).exclude(pending_key__in=("", key)).exists()
 
 
-def checkpoint_path(run: Run) -> Path:
-    """Where a run waiting for a summary keeps its replay state (worker-side disk)."""
-    return Path(settings.SESSION_CACHE_DIR).parent / "checkpoints" / f"run-{run.pk}.pickle"
+def mark_waiting(run_id: int, key: str) -> None:
+    """Remember that the run waits for summary ``key`` (its fetch task is for that one)."""
+    RunSummarizer.objects.filter(run_id=run_id).update(pending_key=key)
 
 
-def load_checkpoint(run: Run) -> bytes | None:
-    try:
-        return checkpoint_path(run).read_bytes()
-    except OSError:
-        return None
+def runs_waiting_for(key: str, *, excluding: int) -> list[int]:
+    """The other runs waiting for summary ``key`` (to wake once it is stored)."""
+    waiting = RunSummarizer.objects.filter(pending_key=key).exclude(pk=excluding)
+    return list(waiting.values_list("pk", flat=True))
 
 
-def drop_checkpoint(run: Run) -> None:
-    checkpoint_path(run).unlink(missing_ok=True)
-
-
-def request_summary(run: Run, pending: engine.SummaryPending) -> None:
-    """Remember which summary the replay needs and queue its fetch; the run waits in the queue.
-
-    The replay's state at that point is kept on disk, so the fetch task resumes there (and
-    rebuilds the summary's input) instead of replaying the session from the start.
-    """
-    if pending.checkpoint is not None:
-        target = checkpoint_path(run)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_suffix(".tmp")
-        tmp.write_bytes(pending.checkpoint)
-        tmp.replace(target)  # atomic: a reader sees the old state or the new one, never half
-    with transaction.atomic():
-        RunSummarizer.objects.filter(run=run).update(pending_key=pending.key)
-        Run.objects.filter(pk=run.pk).update(status=Run.Status.QUEUED, heartbeat_at=None)
-        # retry_after: another run is writing this summary; look again later (it also wakes
-        # this one when the summary is stored)
-        transaction.on_commit(
-            partial(
-                tasks.fetch_summary.apply_async,
-                (run.pk, pending.key),
-                countdown=pending.retry_after,
-            )
-        )
-
-
-def wake_runs_waiting_for(key: str, *, written_by: int) -> None:
-    """Queue the fetch task of every other run waiting for summary ``key``, which is stored
-    now (inside the storing transaction: the tasks go out when it commits)."""
-    waiting = RunSummarizer.objects.filter(pending_key=key).exclude(pk=written_by)
-    for run_id in waiting.values_list("pk", flat=True):
-        transaction.on_commit(partial(tasks.fetch_summary.delay, run_id, key))
+def summarizer_key(backend: str | None, model: str | None) -> tuple[str, str]:
+    """Who writes a run's summaries, as ``(backend, model)``: two runs of the same config
+    replay alike only when this matches too. No settings row means the extractive default,
+    whose model is never used."""
+    backend = backend or Backend.EXTRACTIVE
+    return backend, ("" if backend == Backend.EXTRACTIVE else model or "")
 
 
 def run_summaries(

@@ -1,15 +1,20 @@
-"""Celery adapters for summaries: one task per summary call (it resumes the run's replay)."""
+"""Celery adapters for summaries: one task per summary call (it resumes the run's replay), and
+the only code that queues one."""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 from celery.signals import worker_init
-from django.db import InterfaceError, OperationalError
+from django.db import InterfaceError, OperationalError, transaction
 
 from contextlab import engine
 from contextlab.celery import app
+from contextlab.runs import lifecycle
 from contextlab.runs import runner as run_runner
+from contextlab.summaries import runner
+from contextlab.summaries import services as summaries
 
 
 @worker_init.connect
@@ -24,4 +29,31 @@ def _preload_sdks(**_: Any) -> None:
     max_retries=3,
 )
 def fetch_summary(run_id: int, key: str = "") -> None:
-    run_runner.execute_run(run_id, fetch_key=key)
+    # a message without a key (queued by an older version) replays on and asks again
+    summary = None
+    if key:
+        fetch = partial(runner.fetch_summary, only=key, on_stored=wake_runs_waiting_for)
+        summary = run_runner.SummaryFetch(key, fetch)
+    queue_fetch(run_runner.execute_run(run_id, summary))
+
+
+def queue_fetch(outcome: lifecycle.Outcome | None) -> None:
+    """Queue the fetch task of a run that parked for a summary (after commit); a run that
+    finished, failed or was not replayed needs none."""
+    if isinstance(outcome, lifecycle.WaitingForSummary):
+        # retry_after: another run is writing this summary; look again later (it also wakes
+        # this one when the summary is stored)
+        transaction.on_commit(
+            partial(
+                fetch_summary.apply_async,
+                (outcome.run_id, outcome.key),
+                countdown=outcome.retry_after,
+            )
+        )
+
+
+def wake_runs_waiting_for(key: str, written_by: int) -> None:
+    """Queue the fetch task of every other run waiting for summary ``key``, which is stored
+    now (after commit)."""
+    for run_id in summaries.runs_waiting_for(key, excluding=written_by):
+        transaction.on_commit(partial(fetch_summary.delay, run_id, key))

@@ -1,9 +1,10 @@
 """Request-side tuning: validate and save configs, start comparisons and sweeps, report them.
 
 Runs are shared: a comparison or sweep reuses any run of the same session (what-if mode) whose
-resolved config is identical and that is queued, running or done; only the missing ones are
-created. New runs are enqueued after commit as batches (``tasks.replay_batch``) so a worker
-parses and tokenizes a session once for all the configs it replays.
+resolved config and summarizer are identical and that is queued, running or done; only the
+missing ones are created (by ``runs.lifecycle.create``, as a single run is). New runs are
+enqueued after commit as batches (``tasks.replay_batch``) so a worker parses and tokenizes a
+session once for all the configs it replays.
 """
 
 from __future__ import annotations
@@ -20,8 +21,11 @@ from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 
 from contextlab import engine
+from contextlab.runs import lifecycle
 from contextlab.runs import services as run_services
 from contextlab.runs.models import Run
+from contextlab.summaries import services as summaries
+from contextlab.summaries.models import Backend
 from contextlab.transcripts.models import Transcript
 from contextlab.tuning import tasks
 from contextlab.tuning.models import (
@@ -341,19 +345,34 @@ def resolved_for(
     return config.to_dict(), preset_name
 
 
-def reusable_run(*, owner: User, transcript: Transcript, config: dict[str, Any]) -> Run | None:
-    """The newest what-if run of this session with exactly this config that is not failed.
+def reusable_run(
+    *,
+    owner: User,
+    transcript: Transcript,
+    config: dict[str, Any],
+    summarizer: str = Backend.EXTRACTIVE,
+    summary_model: str = "",
+) -> Run | None:
+    """The newest what-if run of this session with exactly this config and summarizer that is
+    not failed (a run whose summaries an LLM wrote is no stand-in for an extractive one).
 
     Configs are compared as dicts in Python (JSON equality in SQL differs between SQLite and
-    PostgreSQL); only the small config column of the candidates is read.
+    PostgreSQL); only the small config and summarizer columns of the candidates are read.
     """
+    wanted = summaries.summarizer_key(summarizer, summary_model)
     candidates = Run.objects.filter(
         owner=owner,
         transcript=transcript,
         mode=Run.Mode.WHATIF,
         status__in=(Run.Status.DONE, Run.Status.RUNNING, Run.Status.QUEUED),
-    ).values_list("pk", "status", "config")
-    matches = [(status != Run.Status.DONE, -pk) for pk, status, cfg in candidates if cfg == config]
+    ).values_list(
+        "pk", "status", "config", "summarizer_settings__backend", "summarizer_settings__model"
+    )
+    matches = [
+        (status != Run.Status.DONE, -pk)
+        for pk, status, cfg, backend, model in candidates
+        if cfg == config and summaries.summarizer_key(backend, model) == wanted
+    ]
     if not matches:
         return None
     # prefer a finished run, then the newest
@@ -362,19 +381,31 @@ def reusable_run(*, owner: User, transcript: Transcript, config: dict[str, Any])
 
 @dataclass
 class RunPlan:
-    """Runs found or created for one request, and which are new (to enqueue)."""
+    """Runs found or created for one request, and which are new (to enqueue).
+
+    Its runs' summaries are written by ``summarizer`` (comparisons and sweeps use the
+    extractive default), and only runs with that summarizer are reused.
+    """
 
     runs: list[Run] = field(default_factory=list)
     new: list[Run] = field(default_factory=list)
+    summarizer: str = Backend.EXTRACTIVE
+    summary_model: str = ""
     _made: dict[tuple[int, str], Run] = field(default_factory=dict)
 
     def ensure(self, *, owner: User, transcript: Transcript, spec: ConfigSpec, prefix: str) -> Run:
         config, preset_name = resolved_for(transcript, spec, prefix=prefix)
         key = (transcript.pk, json.dumps(config, sort_keys=True))
-        run = self._made.get(key) or reusable_run(owner=owner, transcript=transcript, config=config)
+        run = self._made.get(key) or reusable_run(
+            owner=owner,
+            transcript=transcript,
+            config=config,
+            summarizer=self.summarizer,
+            summary_model=self.summary_model,
+        )
         if run is None:
-            # the same row start_run creates, validated by the engine above
-            run = Run.objects.create(
+            # created as start_run creates one, from the config the engine resolved above
+            run = lifecycle.create(
                 owner=owner,
                 transcript=transcript,
                 mode=Run.Mode.WHATIF,
@@ -382,6 +413,8 @@ class RunPlan:
                 overrides=spec.overrides,
                 config=config,
                 resolved_preset=preset_name,
+                summarizer=self.summarizer,
+                summary_model=self.summary_model,
             )
             self.new.append(run)
         self._made[key] = run
@@ -409,8 +442,7 @@ def batches(runs: Sequence[Run], parallel: int = PARALLEL_BATCHES) -> list[list[
 
 def enqueue(runs: Sequence[Run]) -> None:
     """Queue new runs after commit, as batches that share each session's parsing."""
-    for ids in batches(runs):
-        transaction.on_commit(lambda ids=ids: tasks.replay_batch.delay(ids))  # type: ignore[misc]
+    tasks.queue_batches(batches(runs))
 
 
 def create_comparison(

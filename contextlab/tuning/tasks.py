@@ -1,12 +1,17 @@
-"""Celery adapters: pass ids, call the runner, own the retry policy."""
+"""Celery adapters: pass ids, call the runner, own the retry policy; and the only code that
+sends batch tasks."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from functools import partial
+
 from celery.exceptions import SoftTimeLimitExceeded
-from django.db import InterfaceError, OperationalError
+from django.db import InterfaceError, OperationalError, transaction
 
 from contextlab.celery import app
 from contextlab.runs import tasks as run_tasks
+from contextlab.summaries import tasks as summary_tasks
 from contextlab.tuning import runner
 
 
@@ -18,8 +23,14 @@ from contextlab.tuning import runner
 )
 def replay_batch(run_ids: list[int]) -> None:
     try:
-        runner.execute_batch(run_ids)
+        runner.execute_batch(run_ids, on_outcome=summary_tasks.queue_fetch)
     except SoftTimeLimitExceeded:
         # the batch ran out of time: each run it did not reach gets its own task
         for run_id in runner.unstarted(run_ids):
             run_tasks.run_replay.delay(run_id)
+
+
+def queue_batches(batches: Iterable[list[int]]) -> None:
+    """Send each batch of run ids to a worker once the transaction that queued them commits."""
+    for ids in batches:
+        transaction.on_commit(partial(replay_batch.delay, ids))

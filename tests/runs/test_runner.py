@@ -47,13 +47,6 @@ def test_execute_run_twice_replays_once(run, monkeypatch):
     assert RunResult.objects.filter(run=run).count() == 1
 
 
-def test_a_run_owned_by_a_live_worker_is_not_taken(run):
-    Run.objects.filter(pk=run.pk).update(
-        status=Run.Status.RUNNING, heartbeat_at=timezone.now(), attempts=1
-    )
-    assert runner.claim_run(run.pk) is False
-
-
 def test_an_abandoned_run_is_taken_over(run):
     Run.objects.filter(pk=run.pk).update(
         status=Run.Status.RUNNING, heartbeat_at=timezone.now() - timedelta(hours=1), attempts=1

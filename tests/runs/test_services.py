@@ -55,30 +55,11 @@ def _stale(run: Run, attempts: int) -> None:
     )
 
 
-def test_stale_running_run_is_requeued_then_failed_after_max_attempts(
-    transcript, settings, django_capture_on_commit_callbacks
-):
-    settings.RUN_MAX_ATTEMPTS = 2
-    run = transcript.runs.get()
-    _stale(run, attempts=1)
-    with django_capture_on_commit_callbacks() as callbacks:
-        changed = services.recover_stale_runs()
-    assert [r.status for r in changed] == [Run.Status.QUEUED]
-    assert len(callbacks) == 1  # re-published for a worker
-    _stale(run, attempts=2)
-    changed = services.recover_stale_runs()
-    run.refresh_from_db()
-    assert run.status == Run.Status.FAILED
-    assert "stopped responding" in run.error
-    assert run.finished_at is not None
-
-
-def test_fresh_running_run_is_left_alone(transcript):
+def test_a_polled_fresh_running_run_is_left_alone(transcript):
     run = transcript.runs.get()
     Run.objects.filter(pk=run.pk).update(
         status=Run.Status.RUNNING, attempts=1, heartbeat_at=timezone.now()
     )
-    assert services.recover_stale_runs() == []
     assert services.refresh_run(run).status == Run.Status.RUNNING
 
 

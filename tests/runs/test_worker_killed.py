@@ -58,7 +58,7 @@ def test_a_run_that_keeps_killing_workers_is_failed_with_a_message(
 
     from django.utils import timezone
 
-    from contextlab.runs import services
+    from contextlab.runs import tasks
 
     settings.RUN_MAX_ATTEMPTS = 2
     transcript = make_transcript(short_jsonl)
@@ -66,7 +66,7 @@ def test_a_run_that_keeps_killing_workers_is_failed_with_a_message(
     Run.objects.filter(pk=run.pk).update(
         status="running", attempts=2, heartbeat_at=timezone.now() - timedelta(hours=1)
     )
-    services.recover_stale_runs()
+    tasks.recover_stale_runs()
     run.refresh_from_db()
     assert run.status == "failed"
     assert "stopped responding" in run.error

@@ -11,7 +11,8 @@ import json
 import pytest
 
 from contextlab import engine
-from contextlab.runs import runner as run_runner
+from contextlab.runs import lifecycle
+from contextlab.runs import tasks as run_tasks
 from contextlab.runs.models import Run, RunResult
 from contextlab.summaries import runner, services, tasks
 from contextlab.summaries.models import RunSummarizer, SummaryEntry
@@ -67,10 +68,15 @@ def run_fetch(args):
     tasks.fetch_summary.run(*json.loads(json.dumps(args)))
 
 
+def run_replay(run_id):
+    """What the replay task does with a run's message."""
+    run_tasks.run_replay.run(run_id)
+
+
 def drive(run_id, django_capture_on_commit_callbacks, limit=30):
     """Replay; then run the fetch task it queues (which replays on)… until the run is finished."""
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
-        run_runner.execute_run(run_id)
+        run_replay(run_id)
     for _ in range(limit):
         run = Run.objects.get(pk=run_id)
         if run.status in (Run.Status.DONE, Run.Status.FAILED):
@@ -90,14 +96,14 @@ def test_summaries_come_from_the_backend_one_call_each(
     run = whatif_run(transcript, backend="anthropic", model="claude-sonnet-4-6")
     first_start = []
 
-    real_claim = run_runner.claim_run
+    real_claim = lifecycle.claim
 
     def claim(run_id, **kw):
         claimed = real_claim(run_id, **kw)
         first_start.append(Run.objects.get(pk=run_id).started_at)
         return claimed
 
-    monkeypatch.setattr(run_runner, "claim_run", claim)
+    monkeypatch.setattr(lifecycle, "claim", claim)
     run = drive(run.pk, django_capture_on_commit_callbacks)
     first_start = first_start[0]
     assert run.status == Run.Status.DONE, run.error
@@ -220,7 +226,7 @@ def test_a_waiting_run_resumes_from_its_checkpoint_instead_of_replaying(
     assert run.status == Run.Status.DONE, run.error
     assert calls["replay"] == 1  # the session was replayed once, then resumed at each summary
     assert calls["resume"] == len(llm_stub.requests) >= 1
-    assert not services.checkpoint_path(run).exists()
+    assert not lifecycle.checkpoint_path(run.pk).exists()
 
 
 def test_a_fetch_message_without_a_key_makes_the_replay_ask_again(
@@ -231,7 +237,7 @@ def test_a_fetch_message_without_a_key_makes_the_replay_ask_again(
     llm_stub.ok(SUMMARY)
     run = whatif_run(transcript, backend="anthropic", model="claude-sonnet-4-6")
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
-        run_runner.execute_run(run.pk)
+        run_replay(run.pk)
     run_id, key = queued_fetch(callbacks)
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
         run_fetch([run_id])
@@ -249,7 +255,7 @@ def test_fetches_of_a_stored_or_stale_summary_call_nothing(
         llm_stub.ok(SUMMARY)
     run = whatif_run(transcript, backend="anthropic", model="claude-sonnet-4-6")
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
-        run_runner.execute_run(run.pk)
+        run_replay(run.pk)
     first = queued_fetch(callbacks)
     SummaryEntry.objects.create(key=first[1], backend="anthropic", text="stored by the first fetch")
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
@@ -274,7 +280,7 @@ def test_the_fetch_task_rebuilds_the_request_and_sends_what_claude_code_would(
     llm_stub.ok(SUMMARY)
     run = whatif_run(transcript, backend="anthropic", model="claude-sonnet-4-6")
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
-        run_runner.execute_run(run.pk)
+        run_replay(run.pk)
     args = queued_fetch(callbacks)
     assert len(json.dumps(args)) < 600  # the message names the summary; it does not carry it
     with django_capture_on_commit_callbacks(execute=False):
@@ -316,8 +322,8 @@ def test_two_runs_needing_the_same_summary_pay_for_it_once(
     a = whatif_run(transcript, backend="anthropic", model="claude-sonnet-4-6")
     b = whatif_run(transcript, backend="anthropic", model="claude-sonnet-4-6")
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
-        run_runner.execute_run(a.pk)
-        run_runner.execute_run(b.pk)
+        run_replay(a.pk)
+        run_replay(b.pk)
     (_, key, _), (_, key_b, _) = queued_fetches(callbacks)
     assert key == key_b  # the same input, so the same summary
     # A's fetch task is calling the backend right now
@@ -356,7 +362,7 @@ def test_a_lease_whose_run_stopped_is_taken_over(
     a = whatif_run(transcript, backend="anthropic", model="claude-sonnet-4-6")
     b = whatif_run(transcript, backend="anthropic", model="claude-sonnet-4-6")
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
-        run_runner.execute_run(b.pk)
+        run_replay(b.pk)
     (_, key, _) = queued_fetches(callbacks)[0]
     long_ago = timezone.now() - timedelta(hours=1)
     Run.objects.filter(pk=a.pk).update(status=Run.Status.RUNNING, heartbeat_at=long_ago)

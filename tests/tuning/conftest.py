@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from contextlab.runs.models import Run
-from contextlab.tuning import runner
+from contextlab.tuning import tasks
 
 #: B compacts early on the tool-heavy session, so A and B diverge at request 1
 EARLY = {"autocompact_pct_override": 10}
@@ -31,7 +31,7 @@ def other_session(make_transcript, other_user, tool_heavy_jsonl) -> Any:
 
 @pytest.fixture
 def finish() -> Callable[..., None]:
-    """Replay every queued what-if run in the worker's batch runner (no broker)."""
+    """Replay every queued what-if run as the worker's batch task does (no broker)."""
 
     def run_all() -> None:
         ids = list(
@@ -39,6 +39,6 @@ def finish() -> Callable[..., None]:
                 "pk", flat=True
             )
         )
-        runner.execute_batch(ids)
+        tasks.replay_batch(ids)
 
     return run_all

@@ -3,8 +3,10 @@ from __future__ import annotations
 import pytest
 
 from contextlab import engine
+from contextlab.runs import lifecycle
 from contextlab.runs import services as run_services
 from contextlab.runs.models import Run
+from contextlab.summaries.models import RunSummarizer
 from contextlab.tuning import services, tasks
 from contextlab.tuning.models import ComparisonRun, ConfigVersion, SweepRun
 from tests.tuning.conftest import EARLY
@@ -217,6 +219,82 @@ def test_runs_of_other_users_are_never_reused(user, other_user, session, other_s
     assert one_run(mine).owner == user
 
 
+def test_a_run_whose_summaries_an_llm_writes_is_not_reused_for_extractive_ones(
+    user, session, finish
+):
+    """Same session, same resolved config: a comparison (extractive summaries) must not pick up
+    a run whose summaries come from an LLM backend, finished or not."""
+    llm = run_services.start_run(
+        owner=user,
+        transcript=session,
+        mode="whatif",
+        preset="auto",
+        summarizer="anthropic",
+        summary_model="claude-sonnet-4-6",
+    )
+    Run.objects.filter(pk=llm.pk).update(status=Run.Status.DONE)
+    comparison = services.create_comparison(
+        owner=user, transcripts=[session], a=spec("auto"), b=spec("auto")
+    )
+    run = one_run(comparison)
+    assert run != llm
+    assert run.config == llm.config
+    assert not RunSummarizer.objects.filter(run=run).exists()
+    # an extractive run of that config is reused as before
+    again = services.create_comparison(
+        owner=user, transcripts=[session], a=spec("auto"), b=spec("auto")
+    )
+    assert one_run(again) == run
+
+
+def test_reuse_matches_the_summarizer_backend_and_model(user, session):
+    config = run_services.start_run(owner=user, transcript=session, mode="whatif").config
+    llm = run_services.start_run(
+        owner=user,
+        transcript=session,
+        mode="whatif",
+        summarizer="openai",
+        summary_model="llama3",
+    )
+    find = services.reusable_run
+    assert find(owner=user, transcript=session, config=config) != llm
+    assert (
+        find(
+            owner=user,
+            transcript=session,
+            config=config,
+            summarizer="openai",
+            summary_model="llama3",
+        )
+        == llm
+    )
+    assert (
+        find(
+            owner=user, transcript=session, config=config, summarizer="openai", summary_model="qwen"
+        )
+        is None
+    )
+
+
+def test_comparison_runs_are_created_as_single_runs_are(user, session, monkeypatch):
+    created = []
+    real = lifecycle.create
+
+    def recording(**kwargs):
+        run = real(**kwargs)
+        created.append(run.pk)
+        return run
+
+    monkeypatch.setattr(lifecycle, "create", recording)
+    single = run_services.start_run(owner=user, transcript=session, mode="whatif")
+    comparison = services.create_comparison(
+        owner=user, transcripts=[session], a=spec("auto"), b=spec("auto", **EARLY)
+    )
+    made = {item.run_id for item in ComparisonRun.objects.filter(comparison=comparison)}
+    assert created == [single.pk, *sorted(made - {single.pk})]
+    assert single.pk in made  # the identical extractive run is reused
+
+
 def test_batches_split_one_session_over_two_workers():
     class FakeRun:
         def __init__(self, pk, transcript_id):
@@ -252,7 +330,11 @@ def test_the_batch_runner_parses_each_session_once(user, session, monkeypatch):
     )
     from contextlab.tuning import runner
 
-    runner.execute_batch([item.run_id for item in SweepRun.objects.filter(sweep=sweep)])
+    outcomes: list[lifecycle.Outcome] = []
+    runner.execute_batch(
+        [item.run_id for item in SweepRun.objects.filter(sweep=sweep)], on_outcome=outcomes.append
+    )
+    assert [type(o) for o in outcomes] == [lifecycle.Done] * 5
     assert len(replays) == 5
     assert len(load) == 1
     assert services.sweep_status(sweep) == "done"
@@ -266,8 +348,13 @@ def test_the_batch_runner_skips_finished_runs(user, session, finish, monkeypatch
     replays = counting(monkeypatch, "replay")
     from contextlab.tuning import runner
 
-    runner.execute_batch(list(Run.objects.filter(mode="whatif").values_list("pk", flat=True)))
+    outcomes: list[lifecycle.Outcome] = []
+    runner.execute_batch(
+        list(Run.objects.filter(mode="whatif").values_list("pk", flat=True)),
+        on_outcome=outcomes.append,
+    )
     assert replays == []
+    assert outcomes == []
 
 
 # --- reports --------------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ from celery.exceptions import Retry, SoftTimeLimitExceeded
 from django.db import OperationalError
 
 from contextlab import engine
+from contextlab.runs import lifecycle
 from contextlab.runs import tasks as run_tasks
 from contextlab.runs.models import Run
 from contextlab.tuning import runner, services, tasks
@@ -12,13 +13,13 @@ from contextlab.tuning import runner, services, tasks
 
 def test_task_calls_the_batch_runner_with_the_ids(monkeypatch):
     seen: list[list[int]] = []
-    monkeypatch.setattr(runner, "execute_batch", seen.append)
+    monkeypatch.setattr(runner, "execute_batch", lambda ids, **_: seen.append(ids))
     tasks.replay_batch([1, 2, 3])
     assert seen == [[1, 2, 3]]
 
 
 def test_task_retries_transient_database_errors(monkeypatch):
-    def flaky(run_ids):
+    def flaky(run_ids, **_):
         raise OperationalError("connection refused")
 
     monkeypatch.setattr(runner, "execute_batch", flaky)
@@ -28,7 +29,7 @@ def test_task_retries_transient_database_errors(monkeypatch):
 
 
 def test_a_batch_out_of_time_hands_the_rest_to_single_run_tasks(monkeypatch):
-    def slow(run_ids):
+    def slow(run_ids, **_):
         raise SoftTimeLimitExceeded()
 
     queued: list[int] = []
@@ -64,9 +65,33 @@ def test_a_failing_run_does_not_stop_the_batch(user, session, monkeypatch):
         return real(*args, **kwargs)
 
     monkeypatch.setattr(engine, "replay", first_fails)
-    runner.execute_batch(ids)
+    outcomes: list[lifecycle.Outcome] = []
+    runner.execute_batch(ids, on_outcome=outcomes.append)
     first, second = (Run.objects.get(pk=i) for i in ids)
+    assert [type(o) for o in outcomes] == [lifecycle.Failed, lifecycle.Done]
     assert first.status == "failed"
     assert "RuntimeError: boom" in first.error
     assert second.status == "done"
     assert runner.unstarted(ids) == []
+
+
+@pytest.mark.django_db
+@pytest.mark.usefixtures("clean_media")
+def test_a_batch_run_that_needs_an_llm_summary_waits_for_it_as_a_single_run_does(
+    make_transcript, tmp_path, django_capture_on_commit_callbacks
+):
+    """The batch ends its runs as single runs end: a missing summary parks the run and queues
+    its fetch task; it is not a failure."""
+    from contextlab.summaries.models import RunSummarizer
+    from tests.engine.test_pipeline import long_session
+    from tests.summaries.test_runner import queued_fetch, whatif_run
+
+    transcript = make_transcript(long_session(30).write(tmp_path / "long.jsonl"))
+    run = whatif_run(transcript, backend="anthropic", model="claude-sonnet-4-6")
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        tasks.replay_batch([run.pk])
+    run.refresh_from_db()
+    assert (run.status, run.error) == (Run.Status.QUEUED, "")
+    run_id, key = queued_fetch(callbacks)
+    assert run_id == run.pk
+    assert RunSummarizer.objects.get(run=run).pending_key == key

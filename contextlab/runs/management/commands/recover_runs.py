@@ -6,12 +6,12 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from contextlab.runs import services
+from contextlab.runs import tasks
 
 
 class Command(BaseCommand):
     help = "Requeue or fail runs whose worker stopped heartbeating."
 
     def handle(self, *args: Any, **options: Any) -> None:
-        for run in services.recover_stale_runs():
+        for run in tasks.recover_stale_runs():
             self.stdout.write(f"run {run.pk}: {run.status}")

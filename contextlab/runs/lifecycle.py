@@ -1,0 +1,322 @@
+"""A run's life, in one module: every change of its status happens here.
+
+A run is created queued, a worker claims it (running, with a heartbeat and progress), and it
+ends done or failed. It goes back to queued when it parks to wait for an LLM summary (the
+summary's fetch task resumes it from its checkpoint), when a transient database error hands
+it back for a retry, or when its worker stopped heartbeating and it is recovered (failed
+instead after ``RUN_MAX_ATTEMPTS``). Each move is one conditional ``UPDATE`` of the row, so two
+workers never both own a run (a redelivered message, a recovery racing a slow worker).
+
+Nothing here sends a task. The worker side gets one ``Outcome`` per replay from ``conclude``
+(done, waiting for summary K, failed), and recovery returns the runs it changed; the tasks
+modules queue what follows (a fetch task, a replay).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any, TypeAlias
+
+from celery.exceptions import SoftTimeLimitExceeded
+from django.conf import settings
+from django.contrib.auth.models import User
+from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
+from django.db.models import F, Q
+from django.utils import timezone
+
+from contextlab import engine
+from contextlab.runs.models import Run, RunResult
+from contextlab.summaries import services as summaries
+from contextlab.transcripts.models import Transcript
+
+logger = logging.getLogger(__name__)
+
+#: database errors worth retrying: the next attempt may well succeed
+TRANSIENT_ERRORS = (OperationalError, InterfaceError)
+#: at most one progress write per this many seconds
+PROGRESS_EVERY = 0.5
+
+
+@dataclass(frozen=True)
+class Done:
+    run_id: int
+    requests: int
+
+
+@dataclass(frozen=True)
+class WaitingForSummary:
+    """The run is queued again until summary ``key`` is fetched (by the task that follows)."""
+
+    run_id: int
+    key: str
+    #: seconds before the fetch should look: another run is writing this summary
+    retry_after: float = 0.0
+
+
+@dataclass(frozen=True)
+class Failed:
+    run_id: int
+    reason: str
+    #: the task's soft time limit stopped the replay: a batch must not start another run
+    out_of_time: bool = False
+
+
+Outcome: TypeAlias = Done | WaitingForSummary | Failed
+
+
+def create(
+    *,
+    owner: User,
+    transcript: Transcript,
+    mode: str,
+    preset: str,
+    overrides: dict[str, Any],
+    config: dict[str, Any],
+    resolved_preset: str,
+    summarizer: str = "extractive",
+    summary_model: str = "",
+    spend_cap_usd: float | None = None,
+) -> Run:
+    """A new queued run of an already-resolved config, with its summarizer settings.
+
+    The one way runs come to exist (single runs, comparisons and sweeps alike); the caller
+    validated the request and queues the run's task after commit.
+    """
+    with transaction.atomic():
+        run = Run.objects.create(
+            owner=owner,
+            transcript=transcript,
+            mode=mode,
+            preset=preset,
+            overrides=overrides,
+            config=config,
+            resolved_preset=resolved_preset,
+            status=Run.Status.QUEUED,
+        )
+        summaries.configure_run(
+            run=run, backend=summarizer, model=summary_model, spend_cap_usd=spend_cap_usd
+        )
+    return run
+
+
+def claim(run_id: int, *, resuming: bool = False) -> bool:
+    """Mark the run running if it is queued (or abandoned); False if another worker owns it.
+
+    This is what makes the tasks idempotent under acks_late: a redelivered message for a run
+    that is done, failed or running elsewhere does nothing. ``resuming`` (a run going on after
+    a summary it waited for) keeps the start time, progress and attempt count: ``attempts``
+    counts starts and restarts after a crash, which is what RUN_MAX_ATTEMPTS limits.
+    """
+    now = timezone.now()
+    stale = now - timedelta(seconds=settings.RUN_STALE_AFTER)
+    claimable = Q(status=Run.Status.QUEUED) | Q(status=Run.Status.RUNNING, heartbeat_at__lt=stale)
+    fields: dict[str, Any] = {
+        "status": Run.Status.RUNNING,
+        "heartbeat_at": now,
+        "error": "",
+        "updated_at": now,
+    }
+    if not resuming:
+        fields.update(attempts=F("attempts") + 1, started_at=now, progress_done=0)
+    updated = Run.objects.filter(claimable, pk=run_id).update(**fields)
+    return updated == 1
+
+
+@contextmanager
+def heartbeat(run_id: int) -> Iterator[None]:
+    """Refresh ``heartbeat_at`` from a side thread while the replay runs."""
+    stop = threading.Event()
+
+    def beat() -> None:
+        try:
+            while not stop.wait(settings.RUN_HEARTBEAT_EVERY):
+                Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).update(
+                    heartbeat_at=timezone.now()
+                )
+        except DatabaseError:
+            logger.exception("run %s: heartbeat failed", run_id)
+        finally:
+            connection.close()  # this thread's own connection
+
+    thread = threading.Thread(target=beat, name=f"heartbeat-{run_id}", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+
+
+def progress_writer(run_id: int, *, write_first: bool = True) -> Callable[[int, int], None]:
+    """Store replay progress on the run, at most every PROGRESS_EVERY seconds.
+
+    ``write_first=False`` (a run going on after a summary, whose progress is stored already)
+    waits PROGRESS_EVERY before the first write too.
+    """
+    last = 0.0 if write_first else time.monotonic()
+
+    def progress(done: int, total: int) -> None:
+        nonlocal last
+        now = time.monotonic()
+        if now - last < PROGRESS_EVERY and done < total:
+            return
+        last = now
+        Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).update(
+            progress_done=done, progress_total=total, heartbeat_at=timezone.now()
+        )
+
+    return progress
+
+
+def conclude(run: Run, replay: Callable[[], dict[str, Any]]) -> Outcome:
+    """Replay a claimed run under its heartbeat and record how it ended: the one path from
+    a replay to a stored outcome, for single runs and batches alike.
+
+    Deterministic failures (a transcript the engine rejects, an engine error, the soft time
+    limit, a stop such as the spend cap) are stored on the run with their reason; a missing
+    LLM summary parks it. Transient database errors put the run back in the queue and
+    propagate, so the task can retry.
+    """
+    run_id = run.pk
+    try:
+        with heartbeat(run_id):
+            data = replay()
+        return finish(run_id, data)
+    except engine.SummaryPending as pending:
+        # the LLM call gets its own task, which resumes this replay from its checkpoint
+        return park(run, pending)
+    except engine.ReplayStopped as stop:
+        return fail(run_id, str(stop))
+    except SoftTimeLimitExceeded:
+        return fail(
+            run_id,
+            f"The replay took longer than the time limit ({settings.CELERY_TASK_SOFT_TIME_LIMIT} s) "
+            "and was stopped.",
+            out_of_time=True,
+        )
+    except engine.TranscriptError as exc:
+        return fail(run_id, f"The transcript could not be read: {exc}")
+    except TRANSIENT_ERRORS:
+        logger.exception("run %s: transient database error; will retry", run_id)
+        requeue(run_id)
+        raise
+    except Exception as exc:
+        logger.exception("run %s: replay failed", run_id)
+        return fail(run_id, f"The replay failed: {type(exc).__name__}: {exc}")
+
+
+def finish(run_id: int, data: dict[str, Any]) -> Done:
+    """Save the result and mark the run done, atomically; its checkpoint is no longer needed."""
+    total = len(data.get("requests") or [])
+    with transaction.atomic():
+        RunResult.objects.update_or_create(run_id=run_id, defaults={"data": data})
+        Run.objects.filter(pk=run_id).update(
+            status=Run.Status.DONE,
+            summary=data.get("summary") or {},
+            progress_done=total,
+            progress_total=total,
+            error="",
+            finished_at=timezone.now(),
+        )
+    checkpoint_path(run_id).unlink(missing_ok=True)
+    logger.info("run %s: done (%s requests)", run_id, total)
+    return Done(run_id, total)
+
+
+def fail(run_id: int, message: str, *, out_of_time: bool = False) -> Failed:
+    """Mark the run failed with a reason the user can read."""
+    Run.objects.filter(pk=run_id).update(
+        status=Run.Status.FAILED, error=message[:4000], finished_at=timezone.now()
+    )
+    return Failed(run_id, message, out_of_time=out_of_time)
+
+
+def park(run: Run, pending: engine.SummaryPending) -> WaitingForSummary:
+    """Put the run back in the queue until the summary it needs is fetched.
+
+    The replay's state at that point is kept on disk, so the fetch task resumes there (and
+    rebuilds the summary's input) instead of replaying the session from the start.
+    """
+    if pending.checkpoint is not None:
+        target = checkpoint_path(run.pk)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_suffix(".tmp")
+        tmp.write_bytes(pending.checkpoint)
+        tmp.replace(target)  # atomic: a reader sees the old state or the new one, never half
+    with transaction.atomic():
+        summaries.mark_waiting(run.pk, pending.key)
+        Run.objects.filter(pk=run.pk).update(status=Run.Status.QUEUED, heartbeat_at=None)
+    logger.info("run %s: waiting for summary %s", run.pk, pending.key[:40])
+    return WaitingForSummary(run.pk, pending.key, pending.retry_after)
+
+
+def requeue(run_id: int) -> None:
+    """Hand a running run back to the queue (its task retries after a transient error)."""
+    # if this fails too, the stale-run recovery requeues it later
+    with contextlib.suppress(DatabaseError):
+        Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).update(
+            status=Run.Status.QUEUED, heartbeat_at=None
+        )
+
+
+def recover_stale(*, now: datetime | None = None, run_ids: list[int] | None = None) -> list[Run]:
+    """Requeue (or fail, after RUN_MAX_ATTEMPTS) runs whose worker stopped heartbeating.
+
+    A worker killed mid-run leaves its row "running" with a heartbeat that no longer moves;
+    this puts such rows back in the queue or records why they failed. Returns the changed
+    runs; the caller sends the requeued ones (status queued) to a worker.
+    """
+    now = now or timezone.now()
+    cutoff = now - timedelta(seconds=settings.RUN_STALE_AFTER)
+    stale = Run.objects.filter(status=Run.Status.RUNNING, heartbeat_at__lt=cutoff)
+    if run_ids is not None:
+        stale = stale.filter(pk__in=run_ids)
+    changed: list[Run] = []
+    for run in stale:
+        still_stale = Run.objects.filter(
+            pk=run.pk, status=Run.Status.RUNNING, heartbeat_at__lt=cutoff
+        )
+        if run.attempts < settings.RUN_MAX_ATTEMPTS:
+            updated = still_stale.update(
+                status=Run.Status.QUEUED,
+                progress_done=0,
+                error="",
+                heartbeat_at=None,
+                updated_at=now,
+            )
+            if updated:
+                logger.warning("run %s: worker stopped heartbeating; requeued", run.pk)
+        else:
+            message = (
+                f"The worker stopped responding (killed or crashed) {run.attempts} time(s) "
+                "while replaying this session; the run was abandoned."
+            )
+            updated = still_stale.update(
+                status=Run.Status.FAILED, error=message, finished_at=now, updated_at=now
+            )
+            if updated:
+                logger.warning("run %s: abandoned after %s attempts", run.pk, run.attempts)
+        if updated:
+            run.refresh_from_db()
+            changed.append(run)
+    return changed
+
+
+def checkpoint_path(run_id: int) -> Path:
+    """Where a run waiting for a summary keeps its replay state (worker-side disk)."""
+    return Path(settings.SESSION_CACHE_DIR).parent / "checkpoints" / f"run-{run_id}.pickle"
+
+
+def load_checkpoint(run_id: int) -> bytes | None:
+    try:
+        return checkpoint_path(run_id).read_bytes()
+    except OSError:
+        return None

@@ -1,0 +1,238 @@
+"""A run's life: claim, recovery of abandoned runs, and the rule that only ``runs.lifecycle``
+changes a run's status (with no import cycle among the job modules)."""
+
+from __future__ import annotations
+
+import ast
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from django.utils import timezone
+
+from contextlab.runs import lifecycle, tasks
+from contextlab.runs.models import Run
+
+ROOT = Path(__file__).resolve().parents[2]
+CONTEXTLAB = ROOT / "contextlab"
+LIFECYCLE = CONTEXTLAB / "runs" / "lifecycle.py"
+
+# --- claim and recovery ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def run(make_transcript, short_jsonl):
+    return make_transcript(short_jsonl).runs.get()
+
+
+def _stale(run: Run, attempts: int) -> None:
+    Run.objects.filter(pk=run.pk).update(
+        status=Run.Status.RUNNING,
+        attempts=attempts,
+        heartbeat_at=timezone.now() - timedelta(hours=1),
+    )
+
+
+@pytest.mark.django_db
+@pytest.mark.usefixtures("clean_media")
+def test_a_run_owned_by_a_live_worker_is_not_taken(run):
+    Run.objects.filter(pk=run.pk).update(
+        status=Run.Status.RUNNING, heartbeat_at=timezone.now(), attempts=1
+    )
+    assert lifecycle.claim(run.pk) is False
+
+
+@pytest.mark.django_db
+@pytest.mark.usefixtures("clean_media")
+def test_stale_running_run_is_requeued_then_failed_after_max_attempts(
+    run, settings, django_capture_on_commit_callbacks
+):
+    settings.RUN_MAX_ATTEMPTS = 2
+    _stale(run, attempts=1)
+    with django_capture_on_commit_callbacks() as callbacks:
+        changed = tasks.recover_stale_runs()
+    assert [r.status for r in changed] == [Run.Status.QUEUED]
+    assert len(callbacks) == 1  # re-published for a worker
+    _stale(run, attempts=2)
+    changed = tasks.recover_stale_runs()
+    run.refresh_from_db()
+    assert run.status == Run.Status.FAILED
+    assert "stopped responding" in run.error
+    assert run.finished_at is not None
+
+
+@pytest.mark.django_db
+@pytest.mark.usefixtures("clean_media")
+def test_fresh_running_run_is_left_alone(run):
+    Run.objects.filter(pk=run.pk).update(
+        status=Run.Status.RUNNING, attempts=1, heartbeat_at=timezone.now()
+    )
+    assert tasks.recover_stale_runs() == []
+
+
+# --- one writer of Run.status ---------------------------------------------------------------------
+
+#: calls that write the fields they are given as keywords (or in a ``defaults`` dict)
+WRITING_CALLS = {"update", "create", "update_or_create", "get_or_create", "Run"}
+
+
+def _has_status_key(node: ast.expr) -> bool:
+    if isinstance(node, ast.Dict):
+        return any(isinstance(k, ast.Constant) and k.value == "status" for k in node.keys)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "dict":
+        return any(k.arg == "status" for k in node.keywords)
+    return False
+
+
+def _call_writes_status(node: ast.Call, status_dicts: set[str]) -> bool:
+    func = node.func
+    name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+    if name in WRITING_CALLS:
+        return any(
+            k.arg == "status"
+            or _has_status_key(k.value)
+            or (k.arg is None and isinstance(k.value, ast.Name) and k.value.id in status_dicts)
+            for k in node.keywords
+        )
+    if name == "setattr":
+        return any(isinstance(a, ast.Constant) and a.value == "status" for a in node.args)
+    return name == "bulk_update" and "'status'" in ast.unparse(node)
+
+
+def status_writes(source: str) -> list[int]:
+    """Lines of ``source`` that write a ``status`` field: a keyword (or a dict of fields, given
+    inline or by name) of an update or create call or a ``Run(...)``; an assignment to
+    ``<anything>.status``; ``setattr(…, "status", …)``; ``bulk_update(…, ["status"])``."""
+    tree = ast.parse(source)
+    status_dicts = {  # names bound to a dict of fields that holds a status
+        target.id
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Assign | ast.AnnAssign)
+        and node.value is not None
+        and _has_status_key(node.value)
+        for target in (node.targets if isinstance(node, ast.Assign) else [node.target])
+        if isinstance(target, ast.Name)
+    }
+    lines: list[int] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            if _call_writes_status(node, status_dicts):
+                lines.append(node.lineno)
+        elif isinstance(node, ast.Assign | ast.AugAssign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                for each in ast.walk(target):
+                    if isinstance(each, ast.Attribute) and each.attr == "status":
+                        lines.append(node.lineno)
+    return sorted(set(lines))
+
+
+def test_the_status_write_finder_sees_every_form():
+    source = """
+Run.objects.filter(pk=1).update(status=Run.Status.DONE)
+Run.objects.create(owner=u, status="queued")
+Run(status="done").save()
+Run.objects.update_or_create(pk=1, defaults={"status": "failed"})
+fields: dict[str, Any] = {"status": Run.Status.RUNNING}
+Run.objects.filter(pk=1).update(**fields)
+run.status = Run.Status.FAILED
+setattr(run, "status", "done")
+Run.objects.bulk_update(runs, ["status"])
+Run.objects.filter(status=Run.Status.RUNNING).update(heartbeat_at=now)
+HttpResponse(status=204)
+render(request, "page.html", context, status=422)
+payload = {"status": run.status}
+"""
+    assert status_writes(source) == [2, 3, 4, 5, 7, 8, 9, 10]
+
+
+def test_only_the_lifecycle_module_writes_a_run_status():
+    """Every change of a run's status lives in ``runs/lifecycle.py``. The engine is left out:
+    it cannot import Django (a test enforces it), and its ``status`` are HTTP statuses."""
+    offenders = {}
+    for path in sorted(CONTEXTLAB.rglob("*.py")):
+        relative = path.relative_to(CONTEXTLAB)
+        if path == LIFECYCLE or "migrations" in relative.parts or relative.parts[0] == "engine":
+            continue
+        lines = status_writes(path.read_text())
+        if lines:
+            offenders[str(relative)] = lines
+    assert offenders == {}, f"status written outside runs/lifecycle.py: {offenders}"
+    assert status_writes(LIFECYCLE.read_text())  # the finder does see the writes there
+
+
+# --- layers ---------------------------------------------------------------------------------------
+
+#: the job wing: requests queue runs, workers replay them, tasks pass between the two
+JOB_PACKAGES = ("contextlab.runs", "contextlab.summaries", "contextlab.tuning", "contextlab.celery")
+
+
+def import_graph() -> dict[str, set[str]]:
+    """``{module: modules of contextlab it imports}``, function-level imports included (they
+    are edges too: only the order of execution hides a cycle they close)."""
+    modules: dict[str, Path] = {}
+    for path in CONTEXTLAB.rglob("*.py"):
+        if "migrations" in path.parts:
+            continue
+        parts = path.relative_to(ROOT).with_suffix("").parts
+        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = package.split(".")[: len(package.split(".")) - node.level + 1]
+                    base = ".".join([*up, base] if base else up)
+                targets = [base, *(f"{base}.{alias.name}" for alias in node.names)]
+            else:
+                continue
+            graph[name].update(t for t in targets if t in modules and t != name)
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for other in graph[node]:
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_the_cycle_finder_finds_a_cycle():
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert cycles(graph) == [["a", "b", "c"]]
+
+
+def test_no_import_cycle_runs_through_the_job_modules():
+    graph = import_graph()
+    assert graph["contextlab.runs.tasks"]  # the graph does hold edges
+    looped = [c for c in cycles(graph) if any(m.startswith(JOB_PACKAGES) for m in c)]
+    assert looped == []
