@@ -14,8 +14,6 @@ way. Named starting points (``data/presets.toml``) are read here too; which one 
 Claude Code version lives in ``presets``, and the threshold arithmetic in ``thresholds``.
 """
 
-from __future__ import annotations
-
 import dataclasses
 import functools
 import json
@@ -59,7 +57,7 @@ class FieldError(ValueError):
     def __str__(self) -> str:
         return f"{self.field}: {self.message}"
 
-    def within(self, prefix: str) -> FieldError:
+    def within(self, prefix: str) -> "FieldError":
         """The same error for a field nested under ``prefix`` (``a`` + ``config.x`` → ``a.config.x``)."""
         return FieldError(f"{prefix}.{self.field}" if prefix else self.field, self.message)
 
@@ -91,7 +89,7 @@ class FrozenMap(Mapping[str, V]):
     def __repr__(self) -> str:
         return f"FrozenMap({self._data!r})"
 
-    def __reduce__(self) -> tuple[type[FrozenMap[V]], tuple[dict[str, V]]]:
+    def __reduce__(self) -> tuple[type["FrozenMap[V]"], tuple[dict[str, V]]]:
         return (type(self), (self._data,))
 
 
@@ -900,12 +898,12 @@ class PipelineConfig:
     ] = 100
 
     def __post_init__(self) -> None:
-        values = {name: _plain(setting, getattr(self, name)) for name, setting in _SETTINGS.items()}
+        given = {name: getattr(self, name) for name in _HINTS}
         try:
-            checked = msgspec.convert(values, _SCHEMA)
+            checked = msgspec.convert({k: _plain(v) for k, v in given.items()}, _SCHEMA)
         except msgspec.ValidationError as exc:
-            raise _first_invalid(values, exc) from None
-        for name in _SETTINGS:
+            raise _first_invalid(given, exc) from None
+        for name in _HINTS:
             value = getattr(checked, name)
             # Stored as a FrozenMap whatever mapping came in, so the config stays hashable.
             object.__setattr__(self, name, FrozenMap(value) if isinstance(value, dict) else value)
@@ -918,26 +916,26 @@ class PipelineConfig:
 
     def validate(self) -> None:
         """Raise ``FieldError`` for the first bad field, then for the first inconsistency."""
-        type(self)(**{name: getattr(self, name) for name in _SETTINGS})
+        type(self)(**{name: getattr(self, name) for name in _HINTS})
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable settings in declaration order (maps sorted, tuples as lists)."""
-        return {name: _to_json(getattr(self, name)) for name in _SETTINGS}
+        return {name: _to_json(getattr(self, name)) for name in _HINTS}
 
-    def replace(self, **changes: Any) -> PipelineConfig:
+    def replace(self, **changes: Any) -> "PipelineConfig":
         """A copy with ``changes`` applied and validated; unknown names raise ``FieldError``."""
         for name in changes:
-            if name not in _SETTINGS:
+            if name not in _HINTS:
                 raise _unknown_field(name)
         return dataclasses.replace(self, **changes)
 
-    def diff(self, other: PipelineConfig) -> dict[str, tuple[Any, Any]]:
+    def diff(self, other: "PipelineConfig") -> dict[str, tuple[Any, Any]]:
         """``{field: (mine, theirs)}`` for every field that differs, as JSON values."""
         mine, theirs = self.to_dict(), other.to_dict()
         return {name: (mine[name], theirs[name]) for name in mine if mine[name] != theirs[name]}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> PipelineConfig:
+    def from_dict(cls, data: Mapping[str, Any]) -> "PipelineConfig":
         """Defaults (or the preset named by a ``preset`` key) with ``data`` applied."""
         if not isinstance(data, Mapping):
             raise FieldError("config", f"must be a table of settings, got {type(data).__name__}")
@@ -950,12 +948,12 @@ class PipelineConfig:
         return base.replace(**values)
 
     @classmethod
-    def from_toml(cls, source: str | os.PathLike[str]) -> PipelineConfig:
+    def from_toml(cls, source: str | os.PathLike[str]) -> "PipelineConfig":
         """Load a TOML file (path) or TOML text; see ``read_settings``."""
         return cls.from_dict(read_settings(source, "toml"))
 
     @classmethod
-    def from_json(cls, source: str | os.PathLike[str]) -> PipelineConfig:
+    def from_json(cls, source: str | os.PathLike[str]) -> "PipelineConfig":
         """Load a JSON file (path) or JSON text; see ``read_settings``."""
         return cls.from_dict(read_settings(source, "json"))
 
@@ -1059,10 +1057,20 @@ def _literal_values(hint: Any) -> tuple[str, ...]:
     return tuple(str(value) for value in typing.get_args(hint))
 
 
-def _read_settings_schema() -> dict[str, Setting]:
-    import typing  # get_type_hints, only here
+#: Field name → annotation, in declaration order (evaluated with the class: the module does not
+#: use postponed annotations, so nothing is parsed from strings at start-up).
+_HINTS: dict[str, Any] = {f.name: f.type for f in dataclasses.fields(PipelineConfig)}
 
-    hints = typing.get_type_hints(PipelineConfig, include_extras=True)
+#: Every field in one msgspec type, so a whole config is checked in one call (msgspec caches
+#: a struct's validators; converting field by field would rebuild them every time).
+_SCHEMA: Any = msgspec.defstruct("PipelineSettings", list(_HINTS.items()))
+
+
+@functools.cache
+def _settings() -> dict[str, Setting]:
+    """msgspec's reading of every annotation, for forms, docs and error messages. Built on first
+    use: a replay with valid settings never needs it, and start-up time counts for the CLI."""
+    hints = _HINTS
     info = schema_info.type_info(PipelineConfig)
     assert isinstance(info, schema_info.DataclassType)
     settings: dict[str, Setting] = {}
@@ -1110,30 +1118,26 @@ def _read_settings_schema() -> dict[str, Setting]:
     return settings
 
 
-_SETTINGS: dict[str, Setting] = _read_settings_schema()
-
-#: Every field in one msgspec type, so a whole config is checked in one call (msgspec caches
-#: a struct's validators; converting field by field would rebuild them every time).
-_SCHEMA: Any = msgspec.defstruct(
-    "PipelineSettings", [(name, setting.hint) for name, setting in _SETTINGS.items()]
-)
-
-#: One-line documentation of every setting, in declaration order.
-FIELD_DOCS: dict[str, str] = {name: setting.doc for name, setting in _SETTINGS.items()}
-
-#: Allowed ``(min, max)`` of every numeric setting (for maps: of each value). A minimum is
-#: exclusive where ``field_specs()`` says ``min_exclusive``.
-FIELD_RANGES: dict[str, tuple[float, float]] = {
-    name: (setting.lower, setting.upper)
-    for name, setting in _SETTINGS.items()
-    if setting.lower is not None and setting.upper is not None
-}
+def __getattr__(name: str) -> Any:
+    # FIELD_DOCS and FIELD_RANGES are computed on first use, like _settings().
+    if name == "FIELD_DOCS":
+        # One-line documentation of every setting, in declaration order.
+        return {name: setting.doc for name, setting in _settings().items()}
+    if name == "FIELD_RANGES":
+        # Allowed (min, max) of every numeric setting (for maps: of each value). A minimum is
+        # exclusive where field_specs() says min_exclusive.
+        return {
+            name: (setting.lower, setting.upper)
+            for name, setting in _settings().items()
+            if setting.lower is not None and setting.upper is not None
+        }
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def setting(name: str) -> Setting:
     """The schema of one field; ``FieldError`` (with a did-you-mean) for an unknown name."""
     try:
-        return _SETTINGS[name]
+        return _settings()[name]
     except KeyError:
         raise _unknown_field(name) from None
 
@@ -1159,7 +1163,7 @@ def field_specs() -> list[dict[str, Any]]:
             "group": s.group,
             "source": s.source,
         }
-        for s in _SETTINGS.values()
+        for s in _settings().values()
     ]
 
 
@@ -1175,14 +1179,12 @@ def _number(value: float) -> str:
     return str(value) if isinstance(value, int) else f"{value:g}"
 
 
-def _plain(setting: Setting, value: Any) -> Any:
-    """What msgspec is given: a mapping as a dict, and for tables whose values may be null,
-    ``inf`` as null (TOML has no null, so "no limit" is written as inf there)."""
-    if isinstance(setting.kind, schema_info.DictType) and isinstance(value, Mapping):
+def _plain(value: Any, values_nullable: bool = True) -> Any:
+    """What msgspec is given: a mapping as a dict, with ``inf`` values as null where a table's
+    values may be null (TOML has no null, so "no limit" is written as inf there)."""
+    if isinstance(value, Mapping):
         return {
-            k: None
-            if setting.values_nullable and isinstance(v, float) and math.isinf(v) and v > 0
-            else v
+            k: None if values_nullable and isinstance(v, float) and math.isinf(v) and v > 0 else v
             for k, v in value.items()
         }
     return value
@@ -1196,13 +1198,14 @@ def _to_json(value: Any) -> Any:
     return value
 
 
-def _first_invalid(values: dict[str, Any], error: msgspec.ValidationError) -> FieldError:
+def _first_invalid(given: dict[str, Any], error: msgspec.ValidationError) -> FieldError:
     """The first field (in declaration order) msgspec rejects, with a message that says why."""
-    for name, setting in _SETTINGS.items():
+    for name, setting in _settings().items():
+        value = _plain(given[name], setting.values_nullable)
         try:
-            msgspec.convert(values[name], setting.hint)
+            msgspec.convert(value, setting.hint)
         except msgspec.ValidationError:
-            return _explain(setting, values[name])
+            return _explain(setting, value)
     return FieldError("config", str(error))
 
 
@@ -1273,7 +1276,7 @@ def _unknown_field(name: str) -> FieldError:
     import difflib  # only for this message
 
     # Users often type the TypeScript constant (AUTOCOMPACT_BUFFER_TOKENS); lowercase first.
-    close = difflib.get_close_matches(name.lower(), list(_SETTINGS), n=1, cutoff=0.6)
+    close = difflib.get_close_matches(name.lower(), list(_HINTS), n=1, cutoff=0.6)
     hint = f"; did you mean {close[0]!r}?" if close else ""
     return FieldError(name, f"unknown setting{hint}")
 
