@@ -1,6 +1,6 @@
 """ContextLab engine: replay Claude Code's context pipeline on a recorded transcript.
 
-Framework-free (standard library + tiktoken). Django, Celery and the CLI import only names from
+Framework-free (standard library + tiktoken, and msgspec for the config schema). Django, Celery and the CLI import only names from
 this module, never the sub-modules, so the engine can be refactored freely behind it.
 
 Typical use::
@@ -18,7 +18,14 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from .config import ConfigError, PipelineConfig, field_specs
+from .config import (
+    ConfigError,
+    FieldError,
+    PipelineConfig,
+    field_specs,
+    parse_overrides,
+    setting_from_text,
+)
 from .cost import PricingTable, load_pricing, request_cost
 from .models import ModelInfo, model_info
 from .parsing import Session, Thread, build_session, load_session
@@ -29,6 +36,7 @@ from .presets import (
     get_preset,
     preset_for_version,
     resolve_config,
+    resolve_request_config,
 )
 from .replay import MODES, ReplayResult, replay, resume
 from .summarizer import (
@@ -111,6 +119,7 @@ __all__ = [
     "ConfigError",
     "ExtractiveSummarizer",
     "FallbackSummarizer",
+    "FieldError",
     "Message",
     "ModelInfo",
     "OpenAICompatibleSummarizer",
@@ -149,6 +158,7 @@ __all__ = [
     "make_summarizer",
     "messages_json",
     "model_info",
+    "parse_overrides",
     "preload_sdks",
     "preset_for_version",
     "render_messages",
@@ -157,8 +167,10 @@ __all__ = [
     "request_from_json",
     "request_to_json",
     "resolve_config",
+    "resolve_request_config",
     "resume",
     "rough_text",
+    "setting_from_text",
     "side_by_side",
     "summary_key",
     "tokenize_session",

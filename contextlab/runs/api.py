@@ -10,6 +10,7 @@ from ninja import Field as NinjaField
 from ninja import Query, Router, Schema
 from ninja.responses import Status
 
+from contextlab import engine
 from contextlab.engine.results import RequestRow, as_result
 from contextlab.runs import services
 from contextlab.runs.models import Run
@@ -51,7 +52,7 @@ def create_run(request: HttpRequest, payload: RunIn) -> Status[dict[str, Any]]:
             summary_model=payload.summary_model or "",
             spend_cap_usd=payload.spend_cap_usd,
         )
-    except services.RunConfigError as exc:
+    except engine.FieldError as exc:
         return Status(422, field_error(exc.field, exc.message))
     return Status(201, _run_out(run))
 

@@ -19,15 +19,8 @@ from contextlab.transcripts.models import Transcript, TranscriptMessages
 logger = logging.getLogger(__name__)
 
 
-@dataclass
-class RunConfigError(Exception):
-    """A bad run request; ``field`` names the offending input (``preset``, ``config.<name>``…)."""
-
-    field: str
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.field}: {self.message}"
+#: The name this module used for a bad run request; the engine's one field-error type.
+RunConfigError = engine.FieldError
 
 
 def start_run(
@@ -45,34 +38,23 @@ def start_run(
 
     ``summarizer`` chooses who writes the summaries of simulated compactions (what-if runs):
     the offline extractive one, or an LLM backend whose calls run as their own tasks.
+    A bad input raises ``engine.FieldError`` naming it.
     """
     if mode not in Run.Mode.values:
-        raise RunConfigError("mode", f"must be one of {', '.join(Run.Mode.values)}")
+        raise engine.FieldError("mode", f"must be one of {', '.join(Run.Mode.values)}")
     preset = preset or "auto"
-    if preset not in engine.PRESET_NAMES:
-        raise RunConfigError(
-            "preset", f"unknown preset {preset!r}; one of {', '.join(engine.PRESET_NAMES)}"
-        )
-    if overrides is not None and not isinstance(overrides, dict):
-        raise RunConfigError("config", "must be a JSON object of field overrides")
     if mode == Run.Mode.RECORDED and overrides:
-        raise RunConfigError(
+        raise engine.FieldError(
             "config", "a recorded replay uses the recorded behaviour; use mode whatif"
         )
-    try:
-        summaries.validate_summarizer(summarizer, summary_model, spend_cap_usd)
-    except summaries.SummarizerConfigError as exc:
-        raise RunConfigError(exc.field, exc.message) from None
-    try:
-        config, resolved_preset = engine.resolve_config(
-            preset,
-            overrides or None,
-            version=transcript.version or None,
-            max_recorded_prompt=transcript.max_prompt_tokens or None,
-        )
-    except engine.ConfigError as exc:
-        field = f"config.{exc.field}" if exc.field else "config"
-        raise RunConfigError(field, exc.message) from None
+    # errors name "preset", "config" or "config.<setting>", as the form and the API report them
+    config, resolved_preset = engine.resolve_request_config(
+        preset,
+        overrides,
+        version=transcript.version or None,
+        max_recorded_prompt=transcript.max_prompt_tokens or None,
+    )
+    summaries.validate_summarizer(summarizer, summary_model, spend_cap_usd)
     run = lifecycle.create(
         owner=owner,
         transcript=transcript,

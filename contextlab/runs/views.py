@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from django.conf import settings
@@ -150,29 +149,12 @@ def create_run(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     summary_model = request.POST.get("summary_model", "").strip()
     raw_cap = request.POST.get("spend_cap_usd", "").strip()
     error: dict[str, str] | None = None
-    overrides: dict[str, Any] | None = None
     spend_cap: float | None = None
     if raw_cap:
         try:
             spend_cap = float(raw_cap)
         except ValueError:
             error = {"field": "spend_cap_usd", "message": "must be a number of dollars, e.g. 2.50"}
-    if raw_config and error is None:
-        try:
-            parsed = json.loads(raw_config)
-        except json.JSONDecodeError as exc:
-            error = {
-                "field": "config",
-                "message": f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})",
-            }
-        else:
-            if isinstance(parsed, dict):
-                overrides = parsed
-            else:
-                error = {
-                    "field": "config",
-                    "message": 'must be a JSON object of field overrides, e.g. {"autocompact_pct_override": 80}',
-                }
     if error is None:
         try:
             run = services.start_run(
@@ -180,12 +162,12 @@ def create_run(request: HtmxHttpRequest, pk: int) -> HttpResponse:
                 transcript=transcript,
                 mode=mode,
                 preset=preset,
-                overrides=overrides,
+                overrides=engine.parse_overrides(raw_config),
                 summarizer=summarizer,
                 summary_model=summary_model,
                 spend_cap_usd=spend_cap,
             )
-        except services.RunConfigError as exc:
+        except engine.FieldError as exc:
             error = {"field": exc.field, "message": exc.message}
         else:
             target = reverse("runs:report", args=[transcript.pk]) + f"?run={run.pk}"

@@ -32,11 +32,9 @@ __all__ = [
 ]
 
 
-class SummarizerConfigError(ValueError):
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(f"{field}: {message}")
-        self.field = field
-        self.message = message
+#: A bad summarizer setting: the engine's one field-error type, so forms and the API report it
+#: like any other field.
+SummarizerConfigError = engine.FieldError
 
 
 def configure_run(

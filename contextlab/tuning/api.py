@@ -9,6 +9,7 @@ from django.shortcuts import get_object_or_404
 from ninja import Router
 from ninja.responses import Status
 
+from contextlab import engine
 from contextlab.transcripts.api import field_error
 from contextlab.tuning import services
 from contextlab.tuning.models import Comparison, Sweep
@@ -57,7 +58,7 @@ def create_comparison(request: HttpRequest, payload: ComparisonIn) -> Status[dic
             a=_spec(request, payload.a, "a"),
             b=_spec(request, payload.b, "b"),
         )
-    except services.TuningError as exc:
+    except engine.FieldError as exc:
         return Status(422, field_error(exc.field, exc.message))
     return Status(
         201,
@@ -136,7 +137,7 @@ def create_sweep(request: HttpRequest, payload: SweepIn) -> Status[dict[str, Any
             field_name=payload.field,
             values=payload.values,
         )
-    except services.TuningError as exc:
+    except engine.FieldError as exc:
         return Status(422, field_error(exc.field, exc.message))
     return Status(
         201,

@@ -58,15 +58,9 @@ SUMMARY_KEYS = (
 )
 
 
-@dataclass
-class TuningError(Exception):
-    """A bad tuning request; ``field`` names the input (``a.config.<name>``, ``values``…)."""
-
-    field: str
-    message: str
-
-    def __str__(self) -> str:
-        return f"{self.field}: {self.message}"
+#: The name this module used for a bad tuning request (``a.config.<name>``, ``values``…); the
+#: engine's one field-error type.
+TuningError = engine.FieldError
 
 
 # --- configs ----------------------------------------------------------------------------------
@@ -96,21 +90,12 @@ def validate_config(
 ) -> engine.PipelineConfig:
     """The config a preset and overrides resolve to (latest Claude Code for "auto").
 
-    Raises ``TuningError`` naming ``<prefix>.preset`` or ``<prefix>.config.<field>``.
+    Raises ``engine.FieldError`` naming ``<prefix>.preset`` or ``<prefix>.config.<field>``.
     """
-    preset = preset or "auto"
-    if preset not in engine.PRESET_NAMES:
-        raise TuningError(
-            _prefixed(prefix, "preset"),
-            f"unknown preset {preset!r}; one of {', '.join(engine.PRESET_NAMES)}",
-        )
-    if overrides is not None and not isinstance(overrides, dict):
-        raise TuningError(_prefixed(prefix, "config"), "must be an object of field overrides")
     try:
-        config, _ = engine.resolve_config(preset, overrides or None)
-    except engine.ConfigError as exc:
-        name = f"config.{exc.field}" if exc.field and exc.field != "preset" else "preset"
-        raise TuningError(_prefixed(prefix, name), exc.message) from None
+        config, _ = engine.resolve_request_config(preset, overrides)
+    except engine.FieldError as exc:
+        raise exc.within(prefix) from None
     return config
 
 
@@ -132,7 +117,7 @@ def config_spec(
             .first()
         )
         if version is None:
-            raise TuningError(_prefixed(prefix, "version_id"), "no such saved config version")
+            raise engine.FieldError(_prefixed(prefix, "version_id"), "no such saved config version")
         merged = {**version.overrides, **(overrides or {})}
         preset = preset or version.base_preset
         if merged != version.overrides or preset != version.base_preset:
@@ -159,37 +144,9 @@ def config_diff(preset: str, overrides: dict[str, Any]) -> list[dict[str, Any]]:
     ]
 
 
-def _json_value(raw: str, name: str) -> Any:
-    try:
-        return json.loads(raw)
-    except json.JSONDecodeError as exc:
-        raise TuningError(name, f"must be JSON ({exc.msg}, column {exc.colno})") from None
-
-
 def parse_field(spec: dict[str, Any], raw: str | None) -> Any:
-    """A form value (always text) as the field's type; ``TuningError`` names the field."""
-    name, kind = spec["name"], str(spec["type"])
-    text = (raw or "").strip()
-    if kind == "bool":
-        return text.lower() in ("1", "true", "on", "yes")
-    if text == "" and spec.get("nullable"):
-        return None
-    if kind.startswith(("map", "list")):
-        return _json_value(text or ("{}" if kind.startswith("map") else "[]"), name)
-    if kind.startswith("int"):
-        try:
-            return int(text)
-        except ValueError:
-            raise TuningError(name, f"must be a whole number, got {text!r}") from None
-    if kind.startswith("float"):
-        try:
-            value = float(text)
-        except ValueError:
-            raise TuningError(name, f"must be a number, got {text!r}") from None
-        if not math.isfinite(value):
-            raise TuningError(name, "must be a finite number")
-        return value
-    return text
+    """A form value (always text) as the field's type; ``engine.FieldError`` names the field."""
+    return engine.setting_from_text(spec["name"], raw)
 
 
 def form_value(value: Any) -> str:
@@ -222,9 +179,10 @@ def check_form(preset: str, values: dict[str, str]) -> FormCheck:
     """
     preset = preset or "auto"
     errors: dict[str, str] = {}
-    if preset not in engine.PRESET_NAMES:
-        return FormCheck(preset, {}, {"preset": f"unknown preset {preset!r}"}, [])
-    base = preset_base(preset)
+    try:
+        base = preset_base(preset)
+    except engine.FieldError as exc:
+        return FormCheck(preset, {}, {exc.field: exc.message}, [])
     base_values = base.to_dict()
     overrides: dict[str, Any] = {}
     for spec in engine.field_specs():
@@ -237,15 +195,14 @@ def check_form(preset: str, values: dict[str, str]) -> FormCheck:
                 normalized = base.replace(**{name: value}).to_dict()[name]
                 if normalized != base_values.get(name):
                     overrides[name] = normalized
-        except TuningError as exc:
-            errors[name] = exc.message
-        except engine.ConfigError as exc:
+        except engine.FieldError as exc:
+            # the field itself, or the one a cross-field rule failed on
             errors[exc.field or name] = exc.message
     diff: list[dict[str, Any]] = []
     if not errors:
         try:
             diff = config_diff(preset, overrides)
-        except TuningError as exc:
+        except engine.FieldError as exc:
             errors[exc.field.removeprefix("config.")] = exc.message
     return FormCheck(preset, overrides, errors, diff)
 
@@ -265,9 +222,9 @@ def save_config(
     """
     name = (name or "").strip()
     if not name:
-        raise TuningError("name", "give the config a name")
+        raise engine.FieldError("name", "give the config a name")
     if len(name) > 100:
-        raise TuningError("name", "at most 100 characters")
+        raise engine.FieldError("name", "at most 100 characters")
     preset = preset or "auto"
     validate_config(preset, overrides)
     with transaction.atomic():
@@ -276,12 +233,14 @@ def save_config(
                 with transaction.atomic():
                     saved = SavedConfig.objects.create(owner=owner, name=name, base_preset=preset)
             except IntegrityError:
-                raise TuningError("name", f"you already have a config called {name!r}") from None
+                raise engine.FieldError(
+                    "name", f"you already have a config called {name!r}"
+                ) from None
         else:
             saved = SavedConfig.objects.select_for_update().get(pk=saved.pk)
             if name != saved.name:
                 if SavedConfig.objects.filter(owner=owner, name=name).exclude(pk=saved.pk).exists():  # type: ignore[misc]
-                    raise TuningError("name", f"you already have a config called {name!r}")
+                    raise engine.FieldError("name", f"you already have a config called {name!r}")
                 saved.name = name
         latest = saved.latest
         if latest is not None and latest.base_preset == preset and latest.overrides == overrides:
@@ -322,9 +281,9 @@ def owned_sessions(owner: User, ids: Sequence[int]) -> list[Transcript] | None:
 
 def _check_sessions(transcripts: Sequence[Transcript]) -> None:
     if not transcripts:
-        raise TuningError("session_ids", "pick at least one session")
+        raise engine.FieldError("session_ids", "pick at least one session")
     if len(transcripts) > MAX_SESSIONS:
-        raise TuningError("session_ids", f"at most {MAX_SESSIONS} sessions at once")
+        raise engine.FieldError("session_ids", f"at most {MAX_SESSIONS} sessions at once")
 
 
 def resolved_for(
@@ -332,15 +291,15 @@ def resolved_for(
 ) -> tuple[dict[str, Any], str]:
     """The config dict and preset name a run of ``spec`` on ``transcript`` replays with."""
     try:
-        config, preset_name = engine.resolve_config(
+        config, preset_name = engine.resolve_request_config(
             spec.preset,
-            spec.overrides or None,
+            spec.overrides,
             version=transcript.version or None,
             max_recorded_prompt=transcript.max_prompt_tokens or None,
         )
-    except engine.ConfigError as exc:
-        raise TuningError(
-            _prefixed(prefix, f"config.{exc.field}"), f"{exc.message} (session {transcript.name})"
+    except engine.FieldError as exc:
+        raise engine.FieldError(
+            _prefixed(prefix, exc.field), f"{exc.message} (session {transcript.name})"
         ) from None
     return config.to_dict(), preset_name
 
@@ -473,25 +432,25 @@ def create_comparison(
 
 
 def sweep_values(field_name: str, values: str | Sequence[Any], base: ConfigSpec) -> list[Any]:
-    """Parsed sweep values; ``TuningError`` on ``field`` (bad field) or ``values``."""
+    """Parsed sweep values; ``engine.FieldError`` on ``field`` (bad field) or ``values``."""
     numeric = {spec["name"] for spec in engine.compare.numeric_fields()}
     known = {spec["name"] for spec in engine.field_specs()}
     if field_name not in known:
-        raise TuningError("field", f"unknown field {field_name!r}")
+        raise engine.FieldError("field", f"unknown field {field_name!r}")
     if field_name not in numeric:
-        raise TuningError("field", f"{field_name} is not numeric; a sweep varies a number")
+        raise engine.FieldError("field", f"{field_name} is not numeric; a sweep varies a number")
     if not isinstance(values, str) and not all(
         isinstance(v, int | float) and not isinstance(v, bool) for v in values
     ):
-        raise TuningError("values", "values must be numbers")
+        raise engine.FieldError("values", "values must be numbers")
     try:
         parsed = engine.compare.parse_sweep_values(
             field_name, values, base=validate_config(base.preset, base.overrides, prefix="base")
         )
-    except engine.ConfigError as exc:
-        raise TuningError("values", f"{field_name}: {exc.message}") from None
+    except engine.FieldError as exc:
+        raise engine.FieldError("values", f"{field_name}: {exc.message}") from None
     except ValueError as exc:
-        raise TuningError("values", f"not a list or range of numbers ({exc})") from None
+        raise engine.FieldError("values", f"not a list or range of numbers ({exc})") from None
     return parsed
 
 

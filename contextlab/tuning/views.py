@@ -69,18 +69,10 @@ def _config_choices(request: HttpRequest) -> list[dict[str, str]]:
 
 def _spec_from_form(request: HttpRequest, prefix: str) -> services.ConfigSpec:
     choice = request.POST.get(f"{prefix}_config", "preset:auto")
-    raw = request.POST.get(f"{prefix}_overrides", "").strip()
-    overrides: dict[str, Any] | None = None
-    if raw:
-        try:
-            parsed = json.loads(raw)
-        except json.JSONDecodeError as exc:
-            raise services.TuningError(
-                f"{prefix}.config", f"not valid JSON: {exc.msg} (column {exc.colno})"
-            ) from None
-        if not isinstance(parsed, dict):
-            raise services.TuningError(f"{prefix}.config", "must be a JSON object of overrides")
-        overrides = parsed
+    try:
+        overrides = engine.parse_overrides(request.POST.get(f"{prefix}_overrides"))
+    except engine.FieldError as exc:
+        raise exc.within(prefix) from None
     preset: str | None = None
     version_id: int | None = None
     kind, _, value = choice.partition(":")
@@ -89,7 +81,7 @@ def _spec_from_form(request: HttpRequest, prefix: str) -> services.ConfigSpec:
     elif kind == "preset":
         preset = value
     else:
-        raise services.TuningError(f"{prefix}.preset", "pick a preset or a saved config")
+        raise engine.FieldError(f"{prefix}.preset", "pick a preset or a saved config")
     return services.config_spec(
         owner=_user(request),
         preset=preset,
@@ -99,7 +91,7 @@ def _spec_from_form(request: HttpRequest, prefix: str) -> services.ConfigSpec:
     )
 
 
-def _error(exc: services.TuningError) -> dict[str, Any]:
+def _error(exc: engine.FieldError) -> dict[str, Any]:
     return {"field": exc.field, "message": exc.message, "side": exc.field.split(".")[0]}
 
 
@@ -260,7 +252,7 @@ def _values_of(preset: str, overrides: dict[str, Any]) -> dict[str, str]:
     """Form values of a stored config: the preset's values with the overrides on top."""
     try:
         config = services.validate_config(preset, overrides)
-    except services.TuningError:
+    except engine.FieldError:
         config = services.preset_base("auto")
     data = config.to_dict()
     return {
@@ -295,7 +287,7 @@ def _config_page(request: HttpRequest, saved: SavedConfig | None) -> HttpRespons
                     overrides=check.overrides,
                     saved=saved,
                 )
-            except services.TuningError as exc:
+            except engine.FieldError as exc:
                 if exc.field == "name":
                     name_error = exc.message
                 else:
@@ -369,7 +361,7 @@ def compare_new(request: HttpRequest) -> HttpResponse:
                 a=_spec_from_form(request, "a"),
                 b=_spec_from_form(request, "b"),
             )
-        except services.TuningError as exc:
+        except engine.FieldError as exc:
             context["error"] = _error(exc)
             return render(request, "tuning/compare_new.html", context, status=422)
         return redirect(comparison)
@@ -642,7 +634,7 @@ def sweep_new(request: HttpRequest) -> HttpResponse:
                 field_name=request.POST.get("field", ""),
                 values=request.POST.get("sweep_values", ""),
             )
-        except services.TuningError as exc:
+        except engine.FieldError as exc:
             context["error"] = _error(exc)
             return render(request, "tuning/sweep_new.html", context, status=422)
         return redirect(sweep)

@@ -6,9 +6,11 @@ import dataclasses
 import json
 import math
 import pickle
+from pathlib import Path
 
 import pytest
 
+from contextlab.engine import config as config_module
 from contextlab.engine.config import (
     FIELD_DOCS,
     FIELD_RANGES,
@@ -733,3 +735,120 @@ def test_auto_switches_to_the_1m_window_when_a_recorded_prompt_exceeds_200k():
     assert explicit.context_window == 300_000
     named, _ = resolve_config("claude-code-2.1.88", max_recorded_prompt=450_000)
     assert named.context_window == 200_000
+
+
+# -- the schema, the one error type, the preset data, form helpers --------------------------
+
+
+def test_each_field_declares_type_range_description_and_source_in_its_annotation():
+    import typing
+
+    import msgspec
+
+    for field in dataclasses.fields(PipelineConfig):
+        hint = field.type
+        if typing.get_origin(hint) is not typing.Annotated:  # ``Annotated[...] | None``
+            hint = next(a for a in typing.get_args(hint) if a is not type(None))
+        meta = [m for m in typing.get_args(hint)[1:] if isinstance(m, msgspec.Meta)]
+        assert len(meta) == 1, field.name
+        assert meta[0].description, field.name
+        assert meta[0].extra, field.name
+        assert meta[0].extra["source"], field.name
+
+
+def test_config_module_does_not_import_presets():
+    # presets imports config; an import the other way would make a cycle.
+    import ast
+
+    tree = ast.parse(Path(config_module.__file__).read_text(encoding="utf-8"))
+    imported = [
+        node.module if isinstance(node, ast.ImportFrom) else alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Import | ast.ImportFrom)
+        for alias in node.names
+    ]
+    assert not [name for name in imported if name and "presets" in name]
+
+
+def test_one_field_error_type_under_every_name():
+    from contextlab import engine
+    from contextlab.engine.config import FieldError
+
+    assert engine.FieldError is FieldError is ConfigError
+    error = FieldError("context_window", "too small").within("a.config")
+    assert (error.field, error.message) == ("a.config.context_window", "too small")
+    assert FieldError("x", "m").within("").field == "x"
+
+
+def test_presets_are_read_from_the_data_file():
+    from contextlab.engine.config import PRESETS_FILE, preset_configs, preset_descriptions
+
+    assert PRESETS_FILE.name == "presets.toml"
+    assert list(preset_configs()) == list(PRESETS)
+    assert preset_descriptions() == PRESET_DESCRIPTIONS
+
+
+def test_resolve_request_config_names_request_fields():
+    from contextlab.engine.presets import resolve_request_config
+
+    config, name = resolve_request_config(None, {"context_window": 300_000})
+    assert (config.context_window, name) == (300_000, "claude-code-2.1.88")
+    for preset, overrides, field in [
+        ("nope", None, "preset"),
+        ("auto", [1], "config"),
+        ("auto", {"context_window": "big"}, "config.context_window"),
+        ("auto", {"no_such_knob": 1}, "config.no_such_knob"),
+    ]:
+        with pytest.raises(ConfigError) as info:
+            resolve_request_config(preset, overrides)
+        assert info.value.field == field
+
+
+def test_parse_overrides_reads_a_json_object_or_nothing():
+    from contextlab.engine.config import parse_overrides
+
+    assert parse_overrides("") is None
+    assert parse_overrides(' {"a": 1} ') == {"a": 1}
+    with pytest.raises(ConfigError) as info:
+        parse_overrides("{oops")
+    assert info.value.field == "config"
+    assert info.value.message.startswith("not valid JSON: ")
+    assert "(line 1, column 2)" in info.value.message
+    with pytest.raises(ConfigError, match="must be a JSON object of field overrides"):
+        parse_overrides("[1]")
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "value"),
+    [
+        ("context_window", " 300000 ", 300_000),
+        ("autocompact_pct_override", "", None),
+        ("autocompact_pct_override", "80", 80.0),
+        ("snip_enabled", "on", True),
+        ("snip_enabled", "", False),
+        ("cache_ttl", "1h", "1h"),
+        ("compactable_tools", '["Read"]', ["Read"]),
+        ("per_tool_threshold_overrides", "", {}),
+    ],
+)
+def test_setting_from_text_reads_form_input_as_the_field_type(name, text, value):
+    from contextlab.engine.config import setting_from_text
+
+    assert setting_from_text(name, text) == value
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "message"),
+    [
+        ("context_window", "1.5", "must be a whole number, got '1.5'"),
+        ("snip_trigger_pct", "abc", "must be a number, got 'abc'"),
+        ("snip_trigger_pct", "inf", "must be a finite number"),
+        ("compactable_tools", "[oops", "must be JSON (Expecting value, column 2)"),
+    ],
+)
+def test_setting_from_text_names_the_field(name, text, message):
+    from contextlab.engine.config import setting_from_text
+
+    with pytest.raises(ConfigError) as info:
+        setting_from_text(name, text)
+    assert (info.value.field, info.value.message) == (name, message)

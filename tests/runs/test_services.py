@@ -5,6 +5,7 @@ from datetime import timedelta
 import pytest
 from django.utils import timezone
 
+from contextlab import engine
 from contextlab.runs import services
 from contextlab.runs.models import Run
 
@@ -40,7 +41,7 @@ def test_whatif_run_is_queued_with_the_resolved_config(
     ],
 )
 def test_bad_run_requests_name_the_field(user, transcript, kwargs, field):
-    with pytest.raises(services.RunConfigError) as exc:
+    with pytest.raises(engine.FieldError) as exc:
         services.start_run(owner=user, transcript=transcript, **kwargs)
     assert exc.value.field == field
     assert exc.value.message
@@ -75,3 +76,12 @@ def test_default_run_prefers_the_finished_recorded_run(user, transcript):
     assert services.default_run(transcript) == whatif  # nothing finished: the newest
     Run.objects.filter(pk=recorded.pk).update(status=Run.Status.DONE)
     assert services.default_run(transcript) == recorded
+
+
+def test_old_error_names_are_the_engine_field_error():
+    # one type for "this field is wrong": forms and the API catch engine.FieldError only
+    from contextlab.summaries import services as summaries
+    from contextlab.tuning import services as tuning
+
+    assert services.RunConfigError is tuning.TuningError is summaries.SummarizerConfigError
+    assert services.RunConfigError is engine.FieldError

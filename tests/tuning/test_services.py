@@ -61,7 +61,7 @@ def test_saving_the_same_content_does_not_add_a_version(user):
 
 def test_config_names_are_unique_per_owner(user, other_user):
     services.save_config(owner=user, name="c", preset="auto", overrides={})
-    with pytest.raises(services.TuningError) as exc:
+    with pytest.raises(engine.FieldError) as exc:
         services.save_config(owner=user, name="c", preset="auto", overrides={})
     assert exc.value.field == "name"
     services.save_config(owner=other_user, name="c", preset="auto", overrides={})
@@ -105,14 +105,14 @@ def test_editing_a_config_does_not_change_runs_made_with_the_old_version(user, s
     ],
 )
 def test_invalid_configs_name_the_field(overrides, field):
-    with pytest.raises(services.TuningError) as exc:
+    with pytest.raises(engine.FieldError) as exc:
         services.validate_config("auto", overrides, prefix="a")
     assert exc.value.field == f"a.{field}"
     assert exc.value.message
 
 
 def test_unknown_preset_is_refused():
-    with pytest.raises(services.TuningError) as exc:
+    with pytest.raises(engine.FieldError) as exc:
         services.validate_config("nope", None, prefix="b")
     assert exc.value.field == "b.preset"
 
@@ -443,7 +443,7 @@ def test_sweep_makes_one_run_per_value_per_session_and_reuses(
     ],
 )
 def test_bad_sweeps_name_the_field_or_values(user, session, field, values, where):
-    with pytest.raises(services.TuningError) as exc:
+    with pytest.raises(engine.FieldError) as exc:
         services.create_sweep(
             owner=user, transcripts=[session], base=spec(), field_name=field, values=values
         )
