@@ -23,7 +23,7 @@ from .models import model_info
 from .parsing import Session, Thread
 from .pipeline import DEFAULT_STEPS, Step
 from .pipeline.base import WHOLE_MESSAGE, RequestInfo, StepContext, TransformLog, View
-from .summarizer import ExtractiveSummarizer, Summarizer
+from .summarizing import ExtractiveSummarizer, Summarizer
 from .thresholds import Thresholds, compute_thresholds
 from .tokens import (
     DEFAULT_CALIBRATION,
@@ -976,7 +976,7 @@ def resume(
 
 
 def _run(state: _Replay, checkpoint: bool) -> ReplayResult:
-    from .summary_store import SummaryPending
+    from .summarizing import SummaryPending
 
     try:
         return state.run()
