@@ -4,13 +4,15 @@
 like OpenAI chat completions. Each test queues the replies it wants (a summary, a 429, a 529, a
 500, a reply slower than the client's timeout, a prompt-too-long 400, a malformed body) and then
 reads back every request the server received, body and headers. Nothing here leaves 127.0.0.1.
+
+The SDKs retry by themselves, so one summary call can reach the stub several times: each
+request's ``x-stainless-retry-count`` header (``Received.retry_count``) says which attempt it was.
 """
 
 from __future__ import annotations
 
 import json
 import threading
-import time
 from collections import deque
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -45,6 +47,12 @@ class Received:
     path: str
     headers: dict[str, str]  # names lower-cased: the two SDKs spell them differently
     body: Any
+
+    @property
+    def retry_count(self) -> int | None:
+        """The SDK's retry counter on this request (0 on a call's first attempt)."""
+        value = self.headers.get("x-stainless-retry-count")
+        return int(value) if value is not None else None
 
     @property
     def messages(self) -> list[dict[str, Any]]:
@@ -129,7 +137,8 @@ class LLMStub:
                     reply = stub.replies.popleft() if stub.replies else stub.default
                 status, headers, payload = stub.render(self.path, body, reply)
                 if reply is not None and reply.delay:
-                    time.sleep(reply.delay)
+                    # not time.sleep: tests replace it to record the SDKs' back-off sleeps
+                    threading.Event().wait(reply.delay)
                 try:
                     self.send_response(status)
                     for name, value in headers.items():

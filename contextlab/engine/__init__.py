@@ -39,22 +39,19 @@ from .presets import (
     resolve_request_config,
 )
 from .replay import MODES, ReplayResult, replay, resume
-from .summarizer import (
+from .summarizing import (
     PROMPT_VERSION,
     ExtractiveSummarizer,
+    ReplayStopped,
+    StoredSummarizer,
     Summarizer,
+    SummaryError,
+    SummaryPending,
     SummaryRequest,
     SummaryResult,
     compact_prompt,
     format_summary,
-)
-from .summary_store import (
-    ReplayStopped,
-    StoredSummarizer,
-    SummaryPending,
     render_messages,
-    request_from_json,
-    request_to_json,
     summary_key,
 )
 from .thresholds import Thresholds, compute_thresholds
@@ -64,15 +61,12 @@ from .transcript import Block, Message, Problem, TranscriptError, Usage
 if TYPE_CHECKING:  # loaded on first use (below): the CLI's start-up only pays for what it runs
     from . import compare
     from .evaluation import cache_accuracy, compaction_accuracy, fidelity
-    from .llm import (
-        AnthropicSummarizer,
-        FallbackSummarizer,
-        OpenAICompatibleSummarizer,
-        SummaryError,
-        make_summarizer,
-        preload_sdks,
-    )
     from .session_cache import file_sha256, load_session_cached, tokenize_session
+    from .summarizing.anthropic_backend import AnthropicSummarizer
+    from .summarizing.factory import make_summarizer, preload_sdks
+    from .summarizing.fallback import FallbackSummarizer
+    from .summarizing.llm import LLMSettings
+    from .summarizing.openai_backend import OpenAICompatibleSummarizer
     from .views import BADGES, TransformIndex, expand_messages, messages_json, side_by_side
 
 _LAZY: dict[str, tuple[str, str | None]] = {
@@ -80,12 +74,12 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "cache_accuracy": (".evaluation", "cache_accuracy"),
     "compaction_accuracy": (".evaluation", "compaction_accuracy"),
     "fidelity": (".evaluation", "fidelity"),
-    "AnthropicSummarizer": (".llm", "AnthropicSummarizer"),
-    "FallbackSummarizer": (".llm", "FallbackSummarizer"),
-    "OpenAICompatibleSummarizer": (".llm", "OpenAICompatibleSummarizer"),
-    "SummaryError": (".llm", "SummaryError"),
-    "make_summarizer": (".llm", "make_summarizer"),
-    "preload_sdks": (".llm", "preload_sdks"),
+    "AnthropicSummarizer": (".summarizing.anthropic_backend", "AnthropicSummarizer"),
+    "FallbackSummarizer": (".summarizing.fallback", "FallbackSummarizer"),
+    "LLMSettings": (".summarizing.llm", "LLMSettings"),
+    "OpenAICompatibleSummarizer": (".summarizing.openai_backend", "OpenAICompatibleSummarizer"),
+    "make_summarizer": (".summarizing.factory", "make_summarizer"),
+    "preload_sdks": (".summarizing.factory", "preload_sdks"),
     "file_sha256": (".session_cache", "file_sha256"),
     "load_session_cached": (".session_cache", "load_session_cached"),
     "tokenize_session": (".session_cache", "tokenize_session"),
@@ -120,6 +114,7 @@ __all__ = [
     "ExtractiveSummarizer",
     "FallbackSummarizer",
     "FieldError",
+    "LLMSettings",
     "Message",
     "ModelInfo",
     "OpenAICompatibleSummarizer",
@@ -164,8 +159,6 @@ __all__ = [
     "render_messages",
     "replay",
     "request_cost",
-    "request_from_json",
-    "request_to_json",
     "resolve_config",
     "resolve_request_config",
     "resume",

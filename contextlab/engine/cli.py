@@ -16,7 +16,7 @@ from .config import ConfigError, PipelineConfig
 from .parsing import Session, load_session
 from .presets import resolve_config
 from .replay import MODES, ReplayResult, replay
-from .summarizer import SUMMARIZER_NAMES, ExtractiveSummarizer, Summarizer
+from .summarizing import SUMMARIZER_NAMES, ExtractiveSummarizer, Summarizer
 from .transcript import TranscriptError
 
 EXIT_OK = 0
@@ -139,7 +139,9 @@ def _summarizer(args: argparse.Namespace) -> Summarizer:
     (each such summary is marked with the reason) rather than failing the whole replay."""
     if args.summarizer == "extractive":
         return ExtractiveSummarizer()
-    from .llm import FallbackSummarizer, make_summarizer  # the SDK wrappers, only when asked for
+    # the LLM modules only when asked for (each imports its SDK on its first call)
+    from .summarizing.factory import make_summarizer
+    from .summarizing.fallback import FallbackSummarizer
 
     return FallbackSummarizer(make_summarizer(args.summarizer, args.summary_model))
 

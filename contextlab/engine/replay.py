@@ -33,7 +33,7 @@ from .results import (
     SessionSummary,
     SubagentResult,
 )
-from .summarizer import ExtractiveSummarizer, Summarizer
+from .summarizing import ExtractiveSummarizer, Summarizer
 from .thresholds import Thresholds, compute_thresholds
 from .tokens import (
     DEFAULT_CALIBRATION,
@@ -996,7 +996,7 @@ def resume(
 
 
 def _run(state: _Replay, checkpoint: bool) -> ReplayResult:
-    from .summary_store import SummaryPending
+    from .summarizing import SummaryPending
 
     try:
         return state.run()

@@ -156,8 +156,9 @@ def _call_and_store(
             raise engine.ReplayStopped(
                 f"The {settings.backend} summarizer cannot be used: {exc}"
             ) from None
-        # one attempt per task (with the backend's own retries); the breaker that spans the run's
-        # attempts is the count kept in the database
+        # one call per task (the SDK retries it). Two breakers: this wrapper's is the worker
+        # process's for the backend endpoint and model (shared by every run on this worker);
+        # the count kept in the database spans one run's fetches on any worker
         result = engine.FallbackSummarizer(primary, breaker_threshold=BREAKER_THRESHOLD).summarize(
             request
         )

@@ -1,8 +1,9 @@
 """LLM summarizers against a scripted server on loopback, through the real SDK clients.
 
 Every test talks HTTP to ``tests.llm_stub`` (127.0.0.1, port 0): what the stub received is the
-request the SDK really built, and the failures are real HTTP failures. Sleeps are injected and
-recorded, so back-off is asserted without waiting.
+request the SDK really built, and the failures are real HTTP failures. Retries are the SDKs'
+own: ``sdk_sleeps`` records the back-off the SDK sleeps (``time.sleep``) instead of waiting it,
+and each request's ``x-stainless-retry-count`` says which attempt of a call it was.
 """
 
 from __future__ import annotations
@@ -13,31 +14,40 @@ import json
 import logging
 import subprocess
 import sys
+import time
 import traceback
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 from contextlab import engine
 from contextlab.engine.cli import main as cli_main
-from contextlab.engine.llm import (
-    COMPACT_MAX_OUTPUT_TOKENS,
-    PTL_MARKER,
-    SUMMARY_SYSTEM_PROMPT,
-    AnthropicSummarizer,
-    FallbackSummarizer,
-    OpenAICompatibleSummarizer,
-    SummaryError,
-    group_by_api_round,
-    make_summarizer,
-    truncate_head_for_ptl_retry,
-)
-from contextlab.engine.summarizer import (
+from contextlab.engine.summarizing import (
     COLLAPSE_PROMPT,
     SUMMARY_SECTIONS,
+    SummaryError,
     SummaryRequest,
     compact_prompt,
+)
+from contextlab.engine.summarizing.anthropic_backend import AnthropicSummarizer
+from contextlab.engine.summarizing.factory import make_summarizer
+from contextlab.engine.summarizing.fallback import (
+    CircuitBreaker,
+    FallbackSummarizer,
+    reset_breakers,
+)
+from contextlab.engine.summarizing.llm import (
+    COMPACT_MAX_OUTPUT_TOKENS,
+    SUMMARY_SYSTEM_PROMPT,
+    LLMSettings,
+)
+from contextlab.engine.summarizing.openai_backend import OpenAICompatibleSummarizer
+from contextlab.engine.summarizing.rendering import (
+    PTL_MARKER,
+    group_by_api_round,
+    truncate_head_for_ptl_retry,
 )
 from contextlab.engine.transcript import Block, Message
 from tests.engine.builders import TranscriptBuilder
@@ -52,6 +62,36 @@ FORMATTED = "Summary:\n1. Primary Request and Intent:\n   Fix the parser."
 
 
 # ------------------------------------------------------------------ helpers
+
+
+@pytest.fixture(autouse=True)
+def _fresh_breakers() -> Iterator[None]:
+    """Breakers live for the process: no test may inherit another's open one."""
+    reset_breakers()
+    yield
+    reset_breakers()
+
+
+@pytest.fixture
+def sdk_sleeps(monkeypatch: pytest.MonkeyPatch) -> list[float]:
+    """The SDKs' back-off, recorded instead of slept (they call ``time.sleep``)."""
+    sleeps: list[float] = []
+    monkeypatch.setattr(time, "sleep", sleeps.append)
+    return sleeps
+
+
+def backoff(retry: int) -> tuple[float, float]:
+    """The SDKs' own wait before retry ``retry`` (1-based) without retry-after:
+    0.5 s × 2^(retry−1), capped at 8 s, minus up to 25 % jitter."""
+    delay = min(0.5 * 2.0 ** (retry - 1), 8.0)
+    return 0.75 * delay, delay
+
+
+def assert_backoff(sleeps: list[float], *retries: int) -> None:
+    assert len(sleeps) == len(retries), sleeps
+    for slept, retry in zip(sleeps, retries, strict=True):
+        low, high = backoff(retry)
+        assert low <= slept <= high, (retry, slept)
 
 
 def message(role: str, *blocks: Block, mid: str | None = None, kind: str = "") -> Message:
@@ -95,10 +135,13 @@ def conversation(rounds: int = 3, result_chars: int = 200) -> list[Message]:
     return msgs
 
 
-def anthropic(sleeps: list[float] | None = None, **kw: Any) -> AnthropicSummarizer:
-    kw.setdefault("jitter", 0.0)
-    kw.setdefault("timeout", 5.0)
-    return AnthropicSummarizer(sleep=(sleeps.append if sleeps is not None else None), **kw)
+def anthropic(model: str | None = None, **settings: Any) -> AnthropicSummarizer:
+    settings.setdefault("timeout", 5.0)
+    return cast(AnthropicSummarizer, make_summarizer("anthropic", model, **settings))
+
+
+def openai_compatible(model: str | None, **settings: Any) -> OpenAICompatibleSummarizer:
+    return cast(OpenAICompatibleSummarizer, make_summarizer("openai", model, **settings))
 
 
 def request(msgs: list[Message] | None = None, **kw: Any) -> SummaryRequest:
@@ -212,45 +255,63 @@ def test_a_span_starting_with_the_assistant_still_opens_with_a_user_turn(
     assert first["content"][0]["text"].startswith("[conversation excerpt")
 
 
-# ------------------------------------------------------------------ retries
+# ------------------------------------------------------------------ retries (the SDKs' own)
 
 
-def test_transient_errors_are_retried_with_exponential_backoff(llm_stub: LLMStub) -> None:
+def test_transient_errors_are_retried_by_the_sdk_honouring_retry_after(
+    llm_stub: LLMStub, sdk_sleeps: list[float]
+) -> None:
     llm_stub.rate_limited(retry_after=3).overloaded().server_error(503).ok(RAW_SUMMARY)
-    sleeps: list[float] = []
-    result = anthropic(sleeps).summarize(request())
-    assert len(llm_stub.requests) == 4
-    # retry-after wins when the server gives one; otherwise 0.5 s doubling
-    assert sleeps == [3.0, 1.0, 2.0]
+    result = anthropic().summarize(request())
     assert result.text == FORMATTED
-    # every attempt is ours: the SDK's own retries are off
-    assert [r.headers.get("x-stainless-retry-count") for r in llm_stub.requests] == ["0"] * 4
+    # one call: the SDK made all four requests, counting its retries in a header
+    assert [r.retry_count for r in llm_stub.requests] == [0, 1, 2, 3]
+    # retry-after wins when the server gives one; otherwise the SDK's doubling back-off
+    assert sdk_sleeps[0] == 3.0
+    assert_backoff(sdk_sleeps[1:], 2, 3)
 
 
-def test_jitter_adds_at_most_a_quarter(llm_stub: LLMStub) -> None:
-    llm_stub.server_error().server_error().ok("fine")
-    sleeps: list[float] = []
-    anthropic(sleeps, jitter=0.25, rng=lambda: 1.0).summarize(request())
-    assert sleeps == [0.625, 1.25]
+@pytest.mark.parametrize("backend", ["anthropic", "openai"])
+def test_overloaded_twice_then_ok_succeeds_after_three_requests(
+    llm_stub: LLMStub, sdk_sleeps: list[float], backend: str
+) -> None:
+    llm_stub.overloaded().rate_limited().ok("<summary>third time</summary>")
+    result = make_summarizer(backend, "claude-opus-4-6").summarize(request())
+    assert result.text == "Summary:\nthird time"
+    assert result.fallback_reason is None
+    assert [r.retry_count for r in llm_stub.requests] == [0, 1, 2]
+    assert_backoff(sdk_sleeps, 1, 2)
 
 
-def test_a_reply_slower_than_the_timeout_is_retried(llm_stub: LLMStub) -> None:
-    llm_stub.slow(3.0).ok("<summary>second try</summary>")
-    sleeps: list[float] = []
-    result = anthropic(sleeps, timeout=0.5).summarize(request())
-    assert result.text == "Summary:\nsecond try"
+def test_retry_after_is_really_waited(llm_stub: LLMStub) -> None:
+    llm_stub.rate_limited(retry_after=0.3).ok("fine")
+    started = time.monotonic()
+    anthropic().summarize(request())
+    assert time.monotonic() - started >= 0.3
     assert len(llm_stub.requests) == 2
-    assert sleeps == [0.5]
 
 
-def test_retries_give_up_after_max_retries_with_a_clear_error(llm_stub: LLMStub) -> None:
-    for _ in range(5):
+def test_a_reply_slower_than_the_timeout_is_retried(
+    llm_stub: LLMStub, sdk_sleeps: list[float]
+) -> None:
+    llm_stub.slow(3.0).ok("<summary>second try</summary>")
+    started = time.monotonic()
+    result = anthropic(timeout=0.5).summarize(request())
+    assert time.monotonic() - started < 2.5  # the SDK gave up on the slow reply at 0.5 s
+    assert result.text == "Summary:\nsecond try"
+    assert [r.retry_count for r in llm_stub.requests] == [0, 1]
+    assert_backoff(sdk_sleeps, 1)
+
+
+def test_retries_give_up_after_max_retries_with_a_clear_error(
+    llm_stub: LLMStub, sdk_sleeps: list[float]
+) -> None:
+    for _ in range(6):
         llm_stub.rate_limited()
-    sleeps: list[float] = []
     with pytest.raises(SummaryError) as info:
-        anthropic(sleeps).summarize(request())
+        anthropic().summarize(request())
     assert len(llm_stub.requests) == 5  # 1 + max_retries (4)
-    assert sleeps == [0.5, 1.0, 2.0, 4.0]
+    assert_backoff(sdk_sleeps, 1, 2, 3, 4)
     message = str(info.value)
     assert message.startswith("anthropic failed: HTTP 429 after 4 retries")
     assert "rate limit" in message
@@ -258,24 +319,53 @@ def test_retries_give_up_after_max_retries_with_a_clear_error(llm_stub: LLMStub)
     assert (info.value.kind, info.value.status, info.value.attempts) == ("retryable", 429, 5)
 
 
-def test_total_wait_is_capped(llm_stub: LLMStub) -> None:
-    for _ in range(5):
-        llm_stub.overloaded()
-    sleeps: list[float] = []
+def test_max_retries_reaches_the_sdk(llm_stub: LLMStub, sdk_sleeps: list[float]) -> None:
+    for _ in range(3):
+        llm_stub.server_error()
+    with pytest.raises(SummaryError, match="HTTP 500 after 1 retries") as info:
+        anthropic(max_retries=1).summarize(request())
+    assert [r.retry_count for r in llm_stub.requests] == [0, 1]
+    assert info.value.attempts == 2
+
+
+@pytest.mark.parametrize("backend", ["anthropic", "openai"])
+def test_a_retry_after_beyond_the_budget_is_not_waited_for(
+    llm_stub: LLMStub, sdk_sleeps: list[float], backend: str
+) -> None:
+    # the Anthropic SDK would sleep an hour, the OpenAI SDK 90 s: the budget says neither
+    llm_stub.rate_limited(retry_after=3600 if backend == "anthropic" else 90).ok("never")
+    summarizer = make_summarizer(backend, "claude-opus-4-6", max_retry_after=60)
     with pytest.raises(SummaryError, match="retry budget") as info:
-        anthropic(sleeps, max_total_wait=1.2).summarize(request())
-    assert sleeps == [0.5]  # the next wait (1.0) would have passed 1.2 s in total
-    assert len(llm_stub.requests) == 2
-    assert info.value.kind == "budget"
-
-
-def test_client_errors_are_not_retried(llm_stub: LLMStub) -> None:
-    llm_stub.error(404, "model: claude-nope not found")
-    sleeps: list[float] = []
-    with pytest.raises(SummaryError, match=r"anthropic failed: HTTP 404: .*not found"):
-        anthropic(sleeps, model="claude-nope").summarize(request())
+        summarizer.summarize(request())
     assert len(llm_stub.requests) == 1
-    assert sleeps == []
+    assert sdk_sleeps == []
+    assert (info.value.kind, info.value.status, info.value.attempts) == ("budget", 429, 1)
+    assert f"asked to wait {3600 if backend == 'anthropic' else 90} s" in str(info.value)
+
+
+def test_the_worst_case_of_one_call_is_bounded() -> None:
+    # 5 attempts of 120 s that never answer, 4 waits of at most 60 s (retry-after) each
+    assert LLMSettings(backend="anthropic").worst_case_seconds == 5 * 120 + 4 * 60
+    # the SDK's own back-off is at most 8 s even when max_retry_after is lower
+    settings = LLMSettings(backend="openai", timeout=10, max_retries=2, max_retry_after=0)
+    assert settings.worst_case_seconds == 3 * 10 + 2 * 8
+
+
+@pytest.mark.parametrize(
+    ("status", "message"),
+    [(404, "model: claude-nope not found"), (400, "messages: field required")],
+)
+def test_client_errors_are_not_retried(
+    llm_stub: LLMStub, sdk_sleeps: list[float], status: int, message: str
+) -> None:
+    llm_stub.error(status, message).ok("never sent")
+    with pytest.raises(
+        SummaryError, match=rf"anthropic failed: HTTP {status}: .*{message}"
+    ) as info:
+        anthropic(model="claude-nope").summarize(request())
+    assert [r.retry_count for r in llm_stub.requests] == [0]
+    assert sdk_sleeps == []
+    assert (info.value.kind, info.value.attempts) == ("fatal", 1)
 
 
 def test_missing_credentials_fail_at_once_with_a_hint(
@@ -299,17 +389,19 @@ def test_vllm_completion_budget_error_is_not_treated_as_prompt_too_long(
         "tokens (1000 in the messages, 20000 in the completion).",
     )
     with pytest.raises(SummaryError, match="lower max_output_tokens"):
-        OpenAICompatibleSummarizer("small").summarize(request())
+        openai_compatible("small").summarize(request())
     assert len(llm_stub.requests) == 1
 
 
-def test_a_refused_connection_is_retried_then_reported(llm_stub: LLMStub) -> None:
+def test_a_refused_connection_is_retried_then_reported(
+    llm_stub: LLMStub, sdk_sleeps: list[float]
+) -> None:
     url = llm_stub.url
     llm_stub.stop()  # nothing listens on the port any more
-    sleeps: list[float] = []
-    with pytest.raises(SummaryError, match="network error after 2 retries"):
-        anthropic(sleeps, base_url=url, max_retries=2).summarize(request())
-    assert sleeps == [0.5, 1.0]
+    with pytest.raises(SummaryError, match="network error after 2 retries") as info:
+        anthropic(base_url=url, max_retries=2).summarize(request())
+    assert_backoff(sdk_sleeps, 1, 2)
+    assert (info.value.kind, info.value.attempts) == ("retryable", 3)
 
 
 # ------------------------------------------------------------------ prompt too long
@@ -432,6 +524,47 @@ def test_fallback_marks_the_result_and_the_breaker_stops_calling(llm_stub: LLMSt
     assert wrapped.breaker_open
 
 
+def test_the_breaker_trips_across_separately_built_summarizers(llm_stub: LLMStub) -> None:
+    """A worker builds a new backend and a new wrapper for every summary: the failures of
+    one endpoint and model still add up, and another model is not affected."""
+    llm_stub.default = Reply("server_error", status=500)
+
+    def one_call(model: str) -> str:
+        fresh = FallbackSummarizer(make_summarizer("anthropic", model, max_retries=0))
+        return fresh.summarize(request()).fallback_reason or ""
+
+    reasons = [one_call("claude-opus-4-6") for _ in range(4)]
+    assert len(llm_stub.requests) == 3  # the 4th wrapper did not call the backend
+    assert "circuit breaker open after 3 consecutive failures" in reasons[2]
+    assert reasons[3].startswith("anthropic not called: circuit breaker open after 3")
+    assert "HTTP 500" in reasons[3]  # the last failure is named
+    # another model is another breaker, still closed
+    assert one_call("claude-haiku-4-5").startswith("anthropic failed: HTTP 500")
+    assert len(llm_stub.requests) == 4
+    assert llm_stub.requests[-1].body["model"] == "claude-haiku-4-5"
+
+
+def test_an_open_breaker_lets_a_trial_call_through_after_the_cooldown(llm_stub: LLMStub) -> None:
+    now = [0.0]
+    breaker = CircuitBreaker(threshold=2, cooldown_s=60, clock=lambda: now[0])
+    llm_stub.server_error().server_error().server_error().ok("<summary>back</summary>")
+    wrapped = FallbackSummarizer(anthropic(max_retries=0), breaker=breaker)
+    assert [wrapped.summarize(request()).backend for _ in range(3)] == ["extractive"] * 3
+    assert len(llm_stub.requests) == 2  # open after 2
+    now[0] = 59.0
+    assert wrapped.summarize(request()).fallback_reason.startswith("anthropic not called")
+    assert len(llm_stub.requests) == 2
+    now[0] = 61.0  # cooled down: one trial, which fails and opens the breaker again
+    reason = wrapped.summarize(request()).fallback_reason or ""
+    assert "circuit breaker open after 3 consecutive failures" in reason
+    assert len(llm_stub.requests) == 3
+    assert wrapped.summarize(request()).fallback_reason.startswith("anthropic not called")
+    now[0] = 122.0  # the next trial succeeds and closes it
+    assert wrapped.summarize(request()).text == "Summary:\nback"
+    assert (wrapped.breaker_open, wrapped.consecutive_failures) == (False, 0)
+    assert len(llm_stub.requests) == 4
+
+
 def test_a_success_resets_the_failure_count(llm_stub: LLMStub) -> None:
     llm_stub.server_error().server_error().ok("<summary>back</summary>").server_error()
     wrapped = FallbackSummarizer(anthropic(max_retries=0))
@@ -452,18 +585,32 @@ def test_fallback_wraps_any_exception(llm_stub: LLMStub) -> None:
     assert result.fallback_reason == "broken failed: OSError: disk on fire"
 
 
+def test_a_replay_interruption_is_not_a_failure(llm_stub: LLMStub) -> None:
+    class Stopping:
+        name = "anthropic"
+        breaker_identity = ("anthropic", "https://stop.example", "m")
+
+        def summarize(self, request: SummaryRequest) -> engine.SummaryResult:
+            raise engine.ReplayStopped("spend cap")
+
+    wrapped = FallbackSummarizer(Stopping())
+    for _ in range(4):
+        with pytest.raises(engine.ReplayStopped):
+            wrapped.summarize(request())
+    assert (wrapped.consecutive_failures, wrapped.breaker_open) == (0, False)
+
+
 # ------------------------------------------------------------------ OpenAI-compatible
 
 
-def test_openai_compatible_path(llm_stub: LLMStub) -> None:
+def test_openai_compatible_path(llm_stub: LLMStub, sdk_sleeps: list[float]) -> None:
     llm_stub.rate_limited().ok(
         RAW_SUMMARY, input_tokens=900, output_tokens=80, cache_read_tokens=100
     )
-    sleeps: list[float] = []
-    summarizer = OpenAICompatibleSummarizer("llama3.2", sleep=sleeps.append, jitter=0.0)
+    summarizer = openai_compatible("llama3.2")
     result = summarizer.summarize(request())
-    assert len(llm_stub.requests) == 2
-    assert sleeps == [0.5]
+    assert [r.retry_count for r in llm_stub.requests] == [0, 1]
+    assert_backoff(sdk_sleeps, 1)
     sent = llm_stub.requests[-1]
     assert sent.path == "/v1/chat/completions"
     assert sent.headers["authorization"] == f"Bearer {OPENAI_TEST_KEY}"
@@ -487,14 +634,14 @@ def test_openai_without_a_key_sends_a_placeholder(
 ) -> None:
     monkeypatch.delenv("OPENAI_API_KEY")
     llm_stub.ok("fine")
-    OpenAICompatibleSummarizer("qwen", base_url=llm_stub.url + "/v1").summarize(request())
+    openai_compatible("qwen", base_url=llm_stub.url + "/v1").summarize(request())
     assert llm_stub.requests[0].headers["authorization"] == "Bearer sk-no-key-required"
 
 
 def test_openai_context_length_error_truncates_like_prompt_too_long(llm_stub: LLMStub) -> None:
     llm_stub.prompt_too_long(actual=201_000, limit=200_000).ok("short enough")
     msgs = conversation(rounds=8, result_chars=3000)
-    result = OpenAICompatibleSummarizer("llama3.2").summarize(request(msgs))
+    result = openai_compatible("llama3.2").summarize(request(msgs))
     assert result.text == "short enough"
     first, second = llm_stub.requests
     assert len(second.body["messages"]) < len(first.body["messages"])
@@ -503,14 +650,14 @@ def test_openai_context_length_error_truncates_like_prompt_too_long(llm_stub: LL
 
 def test_openai_needs_a_model() -> None:
     with pytest.raises(ValueError, match="needs a model name"):
-        OpenAICompatibleSummarizer(None)
+        openai_compatible(None)
 
 
 # ------------------------------------------------------------------ keys stay secret
 
 
 def test_api_keys_never_appear_in_errors_reprs_results_or_logs(
-    llm_stub: LLMStub, caplog: pytest.LogCaptureFixture
+    llm_stub: LLMStub, caplog: pytest.LogCaptureFixture, sdk_sleeps: list[float]
 ) -> None:
     caplog.set_level(logging.DEBUG, logger="contextlab")
     # a misbehaving proxy echoes the credentials back in its error and in its reply
@@ -523,7 +670,7 @@ def test_api_keys_never_appear_in_errors_reprs_results_or_logs(
     fallback = wrapped.summarize(request())
     echoed = summarizer.summarize(request())
     with pytest.raises(SummaryError) as info:
-        OpenAICompatibleSummarizer("llama3.2").summarize(request())
+        openai_compatible("llama3.2").summarize(request())
 
     assert llm_stub.requests[0].headers["authorization"] == f"Bearer {explicit}"  # it was used
     keys = (ANTHROPIC_TEST_KEY, OPENAI_TEST_KEY, explicit)
@@ -532,8 +679,8 @@ def test_api_keys_never_appear_in_errors_reprs_results_or_logs(
         "result json": json.dumps(dataclasses.asdict(fallback)),
         "echoed result": json.dumps(dataclasses.asdict(echoed)),
         "openai error": str(info.value) + repr(info.value),
-        "reprs": repr(summarizer) + repr(wrapped) + repr(OpenAICompatibleSummarizer("m")),
-        "vars": repr(vars(summarizer)),
+        "reprs": repr(summarizer) + repr(wrapped) + repr(openai_compatible("m")),
+        "vars": repr(vars(summarizer)) + repr(vars(summarizer.settings)),
         "logs": caplog.text,
     }
     for where, text in outputs.items():
@@ -553,17 +700,31 @@ def test_api_keys_never_appear_in_errors_reprs_results_or_logs(
 
 def test_make_summarizer() -> None:
     assert isinstance(make_summarizer("extractive"), engine.ExtractiveSummarizer)
-    made = make_summarizer("anthropic", "claude-opus-4-6", timeout=9)
+    made = make_summarizer("anthropic", "claude-opus-4-6", timeout=9, max_retries=2)
     assert isinstance(made, AnthropicSummarizer)
-    assert (made.model, made.timeout) == ("claude-opus-4-6", 9)
+    assert (made.model, made.settings.timeout) == ("claude-opus-4-6", 9)
+    # the settings reach the SDK client: its retries and timeout are the ones that run
+    client = made._client()
+    assert (client.max_retries, client.timeout) == (2, 9)
     assert isinstance(make_summarizer(" OpenAI ", "llama3"), OpenAICompatibleSummarizer)
+    settings = LLMSettings(backend="openai", model="llama3", max_retries=0)
+    from_settings = make_summarizer(settings)
+    assert isinstance(from_settings, OpenAICompatibleSummarizer)
+    assert from_settings.settings == settings
+    assert engine.make_summarizer is make_summarizer
+    assert engine.LLMSettings is LLMSettings
     with pytest.raises(ValueError, match="choose one of extractive, anthropic, openai"):
         make_summarizer("gpt")
+    with pytest.raises(ValueError, match="max_retries"):
+        make_summarizer("anthropic", max_retries=-1)
+    with pytest.raises(TypeError):
+        make_summarizer("anthropic", sleep=print)  # the hand-written back-off knobs are gone
 
 
 def test_importing_the_engine_does_not_import_the_sdks() -> None:
     code = (
-        "import sys, contextlab.engine, contextlab.engine.cli, contextlab.engine.llm; "
+        "import sys, contextlab.engine, contextlab.engine.cli, contextlab.engine.summarizing.factory,"
+        " contextlab.engine.summarizing.fallback; "
         "print(sorted(m for m in sys.modules if m.split('.')[0] in ('anthropic', 'openai')))"
     )
     out = subprocess.run(

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-import json
 import pickle
 
 import pytest
 
 from contextlab import engine
 from tests.engine.test_pipeline import SMALL_WINDOW, long_session
+
+#: sha256 of a fixed two-message input, computed before the summarizer modules were moved
+KNOWN_DIGEST = "afc5b635a4845d9e31ba74ec5fe6f56361eb3feb15c97bfe9509d07be2d0050e"
 
 
 def test_replay_stops_at_a_missing_summary_then_completes_from_the_store(tmp_path):
@@ -59,21 +61,10 @@ def test_summary_key_depends_on_backend_model_and_input(tmp_path):
     )
 
 
-def test_a_summary_request_survives_a_json_round_trip(tmp_path):
-    session = engine.load_session(str(long_session(3).write(tmp_path / "s.jsonl")))
-    request = engine.SummaryRequest(messages=session.main.messages[:6], model="claude-opus-4-6")
-    again = engine.request_from_json(engine.request_to_json(request))
-    assert engine.summary_key(again, "anthropic", "m") == engine.summary_key(
-        request, "anthropic", "m"
-    )
-    assert [m.role for m in again.messages] == [m.role for m in request.messages]
-
-
-def test_a_request_read_back_from_json_renders_the_same_prompt_and_extract():
-    """A fetch on another worker reads the request from JSON: the backend must get the very
-    prompt the asking worker would have sent (tool ids and inputs, error flags, nested media),
-    and the extractive fallback must see the same file paths and errors."""
-    from contextlab.engine.llm import render_conversation
+def test_the_rendered_prompt_keeps_tool_ids_inputs_errors_and_media():
+    """The backend gets the tool ids and inputs, error flags and nested media of the
+    summarized messages (the resumed replay rebuilds the request: it never travels as JSON)."""
+    from contextlab.engine.summarizing.rendering import render_conversation
     from contextlab.engine.transcript import Block, Message
 
     messages = [
@@ -110,23 +101,36 @@ def test_a_request_read_back_from_json_renders_the_same_prompt_and_extract():
         ),
     ]
     request = engine.SummaryRequest(messages=messages, prompt="Summarize.")
-    again = engine.request_from_json(json.loads(json.dumps(engine.request_to_json(request))))
-    assert render_conversation(again.messages, again.prompt) == render_conversation(
-        request.messages, request.prompt
-    )
     rendered = "\n".join(
-        part for turn in render_conversation(again.messages, again.prompt) for part in turn.parts
+        part
+        for turn in render_conversation(request.messages, request.prompt)
+        for part in turn.parts
     )
-    assert "[Tool call toolu_1: Read]" in rendered
+    assert '[Tool call toolu_1: Read] {"file_path": "/src/parse.py"}' in rendered
     assert "(error)" in rendered
     assert rendered.count("[image]") == 2
-    extract = engine.ExtractiveSummarizer()
-    assert extract.summarize(again).text == extract.summarize(request).text
-    # hostile JSON (wrong types) is read as absent, never trusted
-    bad = engine.request_to_json(request)
-    bad["messages"][1]["blocks"][1].update(tool_use_id=7, media="lots", is_error="yes")
-    block = engine.request_from_json(bad).messages[1].blocks[1]
-    assert (block.tool_use_id, block.media, block.is_error) == (None, 0, False)
+    assert "hmm" not in rendered  # thinking is never sent
+    assert rendered.endswith("Summarize.")
+    extract = engine.ExtractiveSummarizer().summarize(request).text
+    assert "/src/parse.py" in extract
+    assert "No such file" in extract
+
+
+def test_the_summary_key_of_a_known_input_never_changes():
+    """Stored summaries are found by this key: a change to the prompt, its version or the
+    hashed rendering would orphan every one of them."""
+    from contextlab.engine.transcript import Block, Message
+
+    request = engine.SummaryRequest(
+        messages=[
+            Message(uuid="u", role="user", kind="prompt", blocks=[Block("text", "fix it")]),
+            Message(uuid="a", role="assistant", kind="assistant", blocks=[Block("text", "done")]),
+        ]
+    )
+    assert engine.PROMPT_VERSION == "contextlab-compact-1"
+    assert engine.summary_key(request, "anthropic", "claude-x") == (
+        "anthropic|claude-x|contextlab-compact-1|compact|" + KNOWN_DIGEST
+    )
 
 
 def test_a_checkpointed_replay_resumes_where_it_stopped_and_matches_a_full_one(tmp_path):

@@ -18,6 +18,7 @@ from contextlab.summaries import runner, services, tasks
 from contextlab.summaries.models import RunSummarizer, SummaryEntry
 from tests.engine.conftest import ANTHROPIC_TEST_KEY
 from tests.engine.test_pipeline import SMALL_WINDOW, long_session
+from tests.llm_stub import Reply
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clean_media")]
 
@@ -181,13 +182,54 @@ def test_a_failing_backend_falls_back_visibly_and_trips_the_breaker(
     assert reasons
     assert all(r for r in reasons)
     assert len(reasons) > 3
-    assert not any("circuit breaker" in r for r in reasons[:3])
+    assert all(r.startswith("anthropic failed: HTTP 500 after 4 retries") for r in reasons[:3])
+    assert not any("circuit breaker" in r for r in reasons[:2])
+    # the third failure opens the worker's breaker, although each fetch built its own wrapper
+    assert "circuit breaker open after 3 consecutive failures" in reasons[2]
     assert all("circuit breaker" in r for r in reasons[3:])
-    assert (
-        len(llm_stub.requests) == 3 * 5
-    )  # three attempts (each 1 + 4 retries), then no more calls
+    # three calls of 5 requests each (1 + the SDK's 4 retries), then no more calls
+    assert [r.retry_count for r in llm_stub.requests] == [0, 1, 2, 3, 4] * 3
     assert SummaryEntry.objects.count() == 0  # fallbacks are never cached as the backend's
     assert ANTHROPIC_TEST_KEY not in str(data)
+
+
+def test_the_breaker_a_run_tripped_spares_the_next_run_on_the_same_worker(
+    transcript, llm_stub, django_capture_on_commit_callbacks, monkeypatch
+):
+    """The breaker is the worker process's, per backend endpoint and model: a second run's
+    first summary does not call a backend that just failed three times in a row (its own
+    run-level count in the database is still 0)."""
+    monkeypatch.setattr("time.sleep", lambda s: None)
+    llm_stub.default = Reply("server_error", status=500)
+    first = drive(
+        whatif_run(transcript, backend="anthropic", model="claude-sonnet-4-6").pk,
+        django_capture_on_commit_callbacks,
+    )
+    assert first.status == Run.Status.DONE, first.error
+    calls = len(llm_stub.requests)
+    assert calls == 3 * 5
+    # the same summaries again: fallbacks are never stored, so each one is fetched anew
+    second = drive(
+        whatif_run(transcript, backend="anthropic", model="claude-sonnet-4-6").pk,
+        django_capture_on_commit_callbacks,
+    )
+    assert second.status == Run.Status.DONE, second.error
+    assert len(llm_stub.requests) == calls  # not one more call
+    data = RunResult.objects.get(run=second).data
+    reasons = [
+        s.get("fallback_reason") for s in data["views"]["synthetic"] if s["kind"] == "summary"
+    ]
+    assert reasons
+    assert reasons[0].startswith("anthropic not called: circuit breaker open after 3")
+
+
+def test_one_summary_call_fits_in_the_worker_time_limit():
+    """The SDK retries of one call cannot outlast the task's soft time limit."""
+    from django.conf import settings
+
+    for backend in ("anthropic", "openai"):
+        worst = engine.LLMSettings(backend=backend).worst_case_seconds
+        assert worst < settings.CELERY_TASK_SOFT_TIME_LIMIT
 
 
 def test_invalid_summarizer_settings_name_the_field(transcript):
@@ -303,7 +345,7 @@ def test_the_fetch_task_rebuilds_the_request_and_sends_what_claude_code_would(
         )
     assert pending.value.key == args[1]
     llm_stub.ok(SUMMARY)
-    engine.AnthropicSummarizer(model="claude-sonnet-4-6").summarize(pending.value.request)
+    engine.make_summarizer("anthropic", "claude-sonnet-4-6").summarize(pending.value.request)
     assert llm_stub.requests[-1].body == sent.body
 
 

@@ -13,8 +13,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from contextlab.engine.summarizer import SummaryRequest, SummaryResult, continuation_message
-from contextlab.engine.summary_store import ReplayInterrupted
+from contextlab.engine.summarizing import (
+    ReplayInterrupted,
+    SummaryRequest,
+    SummaryResult,
+    continuation_message,
+)
 from contextlab.engine.tokens import padded_message_estimate
 from contextlab.engine.transcript import Block, Message
 

@@ -27,7 +27,7 @@ from contextlab.engine.transcript import Block, Message
 if TYPE_CHECKING:
     from contextlab.engine.config import PipelineConfig
     from contextlab.engine.parsing import Session, Thread
-    from contextlab.engine.summarizer import Summarizer
+    from contextlab.engine.summarizing import Summarizer
     from contextlab.engine.thresholds import Thresholds
 
 #: Whole-message overrides use this block index.

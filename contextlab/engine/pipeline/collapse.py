@@ -16,7 +16,7 @@ commit level or nothing is left to collapse. Recorded
 
 from __future__ import annotations
 
-from contextlab.engine.summarizer import SummaryRequest
+from contextlab.engine.summarizing import SummaryRequest
 
 from .base import WHOLE_MESSAGE, StepContext
 

@@ -1,22 +1,16 @@
-"""Summaries for simulated compactions and collapses, behind one ``Summarizer`` interface.
+"""The words sent to a summarizing model and the shape of what comes back.
 
-The default is an offline extractive summarizer: no model call, deterministic, and sized like
-the summaries Claude Code's compaction produces (8–16k characters in real transcripts). LLM
-backends plug in behind the same interface.
+Everything here is part of a stored summary's identity: ``PROMPT_VERSION`` is in every cache key
+(``stored.summary_key``) and the prompt text is hashed into it, so a change to any wording below
+orphans every stored summary. Change it only together with the version.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
-from typing import Protocol
 
-from .tokens import rough_text
-from .transcript import Message
-
+#: In every stored summary's key: bump it when the compaction wording changes.
 PROMPT_VERSION = "contextlab-compact-1"
-#: The summarizer backends a replay can use (the LLM ones live in ``llm``).
-SUMMARIZER_NAMES = ("extractive", "anthropic", "openai")
 #: Bumped whenever the wording of ``collapse_prompt`` changes, so stored summaries say which one.
 COLLAPSE_PROMPT_VERSION = "contextlab-collapse-1"
 
@@ -133,138 +127,3 @@ def continuation_message(summary: str, *, transcript_path: str = "", suppress: b
     if suppress:
         text += "\n" + CONTINUATION_SUPPRESS
     return text
-
-
-@dataclass
-class SummaryRequest:
-    """What a summarizer gets: the messages to summarize and why."""
-
-    messages: list[Message]
-    kind: str = "compact"  # "compact" | "collapse" | "session_memory"
-    model: str | None = None
-    custom_instructions: str = ""
-    prompt: str = field(default="")
-
-    def __post_init__(self) -> None:
-        if not self.prompt:
-            if self.kind == "collapse":
-                self.prompt = collapse_prompt(self.custom_instructions)
-            else:
-                self.prompt = compact_prompt(self.custom_instructions)
-
-
-@dataclass
-class SummaryResult:
-    """A summary, and who wrote it."""
-
-    text: str
-    backend: str
-    model: str | None = None
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cost_usd: float = 0.0
-    reused: bool = False
-    fallback_reason: str | None = None
-    #: wall-clock seconds the backend took, retries and back-off included (0 for offline ones)
-    latency_s: float = 0.0
-    #: prompt tokens the provider served from its cache (already included in ``input_tokens``)
-    cache_read_tokens: int = 0
-
-
-class Summarizer(Protocol):
-    """Writes summaries; ``name`` says which backend, so results can say who wrote what."""
-
-    name: str
-
-    def summarize(self, request: SummaryRequest) -> SummaryResult: ...
-
-
-class ExtractiveSummarizer:
-    """Offline summarizer: picks sentences from the conversation into the nine sections.
-
-    Deterministic; never calls a model. Its length follows the input (about 6 % of it, between
-    2,000 and 16,000 characters), in the range of real compaction summaries.
-    """
-
-    name = "extractive"
-
-    def __init__(self, min_chars: int = 2000, max_chars: int = 16000, share: float = 0.06) -> None:
-        self.min_chars = min_chars
-        self.max_chars = max_chars
-        self.share = share
-
-    def summarize(self, request: SummaryRequest) -> SummaryResult:
-        messages = request.messages
-        input_chars = sum(len(b.text) for m in messages for b in m.blocks)
-        budget = int(min(self.max_chars, max(self.min_chars, input_chars * self.share)))
-        prompts = [
-            _first_line_block(m, 400)
-            for m in messages
-            if m.role == "user" and m.kind in ("prompt", "command") and not m.is_meta
-        ]
-        prompts = [p for p in prompts if p]
-        files: list[str] = []
-        errors: list[str] = []
-        for m in messages:
-            for b in m.blocks:
-                if b.type == "tool_use" and isinstance(b.data, dict):
-                    path = (
-                        b.data.get("file_path") or b.data.get("path") or b.data.get("notebook_path")
-                    )
-                    if isinstance(path, str) and path not in files:
-                        files.append(path)
-                elif b.type == "tool_result" and b.is_error:
-                    errors.append(_clip(b.text, 200))
-        assistant_texts = [
-            _clip(b.text, 600)
-            for m in messages
-            if m.role == "assistant"
-            for b in m.blocks
-            if b.type == "text" and b.text.strip()
-        ]
-        sections = {
-            SUMMARY_SECTIONS[0]: prompts[:1] or ["(no user request found)"],
-            SUMMARY_SECTIONS[1]: _keywords(assistant_texts, 12),
-            SUMMARY_SECTIONS[2]: files[-20:] or ["(no files touched)"],
-            SUMMARY_SECTIONS[3]: errors[-8:] or ["(none recorded)"],
-            SUMMARY_SECTIONS[4]: assistant_texts[-6:-2] or ["(see current work)"],
-            SUMMARY_SECTIONS[5]: prompts or ["(none)"],
-            SUMMARY_SECTIONS[6]: prompts[-1:] or ["(none)"],
-            SUMMARY_SECTIONS[7]: assistant_texts[-2:] or ["(none)"],
-            SUMMARY_SECTIONS[8]: assistant_texts[-1:] or ["(none)"],
-        }
-        lines = ["<summary>"]
-        for n, (title, items) in enumerate(sections.items(), start=1):
-            lines.append(f"{n}. {title}:")
-            lines.extend(f"   - {item}" for item in items)
-            lines.append("")
-        lines.append("</summary>")
-        text = "\n".join(lines)
-        if len(text) > budget:
-            text = text[: budget - 12].rsplit("\n", 1)[0] + "\n</summary>"
-        return SummaryResult(
-            text=text,
-            backend=self.name,
-            model=None,
-            input_tokens=sum(rough_text(b.text) for m in messages for b in m.blocks),
-            output_tokens=rough_text(text),
-        )
-
-
-def _clip(text: str, limit: int) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _first_line_block(message: Message, limit: int) -> str:
-    text = " ".join(b.text for b in message.blocks if b.type == "text")
-    return _clip(text, limit)
-
-
-def _keywords(texts: list[str], count: int) -> list[str]:
-    freq: dict[str, int] = {}
-    for text in texts:
-        for word in re.findall(r"[A-Za-z_][A-Za-z0-9_.]{5,}", text):
-            freq[word] = freq.get(word, 0) + 1
-    ranked = sorted(freq.items(), key=lambda kv: (-kv[1], kv[0]))
-    return [w for w, _ in ranked[:count]] or ["(none)"]
