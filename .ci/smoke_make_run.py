@@ -26,11 +26,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PORT = int(os.environ.get("SMOKE_PORT", "8765"))
 BASE = f"http://127.0.0.1:{PORT}"
-CORPUS = ROOT.parent / "shared" / "corpus"
+# The corpus as the tests find it; a clone without it uploads a committed fixture instead.
+CORPUS = Path(os.environ.get("CONTEXTLAB_CORPUS") or ROOT.parent / "shared" / "corpus")
 UPLOAD = (
     CORPUS / "marot__spotter__subagent.jsonl"
     if (CORPUS / "marot__spotter__subagent.jsonl").exists()
-    else ROOT / "contextlab" / "demo" / "marot__spotter__tool_heavy.jsonl"
+    # a committed real session that is not one of the demo sessions, so the upload is new
+    else ROOT / "tests" / "fixtures" / "entireio__cli__9f_d2fc39aa5f_0_full.jsonl"
 )
 
 

@@ -2,7 +2,7 @@
 
 Two comparisons, each measured in the same run so machine noise hits both sides alike:
 
-1. Corpus files (/work/shared/corpus/*.jsonl or the files given): ``contextlab replay FILE --json``
+1. Corpus files (``$CONTEXTLAB_CORPUS/**/*.jsonl``, default ``../shared/corpus``, or the files given): ``contextlab replay FILE --json``
    versus ``claude-code-log FILE -o out.html`` (a popular transcript -> HTML converter that parses
    the same files but runs no pipeline). Target: replay <= 0.5 x baseline.
 2. Synthetic sessions of 10, 50 and 100 MiB (bench/gen_synthetic.py, seed 1): replay versus a
@@ -26,7 +26,6 @@ Results are printed as a table and written to bench/out/replay.json.
 from __future__ import annotations
 
 import argparse
-import glob
 import json
 import os
 import platform
@@ -46,7 +45,10 @@ from typing import Any
 
 BENCH_DIR = Path(__file__).resolve().parent
 ROOT = BENCH_DIR.parent
-CORPUS_GLOB = "/work/shared/corpus/*.jsonl"
+#: The transcript corpus (``$CONTEXTLAB_CORPUS``, default ``../shared/corpus``), subfolders
+#: such as ``recent/`` included.
+CORPUS = Path(os.environ.get("CONTEXTLAB_CORPUS") or ROOT.parent / "shared" / "corpus")
+CORPUS_GLOB = f"{CORPUS}/**/*.jsonl"
 DATA_DIR = BENCH_DIR / "data"
 OUT_FILE = BENCH_DIR / "out" / "replay.json"
 SYNTH_SIZES_MB = (10, 50, 100)
@@ -488,7 +490,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         args.runs = 1
     sizes = args.sizes or ([10] if args.quick else list(SYNTH_SIZES_MB))
-    files = args.files or sorted(Path(p) for p in glob.glob(CORPUS_GLOB))
+    files = args.files or sorted(CORPUS.rglob("*.jsonl"))
 
     replay_cmd = contextlab_command(args.contextlab)
     available, why = cli_available(replay_cmd)

@@ -44,7 +44,8 @@ from typing import Any
 
 BENCH_DIR = Path(__file__).resolve().parent
 ROOT = BENCH_DIR.parent
-LARGEST = Path("/work/shared/corpus/entireio__cli__25_730c662552_0_full.jsonl")
+CORPUS = Path(os.environ.get("CONTEXTLAB_CORPUS") or ROOT.parent / "shared" / "corpus")
+LARGEST = CORPUS / "entireio__cli__25_730c662552_0_full.jsonl"
 OUT_FILE = BENCH_DIR / "out" / "sweep.json"
 FIELD = "autocompact_buffer_tokens"
 TARGET = 2.0  # sweep / one run

@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT / ".ci"))
 
 from smoke_make_run import Browser, multipart  # noqa: E402 - the CI smoke test's HTTP client
 
-CORPUS = ROOT.parent / "shared" / "corpus"
+CORPUS = Path(os.environ.get("CONTEXTLAB_CORPUS") or ROOT.parent / "shared" / "corpus")
 PYTHON = ROOT / ".venv" / "bin" / "python"
 CCL = ROOT / ".venv" / "bin" / "claude-code-log"
 
@@ -167,7 +167,7 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=15, help="explorer requests to time")
     parser.add_argument("-o", "--output", default=str(ROOT / "bench" / "out" / "web.json"))
     args = parser.parse_args()
-    files = sorted(CORPUS.glob("*.jsonl"), key=lambda p: p.stat().st_size)
+    files = sorted(CORPUS.rglob("*.jsonl"), key=lambda p: p.stat().st_size)  # recent/ too
     largest, smallest = files[-1], files[0]
     var_dir = Path(tempfile.mkdtemp(prefix="contextlab-bench-web-"))
     scratch = Path(tempfile.mkdtemp(prefix="contextlab-bench-ccl-"))

@@ -19,10 +19,37 @@ from django.conf import settings
 from django.test import Client
 
 ROOT = Path(__file__).resolve().parent.parent
-CORPUS = Path(os.environ.get("CONTEXTLAB_CORPUS", ROOT.parent / "shared" / "corpus"))
+#: The whole transcript corpus (tens of MB, not in the repository): ``$CONTEXTLAB_CORPUS``, else
+#: ``../shared/corpus`` beside the checkout. Every test that needs it finds it through
+#: ``CORPUS``, ``corpus_files()`` or ``corpus_path()`` and is skipped, with the reason printed,
+#: when it is absent (``CONTEXTLAB_CORPUS=/nonexistent make test`` proves a clone without it).
+CORPUS = Path(os.environ.get("CONTEXTLAB_CORPUS") or ROOT.parent / "shared" / "corpus")
+HAVE_CORPUS = CORPUS.is_dir()
+NO_CORPUS = (
+    f"needs the transcript corpus, not found at {CORPUS} "
+    "(set CONTEXTLAB_CORPUS to its folder; see README, Two commands)"
+)
+#: Mark for tests that need the whole corpus.
+needs_corpus = pytest.mark.skipif(not HAVE_CORPUS, reason=NO_CORPUS)
 DEMO = ROOT / "contextlab" / "demo"
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 REDIS_URL = os.environ.get("TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
+
+
+def corpus_files() -> list[Path]:
+    """Every transcript of the corpus, subfolders (``recent/``) included; [] without it."""
+    return sorted(CORPUS.rglob("*.jsonl")) if HAVE_CORPUS else []
+
+
+def corpus_path(name: str) -> Path:
+    """One corpus file (``name`` relative to the corpus folder): skips the test when the corpus
+    is absent, fails it when the corpus is there without that file."""
+    if not HAVE_CORPUS:
+        pytest.skip(NO_CORPUS)
+    path = CORPUS / name
+    if not path.exists():
+        pytest.fail(f"the corpus at {CORPUS} has no {name}", pytrace=False)
+    return path
 
 
 def _reachable(host: str, port: int) -> bool:
@@ -47,11 +74,12 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def corpus_file(name: str) -> Path:
-    """A real transcript: from the shared corpus when present, else the bundled demo copy."""
-    for folder in (CORPUS, DEMO):
+    """A real transcript that always exists: from the corpus when present, else the committed
+    copy (``contextlab/demo/`` or ``tests/fixtures/``, byte-identical to the corpus file)."""
+    for folder in (CORPUS, DEMO, FIXTURES):
         if (folder / name).exists():
             return folder / name
-    pytest.fail(f"corpus file {name} not found in {CORPUS} or {DEMO}")
+    pytest.fail(f"corpus file {name} not found in {CORPUS}, {DEMO} or {FIXTURES}")
 
 
 @pytest.fixture

@@ -3,13 +3,20 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
 import time
 import urllib.request
+from io import StringIO
 from pathlib import Path
+
+import pytest
+from django.core.management import call_command
+
+from contextlab.transcripts.management.commands import load_demo
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -77,3 +84,25 @@ def test_devserver_serves_and_stops_everything_on_sigint(tmp_path):
     ).stdout.split()
     assert left == [], f"processes left after SIGINT: {left}"
     assert "[devserver] stopped" in (tmp_path / "devserver.log").read_text()
+
+
+@pytest.mark.django_db
+@pytest.mark.parametrize("with_corpus", [False, True], ids=["no-corpus", "corpus"])
+def test_demo_sessions_come_from_the_corpus_else_the_bundled_copies(
+    with_corpus, monkeypatch, tmp_path, settings, clean_media
+):
+    """``make run`` in a clone without ``../shared``: the demo loads the bundled copies. The
+    corpus is found where the tests find it (``$CONTEXTLAB_CORPUS``), never by another path."""
+    corpus = tmp_path / "corpus"
+    if with_corpus:
+        corpus.mkdir()
+        for name in load_demo.DEMO_FILES:
+            shutil.copy(load_demo.BUNDLED / name, corpus / name)
+    monkeypatch.setenv("CONTEXTLAB_CORPUS", str(corpus))
+    settings.VAR_DIR = tmp_path / "var"
+    out = StringIO()
+    call_command("load_demo", stdout=out)
+    text = out.getvalue()
+    source = corpus if with_corpus else ROOT / "contextlab" / "demo"
+    assert text.count(f"({source})") == len(load_demo.DEMO_FILES), text
+    assert "log in as 'demo' with password" in text

@@ -12,7 +12,7 @@ import pytest
 from playwright.sync_api import expect
 
 from contextlab.runs.models import Run
-from tests.conftest import require_services, wait_for_run
+from tests.conftest import corpus_file, require_services, wait_for_run
 
 pytestmark = [
     pytest.mark.browser,
@@ -93,12 +93,7 @@ def upload(page: Any, path: Path) -> None:
 
 def test_sign_up_upload_report_click_and_keyboard(page: Any) -> None:
     sign_up(page)
-    upload(
-        page,
-        FIXTURES.parent.parent.parent / "shared" / "corpus" / "marot__spotter__tool_heavy.jsonl"
-        if (FIXTURES.parent.parent.parent / "shared" / "corpus").exists()
-        else FIXTURES.parent.parent / "contextlab" / "demo" / "marot__spotter__tool_heavy.jsonl",
-    )
+    upload(page, corpus_file("marot__spotter__tool_heavy.jsonl"))
     # the report: charts drawn by plotly.js under the CSP
     page.locator("#chart-context .main-svg").first.wait_for()
     assert page.locator("#fidelity").is_visible()

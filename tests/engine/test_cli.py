@@ -8,9 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.conftest import FIXTURES, corpus_path
 from tests.engine.builders import TranscriptBuilder
-
-CORPUS = Path(__file__).resolve().parents[3] / "shared" / "corpus"
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -99,12 +98,26 @@ def test_fidelity_reports_the_three_measures():
     proc = cli(
         "fidelity",
         "--quiet",
-        str(CORPUS / "marot__spotter__8463c716-a2ea-4c14-9efa-87158ebd9f20.jsonl"),
+        str(corpus_path("marot__spotter__8463c716-a2ea-4c14-9efa-87158ebd9f20.jsonl")),
     )
     assert proc.returncode == 0, proc.stderr
     assert "fidelity:" in proc.stdout
     assert "cache:" in proc.stdout
     assert "compactions: 1 of 1" in proc.stdout
+
+
+def test_fidelity_on_the_committed_fixtures():
+    """The same command on two small real sessions committed under tests/fixtures/."""
+    proc = cli(
+        "fidelity",
+        "--quiet",
+        str(FIXTURES / "entireio__cli__9f_d2fc39aa5f_0_full.jsonl"),
+        str(FIXTURES / "Brads3290__cclogviewer__example.jsonl"),
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "fidelity: 72 requests" in proc.stdout
+    assert "cache:" in proc.stdout
+    assert "compactions: 0 of 0" in proc.stdout
 
 
 def test_json_output_is_the_same_under_any_hash_seed(tmp_path):

@@ -1,4 +1,13 @@
-"""Golden checks on the real transcripts in ../shared/corpus (written by other people)."""
+"""Golden checks on the whole transcript corpus, written by other people: ``$CONTEXTLAB_CORPUS``
+(default ``../shared/corpus``), its ``recent/`` subfolder included. Skipped, with the reason
+printed, when the corpus is absent; ``test_fixtures_golden.py`` runs the same kinds of checks on
+the small transcripts committed under ``tests/fixtures/`` and ``contextlab/demo/`` every time.
+
+Accuracy targets that the engine does not yet meet on ``recent/`` are asserted on the older
+files, and again on the whole corpus in a ``*_with_recent`` test marked ``xfail(strict=True)``
+whose reason gives the measured figures: it turns into a failure the day the target is met, so
+the recent files can join the main test.
+"""
 
 from __future__ import annotations
 
@@ -11,17 +20,27 @@ import pytest
 
 from contextlab import engine
 from contextlab.engine.tokens import percentile
+from tests.conftest import CORPUS, corpus_files, needs_corpus
+from tests.engine.invariants import assert_replay_invariants
 
-CORPUS = Path(__file__).resolve().parents[3] / "shared" / "corpus"
-FILES = sorted(CORPUS.glob("*.jsonl"))
+pytestmark = needs_corpus
+
+#: Every corpus file, ``recent/`` included (rglob): invariants run on all of them.
+FILES = corpus_files()
+#: The files added on 2026-12-01 (recent Claude Code versions, see PROVENANCE.md).
+RECENT = [p for p in FILES if p.relative_to(CORPUS).parts[0] == "recent"]
+#: The files the accuracy targets were first set on (the corpus's top folder).
+OLDER = [p for p in FILES if p.parent == CORPUS]
 
 
 def short(path: Path) -> str:
-    return path.name[:40]
+    name = path.relative_to(CORPUS).as_posix()
+    return name[:47] if name.startswith("recent/") else name[:40]
 
 
 def test_corpus_is_present():
-    assert len(FILES) >= 18, f"expected the shared corpus at {CORPUS}"
+    assert len(OLDER) >= 18, f"expected the corpus's top folder at {CORPUS}"
+    assert len(RECENT) >= 7, f"expected the corpus's recent/ folder at {CORPUS / 'recent'}"
 
 
 @cache
@@ -38,6 +57,11 @@ def test_every_corpus_file_loads_without_errors(path):
     assert session.main.messages
 
 
+@pytest.mark.parametrize("path", FILES, ids=short)
+def test_every_corpus_file_replays_the_same_and_survives_storage(path):
+    assert_replay_invariants(path, lambda mode: replayed(path, mode).to_json())
+
+
 # Requests per thread kind, fixed from the files themselves (distinct message.ids, not synthetic).
 GOLDEN_REQUESTS = {
     "entireio__cli__25_730c662552_0_full.jsonl": 169,
@@ -47,6 +71,14 @@ GOLDEN_REQUESTS = {
     "marot__spotter__8463c716-a2ea-4c14-9efa-87158ebd9f20.jsonl": 143,
     "marot__spotter__ae4a77f8-aedd-4bc1-888f-c94edc91af04.jsonl": 217,
     "marot__spotter__short.jsonl": 1,
+    # recent/: distinct message.ids of the main thread's assistant records with usage
+    "recent/FSM1__cipher-box__af_1dd25ebb3e_8_full.jsonl": 224,
+    "recent/PackmindHub__context-evaluator__ee_7e610ffc3f_0_full.jsonl": 120,
+    "recent/ebridges__wakil__01M039H7ZNMZ1B9XCQH5HCX18V_0_full.jsonl": 229,
+    "recent/ebridges__wakil__7a1eb77e5302_0_full.jsonl": 201,
+    "recent/entireio__git-sync__74_fd06e0aef8_0_full.jsonl": 99,
+    "recent/gmeligio__flutter-docker-image__01KZH768K678RAGNB3HG3CFDS2_1_full.jsonl": 355,
+    "recent/teslamint__entirecontext__01M0EE5721NRN8FGE1238MD50T_0_full.jsonl": 147,
 }
 
 
@@ -65,13 +97,9 @@ def test_inline_sidechains_are_listed_apart():
     assert len(result["requests"]) == 9
 
 
-def all_rows() -> list[dict[str, Any]]:
-    return [r for path in FILES for tr in replayed(path, "recorded").threads for r in tr.requests]
-
-
-def test_fidelity_targets_over_the_whole_corpus():
+def check_fidelity_targets(files: list[Path]) -> None:
     errors: list[float] = []
-    for path in FILES:
+    for path in files:
         errors.extend(engine.fidelity(replayed(path, "recorded"))["errors"])
     errors.sort()
     assert len(errors) > 1200
@@ -79,10 +107,24 @@ def test_fidelity_targets_over_the_whole_corpus():
     assert percentile(errors, 0.9) <= 0.05
 
 
-def test_cache_estimate_targets_over_the_whole_corpus():
+def test_fidelity_targets_over_the_whole_corpus():
+    check_fidelity_targets(OLDER)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="measured 2026-12-01 with recent/: p90 relative error 8.91 % > 5 % (median 1.95 % "
+    "<= 2 %, 2,645 requests); recent/ alone: median 2.32 %, p90 10.7 %; worst "
+    "recent/FSM1__cipher-box (median 9.77 %, p90 21.8 %) and recent/PackmindHub (4.16 %, 11.2 %)",
+)
+def test_fidelity_targets_over_the_whole_corpus_with_recent():
+    check_fidelity_targets(FILES)
+
+
+def check_cache_estimate_targets(files: list[Path]) -> None:
     diffs: list[float] = []
     counts = [0, 0, 0]
-    for path in FILES:
+    for path in files:
         acc = engine.cache_accuracy(replayed(path, "recorded"))
         diffs.extend(acc["diffs"])
         counts = [a + b for a, b in zip(counts, acc["counts"], strict=True)]
@@ -95,16 +137,51 @@ def test_cache_estimate_targets_over_the_whole_corpus():
     assert both / predicted >= 0.75
 
 
-def test_every_recorded_auto_compaction_is_predicted_in_whatif_auto():
+def test_cache_estimate_targets_over_the_whole_corpus():
+    check_cache_estimate_targets(OLDER)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="measured 2026-12-01 with recent/: cache-miss recall 45/65 = 69.2 % < 75 % "
+    "(precision 45/59 = 76.3 %, median read error 1.97 %); recent/ alone: recall 14/25 = 56 %, "
+    "precision 14/19 = 73.7 %; recent/entireio__git-sync finds 0 of 4 recorded misses, "
+    "recent/FSM1__cipher-box 0 of 3",
+)
+def test_cache_estimate_targets_over_the_whole_corpus_with_recent():
+    check_cache_estimate_targets(FILES)
+
+
+def compaction_rows(files: list[Path]) -> list[dict[str, Any]]:
     rows = []
-    for path in FILES:
+    for path in files:
         recorded = replayed(path, "recorded")
         if not any(
             e["step"] == "autocompact" for r in recorded.to_json()["requests"] for e in r["events"]
         ):
             continue
         rows.extend(engine.compaction_accuracy(recorded, replayed(path, "whatif"))["rows"])
+    return rows
+
+
+def test_every_recorded_auto_compaction_is_predicted_in_whatif_auto():
+    rows = compaction_rows(OLDER)
     assert len(rows) == 6
+    for row in rows:
+        assert row["predicted"], row
+        assert row["rel_error"] <= 0.03, row
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="measured 2026-12-01: of recent/'s 7 recorded auto compactions, 3 are not predicted "
+    "within one request (FSM1__cipher-box request 161; gmeligio__flutter-docker-image requests "
+    "0 and 261) and 2 are predicted more than 3 % off (FSM1__cipher-box request 115: 5.47 %; "
+    "gmeligio__flutter-docker-image request 54: 5.84 %)",
+)
+def test_every_recorded_auto_compaction_is_predicted_in_whatif_auto_with_recent():
+    rows = compaction_rows(FILES)
+    assert len(rows) == 13  # 6 above, and recent/: gmeligio 4, FSM1 2, PackmindHub 1
     for row in rows:
         assert row["predicted"], row
         assert row["rel_error"] <= 0.03, row
@@ -130,12 +207,10 @@ def test_whatif_restores_persisted_originals_when_thresholds_allow(tmp_path):
     assert wide["summary"]["peak_model_tokens"] > base["summary"]["peak_model_tokens"]
 
 
-def test_whatif_auto_reproduces_the_recorded_views():
-    """With the version's own thresholds, what-if must rebuild the recorded view request by
-    request; the one exception is a compaction that ran while a tool call had no recorded
-    result (fc_99c919b212: its result was never written, so the count there is ~600 short)."""
+def first_view_mismatches(files: list[Path]) -> dict[str, int]:
+    """File → first request whose what-if view differs in size from the recorded one."""
     mismatched = {}
-    for path in FILES:
+    for path in files:
         recorded = replayed(path, "recorded").to_json()["requests"]
         whatif = replayed(path, "whatif").to_json()["requests"]
         bad = [
@@ -144,5 +219,23 @@ def test_whatif_auto_reproduces_the_recorded_views():
             if a["raw_tokens"] != b["raw_tokens"]
         ]
         if bad:
-            mismatched[path.name] = bad[0]
-    assert mismatched == {"entireio__cli__fc_99c919b212_0_full.jsonl": 112}
+            mismatched[path.relative_to(CORPUS).as_posix()] = bad[0]
+    return mismatched
+
+
+def test_whatif_auto_reproduces_the_recorded_views():
+    """With the version's own thresholds, what-if must rebuild the recorded view request by
+    request; the one exception is a compaction that ran while a tool call had no recorded
+    result (fc_99c919b212: its result was never written, so the count there is ~600 short)."""
+    assert first_view_mismatches(OLDER) == {"entireio__cli__fc_99c919b212_0_full.jsonl": 112}
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="measured 2026-12-01: what-if auto differs from the recorded view on 5 of recent/'s "
+    "7 files (first request, requests differing): FSM1__cipher-box 115 (109 of 224), "
+    "ebridges__wakil__01M039H7 35 (194 of 229), ebridges__wakil__7a1eb77e 52 (149 of 201), "
+    "gmeligio__flutter-docker-image 67 (288 of 355), teslamint__entirecontext 36 (24 of 147)",
+)
+def test_whatif_auto_reproduces_the_recorded_views_with_recent():
+    assert first_view_mismatches(FILES) == {"entireio__cli__fc_99c919b212_0_full.jsonl": 112}

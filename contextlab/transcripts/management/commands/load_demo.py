@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import secrets
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,20 @@ from contextlab.transcripts import services
 
 DEMO_FILES = ("marot__spotter__short.jsonl", "marot__spotter__tool_heavy.jsonl")
 BUNDLED = Path(__file__).resolve().parents[3] / "demo"
-SHARED = Path(settings.BASE_DIR).parent / "shared" / "corpus"
+
+
+def corpus_dir() -> Path:
+    """The transcript corpus, as the tests find it: ``$CONTEXTLAB_CORPUS``, else
+    ``../shared/corpus`` beside the checkout (absent in a plain clone)."""
+    return Path(
+        os.environ.get("CONTEXTLAB_CORPUS") or Path(settings.BASE_DIR).parent / "shared" / "corpus"
+    )
+
+
+def demo_source(name: str) -> Path:
+    """A demo file from the corpus when it has it, else the bundled copy (the same bytes)."""
+    shared = corpus_dir() / name
+    return shared if shared.is_file() else BUNDLED / name
 
 
 class Command(BaseCommand):
@@ -37,7 +51,7 @@ class Command(BaseCommand):
             password_file.write_text(password)
         password = password_file.read_text().strip()
         for name in DEMO_FILES:
-            source = SHARED / name if (SHARED / name).exists() else BUNDLED / name
+            source = demo_source(name)
             with source.open("rb") as fh:
                 transcript, new = services.create_transcript(owner=user, name=name, content=fh)
             self.stdout.write(
