@@ -49,13 +49,23 @@ def snapshot(out_dir: Path, root: Path) -> int:
     for path in files:
         for mode, flags in MODES.items():
             proc = subprocess.run(
-                [sys.executable, "-m", "contextlab.engine.cli", "replay", str(path), "--json", *flags],
+                [
+                    sys.executable,
+                    "-m",
+                    "contextlab.engine.cli",
+                    "replay",
+                    str(path),
+                    "--json",
+                    *flags,
+                ],
                 capture_output=True,
                 text=True,
                 check=False,
             )
             name = f"{path.relative_to(root).as_posix().replace('/', '__')}.{mode}.json"
-            (out_dir / name).write_text(proc.stdout if proc.returncode == 0 else "", encoding="utf-8")
+            (out_dir / name).write_text(
+                proc.stdout if proc.returncode == 0 else "", encoding="utf-8"
+            )
             print(f"{name}: exit {proc.returncode}, {len(proc.stdout):,} bytes")
     return 0
 
@@ -69,7 +79,11 @@ def compare(old_dir: Path, new_dir: Path) -> int:
         new_text = (new_dir / name).read_text(encoding="utf-8")
         if old_text == new_text:
             continue
-        if not old_text or not new_text or _strip(json.loads(old_text)) != _strip(json.loads(new_text)):
+        if (
+            not old_text
+            or not new_text
+            or _strip(json.loads(old_text)) != _strip(json.loads(new_text))
+        ):
             differing.append(name)
     for name in differing:
         print(f"DIFFERS: {name}")

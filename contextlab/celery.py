@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from celery import Celery
-from celery.signals import task_postrun, task_prerun, worker_ready
+from celery.signals import task_postrun, task_prerun, worker_ready, worker_shutdown
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "contextlab.settings")
 
@@ -62,3 +62,18 @@ def _recover_abandoned_runs(**_: Any) -> None:
                 close_old_connections()
 
     threading.Thread(target=loop, name="recover-abandoned-runs", daemon=True).start()
+
+
+@worker_ready.connect
+def _start_heartbeat(**_: Any) -> None:
+    """Touch WORKER_HEARTBEAT_FILE periodically (docker-compose's worker health check)."""
+    from contextlab import health
+
+    health.start_worker_heartbeat(app)
+
+
+@worker_shutdown.connect
+def _stop_heartbeat(**_: Any) -> None:
+    from contextlab import health
+
+    health.stop_worker_heartbeat()
