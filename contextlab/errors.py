@@ -27,6 +27,10 @@ MESSAGES: dict[int, tuple[str, str]] = {
 }
 
 
+#: the API's own wording where django-ninja has one (its 404 says "Not Found")
+API_DETAILS: dict[int, str] = {404: "Not Found"}
+
+
 def is_api(request: HttpRequest) -> bool:
     return request.path_info.startswith(API_PREFIX)
 
@@ -36,7 +40,7 @@ def error_response(
 ) -> HttpResponse:
     title, hint = MESSAGES[status]
     if is_api(request):
-        return JsonResponse({"detail": detail or title}, status=status)
+        return JsonResponse({"detail": detail or API_DETAILS.get(status, title)}, status=status)
     context = {"status": status, "title": title, "message": detail or hint}
     template = loader.get_template(f"{status}.html")
     html = template.render(context, request if with_context else None)
