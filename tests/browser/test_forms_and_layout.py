@@ -20,6 +20,7 @@ from playwright.sync_api import expect
 from contextlab.runs import runner
 from contextlab.transcripts.models import Transcript
 from tests.browser.conftest import sign_up
+from tests.conftest import wait_for_run
 
 pytestmark = [
     pytest.mark.browser,
@@ -36,7 +37,9 @@ def _session_of(username: str, make_transcript: Any, django_user_model: Any) -> 
     """A transcript of the signed-up user, replayed (recorded mode) in this process."""
     owner = django_user_model.objects.get(username=username)
     transcript: Transcript = make_transcript(DEMO, owner=owner)
-    runner.execute_run(transcript.runs.get().pk)
+    run = transcript.runs.get()
+    runner.execute_run(run.pk)  # unless the test worker took it first: then wait for it
+    wait_for_run(run.pk)
     return transcript
 
 
