@@ -19,7 +19,7 @@ from playwright.sync_api import expect
 
 from contextlab.runs import runner
 from contextlab.transcripts.models import Transcript
-from tests.browser.conftest import sign_up
+from tests.browser.test_browser import sign_up
 from tests.conftest import wait_for_run
 
 pytestmark = [
@@ -28,6 +28,9 @@ pytestmark = [
     pytest.mark.django_db(transaction=True),
     pytest.mark.usefixtures("clean_media"),
 ]
+
+# the machine may be shared and slow: expect() waits as long as the pages' own calls (30 s)
+expect.set_options(timeout=30_000)
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 DEMO = ROOT / "contextlab" / "demo" / "marot__spotter__tool_heavy.jsonl"
