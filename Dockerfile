@@ -29,3 +29,7 @@ EXPOSE 8000
 
 # web by default; the worker service overrides the command
 CMD ["sh", "-c", "gunicorn contextlab.wsgi --bind 0.0.0.0:${PORT} --workers ${WEB_CONCURRENCY:-2} --timeout 300 --access-logfile -"]
+
+# the web service's probe (docker-compose.yml overrides it for the worker)
+HEALTHCHECK --interval=15s --timeout=10s --start-period=20s --retries=5 \
+    CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/healthz', timeout=5)"]

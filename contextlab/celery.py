@@ -11,7 +11,7 @@ import os
 from typing import Any
 
 from celery import Celery
-from celery.signals import task_postrun, task_prerun
+from celery.signals import task_postrun, task_prerun, worker_ready, worker_shutdown
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "contextlab.settings")
 
@@ -29,3 +29,18 @@ def _close_old_connections(**_: Any) -> None:
     from django.db import close_old_connections
 
     close_old_connections()
+
+
+@worker_ready.connect
+def _start_heartbeat(**_: Any) -> None:
+    """Touch WORKER_HEARTBEAT_FILE periodically (docker-compose's worker health check)."""
+    from contextlab import health
+
+    health.start_worker_heartbeat(app)
+
+
+@worker_shutdown.connect
+def _stop_heartbeat(**_: Any) -> None:
+    from contextlab import health
+
+    health.stop_worker_heartbeat()

@@ -17,6 +17,8 @@ import time
 from pathlib import Path
 from types import FrameType
 
+from contextlab.local_secret import ensure_secret_key_file, secret_key_file
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -56,6 +58,11 @@ def main(argv: list[str] | None = None) -> int:
     env = dict(os.environ)
     env.setdefault("DJANGO_SETTINGS_MODULE", "contextlab.settings")
     env["PYTHONUNBUFFERED"] = "1"
+    # DEBUG stays off unless asked for (DEBUG=true make run); static files come straight from
+    # static/ (no collectstatic), and with no SECRET_KEY a random one is kept in var/secret_key.
+    env.setdefault("STATIC_MANIFEST", "false")
+    if not env.get("SECRET_KEY", "").strip():
+        ensure_secret_key_file(secret_key_file(env, ROOT))
     python = sys.executable
     manage = [python, str(ROOT / "manage.py")]
 

@@ -8,12 +8,19 @@ sets ``DATABASE_URL`` (PostgreSQL) and ``CELERY_BROKER_URL`` (Redis). README.md 
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import dj_database_url
 import django_stubs_ext
 from django.core.exceptions import ImproperlyConfigured
+
+from contextlab.local_secret import (
+    ensure_secret_key_file,
+    read_secret_key_file,
+    secret_key_file,
+)
 
 # Lets runtime code write ModelAdmin[Model] and similar generics that the type stubs declare.
 django_stubs_ext.monkeypatch()
@@ -60,19 +67,34 @@ def env_list(name: str, default: list[str]) -> list[str]:
     return [item.strip() for item in raw.split(",") if item.strip()]
 
 
-DEBUG = env_bool("DEBUG", True)
-
-_DEV_SECRET_KEY = "django-insecure-contextlab-dev-key-do-not-use-in-production"
-SECRET_KEY = env_str("SECRET_KEY", _DEV_SECRET_KEY)
-if not DEBUG and SECRET_KEY == _DEV_SECRET_KEY:
-    # A production deployment with the published dev key would let anyone forge sessions.
-    raise ImproperlyConfigured("SECRET_KEY must be set to a secret value when DEBUG is False")
-
-ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
-CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+#: Off unless asked for (``DEBUG=true make run``): a wrong link shows the friendly error pages,
+#: and neither pages nor the API ever answer with a traceback.
+DEBUG = env_bool("DEBUG", False)
 
 #: Writable runtime data (SQLite database, uploads, embedded broker); never committed.
 VAR_DIR = Path(env_str("VAR_DIR", str(BASE_DIR / "var")))
+
+# SECRET_KEY: the environment's, else the key file $VAR_DIR/secret_key, else (DEBUG only) a fixed
+# development key. In a checkout's own ./var (VAR_DIR unset: a local checkout, never the Docker
+# image, which sets VAR_DIR=/data) the key file is generated on first use, mode 0600, so
+# `make run`, `manage.py` and mypy need no setup; `make run` also creates it in any VAR_DIR.
+# Anywhere else, a DEBUG-off start without a key is refused.
+_DEV_SECRET_KEY = "django-insecure-contextlab-dev-key-do-not-use-in-production"
+SECRET_KEY_FILE = secret_key_file(os.environ, BASE_DIR)
+SECRET_KEY = os.environ.get("SECRET_KEY", "").strip() or read_secret_key_file(SECRET_KEY_FILE) or ""
+if not SECRET_KEY and not DEBUG and not {"VAR_DIR", "SECRET_KEY_FILE"} & os.environ.keys():
+    SECRET_KEY = read_secret_key_file(ensure_secret_key_file(SECRET_KEY_FILE)) or ""
+if not SECRET_KEY and DEBUG:
+    SECRET_KEY = _DEV_SECRET_KEY
+if not DEBUG and SECRET_KEY in ("", _DEV_SECRET_KEY):
+    # A production deployment with the published dev key would let anyone forge sessions.
+    raise ImproperlyConfigured(
+        "SECRET_KEY must be set to a secret value when DEBUG is False "
+        f"(or kept in {SECRET_KEY_FILE}, which `make run` creates)"
+    )
+
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
 INSTALLED_APPS = [
     "django.contrib.admin",
@@ -93,9 +115,12 @@ INSTALLED_APPS = [
 ]
 
 MIDDLEWARE = [
+    # /healthz answers before anything else runs (no host check, no session, no redirect)
+    "contextlab.health.HealthCheckMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "contextlab.middleware.ContentSecurityPolicyMiddleware",
+    "contextlab.middleware.FriendlyErrorPageMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -170,13 +195,17 @@ MEDIA_ROOT = Path(env_str("MEDIA_ROOT", str(VAR_DIR / "media")))
 #: Parsed and tokenized sessions, shared by every replay of the same file (all workers on the
 #: same disk); safe to delete at any time.
 SESSION_CACHE_DIR = Path(env_str("SESSION_CACHE_DIR", str(VAR_DIR / "session-cache")))
+#: Serve the hashed, compressed files of ``collectstatic`` (the Docker image). ``make run`` sets
+#: it false: whitenoise then serves static/ straight from the source tree, with DEBUG off too.
+STATIC_MANIFEST = env_bool("STATIC_MANIFEST", not DEBUG)
+WHITENOISE_USE_FINDERS = DEBUG or not STATIC_MANIFEST
 STORAGES: dict[str, dict[str, Any]] = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
     "staticfiles": {
         "BACKEND": (
-            "django.contrib.staticfiles.storage.StaticFilesStorage"
-            if DEBUG
-            else "whitenoise.storage.CompressedManifestStaticFilesStorage"
+            "whitenoise.storage.CompressedManifestStaticFilesStorage"
+            if STATIC_MANIFEST
+            else "django.contrib.staticfiles.storage.StaticFilesStorage"
         )
     },
 }
@@ -242,10 +271,24 @@ EXPLORER_ROWS_PER_PAGE = env_int("EXPLORER_ROWS_PER_PAGE", 60, minimum=10)
 CHART_MAX_POINTS = env_int("CHART_MAX_POINTS", 1500, minimum=50)
 
 # --- security ------------------------------------------------------------------------------
-SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", not DEBUG)
-CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", not DEBUG)
+#: The site is reached over HTTPS (directly or through a TLS-terminating proxy; behind a proxy
+#: set SECURE_PROXY_SSL too). Turns on secure cookies, the redirect to HTTPS and HSTS.
+HTTPS = env_bool("HTTPS", False)
+SESSION_COOKIE_SECURE = env_bool("SESSION_COOKIE_SECURE", HTTPS)
+CSRF_COOKIE_SECURE = env_bool("CSRF_COOKIE_SECURE", HTTPS)
+SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", HTTPS)
+# container health probes speak plain HTTP to the web process itself
+SECURE_REDIRECT_EXEMPT = [r"^healthz$"]
+#: Strict-Transport-Security max-age, seconds (sent on HTTPS responses only); 1 year with HTTPS.
+SECURE_HSTS_SECONDS = env_int("SECURE_HSTS_SECONDS", 31_536_000 if HTTPS else 0)
+SECURE_HSTS_INCLUDE_SUBDOMAINS = env_bool("SECURE_HSTS_INCLUDE_SUBDOMAINS", HTTPS)
+#: Asking browsers to preload HSTS is a commitment only the domain's owner can make: opt-in,
+#: and its deploy-check warning (W021) is silenced while it is off.
+SECURE_HSTS_PRELOAD = env_bool("SECURE_HSTS_PRELOAD", False)
+SILENCED_SYSTEM_CHECKS = [] if SECURE_HSTS_PRELOAD else ["security.W021"]
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
+SECURE_CROSS_ORIGIN_OPENER_POLICY = "same-origin"
 X_FRAME_OPTIONS = "DENY"
 if env_bool("SECURE_PROXY_SSL", False):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
@@ -255,6 +298,20 @@ CONTENT_SECURITY_POLICY = env_str(
     "img-src 'self' data: blob:; font-src 'self' data:; connect-src 'self'; "
     "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
 )
+#: Features no page uses, denied to every frame.
+PERMISSIONS_POLICY = "camera=(), microphone=(), geolocation=(), payment=(), usb=()"
+CSRF_FAILURE_VIEW = "contextlab.errors.csrf_failure"
+
+#: The worker touches this file every WORKER_HEARTBEAT_EVERY seconds;
+#: ``manage.py check_worker`` (docker-compose's worker health check) fails once it is older
+#: than WORKER_HEARTBEAT_STALE_AFTER seconds.
+WORKER_HEARTBEAT_FILE = Path(
+    env_str(
+        "WORKER_HEARTBEAT_FILE", str(Path(tempfile.gettempdir()) / "contextlab-worker-heartbeat")
+    )
+)
+WORKER_HEARTBEAT_EVERY = env_int("WORKER_HEARTBEAT_EVERY", 15, minimum=1)
+WORKER_HEARTBEAT_STALE_AFTER = env_int("WORKER_HEARTBEAT_STALE_AFTER", 90, minimum=1)
 
 LOGGING: dict[str, Any] = {
     "version": 1,

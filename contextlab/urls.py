@@ -1,13 +1,19 @@
-"""Top-level URLs: pages per app plus the JSON API under /api/."""
+"""Top-level URLs: pages per app plus the JSON API under /api/.
+
+``/healthz`` is answered by ``contextlab.health.HealthCheckMiddleware`` before URL routing; the
+route below is the same view, for the URL map's sake. Error pages: ``contextlab.errors``.
+"""
 
 from django.contrib import admin
 from django.urls import include, path
 from django.views.generic import RedirectView
 
+from contextlab import health
 from contextlab.api import api
 
 urlpatterns = [
     path("", RedirectView.as_view(pattern_name="transcripts:list", permanent=False)),
+    path("healthz", health.healthz, name="healthz"),
     path("accounts/", include("contextlab.accounts.urls")),
     path("sessions/", include("contextlab.transcripts.urls")),
     path("", include("contextlab.runs.urls")),
@@ -15,3 +21,8 @@ urlpatterns = [
     path("api/", api.urls),
     path("admin/", admin.site.urls),
 ]
+
+handler400 = "contextlab.errors.bad_request"
+handler403 = "contextlab.errors.permission_denied"
+handler404 = "contextlab.errors.page_not_found"
+handler500 = "contextlab.errors.server_error"

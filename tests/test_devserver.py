@@ -9,6 +9,7 @@ import socket
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from io import StringIO
 from pathlib import Path
@@ -39,6 +40,11 @@ def test_devserver_serves_and_stops_everything_on_sigint(tmp_path):
             "CELERY_TASK_DEFAULT_QUEUE",
             "DJANGO_SETTINGS_MODULE",
             "MEDIA_ROOT",
+            # `make run` as a newcomer runs it: no key, DEBUG at its default (off)
+            "SECRET_KEY",
+            "SECRET_KEY_FILE",
+            "DEBUG",
+            "STATIC_MANIFEST",
         )
     }
     env["VAR_DIR"] = str(tmp_path / "var")
@@ -58,7 +64,9 @@ def test_devserver_serves_and_stops_everything_on_sigint(tmp_path):
             text = (tmp_path / "devserver.log").read_text(errors="replace")
             if "log in as 'demo'" in text and "ready." in text:
                 try:
-                    urllib.request.urlopen(f"http://127.0.0.1:{port}/accounts/login/", timeout=2)
+                    login = urllib.request.urlopen(
+                        f"http://127.0.0.1:{port}/accounts/login/", timeout=2
+                    ).read()
                     break
                 except OSError:
                     pass
@@ -74,6 +82,16 @@ def test_devserver_serves_and_stops_everything_on_sigint(tmp_path):
         ):
             time.sleep(0.3)
         assert "run 2: done" in (tmp_path / "devserver.log").read_text()
+        # DEBUG off: a wrong link is the friendly page, static files still come from static/
+        with pytest.raises(urllib.error.HTTPError) as wrong_link:
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/no/such/page/", timeout=5)
+        assert wrong_link.value.code == 404
+        assert b'id="error-page"' in wrong_link.value.read()
+        css = urllib.request.urlopen(f"http://127.0.0.1:{port}/static/css/app.css", timeout=5)
+        assert b".topbar" in css.read()
+        assert b"css/app.css" in login
+        key_file = tmp_path / "var" / "secret_key"
+        assert key_file.stat().st_mode & 0o777 == 0o600
     finally:
         os.killpg(proc.pid, signal.SIGINT)
         proc.wait(timeout=60)

@@ -15,6 +15,104 @@
     return (i === 0 ? n : n.toFixed(1)) + " " + units[i];
   }
 
+  // ---- errors: 422 forms swap in, other 4xx beside the form, 5xx and network in a banner ----
+  // A 422 answer is the form again with each error beside its field: htmx 2 drops 4xx bodies
+  // by default, so it is swapped in explicitly. Any other 4xx goes to the form's problem slot
+  // (.form-problem) when the request came from a form, else to the banner; a 5xx, a network
+  // failure or an expired login shows the banner. Messages are set as text, never as HTML.
+  var banner = {
+    // "htmx" banners clear on the next successful htmx request; the others stay until dismissed
+    source: null,
+    show: function (message, source) {
+      banner.source = source || null;
+      var box = document.getElementById("error-banner");
+      var text = document.getElementById("error-banner-text");
+      if (!box || !text) return;
+      text.textContent = message;
+      box.hidden = false;
+    },
+    hide: function () {
+      var box = document.getElementById("error-banner");
+      if (box) box.hidden = true;
+    }
+  };
+  window.contextlab = window.contextlab || {};
+  window.contextlab.showErrorBanner = banner.show;
+
+  function isLoginPage(xhr) {
+    return (xhr.responseURL || "").indexOf("/accounts/login/") !== -1;
+  }
+
+  // the message of one of our error pages (#error-message), a JSON {"detail"}, or the status line
+  function messageOf(xhr) {
+    var type = xhr.getResponseHeader("Content-Type") || "";
+    var body = xhr.responseText || "";
+    try {
+      if (type.indexOf("application/json") === 0) {
+        var detail = JSON.parse(body).detail;
+        if (typeof detail === "string" && detail) return detail;
+      } else if (type.indexOf("text/html") === 0 && body) {
+        var doc = new DOMParser().parseFromString(body, "text/html");
+        var node = doc.getElementById("error-message");
+        if (node && node.textContent.trim()) return node.textContent.trim();
+      }
+    } catch (err) { /* fall through to the status line */ }
+    return "The server answered " + xhr.status + (xhr.statusText ? " " + xhr.statusText : "") + ".";
+  }
+
+  function problemSlot(elt) {
+    var form = elt && elt.closest ? elt.closest("form") : null;
+    return form ? form.querySelector(".form-problem") : null;
+  }
+
+  function showProblem(elt, message) {
+    var slot = problemSlot(elt);
+    if (slot) {
+      slot.textContent = message;
+      slot.hidden = false;
+      return;
+    }
+    banner.show(message);
+  }
+
+  function setupErrors() {
+    var close = document.getElementById("error-banner-close");
+    if (close) close.addEventListener("click", banner.hide);
+    document.body.addEventListener("htmx:beforeSwap", function (e) {
+      var xhr = e.detail.xhr;
+      if (isLoginPage(xhr)) {
+        // the login page, after a redirect: the session expired; never swap it into a form
+        e.detail.shouldSwap = false;
+        e.detail.isError = false;
+        banner.show("Your session has expired: log in again (reload the page).");
+        return;
+      }
+      if (xhr.status === 422) {
+        e.detail.shouldSwap = true;
+        e.detail.isError = false;
+      }
+    });
+    document.body.addEventListener("htmx:beforeRequest", function (e) {
+      var slot = problemSlot(e.detail.elt);
+      if (slot) { slot.textContent = ""; slot.hidden = true; }
+    });
+    document.body.addEventListener("htmx:afterRequest", function (e) {
+      if (e.detail.successful && banner.source === "htmx") banner.hide();
+    });
+    document.body.addEventListener("htmx:responseError", function (e) {
+      var xhr = e.detail.xhr;
+      var message = messageOf(xhr);
+      if (xhr.status >= 500) {
+        banner.show("Something went wrong on the server (" + xhr.status + "): " + message, "htmx");
+      } else {
+        showProblem(e.detail.elt, message);
+      }
+    });
+    document.body.addEventListener("htmx:sendError", function () {
+      banner.show("The server could not be reached (network error). Check your connection and try again.", "htmx");
+    });
+  }
+
   // ---- upload: drag and drop or pick, one XHR per file with an upload progress bar ----------
   function setupUpload() {
     var form = document.getElementById("upload-form");
@@ -74,7 +172,8 @@
           var expired = (xhr.responseURL || "").indexOf("/accounts/login/") !== -1;
           result = { ok: false, message: expired
             ? "Your session has expired: log in again, then upload."
-            : "The server answered " + xhr.status + " " + xhr.statusText + "." };
+            : messageOf(xhr) };
+          if (expired || xhr.status >= 500) banner.show(file.name + ": " + result.message);
         }
         item.bar.value = 100;
         item.msg.textContent = result.message || "";
@@ -99,6 +198,7 @@
       xhr.addEventListener("error", function () {
         item.li.classList.add("error");
         item.msg.textContent = "The upload failed (network error or the server closed the connection).";
+        banner.show("The upload of " + file.name + " failed: the server could not be reached (network error).");
       });
       xhr.send(data);
     }
@@ -209,6 +309,7 @@
   }
 
   document.addEventListener("DOMContentLoaded", function () {
+    setupErrors();
     setupUpload();
     setupCharts();
     setupConfirm();

@@ -1,0 +1,71 @@
+"""Error pages: friendly HTML for people, JSON under /api/, never a traceback.
+
+Wired in ``contextlab/urls.py`` (``handler400`` … ``handler500``) and ``CSRF_FAILURE_VIEW``;
+``FriendlyErrorPageMiddleware`` gives a view's bare ``HttpResponseGone()`` (or any other empty
+400/403/404/410) the same page. The 500 page renders without the request context: it must
+still render when the database, the session or a context processor is what failed.
+"""
+
+from __future__ import annotations
+
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.template import loader
+
+API_PREFIX = "/api/"
+
+#: status -> (title, what the person can do about it)
+MESSAGES: dict[int, tuple[str, str]] = {
+    400: ("Bad request", "The server could not understand that request."),
+    403: ("Not allowed", "You do not have access to this page, or your form expired."),
+    404: ("Not found", "There is nothing here: the link is wrong, or it was deleted."),
+    410: ("Gone", "This was here once, but it has been deleted or has expired."),
+    500: (
+        "Something went wrong on our side",
+        "The error has been logged. Try again in a moment; if it keeps happening, tell "
+        "whoever runs this ContextLab.",
+    ),
+}
+
+
+#: the API's own wording where django-ninja has one (its 404 says "Not Found")
+API_DETAILS: dict[int, str] = {404: "Not Found"}
+
+
+def is_api(request: HttpRequest) -> bool:
+    return request.path_info.startswith(API_PREFIX)
+
+
+def error_response(
+    request: HttpRequest, status: int, detail: str | None = None, *, with_context: bool = True
+) -> HttpResponse:
+    title, hint = MESSAGES[status]
+    if is_api(request):
+        return JsonResponse({"detail": detail or API_DETAILS.get(status, title)}, status=status)
+    context = {"status": status, "title": title, "message": detail or hint}
+    template = loader.get_template(f"{status}.html")
+    html = template.render(context, request if with_context else None)
+    return HttpResponse(html, status=status)
+
+
+def bad_request(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    return error_response(request, 400)
+
+
+def permission_denied(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    return error_response(request, 403)
+
+
+def page_not_found(request: HttpRequest, exception: Exception | None = None) -> HttpResponse:
+    return error_response(request, 404)
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    return error_response(request, 500, with_context=False)
+
+
+def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
+    return error_response(
+        request,
+        403,
+        "This form expired or was sent from another site. Reload the page and try again.",
+    )

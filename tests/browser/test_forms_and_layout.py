@@ -1,0 +1,260 @@
+"""Form errors in the browser, and the layout at phone and desktop widths.
+
+Every form shows a 4xx answer beside the field it names (a 422 form swapped in by htmx, or the
+whole page for the plain forms); a 5xx or a network failure of an htmx request or an upload
+shows the banner. Screenshots of the main pages at 390 and 1280 px are written to the test's
+temporary folder, or to SCREENSHOTS_DIR when set (docs/screenshots/ holds the committed ones).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.sync_api import expect
+
+from contextlab.runs import runner
+from contextlab.transcripts.models import Transcript
+from tests.browser.test_browser import sign_up
+from tests.conftest import wait_for_run
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.integration,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("clean_media"),
+]
+
+# the machine may be shared and slow: expect() waits as long as the pages' own calls (30 s)
+expect.set_options(timeout=30_000)
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+DEMO = ROOT / "contextlab" / "demo" / "marot__spotter__tool_heavy.jsonl"
+
+
+def _session_of(username: str, make_transcript: Any, django_user_model: Any) -> Transcript:
+    """A transcript of the signed-up user, replayed (recorded mode) in this process."""
+    owner = django_user_model.objects.get(username=username)
+    transcript: Transcript = make_transcript(DEMO, owner=owner)
+    run = transcript.runs.get()
+    runner.execute_run(run.pk)  # unless the test worker took it first: then wait for it
+    wait_for_run(run.pk)
+    return transcript
+
+
+def _submit_run_form(page: Any, config: str, cap: str = "") -> None:
+    page.fill("#id_config", config)
+    page.fill("#id_spend_cap_usd", cap)
+    page.click("#run-form button[type=submit]")
+
+
+def test_whatif_form_shows_each_error_beside_its_field(
+    page: Any, make_transcript: Any, django_user_model: Any
+) -> None:
+    sign_up(page, "form-user")
+    transcript = _session_of("form-user", make_transcript, django_user_model)
+    page.goto(f"/sessions/{transcript.pk}/")
+
+    # out of range: the 422 form is swapped in, the message right under the textarea
+    _submit_run_form(page, '{"autocompact_pct_override": 150}')
+    error = page.locator("#id_config-error")
+    expect(error).to_be_visible()
+    expect(error).to_contain_text("autocompact_pct_override")
+    assert (
+        page.evaluate("document.getElementById('id_config').nextElementSibling.id")
+        == "id_config-error"
+    )
+    expect(page.locator("#id_config")).to_have_class(re.compile(r"\binvalid\b"))
+    expect(page.locator("#id_config")).to_have_value('{"autocompact_pct_override": 150}')
+
+    # malformed JSON
+    _submit_run_form(page, "{oops")
+    expect(page.locator("#id_config-error")).to_contain_text("not valid JSON")
+
+    # another field: the error moves beside it
+    _submit_run_form(page, "", cap="lots")
+    expect(page.locator("#id_spend_cap_usd-error")).to_contain_text("must be a number")
+    expect(page.locator("#id_config-error")).to_have_count(0)
+    expect(page.locator("#error-banner")).to_be_hidden()
+    assert page.csp_errors == []
+
+
+def test_server_errors_and_network_failures_show_the_banner(
+    page: Any, make_transcript: Any, django_user_model: Any
+) -> None:
+    sign_up(page, "banner-user")
+    transcript = _session_of("banner-user", make_transcript, django_user_model)
+    page.goto(f"/sessions/{transcript.pk}/")
+    banner = page.locator("#error-banner")
+    expect(banner).to_be_hidden()
+
+    runs_url = re.compile(rf".*/sessions/{transcript.pk}/runs/$")
+    # a 500 from the server (fulfilled by the route): the banner, the form stays as it was
+    page.route(
+        runs_url,
+        lambda route: route.fulfill(status=500, body="<h1>boom</h1>", content_type="text/html"),
+    )
+    _submit_run_form(page, '{"autocompact_pct_override": 80}')
+    expect(banner).to_be_visible()
+    expect(banner).to_contain_text("500")
+    expect(page.locator("#id_config")).to_have_value('{"autocompact_pct_override": 80}')
+    page.click("#error-banner-close")
+    expect(banner).to_be_hidden()
+    page.unroute(runs_url)
+
+    # the network fails
+    page.route(runs_url, lambda route: route.abort())
+    page.click("#run-form button[type=submit]")
+    expect(banner).to_be_visible()
+    expect(banner).to_contain_text("could not be reached")
+    page.unroute(runs_url)
+
+    # a real 4xx that names no field (the form's CSRF cookie is gone): beside the form's button
+    page.click("#error-banner-close")
+    page.context.clear_cookies(name="csrftoken")
+    page.click("#run-form button[type=submit]")
+    problem = page.locator("#run-form-problem")
+    expect(problem).to_be_visible()
+    expect(problem).to_contain_text("Reload the page")
+    expect(banner).to_be_hidden()
+
+    # the login expired: never the login page inside the form, a banner instead
+    page.reload()
+    page.context.clear_cookies(name="sessionid")
+    page.click("#run-form button[type=submit]")
+    expect(banner).to_contain_text("session has expired")
+    expect(page.locator("#run-form #id_username")).to_have_count(0)
+    assert page.csp_errors == []
+
+
+def test_tuning_forms_show_errors_beside_their_fields(
+    page: Any, make_transcript: Any, django_user_model: Any
+) -> None:
+    sign_up(page, "tune-user")
+    _session_of("tune-user", make_transcript, django_user_model)
+
+    # config form: inline check as you type, then the name on save
+    page.goto("/configs/new/")
+    page.evaluate("document.querySelectorAll('details.field-group').forEach(d => d.open = true)")
+    page.fill("#f-autocompact_pct_override", "150")
+    expect(page.locator("#err-autocompact_pct_override")).not_to_be_empty()
+    page.fill("#f-autocompact_pct_override", "")
+    expect(page.locator("#err-autocompact_pct_override")).to_be_empty()
+    page.evaluate("document.getElementById('id_name').removeAttribute('required')")
+    page.click("#save-config")
+    expect(page.locator("#name-error")).to_contain_text("name")
+    assert page.evaluate("document.getElementById('id_name').nextElementSibling.id") == "name-error"
+    # the inline check fails on the network: the banner says so
+    page.route(re.compile(r".*/configs/check/$"), lambda route: route.abort())
+    page.evaluate("document.querySelectorAll('details.field-group').forEach(d => d.open = true)")
+    page.fill("#f-autocompact_pct_override", "70")
+    expect(page.locator("#error-banner")).to_contain_text("could not be reached")
+    page.unroute(re.compile(r".*/configs/check/$"))
+
+    # compare: bad overrides on side B, under B's textarea
+    page.goto("/compare/new/")
+    page.locator("#session-picker input[type=checkbox]").first.check()
+    page.fill("#id_b_overrides", "{not json")
+    page.click("#start-comparison")
+    error = page.locator("#id_b_overrides-error")
+    expect(error).to_contain_text("b.config")
+    assert (
+        page.evaluate("document.getElementById('id_b_overrides').nextElementSibling.id")
+        == "id_b_overrides-error"
+    )
+    # no session picked: under the picker
+    page.locator("#session-picker input[type=checkbox]").first.uncheck()
+    page.fill("#id_b_overrides", "")
+    page.click("#start-comparison")
+    expect(page.locator("#session-picker-error")).to_be_visible()
+
+    # sweep: bad values, under the values input
+    page.goto("/sweeps/new/")
+    page.locator("#session-picker input[type=checkbox]").first.check()
+    page.fill("#id_sweep_values", "-10,5")
+    page.click("#start-sweep")
+    expect(page.locator("#id_sweep_values-error")).to_contain_text("values")
+    assert (
+        page.evaluate("document.getElementById('id_sweep_values').nextElementSibling.id")
+        == "id_sweep_values-error"
+    )
+    assert page.csp_errors == []
+
+
+def test_upload_failures_show_the_banner(page: Any) -> None:
+    sign_up(page, "upload-fail-user")
+    page.goto("/sessions/")
+    upload_url = re.compile(r".*/sessions/upload/$")
+    page.route(
+        upload_url,
+        lambda route: route.fulfill(status=502, body="bad gateway", content_type="text/plain"),
+    )
+    page.set_input_files("#upload-input", str(DEMO))
+    expect(page.locator(".upload-item.error .upload-msg")).to_contain_text("502")
+    expect(page.locator("#error-banner")).to_contain_text("502")
+    page.unroute(upload_url)
+    page.click("#error-banner-close")
+    page.route(upload_url, lambda route: route.abort())
+    page.set_input_files("#upload-input", str(DEMO))
+    expect(page.locator("#error-banner")).to_contain_text("could not be reached")
+
+
+def _no_horizontal_scroll(page: Any, width: int) -> None:
+    overflow = page.evaluate("document.documentElement.scrollWidth")
+    assert overflow <= width, f"{page.url} is {overflow}px wide at a {width}px viewport"
+
+
+def _nav_words_apart(page: Any) -> None:
+    """Each nav item has room around it: no two run together."""
+    boxes = page.evaluate(
+        """Array.from(document.querySelectorAll('.topbar nav > *'))
+            .filter(e => e.offsetParent !== null)
+            .map(e => { const r = e.getBoundingClientRect(); return [r.left, r.right, r.top]; })"""
+    )
+    for (_, right, top), (left, _, next_top) in itertools.pairwise(boxes):
+        if abs(top - next_top) < 4:  # same line
+            assert left - right >= 8, f"nav items {right}→{left} run together"
+
+
+@pytest.mark.parametrize("width", [390, 1280])
+def test_pages_fit_the_screen_and_are_screenshotted(
+    page: Any, make_transcript: Any, django_user_model: Any, tmp_path: Path, width: int
+) -> None:
+    out = Path(os.environ.get("SCREENSHOTS_DIR") or tmp_path)
+    out.mkdir(parents=True, exist_ok=True)
+    page.set_viewport_size({"width": width, "height": 844 if width < 600 else 900})
+    page.goto("/accounts/login/")
+    _no_horizontal_scroll(page, width)
+    page.screenshot(path=str(out / f"login-{width}.png"))
+
+    username = f"layout-{width}"
+    sign_up(page, username)
+    transcript = _session_of(username, make_transcript, django_user_model)
+    run = transcript.runs.get()
+    shots = {
+        "sessions": "/sessions/",
+        "report": f"/sessions/{transcript.pk}/",
+        "explorer": f"/sessions/{transcript.pk}/requests/3/?run={run.pk}",
+        "tune": "/tune/",
+        "config": "/configs/new/",
+        "compare": "/compare/new/",
+        "not-found": "/sessions/987654/",
+    }
+    for name, url in shots.items():
+        page.goto(url)
+        page.locator(".topbar").wait_for()
+        _no_horizontal_scroll(page, width)
+        _nav_words_apart(page)
+        page.screenshot(path=str(out / f"{name}-{width}.png"))
+    # the what-if form with an error beside its field
+    page.goto(f"/sessions/{transcript.pk}/")
+    _submit_run_form(page, '{"autocompact_pct_override": 150}')
+    page.locator("#id_config-error").wait_for()
+    page.locator("#whatif").scroll_into_view_if_needed()
+    _no_horizontal_scroll(page, width)
+    page.locator("#whatif").screenshot(path=str(out / f"whatif-error-{width}.png"))
+    assert page.csp_errors == []
