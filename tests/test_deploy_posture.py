@@ -18,7 +18,14 @@ from contextlab.local_secret import ensure_secret_key_file, read_secret_key_file
 
 ROOT = Path(__file__).resolve().parent.parent
 #: what the environment of a test run sets that a production process would not
-_TEST_ONLY = ("DEBUG", "SECRET_KEY", "SECRET_KEY_FILE", "DJANGO_SETTINGS_MODULE", "HTTPS")
+_TEST_ONLY = (
+    "DEBUG",
+    "SECRET_KEY",
+    "SECRET_KEY_FILE",
+    "DJANGO_SETTINGS_MODULE",
+    "HTTPS",
+    "DJANGO_ALLOW_ASYNC_UNSAFE",
+)
 
 
 def _run(argv: list[str], **env: str) -> subprocess.CompletedProcess[str]:
