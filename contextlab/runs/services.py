@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth.models import User
