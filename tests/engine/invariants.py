@@ -43,3 +43,9 @@ def assert_replay_invariants(
             view = engine.side_by_side(messages[request["thread"]], data, request["index"])
             assert view["end"] <= len(messages[request["thread"]]), (mode, request["index"])
             assert view["rows"], f"{mode}: request {request['index']} shows no rows"
+
+
+def first_view_mismatch(recorded: engine.ReplayResult, whatif: engine.ReplayResult) -> int | None:
+    """The first request whose what-if view differs in size from the recorded one, if any."""
+    rows = zip(recorded.to_json()["requests"], whatif.to_json()["requests"], strict=True)
+    return next((a["index"] for a, b in rows if a["raw_tokens"] != b["raw_tokens"]), None)

@@ -21,7 +21,7 @@ import pytest
 from contextlab import engine
 from contextlab.engine.tokens import percentile
 from tests.conftest import CORPUS, corpus_files, needs_corpus
-from tests.engine.invariants import assert_replay_invariants
+from tests.engine.invariants import assert_replay_invariants, first_view_mismatch
 
 pytestmark = needs_corpus
 
@@ -211,15 +211,9 @@ def first_view_mismatches(files: list[Path]) -> dict[str, int]:
     """File → first request whose what-if view differs in size from the recorded one."""
     mismatched = {}
     for path in files:
-        recorded = replayed(path, "recorded").to_json()["requests"]
-        whatif = replayed(path, "whatif").to_json()["requests"]
-        bad = [
-            a["index"]
-            for a, b in zip(recorded, whatif, strict=True)
-            if a["raw_tokens"] != b["raw_tokens"]
-        ]
-        if bad:
-            mismatched[path.relative_to(CORPUS).as_posix()] = bad[0]
+        first = first_view_mismatch(replayed(path, "recorded"), replayed(path, "whatif"))
+        if first is not None:
+            mismatched[path.relative_to(CORPUS).as_posix()] = first
     return mismatched
 
 

@@ -15,7 +15,7 @@ import pytest
 from contextlab import engine
 from contextlab.engine.tokens import percentile
 from tests.conftest import DEMO, FIXTURES
-from tests.engine.invariants import assert_replay_invariants
+from tests.engine.invariants import assert_replay_invariants, first_view_mismatch
 
 #: Byte-exact copies of corpus files (name → first 16 hex digits of the sha256 in PROVENANCE.md).
 COPIES = {
@@ -120,15 +120,9 @@ def test_cache_estimate_over_the_fixtures():
 def test_whatif_auto_reproduces_the_recorded_views():
     mismatched = {}
     for path in FILES:
-        recorded = replayed(path, "recorded").to_json()["requests"]
-        whatif = replayed(path, "whatif").to_json()["requests"]
-        bad = [
-            a["index"]
-            for a, b in zip(recorded, whatif, strict=True)
-            if a["raw_tokens"] != b["raw_tokens"]
-        ]
-        if bad:
-            mismatched[path.name] = bad[0]
+        first = first_view_mismatch(replayed(path, "recorded"), replayed(path, "whatif"))
+        if first is not None:
+            mismatched[path.name] = first
     assert mismatched == {}
 
 
