@@ -204,20 +204,24 @@ def _emitted_keys(rows: list[dict]) -> dict[str, set[str]]:
 
 
 @pytest.mark.parametrize(
-    ("name", "mode"),
+    ("name", "mode", "committed"),
     [
-        ("marot__spotter__tool_heavy.jsonl", "whatif"),
+        ("marot__spotter__tool_heavy.jsonl", "whatif", True),
+        # committed: two inline sidechains, and a persisted tool result (a preview)
+        ("d-kimuson__claude-code-viewer__5c0375b4-57a5-4f26-b12d-d022ee4e51b7.jsonl", "recorded", True),
+        ("persisted_preview.jsonl", "recorded", True),
         # sidechains: their rows are in "subagents"
-        ("d-kimuson__claude-code-viewer__fe5e1c67-53e7-4862-81ae-d0e013e3270b.jsonl", "recorded"),
+        ("d-kimuson__claude-code-viewer__fe5e1c67-53e7-4862-81ae-d0e013e3270b.jsonl", "recorded", False),
         # recorded compactions and microcompactions
-        ("marot__spotter__8463c716-a2ea-4c14-9efa-87158ebd9f20.jsonl", "recorded"),
+        ("marot__spotter__8463c716-a2ea-4c14-9efa-87158ebd9f20.jsonl", "recorded", False),
     ],
 )
-def test_every_key_the_engine_emits_in_a_row_is_declared_in_the_schema(client, name, mode):
+def test_every_key_the_engine_emits_in_a_row_is_declared_in_the_schema(client, name, mode, committed):
     from contextlab import engine
-    from tests.conftest import corpus_file
+    from tests.conftest import corpus_file, corpus_path
 
-    session = engine.load_session(str(corpus_file(name)))
+    path = corpus_file(name) if committed else corpus_path(name)
+    session = engine.load_session(str(path))
     config, preset = engine.resolve_config(
         "auto", version=session.version, max_recorded_prompt=session.max_recorded_prompt
     )

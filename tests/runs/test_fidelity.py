@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from contextlab.runs import runner
-from tests.conftest import corpus_file
+from tests.conftest import corpus_file, corpus_path
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clean_media")]
 
@@ -27,18 +27,23 @@ def cli_fidelity(path: str) -> dict:
 
 
 @pytest.mark.parametrize(
-    "name",
+    ("name", "committed"),
     [
+        # committed, so a clone without the corpus still checks the equality: two inline
+        # sidechains beside the main conversation (three fits)
+        ("d-kimuson__claude-code-viewer__5c0375b4-57a5-4f26-b12d-d022ee4e51b7.jsonl", True),
         # main conversation and five sidechains: each thread is fitted on its own
-        "d-kimuson__claude-code-viewer__fe5e1c67-53e7-4862-81ae-d0e013e3270b.jsonl",
+        ("d-kimuson__claude-code-viewer__fe5e1c67-53e7-4862-81ae-d0e013e3270b.jsonl", False),
         # a /model switch: one fit per model
-        "marot__spotter__ae4a77f8-aedd-4bc1-888f-c94edc91af04.jsonl",
+        ("marot__spotter__ae4a77f8-aedd-4bc1-888f-c94edc91af04.jsonl", False),
         # an abandoned branch, whose rows sit among the main conversation's in the JSON
-        "recent/gmeligio__flutter-docker-image__01KZH768K678RAGNB3HG3CFDS2_1_full.jsonl",
+        ("recent/gmeligio__flutter-docker-image__01KZH768K678RAGNB3HG3CFDS2_1_full.jsonl", False),
     ],
 )
-def test_report_fidelity_equals_the_cli_for_the_same_session(alice_client, make_transcript, name):
-    path = corpus_file(name)
+def test_report_fidelity_equals_the_cli_for_the_same_session(
+    alice_client, make_transcript, name, committed
+):
+    path = corpus_file(name) if committed else corpus_path(name)
     transcript = make_transcript(path)
     run = transcript.runs.get()
     assert run.mode == "recorded"
