@@ -27,7 +27,7 @@ from .config import (
     setting_from_text,
 )
 from .cost import PricingTable, load_pricing, request_cost
-from .models import ModelInfo, model_info
+from .model_limits import ModelInfo, model_info
 from .parsing import Session, Thread, build_session, load_session
 from .presets import (
     PRESET_DESCRIPTIONS,
@@ -61,13 +61,13 @@ from .transcript import Block, Message, Problem, TranscriptError, Usage
 if TYPE_CHECKING:  # loaded on first use (below): the CLI's start-up only pays for what it runs
     from . import compare
     from .evaluation import cache_accuracy, compaction_accuracy, fidelity
+    from .explorer import BADGES, TransformIndex, expand_messages, messages_json, side_by_side
     from .session_cache import file_sha256, load_session_cached, tokenize_session
     from .summarizing.anthropic_backend import AnthropicSummarizer
     from .summarizing.factory import make_summarizer, preload_sdks
     from .summarizing.fallback import FallbackSummarizer
     from .summarizing.llm import LLMSettings
     from .summarizing.openai_backend import OpenAICompatibleSummarizer
-    from .views import BADGES, TransformIndex, expand_messages, messages_json, side_by_side
 
 _LAZY: dict[str, tuple[str, str | None]] = {
     "compare": (".compare", None),
@@ -83,11 +83,11 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "file_sha256": (".session_cache", "file_sha256"),
     "load_session_cached": (".session_cache", "load_session_cached"),
     "tokenize_session": (".session_cache", "tokenize_session"),
-    "BADGES": (".views", "BADGES"),
-    "TransformIndex": (".views", "TransformIndex"),
-    "messages_json": (".views", "messages_json"),
-    "expand_messages": (".views", "expand_messages"),
-    "side_by_side": (".views", "side_by_side"),
+    "BADGES": (".explorer", "BADGES"),
+    "TransformIndex": (".explorer", "TransformIndex"),
+    "messages_json": (".explorer", "messages_json"),
+    "expand_messages": (".explorer", "expand_messages"),
+    "side_by_side": (".explorer", "side_by_side"),
 }
 
 

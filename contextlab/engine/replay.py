@@ -19,7 +19,7 @@ from typing import Any, cast
 from .cache import CacheSimulator
 from .config import PipelineConfig
 from .cost import PricingTable, load_pricing, request_cost
-from .models import model_info
+from .model_limits import model_info
 from .parsing import Session, Thread
 from .pipeline import DEFAULT_STEPS, Step
 from .pipeline.base import WHOLE_MESSAGE, RequestInfo, StepContext, TransformLog, View

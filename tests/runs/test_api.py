@@ -208,15 +208,25 @@ def _emitted_keys(rows: list[dict]) -> dict[str, set[str]]:
     [
         ("marot__spotter__tool_heavy.jsonl", "whatif", True),
         # committed: two inline sidechains, and a persisted tool result (a preview)
-        ("d-kimuson__claude-code-viewer__5c0375b4-57a5-4f26-b12d-d022ee4e51b7.jsonl", "recorded", True),
+        (
+            "d-kimuson__claude-code-viewer__5c0375b4-57a5-4f26-b12d-d022ee4e51b7.jsonl",
+            "recorded",
+            True,
+        ),
         ("persisted_preview.jsonl", "recorded", True),
         # sidechains: their rows are in "subagents"
-        ("d-kimuson__claude-code-viewer__fe5e1c67-53e7-4862-81ae-d0e013e3270b.jsonl", "recorded", False),
+        (
+            "d-kimuson__claude-code-viewer__fe5e1c67-53e7-4862-81ae-d0e013e3270b.jsonl",
+            "recorded",
+            False,
+        ),
         # recorded compactions and microcompactions
         ("marot__spotter__8463c716-a2ea-4c14-9efa-87158ebd9f20.jsonl", "recorded", False),
     ],
 )
-def test_every_key_the_engine_emits_in_a_row_is_declared_in_the_schema(client, name, mode, committed):
+def test_every_key_the_engine_emits_in_a_row_is_declared_in_the_schema(
+    client, name, mode, committed
+):
     from contextlab import engine
     from tests.conftest import corpus_file, corpus_path
 

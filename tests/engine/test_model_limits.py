@@ -7,7 +7,7 @@ from importlib import resources
 import pytest
 
 from contextlab.engine.config import ConfigError
-from contextlab.engine.models import (
+from contextlab.engine.model_limits import (
     CONTEXT_WINDOW_1M,
     ModelInfo,
     is_1m_model,
