@@ -18,6 +18,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from . import disk_cache
 from .config import (
     ConfigError,
     FieldError,
@@ -141,6 +142,7 @@ __all__ = [
     "compaction_accuracy",
     "compare",
     "compute_thresholds",
+    "disk_cache",
     "expand_messages",
     "fidelity",
     "field_specs",

@@ -246,11 +246,8 @@ def park(run: Run, pending: engine.SummaryPending) -> WaitingForSummary:
     rebuilds the summary's input) instead of replaying the session from the start.
     """
     if pending.checkpoint is not None:
-        target = checkpoint_path(run.pk)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_suffix(".tmp")
-        tmp.write_bytes(pending.checkpoint)
-        tmp.replace(target)  # atomic: a reader sees the old state or the new one, never half
+        # a checkpoint that cannot be written only costs the resume: the replay starts over
+        engine.disk_cache.write_bytes_atomic(checkpoint_path(run.pk), pending.checkpoint)
     with transaction.atomic():
         summaries.mark_waiting(run.pk, pending.key)
         Run.objects.filter(pk=run.pk).update(status=Run.Status.QUEUED, heartbeat_at=None)
@@ -316,7 +313,4 @@ def checkpoint_path(run_id: int) -> Path:
 
 
 def load_checkpoint(run_id: int) -> bytes | None:
-    try:
-        return checkpoint_path(run_id).read_bytes()
-    except OSError:
-        return None
+    return engine.disk_cache.read_bytes(checkpoint_path(run_id))
