@@ -80,18 +80,12 @@ def replay_run(
     return data
 
 
-def close_session(session: engine.Session) -> None:
-    upload = getattr(session, "upload", None)
-    if upload is not None:
-        upload.close()
-
-
 def _replay(run: Run, summary: SummaryFetch | None) -> dict[str, Any]:
     session = load_session(run.transcript, store_messages=summary is None)
     try:
         return replay_run(run, session, summary)
     finally:
-        close_session(session)
+        session.close()
 
 
 def execute_run(run_id: int, summary: SummaryFetch | None = None) -> lifecycle.Outcome | None:

@@ -54,7 +54,7 @@ def execute_batch(run_ids: list[int], *, on_outcome: Callable[[lifecycle.Outcome
                 raise SoftTimeLimitExceeded(f"batch stopped at run {run_id}")
     finally:
         for session in sessions.values():
-            run_runner.close_session(session)
+            session.close()
 
 
 def _replay(run: Run, sessions: dict[int, engine.Session]) -> dict[str, Any]:
