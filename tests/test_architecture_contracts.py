@@ -43,6 +43,7 @@ def test_every_contract_is_kept():
             "The engine knows nothing of the web apps",
         ),
         ("contextlab/celery.py", "import contextlab.runs.tasks", "The Celery app imports no app"),
+        ("contextlab/runs/services.py", "import celery", "Only the Celery app, the tasks modules"),
         (
             "contextlab/summaries/services.py",
             "from contextlab.runs import runner",
@@ -66,3 +67,59 @@ def test_a_breach_of_each_contract_is_reported(tmp_path, module, line, contract)
     assert proc.returncode != 0
     broken = [text for text in proc.stdout.splitlines() if text.endswith("BROKEN")]
     assert any(text.startswith(contract) for text in broken), proc.stdout
+
+
+def module_import_cycles(package: str) -> list[list[str]]:
+    """Every group of modules that import each other in a loop (run-time imports; imports under
+    ``TYPE_CHECKING`` are left out), by Tarjan's strongly connected components."""
+    import grimp
+
+    graph = grimp.build_graph(package, exclude_type_checking_imports=True, cache_dir=None)
+    edges = {m: sorted(graph.find_modules_directly_imported_by(m)) for m in graph.modules}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    cycles: list[list[str]] = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        on_stack.add(module)
+        for imported in edges.get(module, []):
+            if imported not in index:
+                visit(imported)
+                low[module] = min(low[module], low[imported])
+            elif imported in on_stack:
+                low[module] = min(low[module], index[imported])
+        if low[module] == index[module]:
+            group = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                group.append(member)
+                if member == module:
+                    break
+            if len(group) > 1:
+                cycles.append(sorted(group))
+
+    for module in sorted(edges):
+        if module not in index:
+            visit(module)
+    return cycles
+
+
+def test_no_module_of_contextlab_takes_part_in_an_import_cycle():
+    assert module_import_cycles("contextlab") == []
+
+
+def test_the_cycle_finder_finds_a_cycle(tmp_path, monkeypatch):
+    pkg = tmp_path / "loopdemo"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from loopdemo import b\n")
+    (pkg / "b.py").write_text("from loopdemo import c\n")
+    (pkg / "c.py").write_text("from loopdemo import a\n")
+    (pkg / "d.py").write_text("from loopdemo import a\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert module_import_cycles("loopdemo") == [["loopdemo.a", "loopdemo.b", "loopdemo.c"]]
