@@ -247,7 +247,9 @@ def park(run: Run, pending: engine.SummaryPending) -> WaitingForSummary:
     """
     if pending.checkpoint is not None:
         # a checkpoint that cannot be written only costs the resume: the replay starts over
-        engine.disk_cache.write_bytes_atomic(checkpoint_path(run.pk), pending.checkpoint)
+        engine.disk_cache.write_bytes_atomic(
+            checkpoint_path(run.pk), _checkpoint_owner(run) + pending.checkpoint
+        )
     with transaction.atomic():
         summaries.mark_waiting(run.pk, pending.key)
         Run.objects.filter(pk=run.pk).update(status=Run.Status.QUEUED, heartbeat_at=None)
@@ -312,5 +314,19 @@ def checkpoint_path(run_id: int) -> Path:
     return Path(settings.SESSION_CACHE_DIR).parent / "checkpoints" / f"run-{run_id}.pickle"
 
 
-def load_checkpoint(run_id: int) -> bytes | None:
-    return engine.disk_cache.read_bytes(checkpoint_path(run_id))
+def load_checkpoint(run: Run) -> bytes | None:
+    """The replay state ``park`` kept for this very run, else None.
+
+    The file is named by the run's id, and SQLite hands out the id of a deleted newest row
+    again: a checkpoint left by a deleted run must never resume another run's replay. So each
+    checkpoint starts with its run's identity, and one written for another run is ignored.
+    """
+    data = engine.disk_cache.read_bytes(checkpoint_path(run.pk))
+    owner = _checkpoint_owner(run)
+    if data is None or not data.startswith(owner):
+        return None
+    return data[len(owner) :]
+
+
+def _checkpoint_owner(run: Run) -> bytes:
+    return f"contextlab-checkpoint run={run.pk} created={run.created_at.isoformat()}\n".encode()

@@ -59,7 +59,7 @@ def replay_run(
     """
     summarizer = summaries.summarizer_for(run, fetch=summary.fetch if summary is not None else None)
     progress = lifecycle.progress_writer(run.pk, write_first=summary is None)
-    saved = lifecycle.load_checkpoint(run.pk) if summarizer is not None else None
+    saved = lifecycle.load_checkpoint(run) if summarizer is not None else None
     result = None
     if saved is not None and summarizer is not None:
         try:
