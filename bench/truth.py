@@ -67,31 +67,17 @@ def source_of(path: Path) -> str:
     return f"{parts[0]}/{parts[1]}" if len(parts) > 2 else path.stem
 
 
-def recorded_auto(session: Session) -> list[int] | None:
-    """``preTokens`` of the session's recorded automatic compactions (resolve_config's hint)."""
-    found = [
-        int(m.metadata.get("preTokens") or 0)
-        for t in session.threads
-        for m in t.messages
-        if m.kind == "compact_boundary" and m.metadata.get("trigger") == "auto"
-    ]
-    return found
-
-
 def resolve(session: Session, overrides: Mapping[str, Any]) -> Any:
     kwargs: dict[str, Any] = {
         "version": session.version,
         "max_recorded_prompt": session.max_recorded_prompt,
     }
-    try:
-        return resolve_config(
-            "auto",
-            dict(overrides) or None,
-            recorded_auto_compactions=recorded_auto(session),
-            **kwargs,
-        )
-    except TypeError:  # an engine without the recorded_auto_compactions argument
-        return resolve_config("auto", dict(overrides) or None, **kwargs)
+    return resolve_config(
+        "auto",
+        dict(overrides) or None,
+        recorded_auto_compactions=session.recorded_auto_compactions,
+        **kwargs,
+    )
 
 
 @dataclass

@@ -130,6 +130,17 @@ class Session:
         )
 
     @property
+    def recorded_auto_compactions(self) -> list[int]:
+        """``preTokens`` of every recorded automatic compaction of the main conversation."""
+        return [
+            int(pre)
+            for m in self.main.messages
+            if m.kind == "compact_boundary" and m.metadata.get("trigger") == "auto"
+            for pre in [m.metadata.get("preTokens")]
+            if isinstance(pre, int | float) and not isinstance(pre, bool)
+        ]
+
+    @property
     def version(self) -> str | None:
         """The Claude Code version of the newest main-chain record (resumes can mix versions)."""
         for message in reversed(self.main.messages):
