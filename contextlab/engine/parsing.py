@@ -100,6 +100,9 @@ class Thread:
     #: the main conversation (same system prompt, tools and model, so the same prompt cache);
     #: ``messages`` start with the main chain up to ``fork_index``
     compaction_fork: bool = False
+    #: the thread's first record has a ``parentUuid`` that is not in the file: the file
+    #: continues a conversation whose earlier history is elsewhere (resume, Entire checkpoint)
+    starts_outside: bool = False
 
 
 @dataclass
@@ -306,6 +309,7 @@ class _FileParser:
             "line": number,
             "file": self.tfile.name,
             "version": obj.get("version") if isinstance(obj.get("version"), str) else None,
+            "cwd": obj.get("cwd") if isinstance(obj.get("cwd"), str) else None,
             "is_meta": obj.get("isMeta") is True,
             "is_sidechain": obj.get("isSidechain") is True,
             "agent_id": obj.get("agentId") if isinstance(obj.get("agentId"), str) else None,
@@ -439,6 +443,7 @@ class _FileParser:
             "line": number,
             "file": self.tfile.name,
             "version": obj.get("version") if isinstance(obj.get("version"), str) else None,
+            "cwd": obj.get("cwd") if isinstance(obj.get("cwd"), str) else None,
             "uuids": [obj["uuid"]],
             "metadata": metadata,
         }
@@ -585,6 +590,7 @@ def _copy_message(msg: Message) -> Message:
         model=msg.model,
         usage=usage,
         version=msg.version,
+        cwd=msg.cwd,
         is_meta=msg.is_meta,
         is_sidechain=msg.is_sidechain,
         agent_id=msg.agent_id,
@@ -727,6 +733,10 @@ def _build_threads(
     if leaf is not None:
         main_chain = tree.reattach(tree.walk(leaf, problems))
         main = Thread(id=main_id, kind=main_kind, messages=[], file=file_name)
+        root = main_chain[0] if main_chain else None
+        main.starts_outside = bool(
+            root is not None and root.parent is not None and root.parent not in tree.by_uuid
+        )
         _messages_from_records(main_chain, main)
         threads.append(main)
         threads.extend(_branches(tree, main_chain, main, problems, file_name))

@@ -111,12 +111,6 @@ def test_fidelity_targets_over_the_whole_corpus():
     check_fidelity_targets(OLDER)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="measured 2026-12-01 with recent/: p90 relative error 8.91 % > 5 % (median 1.95 % "
-    "<= 2 %, 2,645 requests); recent/ alone: median 2.32 %, p90 10.7 %; worst "
-    "recent/FSM1__cipher-box (median 9.77 %, p90 21.8 %) and recent/PackmindHub (4.16 %, 11.2 %)",
-)
 def test_fidelity_targets_over_the_whole_corpus_with_recent():
     check_fidelity_targets(FILES)
 
