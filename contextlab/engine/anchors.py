@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+
 from .config import PipelineConfig
 from .parsing import Thread
 from .pipeline.base import RequestInfo
