@@ -50,7 +50,10 @@ from contextlab.engine.tokens import percentile
 
 #: Config constants tuned on the corpus: field → candidate values (the preset's value first).
 #: Leave-one-source-out picks one per held-out repository from the others.
-FITTED: dict[str, tuple[Any, ...]] = {}
+FITTED: dict[str, tuple[Any, ...]] = {
+    "anchor_margin_tokens": (4_000, 2_000, 8_000),
+    "anchor_margin_share": (0.03, 0.015, 0.06),
+}
 #: Price-free weights relative to plain input (Claude's published multipliers).
 WEIGHTS = {"uncached": 1.0, "read": 0.1, "write_5m": 1.25, "write_1h": 2.0, "output": 5.0}
 COMPACTION_TOLERANCE = 0.02
@@ -94,6 +97,8 @@ class FileFigures:
     extras: int = 0
     identity: bool = True
     identity_reason: str = ""
+    anchors: int = 0
+    requests: int = 0
 
 
 def _all_rows(result: ReplayResult) -> list[RequestRow]:
@@ -164,6 +169,9 @@ def evaluate(path: Path, overrides: Mapping[str, Any]) -> FileFigures:
     figs.claude_code_cost = summary.get("claude_code_cost")
     cache = cache_accuracy(recorded)
     figs.misses = cache["counts"]
+    threads = recorded.result_json()["session"]["threads"]
+    figs.anchors = sum(len(t.get("anchors") or []) for t in threads)
+    figs.requests = sum(t["requests"] for t in threads)
     wi_by_thread = {tr.thread.id: tr for tr in whatif.threads}
     differing: list[str] = []
     for rec_tr in recorded.threads:
@@ -238,6 +246,10 @@ def aggregate(files: Sequence[FileFigures]) -> dict[str, Any]:
         "weighted_worst": max(weighted) if weighted else None,
         "miss_recall": both / rec_miss if rec_miss else None,
         "miss_precision": both / pred_miss if pred_miss else None,
+        "anchors": sum(f.anchors for f in files),
+        "anchored_share_worst": max(
+            (f.anchors / f.requests for f in files if f.requests >= 20), default=None
+        ),
     }
 
 
@@ -291,6 +303,8 @@ TARGETS: list[tuple[str, str, str]] = [
     ("weighted_worst", "weighted tokens worst (≤ 5 %)", "pct"),
     ("miss_recall", "cache-miss recall (≥ 80 %)", "pct"),
     ("miss_precision", "cache-miss precision (≥ 80 %)", "pct"),
+    ("anchors", "anchors (few)", "int"),
+    ("anchored_share_worst", "anchors/requests, worst (≥ 20 req)", "pct"),
 ]
 
 

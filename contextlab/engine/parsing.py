@@ -83,6 +83,10 @@ class SideRecords:
     collapse_commits: list[dict[str, Any]] = field(default_factory=list)
     collapse_snapshot: dict[str, Any] | None = None
     titles: list[str] = field(default_factory=list)
+    #: Claude Code's own session cost, from the newest ``cost-state`` record (2.1.1xx+)
+    claude_code_cost_usd: float | None = None
+    #: the same per model (``costUSD`` of each model entry), when the record lists them
+    claude_code_model_costs: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -199,6 +203,10 @@ class _FileParser:
         if not isinstance(rtype, str):
             self.problem(number, "missing_type", "record has no string 'type' field")
             return
+        if rtype == "cost-state":
+            self.usable += 1
+            self.cost_state(number, obj)
+            return
         if rtype in SIDE_TYPES:
             self.usable += 1
             if rtype in ("summary", "ai-title", "custom-title"):
@@ -255,6 +263,23 @@ class _FileParser:
             rec.message = self.attachment_message(number, obj)
         self.records.append(rec)
         self.usable += 1
+
+    def cost_state(self, number: int, obj: dict[str, Any]) -> None:
+        """``cost-state``: Claude Code's running cost of the session (the newest one wins)."""
+        total = obj.get("totalCostUSD")
+        if isinstance(total, int | float) and not isinstance(total, bool) and total >= 0:
+            self.side.claude_code_cost_usd = float(total)
+        else:
+            self.problem(number, "bad_field", "cost-state without a numeric totalCostUSD; ignored")
+            return
+        models = obj.get("modelUsage") or obj.get("models")
+        if isinstance(models, dict):
+            costs: dict[str, float] = {}
+            for name, entry in models.items():
+                cost = entry.get("costUSD") if isinstance(entry, dict) else None
+                if isinstance(cost, int | float) and not isinstance(cost, bool) and cost >= 0:
+                    costs[str(name)] = float(cost)
+            self.side.claude_code_model_costs = costs
 
     def pipeline_side(self, number: int, rtype: str, obj: dict[str, Any]) -> None:
         if rtype == "content-replacement":
@@ -461,8 +486,18 @@ class _FileParser:
     def attachment_message(self, number: int, obj: dict[str, Any]) -> Message:
         """An attachment record (2.1.2xx): a meta user message in the model's view."""
         attachment = obj.get("attachment")
-        # Attachments store data, not the rendered reminder text: approximate it with the JSON.
-        text = json_stringify(attachment) if attachment is not None else ""
+        rendered = attachment.get("rendered") if isinstance(attachment, dict) else None
+        kind = attachment.get("type") if isinstance(attachment, dict) else None
+        if isinstance(rendered, list) and all(isinstance(t, str) for t in rendered):
+            # newer versions write the exact reminder text the model was sent
+            text = "\n".join(rendered)
+        elif kind == "prompt_snapshot":
+            # the system prompt: part of the unseen prefix the calibration measures, not a
+            # message of the conversation
+            text = ""
+        else:
+            # older attachments store data, not the rendered text: approximate with the JSON
+            text = json_stringify(attachment) if attachment is not None else ""
         return Message(
             uuid=obj["uuid"],
             role="user",

@@ -194,7 +194,7 @@ class ReplayResult:
             },
             "requests": main,
             "subagents": subagents,
-            "summary": summarize(main, self.threads),
+            "summary": summarize(main, self.threads, self.session.side.claude_code_cost_usd),
             "views": {"transforms": self.log.transforms, "synthetic": self.log.synthetic},
             "summaries": self.log.summaries(),
         }
@@ -204,8 +204,14 @@ def _calibration_json(calibration: Calibration) -> CalibrationJson:
     return cast(CalibrationJson, calibration.to_json())
 
 
-def summarize(requests: list[RequestRow], threads: list[ThreadResult]) -> SessionSummary:
-    """Session totals for the main thread (and its branches)."""
+def summarize(
+    requests: list[RequestRow],
+    threads: list[ThreadResult],
+    claude_code_cost: float | None = None,
+) -> SessionSummary:
+    """Session totals for the main thread (and its branches), subagents and compaction calls
+    apart; ``claude_code_cost`` is Claude Code's own figure when the transcript has one."""
+    side = _side_costs(requests, threads)
     read = sum(r["cache"]["read"] for r in requests)
     write = sum(r["cache"]["write"] for r in requests)
     uncached = sum(r["cache"]["uncached"] for r in requests)
@@ -241,7 +247,44 @@ def summarize(requests: list[RequestRow], threads: list[ThreadResult]) -> Sessio
         ),
         "blocking_hits": sum(1 for r in requests for e in r["events"] if e["step"] == "blocking"),
         "recorded_requests": len(recorded),
+        "subagent_cost_usd": side["subagent_cost_usd"],
+        "recorded_subagent_cost_usd": side["recorded_subagent_cost_usd"],
+        "compaction_cost_usd": side["compaction_cost_usd"],
+        "recorded_compaction_cost_usd": side["recorded_compaction_cost_usd"],
+        "session_cost_usd": side["session_cost_usd"],
+        "recorded_session_cost_usd": side["recorded_session_cost_usd"],
+        "claude_code_cost": claude_code_cost,
     }
+
+
+def _side_costs(requests: list[RequestRow], threads: list[ThreadResult]) -> dict[str, float]:
+    """Subagent and compaction-call costs apart, and the session totals that include them."""
+
+    def total(rows: list[RequestRow], recorded: bool) -> float:
+        if recorded:
+            return sum(r["recorded_cost_usd"] or 0.0 for r in rows)
+        return sum(r["cost_usd"] for r in rows)
+
+    subagents = [
+        r
+        for t in threads
+        if t.thread.kind in ("subagent", "sidechain") and not t.thread.compaction_fork
+        for r in t.requests
+    ]
+    compactions = [r for t in threads if t.thread.compaction_fork for r in t.requests]
+    out = {
+        "subagent_cost_usd": total(subagents, False),
+        "recorded_subagent_cost_usd": total(subagents, True),
+        "compaction_cost_usd": total(compactions, False),
+        "recorded_compaction_cost_usd": total(compactions, True),
+        "session_cost_usd": total(requests, False),
+        "recorded_session_cost_usd": total(requests, True),
+    }
+    out["session_cost_usd"] += out["subagent_cost_usd"] + out["compaction_cost_usd"]
+    out["recorded_session_cost_usd"] += (
+        out["recorded_subagent_cost_usd"] + out["recorded_compaction_cost_usd"]
+    )
+    return {key: round(value, 6) for key, value in out.items()}
 
 
 class _CacheBlocks:

@@ -197,6 +197,17 @@ class SessionSummary(TypedDict):
     requests_above_warning: int
     blocking_hits: int
     recorded_requests: int
+    #: the delegated subagents' requests (compaction calls not included)
+    subagent_cost_usd: float
+    recorded_subagent_cost_usd: float
+    #: Claude Code's summarizer calls of recorded compactions (``agent-acompact-*`` files)
+    compaction_cost_usd: float
+    recorded_compaction_cost_usd: float
+    #: main conversation + subagents + compaction calls
+    session_cost_usd: float
+    recorded_session_cost_usd: float
+    #: Claude Code's own figure for the session (newest ``cost-state`` record), None without one
+    claude_code_cost: float | None
 
 
 class ViewLog(TypedDict):
