@@ -66,14 +66,12 @@ class ThreadAnchors:
     segment_raw: list[int]
     #: unrecorded input, recorded-token units
     unrecorded: list[int]
-    #: how many segment anchors (a rebuilt prefix of another size) precede each request
-    prefix_version: list[int] = field(default_factory=list)
     anchors: list[Anchor] = field(default_factory=list)
     calibration: Calibration | None = None
 
     @staticmethod
     def empty(n: int) -> ThreadAnchors:
-        return ThreadAnchors([0] * n, [0] * n, [0] * n, [0] * n, [0] * n)
+        return ThreadAnchors([0] * n, [0] * n, [0] * n, [0] * n)
 
 
 def restart_reason(thread: Thread, start: int, end: int, previous: RequestInfo | None) -> str:
@@ -193,7 +191,6 @@ def thread_anchors(
     unrecorded = 0.0
     compacted = False
     state: list[tuple[float, float, float]] = []  # per request: history, seg_delta, unrecorded
-    rebuilt = 0
     for k in range(n):
         named = points[k]
         has_usage = totals[k] > 0 and k != first
@@ -219,7 +216,6 @@ def thread_anchors(
             jump = level(k) - (base + seg_delta + history + unrecorded)
             if abs(jump) > margin(k):
                 seg_delta += jump
-                rebuilt += 1
                 result.anchors.append(
                     Anchor(
                         k,
@@ -244,7 +240,6 @@ def thread_anchors(
                     )
                 )
         state.append((0.0 if compacted else history, seg_delta, unrecorded))
-        result.prefix_version[k] = rebuilt
     for k, (hist, seg, unrec) in enumerate(state):
         result.history_raw[k] = round(hist / ratio)
         result.segment_raw[k] = round(seg / ratio)

@@ -768,11 +768,10 @@ class _ThreadReplay:
     ) -> CacheRow:
         view = self.view
         model = req.message.model or ""
-        anchors = self.anchors
-        segment = anchors.prefix_version[req.index] if anchors and anchors.prefix_version else 0
+        segment = self.anchors.segment[req.index] if self.anchors else 0
         if segment != self.segment:
-            # a restart rebuilt the dynamic system prompt to another size (environment, git
-            # status, date): the static prefix stays cached, everything after it is new
+            # a restart rebuilds the dynamic system prompt (environment, git status, session
+            # start): the static prefix stays cached, everything after it is written again
             self.segment = segment
             blocks.system_keys[1] = text_key(f"system-dynamic:{self.thread.id}:{segment}")
             blocks.keys = []

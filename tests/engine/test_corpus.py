@@ -135,13 +135,6 @@ def test_cache_estimate_targets_over_the_whole_corpus():
     check_cache_estimate_targets(OLDER)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="measured 2026-12-01 with recent/: cache-miss recall 45/65 = 69.2 % < 75 % "
-    "(precision 45/59 = 76.3 %, median read error 1.97 %); recent/ alone: recall 14/25 = 56 %, "
-    "precision 14/19 = 73.7 %; recent/entireio__git-sync finds 0 of 4 recorded misses, "
-    "recent/FSM1__cipher-box 0 of 3",
-)
 def test_cache_estimate_targets_over_the_whole_corpus_with_recent():
     check_cache_estimate_targets(FILES)
 
