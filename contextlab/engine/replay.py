@@ -604,7 +604,8 @@ class _ThreadReplay:
         raw = view.raw_tokens()
         if any(e["step"] == "autocompact" and e["action"] == "compacted" for e in events):
             self.compacted_once = True
-        extra_raw, unrecorded = self._anchored(k)
+        history_raw, segment_raw, unrecorded = self._anchored(k)
+        extra_raw = history_raw + segment_raw
         model_tokens = cal.apply(raw + extra_raw) + unrecorded
         if self.anchors is not None and with_results:
             # one event per anchor, on the request it was measured at (both modes: the agent
@@ -671,6 +672,7 @@ class _ThreadReplay:
                 "model_tokens": model_tokens,
                 "segment": self.anchors.segment[k] if self.anchors else 0,
                 "unrecorded_tokens": unrecorded,
+                "earlier_history_tokens": round(cal.ratio * history_raw),
                 "repl_tokens": cal.apply(repl_raw),
                 "decision_tokens": decision,
                 "recorded": recorded,
@@ -701,17 +703,18 @@ class _ThreadReplay:
 
     def _prompt_estimate(self, cal: Calibration, k: int) -> int:
         """The display count of the view as it is now, anchors included."""
-        extra_raw, unrecorded = self._anchored(k)
-        return cal.apply(self.view.raw_tokens() + extra_raw) + unrecorded
+        history_raw, segment_raw, unrecorded = self._anchored(k)
+        return cal.apply(self.view.raw_tokens() + history_raw + segment_raw) + unrecorded
 
-    def _anchored(self, k: int) -> tuple[int, int]:
-        """Request ``k``'s view tokens beyond the transcript (raw units: earlier history until
-        the replay's first compaction, the segment's prefix change) and its unrecorded input."""
+    def _anchored(self, k: int) -> tuple[int, int, int]:
+        """Request ``k``'s view tokens beyond the transcript: earlier history until the replay's
+        first compaction and the segment's prefix change (raw units), and its unrecorded input
+        (recorded units)."""
         anchors = self.anchors
         if anchors is None or k >= len(anchors.segment):
-            return 0, 0
+            return 0, 0, 0
         history = 0 if self.compacted_once else max(anchors.history_raw[: k + 1], default=0)
-        return history + anchors.segment_raw[k], anchors.unrecorded[k]
+        return history, anchors.segment_raw[k], anchors.unrecorded[k]
 
     def decision_count(self, k: int) -> int:
         """``tokenCountWithEstimation``: last usage in the view plus rough estimates after it."""

@@ -91,6 +91,9 @@ class RequestRow(TypedDict):
     segment: int
     #: input the transcript does not record (recorded-token units), anchored on the usage
     unrecorded_tokens: int
+    #: the "earlier history not in this file" span in the view (display tokens; 0 without one,
+    #: and after the first compaction)
+    earlier_history_tokens: int
     #: display count of the full (REPL) history before the request
     repl_tokens: int
     #: Claude Code's own count, on which the thresholds fire

@@ -125,6 +125,16 @@ def test_a_file_that_continues_another_carries_its_earlier_history(tmp_path):
     assert fid["p90_rel_error"] < 0.02
     event = next(e for e in rows[0]["events"] if e["step"] == "anchor")
     assert event["action"] == "earlier_history"
+    # the explorer shows the span, sized from the usage, until the compaction removes it
+    assert rows[0]["earlier_history_tokens"] == pytest.approx(hidden, rel=0.03)
+    assert rows[first_after]["earlier_history_tokens"] == 0
+    messages = engine.messages_json(session)["main"]
+    first_view = engine.side_by_side(messages, result, rows[0]["index"])["rows"]
+    assert first_view[0]["kind"] == "earlier_history"
+    assert first_view[0]["badge"] == "anchored"
+    assert first_view[0]["repl"] is None
+    after_view = engine.side_by_side(messages, result, rows[first_after]["index"])["rows"]
+    assert all(r["kind"] != "earlier_history" for r in after_view)
 
 
 def test_a_restart_starts_a_segment_with_its_own_prefix(tmp_path):
