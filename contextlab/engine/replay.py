@@ -424,6 +424,8 @@ class _ThreadReplay:
         self.anchors: ThreadAnchors | None = None
         #: the replay compacted (recorded or simulated): the earlier-history span is gone
         self.compacted_once = False
+        #: requests at which this replay compacted (recorded or simulated)
+        self.compactions_at: list[int] = []
         self.segment = 0
         self.cache_sim: CacheSimulator | None = None
         # a compaction fork sends the main conversation's system prompt, tools and model
@@ -439,6 +441,8 @@ class _ThreadReplay:
         self.restored: dict[tuple[int, int], str] = {}
         #: request index → message index of a recorded summary (what-if may reuse it there)
         self.recorded_summaries: dict[int, int] = {}
+        #: request index → Claude Code's own count where it compacted (``preTokens``)
+        self.recorded_pre_tokens: dict[int, int] = {}
         if mode == "whatif":
             self._prepare_whatif()
         self.view = View(thread, counter, log, self._base_text, self.hidden)
@@ -470,6 +474,7 @@ class _ThreadReplay:
         """Raw conversation: recorded compaction artifacts out, original tool output back."""
         upload = self.session.upload
         summaries: dict[int, int] = {}
+        pre_tokens: int | None = None
         manual = False
         for i, msg in enumerate(self.thread.messages):
             if msg.kind == "compact_boundary" and msg.metadata.get("trigger") == "manual":
@@ -478,6 +483,9 @@ class _ThreadReplay:
             elif msg.kind in ("compact_boundary", "microcompact_boundary", "snip_boundary"):
                 manual = False
                 self.hidden.add(i)
+                if msg.kind == "compact_boundary":
+                    pre = msg.metadata.get("preTokens")
+                    pre_tokens = int(pre) if isinstance(pre, int | float) and pre > 0 else None
             elif msg.kind == "summary" and manual:
                 manual = False
             elif msg.kind == "summary":
@@ -486,6 +494,9 @@ class _ThreadReplay:
                 k = next((r.index for r in self.requests if r.position > i), None)
                 if k is not None:
                     summaries[k] = i
+                    if pre_tokens is not None:
+                        self.recorded_pre_tokens[k] = pre_tokens
+                pre_tokens = None
             elif msg.kind == "tool_result":
                 for j, block in enumerate(msg.blocks):
                     if block.type != "tool_result" or not block.text.startswith(
@@ -604,6 +615,7 @@ class _ThreadReplay:
         raw = view.raw_tokens()
         if any(e["step"] == "autocompact" and e["action"] == "compacted" for e in events):
             self.compacted_once = True
+            self.compactions_at.append(k)
         history_raw, segment_raw, unrecorded = self._anchored(k)
         extra_raw = history_raw + segment_raw
         model_tokens = cal.apply(raw + extra_raw) + unrecorded
@@ -717,7 +729,21 @@ class _ThreadReplay:
         return history, anchors.segment_raw[k], anchors.unrecorded[k]
 
     def decision_count(self, k: int) -> int:
-        """``tokenCountWithEstimation``: last usage in the view plus rough estimates after it."""
+        """``tokenCountWithEstimation``: last usage in the view plus rough estimates after it.
+
+        In a what-if replay whose view still matches the recording where Claude Code compacted,
+        Claude Code's own count there (``preTokens``) is the count: it also holds what the
+        transcript lost to the compaction (a tool result never written)."""
+        pre = self.recorded_pre_tokens.get(k)
+        if (
+            pre is not None
+            and self.recorded_raw is not None
+            and 0 < k <= len(self.raw)
+            and k - 1 < len(self.recorded_raw)
+            and self.raw[k - 1] == self.recorded_raw[k - 1]
+            and self._same_compactions(k - 1)
+        ):
+            return pre
         view = self.view
         for j in range(k - 1, -1, -1):
             req = self.requests[j]
@@ -743,9 +769,23 @@ class _ThreadReplay:
             return usage.total
         if j < len(self.raw) and j < len(self.recorded_raw) and self.raw[j] == self.recorded_raw[j]:
             return usage.total
+        if j < len(self.raw) and j < len(self.recorded_raw) and self._same_compactions(j):
+            # both views went through the same compactions: the recorded count plus the
+            # calibrated difference between the two views leans on what Claude Code counted
+            cal = self.model_calibrations.get(self.requests[j].message.model or "", self.thread_cal)
+            return usage.total + round(cal.ratio * (self.raw[j] - self.recorded_raw[j]))
         if j < len(self.model_tokens):
             return self.model_tokens[j] + usage.output
         return usage.total
+
+    def _same_compactions(self, j: int) -> bool:
+        """This replay and the recording compacted as often up to request ``j``, each time
+        within one request of the other (a summary reused there, so the views stay close)."""
+        recorded = sorted(k for k in self.recorded_summaries if k <= j)
+        ours = [k for k in self.compactions_at if k <= j]
+        return len(recorded) == len(ours) and all(
+            abs(a - b) <= 1 for a, b in zip(recorded, ours, strict=True)
+        )
 
     def _ttl(self, usage: Usage | None, previous: str) -> str:
         setting = self.config.cache_ttl

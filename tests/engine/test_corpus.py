@@ -206,9 +206,10 @@ def first_view_mismatches(files: list[Path]) -> dict[str, int]:
 
 def test_whatif_auto_reproduces_the_recorded_views():
     """With the version's own thresholds, what-if must rebuild the recorded view request by
-    request; the one exception is a compaction that ran while a tool call had no recorded
-    result (fc_99c919b212: its result was never written, so the count there is ~600 short)."""
-    assert first_view_mismatches(OLDER) == {"entireio__cli__fc_99c919b212_0_full.jsonl": 112}
+    request, also where a compaction ran while a tool call had no recorded result
+    (fc_99c919b212: the result was never written, so only Claude Code's own count there,
+    ``preTokens``, reaches the threshold)."""
+    assert first_view_mismatches(OLDER) == {}
 
 
 @pytest.mark.xfail(
@@ -219,4 +220,4 @@ def test_whatif_auto_reproduces_the_recorded_views():
     "gmeligio__flutter-docker-image 67 (288 of 355), teslamint__entirecontext 36 (24 of 147)",
 )
 def test_whatif_auto_reproduces_the_recorded_views_with_recent():
-    assert first_view_mismatches(FILES) == {"entireio__cli__fc_99c919b212_0_full.jsonl": 112}
+    assert first_view_mismatches(FILES) == {}
