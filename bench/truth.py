@@ -330,11 +330,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     whole = [evaluate(p, {}) for p in paths]
     whole_figs = aggregate(whole)
+    # the compactions again with the replay's own estimate only (no recorded preTokens or
+    # recorded counts in what-if): how well the estimator alone predicts them
+    alone = aggregate([evaluate(p, {"whatif_recorded_counts": False}) for p in paths])
     loso_files, chosen = leave_one_source_out(paths)
     loso_figs = aggregate(loso_files) if loso_files else whole_figs
     print(f"{'target':40} {'whole corpus':>16} {'leave-one-out':>16}")
     for key, label, kind in TARGETS:
         print(f"{label:40} {_cell(whole_figs, key, kind):>16} {_cell(loso_figs, key, kind):>16}")
+    for key, label, kind in TARGETS[3:6]:
+        print(f"{label + ', estimate alone':40} {_cell(alone, key, kind):>16}")
     print(f"worst session: {whole_figs['worst_session']}")
     if chosen:
         for source, choice in chosen.items():
@@ -363,7 +368,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.json:
         Path(args.json).write_text(
             json.dumps(
-                {"whole": whole_figs, "leave_one_source_out": loso_figs, "chosen": chosen},
+                {
+                    "whole": whole_figs,
+                    "leave_one_source_out": loso_figs,
+                    "estimate_alone": alone,
+                    "chosen": chosen,
+                },
                 indent=2,
             )
         )

@@ -909,6 +909,18 @@ class PipelineConfig:
             modeled=True,
         ),
     ] = True
+    whatif_recorded_counts: Annotated[
+        bool,
+        _setting(
+            "What-if counts lean on the recording: while the view matches it, Claude Code's own "
+            "count where it compacted (preTokens), and while both went through the same "
+            "compactions, the recorded count plus the calibrated difference of the views. Off: "
+            "the replay's own estimate after the first difference.",
+            source="issue #9 items 6–7; bench/truth.py reports the compactions both ways",
+            group=_TOK,
+            modeled=True,
+        ),
+    ] = True
     anchor_margin_tokens: Annotated[
         int,
         _setting(

@@ -737,6 +737,7 @@ class _ThreadReplay:
         pre = self.recorded_pre_tokens.get(k)
         if (
             pre is not None
+            and self.config.whatif_recorded_counts
             and self.recorded_raw is not None
             and 0 < k <= len(self.raw)
             and k - 1 < len(self.recorded_raw)
@@ -769,7 +770,12 @@ class _ThreadReplay:
             return usage.total
         if j < len(self.raw) and j < len(self.recorded_raw) and self.raw[j] == self.recorded_raw[j]:
             return usage.total
-        if j < len(self.raw) and j < len(self.recorded_raw) and self._same_compactions(j):
+        if (
+            self.config.whatif_recorded_counts
+            and j < len(self.raw)
+            and j < len(self.recorded_raw)
+            and self._same_compactions(j)
+        ):
             # both views went through the same compactions: the recorded count plus the
             # calibrated difference between the two views leans on what Claude Code counted
             cal = self.model_calibrations.get(self.requests[j].message.model or "", self.thread_cal)
