@@ -23,6 +23,7 @@ so anchors stay few: one per phenomenon, not one per request.
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -30,7 +31,7 @@ from .config import PipelineConfig
 from .parsing import Thread
 from .pipeline.base import RequestInfo
 from .results import AnchorJson
-from .tokens import DEFAULT_CALIBRATION, Calibration, fit_calibration
+from .tokens import DEFAULT_CALIBRATION, Calibration, fit_calibration, percentile
 
 EXIT_COMMANDS = ("<command-name>/exit</command-name>", "<command-name>/quit</command-name>")
 
@@ -244,19 +245,24 @@ def thread_anchors(
         result.history_raw[k] = round(hist / ratio)
         result.segment_raw[k] = round(seg / ratio)
         result.unrecorded[k] = round(unrec)
-    if result.anchors:
-        xs = [raw[k] + result.history_raw[k] + result.segment_raw[k] for k in recorded]
-        ys = [totals[k] - result.unrecorded[k] for k in recorded]
-        refit = fit_calibration(xs, ys)
-        if refit is not None:
-            result.calibration = Calibration(
-                refit.prefix_tokens,
-                refit.ratio,
-                refit.requests_used,
-                refit.median_rel_error,
-                refit.p90_rel_error,
-                "anchor",
-            )
+    # the ratio from every request; the unseen prefix anchored on the first recorded request
+    # (of the first segment: later segments carry their own delta), as Claude Code counted it
+    xs = [raw[k] + result.history_raw[k] + result.segment_raw[k] for k in recorded]
+    ys = [totals[k] - result.unrecorded[k] for k in recorded]
+    refit = fit_calibration(xs, ys)
+    if refit is not None:
+        prefix = ys[0] - refit.ratio * xs[0]
+        errors = sorted(
+            abs(prefix + refit.ratio * x - y) / max(1, y) for x, y in zip(xs, ys, strict=True)
+        )
+        result.calibration = Calibration(
+            prefix,
+            refit.ratio,
+            refit.requests_used,
+            statistics.median(errors),
+            percentile(errors, 0.9),
+            "anchor",
+        )
     return result
 
 
