@@ -739,10 +739,16 @@ class _ThreadReplay:
             pre is not None
             and self.config.whatif_recorded_counts
             and self.recorded_raw is not None
-            and 0 < k <= len(self.raw)
-            and k - 1 < len(self.recorded_raw)
-            and self.raw[k - 1] == self.recorded_raw[k - 1]
-            and self._same_compactions(k - 1)
+            and (
+                # a compaction before the file's first response: its history is not in the file
+                k == 0
+                or (
+                    k <= len(self.raw)
+                    and k - 1 < len(self.recorded_raw)
+                    and self.raw[k - 1] == self.recorded_raw[k - 1]
+                    and self._same_compactions(k - 1)
+                )
+            )
         ):
             return pre
         view = self.view
