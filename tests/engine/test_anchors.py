@@ -322,3 +322,41 @@ def test_auto_stays_on_200k_when_the_session_compacted_automatically_below_it():
     )
     assert one_m.context_window == 1_000_000
     assert kept.context_window == engine.PipelineConfig().context_window
+
+
+def compaction_with_an_unwritten_tool_result() -> TranscriptBuilder:
+    """Usage at 60k, then a tool call whose result Claude Code never wrote before it compacted
+    at 68k (above the 67k threshold of a 100k window): only ``preTokens`` shows the count."""
+    b = TranscriptBuilder()
+    b.usage_total = 58_000
+    b.prompt("start")
+    b.assistant([{"type": "text", "text": "ready"}], grow=1_000)
+    b.prompt("run the build")
+    b.assistant(
+        [{"type": "tool_use", "id": "toolu_lost", "name": "Bash", "input": {"command": "make"}}],
+        grow=1_000,
+    )
+    b.compact("<summary>the build was started</summary>", pre_tokens=68_000)
+    b.prompt("go on")
+    b.assistant([{"type": "text", "text": "continuing"}], grow=1_000)
+    return b
+
+
+@pytest.mark.parametrize(("lean", "compacts"), [(True, True), (False, False)])
+def test_what_if_counts_with_claude_codes_own_count_where_it_compacted(tmp_path, lean, compacts):
+    path = compaction_with_an_unwritten_tool_result().write(tmp_path / "s.jsonl")
+    session = engine.load_session(str(path))
+    config = engine.get_preset("claude-code-2.1.88").replace(
+        context_window=100_000, whatif_recorded_counts=lean
+    )
+    recorded = engine.replay(session, config, mode="recorded").to_json()["requests"]
+    whatif = engine.replay(session, config, mode="whatif").to_json()["requests"]
+    at = next(
+        r["index"]
+        for r in recorded
+        if any(e["step"] == "autocompact" and e["action"] == "compacted" for e in r["events"])
+    )
+    predicted = any(
+        e["step"] == "autocompact" and e["action"] == "compacted" for e in whatif[at]["events"]
+    )
+    assert predicted is compacts
