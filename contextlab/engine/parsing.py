@@ -9,6 +9,7 @@ active main chain, abandoned branches that made requests, inline sidechains and 
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -86,7 +87,6 @@ class SideRecords:
     #: Claude Code's own session cost, from the newest ``cost-state`` record (2.1.1xx+)
     claude_code_cost_usd: float | None = None
     #: the same per model (``costUSD`` of each model entry), when the record lists them
-    claude_code_model_costs: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -272,19 +272,15 @@ class _FileParser:
     def cost_state(self, number: int, obj: dict[str, Any]) -> None:
         """``cost-state``: Claude Code's running cost of the session (the newest one wins)."""
         total = obj.get("totalCostUSD")
-        if isinstance(total, int | float) and not isinstance(total, bool) and total >= 0:
+        if (
+            isinstance(total, int | float)
+            and not isinstance(total, bool)
+            and math.isfinite(total)
+            and total >= 0
+        ):
             self.side.claude_code_cost_usd = float(total)
         else:
             self.problem(number, "bad_field", "cost-state without a numeric totalCostUSD; ignored")
-            return
-        models = obj.get("modelUsage") or obj.get("models")
-        if isinstance(models, dict):
-            costs: dict[str, float] = {}
-            for name, entry in models.items():
-                cost = entry.get("costUSD") if isinstance(entry, dict) else None
-                if isinstance(cost, int | float) and not isinstance(cost, bool) and cost >= 0:
-                    costs[str(name)] = float(cost)
-            self.side.claude_code_model_costs = costs
 
     def pipeline_side(self, number: int, rtype: str, obj: dict[str, Any]) -> None:
         if rtype == "content-replacement":
