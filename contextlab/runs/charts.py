@@ -30,17 +30,38 @@ COLORS = {
 }
 
 
-def _layout(title: str, yaxis: str) -> dict[str, Any]:
+#: The look of plotly's "plotly_white" template, set directly: a named template makes plotly
+#: validate and ship its whole 7 KB definition with every figure (most of a figure's build time).
+AXIS_STYLE: dict[str, Any] = {
+    "gridcolor": "#ebf0f8",
+    "zerolinecolor": "#ebf0f8",
+    "linecolor": "#ebf0f8",
+    "automargin": True,
+}
+PAGE_STYLE: dict[str, Any] = {
+    "template": "none",
+    "paper_bgcolor": "#ffffff",
+    "plot_bgcolor": "#ffffff",
+    "font": {"color": "#2a3f5f"},
+}
+
+
+def styled_layout(title: str, xaxis: str, yaxis: str, height: int) -> dict[str, Any]:
+    """A chart layout in the pages' style: title left, legend below, axes from zero."""
     return {
         "title": {"text": title, "x": 0, "font": {"size": 15}},
-        "xaxis": {"title": {"text": "request"}, "rangemode": "tozero"},
-        "yaxis": {"title": {"text": yaxis}, "rangemode": "tozero"},
+        "xaxis": {"title": {"text": xaxis}, "rangemode": "tozero", **AXIS_STYLE},
+        "yaxis": {"title": {"text": yaxis}, "rangemode": "tozero", **AXIS_STYLE},
         "hovermode": "x unified",
         "legend": {"orientation": "h", "y": -0.2},
         "margin": {"l": 60, "r": 20, "t": 40, "b": 40},
-        "height": 360,
-        "template": "plotly_white",
+        "height": height,
+        **PAGE_STYLE,
     }
+
+
+def _layout(title: str, yaxis: str) -> dict[str, Any]:
+    return styled_layout(title, "request", yaxis, 360)
 
 
 def has_event(req: RequestRow, step: str) -> bool:
@@ -71,6 +92,11 @@ def sample_positions(
     chosen.update(p for p in keep if 0 <= p < count)
     chosen.update({0, count - 1})
     return sorted(chosen)
+
+
+#: Above this many points a chart draws lines and areas instead of one marker or bar per
+#: request: thousands of SVG shapes take seconds to draw and are under a pixel wide anyway.
+MARKER_LIMIT = 300
 
 
 def _positions(requests: list[RequestRow]) -> list[int]:
@@ -128,7 +154,7 @@ def build_context_figure(result: ResultJson, request_url: RequestUrl) -> go.Figu
             x=pos,
             y=[r.get("model_tokens") for r in rows],
             name="model view",
-            mode="lines+markers",
+            mode="lines+markers" if len(pos) <= MARKER_LIMIT else "lines",
             marker={"size": 4},
             line={"color": COLORS["model"]},
             customdata=urls,
@@ -142,8 +168,9 @@ def build_context_figure(result: ResultJson, request_url: RequestUrl) -> go.Figu
                 x=[t[0] for t in recorded],
                 y=[t[1] for t in recorded],
                 name="recorded input",
-                mode="markers",
+                mode="markers" if len(recorded) <= MARKER_LIMIT else "lines",
                 marker={"size": 5, "symbol": "x", "color": COLORS["recorded"]},
+                line={"width": 1, "color": COLORS["recorded"]},
                 customdata=[t[2] for t in recorded],
             )
         )
@@ -185,19 +212,37 @@ def build_cache_figure(result: ResultJson, request_url: RequestUrl) -> go.Figure
     pos = _positions(requests)
     rows = [requests[i] for i in pos]
     urls = [request_url(i) for i in pos]
-    layout = _layout("Prompt cache per request (bars: estimated, markers: recorded)", "tokens")
+    bars = len(pos) <= MARKER_LIMIT
+    layout = _layout(
+        "Prompt cache per request "
+        + (
+            "(bars: estimated, markers: recorded)"
+            if bars
+            else "(areas: estimated, lines: recorded)"
+        ),
+        "tokens",
+    )
     layout["barmode"] = "stack"
     fig = go.Figure(layout=layout)
     for key, label in (("read", "cache read"), ("write", "cache write"), ("uncached", "uncached")):
-        fig.add_trace(
-            go.Bar(
-                x=pos,
-                y=[(r.get("cache") or {}).get(key, 0) for r in rows],
-                name=f"{label} (est.)",
-                marker={"color": COLORS[key]},
-                customdata=urls,
+        ys = [(r.get("cache") or {}).get(key, 0) for r in rows]
+        name = f"{label} (est.)"
+        if bars:
+            fig.add_trace(
+                go.Bar(x=pos, y=ys, name=name, marker={"color": COLORS[key]}, customdata=urls)
             )
-        )
+        else:
+            fig.add_trace(
+                go.Scatter(
+                    x=pos,
+                    y=ys,
+                    name=name,
+                    mode="lines",
+                    stackgroup="estimate",
+                    line={"width": 0.5, "color": COLORS[key]},
+                    customdata=urls,
+                )
+            )
     with_rec = [
         (p, rec, u) for p, r, u in zip(pos, rows, urls, strict=True) if (rec := r.get("recorded"))
     ]
@@ -211,7 +256,7 @@ def build_cache_figure(result: ResultJson, request_url: RequestUrl) -> go.Figure
                     x=[t[0] for t in with_rec],
                     y=[t[1].get(rec_key, 0) for t in with_rec],
                     name=f"{label} (recorded)",
-                    mode="markers",
+                    mode="markers" if bars else "lines",
                     customdata=[t[2] for t in with_rec],
                     marker={
                         "symbol": "line-ew-open",
@@ -219,6 +264,7 @@ def build_cache_figure(result: ResultJson, request_url: RequestUrl) -> go.Figure
                         "color": COLORS[key],
                         "line": {"width": 2, "color": COLORS[key]},
                     },
+                    line={"width": 1, "dash": "dot", "color": "#111827"},
                 )
             )
     return fig

@@ -14,7 +14,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from contextlab.engine.results import RequestRow, as_result
-from contextlab.runs.charts import has_event, sample_positions, threshold_trace
+from contextlab.runs.charts import has_event, sample_positions, styled_layout, threshold_trace
 
 RequestUrl = Callable[[int], str]
 
@@ -23,16 +23,7 @@ LEVEL_DASH = {"autocompact": "dash", "warning": "dot"}
 
 
 def _layout(title: str, xaxis: str, yaxis: str) -> dict[str, Any]:
-    return {
-        "title": {"text": title, "x": 0, "font": {"size": 15}},
-        "xaxis": {"title": {"text": xaxis}, "rangemode": "tozero"},
-        "yaxis": {"title": {"text": yaxis}, "rangemode": "tozero"},
-        "hovermode": "x unified",
-        "legend": {"orientation": "h", "y": -0.2},
-        "margin": {"l": 60, "r": 20, "t": 40, "b": 40},
-        "height": 380,
-        "template": "plotly_white",
-    }
+    return styled_layout(title, xaxis, yaxis, 380)
 
 
 def _requests(result: Mapping[str, Any] | None) -> list[RequestRow]:

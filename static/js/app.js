@@ -216,19 +216,32 @@
   }
 
   // ---- charts: figures come as JSON in <script type="application/json">, never inline JS -----
-  function setupCharts() {
-    if (!window.Plotly) return;
-    document.querySelectorAll("[data-chart]").forEach(function (div) {
-      var source = document.getElementById(div.dataset.chart);
-      if (!source) return;
-      var fig = JSON.parse(source.textContent);
-      window.Plotly.newPlot(div, fig.data, fig.layout, { responsive: true, displaylogo: false });
-      div.on("plotly_click", function (ev) {
-        var point = ev.points && ev.points[0];
-        if (point && typeof point.customdata === "string") window.location.href = point.customdata;
-      });
+  // One chart per task, in page order: the page is usable (and the load event fires) before
+  // the last chart is drawn, and the first chart shows without waiting for the others.
+  function drawChart(div) {
+    var source = document.getElementById(div.dataset.chart);
+    if (!source || div.dataset.drawn) return;
+    div.dataset.drawn = "1";
+    var fig = JSON.parse(source.textContent);
+    window.Plotly.newPlot(div, fig.data, fig.layout, { responsive: true, displaylogo: false });
+    div.on("plotly_click", function (ev) {
+      var point = ev.points && ev.points[0];
+      if (point && typeof point.customdata === "string") window.location.href = point.customdata;
     });
   }
+
+  function setupCharts(root) {
+    if (!window.Plotly) return;
+    var queue = Array.prototype.slice.call((root || document).querySelectorAll("[data-chart]"));
+    function next() {
+      var div = queue.shift();
+      if (!div) return;
+      drawChart(div);
+      window.setTimeout(next, 0);
+    }
+    window.setTimeout(next, 0);
+  }
+  window.contextlab.setupCharts = setupCharts;
 
   // ---- confirmations ---------------------------------------------------------------------------
   function setupConfirm() {

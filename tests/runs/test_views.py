@@ -61,7 +61,7 @@ def test_report_shows_charts_fidelity_and_runs(alice_client, done_transcript):
         assert f'id="{chart}-data" type="application/json"' in html
     assert "Fidelity" in html
     assert "calibrated prefix" in html
-    assert "vendor/plotly.min.js" in html
+    assert "vendor/plotly/plotly-basic.min.js" in html
     figure = json.loads(
         re.search(r'id="chart-context-data" type="application/json">(.*?)</script>', html).group(1)
     )
