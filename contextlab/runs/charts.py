@@ -1,7 +1,7 @@
 """Plotly figures of a replay result (pure functions of the engine's result JSON).
 
-Every point carries the URL of its request in ``customdata`` so a click can open it
-(static/js/app.js). Long sessions are downsampled, always keeping compaction points.
+Every point carries its request in ``customdata`` (the URL, or the position the chart's
+``data-request-url`` pattern turns into one) so a click can open it (static/js/app.js). Long sessions are downsampled, always keeping compaction points.
 """
 
 from __future__ import annotations
@@ -16,6 +16,15 @@ from contextlab.engine.evaluation import result_fidelity
 from contextlab.engine.results import RecordedUsage, RequestRow, ResultJson
 
 RequestUrl = Callable[[int], str]
+
+
+def _point_data(positions: Sequence[int], request_url: RequestUrl | None) -> list[Any]:
+    """Each point's click target: its request's URL, or without ``request_url`` its position
+    (the page's chart carries the URL pattern, ``data-request-url``: a much smaller page)."""
+    if request_url is None:
+        return list(positions)
+    return [request_url(i) for i in positions]
+
 
 COLORS = {
     "repl": "#9aa5b1",
@@ -132,12 +141,12 @@ def threshold_trace(
     )
 
 
-def build_context_figure(result: ResultJson, request_url: RequestUrl) -> go.Figure:
+def build_context_figure(result: ResultJson, request_url: RequestUrl | None = None) -> go.Figure:
     """Context size per request: full history, model view, recorded, thresholds, compactions."""
     requests: list[RequestRow] = result.get("requests") or []
     pos = _positions(requests)
     rows = [requests[i] for i in pos]
-    urls = [request_url(i) for i in pos]
+    urls = _point_data(pos, request_url)
     fig = go.Figure(layout=_layout("Context size per request", "tokens"))
     fig.add_trace(
         go.Scatter(
@@ -206,12 +215,12 @@ def build_context_figure(result: ResultJson, request_url: RequestUrl) -> go.Figu
     return fig
 
 
-def build_cache_figure(result: ResultJson, request_url: RequestUrl) -> go.Figure:
+def build_cache_figure(result: ResultJson, request_url: RequestUrl | None = None) -> go.Figure:
     """Estimated cache read / write / uncached tokens per request, with the recorded values."""
     requests: list[RequestRow] = result.get("requests") or []
     pos = _positions(requests)
     rows = [requests[i] for i in pos]
-    urls = [request_url(i) for i in pos]
+    urls = _point_data(pos, request_url)
     bars = len(pos) <= MARKER_LIMIT
     layout = _layout(
         "Prompt cache per request "
@@ -270,7 +279,7 @@ def build_cache_figure(result: ResultJson, request_url: RequestUrl) -> go.Figure
     return fig
 
 
-def build_cost_figure(result: ResultJson, request_url: RequestUrl) -> go.Figure:
+def build_cost_figure(result: ResultJson, request_url: RequestUrl | None = None) -> go.Figure:
     """Cumulative cost in USD: the replay's estimate and, where known, the recorded usage's."""
     requests: list[RequestRow] = result.get("requests") or []
     est: list[float] = []
@@ -287,7 +296,7 @@ def build_cost_figure(result: ResultJson, request_url: RequestUrl) -> go.Figure:
             total_rec += float(recorded_cost)
         rec.append(round(total_rec, 6))
     pos = _positions(requests)
-    urls = [request_url(i) for i in pos]
+    urls = _point_data(pos, request_url)
     fig = go.Figure(layout=_layout("Cumulative cost", "USD"))
     fig.add_trace(
         go.Scatter(
@@ -346,7 +355,7 @@ def fidelity_points(result: ResultJson) -> list[tuple[int, float]]:
     return sorted(points)
 
 
-def build_fidelity_figure(result: ResultJson, request_url: RequestUrl) -> go.Figure:
+def build_fidelity_figure(result: ResultJson, request_url: RequestUrl | None = None) -> go.Figure:
     """Relative error of the fitted count against the recorded prompt total, per request."""
     points = fidelity_points(result)
     keep = sample_positions(len(points))
@@ -362,7 +371,7 @@ def build_fidelity_figure(result: ResultJson, request_url: RequestUrl) -> go.Fig
             name="(fitted count − recorded) / recorded",
             mode="markers",
             marker={"size": 5, "color": COLORS["model"]},
-            customdata=[request_url(p[0]) for p in points],
+            customdata=_point_data([p[0] for p in points], request_url),
         )
     )
     return fig

@@ -48,6 +48,11 @@ def request_url_factory(transcript: Transcript, run: Run) -> charts.RequestUrl:
     return lambda i: f"{prefix}{i}/?run={run.pk}"
 
 
+def request_url_pattern(transcript: Transcript, run: Run) -> str:
+    """``request_url_factory``'s URLs with ``{i}`` for the request (the charts' click target)."""
+    return reverse("runs:report", args=[transcript.pk]) + "requests/{i}/?run=" + str(run.pk)
+
+
 def _run_form_context(transcript: Transcript, **extra: Any) -> dict[str, Any]:
     presets = [
         {"name": name, "description": engine.PRESET_DESCRIPTIONS.get(name, "")}
@@ -101,12 +106,14 @@ def report(request: HttpRequest, pk: int) -> HttpResponse:
     if data is not None and run is not None:
         url = request_url_factory(transcript, run)
         result = as_result(data)
+        # points carry their request's position; the charts' data-request-url makes it a link
         context["figures"] = {
-            "chart-context-data": charts.figure_json(charts.build_context_figure(result, url)),
-            "chart-cache-data": charts.figure_json(charts.build_cache_figure(result, url)),
-            "chart-cost-data": charts.figure_json(charts.build_cost_figure(result, url)),
-            "chart-fidelity-data": charts.figure_json(charts.build_fidelity_figure(result, url)),
+            "chart-context-data": charts.figure_json(charts.build_context_figure(result)),
+            "chart-cache-data": charts.figure_json(charts.build_cache_figure(result)),
+            "chart-cost-data": charts.figure_json(charts.build_cost_figure(result)),
+            "chart-fidelity-data": charts.figure_json(charts.build_fidelity_figure(result)),
         }
+        context["request_url_pattern"] = request_url_pattern(transcript, run)
         context["fidelity"] = charts.fidelity(result)
         context["summary"] = data.get("summary") or {}
         context["session_info"] = data.get("session") or {}

@@ -226,7 +226,11 @@
     window.Plotly.newPlot(div, fig.data, fig.layout, { responsive: true, displaylogo: false });
     div.on("plotly_click", function (ev) {
       var point = ev.points && ev.points[0];
-      if (point && typeof point.customdata === "string") window.location.href = point.customdata;
+      if (!point) return;
+      if (typeof point.customdata === "string") window.location.href = point.customdata;
+      else if (typeof point.customdata === "number" && div.dataset.requestUrl) {
+        window.location.href = div.dataset.requestUrl.replace("{i}", String(point.customdata));
+      }
     });
   }
 

@@ -65,9 +65,11 @@ def test_report_shows_charts_fidelity_and_runs(alice_client, done_transcript):
     figure = json.loads(
         re.search(r'id="chart-context-data" type="application/json">(.*?)</script>', html).group(1)
     )
-    urls = figure["data"][1]["customdata"]
+    # each point carries its request's position, the chart the URL pattern a click opens
+    assert figure["data"][1]["customdata"][:3] == [0, 1, 2]
+    pattern = f"/sessions/{done_transcript.pk}/requests/{{i}}/?run={done_transcript.runs.get().pk}"
     assert (
-        urls[0] == f"/sessions/{done_transcript.pk}/requests/0/?run={done_transcript.runs.get().pk}"
+        f'id="chart-context" data-chart="chart-context-data" data-request-url="{pattern}"' in html
     )
 
 
