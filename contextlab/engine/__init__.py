@@ -60,8 +60,18 @@ from .transcript import Block, Message, Problem, TranscriptError, Usage
 
 if TYPE_CHECKING:  # loaded on first use (below): the CLI's start-up only pays for what it runs
     from . import compare
+    from .composition import compose
     from .evaluation import cache_accuracy, compaction_accuracy, fidelity
     from .explorer import BADGES, TransformIndex, expand_messages, messages_json, side_by_side
+    from .navigator import (
+        EVENT_KINDS,
+        cache_sentence,
+        describe_event,
+        event_counts,
+        format_duration,
+        gaps,
+        request_events,
+    )
     from .session_cache import file_sha256, load_session_cached, tokenize_session
     from .summarizing.anthropic_backend import AnthropicSummarizer
     from .summarizing.factory import make_summarizer, preload_sdks
@@ -88,6 +98,14 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "messages_json": (".explorer", "messages_json"),
     "expand_messages": (".explorer", "expand_messages"),
     "side_by_side": (".explorer", "side_by_side"),
+    "compose": (".composition", "compose"),
+    "EVENT_KINDS": (".navigator", "EVENT_KINDS"),
+    "cache_sentence": (".navigator", "cache_sentence"),
+    "describe_event": (".navigator", "describe_event"),
+    "event_counts": (".navigator", "event_counts"),
+    "format_duration": (".navigator", "format_duration"),
+    "gaps": (".navigator", "gaps"),
+    "request_events": (".navigator", "request_events"),
 }
 
 
@@ -103,6 +121,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "BADGES",
+    "EVENT_KINDS",
     "MODES",
     "PRESETS",
     "PRESET_DESCRIPTIONS",
@@ -137,15 +156,21 @@ __all__ = [
     "Usage",
     "build_session",
     "cache_accuracy",
+    "cache_sentence",
     "compact_prompt",
     "compaction_accuracy",
     "compare",
+    "compose",
     "compute_thresholds",
+    "describe_event",
+    "event_counts",
     "expand_messages",
     "fidelity",
     "field_specs",
     "file_sha256",
+    "format_duration",
     "format_summary",
+    "gaps",
     "get_preset",
     "load_pricing",
     "load_session",
@@ -159,6 +184,7 @@ __all__ = [
     "render_messages",
     "replay",
     "request_cost",
+    "request_events",
     "resolve_config",
     "resolve_request_config",
     "resume",

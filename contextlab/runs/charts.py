@@ -381,3 +381,43 @@ def figure_json(fig: go.Figure) -> dict[str, Any]:
     """What the page hands to Plotly.newPlot (through json_script: no inline script, CSP-safe)."""
     data: dict[str, Any] = fig.to_dict()
     return {"data": data["data"], "layout": data["layout"]}
+
+
+#: the explorer's mini context chart: SVG user units (the SVG scales to its box)
+MINI_WIDTH = 1000
+MINI_HEIGHT = 60
+MINI_POINTS = 400
+
+
+def mini_chart(requests: Sequence[RequestRow], current: int) -> dict[str, Any]:
+    """A small context chart as SVG polylines (no plotly on the explorer): the model view, the
+    full history and the autocompact level per request, and the current request's x."""
+    count = len(requests)
+    pos = sample_positions(count, [current], max_points=MINI_POINTS)
+    top = max(
+        (max(int(r.get("repl_tokens") or 0), int(r.get("model_tokens") or 0)) for r in requests),
+        default=0,
+    )
+    levels = [int((r.get("thresholds") or {}).get("autocompact") or 0) for r in requests]
+    top = max(top, max(levels, default=0), 1)
+
+    def x(i: int) -> float:
+        return round(i / max(1, count - 1) * MINI_WIDTH, 1)
+
+    def y(tokens: int) -> float:
+        return round(MINI_HEIGHT - tokens / top * (MINI_HEIGHT - 4), 1)
+
+    def line(key: str) -> str:
+        rows: list[dict[str, Any]] = [dict(requests[i]) for i in pos]
+        return " ".join(f"{x(i)},{y(int(r.get(key) or 0))}" for i, r in zip(pos, rows, strict=True))
+
+    return {
+        "width": MINI_WIDTH,
+        "height": MINI_HEIGHT,
+        "model": line("model_tokens"),
+        "repl": line("repl_tokens"),
+        "level": " ".join(f"{x(i)},{y(levels[i])}" for i in pos if levels[i]),
+        "current_x": x(current),
+        "current_y": y(int(requests[current].get("model_tokens") or 0)) if count else 0,
+        "peak": top,
+    }

@@ -213,9 +213,7 @@ def _prepare_rows(
     for offset, row in enumerate(rows):
         item = dict(row)
         synthetic = row.get("message") is None
-        item["anchor"] = (
-            f"b-s-{first + offset}" if synthetic else f"b-{row['message']}-{row['block']}"
-        )
+        item.setdefault("anchor", _anchor(row, first + offset))
         item["cache"] = gutter[first + offset] if first + offset < len(gutter) else "none"
         item["synthetic"] = synthetic
         # history the model did not see starts folded, so what it did see stands out
@@ -232,6 +230,8 @@ def _prepare_rows(
                     if loadable
                     else {"head": cell.get("text") or "", "rest": 0}
                 )
+                # display tokens of this side's block (engine.compose), shown in its head
+                cell["tokens"] = (row.get("tokens") or {}).get(side)
                 item[side] = cell
         item["has_original"] = bool(item.pop("original", None))  # loaded on demand, never inlined
         prepared.append(item)
@@ -249,6 +249,53 @@ def _is_replaced(row: dict[str, Any], view: dict[str, Any]) -> bool:
     )
 
 
+def _calibration(data: dict[str, Any], req: RequestRow) -> tuple[int, float]:
+    """(fitted prefix tokens, ratio) of the request's thread and model: display tokens are
+    ``prefix + ratio * tiktoken count``, the prefix standing for the system prompt and tools."""
+    session = data.get("session") or {}
+    thread = str(req.get("thread") or "main")
+    info = next((t for t in session.get("threads") or [] if t.get("id") == thread), None) or {}
+    fit = (info.get("model_calibrations") or {}).get(req.get("model") or "") or info.get(
+        "calibration"
+    )
+    fit = fit or session.get("calibration") or {}
+    return int(fit.get("prefix_tokens") or 0), float(fit.get("ratio") or 1.0)
+
+
+def _previous_in_thread(requests: list[RequestRow], index: int) -> RequestRow | None:
+    thread = requests[index].get("thread")
+    for i in range(index - 1, -1, -1):
+        if requests[i].get("thread") == thread:
+            return requests[i]
+    return None
+
+
+def _styled_parts(parts: list[Any]) -> list[dict[str, Any]]:
+    """The composition's parts with a colour class: one per kind, tool results in shades."""
+    out = []
+    tools = 0
+    for part in parts:
+        kind = str(part["kind"])
+        if kind.startswith("tool results"):
+            css = f"part-tool t{tools % 4}"
+            tools += 1
+        else:
+            css = "part-" + "".join(c if c.isalnum() else "-" for c in kind.split(" (")[0].lower())
+        out.append({**part, "css": css})
+    return out
+
+
+def _preview(row: dict[str, Any], chars: int = 90) -> str:
+    text = " ".join(str((row.get("model") or row.get("repl") or {}).get("text") or "").split())
+    return text if len(text) <= chars else text[: chars - 1] + "…"
+
+
+def _anchor(row: dict[str, Any], position: int) -> str:
+    if row.get("message") is None:
+        return f"b-s-{position}"
+    return f"b-{row['message']}-{row['block']}"
+
+
 @login_required
 @vary_on_headers("HX-Request")
 def explorer(request: HtmxHttpRequest, pk: int, index: int) -> HttpResponse:
@@ -260,20 +307,52 @@ def explorer(request: HtmxHttpRequest, pk: int, index: int) -> HttpResponse:
         return render(request, "runs/explorer_empty.html", {"transcript": transcript, "run": run})
     requests: list[RequestRow] = as_result(data).get("requests") or []
     if not 0 <= index < len(requests):
-        raise Http404(f"request {index} does not exist (this run has {len(requests)})")
+        raise Http404(f"request {index + 1} does not exist (this run has {len(requests)})")
     req = requests[index]
     thread = str(req.get("thread") or "main")
     messages = services.session_messages(transcript).get(thread) or []
     view = engine.side_by_side(messages, data, int(req.get("index", index)))
     rows: list[dict[str, Any]] = view.get("rows") or []
+    previous = _previous_in_thread(requests, index)
+    compacted = any(
+        e.get("step") == "autocompact" and e.get("action") == "compacted"
+        for e in req.get("events") or []
+    )
+    prefix_tokens, ratio = _calibration(data, req)
+    composition = engine.compose(
+        rows,
+        messages,
+        model_tokens=int(req.get("model_tokens") or 0),
+        prefix_tokens=prefix_tokens,
+        ratio=ratio,
+        replaced_from=int((previous or {}).get("view", {}).get("start") or 0)
+        if compacted and previous is not None
+        else None,
+    )
+    for position, row in enumerate(rows):
+        row["tokens"] = composition["row_tokens"][position]
+        row["anchor"] = _anchor(row, position)
+    heaviest = [
+        {
+            "anchor": rows[h["position"]]["anchor"],
+            "kind": h["kind"],
+            "tokens": h["tokens"],
+            "preview": _preview(rows[h["position"]]),
+        }
+        for h in composition["heaviest"]
+    ]
     # the engine marks each sent block read / write / uncached from its cache model
     gutter = [str(row.get("cache") or "none") for row in rows]
     # After a compaction most of the history is replaced by the summary: hide those rows
     # unless asked, so the first page shows what the model saw.
     show_replaced = request.GET.get("replaced") == "1"
+    changed_only = request.GET.get("changed") == "1"
     replaced = [i for i, row in enumerate(rows) if _is_replaced(row, view)]
-    if replaced and not show_replaced:
-        hidden = set(replaced)
+    hidden = set(replaced) if not show_replaced else set()
+    if changed_only:
+        # only rows the pipeline changed: what the model saw differs from the history
+        hidden |= {i for i, row in enumerate(rows) if row.get("badge") == "intact"}
+    if hidden:
         gutter = [g for i, g in enumerate(gutter) if i not in hidden]
         rows = [row for i, row in enumerate(rows) if i not in hidden]
     try:
@@ -289,18 +368,21 @@ def explorer(request: HtmxHttpRequest, pk: int, index: int) -> HttpResponse:
         if recorded_total
         else None
     )
-    url = request_url_factory(transcript, run)
-    if show_replaced:
-        base_url = url
+    base_url = request_url_factory(transcript, run)
+    flags = ("&replaced=1" if show_replaced else "") + ("&changed=1" if changed_only else "")
 
-        def url(i: int) -> str:
-            return base_url(i) + "&replaced=1"
+    def url(i: int) -> str:
+        return base_url(i) + flags
 
+    events = engine.request_events(requests)
+    count = len(requests)
+    gap = engine.gaps(requests)[index]
     context = {
         "transcript": transcript,
         "run": run,
         "index": index,
-        "count": len(requests),
+        "number": index + 1,
+        "count": count,
         "req": req,
         "view": view,
         "rows": page_rows,
@@ -308,15 +390,39 @@ def explorer(request: HtmxHttpRequest, pk: int, index: int) -> HttpResponse:
         "page": page,
         "next_page": page + 1 if start + per_page < len(rows) else None,
         "prev_url": url(index - 1) if index > 0 else None,
-        "next_url": url(index + 1) if index + 1 < len(requests) else None,
+        "next_url": url(index + 1) if index + 1 < count else None,
         "self_url": url(index),
         "url_prefix": reverse("runs:report", args=[transcript.pk]) + "requests/",
+        "url_flags": flags,
         "thread": thread,
         "summary_start": view.get("start", 0),
         "replaced_count": len(replaced),
         "recorded_total": recorded_total,
         "rel_error": rel_error,
         "show_replaced": show_replaced,
+        "changed_only": changed_only,
+        "changed_url": base_url(index)
+        + ("&replaced=1" if show_replaced else "")
+        + ("" if changed_only else "&changed=1"),
+        "events": [
+            {
+                **e,
+                "number": e["request"] + 1,
+                "url": url(e["request"]),
+                "left": round(e["request"] / max(1, count - 1) * 100, 2),
+                "current": e["request"] == index,
+            }
+            for e in events
+        ],
+        "event_kinds": engine.event_counts(events),
+        "request_events": [engine.describe_event(e) for e in req.get("events") or []],
+        "cache_text": engine.cache_sentence(req, previous, gap),
+        "gap": engine.format_duration(gap) if gap is not None else None,
+        "mini": charts.mini_chart(requests, index),
+        "composition": composition,
+        "parts": _styled_parts(composition["parts"]),
+        "heaviest": heaviest,
+        "compacted": compacted,
     }
     # htmx restoring history (back button, cache miss) wants the whole page
     partial = request.htmx and not request.htmx.history_restore_request
@@ -325,6 +431,12 @@ def explorer(request: HtmxHttpRequest, pk: int, index: int) -> HttpResponse:
     if partial:
         return render(request, "runs/explorer.html#explorer", context)
     return render(request, "runs/explorer.html", context)
+
+
+@login_required
+def glossary(request: HttpRequest) -> HttpResponse:
+    """What the figures on the report and explorer mean (their tooltips link here)."""
+    return render(request, "runs/glossary.html")
 
 
 @login_required

@@ -270,14 +270,65 @@
     if (e.state && e.state.contextlab) window.location.reload();
   });
 
+  // ---- event navigator: per-kind filters (kept for the tab), n / p jump between events -----
+  var FILTER_KEY = "contextlab.hiddenEventKinds";
+  function hiddenKinds() {
+    try { return JSON.parse(window.sessionStorage.getItem(FILTER_KEY) || "[]"); } catch (err) { return []; }
+  }
+  function applyFilters() {
+    var hidden = hiddenKinds();
+    document.querySelectorAll(".event-filter").forEach(function (box) {
+      box.checked = hidden.indexOf(box.dataset.kind) === -1;
+    });
+    document.querySelectorAll(".event-item, .strip-tick").forEach(function (el) {
+      el.hidden = hidden.indexOf(el.dataset.kind) !== -1;
+    });
+    var current = document.querySelector(".event-item.current");
+    var list = document.getElementById("event-list");
+    if (current && list) list.scrollTop = current.offsetTop - list.offsetTop - list.clientHeight / 2;
+  }
+  function jumpToEvent(direction) {
+    var explorer = document.getElementById("explorer");
+    if (!explorer) return;
+    var here = parseInt(explorer.dataset.index, 10);
+    var items = Array.prototype.filter.call(document.querySelectorAll(".event-item"), function (el) {
+      return !el.hidden;
+    });
+    var target = null;
+    items.forEach(function (el) {
+      var at = parseInt(el.dataset.request, 10);
+      if (direction > 0 && at > here && (!target || at < parseInt(target.dataset.request, 10))) target = el;
+      if (direction < 0 && at < here && (!target || at > parseInt(target.dataset.request, 10))) target = el;
+    });
+    if (target) target.querySelector("a").click();
+  }
+
+  // ---- times in the viewer's time zone ----------------------------------------------------
+  function localTimes() {
+    document.querySelectorAll("time.local-time").forEach(function (el) {
+      var when = new Date(el.getAttribute("datetime"));
+      if (isNaN(when.getTime())) return;
+      el.textContent = when.toLocaleString(undefined, {
+        year: "numeric", month: "short", day: "numeric", hour: "2-digit", minute: "2-digit", second: "2-digit", timeZoneName: "short"
+      });
+      el.title = el.getAttribute("datetime") + " (UTC)";
+    });
+  }
+
   function setupExplorer() {
     document.addEventListener("keydown", function (e) {
       if (!document.getElementById("explorer")) return;
       if (e.altKey || e.ctrlKey || e.metaKey) return;
       var tag = (e.target.tagName || "").toLowerCase();
-      if (tag === "textarea" || tag === "select" || (tag === "input" && e.target.type !== "range")) return;
+      // typing in a field is not a key command (sliders, checkboxes and buttons are not typed in)
+      if (tag === "textarea" || tag === "select" || (tag === "input" && ["range", "checkbox", "radio", "button", "submit"].indexOf(e.target.type) === -1)) return;
       // on the focused slider the arrows move the slider itself (its change event navigates)
       if (e.target.type === "range" && e.key.indexOf("Arrow") === 0) return;
+      if (e.key === "n" || e.key === "p") {
+        e.preventDefault();
+        jumpToEvent(e.key === "n" ? 1 : -1);
+        return;
+      }
       var id = null;
       if (e.key === "ArrowLeft" || e.key === "k") id = "prev-link";
       if (e.key === "ArrowRight" || e.key === "j") id = "next-link";
@@ -286,16 +337,38 @@
       e.preventDefault();
       if (link) link.click();  // htmx swaps the explorer and records the history entry
     });
+    // the slider shows request numbers from 1; the URL keeps the 0-based index
     document.addEventListener("change", function (e) {
-      if (e.target.id !== "req-slider") return;
-      var s = e.target;
-      go(s.dataset.prefix + s.value + "/?run=" + s.dataset.run);
+      if (e.target.id === "req-slider") {
+        var s = e.target;
+        go(s.dataset.prefix + (parseInt(s.value, 10) - 1) + "/?run=" + s.dataset.run + (s.dataset.flags || ""));
+      } else if (e.target.classList && e.target.classList.contains("event-filter")) {
+        var hidden = hiddenKinds();
+        var kind = e.target.dataset.kind;
+        hidden = hidden.filter(function (k) { return k !== kind; });
+        if (!e.target.checked) hidden.push(kind);
+        try { window.sessionStorage.setItem(FILTER_KEY, JSON.stringify(hidden)); } catch (err) { /* private mode */ }
+        applyFilters();
+      }
     });
     document.addEventListener("input", function (e) {
       if (e.target.id !== "req-slider") return;
       var n = document.getElementById("req-number");
       if (n) n.textContent = e.target.value;
     });
+    document.addEventListener("click", function (e) {
+      var chart = e.target.closest ? e.target.closest("#mini-chart") : null;
+      if (!chart) return;
+      var box = chart.getBoundingClientRect();
+      var count = parseInt(chart.dataset.count, 10);
+      var s = document.getElementById("req-slider");
+      if (!s || !count || !box.width) return;
+      var index = Math.max(0, Math.min(count - 1, Math.round((e.clientX - box.left) / box.width * (count - 1))));
+      go(s.dataset.prefix + index + "/?run=" + s.dataset.run + (s.dataset.flags || ""));
+    });
+    document.body.addEventListener("htmx:afterSettle", function () { applyFilters(); localTimes(); });
+    applyFilters();
+    localTimes();
     document.addEventListener("click", function (e) {
       if (e.target.id === "fold-all" || e.target.id === "unfold-all") {
         var open = e.target.id === "unfold-all";

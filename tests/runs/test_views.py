@@ -156,7 +156,7 @@ def test_explorer_page_and_htmx_partials(alice_client, done_transcript):
         html,
     )
     assert "gutter cache-" in html
-    assert re.search(r"recorded prompt \(replay [+-]\d+\.\d%\)", html)
+    assert re.search(r"recorded by the API · replay [+-]\d+\.\d%", html)
     partial = alice_client.get(url, **HX).content.decode()
     assert partial.lstrip().startswith('<div id="explorer"')
     assert "<html" not in partial
