@@ -62,7 +62,8 @@ def styled_layout(title: str, xaxis: str, yaxis: str, height: int) -> dict[str, 
         "xaxis": {"title": {"text": xaxis}, "rangemode": "tozero", **AXIS_STYLE},
         "yaxis": {"title": {"text": yaxis}, "rangemode": "tozero", **AXIS_STYLE},
         "hovermode": "x unified",
-        "legend": {"orientation": "h", "y": -0.2},
+        # below the axis title, never over it
+        "legend": {"orientation": "h", "yanchor": "top", "y": -0.28, "x": 0},
         "margin": {"l": 60, "r": 20, "t": 40, "b": 40},
         "height": height,
         **PAGE_STYLE,
@@ -141,13 +142,32 @@ def threshold_trace(
     )
 
 
-def build_context_figure(result: ResultJson, request_url: RequestUrl | None = None) -> go.Figure:
-    """Context size per request: full history, model view, recorded, thresholds, compactions."""
+def build_context_figure(
+    result: ResultJson,
+    request_url: RequestUrl | None = None,
+    *,
+    baseline: ResultJson | None = None,
+) -> go.Figure:
+    """Context size per request: full history, model view, recorded, thresholds, compactions;
+    with ``baseline`` (a what-if's recorded replay) that replay's model view as well."""
     requests: list[RequestRow] = result.get("requests") or []
     pos = _positions(requests)
     rows = [requests[i] for i in pos]
     urls = _point_data(pos, request_url)
     fig = go.Figure(layout=_layout("Context size per request", "tokens"))
+    base_rows: list[RequestRow] = (baseline.get("requests") or []) if baseline else []
+    if base_rows:
+        shared = [p for p in pos if p < len(base_rows)]
+        fig.add_trace(
+            go.Scatter(
+                x=shared,
+                y=[base_rows[p].get("model_tokens") for p in shared],
+                name="recorded replay: model view",
+                mode="lines",
+                line={"color": COLORS["recorded"], "width": 1, "dash": "dot"},
+                hoverinfo="skip",
+            )
+        )
     fig.add_trace(
         go.Scatter(
             x=pos,

@@ -15,7 +15,7 @@ from django_htmx.middleware import HtmxDetails
 
 from contextlab import engine
 from contextlab.engine.results import RequestRow, as_result
-from contextlab.runs import charts, services
+from contextlab.runs import charts, differences, labels, services
 from contextlab.runs.models import Run
 from contextlab.summaries import services as summaries
 from contextlab.transcripts.models import Transcript
@@ -86,6 +86,13 @@ def subagent_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+def _recorded_baseline(transcript: Transcript, run: Run) -> Run | None:
+    """The finished recorded replay a what-if run is read against (None for a recorded run)."""
+    if run.mode != Run.Mode.WHATIF:
+        return None
+    return transcript.runs.filter(status=Run.Status.DONE, mode=Run.Mode.RECORDED).first()
+
+
 @login_required
 def report(request: HttpRequest, pk: int) -> HttpResponse:
     transcript = _owned_transcript(request, pk)
@@ -106,9 +113,23 @@ def report(request: HttpRequest, pk: int) -> HttpResponse:
     if data is not None and run is not None:
         url = request_url_factory(transcript, run)
         result = as_result(data)
+        baseline = _recorded_baseline(transcript, run)
+        baseline_data = services.result_data(baseline) if baseline is not None else None
+        if baseline is not None and baseline_data is not None:
+            context["baseline"] = baseline
+            context["changed"] = labels.describe_overrides(run.overrides) or (
+                f"the {run.preset or 'auto'} preset"
+            )
+            context["differences"] = differences.whatif_differences(
+                data.get("summary") or {}, baseline_data.get("summary") or {}
+            )
         # points carry their request's position; the charts' data-request-url makes it a link
         context["figures"] = {
-            "chart-context-data": charts.figure_json(charts.build_context_figure(result)),
+            "chart-context-data": charts.figure_json(
+                charts.build_context_figure(
+                    result, baseline=as_result(baseline_data) if baseline_data else None
+                )
+            ),
             "chart-cache-data": charts.figure_json(charts.build_cache_figure(result)),
             "chart-cost-data": charts.figure_json(charts.build_cost_figure(result)),
             "chart-fidelity-data": charts.figure_json(charts.build_fidelity_figure(result)),
