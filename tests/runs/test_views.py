@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from contextlab.runs import labels, runner, services
-from contextlab.runs.templatetags import humanize_tokens
 from contextlab.runs.models import Run
+from contextlab.runs.templatetags import humanize_tokens
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clean_media")]
 
