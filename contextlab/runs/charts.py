@@ -441,3 +441,17 @@ def mini_chart(requests: Sequence[RequestRow], current: int) -> dict[str, Any]:
         "current_y": y(int(requests[current].get("model_tokens") or 0)) if count else 0,
         "peak": top,
     }
+
+
+def mark_request(
+    mini: dict[str, Any], current: int, requests: Sequence[RequestRow]
+) -> dict[str, Any]:
+    """``mini_chart``'s lines (shared by a run's pages) with the current request marked."""
+    count = len(requests)
+    top = max(1, int(mini.get("peak") or 1))
+    tokens = int(requests[current].get("model_tokens") or 0) if count else 0
+    return {
+        **mini,
+        "current_x": round(current / max(1, count - 1) * MINI_WIDTH, 1),
+        "current_y": round(MINI_HEIGHT - tokens / top * (MINI_HEIGHT - 4), 1),
+    }

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
+from django.core.cache import cache
 from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -283,6 +284,30 @@ def _calibration(data: dict[str, Any], req: RequestRow) -> tuple[int, float]:
     return int(fit.get("prefix_tokens") or 0), float(fit.get("ratio") or 1.0)
 
 
+def _run_overview(run: Run, requests: list[RequestRow]) -> dict[str, Any]:
+    """What every request page of a run shares (its events, the mini chart's lines), computed
+    once per finished run: a stored result never changes."""
+    key = f"explorer-overview:{run.pk}:{run.finished_at.isoformat() if run.finished_at else ''}"
+    overview: dict[str, Any] | None = cache.get(key)
+    if overview is None:
+        events = engine.request_events(requests)
+        overview = {
+            "events": events,
+            "event_kinds": engine.event_counts(events),
+            "mini": charts.mini_chart(requests, 0),
+        }
+        cache.set(key, overview, timeout=3600)
+    return overview
+
+
+def _gap_before(requests: list[RequestRow], index: int) -> float | None:
+    """Seconds since the previous request of the same thread, None for a thread's first."""
+    previous = _previous_in_thread(requests, index)
+    if previous is None:
+        return None
+    return engine.gaps([previous, requests[index]])[1]
+
+
 def _previous_in_thread(requests: list[RequestRow], index: int) -> RequestRow | None:
     thread = requests[index].get("thread")
     for i in range(index - 1, -1, -1):
@@ -395,9 +420,10 @@ def explorer(request: HtmxHttpRequest, pk: int, index: int) -> HttpResponse:
     def url(i: int) -> str:
         return base_url(i) + flags
 
-    events = engine.request_events(requests)
     count = len(requests)
-    gap = engine.gaps(requests)[index]
+    overview = _run_overview(run, requests)
+    events: list[Any] = overview["events"]
+    gap = _gap_before(requests, index)
     context = {
         "transcript": transcript,
         "run": run,
@@ -435,11 +461,11 @@ def explorer(request: HtmxHttpRequest, pk: int, index: int) -> HttpResponse:
             }
             for e in events
         ],
-        "event_kinds": engine.event_counts(events),
+        "event_kinds": overview["event_kinds"],
         "request_events": [engine.describe_event(e) for e in req.get("events") or []],
         "cache_text": engine.cache_sentence(req, previous, gap),
         "gap": engine.format_duration(gap) if gap is not None else None,
-        "mini": charts.mini_chart(requests, index),
+        "mini": charts.mark_request(overview["mini"], index, requests),
         "composition": composition,
         "parts": _styled_parts(composition["parts"]),
         "heaviest": heaviest,

@@ -179,6 +179,7 @@
         item.msg.textContent = result.message || "";
         if (result.ok) {
           item.li.classList.add("ok");
+          refreshSessions();
           var link = document.createElement("a");
           link.href = result.url;
           link.textContent = "open session";
@@ -196,6 +197,7 @@
         }
       });
       xhr.addEventListener("error", function () {
+        item.bar.value = 100;  // a finished (red) bar, not one stuck half way
         item.li.classList.add("error");
         item.msg.textContent = "The upload failed (network error or the server closed the connection).";
         banner.show("The upload of " + file.name + " failed: the server could not be reached (network error).");
@@ -213,6 +215,47 @@
       form.addEventListener(ev, function (e) { e.preventDefault(); form.classList.remove("over"); });
     });
     form.addEventListener("drop", function (e) { sendAll(e.dataTransfer.files); });
+  }
+
+  // ---- sessions list: refreshed after an upload, searched and sorted in the page ------------
+  function refreshSessions() {
+    if (!window.htmx || !document.getElementById("sessions")) return;
+    window.htmx.ajax("GET", window.location.pathname, { target: "#sessions", select: "#sessions", swap: "outerHTML" });
+  }
+
+  function setupSessions() {
+    document.addEventListener("input", function (e) {
+      if (e.target.id !== "session-search") return;
+      var words = e.target.value.toLowerCase().split(/\s+/).filter(Boolean);
+      var shown = 0;
+      document.querySelectorAll("#session-table tr.session-row").forEach(function (row) {
+        var text = row.dataset.search || "";
+        var match = words.every(function (w) { return text.indexOf(w) !== -1; });
+        row.hidden = !match;
+        if (match) shown++;
+      });
+      var empty = document.getElementById("session-search-empty");
+      if (empty) empty.hidden = shown > 0;
+    });
+    document.addEventListener("click", function (e) {
+      var button = e.target.closest ? e.target.closest("table.sortable th button.sort") : null;
+      if (!button) return;
+      var th = button.closest("th");
+      var table = th.closest("table");
+      var column = Array.prototype.indexOf.call(th.parentNode.children, th);
+      var numeric = th.dataset.sort === "number";
+      var ascending = th.getAttribute("aria-sort") !== "ascending";
+      table.querySelectorAll("th").forEach(function (h) { h.removeAttribute("aria-sort"); });
+      th.setAttribute("aria-sort", ascending ? "ascending" : "descending");
+      var body = table.tBodies[0];
+      var rows = Array.prototype.slice.call(body.rows);
+      rows.sort(function (a, b) {
+        var x = a.cells[column].dataset.value || "", y = b.cells[column].dataset.value || "";
+        var order = numeric ? (parseFloat(x) || 0) - (parseFloat(y) || 0) : x.localeCompare(y);
+        return ascending ? order : -order;
+      });
+      rows.forEach(function (row) { body.appendChild(row); });
+    });
   }
 
   // ---- charts: figures come as JSON in <script type="application/json">, never inline JS -----
@@ -308,9 +351,9 @@
     document.querySelectorAll("time.local-time").forEach(function (el) {
       var when = new Date(el.getAttribute("datetime"));
       if (isNaN(when.getTime())) return;
-      el.textContent = when.toLocaleString(undefined, {
-        year: "numeric", month: "short", day: "numeric", hour: "2-digit", minute: "2-digit", second: "2-digit", timeZoneName: "short"
-      });
+      var options = { year: "numeric", month: "short", day: "numeric", hour: "2-digit", minute: "2-digit" };
+      if (!el.classList.contains("short")) { options.second = "2-digit"; options.timeZoneName = "short"; }
+      el.textContent = when.toLocaleString(undefined, options);
       el.title = el.getAttribute("datetime") + " (UTC)";
     });
   }
@@ -401,6 +444,7 @@
   document.addEventListener("DOMContentLoaded", function () {
     setupErrors();
     setupUpload();
+    setupSessions();
     setupCharts();
     setupConfirm();
     setupExplorer();

@@ -48,3 +48,13 @@ def percent(value: Any) -> str:
     if number is None:
         return DASH
     return f"{number * 100:.1f}%"
+
+
+@register.filter
+def recorded_summary(runs: Any) -> dict[str, Any]:
+    """The totals of a session's newest finished recorded replay (``{}`` when there is none);
+    ``runs`` is the session's prefetched runs, newest first."""
+    for run in runs:
+        if run.mode == "recorded" and run.status == "done":
+            return dict(run.summary or {})
+    return {}
