@@ -22,7 +22,7 @@ from contextlab.runs import services as run_services
 from contextlab.runs.charts import figure_json
 from contextlab.runs.models import Run
 from contextlab.transcripts.models import Transcript
-from contextlab.tuning import charts, services
+from contextlab.tuning import charts, services, verdicts
 from contextlab.tuning.alignment import align_rows
 from contextlab.tuning.models import Comparison, SavedConfig, Sweep
 
@@ -409,6 +409,7 @@ def comparison_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         owner=_user(request),
     )
     report = services.comparison_report(comparison, details=not request.htmx)
+    goal = verdicts.goal_of(request.GET.get("goal"))
     runs: dict[tuple[int, str], Run] = report["runs"]
     active = report["status"] in (Run.Status.QUEUED, Run.Status.RUNNING)
     context: dict[str, Any] = {
@@ -417,6 +418,10 @@ def comparison_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         "active": active,
         "run_rows": sorted(runs.items(), key=lambda item: (item[0][0], item[0][1])),
         "measures": services.MEASURES,
+        "goal": goal,
+        "goals": [{"key": k, "label": v[0]} for k, v in verdicts.GOALS.items()],
+        "readings": verdicts.read_delta(report["delta"], goal) if report.get("delta") else {},
+        "headline": verdicts.headline(report["delta"], goal) if report.get("delta") else "",
     }
     if request.htmx:
         response = render(request, "tuning/comparison.html#compare-progress", context)

@@ -7,6 +7,7 @@ import re
 from typing import Any
 
 import pytest
+from playwright.sync_api import expect
 
 from contextlab.tuning.models import ConfigVersion
 from tests.browser.test_browser import browser, page, sign_up, upload  # noqa: F401  (fixtures)
@@ -62,7 +63,12 @@ def test_build_a_config_compare_it_and_jump_to_the_divergence(page: Any) -> None
     row = page.locator("#delta-table tr[data-measure='compactions'] td")
     a, b = number(row.nth(1).inner_text()), number(row.nth(2).inner_text())
     assert b > a
-    assert row.nth(5).inner_text().strip() == "A"  # fewer compactions is better
+    # compactions are not the goal (cost is, by default): said neutrally, without a verdict
+    assert row.nth(5).inner_text().strip() == "more in B"
+    cost = page.locator("#delta-table tr[data-measure='cost_usd'] td")
+    cost_a, cost_b = number(cost.nth(1).inner_text()), number(cost.nth(2).inner_text())
+    assert cost.nth(5).inner_text().strip() == ("B better" if cost_b < cost_a else "A better")
+    expect(page.locator("#verdict")).to_contain_text("For the lowest cost")
     page.locator("#chart-context .main-svg").first.wait_for()
 
     # jump to the first request where A and B diverge, then step with the keyboard

@@ -56,3 +56,11 @@ def get_item(mapping: Any, key: Any) -> Any:
     if isinstance(mapping, dict):
         return mapping.get(key)
     return None
+
+
+@register.filter
+def abs_value(value: Any) -> Any:
+    try:
+        return abs(value)
+    except TypeError:
+        return value
