@@ -87,6 +87,30 @@ def subagent_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+def _report_figures(
+    run: Run, result: Any, baseline: Run | None, baseline_data: dict[str, Any] | None
+) -> dict[str, Any]:
+    """The report's chart JSON, built once per finished run (and baseline): building plotly
+    figures is most of the page's server time, and a stored result never changes."""
+    stamp = run.finished_at.isoformat() if run.finished_at else "active"
+    key = f"report-figures:{run.pk}:{stamp}:{baseline.pk if baseline else ''}"
+    figures: dict[str, Any] | None = cache.get(key) if run.finished_at else None
+    if figures is None:
+        figures = {
+            "chart-context-data": charts.figure_json(
+                charts.build_context_figure(
+                    result, baseline=as_result(baseline_data) if baseline_data else None
+                )
+            ),
+            "chart-cache-data": charts.figure_json(charts.build_cache_figure(result)),
+            "chart-cost-data": charts.figure_json(charts.build_cost_figure(result)),
+            "chart-fidelity-data": charts.figure_json(charts.build_fidelity_figure(result)),
+        }
+        if run.finished_at:
+            cache.set(key, figures, timeout=3600)
+    return figures
+
+
 def _recorded_baseline(transcript: Transcript, run: Run) -> Run | None:
     """The finished recorded replay a what-if run is read against (None for a recorded run)."""
     if run.mode != Run.Mode.WHATIF:
@@ -125,16 +149,7 @@ def report(request: HttpRequest, pk: int) -> HttpResponse:
                 data.get("summary") or {}, baseline_data.get("summary") or {}
             )
         # points carry their request's position; the charts' data-request-url makes it a link
-        context["figures"] = {
-            "chart-context-data": charts.figure_json(
-                charts.build_context_figure(
-                    result, baseline=as_result(baseline_data) if baseline_data else None
-                )
-            ),
-            "chart-cache-data": charts.figure_json(charts.build_cache_figure(result)),
-            "chart-cost-data": charts.figure_json(charts.build_cost_figure(result)),
-            "chart-fidelity-data": charts.figure_json(charts.build_fidelity_figure(result)),
-        }
+        context["figures"] = _report_figures(run, result, baseline, baseline_data)
         context["request_url_pattern"] = request_url_pattern(transcript, run)
         context["fidelity"] = charts.fidelity(result)
         context["summary"] = data.get("summary") or {}
