@@ -156,7 +156,12 @@ def report(request: HttpRequest, pk: int) -> HttpResponse:
         context["session_info"] = data.get("session") or {}
         context["first_request_url"] = url(0) if data.get("requests") else None
         context["subagents"] = subagent_rows(data)
-        context["summaries"] = summaries.run_summaries(data, services.session_messages(transcript))
+        # the session's messages (a large read) only when there are summaries to set beside them
+        context["summaries"] = (
+            summaries.run_summaries(data, services.session_messages(transcript))
+            if data.get("summaries")
+            else []
+        )
         context["summarizer"] = summaries.RunSummarizer.objects.filter(run=run).first()
     return render(request, "runs/report.html", context)
 
