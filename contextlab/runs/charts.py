@@ -30,6 +30,7 @@ COLORS = {
     "repl": "#9aa5b1",
     "model": "#2563eb",
     "recorded": "#111827",
+    "baseline": "#a855f7",
     "warning": "#d97706",
     "autocompact": "#dc2626",
     "blocking": "#7f1d1d",
@@ -164,7 +165,7 @@ def build_context_figure(
                 y=[base_rows[p].get("model_tokens") for p in shared],
                 name="recorded replay: model view",
                 mode="lines",
-                line={"color": COLORS["recorded"], "width": 1, "dash": "dot"},
+                line={"color": COLORS["baseline"], "width": 1.5, "dash": "dot"},
                 hoverinfo="skip",
             )
         )
