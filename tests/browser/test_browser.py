@@ -171,7 +171,9 @@ def test_hostile_transcript_renders_as_text_and_runs_nothing(page: Any) -> None:
         shown_as_text |= "<script>window.__xss=1</script>" in page.locator("#explorer").inner_text()
     assert shown_as_text, "the payload should be visible as plain text"
     assert page.locator("#explorer img").count() == 0
-    assert page.locator("#explorer svg").count() == 0
+    # the only SVG is the page's own mini context chart: none comes from the transcript
+    assert page.locator("#explorer svg").count() == 1
+    assert page.locator("#explorer svg#mini-chart").count() == 1
     assert page.locator("#explorer a[href^='javascript:']").count() == 0
     assert page.dialogs == []
 
