@@ -494,9 +494,14 @@ def compare_request(request: HtmxHttpRequest, pk: int, index: int) -> HttpRespon
     context.update(
         {
             "index": index,
+            "number": index + 1,
             "count": count,
+            "url_prefix": reverse("tuning:comparison", args=[comparison.pk]) + "requests/",
+            "url_query": f"?session={transcript.pk}",
             "req_a": req_a,
             "req_b": req_b,
+            "events_a": [engine.describe_event(e) for e in (req_a or {}).get("events") or []],
+            "events_b": [engine.describe_event(e) for e in (req_b or {}).get("events") or []],
             "rows": rows,
             "hidden": hidden,
             "show_all": show_all,
@@ -505,6 +510,7 @@ def compare_request(request: HtmxHttpRequest, pk: int, index: int) -> HttpRespon
             "next_url": url(index + 1) + suffix if index + 1 < count else None,
             "self_url": url(index),
             "divergence": divergence,
+            "divergence_number": divergence + 1 if divergence is not None else None,
             "divergence_url": url(divergence) if divergence is not None else None,
             "differs": sum(1 for row in rows if row["differs"]),
         }

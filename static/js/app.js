@@ -384,7 +384,7 @@
     document.addEventListener("change", function (e) {
       if (e.target.id === "req-slider") {
         var s = e.target;
-        go(s.dataset.prefix + (parseInt(s.value, 10) - 1) + "/?run=" + s.dataset.run + (s.dataset.flags || ""));
+        go(s.dataset.prefix + (parseInt(s.value, 10) - 1) + "/" + (s.dataset.query || "?run=" + s.dataset.run) + (s.dataset.flags || ""));
       } else if (e.target.classList && e.target.classList.contains("event-filter")) {
         var hidden = hiddenKinds();
         var kind = e.target.dataset.kind;
