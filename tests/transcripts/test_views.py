@@ -3,6 +3,9 @@ from __future__ import annotations
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
+from contextlab.runs import runner
+from contextlab.runs import services as run_services
+from contextlab.runs.templatetags.humanize_tokens import tokens
 from contextlab.transcripts.models import Transcript
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clean_media")]
@@ -143,3 +146,22 @@ def test_half_finished_upload_from_the_page_says_it_was_interrupted(alice_client
     assert response.status_code == 400
     assert "stopped before the end" in response.json()["results"][0]["message"]
     assert not Transcript.objects.exists()
+
+
+def test_the_list_shows_the_recorded_replay_not_the_newest_whatif(
+    client, user, make_transcript, tool_heavy_jsonl
+):
+    transcript = make_transcript(tool_heavy_jsonl)
+    recorded = transcript.runs.get()
+    runner.execute_run(recorded.pk)
+    whatif = run_services.start_run(
+        owner=user, transcript=transcript, mode="whatif", overrides={"autocompact_pct_override": 60}
+    )
+    client.force_login(user)
+    html = client.get("/sessions/").content.decode()
+    assert f'id="run-progress-{recorded.pk}"' in html
+    assert f'id="run-progress-{whatif.pk}"' not in html
+    assert "recorded · 1 what-if run" in html
+    recorded.refresh_from_db()
+    peak = recorded.summary["peak_model_tokens"]
+    assert f'data-value="{peak}">{tokens(peak)}</td>' in html

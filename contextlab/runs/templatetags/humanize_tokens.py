@@ -58,3 +58,16 @@ def recorded_summary(runs: Any) -> dict[str, Any]:
         if run.mode == "recorded" and run.status == "done":
             return dict(run.summary or {})
     return {}
+
+
+@register.filter
+def main_run(runs: Any) -> Any:
+    """The run a session's "latest run" means: its newest recorded replay, else its newest run
+    (what-if runs are the user's own picks, shown on the report)."""
+    items = list(runs)
+    return next((r for r in items if r.mode == "recorded"), items[0] if items else None)
+
+
+@register.filter
+def whatif_count(runs: Any) -> int:
+    return sum(1 for r in runs if r.mode == "whatif")
