@@ -70,6 +70,7 @@ if TYPE_CHECKING:  # loaded on first use (below): the CLI's start-up only pays f
         event_counts,
         format_duration,
         gaps,
+        parse_time,
         request_events,
     )
     from .session_cache import file_sha256, load_session_cached, tokenize_session
@@ -105,6 +106,7 @@ _LAZY: dict[str, tuple[str, str | None]] = {
     "event_counts": (".navigator", "event_counts"),
     "format_duration": (".navigator", "format_duration"),
     "gaps": (".navigator", "gaps"),
+    "parse_time": (".navigator", "parse_time"),
     "request_events": (".navigator", "request_events"),
 }
 
@@ -179,6 +181,7 @@ __all__ = [
     "messages_json",
     "model_info",
     "parse_overrides",
+    "parse_time",
     "preload_sdks",
     "preset_for_version",
     "render_messages",

@@ -40,16 +40,16 @@ def test_the_list_updates_after_uploads_and_searches_and_sorts(page: Any) -> Non
     counts = {t.name: t.request_count for t in Transcript.objects.all()}
     assert len(set(counts.values())) == 2, counts
     # sort by requests, both ways
-    page.click("#session-table th:nth-child(3) button")
+    page.click("#session-table th:nth-child(4) button")
     names = rows.locator("td:first-child a").all_inner_texts()
     assert names == sorted(counts, key=counts.__getitem__)
-    page.click("#session-table th:nth-child(3) button")
+    page.click("#session-table th:nth-child(4) button")
     names = rows.locator("td:first-child a").all_inner_texts()
     assert names == sorted(counts, key=counts.__getitem__, reverse=True)
     # the recorded replay's figures are on the row
     heavy = rows.filter(has_text="tool_heavy")
     summary = Transcript.objects.get(name=files[0].name).runs.get().summary
-    expect(heavy.locator("td").nth(4)).to_have_text(
+    expect(heavy.locator("td").nth(5)).to_have_text(
         str(summary["compactions"]) if summary["compactions"] else "—"
     )
     # search keeps the matching rows only

@@ -3,6 +3,7 @@ from __future__ import annotations
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
+from contextlab import engine
 from contextlab.runs import runner
 from contextlab.runs import services as run_services
 from contextlab.runs.templatetags.humanize_tokens import tokens
@@ -165,3 +166,20 @@ def test_the_list_shows_the_recorded_replay_not_the_newest_whatif(
     recorded.refresh_from_db()
     peak = recorded.summary["peak_model_tokens"]
     assert f'data-value="{peak}">{tokens(peak)}</td>' in html
+
+
+def test_the_list_says_when_a_session_ran_for_how_long_on_which_models(
+    alice_client, make_transcript, tool_heavy_jsonl
+):
+    transcript = make_transcript(tool_heavy_jsonl)
+    run = transcript.runs.get()
+    runner.execute_run(run.pk)
+    run.refresh_from_db()
+    requests = run_services.result_data(run)["requests"]
+    html = alice_client.get("/sessions/").content.decode()
+    first, last = requests[0]["timestamp"], requests[-1]["timestamp"]
+    assert f'<time class="local-time short" datetime="{first}">' in html
+    seconds = (engine.parse_time(last) - engine.parse_time(first)).total_seconds()
+    assert f">{engine.format_duration(seconds)}</td>" in html
+    for model in {r["model"] for r in requests}:
+        assert model.removeprefix("claude-") in html

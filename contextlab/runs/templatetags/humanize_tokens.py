@@ -71,3 +71,11 @@ def main_run(runs: Any) -> Any:
 @register.filter
 def whatif_count(runs: Any) -> int:
     return sum(1 for r in runs if r.mode == "whatif")
+
+
+@register.filter
+def session_facts(run: Any) -> dict[str, Any]:
+    """``runs.facts.session_facts`` (cached per finished run)."""
+    from contextlab.runs.facts import session_facts as facts  # models are loaded by now
+
+    return facts(run)
