@@ -1,5 +1,6 @@
-"""What a session list row says about a session, from its recorded replay: when it ran, for
-how long, on which models. Computed once per finished run (a stored result never changes)."""
+"""What a session list row says about a session, from its recorded replay: its first prompt
+(the title until the result carries Claude Code's own titles), when it ran, for how long, on
+which models. Computed once per finished run (a stored result never changes)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,23 @@ from django.core.cache import cache
 from contextlab import engine
 from contextlab.runs import services
 from contextlab.runs.models import Run
+
+TITLE_CHARS = 90
+
+
+def first_prompt(messages: list[dict[str, Any]]) -> str:
+    """The first thing the user typed in the session, on one line, cut to ``TITLE_CHARS``."""
+    for message in messages:
+        if message.get("kind") != "prompt":
+            continue
+        text = " ".join(
+            " ".join(str(b.get("text") or "").split())
+            for b in message.get("blocks") or []
+            if b.get("type") == "text"
+        ).strip()
+        if text:
+            return text if len(text) <= TITLE_CHARS else text[: TITLE_CHARS - 1] + "…"
+    return ""
 
 
 def session_facts(run: Run | None) -> dict[str, Any]:
@@ -28,6 +46,7 @@ def session_facts(run: Run | None) -> dict[str, Any]:
         seconds = (last - first).total_seconds() if first and last else 0.0
         models = sorted({str(r.get("model")) for r in requests if r.get("model")})
         facts = {
+            "title": first_prompt(services.session_messages(run.transcript).get("main") or []),
             "started": stamps[0] if stamps else "",
             "seconds": seconds or 0.0,
             "duration": engine.format_duration(seconds) if seconds else "",

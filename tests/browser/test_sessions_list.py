@@ -41,10 +41,10 @@ def test_the_list_updates_after_uploads_and_searches_and_sorts(page: Any) -> Non
     assert len(set(counts.values())) == 2, counts
     # sort by requests, both ways
     page.click("#session-table th:nth-child(4) button")
-    names = rows.locator("td:first-child a").all_inner_texts()
+    names = rows.locator("td:first-child .file-name").all_inner_texts()
     assert names == sorted(counts, key=counts.__getitem__)
     page.click("#session-table th:nth-child(4) button")
-    names = rows.locator("td:first-child a").all_inner_texts()
+    names = rows.locator("td:first-child .file-name").all_inner_texts()
     assert names == sorted(counts, key=counts.__getitem__, reverse=True)
     # the recorded replay's figures are on the row
     heavy = rows.filter(has_text="tool_heavy")

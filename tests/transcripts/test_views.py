@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import re
+from html import unescape as html_unescape
+
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
@@ -183,3 +186,16 @@ def test_the_list_says_when_a_session_ran_for_how_long_on_which_models(
     assert f">{engine.format_duration(seconds)}</td>" in html
     for model in {r["model"] for r in requests}:
         assert model.removeprefix("claude-") in html
+
+
+def test_a_session_is_titled_by_its_first_prompt(alice_client, make_transcript, tool_heavy_jsonl):
+    transcript = make_transcript(tool_heavy_jsonl)
+    runner.execute_run(transcript.runs.get().pk)
+    messages = run_services.session_messages(transcript)["main"]
+    prompt = next(m for m in messages if m["kind"] == "prompt")
+    words = " ".join("".join(b["text"] for b in prompt["blocks"] if b["type"] == "text").split())
+    html = alice_client.get("/sessions/").content.decode()
+    title = re.search(r'<a href="/sessions/\d+/">(.*?)</a>', html).group(1)
+    assert title.rstrip("…")
+    assert words.startswith(html_unescape(title).rstrip("…"))
+    assert f'<span class="file-name">{transcript.name}</span>' in html
