@@ -26,7 +26,7 @@ from contextlab.runs import services as run_services
 from contextlab.runs.models import Run
 from contextlab.summaries import services as summaries
 from contextlab.summaries.models import Backend
-from contextlab.transcripts.models import Transcript
+from contextlab.transcripts.models import MAX_ROW_ID, Transcript
 from contextlab.tuning import tasks
 from contextlab.tuning.models import (
     Comparison,
@@ -124,6 +124,7 @@ def config_spec(
             version = None  # edited on top: no longer exactly that version
         overrides = merged
     preset = preset or "auto"
+    run_services.check_overrides_size(overrides, _prefixed(prefix, "config"))
     validate_config(preset, overrides, prefix=prefix)
     return ConfigSpec(preset=preset, overrides=dict(overrides or {}), version=version)
 
@@ -273,6 +274,8 @@ def delete_owned(item: SavedConfig | Comparison | Sweep) -> None:
 def owned_sessions(owner: User, ids: Sequence[int]) -> list[Transcript] | None:
     """The owner's sessions with these ids, in order; None if any is missing or not theirs."""
     unique = list(dict.fromkeys(int(i) for i in ids))
+    if any(not 1 <= i <= MAX_ROW_ID for i in unique):
+        return None  # no row has such an id (and SQLite cannot even compare past 2**63)
     found = {t.pk: t for t in Transcript.objects.filter(owner=owner, pk__in=unique)}  # type: ignore[misc]
     if len(found) != len(unique):
         return None
