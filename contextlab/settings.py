@@ -263,6 +263,9 @@ RUN_STALE_AFTER = env_int("RUN_STALE_AFTER", 120, minimum=1)
 RUN_HEARTBEAT_EVERY = env_int("RUN_HEARTBEAT_EVERY", 10, minimum=1)
 #: How many times an abandoned run is requeued before it is marked failed.
 RUN_MAX_ATTEMPTS = env_int("RUN_MAX_ATTEMPTS", 2, minimum=1)
+#: A run still queued after this many seconds is sent to the workers again (its task may have
+#: been lost: a dropped message, a frozen pool); a duplicate message is a no-op.
+RUN_QUEUED_RESEND_AFTER = env_int("RUN_QUEUED_RESEND_AFTER", 900, minimum=10)
 
 # --- pages ---------------------------------------------------------------------------------
 #: Rows of the request explorer rendered per page (the rest arrive with "load more").

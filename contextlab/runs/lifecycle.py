@@ -310,6 +310,37 @@ def recover_stale(*, now: datetime | None = None, run_ids: list[int] | None = No
     return changed
 
 
+def queued_too_long(*, now: datetime | None = None, run_ids: list[int] | None = None) -> list[int]:
+    """Queued runs whose task may have been lost, to send again: queued for longer than
+    RUN_QUEUED_RESEND_AFTER and not parked for a summary (their fetch task resumes them).
+
+    A task is lost when the broker drops it or the worker that took it froze (a prefork pool
+    whose child was killed while idle stops taking work); the run then stays queued forever,
+    since heartbeat recovery only sees running runs. Sending it again is safe: ``claim`` lets
+    one message replay it and makes every other one a no-op. The status does not change; the
+    runs' ``updated_at`` moves to now, so each is sent again at most once per period.
+    """
+    now = now or timezone.now()
+    cutoff = now - timedelta(seconds=settings.RUN_QUEUED_RESEND_AFTER)
+    due = Run.objects.filter(status=Run.Status.QUEUED, updated_at__lt=cutoff).exclude(
+        summarizer_settings__pending_key__gt=""
+    )
+    if run_ids is not None:
+        due = due.filter(pk__in=run_ids)
+    ids = list(due.values_list("pk", flat=True)[:1000])
+    # conditional: a run claimed meanwhile is not sent again
+    Run.objects.filter(pk__in=ids, status=Run.Status.QUEUED, updated_at__lt=cutoff).update(
+        updated_at=now
+    )
+    if ids:
+        logger.warning(
+            "%s run(s) queued longer than %s s; sending them again",
+            len(ids),
+            settings.RUN_QUEUED_RESEND_AFTER,
+        )
+    return ids
+
+
 def checkpoint_path(run_id: int) -> Path:
     """Where a run waiting for a summary keeps its replay state (worker-side disk)."""
     return Path(settings.SESSION_CACHE_DIR).parent / "checkpoints" / f"run-{run_id}.pickle"

@@ -88,6 +88,9 @@ def refresh_run(run: Run) -> Run:
     run.refresh_from_db()
     if run.status == Run.Status.RUNNING and tasks.recover_stale_runs(run_ids=[run.pk]):
         run.refresh_from_db()
+    elif run.status == Run.Status.QUEUED:
+        # a run queued for too long is sent again (its task may be lost); status unchanged
+        tasks.recover_stale_runs(run_ids=[run.pk])
     return run
 
 
