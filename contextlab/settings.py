@@ -263,6 +263,10 @@ RUN_STALE_AFTER = env_int("RUN_STALE_AFTER", 120, minimum=1)
 RUN_HEARTBEAT_EVERY = env_int("RUN_HEARTBEAT_EVERY", 10, minimum=1)
 #: How many times an abandoned run is requeued before it is marked failed.
 RUN_MAX_ATTEMPTS = env_int("RUN_MAX_ATTEMPTS", 2, minimum=1)
+#: Days an API token works after it is created (0: never expires); a user revokes tokens on
+#: /accounts/tokens/.
+API_TOKEN_DAYS = env_int("API_TOKEN_DAYS", 90, minimum=0)
+
 # --- rate limits (contextlab.accounts.throttle) -------------------------------------------
 #: Login attempts per client address and per username, sign-ups per address ("N/s|m|h|d").
 LOGIN_RATE = env_str("LOGIN_RATE", "20/5m")
