@@ -48,6 +48,9 @@ MIN_EXPANSION_BYTES = 512 * 1024**2
 MAX_ARCHIVE_MEMBERS = 20_000
 #: Problems kept per upload; past this they are only counted (a broken file has one per line).
 MAX_PROBLEMS = 1000
+#: Reading stops once this many problems were dropped past MAX_PROBLEMS: a file of a few
+#: kilobytes of gzip can hold millions of bad lines, each costing time, not memory.
+MAX_DROPPED_PROBLEMS = 100_000
 #: JSON nested deeper than this is rejected per line (Claude Code records nest about 10 deep).
 MAX_JSON_DEPTH = 200
 #: How much is read at a time while skipping the rest of an over-long line, bytes.
@@ -75,6 +78,10 @@ class ProblemList(list[Problem]):
         for problem in problems:
             self.append(problem)
         self.dropped += getattr(problems, "dropped", 0)
+
+    def append_final(self, problem: Problem) -> None:
+        """Keep ``problem`` even past the limit: the last word on why reading stopped."""
+        super().append(problem)
 
     def insert(self, index: SupportsIndex, problem: Problem) -> None:
         if len(self) < self.limit:
@@ -502,6 +509,10 @@ def iter_lines(tfile: TranscriptFile, problems: list[Problem]) -> Iterator[tuple
                     continue
                 if pending is not None:
                     yield _decode(pending, tfile, problems, is_last=False)
+                    if dropped_problems(problems) > MAX_DROPPED_PROBLEMS:
+                        _too_many_problems(problems, number, tfile.name)
+                        pending = None
+                        break
                 pending = (number, raw)
         except ExpansionLimitExceeded as exc:
             problems.append(
@@ -519,6 +530,21 @@ def iter_lines(tfile: TranscriptFile, problems: list[Problem]) -> Iterator[tuple
             )
         if pending is not None:
             yield _decode(pending, tfile, problems, is_last=True)
+
+
+def _too_many_problems(problems: list[Problem], number: int, name: str) -> None:
+    problem = Problem(
+        number,
+        "too_many_problems",
+        f"reading stopped at line {number:,}: more than {MAX_DROPPED_PROBLEMS:,} lines past the "
+        f"first {MAX_PROBLEMS:,} problems could not be used",
+        name,
+        "error",
+    )
+    if isinstance(problems, ProblemList):
+        problems.append_final(problem)
+    else:
+        problems.append(problem)
 
 
 def _skip_rest_of_line(fh: IO[bytes]) -> int:

@@ -96,8 +96,13 @@ def _copy_hashing(source: IO[bytes] | Iterable[bytes], target: Path) -> tuple[st
 def stored_problems(problems: list[engine.Problem]) -> list[dict[str, Any]]:
     """The engine's problems as JSON, capped, with a last line saying how many were left out."""
     out = [p.to_json() for p in problems[:MAX_STORED_PROBLEMS]]
+    # past the cap, errors still say why reading stopped (a bomb, too many bad lines)
+    late_errors = [p for p in problems[MAX_STORED_PROBLEMS:] if p.severity == "error"][:5]
+    out += [p.to_json() for p in late_errors]
     # the loader keeps only the first problems in memory and counts the rest
-    left_out = max(0, len(problems) - MAX_STORED_PROBLEMS) + dropped_problems(problems)
+    left_out = max(0, len(problems) - MAX_STORED_PROBLEMS - len(late_errors)) + dropped_problems(
+        problems
+    )
     if left_out:
         out.append(
             {

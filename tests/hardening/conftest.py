@@ -16,3 +16,4 @@ def small_bounds(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(loading, "MIN_EXPANSION_BYTES", SMALL_EXPANSION)
     monkeypatch.setattr(loading, "MAX_EXPANSION", 4)
     monkeypatch.setattr(loading, "MAX_ARCHIVE_MEMBERS", 500)
+    monkeypatch.setattr(loading, "MAX_DROPPED_PROBLEMS", 5_000)
