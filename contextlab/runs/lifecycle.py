@@ -169,9 +169,14 @@ def progress_writer(run_id: int, *, write_first: bool = True) -> Callable[[int, 
         if now - last < PROGRESS_EVERY and done < total:
             return
         last = now
-        Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).update(
+        updated = Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).update(
             progress_done=done, progress_total=total, heartbeat_at=timezone.now()
         )
+        if not updated:
+            stopped = Run.objects.filter(pk=run_id, status=Run.Status.FAILED).first()
+            if stopped is not None:
+                # cancelled while it ran: stop here rather than replay on for nobody
+                raise engine.ReplayStopped(stopped.error or "The run was cancelled.")
 
     return progress
 
@@ -338,6 +343,29 @@ def queued_too_long(*, now: datetime | None = None, run_ids: list[int] | None = 
             len(ids),
             settings.RUN_QUEUED_RESEND_AFTER,
         )
+    return ids
+
+
+def cancel(run_ids: list[int], reason: str) -> list[int]:
+    """Stop runs that are queued (or parked for a summary) or running: they end failed with
+    ``reason``. Returns the ids stopped.
+
+    A queued run's task then finds nothing to claim and does nothing (so no message needs
+    revoking); a running replay notices at its next progress write (within PROGRESS_EVERY
+    seconds) and stops.
+    """
+    now = timezone.now()
+    active = (Run.Status.QUEUED, Run.Status.RUNNING)
+    ids = list(Run.objects.filter(pk__in=run_ids, status__in=active).values_list("pk", flat=True))
+    Run.objects.filter(pk__in=ids, status__in=active).update(
+        status=Run.Status.FAILED,
+        error=reason[:4000],
+        finished_at=now,
+        updated_at=now,
+        heartbeat_at=None,
+    )
+    if ids:
+        logger.info("cancelled %s run(s): %s", len(ids), reason[:80])
     return ids
 
 

@@ -83,6 +83,11 @@ def start_run(
     return run
 
 
+def cancel_run(run: Run) -> bool:
+    """Stop a queued or running run (it ends failed, "Cancelled"); False if it had ended."""
+    return bool(lifecycle.cancel([run.pk], "Cancelled by its owner."))
+
+
 def refresh_run(run: Run) -> Run:
     """The run as stored now, recovered first if its worker died (pages call this when polling)."""
     run.refresh_from_db()

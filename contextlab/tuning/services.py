@@ -263,8 +263,28 @@ def delete_owned(item: SavedConfig | Comparison | Sweep) -> None:
     Runs stay with their sessions: the session pages, other comparisons and sweeps may use
     them, and a later comparison with the same config reuses them. Comparisons and sweeps built
     on a deleted config keep its preset and overrides, so they still show and reuse the same
-    settings (labelled "preset + custom" instead of the config's name).
+    settings (labelled "preset + custom" instead of the config's name). Its runs that are
+    still queued or running and that no other comparison or sweep uses are cancelled, so a
+    deleted sweep stops holding the workers.
     """
+    if isinstance(item, Comparison | Sweep):
+        kind = "comparison" if isinstance(item, Comparison) else "sweep"
+        with transaction.atomic():
+            run_ids = set(item.items.values_list("run_id", flat=True))
+            in_comparisons = ComparisonRun.objects.filter(run_id__in=run_ids)
+            in_sweeps = SweepRun.objects.filter(run_id__in=run_ids)
+            if isinstance(item, Comparison):
+                in_comparisons = in_comparisons.exclude(comparison=item)
+            else:
+                in_sweeps = in_sweeps.exclude(sweep=item)
+            shared = set(in_comparisons.values_list("run_id", flat=True)) | set(
+                in_sweeps.values_list("run_id", flat=True)
+            )
+            lifecycle.cancel(
+                sorted(run_ids - shared), f"Cancelled: the {kind} it belonged to was deleted."
+            )
+            item.delete()
+        return
     item.delete()
 
 

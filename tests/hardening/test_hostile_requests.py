@@ -295,3 +295,36 @@ def test_hostile_request(attack: RequestAttack, ctx: Ctx) -> None:
     assert Run.objects.count() == runs_before
     assert Comparison.objects.count() == 0
     assert Sweep.objects.count() == 0
+
+
+HUGE_ID_PAGES = [
+    f"/sessions/{HUGE}/",
+    f"/sessions/{HUGE}/?run={HUGE}",
+    f"/sessions/{HUGE}/requests/0/",
+    f"/sessions/{HUGE}/messages/main/0/0/",
+    f"/runs/{HUGE}/",
+    f"/configs/{HUGE}/",
+    f"/compare/{HUGE}/",
+    f"/compare/{HUGE}/requests/0/",
+    f"/sweeps/{HUGE}/",
+]
+HUGE_ID_API = [
+    f"/api/sessions/{HUGE}",
+    f"/api/runs/{HUGE}",
+    f"/api/runs/{HUGE}/requests",
+    f"/api/comparisons/{HUGE}",
+    f"/api/sweeps/{HUGE}",
+]
+
+
+@pytest.mark.parametrize("path", HUGE_ID_PAGES + HUGE_ID_API)
+def test_ids_past_any_row_answer_404(path: str, ctx: Ctx) -> None:
+    client = ctx.api if path.startswith("/api/") else ctx.page
+    response = client.get(path, **(ctx.auth if path.startswith("/api/") else {}))
+    assert response.status_code == 404
+
+
+@pytest.mark.parametrize("path", [f"/sessions/{{pk}}/requests/{HUGE}/", "/tune/?session=" + HUGE])
+def test_huge_indexes_and_preselections_do_not_fail(path: str, ctx: Ctx) -> None:
+    response = ctx.page.get(path.format(pk=ctx.session))
+    assert response.status_code in (200, 404)
