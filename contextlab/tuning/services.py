@@ -44,6 +44,9 @@ from contextlab.tuning.models import (
 PARALLEL_BATCHES = 2
 #: Most sessions one comparison or sweep may span.
 MAX_SESSIONS = 50
+#: Most runs one sweep may queue (sessions x values): a 50 x 50 sweep held the only worker
+#: for hours while other users' uploads waited.
+MAX_SWEEP_RUNS = 250
 #: Measures a sweep chart may put on an axis (the engine's comparison measures).
 MEASURES: dict[str, str] = {key: label for key, (label, _) in engine.compare.MEASURES.items()}
 #: Keys the API promises in every summary (a subset of MEASURES).
@@ -488,6 +491,13 @@ def create_sweep(
     """A sweep: one run per value per session (identical runs reused)."""
     _check_sessions(transcripts)
     parsed = sweep_values(field_name, values, base)
+    if len(transcripts) * len(parsed) > MAX_SWEEP_RUNS:
+        raise engine.FieldError(
+            "values",
+            f"{len(parsed)} values on {len(transcripts)} sessions make "
+            f"{len(parsed) * len(transcripts)} runs; at most {MAX_SWEEP_RUNS} per sweep "
+            "(fewer values or sessions)",
+        )
     plan = RunPlan()
     with transaction.atomic():
         sweep = Sweep.objects.create(

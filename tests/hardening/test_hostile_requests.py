@@ -328,3 +328,20 @@ def test_ids_past_any_row_answer_404(path: str, ctx: Ctx) -> None:
 def test_huge_indexes_and_preselections_do_not_fail(path: str, ctx: Ctx) -> None:
     response = ctx.page.get(path.format(pk=ctx.session))
     assert response.status_code in (200, 404)
+
+
+def test_a_sweep_past_the_run_cap_is_refused_naming_values(ctx: Ctx, make_transcript, tmp_path):
+    from tests.hardening.hostile import session_text
+
+    ids = [ctx.session]
+    for i in range(5):  # distinct bytes, distinct sessions
+        path = tmp_path / f"s{i}.jsonl"
+        path.write_text(session_text(content=f'"prompt {i}"'))
+        ids.append(make_transcript(path).pk)
+    values = ", ".join(str(v) for v in range(50, 92))  # 42 values x 6 sessions = 252 runs
+    response = ctx.post_json("/api/sweeps", sweep_body(ctx, f'"{values}"', str(ids)))
+    assert response.status_code == 422
+    detail = response.json()["detail"][0]
+    assert detail["loc"][-1] == "values"
+    assert "at most 250" in detail["msg"]
+    assert Sweep.objects.count() == 0
