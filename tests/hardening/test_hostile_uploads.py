@@ -508,3 +508,45 @@ def test_usage_out_of_range_is_ignored_not_stored(client, auth_header):
     problem = next(p for p in transcript.problems if p["code"] == "bad_field")
     assert problem["line"] == 2
     assert "input_tokens" in problem["message"]
+
+
+PAGE_CASES = [
+    a
+    for a in ATTACKS
+    if a.name
+    in {
+        "garbage .tar.gz",
+        "gzip magic, garbage body",
+        "zip bomb",
+        "lone surrogate in content",
+        "NUL in sessionId",
+        "usage Infinity",
+        "too many tar members",
+    }
+]
+
+
+@pytest.mark.parametrize("attack", PAGE_CASES, ids=[a.name for a in PAGE_CASES])
+def test_hostile_upload_through_the_page(attack: Attack, alice_client, request) -> None:
+    """The browser's upload endpoint answers the same as the API (its JSON, then the pages)."""
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    if attack.small:
+        request.getfixturevalue("small_bounds")
+    response = alice_client.post(
+        "/sessions/upload/",
+        {"file": SimpleUploadedFile(attack.filename, attack.build())},
+        HTTP_ACCEPT="application/json",
+    )
+    # the page answers a refused file 400 (the API: 422 naming the field)
+    assert response.status_code == (400 if attack.status == 422 else attack.status)
+    (result,) = response.json()["results"]
+    assert result["ok"] is (attack.status == 201)
+    assert attack.says.lower() in result["message"].lower()
+    if attack.status == 201:
+        assert_every_page_answers(alice_client, Transcript.objects.get(pk=result["id"]))
+    else:
+        assert stored_files() == []
+        assert Transcript.objects.count() == 0
+    # the session list renders whatever was stored
+    assert alice_client.get("/sessions/").status_code == 200
