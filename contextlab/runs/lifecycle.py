@@ -213,6 +213,14 @@ def conclude(run: Run, replay: Callable[[], dict[str, Any]]) -> Outcome:
         logger.exception("run %s: transient database error; will retry", run_id)
         requeue(run_id)
         raise
+    except DatabaseError:
+        # its text quotes SQL and data: the log has it, the user gets what happened
+        logger.exception("run %s: the database refused the result", run_id)
+        return fail(
+            run_id,
+            "The replay finished but its result could not be stored (a database error; "
+            "the server log has the details).",
+        )
     except Exception as exc:
         logger.exception("run %s: replay failed", run_id)
         return fail(run_id, f"The replay failed: {type(exc).__name__}: {exc}")

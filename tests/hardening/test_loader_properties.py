@@ -10,6 +10,7 @@ import json
 import zipfile
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -182,3 +183,18 @@ def test_zip_whole_or_corrupted(tmp_path_factory, members: dict[str, bytes], fli
     path = tmp_path_factory.mktemp("fuzz") / "s.zip"
     path.write_bytes(bytes(packed))
     load_never_crashes(path)
+
+
+def test_a_zip_claiming_an_unknown_version_is_refused(tmp_path) -> None:
+    """The fuzzer's first finding: one flipped byte in the central directory made zipfile raise
+    NotImplementedError ("zip file version 23.5") out of the loader."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        zf.writestr("s.jsonl", b'{"type": "user"}')
+    data = bytearray(buf.getvalue())
+    central = data.rindex(b"PK\x01\x02")
+    data[central + 6] = 235  # "version needed to extract": 23.5
+    path = tmp_path / "s.zip"
+    path.write_bytes(bytes(data))
+    with pytest.raises(engine.TranscriptError, match="not a readable zip"):
+        engine.load_session(str(path))
