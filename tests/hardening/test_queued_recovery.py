@@ -5,11 +5,11 @@ parked for a summary, is left alone; each is sent again at most once per period.
 from __future__ import annotations
 
 from datetime import timedelta
+from functools import partial
 
 import pytest
 from django.utils import timezone
 
-from contextlab.celery import app
 from contextlab.runs import services, tasks
 from contextlab.runs.models import Run
 from contextlab.summaries.models import RunSummarizer
@@ -17,13 +17,19 @@ from contextlab.summaries.models import RunSummarizer
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clean_media")]
 
 
-@pytest.fixture
-def eager_worker():
-    """Tasks run in this process as they are sent (the real task and runner, no broker)."""
-    previous = app.conf.task_always_eager
-    app.conf.task_always_eager = True
-    yield
-    app.conf.task_always_eager = previous
+def sent_runs(callbacks: list) -> list[int]:
+    """The run ids the captured after-commit callbacks send to the workers."""
+    return [
+        cb.args[0]
+        for cb in callbacks
+        if isinstance(cb, partial) and cb.func == tasks.run_replay.delay
+    ]
+
+
+def deliver(callbacks: list) -> None:
+    """What a worker does with each message: the task itself, in this process."""
+    for run_id in sent_runs(callbacks):
+        tasks.run_replay(run_id)
 
 
 @pytest.fixture
@@ -34,21 +40,20 @@ def lost_run(make_transcript, short_jsonl) -> Run:
     return run
 
 
-def test_recovery_sends_a_lost_queued_run_again(
-    lost_run, eager_worker, django_capture_on_commit_callbacks
-):
-    with django_capture_on_commit_callbacks(execute=True) as sent:
+def test_recovery_sends_a_lost_queued_run_again(lost_run, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=False) as sent:
         tasks.recover_stale_runs()
-    assert len(sent) == 1
+    assert sent_runs(sent) == [lost_run.pk]
+    deliver(sent)
     lost_run.refresh_from_db()
     assert lost_run.status == Run.Status.DONE
 
 
-def test_a_page_polling_a_lost_run_sends_it_again(
-    lost_run, eager_worker, django_capture_on_commit_callbacks
-):
-    with django_capture_on_commit_callbacks(execute=True):
+def test_a_page_polling_a_lost_run_sends_it_again(lost_run, django_capture_on_commit_callbacks):
+    with django_capture_on_commit_callbacks(execute=False) as sent:
         run = services.refresh_run(lost_run)
+    assert sent_runs(sent) == [lost_run.pk]
+    deliver(sent)
     run.refresh_from_db()
     assert run.status == Run.Status.DONE
 
@@ -77,7 +82,7 @@ def test_a_lost_run_is_sent_once_per_period(lost_run, django_capture_on_commit_c
     with django_capture_on_commit_callbacks(execute=False) as sent:
         tasks.recover_stale_runs()
         tasks.recover_stale_runs()
-    assert len(sent) == 1
+    assert sent_runs(sent) == [lost_run.pk]
     lost_run.refresh_from_db()
     assert lost_run.status == Run.Status.QUEUED  # sending again changes no status
 
