@@ -152,6 +152,14 @@ def create_transcript(
         except UploadRejected as exc:
             exc.message = too_large_message(name)
             raise
+        except OSError as exc:
+            # disk full, quota, a read-only volume: the partial file goes (finally below)
+            logger.error("could not store upload %s: %s", name, exc)
+            raise UploadRejected(
+                f"The server could not store {name} ({exc.strerror or exc}); nothing was "
+                "kept. Try again later, or tell the administrator the disk may be full.",
+                status=507,
+            ) from None
         if size == 0:
             raise UploadRejected(f"{name} is empty.")
         existing = Transcript.objects.filter(owner=owner, sha256=sha256).first()

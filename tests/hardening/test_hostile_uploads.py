@@ -550,3 +550,33 @@ def test_hostile_upload_through_the_page(attack: Attack, alice_client, request) 
         assert Transcript.objects.count() == 0
     # the session list renders whatever was stored
     assert alice_client.get("/sessions/").status_code == 200
+
+
+def test_disk_full_while_the_upload_streams_in(client, auth_header, monkeypatch):
+    """The store fails mid-write (ENOSPC): a clear 507, and the partial file is gone."""
+    import errno
+    from pathlib import Path as RealPath
+
+    real_open = RealPath.open
+    written: list[RealPath] = []
+
+    def open_then_fill_up(self, mode="r", *args, **kwargs):
+        handle = real_open(self, mode, *args, **kwargs)
+        if "w" in mode and self.name.startswith(".partial-"):
+            written.append(self)
+
+            def write(data, _real=handle.write):
+                _real(data[:10])
+                raise OSError(errno.ENOSPC, "No space left on device")
+
+            handle.write = write
+        return handle
+
+    monkeypatch.setattr(RealPath, "open", open_then_fill_up)
+    response = upload(client, auth_header, "s.jsonl", session_bytes())
+    assert response.status_code == 507
+    assert "No space left on device" in response.json()["detail"]
+    assert written, "the upload never reached the store"
+    assert not any(p.exists() for p in written)
+    assert stored_files() == []
+    assert Transcript.objects.count() == 0
