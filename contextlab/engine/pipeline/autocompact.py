@@ -156,10 +156,16 @@ class Autocompact:
 
     def _full(self, ctx: StepContext, count: int, tracking: dict[str, Any]) -> None:
         view = ctx.view
-        recorded = self._recorded_summary(ctx)
-        if recorded is not None:
+        keep_start = view.end
+        reused = self._recorded_summary(ctx)
+        if reused is not None:
+            recorded, summary_index = reused
             result = SummaryResult(text=recorded, backend="recorded", reused=True)
             text = recorded
+            kept = ctx.state.get("recorded_preserved", {}).get(summary_index)
+            if kept is not None and view.start <= kept < view.end:
+                # the recorded compaction kept a segment (preservedSegment): keep the same one
+                keep_start = kept
         else:
             summarized = [view.messages[i] for i in view.view_indices()]
             try:
@@ -182,17 +188,20 @@ class Autocompact:
                 return
             text = continuation_message(result.text, suppress=True)
         tracking["failures"] = 0
-        self._install(ctx, text, view.end, result, count, variant="full", kept=0)
+        variant = "full" if keep_start == view.end else "preserved_segment"
+        kept_messages = sum(1 for i in range(keep_start, view.end) if view.in_view(i))
+        self._install(ctx, text, keep_start, result, count, variant=variant, kept=kept_messages)
 
-    def _recorded_summary(self, ctx: StepContext) -> str | None:
-        """A recorded compaction summary within one request of this point, to reuse."""
+    def _recorded_summary(self, ctx: StepContext) -> tuple[str, int] | None:
+        """A recorded compaction summary within one request of this point, to reuse (its text
+        and message index)."""
         windows: dict[int, int] = ctx.state.get("recorded_summaries", {})
         for k in (ctx.k, ctx.k - 1, ctx.k + 1):
             index = windows.get(k)
             if index is not None and not ctx.step_state(self.name).get(f"used-{index}"):
                 ctx.step_state(self.name)[f"used-{index}"] = True
                 msg = ctx.view.messages[index]
-                return "".join(b.text for b in msg.blocks)
+                return "".join(b.text for b in msg.blocks), index
         return None
 
     def _install(
@@ -235,7 +244,7 @@ class Autocompact:
         )
         head: list[HeadItem] = [view.head_item(summary, ref)]
         restored: list[str] = []
-        if variant == "full":
+        if variant in ("full", "preserved_segment"):
             items, restored = restoration_head(ctx, view.end)
             head.extend(items)
         replaced = [view.start, keep_start]
