@@ -29,7 +29,9 @@ def usage(total: int) -> dict[str, Any]:
     }
 
 
-def session_with_a_preserved_segment(*, keep: bool = True) -> TranscriptBuilder:
+def session_with_a_preserved_segment(
+    *, keep: bool = True, restored_file: bool = False
+) -> TranscriptBuilder:
     """A session compacted after a tool result, keeping the last response and that result."""
     b = TranscriptBuilder(version="2.1.226")
     b.prompt("migrate the build")
@@ -72,6 +74,15 @@ def session_with_a_preserved_segment(*, keep: bool = True) -> TranscriptBuilder:
         }
     b.add(boundary)
     b.add(summary)
+    if restored_file:
+        # newer versions write the files they restored after the summary
+        b.add(
+            b.envelope(
+                "attachment",
+                summary["uuid"],
+                attachment={"type": "file", "filename": "/src/f9.txt", "content": "source"},
+            )
+        )
     b.usage_total = 9_000
     b.assistant([{"type": "text", "text": "Done with the last file."}], grow=1_000)
     b.prompt("thanks, go on")
@@ -126,3 +137,19 @@ def test_whatif_full_compaction_keeps_nothing_without_a_preserved_segment(tmp_pa
     event = next(e for e in whatif[at]["events"] if e["step"] == "autocompact")
     assert event["variant"] == "full"
     assert event["kept_messages"] == 0
+
+
+def autocompact_event(requests: list[dict[str, Any]], at: int) -> dict[str, Any]:
+    return next(e for e in requests[at]["events"] if e["step"] == "autocompact")
+
+
+def test_recorded_restored_files_replace_the_modeled_restoration(tmp_path):
+    modeled, _, _ = replayed(tmp_path, session_with_a_preserved_segment())
+    (at,) = compacted_at(modeled)
+    assert autocompact_event(modeled, at)["restored_files"]  # the Read files, modeled
+    recorded, whatif, _ = replayed(tmp_path, session_with_a_preserved_segment(restored_file=True))
+    assert autocompact_event(recorded, at)["restored_files"] == []
+    event = autocompact_event(whatif, at)
+    assert event["restored_files"] == []
+    assert event["modeled_restoration"] is False
+    assert [r["raw_tokens"] for r in whatif] == [r["raw_tokens"] for r in recorded]

@@ -23,7 +23,7 @@ from contextlab.engine.tokens import padded_message_estimate
 from contextlab.engine.transcript import Block, Message
 
 from .base import HeadItem, StepContext, View
-from .restore import restoration_head
+from .restore import restoration_head, restoration_recorded
 
 
 def sm_keep_start(view: View, min_tokens: int, min_text: int, max_tokens: int) -> int:
@@ -157,6 +157,7 @@ class Autocompact:
     def _full(self, ctx: StepContext, count: int, tracking: dict[str, Any]) -> None:
         view = ctx.view
         keep_start = view.end
+        restore = True
         reused = self._recorded_summary(ctx)
         if reused is not None:
             recorded, summary_index = reused
@@ -166,6 +167,10 @@ class Autocompact:
             if kept is not None and view.start <= kept < view.end:
                 # the recorded compaction kept a segment (preservedSegment): keep the same one
                 keep_start = kept
+            if keep_start <= summary_index < view.end and restoration_recorded(
+                view.messages, summary_index
+            ):
+                restore = False  # the recorded restored files are kept: none is modeled
         else:
             summarized = [view.messages[i] for i in view.view_indices()]
             try:
@@ -190,7 +195,16 @@ class Autocompact:
         tracking["failures"] = 0
         variant = "full" if keep_start == view.end else "preserved_segment"
         kept_messages = sum(1 for i in range(keep_start, view.end) if view.in_view(i))
-        self._install(ctx, text, keep_start, result, count, variant=variant, kept=kept_messages)
+        self._install(
+            ctx,
+            text,
+            keep_start,
+            result,
+            count,
+            variant=variant,
+            kept=kept_messages,
+            restore=restore,
+        )
 
     def _recorded_summary(self, ctx: StepContext) -> tuple[str, int] | None:
         """A recorded compaction summary within one request of this point, to reuse (its text
@@ -214,6 +228,7 @@ class Autocompact:
         *,
         variant: str,
         kept: int,
+        restore: bool = True,
     ) -> None:
         view = ctx.view
         summary = Message(
@@ -244,7 +259,7 @@ class Autocompact:
         )
         head: list[HeadItem] = [view.head_item(summary, ref)]
         restored: list[str] = []
-        if variant in ("full", "preserved_segment"):
+        if restore and variant in ("full", "preserved_segment"):
             items, restored = restoration_head(ctx, view.end)
             head.extend(items)
         replaced = [view.start, keep_start]
@@ -265,5 +280,5 @@ class Autocompact:
             replaced=replaced,
             kept_messages=kept,
             restored_files=restored,
-            modeled_restoration=True,
+            modeled_restoration=restore and variant in ("full", "preserved_segment"),
         )

@@ -20,7 +20,7 @@ from typing import Any
 from contextlab.engine.transcript import Message
 
 from .base import WHOLE_MESSAGE, StepContext
-from .restore import restoration_head
+from .restore import restoration_head, restoration_recorded
 
 
 def preserved_head(messages: list[Message], boundary: int) -> int | None:
@@ -100,8 +100,10 @@ class BoundarySlice:
                 new_start = kept
         else:
             new_start = boundary + 1
-        restored, files = restoration_head(ctx, boundary)
-        head.extend(restored)
+        files: list[str] = []
+        if not (head and restoration_recorded(messages, summary_index)):
+            restored, files = restoration_head(ctx, boundary)
+            head.extend(restored)
         view.compact(head, new_start, ctx.k - 1)
         meta: dict[str, Any] = messages[boundary].metadata
         ctx.recorded_compaction = {
