@@ -5,8 +5,11 @@ Fires when ``tokenCountWithEstimation − snipTokensFreed ≥ threshold`` (effec
 enabled (keeps a tail of at least 10,000 padded tokens and 5 text messages, at most 40,000,
 without splitting tool pairs or streamed responses); otherwise a full compaction replaces the
 history by one summary written by the ``Summarizer``. A failed summary counts toward the
-circuit breaker (3 consecutive failures in one query stop further attempts). Recorded mode
-reports the compaction the transcript holds (the boundary step applied it).
+circuit breaker (3 consecutive failures in one query stop further attempts). Where the
+compaction lands on a recorded one, its summary is reused, and the messages it kept
+(``preservedSegment``) and the files it restored (recorded attachments) are kept as recorded
+(variant ``preserved_segment`` when messages are kept). Recorded mode reports the compaction the
+transcript holds (the boundary step applied it).
 """
 
 from __future__ import annotations
