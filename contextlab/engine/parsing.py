@@ -526,6 +526,9 @@ class _FileParser:
             file=self.tfile.name,
             is_meta=True,
             uuids=[obj["uuid"]],
+            # which attachment it is: a recorded post-compact file restoration replaces the
+            # modeled one
+            metadata={"attachment_type": kind} if isinstance(kind, str) else {},
         )
 
 

@@ -24,6 +24,7 @@ from .model_limits import model_info
 from .parsing import Session, Thread
 from .pipeline import DEFAULT_STEPS, Step
 from .pipeline.base import WHOLE_MESSAGE, RequestInfo, StepContext, TransformLog, View
+from .pipeline.boundary import preserved_before_boundary, preserved_head
 from .results import (
     RESULT_VERSION,
     CacheRow,
@@ -443,6 +444,11 @@ class _ThreadReplay:
         self.recorded_summaries: dict[int, int] = {}
         #: request index → Claude Code's own count where it compacted (``preTokens``)
         self.recorded_pre_tokens: dict[int, int] = {}
+        #: message index of a recorded summary → the first message its compaction kept
+        self.recorded_preserved: dict[int, int] = {}
+        # A summary whose kept messages precede its boundary leads them from the view's head;
+        # its own position is hidden (both modes: a /compact stays in what-if too).
+        self.hidden.update(preserved_before_boundary(thread.messages))
         if mode == "whatif":
             self._prepare_whatif()
         self.view = View(thread, counter, log, self._base_text, self.hidden)
@@ -490,6 +496,10 @@ class _ThreadReplay:
                 manual = False
             elif msg.kind == "summary":
                 self.hidden.add(i)
+                if i > 0 and self.thread.messages[i - 1].kind == "compact_boundary":
+                    kept = preserved_head(self.thread.messages, i - 1)
+                    if kept is not None:
+                        self.recorded_preserved[i] = kept
                 # the request right after a recorded compaction is where it happened
                 k = next((r.index for r in self.requests if r.position > i), None)
                 if k is not None:
@@ -549,6 +559,7 @@ class _ThreadReplay:
 
     def _start_loop(self) -> _Loop:
         self.state["recorded_summaries"] = self.recorded_summaries
+        self.state["recorded_preserved"] = self.recorded_preserved
         # Threads of one family share a system prompt: a subagent can read the prefix an
         # earlier subagent of the same session wrote moments before (it cannot see the main's).
         system_keys = [
@@ -732,8 +743,11 @@ class _ThreadReplay:
         """``tokenCountWithEstimation``: last usage in the view plus rough estimates after it.
 
         In a what-if replay whose view still matches the recording where Claude Code compacted,
-        Claude Code's own count there (``preTokens``) is the count: it also holds what the
-        transcript lost to the compaction (a tool result never written)."""
+        Claude Code's own count there (``preTokens``, its last response's usage) is the count:
+        it also holds what the transcript lost to the compaction (a tool result never written).
+        Where ``preTokens`` alone is below the threshold, Claude Code's count was above it all
+        the same: it also estimated the messages after that response (the tool result a
+        preserved segment kept), so they are estimated on top as Claude Code does."""
         pre = self.recorded_pre_tokens.get(k)
         if (
             pre is not None
@@ -750,7 +764,8 @@ class _ThreadReplay:
                 )
             )
         ):
-            return pre
+            threshold = self.thresholds_for(self.requests[k].message.model).autocompact_threshold
+            return pre if pre >= threshold else pre + self._estimated_before_boundary(k)
         view = self.view
         for j in range(k - 1, -1, -1):
             req = self.requests[j]
@@ -769,6 +784,26 @@ class _ThreadReplay:
             tail = sum(block_rough(b) for b in req.message.blocks[first_blocks:])
             return base + tail + view.rough_range(pos + 1, view.end)
         return view.rough_total()
+
+    def _estimated_before_boundary(self, k: int) -> int:
+        """Rough tokens after the view's last recorded usage and before the recorded compaction
+        boundary of request ``k`` (what ``preTokens`` does not count)."""
+        summary = self.recorded_summaries.get(k)
+        view = self.view
+        if summary is None:
+            return 0
+        boundary = summary - 1
+        for j in range(k - 1, -1, -1):
+            pos = self.requests[j].position
+            if pos < view.start:
+                break
+            if view.in_view(pos):
+                # the response's later split records (a tool use after its text) are estimated
+                msg = self.requests[j].message
+                first_blocks = int(msg.metadata.get("first_record_blocks", len(msg.blocks)))
+                tail = sum(block_rough(b) for b in msg.blocks[first_blocks:])
+                return tail + view.rough_range(pos + 1, min(boundary, view.end))
+        return 0
 
     def _usage_total(self, j: int, usage: Usage) -> int:
         """Recorded usage while the view matches the recording; the replay's own count after."""

@@ -159,13 +159,6 @@ def test_every_recorded_auto_compaction_is_predicted_in_whatif_auto():
         assert row["rel_error"] <= 0.03, row
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="measured 2026-12-01 after #9 (anchors, recorded counts in what-if): of recent/'s 7 "
-    "recorded auto compactions, 1 is not predicted within one request "
-    "(gmeligio__flutter-docker-image request 261: its compactions keep a preservedSegment the "
-    "what-if's full compaction does not, so its view drifts after request 151)",
-)
 def test_every_recorded_auto_compaction_is_predicted_in_whatif_auto_with_recent():
     rows = compaction_rows(FILES)
     assert len(rows) == 13  # 6 above, and recent/: gmeligio 4, FSM1 2, PackmindHub 1
@@ -214,9 +207,11 @@ def test_whatif_auto_reproduces_the_recorded_views():
 
 @pytest.mark.xfail(
     strict=True,
-    reason="measured 2026-12-01 after #9: what-if auto differs from the recorded view on 1 "
-    "of recent/'s 7 files (first request, requests differing): gmeligio__flutter-docker-image "
-    "67 (234 of 355; compactions with a preservedSegment, not modeled in what-if)",
+    reason="measured 2026-12-01 after preserved segments: what-if auto differs from the recorded "
+    "view on 1 of recent/'s 7 files: gmeligio__flutter-docker-image from request 67 (its "
+    "branch-1, the history before the file's first boundary: the recording ran from 167.8k to "
+    "203k tokens there without compacting, above the 167k threshold its later compactions fit, "
+    "so what-if compacts at 67; its main thread now matches request for request)",
 )
 def test_whatif_auto_reproduces_the_recorded_views_with_recent():
     assert first_view_mismatches(FILES) == {}

@@ -5,8 +5,11 @@ Fires when ``tokenCountWithEstimation − snipTokensFreed ≥ threshold`` (effec
 enabled (keeps a tail of at least 10,000 padded tokens and 5 text messages, at most 40,000,
 without splitting tool pairs or streamed responses); otherwise a full compaction replaces the
 history by one summary written by the ``Summarizer``. A failed summary counts toward the
-circuit breaker (3 consecutive failures in one query stop further attempts). Recorded mode
-reports the compaction the transcript holds (the boundary step applied it).
+circuit breaker (3 consecutive failures in one query stop further attempts). Where the
+compaction lands on a recorded one, its summary is reused, and the messages it kept
+(``preservedSegment``) and the files it restored (recorded attachments) are kept as recorded
+(variant ``preserved_segment`` when messages are kept). Recorded mode reports the compaction the
+transcript holds (the boundary step applied it).
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from contextlab.engine.tokens import padded_message_estimate
 from contextlab.engine.transcript import Block, Message
 
 from .base import HeadItem, StepContext, View
-from .restore import restoration_head
+from .restore import restoration_head, restoration_recorded
 
 
 def sm_keep_start(view: View, min_tokens: int, min_text: int, max_tokens: int) -> int:
@@ -156,10 +159,21 @@ class Autocompact:
 
     def _full(self, ctx: StepContext, count: int, tracking: dict[str, Any]) -> None:
         view = ctx.view
-        recorded = self._recorded_summary(ctx)
-        if recorded is not None:
+        keep_start = view.end
+        restore = True
+        reused = self._recorded_summary(ctx)
+        if reused is not None:
+            recorded, summary_index = reused
             result = SummaryResult(text=recorded, backend="recorded", reused=True)
             text = recorded
+            kept = ctx.state.get("recorded_preserved", {}).get(summary_index)
+            if kept is not None and view.start <= kept < view.end:
+                # the recorded compaction kept a segment (preservedSegment): keep the same one
+                keep_start = kept
+            if keep_start <= summary_index < view.end and restoration_recorded(
+                view.messages, summary_index
+            ):
+                restore = False  # the recorded restored files are kept: none is modeled
         else:
             summarized = [view.messages[i] for i in view.view_indices()]
             try:
@@ -182,17 +196,29 @@ class Autocompact:
                 return
             text = continuation_message(result.text, suppress=True)
         tracking["failures"] = 0
-        self._install(ctx, text, view.end, result, count, variant="full", kept=0)
+        variant = "full" if keep_start == view.end else "preserved_segment"
+        kept_messages = sum(1 for i in range(keep_start, view.end) if view.in_view(i))
+        self._install(
+            ctx,
+            text,
+            keep_start,
+            result,
+            count,
+            variant=variant,
+            kept=kept_messages,
+            restore=restore,
+        )
 
-    def _recorded_summary(self, ctx: StepContext) -> str | None:
-        """A recorded compaction summary within one request of this point, to reuse."""
+    def _recorded_summary(self, ctx: StepContext) -> tuple[str, int] | None:
+        """A recorded compaction summary within one request of this point, to reuse (its text
+        and message index)."""
         windows: dict[int, int] = ctx.state.get("recorded_summaries", {})
         for k in (ctx.k, ctx.k - 1, ctx.k + 1):
             index = windows.get(k)
             if index is not None and not ctx.step_state(self.name).get(f"used-{index}"):
                 ctx.step_state(self.name)[f"used-{index}"] = True
                 msg = ctx.view.messages[index]
-                return "".join(b.text for b in msg.blocks)
+                return "".join(b.text for b in msg.blocks), index
         return None
 
     def _install(
@@ -205,6 +231,7 @@ class Autocompact:
         *,
         variant: str,
         kept: int,
+        restore: bool = True,
     ) -> None:
         view = ctx.view
         summary = Message(
@@ -235,7 +262,7 @@ class Autocompact:
         )
         head: list[HeadItem] = [view.head_item(summary, ref)]
         restored: list[str] = []
-        if variant == "full":
+        if restore and variant in ("full", "preserved_segment"):
             items, restored = restoration_head(ctx, view.end)
             head.extend(items)
         replaced = [view.start, keep_start]
@@ -256,5 +283,5 @@ class Autocompact:
             replaced=replaced,
             kept_messages=kept,
             restored_files=restored,
-            modeled_restoration=True,
+            modeled_restoration=restore and variant in ("full", "preserved_segment"),
         )

@@ -168,7 +168,8 @@ def _summary_row(ident: str, src: dict[str, Any], text: str) -> dict[str, Any]:
         "id": ident,
         "request": src.get("request"),
         "thread": src.get("thread"),
-        # "compact" (full compaction), "session_memory" or, set by the caller, "collapse"
+        # "compact" (full compaction), "session_memory", "preserved_segment" (a full compaction
+        # that kept the recorded compaction's preserved segment) or, set by the caller, "collapse"
         "kind": {"full": "compact"}.get(src.get("variant", "full"), src.get("variant")),
         "backend": src.get("backend"),
         "model": src.get("model"),

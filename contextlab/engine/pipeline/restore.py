@@ -3,7 +3,9 @@
 After a compaction Claude Code re-reads up to 5 recently read files (≤ 5,000 tokens each,
 ≤ 50,000 in all) and attaches them. Those attachments are never written to the transcript, so
 we rebuild them from the Read results the history holds: the most recent distinct files, each
-cut to the per-file limit, in the attachment wording Claude Code uses.
+cut to the per-file limit, in the attachment wording Claude Code uses. Newer versions write
+them as ``file`` (or ``compact_file_reference``) attachment records right after the summary:
+there the recorded ones are the restoration and none is modeled (``restoration_recorded``).
 """
 
 from __future__ import annotations
@@ -13,6 +15,19 @@ from contextlab.engine.tokens import rough_text
 from contextlab.engine.transcript import Block, Message
 
 from .base import HeadItem, StepContext
+
+#: attachment types Claude Code writes for the files it restored after a compaction
+RESTORED_FILE_ATTACHMENTS = frozenset({"file", "compact_file_reference"})
+
+
+def restoration_recorded(messages: list[Message], summary: int) -> bool:
+    """Whether the attachments right after the summary at ``summary`` hold restored files."""
+    i = summary + 1
+    while i < len(messages) and messages[i].kind == "attachment":
+        if messages[i].metadata.get("attachment_type") in RESTORED_FILE_ATTACHMENTS:
+            return True
+        i += 1
+    return False
 
 
 def recent_read_files(ctx: StepContext, before: int) -> list[tuple[str, str]]:
