@@ -34,7 +34,10 @@ FIXTURE = (
 
 
 def _whatif_run(username: str, make_transcript: Any, django_user_model: Any) -> Run:
-    """The fixture session replayed with an early autocompact: many compactions and misses."""
+    """The fixture session replayed with an early autocompact: a compaction, cache misses, and
+    requests that mix kept and changed rows. (At 20 % the summary and the restored files alone
+    pass the threshold, so every request after the first compaction compacts again, as Claude
+    Code would: no request then keeps an intact row beside a changed one.)"""
     owner = django_user_model.objects.get(username=username)
     transcript = make_transcript(FIXTURE, owner=owner)
     wait_for_run(transcript.runs.get().pk)
@@ -42,7 +45,7 @@ def _whatif_run(username: str, make_transcript: Any, django_user_model: Any) -> 
         owner=owner,
         transcript=transcript,
         mode="whatif",
-        overrides={"autocompact_pct_override": 20},
+        overrides={"autocompact_pct_override": 30},
     )
     runner.execute_run(run.pk)  # unless the test worker took it first: then wait for it
     return wait_for_run(run.pk)
