@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError
@@ -30,3 +31,11 @@ def _unauthorized(request: HttpRequest, exc: AuthenticationError) -> HttpRespons
     )
     response["WWW-Authenticate"] = 'Bearer realm="contextlab"'
     return response
+
+
+@api.exception_handler(PermissionDenied)
+def _forbidden(request: HttpRequest, exc: PermissionDenied) -> HttpResponse:
+    """The ownership gate's answer to a member whose role is too low (non-members get 404)."""
+    return api.create_response(
+        request, {"detail": str(exc) or "your role does not allow this"}, status=403
+    )

@@ -38,6 +38,7 @@ from contextlab.tuning.models import (
     SweepRun,
     derived_status,
 )
+from contextlab.workspaces import access
 
 #: New runs of one request are split into at most this many batches per session, so that
 #: this many workers can share the work while each parses the session only once.
@@ -113,7 +114,7 @@ def config_spec(
     if version_id is not None:
         version = (
             ConfigVersion.objects.select_related("saved_config")
-            .filter(pk=version_id, saved_config__owner=owner)  # type: ignore[misc]
+            .filter(pk=version_id, saved_config__owner=owner)
             .first()
         )
         if version is None:
@@ -239,7 +240,7 @@ def save_config(
         else:
             saved = SavedConfig.objects.select_for_update().get(pk=saved.pk)
             if name != saved.name:
-                if SavedConfig.objects.filter(owner=owner, name=name).exclude(pk=saved.pk).exists():  # type: ignore[misc]
+                if SavedConfig.objects.filter(owner=owner, name=name).exclude(pk=saved.pk).exists():
                     raise engine.FieldError("name", f"you already have a config called {name!r}")
                 saved.name = name
         latest = saved.latest
@@ -271,9 +272,10 @@ def delete_owned(item: SavedConfig | Comparison | Sweep) -> None:
 
 
 def owned_sessions(owner: User, ids: Sequence[int]) -> list[Transcript] | None:
-    """The owner's sessions with these ids, in order; None if any is missing or not theirs."""
+    """The sessions with these ids that ``owner`` may run replays on (editor or owner of their
+    workspace), in order; None if any is missing or not allowed."""
     unique = list(dict.fromkeys(int(i) for i in ids))
-    found = {t.pk: t for t in Transcript.objects.filter(owner=owner, pk__in=unique)}  # type: ignore[misc]
+    found = {t.pk: t for t in access.sessions(owner, access.WRITE).filter(pk__in=unique)}
     if len(found) != len(unique):
         return None
     return [found[i] for i in unique]
