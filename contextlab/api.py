@@ -20,6 +20,7 @@ api = NinjaAPI(
 api.add_router("/sessions", "contextlab.transcripts.api.router")
 api.add_router("/runs", "contextlab.runs.api.router")
 api.add_router("", "contextlab.tuning.api.router")
+api.add_router("/workspaces", "contextlab.workspaces.api.router")
 
 
 @api.exception_handler(AuthenticationError)

@@ -16,6 +16,7 @@ urlpatterns = [
     path("healthz", health.healthz, name="healthz"),
     path("accounts/", include("contextlab.accounts.urls")),
     path("sessions/", include("contextlab.transcripts.urls")),
+    path("workspaces/", include("contextlab.workspaces.urls")),
     path("", include("contextlab.runs.urls")),
     path("", include("contextlab.tuning.urls")),
     path("api/", api.urls),

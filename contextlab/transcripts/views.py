@@ -35,7 +35,11 @@ def session_list(request: AuthedRequest) -> HttpResponse:
         "transcripts/session_list.html",
         {
             "transcripts": transcripts,
-            "upload_workspaces": access.workspaces(request.user, access.WRITE),
+            # the personal workspace first: it is the default
+            "upload_workspaces": sorted(
+                access.workspaces(request.user, access.WRITE),
+                key=lambda w: (not w.is_personal, w.name),
+            ),
         },
     )
 

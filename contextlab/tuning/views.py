@@ -370,7 +370,8 @@ def _compare_url(comparison: Comparison, transcript: Transcript) -> Callable[[in
 
 
 def _pick_session(request: AuthedRequest, comparison: Comparison) -> Transcript:
-    sessions = comparison.sessions.order_by("pk")
+    # only sessions the user can still read: leaving a workspace ends access through here too
+    sessions = comparison.sessions.filter(pk__in=access.sessions(request.user)).order_by("pk")
     wanted = request.GET.get("session", "")
     if wanted:
         if not wanted.isdigit():
