@@ -113,6 +113,7 @@ INSTALLED_APPS = [
     "contextlab.runs",
     "contextlab.tuning",
     "contextlab.summaries",
+    "contextlab.sharing",
 ]
 
 MIDDLEWARE = [

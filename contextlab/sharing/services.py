@@ -1,0 +1,248 @@
+"""Share links: build the redacted snapshot, make, resolve, count and revoke links."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import secrets
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from django.contrib.auth.models import User
+from django.db import transaction
+from django.db.models import F, Q, QuerySet
+from django.utils import timezone
+
+from contextlab.runs import services as run_services
+from contextlab.runs.models import Run
+from contextlab.sharing import redaction
+from contextlab.sharing.models import ShareLink, ShareSnapshot
+from contextlab.transcripts.models import Transcript
+from contextlab.workspaces import access
+from contextlab.workspaces.models import Membership, Role
+
+#: expiry choices in days; None (never) only for links limited to workspace members
+EXPIRY_DAYS: tuple[int, ...] = (1, 7, 30)
+DEFAULT_EXPIRY_DAYS = 7
+#: 32 random bytes: 256 bits, well above the 128 the link needs
+TOKEN_BYTES = 32
+TOKEN_PREFIX = "cls_"
+
+
+class ShareError(Exception):
+    """A share request that cannot be done; ``field`` names the bad input."""
+
+    def __init__(self, field: str, message: str, status: int = 422) -> None:
+        super().__init__(message)
+        self.field = field
+        self.message = message
+        self.status = status
+
+
+class ShareBlocked(ShareError):
+    """The outgoing bytes still hold a finding of a category the user chose to drop."""
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def _location(path: redaction.Path) -> str:
+    """Where a snapshot string is, in the words the dialog uses."""
+    if not path:
+        return "session"
+    head = path[0]
+    if head == "messages" and len(path) >= 3:
+        thread, message = path[1], path[2]
+        where = f"{'main thread' if thread == 'main' else f'thread {thread}'}, message {message}"
+        if len(path) >= 5 and path[3] == "blocks":
+            where += f", block {path[4]}"
+        elif len(path) >= 4 and path[3] == "original_output":
+            where += ", persisted output"
+        return where
+    if head == "result" and len(path) >= 3 and path[1] == "requests":
+        return f"request {path[2]}"
+    if head == "result" and len(path) >= 3 and path[1] == "summaries":
+        return f"summary {path[2]}"
+    if head == "result" and len(path) >= 3 and path[1] == "subagents":
+        return f"subagent {path[2]}"
+    if head == "transcript" and len(path) >= 2:
+        return {"name": "session name", "problems": "transcript problems"}.get(
+            str(path[1]), f"session {path[1]}"
+        )
+    return ".".join(str(p) for p in path[:3])
+
+
+def snapshot_source(transcript: Transcript, run: Run) -> dict[str, Any]:
+    """Everything a shared report and its explorer show, before redaction."""
+    data = run_services.result_data(run)
+    if data is None:
+        raise ShareError("run", f"run {run.pk} is {run.status}: share a finished run", 409)
+    return {
+        "transcript": {
+            "name": transcript.name,
+            "version": transcript.version,
+            "session_id": transcript.session_id,
+            "request_count": transcript.request_count,
+            "size": transcript.size,
+            "uploaded_at": transcript.created_at.isoformat(),
+            "threads": transcript.threads,
+            "problems": transcript.problems,
+        },
+        "run": {
+            "id": run.pk,
+            "label": run.label,
+            "mode": run.mode,
+            "preset": run.resolved_preset or run.preset,
+            "summary": run.summary,
+        },
+        "result": data,
+        "messages": run_services.session_messages(transcript),
+    }
+
+
+@dataclass
+class Redacted:
+    data: dict[str, Any]
+    #: [{category, count, locations, hints}], kept categories included
+    findings: list[dict[str, Any]]
+
+
+def redact_snapshot(source: dict[str, Any], keep: list[str]) -> Redacted:
+    result = redaction.redact_tree(source, keep=keep, locate=_location)
+    return Redacted(result.tree, result.by_category())
+
+
+def check_outgoing(payload: str, keep: list[str]) -> None:
+    """Scan the bytes about to be published again; any finding not kept blocks them."""
+    remaining = sorted({s.category for s in redaction.find(payload) if s.category not in keep})
+    if remaining:
+        raise ShareBlocked(
+            "redaction",
+            "the redacted snapshot still contains "
+            + ", ".join(remaining)
+            + "; nothing was published",
+            409,
+        )
+
+
+def parse_expiry(audience: str, days: int | None) -> timedelta | None:
+    if audience not in ShareLink.Audience.values:
+        raise ShareError("audience", "audience must be link or workspace")
+    if days is None:
+        if audience == ShareLink.Audience.LINK:
+            raise ShareError(
+                "expires_in_days", "a link anyone can open must expire: 1, 7 or 30 days"
+            )
+        return None
+    if days not in EXPIRY_DAYS:
+        raise ShareError("expires_in_days", "expiry must be 1, 7 or 30 days")
+    return timedelta(days=days)
+
+
+def create_share(
+    *,
+    user: User,
+    transcript: Transcript,
+    run: Run | None = None,
+    audience: str = ShareLink.Audience.LINK,
+    days: int | None = DEFAULT_EXPIRY_DAYS,
+    keep: list[str] | None = None,
+) -> tuple[ShareLink, str]:
+    """Make a link to a redacted snapshot of the session's report (the default run unless
+    told). The caller checked ``user`` may share (editor). Returns the link and its token,
+    which is shown once and never stored."""
+    expiry = parse_expiry(audience, days)
+    keep = sorted(set(keep or []))
+    unknown = set(keep) - set(redaction.categories())
+    if unknown:
+        raise ShareError("keep", f"unknown redaction categories: {', '.join(sorted(unknown))}")
+    run = run or run_services.default_run(transcript)
+    if run is None or run.transcript_id != transcript.pk:
+        raise ShareError("run", "this session has no finished run to share", 409)
+    redacted = redact_snapshot(snapshot_source(transcript, run), keep)
+    check_outgoing(json.dumps(redacted.data, ensure_ascii=False), keep)
+    token = TOKEN_PREFIX + secrets.token_urlsafe(TOKEN_BYTES)
+    with transaction.atomic():
+        link = ShareLink.objects.create(
+            token_hash=hash_token(token),
+            transcript=transcript,
+            run=run,
+            workspace_id=transcript.workspace_id,
+            created_by=user,
+            audience=audience,
+            expires_at=timezone.now() + expiry if expiry else None,
+            kept=keep,
+            findings=redacted.findings,
+        )
+        ShareSnapshot.objects.create(link=link, data=redacted.data)
+    return link, token
+
+
+def preview_findings(transcript: Transcript, run: Run | None = None) -> list[dict[str, Any]]:
+    """What redaction would find in a share of this session (for the dialog)."""
+    run = run or run_services.default_run(transcript)
+    if run is None:
+        raise ShareError("run", "this session has no finished run to share", 409)
+    return redact_snapshot(snapshot_source(transcript, run), []).findings
+
+
+class LinkGone(Exception):
+    """A revoked or expired link (answered 410)."""
+
+    def __init__(self, link: ShareLink) -> None:
+        super().__init__(link.state)
+        self.link = link
+
+
+def resolve(token: str) -> ShareLink | None:
+    """The link of a token; None when unknown. Raises LinkGone for revoked/expired links.
+
+    The lookup is by the token's hash (an index, which says nothing about how close a wrong
+    token was); the hash is then compared in constant time."""
+    if not token.startswith(TOKEN_PREFIX) or len(token) > 100:
+        return None
+    wanted = hash_token(token)
+    link = (
+        ShareLink.objects.select_related("created_by", "transcript")
+        .filter(token_hash=wanted)
+        .first()
+    )
+    if link is None or not hmac.compare_digest(link.token_hash, wanted):
+        return None
+    if not link.is_live:
+        raise LinkGone(link)
+    return link
+
+
+def can_open(link: ShareLink, user: User | Any) -> bool:
+    """Anyone may open a "link" link; a "workspace" one needs a member of its workspace."""
+    if link.audience == ShareLink.Audience.LINK:
+        return True
+    if not getattr(user, "is_authenticated", False):
+        return False
+    return access.role_in(user, link.workspace_id) is not None
+
+
+def record_view(link: ShareLink) -> None:
+    ShareLink.objects.filter(pk=link.pk).update(views=F("views") + 1, last_viewed_at=timezone.now())
+
+
+def visible_links(user: User) -> QuerySet[ShareLink]:
+    """The links a user made, and every link of the workspaces they own."""
+    owned = Membership.objects.filter(user=user, role=Role.OWNER).values("workspace_id")
+    return ShareLink.objects.filter(Q(created_by=user) | Q(workspace_id__in=owned)).select_related(
+        "transcript", "created_by", "workspace"
+    )
+
+
+def link_for(user: User, pk: int) -> ShareLink | None:
+    return visible_links(user).filter(pk=pk).first()
+
+
+def revoke(link: ShareLink) -> None:
+    if link.revoked_at is None:
+        link.revoked_at = timezone.now()
+        link.save(update_fields=["revoked_at"])
