@@ -21,6 +21,8 @@ api.add_router("/sessions", "contextlab.transcripts.api.router")
 api.add_router("/runs", "contextlab.runs.api.router")
 api.add_router("", "contextlab.tuning.api.router")
 api.add_router("/workspaces", "contextlab.workspaces.api.router")
+api.add_router("/shares", "contextlab.sharing.api.router")
+api.add_router("/sessions", "contextlab.sharing.api.exports")
 
 
 @api.exception_handler(AuthenticationError)

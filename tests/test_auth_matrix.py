@@ -11,7 +11,16 @@ from django.urls import URLPattern, URLResolver, get_resolver
 
 pytestmark = pytest.mark.django_db
 
-PUBLIC = {"accounts:login", "accounts:signup", "accounts:logout", "workspaces:invite"}
+PUBLIC = {
+    "accounts:login",
+    "accounts:signup",
+    "accounts:logout",
+    "workspaces:invite",
+    # share links: the token decides (tests/sharing/test_share_links.py)
+    "sharing:shared",
+    "sharing:shared_request",
+    "sharing:shared_block",
+}
 
 
 def page_routes() -> list[tuple[str, str]]:
@@ -105,6 +114,12 @@ PAGE_POLICIES: dict[str, str] = {
     "workspaces:member_remove": "workspace:owner",
     "workspaces:invite_create": "workspace:owner",
     "workspaces:invite": "public",
+    "sharing:dialog": "session:editor",
+    "sharing:links": "user",
+    "sharing:revoke": "owned",
+    "sharing:shared": "link",
+    "sharing:shared_request": "link",
+    "sharing:shared_block": "link",
 }
 
 API_POLICIES: dict[str, str] = {
@@ -129,6 +144,10 @@ API_POLICIES: dict[str, str] = {
     "add_workspace_member": "workspace:owner",
     "remove_workspace_member": "workspace:owner",
     "create_workspace_invite": "workspace:owner",
+    "create_share": "session:editor",
+    "list_shares": "user",
+    "revoke_share": "owned",
+    "export_session": "session:viewer",
 }
 
 ROLES = ("nonmember", "viewer", "editor", "owner")
@@ -205,22 +224,27 @@ def team(django_user_model, make_transcript, short_jsonl):
     runner.execute_run(session.runs.get().pk)
     comparison = Comparison.objects.create(owner=owner)
     comparison.sessions.add(session)
+    from contextlab.sharing import services as sharing
+
+    share, token = sharing.create_share(user=owner, transcript=session)
     return {
         "users": users,
         "workspace": workspace,
         "session": session,
+        "token": token,
         "new_session": lambda destructive: new_session() if destructive else session,
         "owned": {
             "config": SavedConfig.objects.create(owner=owner, name="cfg"),
             "comparison": comparison,
             "sweep": Sweep.objects.create(owner=owner, field="autocompact_pct", values=[80]),
+            "share": share,
         },
     }
 
 
 def expected(policy: str, role: str | None) -> str:
     """ "login" (redirect or 401), "404", "403" or "ok" (anything else below 500)."""
-    if policy == "public":
+    if policy in ("public", "link"):
         return "ok"
     if role is None:
         return "login"
@@ -235,7 +259,12 @@ def expected(policy: str, role: str | None) -> str:
 
 
 def _owned_for(name: str, team) -> int:
-    for part, kind in (("config", "config"), ("compar", "comparison"), ("sweep", "sweep")):
+    for part, kind in (
+        ("config", "config"),
+        ("compar", "comparison"),
+        ("sweep", "sweep"),
+        ("revoke", "share"),
+    ):
         if part in name:
             return team["owned"][kind].pk
     raise AssertionError(f"no owned object for {name}")
@@ -253,11 +282,11 @@ def _fill(pattern: str, name: str, policy: str, team, session) -> str:
         pk = _owned_for(name, team)
     else:
         pk = 1
-    path = pattern.replace("<int:pk>", str(pk))
+    path = pattern.replace("<int:pk>", str(pk)).replace("<str:token>", team["token"])
     if "<int:message>" in path:
         from contextlab.runs.services import session_messages
 
-        messages = session_messages(session)["main"]
+        messages = session_messages(session or team["session"])["main"]
         first = next(i for i, m in enumerate(messages) if m.get("blocks"))
         path = path.replace("<int:message>", str(first))
     path = re.sub(r"<int:\w+>", "0", path)
@@ -278,13 +307,15 @@ def _verdict(status: int) -> str:
 def test_page_answers_each_role_as_its_policy_says(name, policy, team):
     pattern = dict(all_page_routes())[name]
     writes = policy.endswith((":editor", ":owner")) or name.endswith(
-        ("delete", "create", "upload", "member_set", "member_remove", "invite_create")
+        ("delete", "create", "upload", "member_set", "member_remove", "invite_create", "revoke")
     )
     for role in (None, *ROLES):
         destructive = name.endswith("delete")
         session = (
             team["new_session"](destructive) if policy.startswith(("session", "run")) else None
         )
+        if policy == "link":
+            session = team["session"]
         path = _fill(pattern, name, policy, team, session)
         client = Client()
         if role is not None:
@@ -316,6 +347,7 @@ def _api_body(operation: str, team, session) -> dict:
         "create_workspace": {"name": "Another"},
         "add_workspace_member": {"username": "u-nonmember", "role": "viewer"},
         "create_workspace_invite": {"role": "viewer"},
+        "create_share": {"session_id": session.pk if session else 0, "expires_in_days": 1},
     }
     return bodies.get(operation, {})
 
@@ -329,6 +361,10 @@ def test_api_operation_answers_each_role_as_its_policy_says(operation, policy, t
     for role in (None, *ROLES):
         destructive = operation.startswith("delete")
         session = team["new_session"](destructive)
+        if operation == "revoke_share":
+            # a live link per check: revoking twice is still a 204
+            team["owned"]["share"].revoked_at = None
+            team["owned"]["share"].save()
         kind = policy.split(":")[0]
         ids = {
             "session_id": session.pk if session else 0,
@@ -337,6 +373,7 @@ def test_api_operation_answers_each_role_as_its_policy_says(operation, policy, t
             "comparison_id": team["owned"]["comparison"].pk,
             "sweep_id": team["owned"]["sweep"].pk,
             "username": "u-viewer",
+            "share_id": team["owned"]["share"].pk,
         }
         url = re.sub(r"\{(\w+)\}", lambda m, ids=ids: str(ids[m.group(1)]), template)
         headers = {}

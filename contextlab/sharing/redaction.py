@@ -99,10 +99,11 @@ OWN_RULES: tuple[Rule, ...] = (
         "secret-assignment",
         # an upper-case env-style name ending in KEY, TOKEN, SECRET, PASSWORD … given a literal
         # value (quoted or bare); references (os.environ, $VAR, ${…}, <…>) are not secrets
-        r"(?:KEY|TOKEN|SECRET|PASSWORD|PASSWD|PWD|CREDENTIALS?)[A-Z0-9_]{0,30}[\"']?\s{0,3}"
-        r"(?::=|=|:)\s{0,3}[\"']?"
-        r"(?P<secret>(?![$<{(\[*/\\+-]|os\.|process\.|env\.|true\b|false\b|null\b|None\b)"
-        r"[^\s\"',;()}\]\x00-\x1f]{6,300})",
+        # (quotes may come JSON-escaped: the tool inputs of a transcript are JSON text)
+        r"(?:KEY|TOKEN|SECRET|PASSWORD|PASSWD|PWD|CREDENTIALS?)[A-Z0-9_]{0,30}(?:\\?[\"'])?"
+        r"\s{0,3}(?::=|=|:)\s{0,3}(?:\\?[\"'])?"
+        r"(?P<secret>(?![$<{(\[*/+-]|\\[unrt]|os\.|process\.|env\.|true\b|false\b|null\b|None\b)"
+        r"[^\s\"',;()}\]\\\x00-\x1f]{6,300})",
         "abcdefghijklmnopqrstuvwxyz",
     ),
     _rule(HOME, r"/(?:Users|home)/(?!Shared\b|runner\b)[A-Za-z0-9._-]{1,64}"),

@@ -13,6 +13,7 @@ from typing import Any
 from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import F, Q, QuerySet
+from django.http import Http404
 from django.utils import timezone
 
 from contextlab.runs import services as run_services
@@ -246,3 +247,16 @@ def revoke(link: ShareLink) -> None:
     if link.revoked_at is None:
         link.revoked_at = timezone.now()
         link.save(update_fields=["revoked_at"])
+
+
+def pick_run(transcript: Transcript, run_id: int | None) -> Run:
+    """The run an export or share names (one of the session's), else its default run."""
+    if run_id is not None:
+        run = Run.objects.filter(pk=run_id, transcript=transcript).first()
+        if run is None:
+            raise Http404("no such run")
+        return run
+    run = run_services.default_run(transcript)
+    if run is None:
+        raise ShareError("run", "this session has no run yet", 409)
+    return run
