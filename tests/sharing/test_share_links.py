@@ -154,7 +154,7 @@ def test_the_token_is_long_random_shown_once_and_only_its_hash_is_stored(shared)
     assert token.startswith(services.TOKEN_PREFIX)
     assert len(token) - len(services.TOKEN_PREFIX) >= 22  # 128 bits in url-safe base64
     assert link.token_hash == services.hash_token(token)
-    stored = json.dumps(list(ShareLink.objects.filter(pk=link.pk).values())[0], default=str)
+    stored = json.dumps(next(iter(ShareLink.objects.filter(pk=link.pk).values())), default=str)
     assert token not in stored
     assert token[len(services.TOKEN_PREFIX) :] not in stored
 
@@ -190,7 +190,7 @@ def test_a_burst_of_wrong_tokens_is_rate_limited(shared):
     from django.core.cache import cache
 
     cache.clear()
-    link, token = shared
+    _link, token = shared
     client = Client()
     statuses = [client.get(f"/s/{services.TOKEN_PREFIX}guess{i}/").status_code for i in range(40)]
     assert statuses[:30] == [404] * 30
