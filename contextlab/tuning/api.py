@@ -92,7 +92,7 @@ def list_comparisons(request: AuthedRequest) -> list[dict[str, Any]]:
 @router.get("/comparisons/{comparison_id}", response=ComparisonOut, operation_id="get_comparison")
 def get_comparison(request: AuthedRequest, comparison_id: int) -> dict[str, Any]:
     comparison = get_object_or_404(Comparison, pk=comparison_id, owner=request.user)
-    report = services.comparison_report(comparison)
+    report = services.comparison_report(comparison, reader=request.user)
 
     def side(name: str) -> dict[str, Any]:
         return {
@@ -168,7 +168,7 @@ def list_sweeps(request: AuthedRequest) -> list[dict[str, Any]]:
 @router.get("/sweeps/{sweep_id}", response=SweepOut, operation_id="get_sweep")
 def get_sweep(request: AuthedRequest, sweep_id: int) -> dict[str, Any]:
     sweep = get_object_or_404(Sweep, pk=sweep_id, owner=request.user)
-    report = services.sweep_report(sweep)
+    report = services.sweep_report(sweep, reader=request.user)
     return {
         "id": sweep.pk,
         "status": report["status"],

@@ -562,17 +562,38 @@ def comparison_status(comparison: Comparison) -> str:
     return derived_status(refresh(comparison_runs(comparison).values()))
 
 
+def _readable(reader: User | None) -> set[int] | None:
+    """The ids of the sessions ``reader`` may still read (None: no reader, no filter)."""
+    if reader is None:
+        return None
+    return set(access.sessions(reader).values_list("pk", flat=True))
+
+
 def comparison_report(
-    comparison: Comparison, *, details: bool = True, divergence: bool = True
+    comparison: Comparison,
+    *,
+    details: bool = True,
+    divergence: bool = True,
+    reader: User | None = None,
 ) -> dict[str, Any]:
     """Everything the compare page and API show: status, per-session pairs, totals, delta.
 
     With ``details=False`` (a progress poll) no result is read: pairs carry their runs only.
+    With a ``reader``, only the sessions they can still read count (leaving a workspace takes
+    its sessions out of one's comparisons).
     """
-    runs = comparison_runs(comparison)
+    readable = _readable(reader)
+    runs = {
+        key: run
+        for key, run in comparison_runs(comparison).items()
+        if readable is None or key[0] in readable
+    }
     refresh(runs.values())
     pairs: list[SessionPair] = []
-    for transcript in comparison.sessions.order_by("pk"):
+    sessions = comparison.sessions.order_by("pk")
+    if readable is not None:
+        sessions = sessions.filter(pk__in=readable)
+    for transcript in sessions:
         pair = SessionPair(
             transcript, runs.get((transcript.pk, Side.A)), runs.get((transcript.pk, Side.B))
         )
@@ -617,12 +638,20 @@ def sweep_status(sweep: Sweep) -> str:
     return items_status(sweep_items(sweep))
 
 
-def sweep_report(sweep: Sweep, *, details: bool = True) -> dict[str, Any]:
+def sweep_report(
+    sweep: Sweep, *, details: bool = True, reader: User | None = None
+) -> dict[str, Any]:
     """Status and one point per value: summed measures over the sessions, when all are done.
 
-    With ``details=False`` (a progress poll) no result is read and summaries are None.
+    With ``details=False`` (a progress poll) no result is read and summaries are None. With a
+    ``reader``, only the sessions they can still read count.
     """
-    items = sweep_items(sweep)
+    readable = _readable(reader)
+    items = [
+        item
+        for item in sweep_items(sweep)
+        if readable is None or item.run.transcript_id in readable
+    ]
     refresh(item.run for item in items)
     by_value: dict[str, list[SweepRun]] = defaultdict(list)
     for item in items:

@@ -404,7 +404,7 @@ def comparison_detail(request: AuthedRequest, pk: int) -> HttpResponse:
         pk=pk,
         owner=request.user,
     )
-    report = services.comparison_report(comparison, details=not request.htmx)
+    report = services.comparison_report(comparison, details=not request.htmx, reader=request.user)
     runs: dict[tuple[int, str], Run] = report["runs"]
     active = report["status"] in (Run.Status.QUEUED, Run.Status.RUNNING)
     context: dict[str, Any] = {
@@ -648,7 +648,7 @@ def sweep_detail(request: AuthedRequest, pk: int) -> HttpResponse:
         Sweep.objects.select_related("base_version__saved_config"), pk=pk, owner=request.user
     )
     polling = bool(request.htmx) and request.htmx.target != "sweep-chart"
-    report = services.sweep_report(sweep, details=not polling)
+    report = services.sweep_report(sweep, details=not polling, reader=request.user)
     active = report["status"] in (Run.Status.QUEUED, Run.Status.RUNNING)
     x = _axis(request, "x", "mean_history_share")
     y = _axis(request, "y", "cost_usd")
@@ -664,7 +664,9 @@ def sweep_detail(request: AuthedRequest, pk: int) -> HttpResponse:
         "measures": services.MEASURES,
         "figure": figure_json(fig),
         "any_done": any(p["summary"] for p in report["points"]),
-        "sessions": list(sweep.sessions.order_by("pk")),
+        "sessions": list(
+            sweep.sessions.filter(pk__in=access.sessions(request.user)).order_by("pk")
+        ),
     }
     if request.htmx and request.htmx.target == "sweep-chart":
         return render(request, "tuning/sweep.html#sweep-chart", context)

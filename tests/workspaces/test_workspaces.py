@@ -229,3 +229,36 @@ def test_workspaces_page_manages_members(team, user, bob):
         .status_code
         == 403
     )
+
+
+def test_leaving_a_workspace_takes_its_sessions_out_of_ones_comparisons(
+    team, bob, user, short_jsonl
+):
+    from contextlab.runs import runner
+    from contextlab.transcripts import services as transcript_services
+
+    services.set_member(workspace=team, username="bob", role="editor")
+    with short_jsonl.open("rb") as fh:
+        transcript, _ = transcript_services.create_transcript(
+            owner=user, name="t.jsonl", content=fh, workspace=team
+        )
+    runner.execute_run(transcript.runs.get().pk)
+    bob_client = login(bob)
+    response = bob_client.post(
+        "/api/comparisons",
+        {"session_ids": [transcript.pk], "a": {"preset": "auto"}, "b": {"preset": "auto"}},
+        content_type="application/json",
+    )
+    assert response.status_code == 201, response.content
+    comparison_id = response.json()["id"]
+    before = bob_client.get(f"/api/comparisons/{comparison_id}").json()
+    assert before["a"]["run_ids"]
+    assert b"t.jsonl" in bob_client.get(f"/compare/{comparison_id}/").content
+    services.remove_member(workspace=team, username="bob")
+    after = bob_client.get(f"/api/comparisons/{comparison_id}").json()
+    assert after["a"]["run_ids"] == []
+    assert after["b"]["run_ids"] == []
+    page = bob_client.get(f"/compare/{comparison_id}/")
+    assert page.status_code == 200
+    assert b"t.jsonl" not in page.content
+    assert bob_client.get(f"/compare/{comparison_id}/requests/0/").status_code == 404
