@@ -63,10 +63,12 @@ class Rule:
     pattern: re.Pattern[str]
     #: the character before the match must not be one of these
     not_after: str = ""
+    #: substrings one of which a text must contain for the rule to run (a fast pre-check)
+    needs: tuple[str, ...] = ()
 
 
-def _rule(category: str, pattern: str, not_after: str = "", flags: int = 0) -> Rule:
-    return Rule(category, re.compile(pattern, flags), not_after)
+def _rule(category: str, pattern: str, not_after: str = "", needs: tuple[str, ...] = ()) -> Rule:
+    return Rule(category, re.compile(pattern), not_after, needs)
 
 
 _TOKEN_CHARS = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-"
@@ -78,8 +80,9 @@ OWN_RULES: tuple[Rule, ...] = (
         "private-key",
         r"-----BEGIN[A-Z0-9 ]{0,30} PRIVATE KEY(?: BLOCK)?-----[\s\S]{0,12000}?"
         r"(?:-----END[A-Z0-9 ]{0,30} PRIVATE KEY(?: BLOCK)?-----|\Z)",
+        needs=("PRIVATE KEY",),
     ),
-    _rule("anthropic-key", r"sk-ant-[A-Za-z0-9_\-]{16,}", _TOKEN_CHARS),
+    _rule("anthropic-key", r"sk-ant-[A-Za-z0-9_\-]{16,}", _TOKEN_CHARS, ("sk-ant-",)),
     _rule("openai-key", r"sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}", _TOKEN_CHARS),
     _rule("github-token", r"gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{20,}", _TOKEN_CHARS),
     _rule(
@@ -87,10 +90,18 @@ OWN_RULES: tuple[Rule, ...] = (
         r"A(?:KIA|SIA|BIA|CCA|3T[A-Z0-9])[A-Z0-9]{16}(?![A-Z0-9])",
         "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789",
     ),
-    _rule("slack-token", r"xox[abposr]-[A-Za-z0-9-]{10,}"),
-    _rule("slack-webhook", r"https://hooks\.slack\.com/services/[A-Za-z0-9_/]{20,}"),
-    _rule("stripe-key", r"k_(?:live|test)_[A-Za-z0-9]{16,}|whsec_[A-Za-z0-9]{20,}"),
-    _rule("jwt", r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),
+    _rule("slack-token", r"xox[abposr]-[A-Za-z0-9-]{10,}", needs=("xox",)),
+    _rule(
+        "slack-webhook",
+        r"https://hooks\.slack\.com/services/[A-Za-z0-9_/]{20,}",
+        needs=("hooks.slack.com",),
+    ),
+    _rule(
+        "stripe-key",
+        r"k_(?:live|test)_[A-Za-z0-9]{16,}|whsec_[A-Za-z0-9]{20,}",
+        needs=("k_live_", "k_test_", "whsec_"),
+    ),
+    _rule("jwt", r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}", needs=("eyJ",)),
     _rule(
         "url-credentials",
         r"://(?P<secret>[^\s:/@\"'<>\\]{1,100}:[^\s@/\"'<>\\]{1,200})@",
@@ -107,7 +118,7 @@ OWN_RULES: tuple[Rule, ...] = (
         "abcdefghijklmnopqrstuvwxyz",
     ),
     _rule(HOME, r"/(?:Users|home)/(?!Shared\b|runner\b)[A-Za-z0-9._-]{1,64}"),
-    _rule(HOME, r"\\{1,2}Users\\{1,2}(?!Public\b)[A-Za-z0-9._-]{1,64}"),
+    _rule(HOME, r"\\{1,2}Users\\{1,2}(?!Public\b)[A-Za-z0-9._-]{1,64}", needs=("Users\\",)),
 )
 
 #: e-mail addresses are found from their "@" (a literal), the local part read leftwards
@@ -307,6 +318,8 @@ def _entropy_spans(text: str, priority: int) -> Iterator[Span]:
 
 def _own_spans(text: str) -> Iterator[Span]:
     for priority, rule in enumerate(OWN_RULES):
+        if rule.needs and not any(needed in text for needed in rule.needs):
+            continue
         for match in rule.pattern.finditer(text):
             start = match.start()
             if rule.not_after and start > 0 and text[start - 1] in rule.not_after:
