@@ -34,9 +34,16 @@ sys.path.insert(0, str(ROOT))
 CORPUS = Path(os.environ.get("CONTEXTLAB_CORPUS") or ROOT.parent / "shared" / "corpus")
 OUT_FILE = BENCH_DIR / "out" / "share.json"
 TARGET = 2.0  # share / replay
+HTML_MAX_BYTES = 10_000_000  # the HTML export of the largest session
 
-from contextlab import engine  # noqa: E402  (after the path set-up)
-from contextlab.sharing import redaction  # noqa: E402
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "contextlab.settings")
+os.environ.setdefault("SECRET_KEY", "bench-only-" + "x" * 40)
+import django  # noqa: E402  (after the path set-up)
+
+django.setup()
+
+from contextlab import engine  # noqa: E402
+from contextlab.sharing import export, redaction  # noqa: E402
 
 
 def replay(path: Path) -> tuple[float, dict[str, Any], Any]:
@@ -52,13 +59,24 @@ def replay(path: Path) -> tuple[float, dict[str, Any], Any]:
     return time.perf_counter() - started, data, session
 
 
-def share(data: dict[str, Any], session: Any) -> tuple[float, int, int]:
-    started = time.perf_counter()
-    source = {
-        "transcript": {"name": session.name if hasattr(session, "name") else ""},
+def _source(data: dict[str, Any], session: Any) -> dict[str, Any]:
+    return {
+        "transcript": {"name": getattr(session, "name", ""), "request_count": 0},
+        "run": {"label": "recorded"},
         "result": data,
         "messages": engine.expand_messages(engine.messages_json(session)),
     }
+
+
+def html_export(data: dict[str, Any], session: Any) -> tuple[float, int]:
+    started = time.perf_counter()
+    html, _ = export.render_html(_source(data, session))
+    return time.perf_counter() - started, len(html.encode())
+
+
+def share(data: dict[str, Any], session: Any) -> tuple[float, int, int]:
+    started = time.perf_counter()
+    source = _source(data, session)
     redacted = redaction.redact_tree(source)
     payload = json.dumps(redacted.tree, ensure_ascii=False)
     remaining = redaction.find(payload)
@@ -90,12 +108,16 @@ def main() -> int:
             "remaining_after_redaction": remaining,
         }
         row["ratio"] = round(row["share_s"] / row["replay_s"], 3)
-        row["ok"] = row["ratio"] <= TARGET and remaining == 0
+        export_s, export_bytes = html_export(data, session)
+        row["html_export_s"] = round(export_s, 3)
+        row["html_export_mb"] = round(export_bytes / 1e6, 2)
+        row["ok"] = row["ratio"] <= TARGET and remaining == 0 and export_bytes < HTML_MAX_BYTES
         results.append(row)
         print(
             f"{row['file']} ({row['mb']} MB): replay {row['replay_s']} s, share "
             f"{row['share_s']} s = {row['ratio']} x (target <= {TARGET}); "
-            f"{findings} findings, {remaining} left after redaction"
+            f"{findings} findings, {remaining} left after redaction; HTML export "
+            f"{row['html_export_mb']} MB in {row['html_export_s']} s (target < 10 MB)"
         )
     OUT_FILE.parent.mkdir(parents=True, exist_ok=True)
     OUT_FILE.write_text(json.dumps({"runs": args.runs, "results": results}, indent=2))

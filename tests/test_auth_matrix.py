@@ -115,6 +115,7 @@ PAGE_POLICIES: dict[str, str] = {
     "workspaces:invite_create": "workspace:owner",
     "workspaces:invite": "public",
     "sharing:dialog": "session:editor",
+    "sharing:export_html": "session:viewer",
     "sharing:links": "user",
     "sharing:revoke": "owned",
     "sharing:shared": "link",

@@ -11,7 +11,7 @@ from ninja.responses import Status
 
 from contextlab.http import AuthedRequest
 from contextlab.runs.models import Run
-from contextlab.sharing import redaction, services
+from contextlab.sharing import export, redaction, services
 from contextlab.sharing.models import ShareLink
 from contextlab.sharing.schemas import ShareCreatedOut, ShareIn, ShareOut
 from contextlab.transcripts.api import field_error
@@ -93,7 +93,8 @@ def revoke_share(request: AuthedRequest, share_id: int) -> HttpResponse:
     "/{session_id}/export",
     response={200: dict[str, Any], 409: dict[str, Any], 422: dict[str, Any]},
     operation_id="export_session",
-    summary="The session's replay result as JSON, redacted unless redact=false",
+    summary="The session's replay result as JSON (redacted unless redact=false), or a "
+    "self-contained, always redacted HTML report (format=html)",
 )
 def export_session(
     request: AuthedRequest,
@@ -103,9 +104,17 @@ def export_session(
     run_id: int | None = None,
 ) -> Status[dict[str, Any]] | HttpResponse:
     transcript = access.session_for(request.user, session_id, access.READ)
-    if format != "json":
-        return Status(422, field_error("format", "only format=json is available so far"))
     run = services.pick_run(transcript, run_id)
+    if format == "html":
+        if not redact:
+            return Status(422, field_error("redact", "the HTML export is always redacted"))
+        try:
+            html, _ = export.html_export(transcript, run)
+        except services.ShareError as exc:
+            return Status(409, {"detail": exc.message})
+        response = HttpResponse(html, content_type="text/html; charset=utf-8")
+        response["Content-Disposition"] = f'attachment; filename="session-{transcript.pk}.html"'
+        return response
     try:
         source = services.snapshot_source(transcript, run)
     except services.ShareError as exc:

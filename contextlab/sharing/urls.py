@@ -6,6 +6,7 @@ app_name = "sharing"
 
 urlpatterns = [
     path("sessions/<int:pk>/share/", views.share_dialog, name="dialog"),
+    path("sessions/<int:pk>/export.html", views.export_html, name="export_html"),
     path("shares/", views.link_list, name="links"),
     path("shares/<int:pk>/revoke/", views.revoke, name="revoke"),
     path("s/<str:token>/", views.shared_report, name="shared"),

@@ -22,7 +22,7 @@ from contextlab.http import AuthedRequest, HtmxRequest
 from contextlab.runs import charts
 from contextlab.runs.models import Run
 from contextlab.runs.views import _is_replaced, _prepare_rows, subagent_rows
-from contextlab.sharing import services
+from contextlab.sharing import export, services
 from contextlab.sharing.models import ShareLink
 from contextlab.summaries import services as summaries
 from contextlab.transcripts.models import Transcript
@@ -292,3 +292,16 @@ def revoke(request: AuthedRequest, pk: int) -> HttpResponse:
     services.revoke(link)
     messages.success(request, f"Revoked the link to {link.transcript.name}; it now answers 410.")
     return redirect("sharing:links")
+
+
+@access.session_view(access.READ)
+def export_html(request: AuthedRequest, transcript: Transcript) -> HttpResponse:
+    """Download the report as one self-contained, redacted HTML file."""
+    run = _selected_run(request, transcript) or services.pick_run(transcript, None)
+    try:
+        html, _ = export.html_export(transcript, run)
+    except services.ShareError as exc:
+        return error_response(request, 400, exc.message)
+    response = HttpResponse(html, content_type="text/html; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="session-{transcript.pk}.html"'
+    return response

@@ -129,7 +129,31 @@ def test_the_json_export_is_redacted_by_default(seeded, alice_client):
     assert body["result"]["requests"]
     raw = alice_client.get(f"/api/sessions/{seeded.pk}/export?format=json&redact=false")
     assert leaks(raw.content) != []
-    assert alice_client.get(f"/api/sessions/{seeded.pk}/export?format=html").status_code == 422
+
+
+def test_the_html_export_is_self_contained_redacted_and_strict(seeded, alice_client):
+    response = alice_client.get(f"/sessions/{seeded.pk}/export.html")
+    assert response.status_code == 200
+    assert "attachment" in response["Content-Disposition"]
+    html = response.content.decode()
+    api = alice_client.get(f"/api/sessions/{seeded.pk}/export?format=html")
+    assert api.status_code == 200
+    assert api["Content-Type"].startswith("text/html")
+    for body in (html, api.content.decode()):
+        assert leaks(body) == []
+    assert "[REDACTED:anthropic-key]" in html
+    # offline: nothing is loaded from anywhere (no src/href to a server), strict CSP by hash
+    scripts = re.findall(r"<script\b([^>]*)>", html)
+    assert all("src=" not in attrs for attrs in scripts)
+    assert not re.search(r"<link\b", html)
+    assert "default-src 'none'" in html
+    assert "script-src 'sha256-" in html
+    # no inline handlers in the markup (the inlined plotly.js code is left out of the check)
+    markup = re.sub(r"<script>.*?</script>", "", html, flags=re.S)
+    assert not re.search(r"\son[a-z]+\s*=", markup)
+    # the last request and every compaction are shown side by side
+    assert 'id="view-' in html
+    assert len(response.content) < 10_000_000
 
 
 def test_shared_pages_are_read_only_and_say_who_shared_and_when_it_expires(shared, user):
