@@ -60,3 +60,35 @@ def test_share_open_logged_out_revoke_410(page: Any, browser: Any, live_server: 
     assert response.status == 410
     assert "revoked" in other.locator("#error-message").inner_text()
     stranger.close()
+
+
+def test_html_export_opens_offline_from_disk(page: Any, browser: Any, tmp_path: Any) -> None:
+    sign_up(page, "exporter")
+    upload(page, corpus_file("marot__spotter__tool_heavy.jsonl"))
+    href = page.locator("#export-html").get_attribute("href")
+    assert href
+    response = page.request.get(href)
+    assert response.status == 200
+    path = tmp_path / "report.html"
+    path.write_bytes(response.body())
+
+    offline = browser.new_context(offline=True)
+    requests: list[str] = []
+    offline.route(
+        "**/*",
+        lambda route: (
+            route.continue_()
+            if route.request.url.startswith("file://")
+            else (requests.append(route.request.url), route.abort())
+        ),
+    )
+    other = offline.new_page()
+    errors: list[str] = []
+    other.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+    other.goto(path.as_uri())
+    other.locator("#chart-context .main-svg").first.wait_for()
+    other.locator("#chart-fidelity .main-svg").first.wait_for()
+    assert other.locator("[id^=view-] tr.row").count() > 0
+    assert requests == []
+    assert errors == []
+    offline.close()
