@@ -62,7 +62,7 @@ def create_share(request: AuthedRequest, payload: ShareIn) -> Status[dict[str, A
         )
     except services.ShareError as exc:
         body = field_error(exc.field, exc.message)
-        return Status(exc.status if exc.status in (409, 422) else 422, body)
+        return Status(exc.http_status if exc.http_status in (409, 422) else 422, body)
     return Status(
         201,
         {

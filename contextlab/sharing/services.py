@@ -35,11 +35,11 @@ TOKEN_PREFIX = "cls_"
 class ShareError(Exception):
     """A share request that cannot be done; ``field`` names the bad input."""
 
-    def __init__(self, field: str, message: str, status: int = 422) -> None:
+    def __init__(self, field: str, message: str, http_status: int = 422) -> None:
         super().__init__(message)
         self.field = field
         self.message = message
-        self.status = status
+        self.http_status = http_status
 
 
 class ShareBlocked(ShareError):

@@ -68,7 +68,7 @@ def share_dialog(request: AuthedRequest, transcript: Transcript) -> HttpResponse
         except services.ShareError as exc:
             context["error"] = exc
             context["findings"] = _findings_or_none(transcript, run)
-            return render(request, "sharing/dialog.html", context, status=exc.status)
+            return render(request, "sharing/dialog.html", context, status=exc.http_status)
         context["link"] = link
         context["url"] = request.build_absolute_uri(reverse("sharing:shared", args=[token]))
         return render(request, "sharing/created.html", context, status=201)
