@@ -28,6 +28,8 @@ lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy contextlab
+	$(BIN)/lint-imports
+	$(BIN)/vulture
 
 fmt: venv
 	$(BIN)/ruff format .

@@ -18,6 +18,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from . import disk_cache
 from .config import (
     ConfigError,
     FieldError,
@@ -69,26 +70,27 @@ if TYPE_CHECKING:  # loaded on first use (below): the CLI's start-up only pays f
     from .summarizing.llm import LLMSettings
     from .summarizing.openai_backend import OpenAICompatibleSummarizer
 
-_LAZY: dict[str, tuple[str, str | None]] = {
-    "compare": (".compare", None),
-    "cache_accuracy": (".evaluation", "cache_accuracy"),
-    "compaction_accuracy": (".evaluation", "compaction_accuracy"),
-    "fidelity": (".evaluation", "fidelity"),
-    "AnthropicSummarizer": (".summarizing.anthropic_backend", "AnthropicSummarizer"),
-    "FallbackSummarizer": (".summarizing.fallback", "FallbackSummarizer"),
-    "LLMSettings": (".summarizing.llm", "LLMSettings"),
-    "OpenAICompatibleSummarizer": (".summarizing.openai_backend", "OpenAICompatibleSummarizer"),
-    "make_summarizer": (".summarizing.factory", "make_summarizer"),
-    "preload_sdks": (".summarizing.factory", "preload_sdks"),
-    "file_sha256": (".session_cache", "file_sha256"),
-    "load_session_cached": (".session_cache", "load_session_cached"),
-    "tokenize_session": (".session_cache", "tokenize_session"),
-    "BADGES": (".explorer", "BADGES"),
-    "TransformIndex": (".explorer", "TransformIndex"),
-    "messages_json": (".explorer", "messages_json"),
-    "expand_messages": (".explorer", "expand_messages"),
-    "side_by_side": (".explorer", "side_by_side"),
+#: What is loaded on first use, by module (the names in the TYPE_CHECKING block above, which
+#: type checkers read; a test keeps the two equal). A module listed with no names is itself
+#: the attribute (``engine.compare``).
+_LAZY_MODULES: dict[str, tuple[str, ...]] = {
+    ".compare": (),
+    ".evaluation": ("cache_accuracy", "compaction_accuracy", "fidelity"),
+    ".explorer": ("BADGES", "TransformIndex", "expand_messages", "messages_json", "side_by_side"),
+    ".session_cache": ("file_sha256", "load_session_cached", "tokenize_session"),
+    ".summarizing.anthropic_backend": ("AnthropicSummarizer",),
+    ".summarizing.factory": ("make_summarizer", "preload_sdks"),
+    ".summarizing.fallback": ("FallbackSummarizer",),
+    ".summarizing.llm": ("LLMSettings",),
+    ".summarizing.openai_backend": ("OpenAICompatibleSummarizer",),
 }
+#: attribute name -> (module, name in it, or None for the module itself)
+_LAZY: dict[str, tuple[str, str | None]] = {}
+for _module, _names in _LAZY_MODULES.items():
+    if not _names:
+        _LAZY[_module.rsplit(".", 1)[-1]] = (_module, None)
+    for _name in _names:
+        _LAZY[_name] = (_module, _name)
 
 
 def __getattr__(name: str) -> Any:
@@ -141,6 +143,7 @@ __all__ = [
     "compaction_accuracy",
     "compare",
     "compute_thresholds",
+    "disk_cache",
     "expand_messages",
     "fidelity",
     "field_specs",

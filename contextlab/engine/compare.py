@@ -98,14 +98,6 @@ def delta(a: Mapping[str, Any], b: Mapping[str, Any]) -> dict[str, dict[str, Any
     return out
 
 
-def view_signature(
-    request: Mapping[str, Any], active: Mapping[tuple[int, int], Any] | None = None
-) -> tuple[Any, ...]:
-    """What identifies a request's model view: its head, range and size."""
-    view = request["view"]
-    return (tuple(view["head"]), view["start"], view["end"], request["raw_tokens"])
-
-
 def first_divergence(a: Mapping[str, Any], b: Mapping[str, Any]) -> int | None:
     """Index of the first request whose model view differs between two replays of a session."""
     rows_a, rows_b = as_result(a)["requests"], as_result(b)["requests"]

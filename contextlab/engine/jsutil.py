@@ -39,11 +39,6 @@ def js_round(value: float) -> int:
     return math.floor(value + 0.5)
 
 
-def rough_tokens(text: str) -> int:
-    """Claude Code's ``roughTokenCountEstimation``: round(length / 4)."""
-    return js_round(js_len(text) / 4)
-
-
 def js_to_fixed_1(value: float) -> str:
     """``Number.prototype.toFixed(1)``: half-up on the exact binary value."""
     return str(Decimal(value).quantize(Decimal("0.1"), rounding=ROUND_HALF_UP))
@@ -67,8 +62,3 @@ def format_file_size(size: int) -> str:
 def json_stringify(value: Any) -> str:
     """``JSON.stringify`` (compact, non-ASCII kept, key order preserved)."""
     return json.dumps(value, ensure_ascii=False, separators=(",", ":"), default=str)
-
-
-def json_pretty(value: Any) -> str:
-    """``JSON.stringify(value, null, 2)``."""
-    return json.dumps(value, ensure_ascii=False, indent=2, default=str)

@@ -121,6 +121,11 @@ class Session:
     def main(self) -> Thread:
         return self.threads[0]
 
+    def close(self) -> None:
+        """Close the archive an upload keeps open for lazy reads of its tool-results."""
+        if self.upload is not None:
+            self.upload.close()
+
     @property
     def max_recorded_prompt(self) -> int:
         """The largest prompt any response of the session reports (input + cache read/write)."""

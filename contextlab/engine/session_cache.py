@@ -9,11 +9,10 @@ from __future__ import annotations
 
 import hashlib
 import os
-import pickle
-import tempfile
 from collections import OrderedDict
 from pathlib import Path
 
+from .disk_cache import read_pickle, write_pickle_atomic
 from .loading import open_upload
 from .parsing import Session, load_session
 from .tokens import TiktokenCounter, TokenCounter, block_key, block_rough, block_tokens
@@ -70,29 +69,18 @@ def load_session_cached(
         _RECENT.move_to_end(key)
         recent.upload = open_upload(path, name)  # the last replay closed its archive handles
         return recent
-    if target.exists():
-        try:
-            with open(target, "rb") as fh:
-                session = pickle.load(fh)
-        except (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError):
-            session = None
-        if isinstance(session, Session):
-            session.upload = open_upload(path, name)  # archives: tool-results read on demand
-            if name:
-                session.name = name
-            _remember(key, session)
-            return session
+    session = read_pickle(target, Session)
+    if session is not None:
+        session.upload = open_upload(path, name)  # archives: tool-results read on demand
+        if name:
+            session.name = name
+        _remember(key, session)
+        return session
     session = load_session(path, name)
     tokenize_session(session)
     upload, session.upload = session.upload, None
     try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=target.parent, suffix=".tmp")
-        with os.fdopen(fd, "wb") as fh:
-            pickle.dump(session, fh, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(tmp, target)  # atomic: a concurrent reader never sees half a file
-    except OSError:
-        pass  # a read-only or full disk only costs the reuse
+        write_pickle_atomic(target, session)  # a read-only or full disk only costs the reuse
     finally:
         session.upload = upload
     _remember(key, session)

@@ -11,12 +11,12 @@ import hashlib
 import importlib.util
 import math
 import os
-import pickle
 import statistics
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Protocol
 
+from .disk_cache import read_pickle, user_cache_dir, write_pickle_atomic
 from .jsutil import js_len, js_round
 from .transcript import Block, Message
 
@@ -107,31 +107,14 @@ def _offline_data_path() -> str | None:
 
 def _cached_ranks(path: str) -> dict[bytes, int]:
     stat = os.stat(path)
-    cache_dir = os.environ.get("CONTEXTLAB_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
-        "contextlab",
-    )
-    target = os.path.join(cache_dir, f"cl100k-{stat.st_size}-{int(stat.st_mtime)}.pickle")
-    try:
-        with open(target, "rb") as fh:
-            ranks = pickle.load(fh)
-        if isinstance(ranks, dict) and len(ranks) > 100_000:
-            return ranks
-    except (OSError, pickle.UnpicklingError, EOFError):
-        pass
+    target = user_cache_dir() / f"cl100k-{stat.st_size}-{int(stat.st_mtime)}.pickle"
+    cached = read_pickle(target, dict, lambda ranks: len(ranks) > 100_000)
+    if cached is not None:
+        return cached
     from tiktoken.load import load_tiktoken_bpe
 
     ranks = load_tiktoken_bpe(path)
-    try:
-        import tempfile
-
-        os.makedirs(cache_dir, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=cache_dir, suffix=".tmp")
-        with os.fdopen(fd, "wb") as fh:
-            pickle.dump(ranks, fh, protocol=pickle.HIGHEST_PROTOCOL)
-        os.replace(tmp, target)
-    except OSError:
-        pass  # no writable cache: parse every time
+    write_pickle_atomic(target, ranks)  # no writable cache: parse every time
     return dict(ranks)
 
 

@@ -246,11 +246,10 @@ def park(run: Run, pending: engine.SummaryPending) -> WaitingForSummary:
     rebuilds the summary's input) instead of replaying the session from the start.
     """
     if pending.checkpoint is not None:
-        target = checkpoint_path(run.pk)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_suffix(".tmp")
-        tmp.write_bytes(pending.checkpoint)
-        tmp.replace(target)  # atomic: a reader sees the old state or the new one, never half
+        # a checkpoint that cannot be written only costs the resume: the replay starts over
+        engine.disk_cache.write_bytes_atomic(
+            checkpoint_path(run.pk), _checkpoint_owner(run) + pending.checkpoint
+        )
     with transaction.atomic():
         summaries.mark_waiting(run.pk, pending.key)
         Run.objects.filter(pk=run.pk).update(status=Run.Status.QUEUED, heartbeat_at=None)
@@ -315,8 +314,19 @@ def checkpoint_path(run_id: int) -> Path:
     return Path(settings.SESSION_CACHE_DIR).parent / "checkpoints" / f"run-{run_id}.pickle"
 
 
-def load_checkpoint(run_id: int) -> bytes | None:
-    try:
-        return checkpoint_path(run_id).read_bytes()
-    except OSError:
+def load_checkpoint(run: Run) -> bytes | None:
+    """The replay state ``park`` kept for this very run, else None.
+
+    The file is named by the run's id, and SQLite hands out the id of a deleted newest row
+    again: a checkpoint left by a deleted run must never resume another run's replay. So each
+    checkpoint starts with its run's identity, and one written for another run is ignored.
+    """
+    data = engine.disk_cache.read_bytes(checkpoint_path(run.pk))
+    owner = _checkpoint_owner(run)
+    if data is None or not data.startswith(owner):
         return None
+    return data[len(owner) :]
+
+
+def _checkpoint_owner(run: Run) -> bytes:
+    return f"contextlab-checkpoint run={run.pk} created={run.created_at.isoformat()}\n".encode()

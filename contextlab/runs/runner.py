@@ -59,7 +59,7 @@ def replay_run(
     """
     summarizer = summaries.summarizer_for(run, fetch=summary.fetch if summary is not None else None)
     progress = lifecycle.progress_writer(run.pk, write_first=summary is None)
-    saved = lifecycle.load_checkpoint(run.pk) if summarizer is not None else None
+    saved = lifecycle.load_checkpoint(run) if summarizer is not None else None
     result = None
     if saved is not None and summarizer is not None:
         try:
@@ -80,18 +80,12 @@ def replay_run(
     return data
 
 
-def close_session(session: engine.Session) -> None:
-    upload = getattr(session, "upload", None)
-    if upload is not None:
-        upload.close()
-
-
 def _replay(run: Run, summary: SummaryFetch | None) -> dict[str, Any]:
     session = load_session(run.transcript, store_messages=summary is None)
     try:
         return replay_run(run, session, summary)
     finally:
-        close_session(session)
+        session.close()
 
 
 def execute_run(run_id: int, summary: SummaryFetch | None = None) -> lifecycle.Outcome | None:

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import functools
 import types
 import typing
 from datetime import datetime
@@ -52,9 +53,7 @@ class RunOut(Schema):
     )
 
 
-_MODELS: dict[type, type[BaseModel]] = {}
-
-
+@functools.cache  # one model per TypedDict: the schema is built once per process
 def model_of(typed: type) -> type[BaseModel]:
     """A pydantic model with the fields and types of an engine ``TypedDict`` (nested ones too).
 
@@ -67,17 +66,14 @@ def model_of(typed: type) -> type[BaseModel]:
     Schema's attribute resolution, whose per-object Python validator made a page of rows
     about twenty times slower to serve.
     """
-    model = _MODELS.get(typed)
-    if model is None:
-        hints = typing.get_type_hints(typed)
-        fields: dict[str, Any] = {name: (_api_type(hint), ...) for name, hint in hints.items()}
-        model = create_model(  # type: ignore[call-overload]
-            typed.__name__,
-            __config__=ConfigDict(extra="allow"),
-            __doc__=typed.__doc__,
-            **fields,
-        )
-        _MODELS[typed] = model
+    hints = typing.get_type_hints(typed)
+    fields: dict[str, Any] = {name: (_api_type(hint), ...) for name, hint in hints.items()}
+    model: type[BaseModel] = create_model(  # type: ignore[call-overload]
+        typed.__name__,
+        __config__=ConfigDict(extra="allow"),
+        __doc__=typed.__doc__,
+        **fields,
+    )
     return model
 
 

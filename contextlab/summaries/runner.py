@@ -9,12 +9,12 @@ stops the replay again (``SummaryPending``) and gets a fetch task of its own.
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from collections.abc import Callable
 from dataclasses import asdict
 from datetime import timedelta
-from typing import Any
 
 from django.conf import settings as django_settings
 from django.db import transaction
@@ -52,21 +52,21 @@ def estimate_cost(request: engine.SummaryRequest, model: str | None) -> float:
     )
 
 
-#: One backend client per (backend, model) and worker process: its HTTP connections and
-#: set-up are reused by every summary call of every run this worker handles.
-_PRIMARY: dict[tuple[Any, ...], engine.Summarizer] = {}
 #: the settings a client is built from: a change (a rotated key, another endpoint) builds anew
 _CLIENT_ENV = ("ANTHROPIC_BASE_URL", "ANTHROPIC_API_KEY", "OPENAI_BASE_URL", "OPENAI_API_KEY")
 
 
 def _primary(backend: str, model: str | None) -> engine.Summarizer:
-    key = (backend, model, *(os.environ.get(name) for name in _CLIENT_ENV))
-    summarizer = _PRIMARY.get(key)
-    if summarizer is None:
-        while len(_PRIMARY) >= 4:  # a few live clients per process, oldest dropped first
-            _PRIMARY.pop(next(iter(_PRIMARY)))
-        summarizer = _PRIMARY[key] = engine.make_summarizer(backend, model)
-    return summarizer
+    """One backend client per (backend, model, client settings) and worker process: its HTTP
+    connections and set-up are reused by every summary call of every run this worker handles."""
+    return _client(backend, model, tuple(os.environ.get(name) for name in _CLIENT_ENV))
+
+
+@functools.lru_cache(maxsize=4)  # a few live clients per process, least recently used dropped
+def _client(
+    backend: str, model: str | None, _settings: tuple[str | None, ...]
+) -> engine.Summarizer:
+    return engine.make_summarizer(backend, model)
 
 
 def fetch_summary(

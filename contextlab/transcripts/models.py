@@ -53,10 +53,6 @@ class Transcript(models.Model):
     def path(self) -> str:
         return str(settings.MEDIA_ROOT / self.file)
 
-    @property
-    def error_count(self) -> int:
-        return sum(1 for p in self.problems if p.get("severity") == "error")
-
 
 class TranscriptMessages(models.Model):
     """The session's messages, once per session (``engine.messages_json``), for the explorer."""

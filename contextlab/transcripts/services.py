@@ -105,13 +105,6 @@ def stored_problems(problems: list[engine.Problem]) -> list[dict[str, Any]]:
     return out
 
 
-def _close_session(session: engine.Session) -> None:
-    # An archive upload keeps its zip/tar open for lazy reads of tool-results.
-    upload = getattr(session, "upload", None)
-    if upload is not None:
-        upload.close()
-
-
 def _request_count(session: engine.Session) -> int:
     ids = {
         m.message_id
@@ -199,7 +192,7 @@ def create_transcript(
             final = None
             return Transcript.objects.get(workspace=workspace, sha256=sha256), False
         finally:
-            _close_session(session)
+            session.close()
         final = None  # committed: the file now belongs to the row
         return transcript, True
     finally:

@@ -14,14 +14,16 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any
 
-from celery.exceptions import SoftTimeLimitExceeded
-
 from contextlab import engine
 from contextlab.runs import lifecycle
 from contextlab.runs import runner as run_runner
 from contextlab.runs.models import Run
 
 logger = logging.getLogger(__name__)
+
+
+class BatchOutOfTime(Exception):
+    """The worker's time limit stopped a batch; the runs it did not reach are still queued."""
 
 
 def unstarted(run_ids: list[int]) -> list[int]:
@@ -38,8 +40,8 @@ def execute_batch(run_ids: list[int], *, on_outcome: Callable[[lifecycle.Outcome
     a summary fetch for a run that waits for one). Failures are per run, as for a single run:
     a deterministic one is stored on that run and the batch goes on; a transient database
     error requeues the current run and propagates so the task retries (finished runs are then
-    skipped). The soft time limit fails the current run and raises ``SoftTimeLimitExceeded``,
-    so the task can hand the rest to single-run tasks.
+    skipped). The soft time limit fails the current run and raises ``BatchOutOfTime``, so the
+    task can hand the rest to single-run tasks.
     """
     sessions: dict[int, engine.Session] = {}
     try:
@@ -51,10 +53,10 @@ def execute_batch(run_ids: list[int], *, on_outcome: Callable[[lifecycle.Outcome
             outcome = lifecycle.conclude(run, partial(_replay, run, sessions))
             on_outcome(outcome)
             if isinstance(outcome, lifecycle.Failed) and outcome.out_of_time:
-                raise SoftTimeLimitExceeded(f"batch stopped at run {run_id}")
+                raise BatchOutOfTime(f"batch stopped at run {run_id}")
     finally:
         for session in sessions.values():
-            run_runner.close_session(session)
+            session.close()
 
 
 def _replay(run: Run, sessions: dict[int, engine.Session]) -> dict[str, Any]:

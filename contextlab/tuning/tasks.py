@@ -24,7 +24,7 @@ from contextlab.tuning import runner
 def replay_batch(run_ids: list[int]) -> None:
     try:
         runner.execute_batch(run_ids, on_outcome=summary_tasks.queue_fetch)
-    except SoftTimeLimitExceeded:
+    except (runner.BatchOutOfTime, SoftTimeLimitExceeded):
         # the batch ran out of time: each run it did not reach gets its own task
         for run_id in runner.unstarted(run_ids):
             run_tasks.run_replay.delay(run_id)

@@ -163,76 +163,19 @@ def test_only_the_lifecycle_module_writes_a_run_status():
 
 # --- layers ---------------------------------------------------------------------------------------
 
-#: the job wing: requests queue runs, workers replay them, tasks pass between the two
-JOB_PACKAGES = ("contextlab.runs", "contextlab.summaries", "contextlab.tuning", "contextlab.celery")
 
+@pytest.mark.django_db
+@pytest.mark.usefixtures("clean_media")
+def test_a_checkpoint_left_by_another_run_with_the_same_id_is_never_resumed(run):
+    """SQLite gives a deleted newest row's id to the next row: a checkpoint file named by that
+    id may have been written for the deleted run, and resuming it would replay another session."""
+    from contextlab import engine
 
-def import_graph() -> dict[str, set[str]]:
-    """``{module: modules of contextlab it imports}``, function-level imports included (they
-    are edges too: only the order of execution hides a cycle they close)."""
-    modules: dict[str, Path] = {}
-    for path in CONTEXTLAB.rglob("*.py"):
-        if "migrations" in path.parts:
-            continue
-        parts = path.relative_to(ROOT).with_suffix("").parts
-        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
-    graph: dict[str, set[str]] = {name: set() for name in modules}
-    for name, path in modules.items():
-        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Import):
-                targets = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom):
-                base = node.module or ""
-                if node.level:
-                    up = package.split(".")[: len(package.split(".")) - node.level + 1]
-                    base = ".".join([*up, base] if base else up)
-                targets = [base, *(f"{base}.{alias.name}" for alias in node.names)]
-            else:
-                continue
-            graph[name].update(t for t in targets if t in modules and t != name)
-    return graph
-
-
-def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
-    """The strongly connected components of more than one module (Tarjan)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    found: list[list[str]] = []
-
-    def visit(node: str) -> None:
-        index[node] = low[node] = len(index)
-        stack.append(node)
-        for other in graph[node]:
-            if other not in index:
-                visit(other)
-                low[node] = min(low[node], low[other])
-            elif other in stack:
-                low[node] = min(low[node], index[other])
-        if low[node] == index[node]:
-            component = []
-            while True:
-                member = stack.pop()
-                component.append(member)
-                if member == node:
-                    break
-            if len(component) > 1:
-                found.append(sorted(component))
-
-    for node in sorted(graph):
-        if node not in index:
-            visit(node)
-    return found
-
-
-def test_the_cycle_finder_finds_a_cycle():
-    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
-    assert cycles(graph) == [["a", "b", "c"]]
-
-
-def test_no_import_cycle_runs_through_the_job_modules():
-    graph = import_graph()
-    assert graph["contextlab.runs.tasks"]  # the graph does hold edges
-    looped = [c for c in cycles(graph) if any(m.startswith(JOB_PACKAGES) for m in c)]
-    assert looped == []
+    pending = engine.SummaryPending("k" * 40, None)  # type: ignore[arg-type]
+    pending.checkpoint = b"this run's state"
+    lifecycle.park(run, pending)
+    assert lifecycle.load_checkpoint(run) == b"this run's state"
+    stranger = Run(pk=run.pk, created_at=run.created_at + timedelta(seconds=1))
+    assert lifecycle.load_checkpoint(stranger) is None
+    lifecycle.checkpoint_path(run.pk).write_bytes(b"a checkpoint of an older release")
+    assert lifecycle.load_checkpoint(run) is None

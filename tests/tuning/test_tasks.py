@@ -28,9 +28,14 @@ def test_task_retries_transient_database_errors(monkeypatch):
         tasks.replay_batch.apply(args=([1],), throw=True).get()
 
 
-def test_a_batch_out_of_time_hands_the_rest_to_single_run_tasks(monkeypatch):
+@pytest.mark.parametrize(
+    "stop",
+    [runner.BatchOutOfTime("batch stopped at run 7"), SoftTimeLimitExceeded()],
+    ids=["inside-a-run", "between-runs"],
+)
+def test_a_batch_out_of_time_hands_the_rest_to_single_run_tasks(monkeypatch, stop):
     def slow(run_ids, **_):
-        raise SoftTimeLimitExceeded()
+        raise stop
 
     queued: list[int] = []
     monkeypatch.setattr(runner, "execute_batch", slow)

@@ -76,10 +76,6 @@ def recorded_size(wrapper: str) -> int:
     return int(float(match.group(1).strip()) * _UNITS[match.group(2)])
 
 
-def empty_result_marker(tool_name: str | None) -> str:
-    return f"({tool_name or 'Tool'} completed with no output)"
-
-
 def result_size(text: str) -> int:
     return js_len(text)
 

@@ -49,10 +49,3 @@ def relative(value: Any) -> str:
     if value is None:
         return DASH
     return ("+" if value > 0 else "") + percent(value)
-
-
-@register.filter
-def get_item(mapping: Any, key: Any) -> Any:
-    if isinstance(mapping, dict):
-        return mapping.get(key)
-    return None

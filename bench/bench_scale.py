@@ -1,0 +1,241 @@
+#!/usr/bin/env python3
+"""Scale through the web: a 100 MB (and, with ``--sizes 100 500``, a 500 MB) session uploaded
+over HTTP to the real local stack (`make run`'s launcher: web server and a real Celery worker),
+against the engine's own replay of the same file, measured in the same run.
+
+Printed per size, with its target (issue #13, "Scale through the web"):
+
+* upload → viewable report (upload request, the worker's replay, the report page) against
+  ``contextlab replay FILE --json`` of the same file: ratio ≤ 1.5;
+* peak RSS of the web server and of the worker (``VmHWM`` of every process of the stack, read
+  from ``/proc`` while the stack runs; the replay's own peak beside it): worker ≤ 1.5 GB;
+* bytes stored per request (the result JSON and the session's messages, from the database);
+* the report and the request explorer (first, middle and last request) against a trivial page
+  (the login form) served by the same server: explorer ≤ 3×, report ≤ 3×.
+
+Usage: .venv/bin/python bench/bench_scale.py [--sizes 100] [--runs 3] [--port 8797]
+Writes bench/out/scale.json. Synthetic inputs are generated into bench/data/ when missing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "bench"))
+sys.path.insert(0, str(ROOT / ".ci"))
+
+from bench_web import login, start_server, timed_get, upload_to_report  # noqa: E402
+from smoke_make_run import Browser  # noqa: E402
+
+PYTHON = ROOT / ".venv" / "bin" / "python"
+DATA = ROOT / "bench" / "data"
+
+
+def synthetic(size_mb: int) -> Path:
+    target = DATA / f"synth-{size_mb}mb.jsonl"
+    if not target.exists():
+        DATA.mkdir(parents=True, exist_ok=True)
+        subprocess.run(
+            [
+                str(PYTHON),
+                str(ROOT / "bench" / "gen_synthetic.py"),
+                "--size-mb",
+                str(size_mb),
+                "--seed",
+                "1",
+                "-o",
+                str(target),
+            ],
+            check=True,
+        )
+    return target
+
+
+def engine_replay(path: Path) -> tuple[float, int]:
+    """Seconds and peak RSS (bytes) of ``contextlab replay FILE --json > /dev/null``."""
+    env = dict(os.environ, CONTEXTLAB_CACHE_DIR=tempfile.mkdtemp(prefix="contextlab-bench-"))
+    start = time.perf_counter()
+    with open(os.devnull, "wb") as sink:
+        proc = subprocess.Popen(
+            [str(PYTHON), "-m", "contextlab.cli", "replay", str(path), "--json"],
+            stdout=sink,
+            cwd=ROOT,
+            env=env,
+        )
+        _, status, usage = os.wait4(proc.pid, 0)
+    elapsed = time.perf_counter() - start
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"contextlab replay {path} failed")
+    return elapsed, usage.ru_maxrss * 1024
+
+
+class PeakMemory:
+    """The largest ``VmHWM`` seen for each process descending from ``root`` (the launcher's
+    children run in sessions of their own), sampled while they run: a pool process that exits
+    keeps the figure it last showed."""
+
+    def __init__(self, root: int) -> None:
+        self.root = root
+        self.peaks: dict[int, tuple[str, int]] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def __enter__(self) -> PeakMemory:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.sample()
+        self._stop.set()
+        self._thread.join()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(0.25):
+            self.sample()
+
+    def _descendants(self) -> set[int]:
+        parent: dict[int, int] = {}
+        for entry in Path("/proc").iterdir():
+            if entry.name.isdigit():
+                try:
+                    # the field after the parenthesised command name is the state, then the ppid
+                    fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                except OSError:
+                    continue
+                parent[int(entry.name)] = int(fields[1])
+        found = {self.root}
+        grew = True
+        while grew:
+            more = {pid for pid, ppid in parent.items() if ppid in found} - found
+            found |= more
+            grew = bool(more)
+        return found
+
+    def sample(self) -> None:
+        for pid in self._descendants():
+            entry = Path("/proc") / str(pid)
+            try:
+                status = (entry / "status").read_text()
+                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            hwm = next(
+                (
+                    int(line.split()[1]) * 1024
+                    for line in status.splitlines()
+                    if line.startswith("VmHWM:")
+                ),
+                0,
+            )
+            if hwm > self.peaks.get(pid, ("", 0))[1]:
+                self.peaks[pid] = (cmdline, hwm)
+
+    def peak(self, role: str) -> int:
+        """The largest peak among the web server's (``runserver``) or the worker's processes."""
+        marker = "runserver" if role == "web" else "celery"
+        return max((hwm for cmd, hwm in self.peaks.values() if marker in cmd), default=0)
+
+
+def stored_bytes(var_dir: Path, session_id: int) -> dict[str, int]:
+    with sqlite3.connect(var_dir / "db.sqlite3") as db:
+        result = db.execute(
+            "SELECT length(r.data) FROM runs_runresult r JOIN runs_run u ON u.id = r.run_id "
+            "WHERE u.transcript_id = ? ORDER BY u.id DESC LIMIT 1",
+            (session_id,),
+        ).fetchone()
+        messages = db.execute(
+            "SELECT length(data) FROM transcripts_transcriptmessages WHERE transcript_id = ?",
+            (session_id,),
+        ).fetchone()
+    return {
+        "result": int(result[0] if result else 0),
+        "messages": int(messages[0] if messages else 0),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[100], help="MiB")
+    parser.add_argument("--runs", type=int, default=3, help="timings of each page")
+    parser.add_argument("--port", type=int, default=8797)
+    parser.add_argument("-o", "--output", default=str(ROOT / "bench" / "out" / "scale.json"))
+    args = parser.parse_args()
+    out: list[dict[str, object]] = []
+    for size in args.sizes:
+        path = synthetic(size)
+        replay_s, replay_rss = engine_replay(path)
+        var_dir = Path(tempfile.mkdtemp(prefix="contextlab-bench-scale-"))
+        proc, password, _log = start_server(args.port, var_dir)
+        try:
+            import smoke_make_run
+
+            smoke_make_run.BASE = f"http://127.0.0.1:{args.port}"
+            browser = Browser()
+            login(browser, password)
+            with PeakMemory(proc.pid) as memory:
+                upload_s, session_id = upload_to_report(browser, path)
+                requests = json.loads(browser.request("GET", f"/api/sessions/{session_id}")[1])[
+                    "requests"
+                ]
+                trivial = timed_get(browser, "/accounts/login/", args.runs)
+                report = timed_get(browser, f"/sessions/{session_id}/", args.runs)
+                explorer = {
+                    index: timed_get(
+                        browser, f"/sessions/{session_id}/requests/{index}/", args.runs
+                    )
+                    for index in (0, requests // 2, requests - 1)
+                }
+            stored = stored_bytes(var_dir, session_id)
+        finally:
+            os.killpg(proc.pid, signal.SIGINT)
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(proc.pid, signal.SIGKILL)
+        row: dict[str, object] = {
+            "size_mb": size,
+            "file_bytes": path.stat().st_size,
+            "requests": requests,
+            "engine_replay_s": round(replay_s, 2),
+            "engine_replay_peak_rss_mb": round(replay_rss / 2**20),
+            "upload_to_report_s": round(upload_s, 2),
+            "ratio": round(upload_s / replay_s, 2),
+            "web_peak_rss_mb": round(memory.peak("web") / 2**20),
+            "worker_peak_rss_mb": round(memory.peak("worker") / 2**20),
+            "stored_bytes_per_request": round(
+                (stored["result"] + stored["messages"]) / max(1, requests)
+            ),
+            "trivial_page_ms": round(trivial * 1000, 1),
+            "report_ms": round(report * 1000, 1),
+            "report_ratio": round(report / trivial, 2),
+            "explorer_ms": {str(k): round(v * 1000, 1) for k, v in explorer.items()},
+            "explorer_worst_ratio": round(max(explorer.values()) / trivial, 2),
+        }
+        out.append(row)
+        print(
+            f"{size} MiB ({requests} requests): upload→report {row['upload_to_report_s']} s vs "
+            f"engine replay {row['engine_replay_s']} s → ratio {row['ratio']} (target ≤ 1.5); "
+            f"peak RSS web {row['web_peak_rss_mb']} MB, worker {row['worker_peak_rss_mb']} MB "
+            f"(target ≤ 1536), engine alone {row['engine_replay_peak_rss_mb']} MB; "
+            f"{row['stored_bytes_per_request']:,} bytes stored/request; "
+            f"report {row['report_ms']} ms = {row['report_ratio']}× the trivial page "
+            f"({row['trivial_page_ms']} ms; target ≤ 3), explorer worst "
+            f"{row['explorer_worst_ratio']}× (target ≤ 3)"
+        )
+    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.output).write_text(json.dumps(out, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,75 @@
+"""The one way ContextLab keeps derived data on disk: atomic writes, tolerant reads.
+
+Three caches use it (README.md, "Caches"): the tokenizer's parsed ranks, parsed and tokenized
+sessions, and the checkpoints of runs waiting for an LLM summary. Each is derived data: a cache
+file that is missing, truncated, unwritable or written by another version costs a recomputation,
+never a wrong result, so every failure here is swallowed and reported as "no cache".
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+T = TypeVar("T")
+
+#: What an unreadable pickle raises: truncated files, and classes renamed or removed since.
+_UNREADABLE = (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError, ValueError)
+
+
+def user_cache_dir() -> Path:
+    """``$CONTEXTLAB_CACHE_DIR``, else ``$XDG_CACHE_HOME/contextlab``, else ``~/.cache/contextlab``."""
+    explicit = os.environ.get("CONTEXTLAB_CACHE_DIR")
+    if explicit:
+        return Path(explicit)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "contextlab"
+
+
+def write_bytes_atomic(target: str | os.PathLike[str], data: bytes) -> bool:
+    """Write ``data`` to ``target`` so that a concurrent reader sees the old file or the new one,
+    never half of one (a unique temporary file in the same folder, then ``os.replace``).
+    False when the disk refused (read-only, full): the caller goes on without the cache."""
+    folder = Path(target).parent
+    tmp = ""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        os.replace(tmp, target)
+    except OSError:
+        if tmp:
+            Path(tmp).unlink(missing_ok=True)
+        return False
+    return True
+
+
+def write_pickle_atomic(target: str | os.PathLike[str], value: object) -> bool:
+    """``write_bytes_atomic`` of ``value`` pickled with the highest protocol."""
+    return write_bytes_atomic(target, pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+
+
+def read_bytes(target: str | os.PathLike[str]) -> bytes | None:
+    try:
+        return Path(target).read_bytes()
+    except OSError:
+        return None
+
+
+def read_pickle(
+    target: str | os.PathLike[str],
+    kind: type[T],
+    accept: Callable[[T], bool] = lambda value: True,
+) -> T | None:
+    """The unpickled value of ``target`` if it loads, is a ``kind`` and ``accept`` approves it."""
+    try:
+        with open(target, "rb") as fh:
+            value = pickle.load(fh)
+    except _UNREADABLE:
+        return None
+    return value if isinstance(value, kind) and accept(value) else None

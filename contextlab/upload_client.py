@@ -1,0 +1,275 @@
+"""``contextlab upload`` and ``contextlab hook session-end``: send a session to a ContextLab server.
+
+Runs on the developer's machine, beside Claude Code, so it needs nothing of Django: it packs a
+session (the ``.jsonl`` file and, when Claude Code wrote one, the folder of the same name with
+its ``subagents/`` and ``tool-results/``) into one ``.tar.gz`` and posts it to
+``$CONTEXTLAB_URL/api/sessions`` with the API token ``$CONTEXTLAB_TOKEN``. The server answers
+201 for a new session, 200 for one it already has (an identical file is a no-op, a longer
+version of the same session updates it).
+
+Claude Code's ``SessionEnd`` hook calls ``contextlab hook session-end``: the hook's JSON on
+stdin names the transcript. A hook must not hold up Claude Code's exit, so stdin is read with a
+short timeout (Claude Code may leave it open) and the upload with a bounded one.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import select
+import sys
+import tarfile
+import tempfile
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+
+import httpx
+
+EXIT_OK = 0
+EXIT_REFUSED = 2  # the server answered and refused (bad token, bad file, too large)
+EXIT_UNREACHABLE = 3  # no answer, or a server error: try again later
+EXIT_USAGE = 64
+
+#: Folders of a Claude Code session directory that belong to the session.
+SESSION_PARTS = ("subagents", "tool-results")
+#: Seconds to wait for the hook's JSON on stdin (Claude Code may never close it).
+HOOK_STDIN_TIMEOUT = 2.0
+#: Largest hook payload read, bytes (it is a few hundred).
+HOOK_STDIN_MAX = 1024 * 1024
+
+
+class UploadError(Exception):
+    """The session could not be sent; ``exit_code`` says whether to retry."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+@dataclass(frozen=True)
+class Uploaded:
+    session_id: int
+    name: str
+    created: bool
+    url: str
+
+
+def session_members(path: Path) -> tuple[str, list[tuple[Path, str]]]:
+    """The upload's name and its files as (file on disk, name in the archive).
+
+    ``path`` is a session file (``<id>.jsonl``, its ``<id>/`` folder taken along when present),
+    a session folder (``<id>/``, with ``<id>.jsonl`` beside it), or any folder of transcripts.
+    Symbolic links are left out: a session folder never needs one, and following them could
+    send files from elsewhere on the machine.
+    """
+    path = path.expanduser()
+    if path.is_symlink():
+        raise UploadError(f"{path}: is a symbolic link; give the file it points to", EXIT_USAGE)
+    if path.is_file():
+        folder = path.with_suffix("") if path.suffix == ".jsonl" else None
+        members = [(path, path.name)]
+        if folder is not None and folder.is_dir() and not folder.is_symlink():
+            members += _folder_members(folder, folder.name, only=SESSION_PARTS)
+        return path.name, members
+    if path.is_dir():
+        session_file = path.with_name(path.name + ".jsonl")
+        if session_file.is_file() and any((path / part).is_dir() for part in SESSION_PARTS):
+            members = [(session_file, session_file.name)]
+            members += _folder_members(path, path.name, only=SESSION_PARTS)
+            return session_file.name, members
+        members = _folder_members(path, path.name, only=None)
+        if not any(name.endswith(".jsonl") for _, name in members):
+            raise UploadError(f"{path}: holds no .jsonl transcript", EXIT_USAGE)
+        return path.name, members
+    raise UploadError(f"{path}: no such file or folder", EXIT_USAGE)
+
+
+def _folder_members(
+    folder: Path, prefix: str, *, only: Sequence[str] | None
+) -> list[tuple[Path, str]]:
+    out: list[tuple[Path, str]] = []
+    for root, dirs, files in os.walk(folder, followlinks=False):
+        here = Path(root)
+        relative = here.relative_to(folder)
+        if only is not None and relative.parts and relative.parts[0] not in only:
+            dirs[:] = []
+            continue
+        if only is not None and not relative.parts:
+            dirs[:] = [d for d in dirs if d in only]
+        dirs.sort()
+        for name in sorted(files):
+            file = here / name
+            if file.is_symlink() or not file.is_file():
+                continue
+            out.append((file, "/".join((prefix, *relative.parts, name))))
+    return out
+
+
+@contextmanager
+def packed(path: Path) -> Iterator[tuple[str, IO[bytes]]]:
+    """The upload as (file name, open file): a single ``.jsonl`` as it is, else a ``.tar.gz``
+    written to a temporary file (removed afterwards)."""
+    name, members = session_members(path)
+    if len(members) == 1 and members[0][0].suffix == ".jsonl":
+        with members[0][0].open("rb") as fh:
+            yield name, fh
+        return
+    with tempfile.TemporaryFile(suffix=".tar.gz") as tmp:
+        with tarfile.open(fileobj=tmp, mode="w:gz") as archive:
+            for file, member_name in members:
+                archive.add(file, arcname=member_name, recursive=False)
+        tmp.seek(0)
+        stem = name[: -len(".jsonl")] if name.endswith(".jsonl") else name
+        yield f"{stem}.tar.gz", tmp
+
+
+def upload(
+    path: Path,
+    *,
+    url: str,
+    token: str,
+    workspace: str | None = None,
+    timeout: float = 300.0,
+    transport: httpx.BaseTransport | None = None,
+) -> Uploaded:
+    """Send the session at ``path``; raises ``UploadError`` with the server's reason."""
+    if not url:
+        raise UploadError("no server: set CONTEXTLAB_URL or pass --url", EXIT_USAGE)
+    if not token:
+        raise UploadError(
+            "no API token: set CONTEXTLAB_TOKEN or pass --token (create one on the server's "
+            "Account page)",
+            EXIT_USAGE,
+        )
+    base = url.rstrip("/")
+    data = {"workspace_id": workspace} if workspace else {}
+    with packed(path) as (name, fh), httpx.Client(timeout=timeout, transport=transport) as client:
+        try:
+            response = client.post(
+                f"{base}/api/sessions",
+                headers={"Authorization": f"Bearer {token}"},
+                files={"file": (name, fh, "application/octet-stream")},
+                data=data,
+            )
+        except httpx.HTTPError as exc:
+            raise UploadError(f"{base}: no answer ({exc})", EXIT_UNREACHABLE) from exc
+    body = _json(response)
+    if response.status_code in (200, 201):
+        session_id = int(body["id"])
+        return Uploaded(
+            session_id=session_id,
+            name=str(body.get("name") or name),
+            created=response.status_code == 201,
+            url=f"{base}/sessions/{session_id}/",
+        )
+    reason = _reason(body) or response.reason_phrase or "no reason given"
+    code = EXIT_UNREACHABLE if response.status_code >= 500 else EXIT_REFUSED
+    raise UploadError(f"{base}: HTTP {response.status_code}: {reason}", code)
+
+
+def _json(response: httpx.Response) -> dict[str, Any]:
+    try:
+        body = response.json()
+    except ValueError:
+        return {}
+    return body if isinstance(body, dict) else {}
+
+
+def _reason(body: dict[str, Any]) -> str:
+    detail = body.get("detail")
+    if isinstance(detail, list):
+        return "; ".join(
+            f"{'.'.join(str(p) for p in item.get('loc', [])[1:])}: {item.get('msg')}"
+            if isinstance(item, dict)
+            else str(item)
+            for item in detail
+        )
+    return str(detail or "")
+
+
+def read_hook_input(stream: IO[str], timeout: float = HOOK_STDIN_TIMEOUT) -> dict[str, Any]:
+    """The hook's JSON from ``stream``, waiting at most ``timeout`` seconds for it."""
+    chunks: list[str] = []
+    size = 0
+    fileno = _fileno(stream)
+    while size < HOOK_STDIN_MAX:
+        if fileno is not None:
+            ready, _, _ = select.select([fileno], [], [], timeout)
+            if not ready:
+                break
+            chunk = os.read(fileno, 65536).decode("utf-8", errors="replace")
+        else:
+            chunk = stream.read(65536)
+        if not chunk:
+            break
+        chunks.append(chunk)
+        size += len(chunk)
+        text = "".join(chunks)
+        try:
+            value = json.loads(text)
+        except ValueError:
+            continue  # not all of it yet
+        if not isinstance(value, dict):
+            raise UploadError("the hook's input is not a JSON object", EXIT_USAGE)
+        return value
+    text = "".join(chunks).strip()
+    if not text:
+        raise UploadError("no hook input on stdin (is this run by Claude Code's hook?)", EXIT_USAGE)
+    raise UploadError("the hook's input on stdin is not valid JSON", EXIT_USAGE)
+
+
+def _fileno(stream: IO[str]) -> int | None:
+    try:
+        return stream.fileno()
+    except (AttributeError, OSError, ValueError):
+        return None
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="contextlab")
+    sub = parser.add_subparsers(dest="command", required=True)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--url", default=os.environ.get("CONTEXTLAB_URL", ""))
+    common.add_argument("--token", default=os.environ.get("CONTEXTLAB_TOKEN", ""))
+    common.add_argument(
+        "--workspace", default=os.environ.get("CONTEXTLAB_WORKSPACE") or None, help="workspace id"
+    )
+    common.add_argument("--timeout", type=float, default=300.0, help="seconds (default 300)")
+    up = sub.add_parser(
+        "upload", parents=[common], help="send a session file or folder to a ContextLab server"
+    )
+    up.add_argument("path", type=Path, help="<id>.jsonl, its <id>/ folder, or a folder")
+    hook = sub.add_parser("hook", help="entry points for Claude Code's hooks")
+    hook_sub = hook.add_subparsers(dest="hook", required=True)
+    hook_sub.add_parser(
+        "session-end",
+        parents=[common],
+        help="upload the session named by the SessionEnd hook's JSON on stdin",
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "hook":
+            payload = read_hook_input(sys.stdin)
+            transcript = payload.get("transcript_path")
+            if not isinstance(transcript, str) or not transcript:
+                raise UploadError("the hook's input names no transcript_path", EXIT_USAGE)
+            path = Path(transcript)
+        else:
+            path = args.path
+        result = upload(
+            path, url=args.url, token=args.token, workspace=args.workspace, timeout=args.timeout
+        )
+    except UploadError as exc:
+        print(f"contextlab: {exc}", file=sys.stderr)
+        return exc.exit_code
+    verb = "uploaded" if result.created else "already there (updated if it grew)"
+    print(f"{result.name}: {verb}: {result.url}")
+    return EXIT_OK

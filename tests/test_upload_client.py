@@ -1,0 +1,198 @@
+"""``contextlab upload`` and the SessionEnd hook, over real HTTP against the real server."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from contextlab import upload_client
+from contextlab.transcripts.models import Transcript
+from tests.conftest import DEMO, FIXTURES, ROOT
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("clean_media")]
+
+SHORT = DEMO / "marot__spotter__short.jsonl"
+SUBAGENT = (
+    FIXTURES / "marot__spotter__8463c716-a2ea-4c14-9efa-87158ebd9f20_subagents_agent-a7be2f0.jsonl"
+)
+
+
+def session_folder(tmp_path: Path) -> Path:
+    """A Claude Code project folder: ``<id>.jsonl`` and ``<id>/`` with subagents/ and
+    tool-results/, plus things that are not the session's (a symlink, another folder)."""
+    project = tmp_path / "project"
+    (project / "s1" / "subagents").mkdir(parents=True)
+    (project / "s1" / "tool-results").mkdir()
+    (project / "s1" / "unrelated").mkdir()
+    shutil.copy(SHORT, project / "s1.jsonl")
+    shutil.copy(SUBAGENT, project / "s1" / "subagents" / "agent-a7be2f0.jsonl")
+    (project / "s1" / "tool-results" / "toolu_01.txt").write_text("persisted output")
+    (project / "s1" / "unrelated" / "notes.txt").write_text("not part of the session")
+    secret = tmp_path / "outside-secret.txt"
+    secret.write_text("must never be sent")
+    (project / "s1" / "tool-results" / "link.txt").symlink_to(secret)
+    return project
+
+
+def test_a_session_file_takes_its_folder_along_and_nothing_else(tmp_path):
+    project = session_folder(tmp_path)
+    name, members = upload_client.session_members(project / "s1.jsonl")
+    assert name == "s1.jsonl"
+    assert [archived for _, archived in members] == [
+        "s1.jsonl",
+        "s1/subagents/agent-a7be2f0.jsonl",
+        "s1/tool-results/toolu_01.txt",
+    ]
+    # the folder itself names the same session
+    assert upload_client.session_members(project / "s1")[1] == members
+    with upload_client.packed(project / "s1") as (packed_name, fh):
+        assert packed_name == "s1.tar.gz"
+        with tarfile.open(fileobj=io.BytesIO(fh.read()), mode="r:gz") as archive:
+            names = archive.getnames()
+    assert "s1/tool-results/link.txt" not in names
+    assert all("unrelated" not in n for n in names)
+
+
+def test_a_path_that_is_no_session_is_a_usage_error(tmp_path):
+    (tmp_path / "empty").mkdir()
+    for path in (tmp_path / "missing.jsonl", tmp_path / "empty"):
+        with pytest.raises(upload_client.UploadError) as err:
+            upload_client.session_members(path)
+        assert err.value.exit_code == upload_client.EXIT_USAGE
+
+
+def run_cli(*args: str, stdin: str = "", keep_stdin_open: bool = False) -> tuple[int, str, str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("CONTEXTLAB_URL", None)
+    env.pop("CONTEXTLAB_TOKEN", None)
+    command = [sys.executable, "-m", "contextlab.cli", *args]
+    if not keep_stdin_open:
+        done = subprocess.run(
+            command, input=stdin, capture_output=True, text=True, env=env, timeout=120, check=False
+        )
+        return done.returncode, done.stdout, done.stderr
+    # stdin written and left open, as Claude Code may leave it: the hook must finish on its own
+    with subprocess.Popen(
+        command,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    ) as proc:
+        assert proc.stdin is not None
+        proc.stdin.write(stdin)
+        proc.stdin.flush()
+        try:
+            code = proc.wait(timeout=120)
+        finally:
+            proc.kill()
+        assert proc.stdout is not None
+        assert proc.stderr is not None
+        return code, proc.stdout.read(), proc.stderr.read()
+
+
+def test_upload_creates_the_session_and_a_second_upload_is_a_no_op(live_server, api_token, user):
+    code, out, err = run_cli("upload", str(SHORT), "--url", live_server.url, "--token", api_token)
+    assert code == 0, err
+    transcript = Transcript.objects.get(owner=user)
+    assert f"{live_server.url}/sessions/{transcript.pk}/" in out
+    assert "uploaded" in out
+    code, out, err = run_cli("upload", str(SHORT), "--url", live_server.url, "--token", api_token)
+    assert code == 0, err
+    assert "already there" in out
+    assert Transcript.objects.filter(owner=user).count() == 1
+
+
+def test_a_session_folder_arrives_as_one_session_with_its_subagent(
+    live_server, api_token, user, tmp_path
+):
+    project = session_folder(tmp_path)
+    code, _, err = run_cli(
+        "upload", str(project / "s1"), "--url", live_server.url, "--token", api_token
+    )
+    assert code == 0, err
+    transcript = Transcript.objects.get(owner=user)
+    kinds = [thread.get("kind") for thread in transcript.threads]
+    assert "main" in kinds, transcript.threads
+    assert "subagent" in kinds, transcript.threads
+
+
+def test_a_wrong_token_is_refused_with_the_servers_reason(live_server):
+    code, _, err = run_cli("upload", str(SHORT), "--url", live_server.url, "--token", "nope")
+    assert code == upload_client.EXIT_REFUSED
+    assert "HTTP 401" in err
+    assert "Authentication required" in err
+    assert Transcript.objects.count() == 0
+
+
+def test_a_server_that_does_not_answer_says_so():
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # closed again when the block ends: nothing listens
+    code, _, err = run_cli(
+        "upload", str(SHORT), "--url", f"http://127.0.0.1:{port}", "--token", "t"
+    )
+    assert code == upload_client.EXIT_UNREACHABLE
+    assert "no answer" in err
+
+
+def test_missing_settings_are_named():
+    code, _, err = run_cli("upload", str(SHORT))
+    assert code == upload_client.EXIT_USAGE
+    assert "CONTEXTLAB_URL" in err
+
+
+def test_the_session_end_hook_uploads_the_transcript_even_with_stdin_left_open(
+    live_server, api_token, user, tmp_path
+):
+    project = session_folder(tmp_path)
+    payload = {
+        "session_id": "s1",
+        "transcript_path": str(project / "s1.jsonl"),
+        "cwd": str(tmp_path),
+        "hook_event_name": "SessionEnd",
+        "reason": "prompt_input_exit",
+    }
+    code, _, err = run_cli(
+        "hook",
+        "session-end",
+        "--url",
+        live_server.url,
+        "--token",
+        api_token,
+        stdin=json.dumps(payload),
+        keep_stdin_open=True,
+    )
+    assert code == 0, err
+    assert Transcript.objects.filter(owner=user).count() == 1
+
+
+@pytest.mark.parametrize(
+    ("stdin", "message"),
+    [
+        ("", "no hook input"),
+        ("{not json", "not valid JSON"),
+        ('["a list"]', "not a JSON object"),
+        ('{"session_id": "x"}', "no transcript_path"),
+    ],
+)
+def test_a_bad_hook_input_is_named(stdin, message):
+    code, _, err = run_cli("hook", "session-end", "--url", "http://x", "--token", "t", stdin=stdin)
+    assert code == upload_client.EXIT_USAGE
+    assert message in err
+
+
+def test_the_engine_commands_still_run_through_the_same_command(tmp_path):
+    code, out, err = run_cli("replay", "--json", str(SHORT))
+    assert code == 0, err
+    assert json.loads(out)["requests"]
