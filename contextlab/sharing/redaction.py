@@ -411,13 +411,6 @@ def replacement(category: str) -> str:
     return "~" if category == HOME else f"[REDACTED:{category}]"
 
 
-def scan(text: str, location: str) -> list[Finding]:
-    return [
-        Finding(span.category, location, mask(text[span.start : span.end], span.category))
-        for span in find(text)
-    ]
-
-
 def redact(text: str, keep: Collection[str] = ()) -> tuple[str, list[Span]]:
     """``text`` with every finding not in a ``keep`` category replaced; and the spans replaced."""
     spans = [span for span in find(text) if span.category not in keep]

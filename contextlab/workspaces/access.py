@@ -104,12 +104,6 @@ def member_role(item: Transcript | Run) -> Role | None:
     return Role(role) if role is not None else None
 
 
-def can(item: Transcript | Run, need: Role) -> bool:
-    """Whether the role the gate found for this session or run allows ``need``."""
-    role = member_role(item)
-    return role is not None and role.allows(need)
-
-
 View = Callable[..., HttpResponse]
 
 

@@ -10,7 +10,7 @@ from django.dispatch import receiver
 
 
 @receiver(post_save, sender=settings.AUTH_USER_MODEL, dispatch_uid="workspaces.personal")
-def _create_personal_workspace(sender: Any, instance: Any, created: bool, **kwargs: Any) -> None:
+def _create_personal_workspace(*, instance: Any, created: bool, **kwargs: Any) -> None:
     if created and not kwargs.get("raw"):
         from contextlab.workspaces.services import personal_workspace
 

@@ -47,7 +47,9 @@ def test_kept_categories_are_found_but_not_replaced():
 
 def test_findings_carry_a_masked_hint_never_the_value():
     secret = SECRETS[0].text
-    (finding,) = redaction.scan(f"x {secret} y", "request 3")
+    (finding,) = redaction.redact_tree(
+        {"t": f"x {secret} y"}, locate=lambda p: "request 3"
+    ).findings
     assert finding.category == "anthropic-key"
     assert finding.location == "request 3"
     assert secret not in finding.hint
