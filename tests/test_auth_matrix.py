@@ -396,3 +396,42 @@ def test_api_operation_answers_each_role_as_its_policy_says(operation, policy, t
                 want = "404"  # the tuning forms only offer (and accept) sessions you can run
         got = _verdict(response.status_code)
         assert got == want, (operation, kind, role, response.status_code, response.content[:300])
+
+
+LINK_ROUTES = sorted(name for name, policy in PAGE_POLICIES.items() if policy == "link")
+
+
+@pytest.mark.usefixtures("clean_media")
+@pytest.mark.parametrize("name", LINK_ROUTES)
+def test_link_routes_answer_each_link_state(name, team):
+    """Link holder 200 (logged out or in, member or not), revoked and expired 410, unknown
+    404: the same for the report, the explorer and the block fragments."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from django.core.cache import cache
+
+    from contextlab.sharing import services as sharing
+
+    cache.clear()  # wrong tokens of earlier tests count towards the rate limit
+    pattern = dict(all_page_routes())[name]
+    owner = team["users"]["owner"]
+
+    def url(token: str) -> str:
+        return _fill(pattern, name, "link", {**team, "token": token}, team["session"])
+
+    _, live = sharing.create_share(user=owner, transcript=team["session"])
+    revoked, revoked_token = sharing.create_share(user=owner, transcript=team["session"])
+    sharing.revoke(revoked)
+    expired, expired_token = sharing.create_share(user=owner, transcript=team["session"])
+    expired.expires_at = timezone.now() - timedelta(minutes=1)
+    expired.save()
+    for role in (None, *ROLES):
+        client = Client()
+        if role is not None:
+            client.force_login(team["users"][role])
+        assert client.get(url(live)).status_code == 200, (name, role)
+        assert client.get(url(revoked_token)).status_code == 410, (name, role)
+        assert client.get(url(expired_token)).status_code == 410, (name, role)
+        assert client.get(url(sharing.TOKEN_PREFIX + "unknown")).status_code == 404, (name, role)
