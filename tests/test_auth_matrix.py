@@ -408,9 +408,8 @@ def test_link_routes_answer_each_link_state(name, team):
     404: the same for the report, the explorer and the block fragments."""
     from datetime import timedelta
 
-    from django.utils import timezone
-
     from django.core.cache import cache
+    from django.utils import timezone
 
     from contextlab.sharing import services as sharing
 

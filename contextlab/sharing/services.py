@@ -6,6 +6,8 @@ import hashlib
 import hmac
 import json
 import secrets
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -260,3 +262,27 @@ def pick_run(transcript: Transcript, run_id: int | None) -> Run:
     if run is None:
         raise ShareError("run", "this session has no run yet", 409)
     return run
+
+
+#: parsed snapshots kept in the process: a snapshot never changes once written, so a link's
+#: pages (report, explorer, fragments) read it from the database once, not per request
+SNAPSHOT_CACHE_SIZE = 8
+_snapshots: OrderedDict[str, dict[str, Any]] = OrderedDict()
+_snapshots_lock = threading.Lock()
+
+
+def snapshot_data(link: ShareLink) -> dict[str, Any]:
+    """The link's redacted snapshot (the caller checked the link is live). Cached by the
+    token's hash, which no other link ever has (a row id can come back after a delete)."""
+    key = link.token_hash
+    with _snapshots_lock:
+        cached = _snapshots.get(key)
+        if cached is not None:
+            _snapshots.move_to_end(key)
+            return cached
+    data: dict[str, Any] = ShareSnapshot.objects.values_list("data", flat=True).get(link_id=link.pk)
+    with _snapshots_lock:
+        _snapshots[key] = data
+        while len(_snapshots) > SNAPSHOT_CACHE_SIZE:
+            _snapshots.popitem(last=False)
+    return data

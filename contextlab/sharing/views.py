@@ -122,7 +122,7 @@ def _open(request: HttpRequest, token: str) -> ShareLink | HttpResponse:
 
 
 def _base(link: ShareLink, token: str) -> dict[str, Any]:
-    data = link.snapshot.data
+    data = services.snapshot_data(link)
     return {
         "link": link,
         "token": token,
@@ -248,7 +248,7 @@ def shared_block(
     opened = _open(request, token)
     if isinstance(opened, HttpResponse):
         return opened
-    messages_of_thread = opened.snapshot.data["messages"].get(thread)
+    messages_of_thread = services.snapshot_data(opened)["messages"].get(thread)
     if not messages_of_thread or not 0 <= message < len(messages_of_thread):
         raise Http404("no such message")
     msg = messages_of_thread[message]
