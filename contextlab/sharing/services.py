@@ -8,6 +8,7 @@ import json
 import secrets
 import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
@@ -52,30 +53,49 @@ def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
 
-def _location(path: redaction.Path) -> str:
-    """Where a snapshot string is, in the words the dialog uses."""
-    if not path:
-        return "session"
-    head = path[0]
-    if head == "messages" and len(path) >= 3:
-        thread, message = path[1], path[2]
-        where = f"{'main thread' if thread == 'main' else f'thread {thread}'}, message {message}"
-        if len(path) >= 5 and path[3] == "blocks":
-            where += f", block {path[4]}"
-        elif len(path) >= 4 and path[3] == "original_output":
-            where += ", persisted output"
-        return where
-    if head == "result" and len(path) >= 3 and path[1] == "requests":
-        return f"request {path[2]}"
-    if head == "result" and len(path) >= 3 and path[1] == "summaries":
-        return f"summary {path[2]}"
-    if head == "result" and len(path) >= 3 and path[1] == "subagents":
-        return f"subagent {path[2]}"
-    if head == "transcript" and len(path) >= 2:
-        return {"name": "session name", "problems": "transcript problems"}.get(
-            str(path[1]), f"session {path[1]}"
-        )
-    return ".".join(str(p) for p in path[:3])
+def _locator(source: dict[str, Any]) -> Callable[[redaction.Path], str]:
+    """Where a snapshot string is, in the words the dialog uses: the first request that sent a
+    message, with the message and block ("request 12 · message 40, block 2")."""
+    first_request: dict[str, list[tuple[int, int]]] = {}
+    for index, request in enumerate((source.get("result") or {}).get("requests") or []):
+        thread = str(request.get("thread") or "main")
+        first_request.setdefault(thread, []).append((int(request.get("message") or 0), index))
+
+    def request_of(thread: str, message: int) -> int | None:
+        # a request includes every message before the one it was made at
+        for at, index in first_request.get(thread, []):
+            if at >= message:
+                return index
+        return None
+
+    def locate(path: redaction.Path) -> str:
+        if not path:
+            return "session"
+        head = path[0]
+        if head == "messages" and len(path) >= 3 and isinstance(path[2], int):
+            thread, message = str(path[1]), path[2]
+            where = f"message {message}"
+            if thread != "main":
+                where = f"thread {thread}, {where}"
+            if len(path) >= 5 and path[3] == "blocks":
+                where += f", block {path[4]}"
+            elif len(path) >= 4 and path[3] == "original_output":
+                where += ", persisted output"
+            request = request_of(thread, message)
+            return f"request {request} · {where}" if request is not None else where
+        if head == "result" and len(path) >= 3 and path[1] == "requests":
+            return f"request {path[2]}"
+        if head == "result" and len(path) >= 3 and path[1] == "summaries":
+            return f"summary {path[2]}"
+        if head == "result" and len(path) >= 3 and path[1] == "subagents":
+            return f"subagent {path[2]}"
+        if head == "transcript" and len(path) >= 2:
+            return {"name": "session name", "problems": "transcript problems"}.get(
+                str(path[1]), f"session {path[1]}"
+            )
+        return ".".join(str(p) for p in path[:3])
+
+    return locate
 
 
 def snapshot_source(transcript: Transcript, run: Run) -> dict[str, Any]:
@@ -114,7 +134,7 @@ class Redacted:
 
 
 def redact_snapshot(source: dict[str, Any], keep: list[str]) -> Redacted:
-    result = redaction.redact_tree(source, keep=keep, locate=_location)
+    result = redaction.redact_tree(source, keep=keep, locate=_locator(source))
     return Redacted(result.tree, result.by_category())
 
 

@@ -336,3 +336,11 @@ def test_share_api(seeded, alice_client):
 def test_categories_offered_cover_every_finding(shared):
     link, _ = shared
     assert {f["category"] for f in link.findings} <= set(redaction.categories())
+
+
+def test_findings_say_which_request_and_block(shared):
+    link, _ = shared
+    locations = [loc for f in link.findings for loc in f["locations"]]
+    assert any(re.fullmatch(r"request \d+ · message \d+, block \d+", loc) for loc in locations)
+    emails = next(f for f in link.findings if f["category"] == "email")
+    assert "session name" in emails["locations"]
