@@ -13,6 +13,7 @@ from django.core.cache import cache
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
 from contextlab import engine
@@ -140,6 +141,7 @@ def _request_url(token: str) -> charts.RequestUrl:
     return lambda i: f"{prefix}{i}/"
 
 
+@never_cache  # a revoked link must not live on in a cache
 def shared_report(request: HttpRequest, token: str) -> HttpResponse:
     opened = _open(request, token)
     if isinstance(opened, HttpResponse):
@@ -186,6 +188,7 @@ def _request_rows(requests: list[RequestRow], url: charts.RequestUrl) -> list[di
     ]
 
 
+@never_cache  # a revoked link must not live on in a cache
 def shared_explorer(request: HtmxRequest, token: str, index: int) -> HttpResponse:
     opened = _open(request, token)
     if isinstance(opened, HttpResponse):
@@ -241,6 +244,7 @@ def shared_explorer(request: HtmxRequest, token: str, index: int) -> HttpRespons
     return render(request, "sharing/explorer.html", context)
 
 
+@never_cache  # a revoked link must not live on in a cache
 def shared_block(
     request: HttpRequest, token: str, thread: str, message: int, block: int
 ) -> HttpResponse:

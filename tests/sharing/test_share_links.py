@@ -183,6 +183,12 @@ def test_the_token_is_long_random_shown_once_and_only_its_hash_is_stored(shared)
     assert token[len(services.TOKEN_PREFIX) :] not in stored
 
 
+def test_shared_pages_are_never_cached(shared):
+    _, token = shared
+    response = Client().get(f"/s/{token}/")
+    assert "no-store" in response["Cache-Control"]
+
+
 def test_views_are_counted(shared):
     link, token = shared
     client = Client()
