@@ -262,3 +262,21 @@ def test_leaving_a_workspace_takes_its_sessions_out_of_ones_comparisons(
     assert page.status_code == 200
     assert b"t.jsonl" not in page.content
     assert bob_client.get(f"/compare/{comparison_id}/requests/0/").status_code == 404
+
+
+def test_a_viewer_sees_no_controls_they_cannot_use(team, bob, user, short_jsonl):
+    from contextlab.runs import runner
+    from contextlab.transcripts import services as transcript_services
+
+    with short_jsonl.open("rb") as fh:
+        transcript, _ = transcript_services.create_transcript(
+            owner=user, name="t.jsonl", content=fh, workspace=team
+        )
+    runner.execute_run(transcript.runs.get().pk)
+    owner_page = login(user).get(f"/sessions/{transcript.pk}/").content
+    for control in (b'id="run-form"', b'id="delete-form"', b'id="share-button"'):
+        assert control in owner_page
+    viewer_page = login(bob).get(f"/sessions/{transcript.pk}/").content
+    for control in (b'id="run-form"', b'id="delete-form"', b'id="share-button"'):
+        assert control not in viewer_page
+    assert b'id="export-html"' in viewer_page  # reading includes downloading
