@@ -52,6 +52,7 @@ def _config(args: argparse.Namespace, session: Session) -> tuple[PipelineConfig,
         args.preset or "auto",
         version=session.version,
         max_recorded_prompt=session.max_recorded_prompt,
+        recorded_auto_compactions=session.recorded_auto_compactions,
     )
 
 
@@ -162,7 +163,10 @@ def cmd_fidelity(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             continue
         usable += 1
         config, preset = resolve_config(
-            "auto", version=session.version, max_recorded_prompt=session.max_recorded_prompt
+            "auto",
+            version=session.version,
+            max_recorded_prompt=session.max_recorded_prompt,
+            recorded_auto_compactions=session.recorded_auto_compactions,
         )
         recorded = replay(session, config, mode="recorded", preset_name=preset)
         fid = fidelity(recorded)

@@ -112,7 +112,8 @@ def _fidelity(threads: Iterable[FidelityInput]) -> Fidelity:
                 key = (r["model"] or "") if per_model else ""
                 groups.setdefault(key, []).append(r)
         for model, reqs in groups.items():
-            totals = [r["recorded_total"] or 0 for r in reqs]
+            # unrecorded input is what the transcript cannot show: off the total before the fit
+            totals = [(r["recorded_total"] or 0) - r.get("unrecorded_tokens", 0) for r in reqs]
             cal = fit_calibration([r["raw_tokens"] for r in reqs], totals)
             if cal is None:
                 continue

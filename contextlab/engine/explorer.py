@@ -198,7 +198,43 @@ def side_by_side(
     if start >= end:
         rows.extend(_synthetic_row(syn) for syn in head_synthetic)
     _mark_cache(rows, request.get("cache") or {})
+    rows[0:0] = _anchored_rows(request)
     return {"request": request, "rows": rows, "start": start, "end": end}
+
+
+def _anchored_rows(request: dict[str, Any]) -> list[dict[str, Any]]:
+    """What the model was sent that no record shows, sized from the recorded usage: first, as
+    they sit in the prompt (with the unseen prefix, whose cache status they share)."""
+    cache = request.get("cache") or {}
+    status = "read" if int(cache.get("hit_blocks") or 0) >= PREFIX_BLOCKS else "write"
+    spans = [
+        (
+            "earlier_history",
+            int(request.get("earlier_history_tokens") or 0),
+            "earlier history not in this file (the file continues another conversation)",
+        ),
+        (
+            "unrecorded",
+            int(request.get("unrecorded_tokens") or 0),
+            "unrecorded input (hook output, attachments or restored files the transcript "
+            "does not write down)",
+        ),
+    ]
+    return [
+        {
+            "message": None,
+            "block": 0,
+            "role": "user",
+            "kind": kind,
+            "repl": None,
+            "model": {"type": "marker", "text": f"{label}: ≈{tokens:,} tokens, from the usage"},
+            "badge": "anchored",
+            "anchored": {"tokens": tokens, "modeled": True},
+            "cache": status,
+        }
+        for kind, tokens, label in spans
+        if tokens > 0
+    ]
 
 
 #: blocks before the messages: the unseen prefix (tools + system) and the user context

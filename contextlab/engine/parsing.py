@@ -9,6 +9,7 @@ active main chain, abandoned branches that made requests, inline sidechains and 
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -83,6 +84,9 @@ class SideRecords:
     collapse_commits: list[dict[str, Any]] = field(default_factory=list)
     collapse_snapshot: dict[str, Any] | None = None
     titles: list[str] = field(default_factory=list)
+    #: Claude Code's own session cost, from the newest ``cost-state`` record (2.1.1xx+)
+    claude_code_cost_usd: float | None = None
+    #: the same per model (``costUSD`` of each model entry), when the record lists them
 
 
 @dataclass
@@ -100,6 +104,9 @@ class Thread:
     #: the main conversation (same system prompt, tools and model, so the same prompt cache);
     #: ``messages`` start with the main chain up to ``fork_index``
     compaction_fork: bool = False
+    #: the thread's first record has a ``parentUuid`` that is not in the file: the file
+    #: continues a conversation whose earlier history is elsewhere (resume, Entire checkpoint)
+    starts_outside: bool = False
 
 
 @dataclass
@@ -133,6 +140,17 @@ class Session:
             (m.usage.prompt_total for t in self.threads for m in t.messages if m.usage is not None),
             default=0,
         )
+
+    @property
+    def recorded_auto_compactions(self) -> list[int]:
+        """``preTokens`` of every recorded automatic compaction of the main conversation."""
+        return [
+            int(pre)
+            for m in self.main.messages
+            if m.kind == "compact_boundary" and m.metadata.get("trigger") == "auto"
+            for pre in [m.metadata.get("preTokens")]
+            if isinstance(pre, int | float) and not isinstance(pre, bool)
+        ]
 
     @property
     def version(self) -> str | None:
@@ -189,6 +207,10 @@ class _FileParser:
         rtype = obj.get("type")
         if not isinstance(rtype, str):
             self.problem(number, "missing_type", "record has no string 'type' field")
+            return
+        if rtype == "cost-state":
+            self.usable += 1
+            self.cost_state(number, obj)
             return
         if rtype in SIDE_TYPES:
             self.usable += 1
@@ -247,6 +269,19 @@ class _FileParser:
         self.records.append(rec)
         self.usable += 1
 
+    def cost_state(self, number: int, obj: dict[str, Any]) -> None:
+        """``cost-state``: Claude Code's running cost of the session (the newest one wins)."""
+        total = obj.get("totalCostUSD")
+        if (
+            isinstance(total, int | float)
+            and not isinstance(total, bool)
+            and math.isfinite(total)
+            and total >= 0
+        ):
+            self.side.claude_code_cost_usd = float(total)
+        else:
+            self.problem(number, "bad_field", "cost-state without a numeric totalCostUSD; ignored")
+
     def pipeline_side(self, number: int, rtype: str, obj: dict[str, Any]) -> None:
         if rtype == "content-replacement":
             items = obj.get("replacements")
@@ -300,6 +335,7 @@ class _FileParser:
             "line": number,
             "file": self.tfile.name,
             "version": obj.get("version") if isinstance(obj.get("version"), str) else None,
+            "cwd": obj.get("cwd") if isinstance(obj.get("cwd"), str) else None,
             "is_meta": obj.get("isMeta") is True,
             "is_sidechain": obj.get("isSidechain") is True,
             "agent_id": obj.get("agentId") if isinstance(obj.get("agentId"), str) else None,
@@ -433,6 +469,7 @@ class _FileParser:
             "line": number,
             "file": self.tfile.name,
             "version": obj.get("version") if isinstance(obj.get("version"), str) else None,
+            "cwd": obj.get("cwd") if isinstance(obj.get("cwd"), str) else None,
             "uuids": [obj["uuid"]],
             "metadata": metadata,
         }
@@ -450,8 +487,18 @@ class _FileParser:
     def attachment_message(self, number: int, obj: dict[str, Any]) -> Message:
         """An attachment record (2.1.2xx): a meta user message in the model's view."""
         attachment = obj.get("attachment")
-        # Attachments store data, not the rendered reminder text: approximate it with the JSON.
-        text = json_stringify(attachment) if attachment is not None else ""
+        rendered = attachment.get("rendered") if isinstance(attachment, dict) else None
+        kind = attachment.get("type") if isinstance(attachment, dict) else None
+        if isinstance(rendered, list) and all(isinstance(t, str) for t in rendered):
+            # newer versions write the exact reminder text the model was sent
+            text = "\n".join(rendered)
+        elif kind == "prompt_snapshot":
+            # the system prompt: part of the unseen prefix the calibration measures, not a
+            # message of the conversation
+            text = ""
+        else:
+            # older attachments store data, not the rendered text: approximate with the JSON
+            text = json_stringify(attachment) if attachment is not None else ""
         return Message(
             uuid=obj["uuid"],
             role="user",
@@ -579,6 +626,7 @@ def _copy_message(msg: Message) -> Message:
         model=msg.model,
         usage=usage,
         version=msg.version,
+        cwd=msg.cwd,
         is_meta=msg.is_meta,
         is_sidechain=msg.is_sidechain,
         agent_id=msg.agent_id,
@@ -721,6 +769,10 @@ def _build_threads(
     if leaf is not None:
         main_chain = tree.reattach(tree.walk(leaf, problems))
         main = Thread(id=main_id, kind=main_kind, messages=[], file=file_name)
+        root = main_chain[0] if main_chain else None
+        main.starts_outside = bool(
+            root is not None and root.parent is not None and root.parent not in tree.by_uuid
+        )
         _messages_from_records(main_chain, main)
         threads.append(main)
         threads.extend(_branches(tree, main_chain, main, problems, file_name))

@@ -7,7 +7,7 @@ maps versions onto them, so ``config`` never imports it and the two modules form
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from .config import (
@@ -30,6 +30,7 @@ __all__ = [
     "get_preset",
     "parse_version",
     "preset_for_version",
+    "ran_with_1m_window",
     "resolve_config",
     "resolve_request_config",
 ]
@@ -85,17 +86,36 @@ def preset_for_version(version: str | None) -> str:
 ONE_MILLION_EVIDENCE_TOKENS = 200_000
 
 
+def ran_with_1m_window(
+    max_recorded_prompt: int | None, recorded_auto_compactions: Sequence[int] | None
+) -> bool:
+    """Whether the recorded session ran with the 1M window.
+
+    A prompt above 200k is the evidence for it, unless the session compacted automatically
+    below 200k tokens: with the 1M window that fires near 967k, so such a compaction shows the
+    200k window (a file that starts with an older session's history can exceed 200k before its
+    first compaction).
+    """
+    if max_recorded_prompt is None or max_recorded_prompt <= ONE_MILLION_EVIDENCE_TOKENS:
+        return False
+    return not any(0 < pre < ONE_MILLION_EVIDENCE_TOKENS for pre in recorded_auto_compactions or ())
+
+
 def resolve_config(
     preset: str = AUTO,
     overrides: Mapping[str, Any] | None = None,
     *,
     version: str | None = None,
     max_recorded_prompt: int | None = None,
+    recorded_auto_compactions: Sequence[int] | None = None,
 ) -> tuple[PipelineConfig, str]:
     """The config to run with and the name of the preset it started from.
 
     ``"auto"`` resolves through ``preset_for_version(version)``, and switches to the 1M window
-    when ``max_recorded_prompt`` (the largest recorded prompt of the session) exceeds 200k.
+    when ``max_recorded_prompt`` (the largest recorded prompt of the session) exceeds 200k,
+    unless ``recorded_auto_compactions`` (the ``preTokens`` of the session's recorded automatic
+    compactions, ``Session.recorded_auto_compactions``) show the 200k window
+    (``ran_with_1m_window``).
     ``overrides`` (settings, e.g. from ``config.read_settings``) are applied on top and
     validated. A ``preset`` key in the overrides replaces an ``"auto"`` argument, so a saved
     settings file keeps its base; naming two different presets is an error.
@@ -114,8 +134,7 @@ def resolve_config(
     name = preset_for_version(version) if auto else preset
     if (
         auto
-        and max_recorded_prompt is not None
-        and max_recorded_prompt > ONE_MILLION_EVIDENCE_TOKENS
+        and ran_with_1m_window(max_recorded_prompt, recorded_auto_compactions)
         and "context_window" not in values
     ):
         values["context_window"] = 1_000_000
@@ -128,6 +147,7 @@ def resolve_request_config(
     *,
     version: str | None = None,
     max_recorded_prompt: int | None = None,
+    recorded_auto_compactions: Sequence[int] | None = None,
 ) -> tuple[PipelineConfig, str]:
     """``resolve_config`` for a submitted form or API body, whose fields are ``preset`` and
     ``config``: a ``FieldError`` names ``preset``, ``config`` or ``config.<setting>``, the
@@ -140,6 +160,7 @@ def resolve_request_config(
             overrides or None,
             version=version,
             max_recorded_prompt=max_recorded_prompt,
+            recorded_auto_compactions=recorded_auto_compactions,
         )
     except FieldError as exc:
         if exc.field == "preset":

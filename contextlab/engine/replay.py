@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, cast
 
+from .anchors import ThreadAnchors, thread_anchors
 from .cache import CacheSimulator
 from .config import PipelineConfig
 from .cost import PricingTable, load_pricing, request_cost
@@ -77,8 +78,15 @@ def _first_time(thread: Thread) -> str:
     return next((m.timestamp for m in thread.messages if m.timestamp), "")
 
 
-def _calibrated(cal: Calibration, view: View) -> int:
-    return cal.apply(view.raw_tokens())
+def _blocks_within(tokens: list[int], budget: int) -> int:
+    """How many leading blocks fit in ``budget`` tokens (the one that crosses it counts when
+    more than half of it fits; the read is then capped at the budget)."""
+    total = 0
+    for n, tok in enumerate(tokens):
+        if total + tok > budget:
+            return n + 1 if budget - total > tok / 2 else n
+        total += tok
+    return len(tokens)
 
 
 def parse_time(stamp: str) -> float | None:
@@ -109,6 +117,7 @@ class ThreadResult:
     summary_calls: int = 0
     #: per model, when a thread switched models (each has its own tokenizer and system prompt)
     model_calibrations: dict[str, Calibration] = field(default_factory=dict)
+    anchors: ThreadAnchors | None = None
 
 
 @dataclass
@@ -174,6 +183,8 @@ class ReplayResult:
                         "model_calibrations": {
                             m: _calibration_json(c) for m, c in tr.model_calibrations.items()
                         },
+                        "segments": (max(tr.anchors.segment, default=0) + 1) if tr.anchors else 1,
+                        "anchors": [a.to_json() for a in tr.anchors.anchors] if tr.anchors else [],
                     }
                     for tr in self.threads
                 ],
@@ -183,7 +194,7 @@ class ReplayResult:
             },
             "requests": main,
             "subagents": subagents,
-            "summary": summarize(main, self.threads),
+            "summary": summarize(main, self.threads, self.session.side.claude_code_cost_usd),
             "views": {"transforms": self.log.transforms, "synthetic": self.log.synthetic},
             "summaries": self.log.summaries(),
         }
@@ -193,8 +204,14 @@ def _calibration_json(calibration: Calibration) -> CalibrationJson:
     return cast(CalibrationJson, calibration.to_json())
 
 
-def summarize(requests: list[RequestRow], threads: list[ThreadResult]) -> SessionSummary:
-    """Session totals for the main thread (and its branches)."""
+def summarize(
+    requests: list[RequestRow],
+    threads: list[ThreadResult],
+    claude_code_cost: float | None = None,
+) -> SessionSummary:
+    """Session totals for the main thread (and its branches), subagents and compaction calls
+    apart; ``claude_code_cost`` is Claude Code's own figure when the transcript has one."""
+    side = _side_costs(requests, threads)
     read = sum(r["cache"]["read"] for r in requests)
     write = sum(r["cache"]["write"] for r in requests)
     uncached = sum(r["cache"]["uncached"] for r in requests)
@@ -230,7 +247,44 @@ def summarize(requests: list[RequestRow], threads: list[ThreadResult]) -> Sessio
         ),
         "blocking_hits": sum(1 for r in requests for e in r["events"] if e["step"] == "blocking"),
         "recorded_requests": len(recorded),
+        "subagent_cost_usd": side["subagent_cost_usd"],
+        "recorded_subagent_cost_usd": side["recorded_subagent_cost_usd"],
+        "compaction_cost_usd": side["compaction_cost_usd"],
+        "recorded_compaction_cost_usd": side["recorded_compaction_cost_usd"],
+        "session_cost_usd": side["session_cost_usd"],
+        "recorded_session_cost_usd": side["recorded_session_cost_usd"],
+        "claude_code_cost": claude_code_cost,
     }
+
+
+def _side_costs(requests: list[RequestRow], threads: list[ThreadResult]) -> dict[str, float]:
+    """Subagent and compaction-call costs apart, and the session totals that include them."""
+
+    def total(rows: list[RequestRow], recorded: bool) -> float:
+        if recorded:
+            return sum(r["recorded_cost_usd"] or 0.0 for r in rows)
+        return sum(r["cost_usd"] for r in rows)
+
+    subagents = [
+        r
+        for t in threads
+        if t.thread.kind in ("subagent", "sidechain") and not t.thread.compaction_fork
+        for r in t.requests
+    ]
+    compactions = [r for t in threads if t.thread.compaction_fork for r in t.requests]
+    out = {
+        "subagent_cost_usd": total(subagents, False),
+        "recorded_subagent_cost_usd": total(subagents, True),
+        "compaction_cost_usd": total(compactions, False),
+        "recorded_compaction_cost_usd": total(compactions, True),
+        "session_cost_usd": total(requests, False),
+        "recorded_session_cost_usd": total(requests, True),
+    }
+    out["session_cost_usd"] += out["subagent_cost_usd"] + out["compaction_cost_usd"]
+    out["recorded_session_cost_usd"] += (
+        out["recorded_subagent_cost_usd"] + out["recorded_compaction_cost_usd"]
+    )
+    return {key: round(value, 6) for key, value in out.items()}
 
 
 class _CacheBlocks:
@@ -366,6 +420,13 @@ class _ThreadReplay:
         self.log = log
         self.calibration = calibration
         self.model_calibrations: dict[str, Calibration] = {}
+        #: pass 1's anchors (None in pass 1 itself, which measures the plain view)
+        self.anchors: ThreadAnchors | None = None
+        #: the replay compacted (recorded or simulated): the earlier-history span is gone
+        self.compacted_once = False
+        #: requests at which this replay compacted (recorded or simulated)
+        self.compactions_at: list[int] = []
+        self.segment = 0
         self.cache_sim: CacheSimulator | None = None
         # a compaction fork sends the main conversation's system prompt, tools and model
         self.prompt_family = (
@@ -380,6 +441,8 @@ class _ThreadReplay:
         self.restored: dict[tuple[int, int], str] = {}
         #: request index → message index of a recorded summary (what-if may reuse it there)
         self.recorded_summaries: dict[int, int] = {}
+        #: request index → Claude Code's own count where it compacted (``preTokens``)
+        self.recorded_pre_tokens: dict[int, int] = {}
         if mode == "whatif":
             self._prepare_whatif()
         self.view = View(thread, counter, log, self._base_text, self.hidden)
@@ -411,6 +474,7 @@ class _ThreadReplay:
         """Raw conversation: recorded compaction artifacts out, original tool output back."""
         upload = self.session.upload
         summaries: dict[int, int] = {}
+        pre_tokens: int | None = None
         manual = False
         for i, msg in enumerate(self.thread.messages):
             if msg.kind == "compact_boundary" and msg.metadata.get("trigger") == "manual":
@@ -419,6 +483,9 @@ class _ThreadReplay:
             elif msg.kind in ("compact_boundary", "microcompact_boundary", "snip_boundary"):
                 manual = False
                 self.hidden.add(i)
+                if msg.kind == "compact_boundary":
+                    pre = msg.metadata.get("preTokens")
+                    pre_tokens = int(pre) if isinstance(pre, int | float) and pre > 0 else None
             elif msg.kind == "summary" and manual:
                 manual = False
             elif msg.kind == "summary":
@@ -427,6 +494,9 @@ class _ThreadReplay:
                 k = next((r.index for r in self.requests if r.position > i), None)
                 if k is not None:
                     summaries[k] = i
+                    if pre_tokens is not None:
+                        self.recorded_pre_tokens[k] = pre_tokens
+                pre_tokens = None
             elif msg.kind == "tool_result":
                 for j, block in enumerate(msg.blocks):
                     if block.type != "tool_result" or not block.text.startswith(
@@ -526,7 +596,7 @@ class _ThreadReplay:
             state=self.state,
             events=[],
             decision_count=functools.partial(self.decision_count, k),
-            prompt_estimate=functools.partial(_calibrated, cal, view),
+            prompt_estimate=functools.partial(self._prompt_estimate, cal, k),
             session=self.session,
             summarizer=self.summarizer,
         )
@@ -543,7 +613,20 @@ class _ThreadReplay:
         turn_start = ctx.turn_start
         cal = self.model_calibrations.get(req.message.model or "", self.thread_cal)
         raw = view.raw_tokens()
-        model_tokens = cal.apply(raw)
+        if any(e["step"] == "autocompact" and e["action"] == "compacted" for e in events):
+            self.compacted_once = True
+            self.compactions_at.append(k)
+        history_raw, segment_raw, unrecorded = self._anchored(k)
+        extra_raw = history_raw + segment_raw
+        model_tokens = cal.apply(raw + extra_raw) + unrecorded
+        if self.anchors is not None and with_results:
+            # one event per anchor, on the request it was measured at (both modes: the agent
+            # sent that input whatever the pipeline does)
+            events.extend(
+                {"step": "anchor", "action": a.kind, **cast(dict[str, Any], a.to_json())}
+                for a in self.anchors.anchors
+                if a.request == k
+            )
         self.raw.append(raw)
         self.model_tokens.append(model_tokens)
         self.state["last_model_tokens"] = model_tokens
@@ -554,7 +637,9 @@ class _ThreadReplay:
         decision = self.decision_count(k) - ctx.snip_freed
         usage = req.message.usage
         loop.ttl = ttl = self._ttl(usage, loop.ttl)
-        cache = self._cache(loop.sim, loop.blocks, cal, model_tokens, req, now, ttl)
+        cache = self._cache(
+            loop.sim, loop.blocks, cal, model_tokens, req, now, ttl, model_tokens - cal.apply(raw)
+        )
         output = usage.output if usage else 0
         write_5m = cache["write"] if ttl == "5m" else 0
         write_1h = cache["write"] - write_5m
@@ -595,8 +680,11 @@ class _ThreadReplay:
                 "line": req.message.line,
                 "timestamp": req.timestamp,
                 "model": req.message.model,
-                "raw_tokens": raw,
+                "raw_tokens": raw + extra_raw,
                 "model_tokens": model_tokens,
+                "segment": self.anchors.segment[k] if self.anchors else 0,
+                "unrecorded_tokens": unrecorded,
+                "earlier_history_tokens": round(cal.ratio * history_raw),
                 "repl_tokens": cal.apply(repl_raw),
                 "decision_tokens": decision,
                 "recorded": recorded,
@@ -625,8 +713,44 @@ class _ThreadReplay:
         if self.progress is not None:
             self.progress(1)
 
+    def _prompt_estimate(self, cal: Calibration, k: int) -> int:
+        """The display count of the view as it is now, anchors included."""
+        history_raw, segment_raw, unrecorded = self._anchored(k)
+        return cal.apply(self.view.raw_tokens() + history_raw + segment_raw) + unrecorded
+
+    def _anchored(self, k: int) -> tuple[int, int, int]:
+        """Request ``k``'s view tokens beyond the transcript: earlier history until the replay's
+        first compaction and the segment's prefix change (raw units), and its unrecorded input
+        (recorded units)."""
+        anchors = self.anchors
+        if anchors is None or k >= len(anchors.segment):
+            return 0, 0, 0
+        history = 0 if self.compacted_once else max(anchors.history_raw[: k + 1], default=0)
+        return history, anchors.segment_raw[k], anchors.unrecorded[k]
+
     def decision_count(self, k: int) -> int:
-        """``tokenCountWithEstimation``: last usage in the view plus rough estimates after it."""
+        """``tokenCountWithEstimation``: last usage in the view plus rough estimates after it.
+
+        In a what-if replay whose view still matches the recording where Claude Code compacted,
+        Claude Code's own count there (``preTokens``) is the count: it also holds what the
+        transcript lost to the compaction (a tool result never written)."""
+        pre = self.recorded_pre_tokens.get(k)
+        if (
+            pre is not None
+            and self.config.whatif_recorded_counts
+            and self.recorded_raw is not None
+            and (
+                # a compaction before the file's first response: its history is not in the file
+                k == 0
+                or (
+                    k <= len(self.raw)
+                    and k - 1 < len(self.recorded_raw)
+                    and self.raw[k - 1] == self.recorded_raw[k - 1]
+                    and self._same_compactions(k - 1)
+                )
+            )
+        ):
+            return pre
         view = self.view
         for j in range(k - 1, -1, -1):
             req = self.requests[j]
@@ -652,9 +776,28 @@ class _ThreadReplay:
             return usage.total
         if j < len(self.raw) and j < len(self.recorded_raw) and self.raw[j] == self.recorded_raw[j]:
             return usage.total
+        if (
+            self.config.whatif_recorded_counts
+            and j < len(self.raw)
+            and j < len(self.recorded_raw)
+            and self._same_compactions(j)
+        ):
+            # both views went through the same compactions: the recorded count plus the
+            # calibrated difference between the two views leans on what Claude Code counted
+            cal = self.model_calibrations.get(self.requests[j].message.model or "", self.thread_cal)
+            return usage.total + round(cal.ratio * (self.raw[j] - self.recorded_raw[j]))
         if j < len(self.model_tokens):
             return self.model_tokens[j] + usage.output
         return usage.total
+
+    def _same_compactions(self, j: int) -> bool:
+        """This replay and the recording compacted as often up to request ``j``, each time
+        within one request of the other (a summary reused there, so the views stay close)."""
+        recorded = sorted(k for k in self.recorded_summaries if k <= j)
+        ours = [k for k in self.compactions_at if k <= j]
+        return len(recorded) == len(ours) and all(
+            abs(a - b) <= 1 for a, b in zip(recorded, ours, strict=True)
+        )
 
     def _ttl(self, usage: Usage | None, previous: str) -> str:
         setting = self.config.cache_ttl
@@ -676,9 +819,17 @@ class _ThreadReplay:
         req: RequestInfo,
         now: float,
         ttl: str,
+        anchored: int,
     ) -> CacheRow:
         view = self.view
         model = req.message.model or ""
+        segment = self.anchors.segment[req.index] if self.anchors else 0
+        if segment != self.segment:
+            # a restart rebuilds the dynamic system prompt (environment, git status, session
+            # start): the static prefix stays cached, everything after it is written again
+            self.segment = segment
+            blocks.system_keys[1] = text_key(f"system-dynamic:{self.thread.id}:{segment}")
+            blocks.keys = []
         blocks.sync(view, cal.ratio, text_key(model))
         # the request was sent when the message before it was written; its response began later
         sent = (
@@ -689,7 +840,8 @@ class _ThreadReplay:
         prefix = max(0, round(cal.prefix_tokens))
         system = round(prefix * self.config.cache_system_prefix_share)
         tokens = blocks.cal
-        tokens[0], tokens[1] = system, prefix - system
+        # earlier history, a segment's prefix change and unrecorded input sit with the prefix
+        tokens[0], tokens[1] = system, max(0, prefix - system + anchored)
         prefix_hashes = blocks.hashes
         cache_key = f"{model}|{self.prompt_family}"
         last = len(tokens) - 1
@@ -698,6 +850,16 @@ class _ThreadReplay:
         breakpoints = [0]
         if last > breakpoints[-1]:
             breakpoints.append(last)
+        warm_blocks = 1 if self.config.cache_global_prefix_warm else 0
+        usage = req.message.usage
+        warm_read: int | None = None
+        if req.index == 0 and usage is not None and usage.cache_read > 0:
+            warm_read = usage.cache_read
+            # file start: what was cached before this file (an earlier process, another
+            # session) is unknowable from it, so the first recorded read anchors it
+            warm_blocks = max(warm_blocks, _blocks_within(tokens, usage.cache_read))
+            if 0 < warm_blocks - 1 < last:
+                breakpoints.insert(1, warm_blocks - 1)
         info = model_info(req.message.model)
         res = sim.request(
             time=now,
@@ -707,11 +869,15 @@ class _ThreadReplay:
             breakpoints=breakpoints,
             ttl=ttl,
             min_cacheable_tokens=info.min_cacheable_tokens,
-            warm_blocks=1 if self.config.cache_global_prefix_warm else 0,
+            warm_blocks=warm_blocks,
             label=str(req.index),
             ready_time=ready,
         )
         read, write, uncached = res.read, res.write, res.uncached
+        if warm_read is not None and read > warm_read:
+            # the file-start anchor reads what was warm, no more
+            write += read - warm_read
+            read = warm_read
         # per-block rounding: settle the difference with the calibrated total in the tail
         diff = model_tokens - (read + write + uncached)
         if uncached + diff >= 0:
@@ -779,7 +945,9 @@ class _Replay:
             for t in self.threads
         )
         self.done = 0
-        self.measured: dict[str, tuple[list[int], Calibration | None, dict[str, Calibration]]] = {}
+        self.measured: dict[
+            str, tuple[list[int], Calibration | None, dict[str, Calibration], ThreadAnchors]
+        ] = {}
         self.order: list[Thread] = []
         self.position = -1  # index in ``order`` of the thread being replayed; -1: not started
         self.runner: _ThreadReplay | None = None
@@ -818,11 +986,17 @@ class _Replay:
             totals = [
                 (r.message.usage.prompt_total if r.message.usage else 0) for r in probe.requests
             ]
-            measured[thread.id] = (
-                probe.raw,
-                fit_calibration(probe.raw, totals),
-                fit_per_model(probe.requests, probe.raw, totals),
-            )
+            per_model = fit_per_model(probe.requests, probe.raw, totals)
+            calibration = fit_calibration(probe.raw, totals)
+            anchors = thread_anchors(thread, probe.requests, probe.raw, totals, self.config)
+            if per_model or anchors.calibration is None:
+                # a thread fitted per model keeps its per-model lines (segments still count)
+                segments = anchors.segment
+                anchors = ThreadAnchors.empty(len(segments))
+                anchors.segment = segments
+            else:
+                calibration = anchors.calibration
+            measured[thread.id] = (probe.raw, calibration, per_model, anchors)
         self.session.memo[memo_key] = measured
         self.measured = measured
 
@@ -839,7 +1013,7 @@ class _Replay:
         main_cal = self.measured[self.threads[0].id][1] if self.threads else None
         while self.position < len(self.order):
             thread = self.order[self.position]
-            raw, cal, per_model = self.measured[thread.id]
+            raw, cal, per_model, anchors = self.measured[thread.id]
             if cal is None:
                 inherited = main_cal if _continues_main(thread) else None
                 cal = (
@@ -865,6 +1039,7 @@ class _Replay:
                     progress=self.tick,
                 )
                 self.runner.model_calibrations = per_model
+                self.runner.anchors = anchors
                 self.runner.cache_sim = self.cache_sim
             runner = self.runner
             requests = runner.run(with_results=True)
@@ -872,7 +1047,7 @@ class _Replay:
                 (r.message.usage.prompt_total if r.message.usage else 0) for r in runner.requests
             ]
             self.by_thread[thread.id] = ThreadResult(
-                thread, requests, runner.raw, totals, cal, runner.summary_calls, per_model
+                thread, requests, runner.raw, totals, cal, runner.summary_calls, per_model, anchors
             )
             self.runner = None
             self.position += 1
@@ -941,7 +1116,7 @@ class _Replay:
 
 
 #: Bump when the replay's state changes shape (a checkpoint of another version is refused).
-CHECKPOINT_VERSION = 1
+CHECKPOINT_VERSION = 2
 
 
 def replay(

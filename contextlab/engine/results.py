@@ -85,8 +85,15 @@ class RequestRow(TypedDict):
     model: str | None
     #: tiktoken count of the model view, before calibration
     raw_tokens: int
-    #: display count of the model view (calibrated ``raw_tokens``)
+    #: display count of the model view (calibrated ``raw_tokens`` plus ``unrecorded_tokens``)
     model_tokens: int
+    #: restart segment of the thread the request belongs to (0: before any restart)
+    segment: int
+    #: input the transcript does not record (recorded-token units), anchored on the usage
+    unrecorded_tokens: int
+    #: the "earlier history not in this file" span in the view (display tokens; 0 without one,
+    #: and after the first compaction)
+    earlier_history_tokens: int
     #: display count of the full (REPL) history before the request
     repl_tokens: int
     #: Claude Code's own count, on which the thresholds fire
@@ -121,6 +128,18 @@ class CalibrationJson(TypedDict):
     source: str
 
 
+class AnchorJson(TypedDict):
+    """One anchor on the recorded usage (``anchors.Anchor``)."""
+
+    request: int
+    #: "earlier_history" | "segment" | "unrecorded"
+    kind: str
+    #: "file_start" | "restart" | "turn_start" | "after_compaction"
+    point: str
+    tokens: int
+    reason: str
+
+
 class ThreadInfo(TypedDict):
     id: str
     kind: str
@@ -130,6 +149,10 @@ class ThreadInfo(TypedDict):
     calibration: CalibrationJson
     #: per model, when the thread switched models (each gets its own fit)
     model_calibrations: dict[str, CalibrationJson]
+    #: restart segments of the thread (1: no restart)
+    segments: int
+    #: where the display count is anchored on the recorded usage (``anchors.Anchor.to_json``)
+    anchors: list[AnchorJson]
 
 
 class SessionInfo(TypedDict):
@@ -177,6 +200,17 @@ class SessionSummary(TypedDict):
     requests_above_warning: int
     blocking_hits: int
     recorded_requests: int
+    #: the delegated subagents' requests (compaction calls not included)
+    subagent_cost_usd: float
+    recorded_subagent_cost_usd: float
+    #: Claude Code's summarizer calls of recorded compactions (``agent-acompact-*`` files)
+    compaction_cost_usd: float
+    recorded_compaction_cost_usd: float
+    #: main conversation + subagents + compaction calls
+    session_cost_usd: float
+    recorded_session_cost_usd: float
+    #: Claude Code's own figure for the session (newest ``cost-state`` record), None without one
+    claude_code_cost: float | None
 
 
 class ViewLog(TypedDict):

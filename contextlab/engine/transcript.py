@@ -111,6 +111,8 @@ class Message:
     model: str | None = None
     usage: Usage | None = None
     version: str | None = None
+    #: working directory the record was written in (a change mid-thread is a restart)
+    cwd: str | None = None
     is_meta: bool = False
     is_sidechain: bool = False
     agent_id: str | None = None

@@ -22,6 +22,17 @@ logger = logging.getLogger(__name__)
 RunConfigError = engine.FieldError
 
 
+def recorded_auto_compactions(transcript: Transcript) -> list[int]:
+    """``preTokens`` of the transcript's recorded automatic compactions, as the upload stored
+    them on its main thread (older uploads have none: ``resolve_config`` then goes by the
+    largest prompt alone)."""
+    for thread in transcript.threads or []:
+        if isinstance(thread, dict) and thread.get("kind") == "main":
+            found = thread.get("auto_compactions") or []
+            return [int(pre) for pre in found if isinstance(pre, int) and pre > 0]
+    return []
+
+
 def start_run(
     *,
     owner: User,
@@ -52,6 +63,7 @@ def start_run(
         overrides,
         version=transcript.version or None,
         max_recorded_prompt=transcript.max_prompt_tokens or None,
+        recorded_auto_compactions=recorded_auto_compactions(transcript),
     )
     summaries.validate_summarizer(summarizer, summary_model, spend_cap_usd)
     run = lifecycle.create(

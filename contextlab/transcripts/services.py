@@ -181,8 +181,19 @@ def create_transcript(
                     request_count=_request_count(session),
                     max_prompt_tokens=session.max_recorded_prompt,
                     threads=[
-                        {"id": t.id, "kind": t.kind, "messages": len(t.messages)}
-                        for t in session.threads
+                        {
+                            "id": t.id,
+                            "kind": t.kind,
+                            "messages": len(t.messages),
+                            # the main thread's recorded auto compactions (preTokens): the
+                            # evidence resolve_config uses for the window "auto" picks
+                            **(
+                                {"auto_compactions": session.recorded_auto_compactions}
+                                if n == 0
+                                else {}
+                            ),
+                        }
+                        for n, t in enumerate(session.threads)
                     ],
                     problems=stored_problems(session.problems),
                 )

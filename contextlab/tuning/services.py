@@ -298,6 +298,7 @@ def resolved_for(
             spec.overrides,
             version=transcript.version or None,
             max_recorded_prompt=transcript.max_prompt_tokens or None,
+            recorded_auto_compactions=run_services.recorded_auto_compactions(transcript),
         )
     except engine.FieldError as exc:
         raise engine.FieldError(

@@ -94,6 +94,8 @@ SPEC_DEFAULTS: dict[str, object] = {
 }
 
 MODELED = {
+    "anchors_enabled",
+    "whatif_recorded_counts",
     "cache_global_prefix_warm",
     "cache_system_prefix_share",
     "cached_mc_enabled",

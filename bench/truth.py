@@ -1,0 +1,384 @@
+"""Every #9 target on the corpus, twice: whole corpus and leave-one-source-out.
+
+    python bench/truth.py                 # table of all targets (corpus incl. recent/)
+    python bench/truth.py --json OUT.json # the same figures as JSON
+    python bench/truth.py --files         # plus one line per file
+
+Figures (each on the whole corpus, ``$CONTEXTLAB_CORPUS`` or ``../shared/corpus`` with its
+subfolders):
+
+* tokens — recorded mode, per-thread (per model) 2-parameter fit of ``raw_tokens`` against the
+  recorded prompt minus ``unrecorded_tokens`` (``evaluation.fidelity``): pooled median and p90
+  of |relative error|, and the worst session's p90;
+* compactions — ``whatif --preset auto`` against every recorded automatic compaction: predicted
+  on the same request or a neighbour with the decision count within 2 % of ``preTokens``;
+  extras are simulated compactions with no recorded compaction (of any trigger) next to them;
+* identity — per session, whatif ``auto`` and recorded agree on every thread's compaction
+  requests and their session costs are within 1 %;
+* cost — recorded-mode session cost (subagents and compaction calls included) against the cost
+  of the recorded usage: median and worst |relative error|; the same price-free with tokens
+  weighted as Claude prices them (cache read 0.1, 5m write 1.25, 1h write 2, output 5);
+* cache misses — recall and precision of requests whose recorded cache read is under half the
+  prompt (``evaluation.cache_accuracy``).
+
+Leave-one-source-out: every config constant fitted on the corpus (``FITTED`` below; each is a
+``PipelineConfig`` field with its candidates) is chosen on all repositories but one, by the
+token p90 there, and the held-out repository is scored with that choice; pooled over all
+repositories. With nothing fitted the two columns are the same by construction.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from contextlab.engine.evaluation import cache_accuracy, fidelity
+from contextlab.engine.parsing import Session, load_session
+from contextlab.engine.presets import resolve_config
+from contextlab.engine.replay import ReplayResult, replay
+from contextlab.engine.results import RequestRow
+from contextlab.engine.tokens import percentile
+
+#: Config constants tuned on the corpus: field → candidate values (the preset's value first).
+#: Leave-one-source-out picks one per held-out repository from the others.
+FITTED: dict[str, tuple[Any, ...]] = {
+    "anchor_margin_tokens": (4_000, 2_000, 8_000),
+    "anchor_margin_share": (0.03, 0.015, 0.06),
+}
+#: Price-free weights relative to plain input (Claude's published multipliers).
+WEIGHTS = {"uncached": 1.0, "read": 0.1, "write_5m": 1.25, "write_1h": 2.0, "output": 5.0}
+COMPACTION_TOLERANCE = 0.02
+IDENTITY_COST_TOLERANCE = 0.01
+
+
+def corpus_root() -> Path:
+    return Path(os.environ.get("CONTEXTLAB_CORPUS") or "../shared/corpus")
+
+
+def source_of(path: Path) -> str:
+    """The repository a corpus file came from: ``owner__repo__…`` → ``owner/repo``."""
+    parts = path.name.split("__")
+    return f"{parts[0]}/{parts[1]}" if len(parts) > 2 else path.stem
+
+
+def resolve(session: Session, overrides: Mapping[str, Any]) -> Any:
+    kwargs: dict[str, Any] = {
+        "version": session.version,
+        "max_recorded_prompt": session.max_recorded_prompt,
+    }
+    return resolve_config(
+        "auto",
+        dict(overrides) or None,
+        recorded_auto_compactions=session.recorded_auto_compactions,
+        **kwargs,
+    )
+
+
+@dataclass
+class FileFigures:
+    name: str
+    source: str
+    errors: list[float] = field(default_factory=list)
+    session_p90: float | None = None
+    cost_error: float | None = None
+    weighted_error: float | None = None
+    claude_code_cost: float | None = None
+    misses: tuple[int, int, int] = (0, 0, 0)
+    compactions: list[dict[str, Any]] = field(default_factory=list)
+    extras: int = 0
+    identity: bool = True
+    identity_reason: str = ""
+    anchors: int = 0
+    requests: int = 0
+
+
+def _all_rows(result: ReplayResult) -> list[RequestRow]:
+    return [r for tr in result.threads for r in tr.requests]
+
+
+def _session_costs(result: ReplayResult) -> tuple[float, float]:
+    summary: Mapping[str, Any] = result.result_json()["summary"]
+    if "session_cost_usd" in summary:
+        return float(summary["session_cost_usd"]), float(summary["recorded_session_cost_usd"])
+    rows = _all_rows(result)
+    return (
+        sum(r["cost_usd"] for r in rows),
+        sum(r["recorded_cost_usd"] or 0.0 for r in rows),
+    )
+
+
+def _weighted(rows: Sequence[RequestRow]) -> tuple[float, float]:
+    ours = recorded = 0.0
+    for r in rows:
+        rec = r["recorded"]
+        if rec is None:
+            continue
+        cache = r["cache"]
+        w1h = cache["write"] if r["ttl"] == "1h" else 0
+        w5m = cache["write"] - w1h
+        ours += (
+            cache["uncached"] * WEIGHTS["uncached"]
+            + cache["read"] * WEIGHTS["read"]
+            + w5m * WEIGHTS["write_5m"]
+            + w1h * WEIGHTS["write_1h"]
+            + rec["output"] * WEIGHTS["output"]
+        )
+        r1h = rec["cache_write_1h"] or 0
+        recorded += (
+            rec["input"] * WEIGHTS["uncached"]
+            + rec["cache_read"] * WEIGHTS["read"]
+            + (rec["cache_write"] - r1h) * WEIGHTS["write_5m"]
+            + r1h * WEIGHTS["write_1h"]
+            + rec["output"] * WEIGHTS["output"]
+        )
+    return ours, recorded
+
+
+def _compacted(rows: Sequence[RequestRow]) -> dict[int, dict[str, Any]]:
+    return {
+        r["thread_request"]: {"decision_tokens": r["decision_tokens"], **e}
+        for r in rows
+        for e in r["events"]
+        if e["step"] == "autocompact" and e["action"] == "compacted"
+    }
+
+
+def evaluate(path: Path, overrides: Mapping[str, Any]) -> FileFigures:
+    session = load_session(str(path))
+    config, preset = resolve(session, overrides)
+    recorded = replay(session, config, mode="recorded", preset_name=preset)
+    whatif = replay(session, config, mode="whatif", preset_name=preset)
+    figs = FileFigures(path.name, source_of(path))
+    fid = fidelity(recorded)
+    figs.errors = fid["errors"]
+    figs.session_p90 = percentile(fid["errors"], 0.9) if fid["errors"] else None
+    ours, theirs = _session_costs(recorded)
+    figs.cost_error = (ours - theirs) / theirs if theirs else None
+    w_ours, w_theirs = _weighted(_all_rows(recorded))
+    figs.weighted_error = (w_ours - w_theirs) / w_theirs if w_theirs else None
+    summary: Mapping[str, Any] = recorded.result_json()["summary"]
+    figs.claude_code_cost = summary.get("claude_code_cost")
+    cache = cache_accuracy(recorded)
+    figs.misses = cache["counts"]
+    threads = recorded.result_json()["session"]["threads"]
+    figs.anchors = sum(len(t.get("anchors") or []) for t in threads)
+    figs.requests = sum(t["requests"] for t in threads)
+    wi_by_thread = {tr.thread.id: tr for tr in whatif.threads}
+    differing: list[str] = []
+    for rec_tr in recorded.threads:
+        if rec_tr.thread.compaction_fork:
+            continue
+        wi_tr = wi_by_thread.get(rec_tr.thread.id)
+        rec_c = _compacted(rec_tr.requests)
+        wi_c = _compacted(wi_tr.requests) if wi_tr else {}
+        if sorted(rec_c) != sorted(wi_c):
+            differing.append(f"{rec_tr.thread.id}: recorded {sorted(rec_c)} whatif {sorted(wi_c)}")
+        matched: set[int] = set()
+        for k, e in rec_c.items():
+            if e.get("trigger") != "auto":
+                continue
+            j = next((j for j in (k, k - 1, k + 1) if j in wi_c and j not in matched), None)
+            pre = int(e.get("pre_tokens") or 0)
+            count = wi_c[j]["decision_tokens"] if j is not None else None
+            rel = abs(count - pre) / pre if count is not None and pre else None
+            if j is not None:
+                matched.add(j)
+            figs.compactions.append(
+                {
+                    "file": path.name,
+                    "thread": rec_tr.thread.id,
+                    "request": k,
+                    "pre_tokens": pre,
+                    "offset": None if j is None else j - k,
+                    "decision_tokens": count,
+                    "rel_error": rel,
+                    "ok": rel is not None and rel <= COMPACTION_TOLERANCE,
+                }
+            )
+        near_recorded = {j for k in rec_c for j in (k - 1, k, k + 1)}
+        figs.extras += sum(
+            1
+            for j, e in wi_c.items()
+            if j not in matched and j not in near_recorded and e.get("trigger") != "manual"
+        )
+    wi_cost, _ = _session_costs(whatif)
+    rec_cost, _ = _session_costs(recorded)
+    cost_ok = abs(wi_cost - rec_cost) <= IDENTITY_COST_TOLERANCE * max(rec_cost, 1e-9)
+    if not cost_ok:
+        differing.append(f"cost whatif {wi_cost:.4f} recorded {rec_cost:.4f}")
+    figs.identity = not differing
+    figs.identity_reason = "; ".join(differing)
+    return figs
+
+
+def aggregate(files: Sequence[FileFigures]) -> dict[str, Any]:
+    errors = sorted(e for f in files for e in f.errors)
+    p90s = [f.session_p90 for f in files if f.session_p90 is not None]
+    costs = [abs(f.cost_error) for f in files if f.cost_error is not None]
+    weighted = [abs(f.weighted_error) for f in files if f.weighted_error is not None]
+    rec_miss = sum(f.misses[0] for f in files)
+    pred_miss = sum(f.misses[1] for f in files)
+    both = sum(f.misses[2] for f in files)
+    comps = [c for f in files for c in f.compactions]
+    return {
+        "files": len(files),
+        "requests": len(errors),
+        "tokens_median": statistics.median(errors) if errors else None,
+        "tokens_p90": percentile(errors, 0.9) if errors else None,
+        "worst_session_p90": max(p90s) if p90s else None,
+        "worst_session": max(files, key=lambda f: f.session_p90 or 0).name if files else None,
+        "auto_compactions": len(comps),
+        "auto_predicted": sum(1 for c in comps if c["ok"]),
+        "extra_compactions": sum(f.extras for f in files),
+        "identity": sum(1 for f in files if f.identity),
+        "cost_median": statistics.median(costs) if costs else None,
+        "cost_worst": max(costs) if costs else None,
+        "weighted_median": statistics.median(weighted) if weighted else None,
+        "weighted_worst": max(weighted) if weighted else None,
+        "miss_recall": both / rec_miss if rec_miss else None,
+        "miss_precision": both / pred_miss if pred_miss else None,
+        "anchors": sum(f.anchors for f in files),
+        "anchored_share_worst": max(
+            (f.anchors / f.requests for f in files if f.requests >= 20), default=None
+        ),
+    }
+
+
+def leave_one_source_out(paths: Sequence[Path]) -> tuple[list[FileFigures], dict[str, Any]]:
+    """Per held-out repository, the candidate of every fitted constant that scores best (token
+    p90) on the other repositories, then that repository scored with it."""
+    by_source: dict[str, list[Path]] = {}
+    for p in paths:
+        by_source.setdefault(source_of(p), []).append(p)
+    if not FITTED:
+        return [], {}
+    grid: dict[tuple[str, Any], dict[str, FileFigures]] = {}
+    for name, candidates in FITTED.items():
+        for value in candidates:
+            grid[(name, value)] = {p.name: evaluate(p, {name: value}) for p in paths}
+    chosen: dict[str, dict[str, Any]] = {}
+    scored: list[FileFigures] = []
+    for source, held in by_source.items():
+        choice: dict[str, Any] = {}
+        for name, candidates in FITTED.items():
+
+            def score(value: Any, name: str = name, source: str = source) -> float:
+                others = [
+                    f
+                    for fname, f in grid[(name, value)].items()
+                    if source_of(Path(fname)) != source
+                ]
+                errs = sorted(e for f in others for e in f.errors)
+                return percentile(errs, 0.9) if errs else 0.0
+
+            choice[name] = min(candidates, key=score)
+        chosen[source] = choice
+        scored.extend(evaluate(p, choice) for p in held)
+    return scored, chosen
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.2f} %"
+
+
+TARGETS: list[tuple[str, str, str]] = [
+    ("tokens_median", "tokens median (≤ 1.5 %)", "pct"),
+    ("tokens_p90", "tokens p90 (≤ 4 %)", "pct"),
+    ("worst_session_p90", "worst session p90 (≤ 10 %)", "pct"),
+    ("auto_predicted", "auto compactions predicted (all)", "count_of:auto_compactions"),
+    ("extra_compactions", "extra compactions (0)", "int"),
+    ("identity", "identity sessions (all)", "count_of:files"),
+    ("cost_median", "cost median (≤ 2 %)", "pct"),
+    ("cost_worst", "cost worst (≤ 5 %)", "pct"),
+    ("weighted_median", "weighted tokens median (≤ 2 %)", "pct"),
+    ("weighted_worst", "weighted tokens worst (≤ 5 %)", "pct"),
+    ("miss_recall", "cache-miss recall (≥ 80 %)", "pct"),
+    ("miss_precision", "cache-miss precision (≥ 80 %)", "pct"),
+    ("anchors", "anchors (few)", "int"),
+    ("anchored_share_worst", "anchors/requests, worst (≥ 20 req)", "pct"),
+]
+
+
+def _cell(figs: Mapping[str, Any], key: str, kind: str) -> str:
+    if not figs:
+        return "-"
+    if kind == "pct":
+        return _pct(figs.get(key))
+    if kind.startswith("count_of:"):
+        return f"{figs.get(key)} of {figs.get(kind.split(':', 1)[1])}"
+    return str(figs.get(key))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--json", help="write the figures to this file")
+    parser.add_argument("--files", action="store_true", help="one line per file")
+    args = parser.parse_args(argv)
+    root = corpus_root()
+    paths = sorted(root.rglob("*.jsonl"))
+    if not paths:
+        print(f"no transcripts under {root}", file=sys.stderr)
+        return 2
+    whole = [evaluate(p, {}) for p in paths]
+    whole_figs = aggregate(whole)
+    # the compactions again with the replay's own estimate only (no recorded preTokens or
+    # recorded counts in what-if): how well the estimator alone predicts them
+    alone = aggregate([evaluate(p, {"whatif_recorded_counts": False}) for p in paths])
+    loso_files, chosen = leave_one_source_out(paths)
+    loso_figs = aggregate(loso_files) if loso_files else whole_figs
+    print(f"{'target':40} {'whole corpus':>16} {'leave-one-out':>16}")
+    for key, label, kind in TARGETS:
+        print(f"{label:40} {_cell(whole_figs, key, kind):>16} {_cell(loso_figs, key, kind):>16}")
+    for key, label, kind in TARGETS[3:6]:
+        print(f"{label + ', estimate alone':40} {_cell(alone, key, kind):>16}")
+    print(f"worst session: {whole_figs['worst_session']}")
+    if chosen:
+        for source, choice in chosen.items():
+            print(f"  fitted without {source}: {choice}")
+    else:
+        print("no constant is fitted on the corpus: leave-one-source-out equals the whole corpus")
+    for f in whole:
+        for c in f.compactions:
+            if not c["ok"]:
+                print(
+                    f"  compaction missed: {c['file'][:50]} req {c['request']} pre {c['pre_tokens']:,} "
+                    f"offset {c['offset']} decision {c['decision_tokens']} ({_pct(c['rel_error'])})"
+                )
+        if f.extras:
+            print(f"  extra compactions: {f.name[:60]} {f.extras}")
+        if not f.identity:
+            print(f"  identity: {f.name[:60]}: {f.identity_reason[:200]}")
+    if args.files:
+        print(f"\n{'file':64} {'n':>5} {'p90':>8} {'cost':>8} {'weighted':>9} {'cc cost':>9}")
+        for f in whole:
+            cc = "-" if f.claude_code_cost is None else f"{f.claude_code_cost:.3f}"
+            print(
+                f"{f.name[:64]:64} {len(f.errors):>5} {_pct(f.session_p90):>8} "
+                f"{_pct(f.cost_error):>8} {_pct(f.weighted_error):>9} {cc:>9}"
+            )
+    if args.json:
+        Path(args.json).write_text(
+            json.dumps(
+                {
+                    "whole": whole_figs,
+                    "leave_one_source_out": loso_figs,
+                    "estimate_alone": alone,
+                    "chosen": chosen,
+                },
+                indent=2,
+            )
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,304 @@
+"""Anchors on the recorded usage: what a transcript cannot show of the prompt that was sent.
+
+A thread's display count is ``prefix + ratio * raw`` (``tokens.Calibration``), fitted on the
+recorded prompt sizes. Three things break that line, each at a point the records name:
+
+* **earlier history** — the file continues a conversation written elsewhere (its first record's
+  ``parentUuid`` is not in the file): the first prompt holds history the file does not have.
+  Sized from the first recorded prompt minus the system/tools level; it lives until the first
+  compaction, which summarizes it away. It is part of the view (``raw_tokens``).
+* **restart segments** — ``/exit`` and a resume, or a change of Claude Code ``version``: the
+  system prompt and tools are rebuilt, so the unseen prefix is measured again on the first
+  recorded request of the segment. Also part of the view. (A ``cwd`` change is not a restart:
+  the records follow the shell's ``cd`` within one process; on the corpus it split a thread
+  that the recorded cache reads show was one process.)
+* **unrecorded input** — at a file start, restart, turn start or after a compaction the
+  recorded prompt grows by more than the visible content explains (hook output, attachments or
+  post-compaction restoration the version did not write down). Carried as its own span in
+  recorded-token units (``unrecorded_tokens``); a compaction summarizes it away.
+
+Jumps count only beyond a clear margin (``anchor_margin_tokens`` and ``anchor_margin_share``),
+so anchors stay few: one per phenomenon, not one per request.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from .config import PipelineConfig
+from .parsing import Thread
+from .pipeline.base import RequestInfo
+from .results import AnchorJson
+from .tokens import DEFAULT_CALIBRATION, Calibration, fit_calibration, percentile
+
+EXIT_COMMANDS = ("<command-name>/exit</command-name>", "<command-name>/quit</command-name>")
+
+
+@dataclass
+class Anchor:
+    """One anchor: where, why and how many recorded tokens it stands for."""
+
+    request: int
+    kind: str  # "earlier_history" | "segment" | "unrecorded"
+    point: str  # "file_start" | "restart" | "turn_start" | "after_compaction"
+    tokens: int
+    reason: str
+
+    def to_json(self) -> AnchorJson:
+        return {
+            "request": self.request,
+            "kind": self.kind,
+            "point": self.point,
+            "tokens": self.tokens,
+            "reason": self.reason,
+        }
+
+
+@dataclass
+class ThreadAnchors:
+    """Per request of a thread: its segment, the extra view tokens and the unrecorded input."""
+
+    segment: list[int]
+    #: earlier-history span, raw (tiktoken) units, until the first compaction
+    history_raw: list[int]
+    #: the segment's unseen prefix minus the first segment's, raw units
+    segment_raw: list[int]
+    #: unrecorded input, recorded-token units
+    unrecorded: list[int]
+    anchors: list[Anchor] = field(default_factory=list)
+    calibration: Calibration | None = None
+
+    @staticmethod
+    def empty(n: int) -> ThreadAnchors:
+        return ThreadAnchors([0] * n, [0] * n, [0] * n, [0] * n)
+
+
+def restart_reason(thread: Thread, start: int, end: int, previous: RequestInfo | None) -> str:
+    """Why messages ``start:end`` (between two requests) hold a process restart, or ""."""
+    msgs = thread.messages
+    for m in msgs[start:end]:
+        if m.kind == "command" and any(c in b.text for b in m.blocks for c in EXIT_COMMANDS):
+            return "/exit, then the session was resumed"
+    if previous is None:
+        return ""
+    before = previous.message
+    for m in msgs[start:end]:
+        if m.version and before.version and m.version != before.version:
+            return f"Claude Code {before.version} → {m.version}"
+    return ""
+
+
+def _named_points(thread: Thread, requests: Sequence[RequestInfo]) -> list[dict[str, str]]:
+    """Per request, the nameable points right before it (point → reason)."""
+    out: list[dict[str, str]] = []
+    prev_end = 0
+    for k, req in enumerate(requests):
+        points: dict[str, str] = {}
+        between = thread.messages[prev_end : req.position]
+        if k == 0:
+            points["file_start"] = "first request of the file"
+        reason = restart_reason(thread, prev_end, req.position, requests[k - 1] if k else None)
+        if reason and k:
+            points["restart"] = reason
+        if any(m.kind in ("compact_boundary", "summary") for m in between) and k:
+            points["after_compaction"] = "first request after a compaction"
+        if any(m.role == "user" and m.kind in ("prompt", "command") for m in between) and k:
+            points["turn_start"] = "a user turn starts"
+        out.append(points)
+        prev_end = req.position
+    return out
+
+
+def _within_slope(xs: Sequence[int], ys: Sequence[int], groups: Sequence[int]) -> float | None:
+    """Least-squares slope with one intercept per group (jumps between groups do not bias it)."""
+    sums: dict[int, list[float]] = {}
+    for x, y, g in zip(xs, ys, groups, strict=True):
+        acc = sums.setdefault(g, [0.0, 0.0, 0.0])
+        acc[0] += x
+        acc[1] += y
+        acc[2] += 1
+    sxx = sxy = 0.0
+    for x, y, g in zip(xs, ys, groups, strict=True):
+        sx, sy, n = sums[g]
+        dx = x - sx / n
+        sxx += dx * dx
+        sxy += dx * (y - sy / n)
+    if sxx <= 0 or sxy <= 0:
+        return None
+    return sxy / sxx
+
+
+def thread_anchors(
+    thread: Thread,
+    requests: Sequence[RequestInfo],
+    raw: Sequence[int],
+    totals: Sequence[int],
+    config: PipelineConfig,
+) -> ThreadAnchors:
+    """Segments, earlier history and unrecorded input of one thread, from pass 1's raw counts."""
+    n = len(requests)
+    result = ThreadAnchors.empty(n)
+    points = _named_points(thread, requests)
+    segment = 0
+    for k in range(n):
+        if "restart" in points[k]:
+            segment += 1
+        result.segment[k] = segment
+    recorded = [k for k in range(n) if totals[k] > 0]
+    if not config.anchors_enabled or not recorded:
+        return result
+    if len(recorded) < 3:
+        return _short_thread(thread, result, recorded[0], raw, totals, config)
+    groups: list[int] = []
+    group = 0
+    for k in recorded:
+        if points[k] and k != recorded[0]:
+            group += 1
+        groups.append(group)
+    ratio = _within_slope([raw[k] for k in recorded], [totals[k] for k in recorded], groups)
+    if ratio is None or not config.anchor_ratio_min <= ratio <= config.anchor_ratio_max:
+        return result
+
+    def level(k: int) -> float:
+        return totals[k] - ratio * raw[k]
+
+    def margin(k: int) -> float:
+        return max(config.anchor_margin_tokens, config.anchor_margin_share * totals[k])
+
+    first = recorded[0]
+    base = level(first)
+    history = 0.0
+    if thread.starts_outside:
+        after = next((k for k in recorded if k > first and "after_compaction" in points[k]), None)
+        reference = float(config.unseen_prefix_prior_tokens)
+        if after is not None:
+            reference = min(reference, level(after))
+        if base - reference > margin(first):
+            history = base - reference
+            base = reference
+            result.anchors.append(
+                Anchor(
+                    first,
+                    "earlier_history",
+                    "file_start",
+                    round(history),
+                    "the first record's parent is not in this file: earlier history sized from "
+                    "the recorded prompt minus the system/tools level",
+                )
+            )
+    seg_delta = 0.0
+    unrecorded = 0.0
+    compacted = False
+    state: list[tuple[float, float, float]] = []  # per request: history, seg_delta, unrecorded
+    for k in range(n):
+        named = points[k]
+        has_usage = totals[k] > 0 and k != first
+        if "after_compaction" in named:
+            compacted = True
+            history = 0.0
+            unrecorded = 0.0
+            if has_usage:
+                jump = level(k) - (base + seg_delta)
+                if jump > margin(k):
+                    unrecorded = jump
+                    result.anchors.append(
+                        Anchor(
+                            k,
+                            "unrecorded",
+                            "after_compaction",
+                            round(jump),
+                            "the prompt after the compaction is larger than its summary and kept "
+                            "messages: restored files, plan or todo list not in the transcript",
+                        )
+                    )
+        elif "restart" in named and has_usage:
+            jump = level(k) - (base + seg_delta + history + unrecorded)
+            if abs(jump) > margin(k):
+                seg_delta += jump
+                result.anchors.append(
+                    Anchor(
+                        k,
+                        "segment",
+                        "restart",
+                        round(jump),
+                        f"{named['restart']}: the system prompt and tools were rebuilt",
+                    )
+                )
+        elif "turn_start" in named and has_usage:
+            jump = level(k) - (base + seg_delta + history + unrecorded)
+            if jump > margin(k):
+                unrecorded += jump
+                result.anchors.append(
+                    Anchor(
+                        k,
+                        "unrecorded",
+                        "turn_start",
+                        round(jump),
+                        "the prompt grew more than the turn's visible content: hook output or "
+                        "attachments the transcript does not record",
+                    )
+                )
+        state.append((0.0 if compacted else history, seg_delta, unrecorded))
+    for k, (hist, seg, unrec) in enumerate(state):
+        result.history_raw[k] = round(hist / ratio)
+        result.segment_raw[k] = round(seg / ratio)
+        result.unrecorded[k] = round(unrec)
+    # the ratio from every request; the unseen prefix anchored on the first recorded request
+    # (of the first segment: later segments carry their own delta), as Claude Code counted it
+    xs = [raw[k] + result.history_raw[k] + result.segment_raw[k] for k in recorded]
+    ys = [totals[k] - result.unrecorded[k] for k in recorded]
+    refit = fit_calibration(xs, ys)
+    if refit is not None:
+        prefix = ys[0] - refit.ratio * xs[0]
+        errors = sorted(
+            abs(prefix + refit.ratio * x - y) / max(1, y) for x, y in zip(xs, ys, strict=True)
+        )
+        result.calibration = Calibration(
+            prefix,
+            refit.ratio,
+            refit.requests_used,
+            statistics.median(errors),
+            percentile(errors, 0.9),
+            "anchor",
+        )
+    return result
+
+
+def _short_thread(
+    thread: Thread,
+    result: ThreadAnchors,
+    first: int,
+    raw: Sequence[int],
+    totals: Sequence[int],
+    config: PipelineConfig,
+) -> ThreadAnchors:
+    """Too few recorded requests to fit a line: the default ratio, and the unseen prefix
+    anchored on the first recorded request (less the earlier history, when the file continues
+    a conversation that is not in it)."""
+    ratio = DEFAULT_CALIBRATION.ratio
+    level = totals[first] - ratio * raw[first]
+    prefix = level
+    prior = float(config.unseen_prefix_prior_tokens)
+    margin = max(config.anchor_margin_tokens, config.anchor_margin_share * totals[first])
+    if thread.starts_outside and level - prior > margin:
+        prefix = prior
+        history = level - prior
+        result.anchors.append(
+            Anchor(
+                first,
+                "earlier_history",
+                "file_start",
+                round(history),
+                "the first record's parent is not in this file: earlier history sized from the "
+                "recorded prompt minus the system/tools level",
+            )
+        )
+        for k in range(len(result.history_raw)):
+            if k >= first:
+                result.history_raw[k] = round(history / ratio)
+    result.calibration = Calibration(
+        max(0.0, prefix), ratio, sum(1 for t in totals if t > 0), None, None, "anchor"
+    )
+    return result

@@ -1,0 +1,362 @@
+"""What a transcript does not show, anchored on its recorded usage (issue #9).
+
+Every test builds a small transcript here: the conversation first, then its usage written from
+the replay's own view sizes (``prefix + ratio * raw``) plus the phenomenon under test (history
+from before the file, a restart's rebuilt system prompt, input no record shows), so the anchors
+must find exactly what was put in. None needs the corpus.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from contextlab import engine
+from contextlab.engine.cost import load_pricing, request_cost
+from contextlab.engine.presets import ran_with_1m_window, resolve_config
+from tests.engine.builders import TranscriptBuilder
+
+PREFIX = 18_000
+RATIO = 1.3
+#: usage writer: (request index, raw tokens of its view, raw of the request before) → prompt
+TotalFor = Callable[[int, int], int]
+
+
+def conversation(
+    turns: int, *, exit_after: int | None = None, new_version: str = ""
+) -> TranscriptBuilder:
+    b = TranscriptBuilder()
+    for n in range(turns):
+        if exit_after is not None and n == exit_after:
+            b.prompt(
+                "<command-name>/exit</command-name>\n<command-message>exit</command-message>\n"
+                "<command-args></command-args>"
+            )
+            if new_version:
+                b.version = new_version
+        b.prompt(f"step {n}: look at module {n} and tell me what it does")
+        b.tool_call(
+            "Read",
+            {"file_path": f"/src/module{n}.py"},
+            "".join(f"def function_{n}_{i}(value):\n    return value * {i}\n" for i in range(150)),
+        )
+        b.assistant([{"type": "text", "text": f"module {n} multiplies values " * 20}])
+    return b
+
+
+def plain_replay(path: Path) -> engine.ReplayResult:
+    session = engine.load_session(str(path))
+    config = engine.get_preset("claude-code-2.1.88").replace(anchors_enabled=False)
+    return engine.replay(session, config, mode="recorded")
+
+
+def with_usage(b: TranscriptBuilder, tmp_path: Path, total_for: TotalFor) -> Path:
+    """Rewrite every response's usage so its prompt is ``total_for(k, raw_k)``."""
+    path = b.write(tmp_path / "draft.jsonl")
+    rows = plain_replay(path).to_json()["requests"]
+    totals = {r["message_id"]: total_for(r["thread_request"], r["raw_tokens"]) for r in rows}
+    for rec in b.records:
+        message = rec.get("message") or {}
+        if rec["type"] == "assistant" and message.get("id") in totals:
+            total = totals[message["id"]]
+            message["usage"] = {
+                "input_tokens": 3,
+                "cache_creation_input_tokens": 400,
+                "cache_read_input_tokens": total - 403,
+                "output_tokens": 40,
+            }
+    return b.write(tmp_path / "session.jsonl")
+
+
+def replayed(path: Path, mode: str = "recorded") -> dict[str, Any]:
+    session = engine.load_session(str(path))
+    return engine.replay(session, engine.get_preset("claude-code-2.1.88"), mode=mode).to_json()
+
+
+def anchors_of(result: dict[str, Any]) -> list[dict[str, Any]]:
+    return result["session"]["threads"][0]["anchors"]
+
+
+def test_a_plain_session_needs_no_anchor(tmp_path):
+    path = with_usage(conversation(8), tmp_path, lambda k, raw: round(PREFIX + RATIO * raw))
+    result = replayed(path)
+    assert anchors_of(result) == []
+    assert all(r["unrecorded_tokens"] == 0 and r["segment"] == 0 for r in result["requests"])
+    assert result["session"]["threads"][0]["segments"] == 1
+
+
+def test_a_file_that_continues_another_carries_its_earlier_history(tmp_path):
+    hidden = 120_000
+    b = conversation(6)
+    compact_at = len(b.records)
+    b.compact("<summary>the earlier work, summarized</summary>", pre_tokens=170_000)
+    for n in range(3):
+        b.prompt(f"after the compaction {n}")
+        b.assistant([{"type": "text", "text": f"continuing {n} " * 30}])
+    b.records[0]["parentUuid"] = "aaaaaaaa-0000-4000-8000-000000000000"  # not in the file
+    rows_before = {
+        r["message_id"]
+        for r in plain_replay(b.write(tmp_path / "probe.jsonl")).to_json()["requests"]
+        if r["line"] <= compact_at
+    }
+    first_after = len(rows_before)
+
+    def total(k: int, raw: int) -> int:
+        return round(PREFIX + RATIO * raw + (hidden if k < first_after else 0))
+
+    result = replayed(with_usage(b, tmp_path, total))
+    session = engine.load_session(str(tmp_path / "session.jsonl"))
+    assert session.main.starts_outside
+    history = [a for a in anchors_of(result) if a["kind"] == "earlier_history"]
+    assert len(history) == 1
+    assert history[0]["point"] == "file_start"
+    # sized from the usage minus the system/tools level, which the compaction measures
+    assert abs(history[0]["tokens"] - hidden) < 0.02 * hidden
+    rows = result["requests"]
+    # the span is part of the view until the compaction removes it
+    plain_rows = plain_replay(tmp_path / "session.jsonl").to_json()["requests"]
+    assert rows[0]["raw_tokens"] > plain_rows[0]["raw_tokens"] + hidden / 2
+    assert rows[first_after]["raw_tokens"] == plain_rows[first_after]["raw_tokens"]
+    fid = engine.fidelity(engine.replay(session, engine.get_preset("claude-code-2.1.88")))
+    assert fid["p90_rel_error"] is not None
+    assert fid["p90_rel_error"] < 0.02
+    event = next(e for e in rows[0]["events"] if e["step"] == "anchor")
+    assert event["action"] == "earlier_history"
+    # the explorer shows the span, sized from the usage, until the compaction removes it
+    assert rows[0]["earlier_history_tokens"] == pytest.approx(hidden, rel=0.03)
+    assert rows[first_after]["earlier_history_tokens"] == 0
+    messages = engine.messages_json(session)["main"]
+    first_view = engine.side_by_side(messages, result, rows[0]["index"])["rows"]
+    assert first_view[0]["kind"] == "earlier_history"
+    assert first_view[0]["badge"] == "anchored"
+    assert first_view[0]["repl"] is None
+    after_view = engine.side_by_side(messages, result, rows[first_after]["index"])["rows"]
+    assert all(r["kind"] != "earlier_history" for r in after_view)
+
+
+def test_a_restart_starts_a_segment_with_its_own_prefix(tmp_path):
+    b = conversation(10, exit_after=5, new_version="2.1.40")
+    probe = plain_replay(b.write(tmp_path / "probe.jsonl")).to_json()["requests"]
+    restart = next(r["thread_request"] for r in probe if r["line"] > _exit_line(b))
+    jump = 12_000
+
+    def total(k: int, raw: int) -> int:
+        return round(PREFIX + RATIO * raw + (jump if k >= restart else 0))
+
+    result = replayed(with_usage(b, tmp_path, total))
+    rows = result["requests"]
+    assert [r["segment"] for r in rows] == [0] * restart + [1] * (len(rows) - restart)
+    assert result["session"]["threads"][0]["segments"] == 2
+    (anchor,) = anchors_of(result)
+    assert (anchor["kind"], anchor["point"], anchor["request"]) == ("segment", "restart", restart)
+    assert abs(anchor["tokens"] - jump) < 1_500
+    assert "/exit" in anchor["reason"]
+    # the rebuilt prefix is part of the view, not unrecorded input
+    assert all(r["unrecorded_tokens"] == 0 for r in rows)
+    fid = engine.fidelity(
+        engine.replay(
+            engine.load_session(str(tmp_path / "session.jsonl")),
+            engine.get_preset("claude-code-2.1.88"),
+        )
+    )
+    assert fid["p90_rel_error"] < 0.02
+
+
+def _exit_line(b: TranscriptBuilder) -> int:
+    for n, rec in enumerate(b.records, 1):
+        content = (rec.get("message") or {}).get("content")
+        if isinstance(content, str) and "/exit" in content:
+            return n
+    raise AssertionError("no /exit in the transcript")
+
+
+def test_input_no_record_shows_is_anchored_at_turn_starts(tmp_path):
+    b = conversation(8)
+    probe = plain_replay(b.write(tmp_path / "probe.jsonl")).to_json()["requests"]
+    turn_starts = [r["thread_request"] for r in probe if r["turn_start"]]
+    hook_turns = set(turn_starts[2:4])  # two turns whose hooks added 14k each, unrecorded
+    per_hook = 14_000
+
+    def total(k: int, raw: int) -> int:
+        added = sum(per_hook for t in hook_turns if k >= t)
+        return round(PREFIX + RATIO * raw + added)
+
+    result = replayed(with_usage(b, tmp_path, total))
+    unrecorded = [a for a in anchors_of(result) if a["kind"] == "unrecorded"]
+    assert sorted(a["request"] for a in unrecorded) == sorted(hook_turns)
+    assert all(a["point"] == "turn_start" for a in unrecorded)
+    rows = result["requests"]
+    last = rows[-1]
+    assert abs(last["unrecorded_tokens"] - 2 * per_hook) < 2_000
+    assert rows[0]["unrecorded_tokens"] == 0
+    # the display count holds it (the recorded prompt), the fit is taken without it
+    assert abs(last["model_tokens"] - last["recorded_total"]) < 0.02 * last["recorded_total"]
+    # it stays in a what-if replay: the agent sent it
+    whatif = replayed(tmp_path / "session.jsonl", "whatif")
+    assert whatif["requests"][-1]["unrecorded_tokens"] == last["unrecorded_tokens"]
+    # anchors stay few: one per jump, none elsewhere
+    assert len(anchors_of(result)) == len(hook_turns)
+
+
+def test_the_anchors_can_be_switched_off(tmp_path):
+    b = conversation(6)
+    path = with_usage(
+        b, tmp_path, lambda k, raw: round(PREFIX + RATIO * raw + (20_000 if k >= 5 else 0))
+    )
+    session = engine.load_session(str(path))
+    config = engine.get_preset("claude-code-2.1.88").replace(anchors_enabled=False)
+    result = engine.replay(session, config).to_json()
+    assert anchors_of(result) == []
+    assert result["session"]["threads"][0]["calibration"]["source"] == "fit"
+
+
+def test_cost_state_is_shown_beside_the_replay_cost(tmp_path):
+    b = conversation(3)
+    b.add({"type": "cost-state", "totalCostUSD": 0.4321, "sessionId": b.session_id}, link=False)
+    b.add({"type": "cost-state", "totalCostUSD": 0.9876, "sessionId": b.session_id}, link=False)
+    path = with_usage(b, tmp_path, lambda k, raw: round(PREFIX + RATIO * raw))
+    summary = replayed(path)["summary"]
+    assert summary["claude_code_cost"] == pytest.approx(0.9876)
+    assert summary["session_cost_usd"] == pytest.approx(
+        summary["cost_usd"] + summary["subagent_cost_usd"] + summary["compaction_cost_usd"]
+    )
+
+
+def test_a_cost_state_without_a_figure_is_reported_not_fatal(tmp_path):
+    b = conversation(2)
+    b.add({"type": "cost-state", "totalCostUSD": "lots"}, link=False)
+    session = engine.load_session(str(b.write(tmp_path / "s.jsonl")))
+    assert any(p.code == "bad_field" and "cost-state" in p.message for p in session.problems)
+    assert (
+        engine.replay(session, engine.get_preset("claude-code-2.1.88")).to_json()["summary"][
+            "claude_code_cost"
+        ]
+        is None
+    )
+
+
+def test_one_hour_cache_writes_are_priced_at_their_rate(tmp_path):
+    b = TranscriptBuilder()
+    b.prompt("hello")
+    usage = {
+        "input_tokens": 5,
+        "cache_creation_input_tokens": 30_000,
+        "cache_read_input_tokens": 0,
+        "output_tokens": 100,
+        "cache_creation": {"ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": 30_000},
+    }
+    b.assistant([{"type": "text", "text": "hi"}], usage=usage)
+    row = replayed(b.write(tmp_path / "s.jsonl"))["requests"][0]
+    pricing = load_pricing()
+    price, _, _ = pricing.price_for(row["model"])
+    assert price.cache_write_1h > price.cache_write_5m
+    expected = request_cost(
+        row["model"],
+        uncached=5,
+        cache_read=0,
+        cache_write_5m=0,
+        cache_write_1h=30_000,
+        output=100,
+        pricing=pricing,
+    )
+    assert row["recorded_cost_usd"] == pytest.approx(expected, rel=1e-6)
+    assert row["recorded_cost_usd"] > request_cost(
+        row["model"],
+        uncached=5,
+        cache_read=0,
+        cache_write_5m=30_000,
+        cache_write_1h=0,
+        output=100,
+        pricing=pricing,
+    )
+    assert row["ttl"] == "1h"
+
+
+def test_rendered_attachment_text_is_model_input(tmp_path):
+    b = conversation(1)
+    reminder = "<system-reminder>the hook said: remember the style guide</system-reminder>"
+    b.add(
+        b.envelope(
+            "attachment",
+            b.last_uuid,
+            attachment={
+                "type": "hook_additional_context",
+                "content": ["x"],
+                "rendered": [reminder],
+            },
+        )
+    )
+    session = engine.load_session(str(b.write(tmp_path / "s.jsonl")))
+    attachment = next(m for m in session.main.messages if m.kind == "attachment")
+    assert attachment.blocks[0].text == reminder
+
+
+def test_a_prompt_snapshot_is_not_a_conversation_message(tmp_path):
+    b = conversation(1)
+    b.add(
+        b.envelope(
+            "attachment",
+            b.last_uuid,
+            attachment={"type": "prompt_snapshot", "systemPrompt": "You are Claude Code. " * 500},
+        )
+    )
+    session = engine.load_session(str(b.write(tmp_path / "s.jsonl")))
+    snapshot = next(m for m in session.main.messages if m.kind == "attachment")
+    assert snapshot.blocks[0].text == ""
+
+
+def test_auto_stays_on_200k_when_the_session_compacted_automatically_below_it():
+    assert ran_with_1m_window(250_000, None)
+    assert ran_with_1m_window(250_000, [950_000])
+    assert not ran_with_1m_window(250_000, [213_000, 167_000])
+    assert not ran_with_1m_window(150_000, None)
+    one_m, _ = resolve_config("auto", version="2.1.226", max_recorded_prompt=250_000)
+    kept, _ = resolve_config(
+        "auto",
+        version="2.1.226",
+        max_recorded_prompt=250_000,
+        recorded_auto_compactions=[167_000],
+    )
+    assert one_m.context_window == 1_000_000
+    assert kept.context_window == engine.PipelineConfig().context_window
+
+
+def compaction_with_an_unwritten_tool_result() -> TranscriptBuilder:
+    """Usage at 60k, then a tool call whose result Claude Code never wrote before it compacted
+    at 68k (above the 67k threshold of a 100k window): only ``preTokens`` shows the count."""
+    b = TranscriptBuilder()
+    b.usage_total = 58_000
+    b.prompt("start")
+    b.assistant([{"type": "text", "text": "ready"}], grow=1_000)
+    b.prompt("run the build")
+    b.assistant(
+        [{"type": "tool_use", "id": "toolu_lost", "name": "Bash", "input": {"command": "make"}}],
+        grow=1_000,
+    )
+    b.compact("<summary>the build was started</summary>", pre_tokens=68_000)
+    b.prompt("go on")
+    b.assistant([{"type": "text", "text": "continuing"}], grow=1_000)
+    return b
+
+
+@pytest.mark.parametrize(("lean", "compacts"), [(True, True), (False, False)])
+def test_what_if_counts_with_claude_codes_own_count_where_it_compacted(tmp_path, lean, compacts):
+    path = compaction_with_an_unwritten_tool_result().write(tmp_path / "s.jsonl")
+    session = engine.load_session(str(path))
+    config = engine.get_preset("claude-code-2.1.88").replace(
+        context_window=100_000, whatif_recorded_counts=lean
+    )
+    recorded = engine.replay(session, config, mode="recorded").to_json()["requests"]
+    whatif = engine.replay(session, config, mode="whatif").to_json()["requests"]
+    at = next(
+        r["index"]
+        for r in recorded
+        if any(e["step"] == "autocompact" and e["action"] == "compacted" for e in r["events"])
+    )
+    predicted = any(
+        e["step"] == "autocompact" and e["action"] == "compacted" for e in whatif[at]["events"]
+    )
+    assert predicted is compacts

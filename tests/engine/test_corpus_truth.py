@@ -1,0 +1,102 @@
+"""#9 checks over every corpus file, ``recent/`` included: anchors, segments and session costs.
+
+Skipped without the corpus (``needs_corpus``); the same phenomena are unit-tested on small
+synthetic transcripts in ``test_anchors.py``.
+"""
+
+from __future__ import annotations
+
+import statistics
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from contextlab import engine
+from tests.conftest import CORPUS, corpus_files, needs_corpus
+
+pytestmark = needs_corpus
+
+FILES = corpus_files()
+
+
+@cache
+def recorded(path: Path) -> dict[str, Any]:
+    session = engine.load_session(str(path))
+    config, preset = engine.resolve_config(
+        "auto",
+        version=session.version,
+        max_recorded_prompt=session.max_recorded_prompt,
+        recorded_auto_compactions=session.recorded_auto_compactions,
+    )
+    return engine.replay(session, config, mode="recorded", preset_name=preset).to_json()
+
+
+def _name(path: Path) -> str:
+    return path.relative_to(CORPUS).as_posix()[:60]
+
+
+@pytest.mark.parametrize("path", FILES, ids=_name)
+def test_anchors_stay_few_and_consistent(path):
+    result = recorded(path)
+    rows = [*result["requests"], *(r for s in result["subagents"] for r in s["requests"])]
+    by_thread: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        by_thread.setdefault(row["thread"], []).append(row)
+    for info in result["session"]["threads"]:
+        thread_rows = sorted(by_thread.get(info["id"], []), key=lambda r: r["thread_request"])
+        anchors = info["anchors"]
+        # a model that needs an anchor per request does not work: at most 1 in 20, and 2
+        assert len(anchors) <= max(2, len(thread_rows) // 20), (info["id"], anchors)
+        assert all(a["kind"] in ("earlier_history", "segment", "unrecorded") for a in anchors)
+        assert sum(a["kind"] == "earlier_history" for a in anchors) <= 1
+        segments = [r["segment"] for r in thread_rows]
+        assert segments == sorted(segments)
+        assert info["segments"] == (max(segments) + 1 if segments else 1)
+        assert all(r["unrecorded_tokens"] >= 0 for r in thread_rows)
+        anchored = {a["request"] for a in anchors}
+        for row in thread_rows:
+            events = {e["action"] for e in row["events"] if e["step"] == "anchor"}
+            assert bool(events) == (row["thread_request"] in anchored)
+
+
+@pytest.mark.parametrize("path", FILES, ids=_name)
+def test_session_costs_add_up(path):
+    summary = recorded(path)["summary"]
+    assert summary["session_cost_usd"] == pytest.approx(
+        summary["cost_usd"] + summary["subagent_cost_usd"] + summary["compaction_cost_usd"],
+        abs=1e-5,
+    )
+    assert summary["recorded_session_cost_usd"] == pytest.approx(
+        summary["recorded_cost_usd"]
+        + summary["recorded_subagent_cost_usd"]
+        + summary["recorded_compaction_cost_usd"],
+        abs=1e-5,
+    )
+
+
+def session_cost_errors() -> list[float]:
+    errors = []
+    for path in FILES:
+        summary = recorded(path)["summary"]
+        if summary["recorded_session_cost_usd"]:
+            ours, theirs = summary["session_cost_usd"], summary["recorded_session_cost_usd"]
+            errors.append(abs(ours - theirs) / theirs)
+    return errors
+
+
+def test_recorded_mode_cost_is_within_2_percent_of_the_recorded_usage_median():
+    errors = session_cost_errors()
+    assert len(errors) == len(FILES)
+    assert statistics.median(errors) <= 0.02
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="measured 2026-12-01: worst session 33.3 % (marot__spotter__tool_heavy, 4 requests, "
+    "one a server-side cache miss), then fc_99c919b212 (-18 %) and entireio 25/9b (-9 %): cache "
+    "misses and writes the model does not predict",
+)
+def test_no_session_cost_is_beyond_5_percent_of_the_recorded_usage():
+    assert max(session_cost_errors()) <= 0.05
