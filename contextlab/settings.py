@@ -191,7 +191,6 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 STATICFILES_FINDERS = [
     "django.contrib.staticfiles.finders.FileSystemFinder",
     "django.contrib.staticfiles.finders.AppDirectoriesFinder",
-    "contextlab.staticfinders.PackageAssetFinder",  # plotly.min.js from the plotly package
 ]
 MEDIA_ROOT = Path(env_str("MEDIA_ROOT", str(VAR_DIR / "media")))
 #: Parsed and tokenized sessions, shared by every replay of the same file (all workers on the

@@ -96,6 +96,7 @@ PAGE_POLICIES: dict[str, str] = {
     "runs:request": "session:viewer",
     "runs:block": "session:viewer",
     "runs:detail": "run:viewer",
+    "runs:glossary": "user",
     "tuning:index": "user",
     "tuning:config_new": "user",
     "tuning:config_check": "user",

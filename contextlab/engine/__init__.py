@@ -61,8 +61,19 @@ from .transcript import Block, Message, Problem, TranscriptError, Usage
 
 if TYPE_CHECKING:  # loaded on first use (below): the CLI's start-up only pays for what it runs
     from . import compare
+    from .composition import compose
     from .evaluation import cache_accuracy, compaction_accuracy, fidelity
     from .explorer import BADGES, TransformIndex, expand_messages, messages_json, side_by_side
+    from .navigator import (
+        EVENT_KINDS,
+        cache_sentence,
+        describe_event,
+        event_counts,
+        format_duration,
+        gaps,
+        parse_time,
+        request_events,
+    )
     from .session_cache import file_sha256, load_session_cached, tokenize_session
     from .summarizing.anthropic_backend import AnthropicSummarizer
     from .summarizing.factory import make_summarizer, preload_sdks
@@ -75,6 +86,7 @@ if TYPE_CHECKING:  # loaded on first use (below): the CLI's start-up only pays f
 #: the attribute (``engine.compare``).
 _LAZY_MODULES: dict[str, tuple[str, ...]] = {
     ".compare": (),
+    ".composition": ("compose",),
     ".evaluation": ("cache_accuracy", "compaction_accuracy", "fidelity"),
     ".explorer": ("BADGES", "TransformIndex", "expand_messages", "messages_json", "side_by_side"),
     ".session_cache": ("file_sha256", "load_session_cached", "tokenize_session"),
@@ -83,6 +95,16 @@ _LAZY_MODULES: dict[str, tuple[str, ...]] = {
     ".summarizing.fallback": ("FallbackSummarizer",),
     ".summarizing.llm": ("LLMSettings",),
     ".summarizing.openai_backend": ("OpenAICompatibleSummarizer",),
+    ".navigator": (
+        "EVENT_KINDS",
+        "cache_sentence",
+        "describe_event",
+        "event_counts",
+        "format_duration",
+        "gaps",
+        "parse_time",
+        "request_events",
+    ),
 }
 #: attribute name -> (module, name in it, or None for the module itself)
 _LAZY: dict[str, tuple[str, str | None]] = {}
@@ -105,6 +127,7 @@ def __getattr__(name: str) -> Any:
 
 __all__ = [
     "BADGES",
+    "EVENT_KINDS",
     "MODES",
     "PRESETS",
     "PRESET_DESCRIPTIONS",
@@ -139,16 +162,22 @@ __all__ = [
     "Usage",
     "build_session",
     "cache_accuracy",
+    "cache_sentence",
     "compact_prompt",
     "compaction_accuracy",
     "compare",
+    "compose",
     "compute_thresholds",
+    "describe_event",
     "disk_cache",
+    "event_counts",
     "expand_messages",
     "fidelity",
     "field_specs",
     "file_sha256",
+    "format_duration",
     "format_summary",
+    "gaps",
     "get_preset",
     "load_pricing",
     "load_session",
@@ -157,11 +186,13 @@ __all__ = [
     "messages_json",
     "model_info",
     "parse_overrides",
+    "parse_time",
     "preload_sdks",
     "preset_for_version",
     "render_messages",
     "replay",
     "request_cost",
+    "request_events",
     "resolve_config",
     "resolve_request_config",
     "resume",

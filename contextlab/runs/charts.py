@@ -1,7 +1,7 @@
 """Plotly figures of a replay result (pure functions of the engine's result JSON).
 
-Every point carries the URL of its request in ``customdata`` so a click can open it
-(static/js/app.js). Long sessions are downsampled, always keeping compaction points.
+Every point carries its request in ``customdata`` (the URL, or the position the chart's
+``data-request-url`` pattern turns into one) so a click can open it (static/js/app.js). Long sessions are downsampled, always keeping compaction points.
 """
 
 from __future__ import annotations
@@ -17,10 +17,20 @@ from contextlab.engine.results import RecordedUsage, RequestRow, ResultJson
 
 RequestUrl = Callable[[int], str]
 
+
+def _point_data(positions: Sequence[int], request_url: RequestUrl | None) -> list[Any]:
+    """Each point's click target: its request's URL, or without ``request_url`` its position
+    (the page's chart carries the URL pattern, ``data-request-url``: a much smaller page)."""
+    if request_url is None:
+        return list(positions)
+    return [request_url(i) for i in positions]
+
+
 COLORS = {
     "repl": "#9aa5b1",
     "model": "#2563eb",
     "recorded": "#111827",
+    "baseline": "#a855f7",
     "warning": "#d97706",
     "autocompact": "#dc2626",
     "blocking": "#7f1d1d",
@@ -30,17 +40,39 @@ COLORS = {
 }
 
 
-def _layout(title: str, yaxis: str) -> dict[str, Any]:
+#: The look of plotly's "plotly_white" template, set directly: a named template makes plotly
+#: validate and ship its whole 7 KB definition with every figure (most of a figure's build time).
+AXIS_STYLE: dict[str, Any] = {
+    "gridcolor": "#ebf0f8",
+    "zerolinecolor": "#ebf0f8",
+    "linecolor": "#ebf0f8",
+    "automargin": True,
+}
+PAGE_STYLE: dict[str, Any] = {
+    "template": "none",
+    "paper_bgcolor": "#ffffff",
+    "plot_bgcolor": "#ffffff",
+    "font": {"color": "#2a3f5f"},
+}
+
+
+def styled_layout(title: str, xaxis: str, yaxis: str, height: int) -> dict[str, Any]:
+    """A chart layout in the pages' style: title left, legend below, axes from zero."""
     return {
         "title": {"text": title, "x": 0, "font": {"size": 15}},
-        "xaxis": {"title": {"text": "request"}, "rangemode": "tozero"},
-        "yaxis": {"title": {"text": yaxis}, "rangemode": "tozero"},
+        "xaxis": {"title": {"text": xaxis}, "rangemode": "tozero", **AXIS_STYLE},
+        "yaxis": {"title": {"text": yaxis}, "rangemode": "tozero", **AXIS_STYLE},
         "hovermode": "x unified",
-        "legend": {"orientation": "h", "y": -0.2},
+        # below the axis title, never over it
+        "legend": {"orientation": "h", "yanchor": "top", "y": -0.28, "x": 0},
         "margin": {"l": 60, "r": 20, "t": 40, "b": 40},
-        "height": 360,
-        "template": "plotly_white",
+        "height": height,
+        **PAGE_STYLE,
     }
+
+
+def _layout(title: str, yaxis: str) -> dict[str, Any]:
+    return styled_layout(title, "request", yaxis, 360)
 
 
 def has_event(req: RequestRow, step: str) -> bool:
@@ -71,6 +103,11 @@ def sample_positions(
     chosen.update(p for p in keep if 0 <= p < count)
     chosen.update({0, count - 1})
     return sorted(chosen)
+
+
+#: Above this many points a chart draws lines and areas instead of one marker or bar per
+#: request: thousands of SVG shapes take seconds to draw and are under a pixel wide anyway.
+MARKER_LIMIT = 300
 
 
 def _positions(requests: list[RequestRow]) -> list[int]:
@@ -106,13 +143,32 @@ def threshold_trace(
     )
 
 
-def build_context_figure(result: ResultJson, request_url: RequestUrl) -> go.Figure:
-    """Context size per request: full history, model view, recorded, thresholds, compactions."""
+def build_context_figure(
+    result: ResultJson,
+    request_url: RequestUrl | None = None,
+    *,
+    baseline: ResultJson | None = None,
+) -> go.Figure:
+    """Context size per request: full history, model view, recorded, thresholds, compactions;
+    with ``baseline`` (a what-if's recorded replay) that replay's model view as well."""
     requests: list[RequestRow] = result.get("requests") or []
     pos = _positions(requests)
     rows = [requests[i] for i in pos]
-    urls = [request_url(i) for i in pos]
+    urls = _point_data(pos, request_url)
     fig = go.Figure(layout=_layout("Context size per request", "tokens"))
+    base_rows: list[RequestRow] = (baseline.get("requests") or []) if baseline else []
+    if base_rows:
+        shared = [p for p in pos if p < len(base_rows)]
+        fig.add_trace(
+            go.Scatter(
+                x=shared,
+                y=[base_rows[p].get("model_tokens") for p in shared],
+                name="recorded replay: model view",
+                mode="lines",
+                line={"color": COLORS["baseline"], "width": 1.5, "dash": "dot"},
+                hoverinfo="skip",
+            )
+        )
     fig.add_trace(
         go.Scatter(
             x=pos,
@@ -128,7 +184,7 @@ def build_context_figure(result: ResultJson, request_url: RequestUrl) -> go.Figu
             x=pos,
             y=[r.get("model_tokens") for r in rows],
             name="model view",
-            mode="lines+markers",
+            mode="lines+markers" if len(pos) <= MARKER_LIMIT else "lines",
             marker={"size": 4},
             line={"color": COLORS["model"]},
             customdata=urls,
@@ -142,8 +198,9 @@ def build_context_figure(result: ResultJson, request_url: RequestUrl) -> go.Figu
                 x=[t[0] for t in recorded],
                 y=[t[1] for t in recorded],
                 name="recorded input",
-                mode="markers",
+                mode="markers" if len(recorded) <= MARKER_LIMIT else "lines",
                 marker={"size": 5, "symbol": "x", "color": COLORS["recorded"]},
+                line={"width": 1, "color": COLORS["recorded"]},
                 customdata=[t[2] for t in recorded],
             )
         )
@@ -179,25 +236,43 @@ def build_context_figure(result: ResultJson, request_url: RequestUrl) -> go.Figu
     return fig
 
 
-def build_cache_figure(result: ResultJson, request_url: RequestUrl) -> go.Figure:
+def build_cache_figure(result: ResultJson, request_url: RequestUrl | None = None) -> go.Figure:
     """Estimated cache read / write / uncached tokens per request, with the recorded values."""
     requests: list[RequestRow] = result.get("requests") or []
     pos = _positions(requests)
     rows = [requests[i] for i in pos]
-    urls = [request_url(i) for i in pos]
-    layout = _layout("Prompt cache per request (bars: estimated, markers: recorded)", "tokens")
+    urls = _point_data(pos, request_url)
+    bars = len(pos) <= MARKER_LIMIT
+    layout = _layout(
+        "Prompt cache per request "
+        + (
+            "(bars: estimated, markers: recorded)"
+            if bars
+            else "(areas: estimated, lines: recorded)"
+        ),
+        "tokens",
+    )
     layout["barmode"] = "stack"
     fig = go.Figure(layout=layout)
     for key, label in (("read", "cache read"), ("write", "cache write"), ("uncached", "uncached")):
-        fig.add_trace(
-            go.Bar(
-                x=pos,
-                y=[(r.get("cache") or {}).get(key, 0) for r in rows],
-                name=f"{label} (est.)",
-                marker={"color": COLORS[key]},
-                customdata=urls,
+        ys = [(r.get("cache") or {}).get(key, 0) for r in rows]
+        name = f"{label} (est.)"
+        if bars:
+            fig.add_trace(
+                go.Bar(x=pos, y=ys, name=name, marker={"color": COLORS[key]}, customdata=urls)
             )
-        )
+        else:
+            fig.add_trace(
+                go.Scatter(
+                    x=pos,
+                    y=ys,
+                    name=name,
+                    mode="lines",
+                    stackgroup="estimate",
+                    line={"width": 0.5, "color": COLORS[key]},
+                    customdata=urls,
+                )
+            )
     with_rec = [
         (p, rec, u) for p, r, u in zip(pos, rows, urls, strict=True) if (rec := r.get("recorded"))
     ]
@@ -211,7 +286,7 @@ def build_cache_figure(result: ResultJson, request_url: RequestUrl) -> go.Figure
                     x=[t[0] for t in with_rec],
                     y=[t[1].get(rec_key, 0) for t in with_rec],
                     name=f"{label} (recorded)",
-                    mode="markers",
+                    mode="markers" if bars else "lines",
                     customdata=[t[2] for t in with_rec],
                     marker={
                         "symbol": "line-ew-open",
@@ -219,12 +294,13 @@ def build_cache_figure(result: ResultJson, request_url: RequestUrl) -> go.Figure
                         "color": COLORS[key],
                         "line": {"width": 2, "color": COLORS[key]},
                     },
+                    line={"width": 1, "dash": "dot", "color": "#111827"},
                 )
             )
     return fig
 
 
-def build_cost_figure(result: ResultJson, request_url: RequestUrl) -> go.Figure:
+def build_cost_figure(result: ResultJson, request_url: RequestUrl | None = None) -> go.Figure:
     """Cumulative cost in USD: the replay's estimate and, where known, the recorded usage's."""
     requests: list[RequestRow] = result.get("requests") or []
     est: list[float] = []
@@ -241,7 +317,7 @@ def build_cost_figure(result: ResultJson, request_url: RequestUrl) -> go.Figure:
             total_rec += float(recorded_cost)
         rec.append(round(total_rec, 6))
     pos = _positions(requests)
-    urls = [request_url(i) for i in pos]
+    urls = _point_data(pos, request_url)
     fig = go.Figure(layout=_layout("Cumulative cost", "USD"))
     fig.add_trace(
         go.Scatter(
@@ -300,7 +376,7 @@ def fidelity_points(result: ResultJson) -> list[tuple[int, float]]:
     return sorted(points)
 
 
-def build_fidelity_figure(result: ResultJson, request_url: RequestUrl) -> go.Figure:
+def build_fidelity_figure(result: ResultJson, request_url: RequestUrl | None = None) -> go.Figure:
     """Relative error of the fitted count against the recorded prompt total, per request."""
     points = fidelity_points(result)
     keep = sample_positions(len(points))
@@ -316,7 +392,7 @@ def build_fidelity_figure(result: ResultJson, request_url: RequestUrl) -> go.Fig
             name="(fitted count − recorded) / recorded",
             mode="markers",
             marker={"size": 5, "color": COLORS["model"]},
-            customdata=[request_url(p[0]) for p in points],
+            customdata=_point_data([p[0] for p in points], request_url),
         )
     )
     return fig
@@ -326,3 +402,57 @@ def figure_json(fig: go.Figure) -> dict[str, Any]:
     """What the page hands to Plotly.newPlot (through json_script: no inline script, CSP-safe)."""
     data: dict[str, Any] = fig.to_dict()
     return {"data": data["data"], "layout": data["layout"]}
+
+
+#: the explorer's mini context chart: SVG user units (the SVG scales to its box)
+MINI_WIDTH = 1000
+MINI_HEIGHT = 60
+MINI_POINTS = 400
+
+
+def mini_chart(requests: Sequence[RequestRow], current: int) -> dict[str, Any]:
+    """A small context chart as SVG polylines (no plotly on the explorer): the model view, the
+    full history and the autocompact level per request, and the current request's x."""
+    count = len(requests)
+    pos = sample_positions(count, [current], max_points=MINI_POINTS)
+    top = max(
+        (max(int(r.get("repl_tokens") or 0), int(r.get("model_tokens") or 0)) for r in requests),
+        default=0,
+    )
+    levels = [int((r.get("thresholds") or {}).get("autocompact") or 0) for r in requests]
+    top = max(top, max(levels, default=0), 1)
+
+    def x(i: int) -> float:
+        return round(i / max(1, count - 1) * MINI_WIDTH, 1)
+
+    def y(tokens: int) -> float:
+        return round(MINI_HEIGHT - tokens / top * (MINI_HEIGHT - 4), 1)
+
+    def line(key: str) -> str:
+        rows: list[dict[str, Any]] = [dict(requests[i]) for i in pos]
+        return " ".join(f"{x(i)},{y(int(r.get(key) or 0))}" for i, r in zip(pos, rows, strict=True))
+
+    return {
+        "width": MINI_WIDTH,
+        "height": MINI_HEIGHT,
+        "model": line("model_tokens"),
+        "repl": line("repl_tokens"),
+        "level": " ".join(f"{x(i)},{y(levels[i])}" for i in pos if levels[i]),
+        "current_x": x(current),
+        "current_y": y(int(requests[current].get("model_tokens") or 0)) if count else 0,
+        "peak": top,
+    }
+
+
+def mark_request(
+    mini: dict[str, Any], current: int, requests: Sequence[RequestRow]
+) -> dict[str, Any]:
+    """``mini_chart``'s lines (shared by a run's pages) with the current request marked."""
+    count = len(requests)
+    top = max(1, int(mini.get("peak") or 1))
+    tokens = int(requests[current].get("model_tokens") or 0) if count else 0
+    return {
+        **mini,
+        "current_x": round(current / max(1, count - 1) * MINI_WIDTH, 1),
+        "current_y": round(MINI_HEIGHT - tokens / top * (MINI_HEIGHT - 4), 1),
+    }

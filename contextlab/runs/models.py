@@ -8,6 +8,7 @@ from django.conf import settings
 from django.db import models
 from django.urls import reverse
 
+from contextlab.runs.labels import run_label
 from contextlab.transcripts.models import Transcript
 
 
@@ -77,9 +78,7 @@ class Run(models.Model):
 
     @property
     def label(self) -> str:
-        if self.mode == self.Mode.RECORDED:
-            return "recorded"
-        return f"what-if · {self.preset or 'auto'}" + (" + custom" if self.overrides else "")
+        return run_label(self.mode, self.preset, self.overrides)
 
 
 class RunResult(models.Model):

@@ -14,4 +14,5 @@ urlpatterns = [
         name="block",
     ),
     path("runs/<int:pk>/", views.run_detail, name="detail"),
+    path("glossary/", views.glossary, name="glossary"),
 ]

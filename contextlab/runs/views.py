@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
+from django.contrib.auth.decorators import login_required
+from django.core.cache import cache
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -14,7 +16,7 @@ from django.views.decorators.vary import vary_on_headers
 from contextlab import engine
 from contextlab.engine.results import RequestRow, as_result
 from contextlab.http import AuthedRequest
-from contextlab.runs import charts, services
+from contextlab.runs import charts, differences, labels, services
 from contextlab.runs.models import Run
 from contextlab.summaries import services as summaries
 from contextlab.transcripts.models import Transcript
@@ -40,6 +42,11 @@ def _selected_run(request: HttpRequest, transcript: Transcript) -> Run | None:
 def request_url_factory(transcript: Transcript, run: Run) -> charts.RequestUrl:
     prefix = reverse("runs:report", args=[transcript.pk]) + "requests/"
     return lambda i: f"{prefix}{i}/?run={run.pk}"
+
+
+def request_url_pattern(transcript: Transcript, run: Run) -> str:
+    """``request_url_factory``'s URLs with ``{i}`` for the request (the charts' click target)."""
+    return reverse("runs:report", args=[transcript.pk]) + "requests/{i}/?run=" + str(run.pk)
 
 
 def _run_form_context(transcript: Transcript, **extra: Any) -> dict[str, Any]:
@@ -75,6 +82,37 @@ def subagent_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
     return rows
 
 
+def _report_figures(
+    run: Run, result: Any, baseline: Run | None, baseline_data: dict[str, Any] | None
+) -> dict[str, Any]:
+    """The report's chart JSON, built once per finished run (and baseline): building plotly
+    figures is most of the page's server time, and a stored result never changes."""
+    stamp = run.finished_at.isoformat() if run.finished_at else "active"
+    key = f"report-figures:{run.pk}:{stamp}:{baseline.pk if baseline else ''}"
+    figures: dict[str, Any] | None = cache.get(key) if run.finished_at else None
+    if figures is None:
+        figures = {
+            "chart-context-data": charts.figure_json(
+                charts.build_context_figure(
+                    result, baseline=as_result(baseline_data) if baseline_data else None
+                )
+            ),
+            "chart-cache-data": charts.figure_json(charts.build_cache_figure(result)),
+            "chart-cost-data": charts.figure_json(charts.build_cost_figure(result)),
+            "chart-fidelity-data": charts.figure_json(charts.build_fidelity_figure(result)),
+        }
+        if run.finished_at:
+            cache.set(key, figures, timeout=3600)
+    return figures
+
+
+def _recorded_baseline(transcript: Transcript, run: Run) -> Run | None:
+    """The finished recorded replay a what-if run is read against (None for a recorded run)."""
+    if run.mode != Run.Mode.WHATIF:
+        return None
+    return transcript.runs.filter(status=Run.Status.DONE, mode=Run.Mode.RECORDED).first()
+
+
 @access.session_view(access.READ)
 def report(request: AuthedRequest, transcript: Transcript) -> HttpResponse:
     runs = list(transcript.runs.all())
@@ -94,18 +132,30 @@ def report(request: AuthedRequest, transcript: Transcript) -> HttpResponse:
     if data is not None and run is not None:
         url = request_url_factory(transcript, run)
         result = as_result(data)
-        context["figures"] = {
-            "chart-context-data": charts.figure_json(charts.build_context_figure(result, url)),
-            "chart-cache-data": charts.figure_json(charts.build_cache_figure(result, url)),
-            "chart-cost-data": charts.figure_json(charts.build_cost_figure(result, url)),
-            "chart-fidelity-data": charts.figure_json(charts.build_fidelity_figure(result, url)),
-        }
+        baseline = _recorded_baseline(transcript, run)
+        baseline_data = services.result_data(baseline) if baseline is not None else None
+        if baseline is not None and baseline_data is not None:
+            context["baseline"] = baseline
+            context["changed"] = labels.describe_overrides(run.overrides) or (
+                f"the {run.preset or 'auto'} preset"
+            )
+            context["differences"] = differences.whatif_differences(
+                data.get("summary") or {}, baseline_data.get("summary") or {}
+            )
+        # points carry their request's position; the charts' data-request-url makes it a link
+        context["figures"] = _report_figures(run, result, baseline, baseline_data)
+        context["request_url_pattern"] = request_url_pattern(transcript, run)
         context["fidelity"] = charts.fidelity(result)
         context["summary"] = data.get("summary") or {}
         context["session_info"] = data.get("session") or {}
         context["first_request_url"] = url(0) if data.get("requests") else None
         context["subagents"] = subagent_rows(data)
-        context["summaries"] = summaries.run_summaries(data, services.session_messages(transcript))
+        # the session's messages (a large read) only when there are summaries to set beside them
+        context["summaries"] = (
+            summaries.run_summaries(data, services.session_messages(transcript))
+            if data.get("summaries")
+            else []
+        )
         context["summarizer"] = summaries.RunSummarizer.objects.filter(run=run).first()
     return render(request, "runs/report.html", context)
 
@@ -197,9 +247,7 @@ def _prepare_rows(
     for offset, row in enumerate(rows):
         item = dict(row)
         synthetic = row.get("message") is None
-        item["anchor"] = (
-            f"b-s-{first + offset}" if synthetic else f"b-{row['message']}-{row['block']}"
-        )
+        item.setdefault("anchor", _anchor(row, first + offset))
         item["cache"] = gutter[first + offset] if first + offset < len(gutter) else "none"
         item["synthetic"] = synthetic
         # history the model did not see starts folded, so what it did see stands out
@@ -216,6 +264,8 @@ def _prepare_rows(
                     if loadable
                     else {"head": cell.get("text") or "", "rest": 0}
                 )
+                # display tokens of this side's block (engine.compose), shown in its head
+                cell["tokens"] = (row.get("tokens") or {}).get(side)
                 item[side] = cell
         item["has_original"] = bool(item.pop("original", None))  # loaded on demand, never inlined
         prepared.append(item)
@@ -233,6 +283,77 @@ def _is_replaced(row: dict[str, Any], view: dict[str, Any]) -> bool:
     )
 
 
+def _calibration(data: dict[str, Any], req: RequestRow) -> tuple[int, float]:
+    """(fitted prefix tokens, ratio) of the request's thread and model: display tokens are
+    ``prefix + ratio * tiktoken count``, the prefix standing for the system prompt and tools."""
+    session = data.get("session") or {}
+    thread = str(req.get("thread") or "main")
+    info = next((t for t in session.get("threads") or [] if t.get("id") == thread), None) or {}
+    fit = (info.get("model_calibrations") or {}).get(req.get("model") or "") or info.get(
+        "calibration"
+    )
+    fit = fit or session.get("calibration") or {}
+    return int(fit.get("prefix_tokens") or 0), float(fit.get("ratio") or 1.0)
+
+
+def _run_overview(run: Run, requests: list[RequestRow]) -> dict[str, Any]:
+    """What every request page of a run shares (its events, the mini chart's lines), computed
+    once per finished run: a stored result never changes."""
+    key = f"explorer-overview:{run.pk}:{run.finished_at.isoformat() if run.finished_at else ''}"
+    overview: dict[str, Any] | None = cache.get(key)
+    if overview is None:
+        events = engine.request_events(requests)
+        overview = {
+            "events": events,
+            "event_kinds": engine.event_counts(events),
+            "mini": charts.mini_chart(requests, 0),
+        }
+        cache.set(key, overview, timeout=3600)
+    return overview
+
+
+def _gap_before(requests: list[RequestRow], index: int) -> float | None:
+    """Seconds since the previous request of the same thread, None for a thread's first."""
+    previous = _previous_in_thread(requests, index)
+    if previous is None:
+        return None
+    return engine.gaps([previous, requests[index]])[1]
+
+
+def _previous_in_thread(requests: list[RequestRow], index: int) -> RequestRow | None:
+    thread = requests[index].get("thread")
+    for i in range(index - 1, -1, -1):
+        if requests[i].get("thread") == thread:
+            return requests[i]
+    return None
+
+
+def _styled_parts(parts: list[Any]) -> list[dict[str, Any]]:
+    """The composition's parts with a colour class: one per kind, tool results in shades."""
+    out = []
+    tools = 0
+    for part in parts:
+        kind = str(part["kind"])
+        if kind.startswith("tool results"):
+            css = f"part-tool t{tools % 4}"
+            tools += 1
+        else:
+            css = "part-" + "".join(c if c.isalnum() else "-" for c in kind.split(" (")[0].lower())
+        out.append({**part, "css": css})
+    return out
+
+
+def _preview(row: dict[str, Any], chars: int = 90) -> str:
+    text = " ".join(str((row.get("model") or row.get("repl") or {}).get("text") or "").split())
+    return text if len(text) <= chars else text[: chars - 1] + "…"
+
+
+def _anchor(row: dict[str, Any], position: int) -> str:
+    if row.get("message") is None:
+        return f"b-s-{position}"
+    return f"b-{row['message']}-{row['block']}"
+
+
 @access.session_view(access.READ)
 @vary_on_headers("HX-Request")
 def explorer(request: AuthedRequest, transcript: Transcript, index: int) -> HttpResponse:
@@ -243,20 +364,52 @@ def explorer(request: AuthedRequest, transcript: Transcript, index: int) -> Http
         return render(request, "runs/explorer_empty.html", {"transcript": transcript, "run": run})
     requests: list[RequestRow] = as_result(data).get("requests") or []
     if not 0 <= index < len(requests):
-        raise Http404(f"request {index} does not exist (this run has {len(requests)})")
+        raise Http404(f"request {index + 1} does not exist (this run has {len(requests)})")
     req = requests[index]
     thread = str(req.get("thread") or "main")
     messages = services.session_messages(transcript).get(thread) or []
     view = engine.side_by_side(messages, data, int(req.get("index", index)))
     rows: list[dict[str, Any]] = view.get("rows") or []
+    previous = _previous_in_thread(requests, index)
+    compacted = any(
+        e.get("step") == "autocompact" and e.get("action") == "compacted"
+        for e in req.get("events") or []
+    )
+    prefix_tokens, ratio = _calibration(data, req)
+    composition = engine.compose(
+        rows,
+        messages,
+        model_tokens=int(req.get("model_tokens") or 0),
+        prefix_tokens=prefix_tokens,
+        ratio=ratio,
+        replaced_from=int((previous or {}).get("view", {}).get("start") or 0)
+        if compacted and previous is not None
+        else None,
+    )
+    for position, row in enumerate(rows):
+        row["tokens"] = composition["row_tokens"][position]
+        row["anchor"] = _anchor(row, position)
+    heaviest = [
+        {
+            "anchor": rows[h["position"]]["anchor"],
+            "kind": h["kind"],
+            "tokens": h["tokens"],
+            "preview": _preview(rows[h["position"]]),
+        }
+        for h in composition["heaviest"]
+    ]
     # the engine marks each sent block read / write / uncached from its cache model
     gutter = [str(row.get("cache") or "none") for row in rows]
     # After a compaction most of the history is replaced by the summary: hide those rows
     # unless asked, so the first page shows what the model saw.
     show_replaced = request.GET.get("replaced") == "1"
+    changed_only = request.GET.get("changed") == "1"
     replaced = [i for i, row in enumerate(rows) if _is_replaced(row, view)]
-    if replaced and not show_replaced:
-        hidden = set(replaced)
+    hidden = set(replaced) if not show_replaced else set()
+    if changed_only:
+        # only rows the pipeline changed: what the model saw differs from the history
+        hidden |= {i for i, row in enumerate(rows) if row.get("badge") == "intact"}
+    if hidden:
         gutter = [g for i, g in enumerate(gutter) if i not in hidden]
         rows = [row for i, row in enumerate(rows) if i not in hidden]
     try:
@@ -272,18 +425,22 @@ def explorer(request: AuthedRequest, transcript: Transcript, index: int) -> Http
         if recorded_total
         else None
     )
-    url = request_url_factory(transcript, run)
-    if show_replaced:
-        base_url = url
+    base_url = request_url_factory(transcript, run)
+    flags = ("&replaced=1" if show_replaced else "") + ("&changed=1" if changed_only else "")
 
-        def url(i: int) -> str:
-            return base_url(i) + "&replaced=1"
+    def url(i: int) -> str:
+        return base_url(i) + flags
 
+    count = len(requests)
+    overview = _run_overview(run, requests)
+    events: list[Any] = overview["events"]
+    gap = _gap_before(requests, index)
     context = {
         "transcript": transcript,
         "run": run,
         "index": index,
-        "count": len(requests),
+        "number": index + 1,
+        "count": count,
         "req": req,
         "view": view,
         "rows": page_rows,
@@ -291,15 +448,39 @@ def explorer(request: AuthedRequest, transcript: Transcript, index: int) -> Http
         "page": page,
         "next_page": page + 1 if start + per_page < len(rows) else None,
         "prev_url": url(index - 1) if index > 0 else None,
-        "next_url": url(index + 1) if index + 1 < len(requests) else None,
+        "next_url": url(index + 1) if index + 1 < count else None,
         "self_url": url(index),
         "url_prefix": reverse("runs:report", args=[transcript.pk]) + "requests/",
+        "url_flags": flags,
         "thread": thread,
         "summary_start": view.get("start", 0),
         "replaced_count": len(replaced),
         "recorded_total": recorded_total,
         "rel_error": rel_error,
         "show_replaced": show_replaced,
+        "changed_only": changed_only,
+        "changed_url": base_url(index)
+        + ("&replaced=1" if show_replaced else "")
+        + ("" if changed_only else "&changed=1"),
+        "events": [
+            {
+                **e,
+                "number": e["request"] + 1,
+                "url": url(e["request"]),
+                "left": round(e["request"] / max(1, count - 1) * 100, 2),
+                "current": e["request"] == index,
+            }
+            for e in events
+        ],
+        "event_kinds": overview["event_kinds"],
+        "request_events": [engine.describe_event(e) for e in req.get("events") or []],
+        "cache_text": engine.cache_sentence(req, previous, gap),
+        "gap": engine.format_duration(gap) if gap is not None else None,
+        "mini": charts.mark_request(overview["mini"], index, requests),
+        "composition": composition,
+        "parts": _styled_parts(composition["parts"]),
+        "heaviest": heaviest,
+        "compacted": compacted,
     }
     # htmx restoring history (back button, cache miss) wants the whole page
     partial = request.htmx and not request.htmx.history_restore_request
@@ -308,6 +489,12 @@ def explorer(request: AuthedRequest, transcript: Transcript, index: int) -> Http
     if partial:
         return render(request, "runs/explorer.html#explorer", context)
     return render(request, "runs/explorer.html", context)
+
+
+@login_required
+def glossary(request: HttpRequest) -> HttpResponse:
+    """What the figures on the report and explorer mean (their tooltips link here)."""
+    return render(request, "runs/glossary.html")
 
 
 @access.session_view(access.READ)

@@ -19,10 +19,11 @@ from contextlab.runs import charts
 from contextlab.runs.models import Run
 from contextlab.runs.views import subagent_rows
 from contextlab.sharing import services
-from contextlab.staticfinders import FILES
 from contextlab.summaries import services as summaries
 from contextlab.transcripts.models import Transcript
 
+#: the same plotly.js bundle the site serves (static/vendor/plotly/, see its README)
+PLOTLY_JS = Path(settings.BASE_DIR) / "static" / "vendor" / "plotly" / "plotly-basic.min.js"
 EXPORT_JS = Path(settings.BASE_DIR) / "static" / "js" / "export.js"
 APP_CSS = Path(settings.BASE_DIR) / "static" / "css" / "app.css"
 #: the explorer rows of one picked request shown in full up to this many characters a text
@@ -101,7 +102,7 @@ def render_html(
         messages = snapshot["messages"].get(thread) or []
         view = engine.side_by_side(messages, data, int(req.get("index", index)))
         views.append({"index": index, "req": req, "rows": _cells(view.get("rows") or [])})
-    plotly_js = FILES["vendor/plotly.min.js"].read_text()
+    plotly_js = PLOTLY_JS.read_text()
     export_js = EXPORT_JS.read_text()
     css = APP_CSS.read_text()
     # a "</script" inside the inlined code would end the element early

@@ -149,28 +149,35 @@ def shared_report(request: HttpRequest, token: str) -> HttpResponse:
     link = opened
     services.record_view(link)
     context = _base(link, token)
-    data = context["snapshot"]["result"]
+    context.update(_report_parts(link, token, context["snapshot"]))
+    return render(request, "sharing/report.html", context)
+
+
+def _report_parts(link: ShareLink, token: str, snapshot: dict[str, Any]) -> dict[str, Any]:
+    """What the shared report computes from its snapshot (charts above all), once per link: a
+    snapshot never changes. Keyed by the token's hash, which no other link ever has."""
+    key = f"share-report:{link.token_hash}"
+    parts: dict[str, Any] | None = cache.get(key)
+    if parts is not None:
+        return parts
+    data = snapshot["result"]
     result = as_result(data)
     url = _request_url(token)
-    context.update(
-        {
-            "data": data,
-            "summary": data.get("summary") or {},
-            "figures": {
-                "chart-context-data": charts.figure_json(charts.build_context_figure(result, url)),
-                "chart-cache-data": charts.figure_json(charts.build_cache_figure(result, url)),
-                "chart-cost-data": charts.figure_json(charts.build_cost_figure(result, url)),
-                "chart-fidelity-data": charts.figure_json(
-                    charts.build_fidelity_figure(result, url)
-                ),
-            },
-            "fidelity": charts.fidelity(result),
-            "subagents": subagent_rows(data),
-            "summaries": summaries.run_summaries(data, context["snapshot"]["messages"]),
-            "rows": _request_rows(result.get("requests") or [], url),
-        }
-    )
-    return render(request, "sharing/report.html", context)
+    parts = {
+        "summary": data.get("summary") or {},
+        "figures": {
+            "chart-context-data": charts.figure_json(charts.build_context_figure(result, url)),
+            "chart-cache-data": charts.figure_json(charts.build_cache_figure(result, url)),
+            "chart-cost-data": charts.figure_json(charts.build_cost_figure(result, url)),
+            "chart-fidelity-data": charts.figure_json(charts.build_fidelity_figure(result, url)),
+        },
+        "fidelity": charts.fidelity(result),
+        "subagents": subagent_rows(data),
+        "summaries": summaries.run_summaries(data, snapshot["messages"]),
+        "rows": _request_rows(result.get("requests") or [], url),
+    }
+    cache.set(key, parts, timeout=3600)
+    return parts
 
 
 def _request_rows(requests: list[RequestRow], url: charts.RequestUrl) -> list[dict[str, Any]]:

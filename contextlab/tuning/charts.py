@@ -14,7 +14,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from contextlab.engine.results import RequestRow, as_result
-from contextlab.runs.charts import has_event, sample_positions, threshold_trace
+from contextlab.runs.charts import has_event, sample_positions, styled_layout, threshold_trace
 
 RequestUrl = Callable[[int], str]
 
@@ -23,16 +23,7 @@ LEVEL_DASH = {"autocompact": "dash", "warning": "dot"}
 
 
 def _layout(title: str, xaxis: str, yaxis: str) -> dict[str, Any]:
-    return {
-        "title": {"text": title, "x": 0, "font": {"size": 15}},
-        "xaxis": {"title": {"text": xaxis}, "rangemode": "tozero"},
-        "yaxis": {"title": {"text": yaxis}, "rangemode": "tozero"},
-        "hovermode": "x unified",
-        "legend": {"orientation": "h", "y": -0.2},
-        "margin": {"l": 60, "r": 20, "t": 40, "b": 40},
-        "height": 380,
-        "template": "plotly_white",
-    }
+    return styled_layout(title, xaxis, yaxis, 380)
 
 
 def _requests(result: Mapping[str, Any] | None) -> list[RequestRow]:
@@ -208,6 +199,29 @@ def _short(value: Any) -> str:
     return str(value)
 
 
+#: axis formats matching the tables: dollars, shares in percent, plain counts
+USD_MEASURES = frozenset({"cost_usd", "summary_cost_usd"})
+SHARE_MEASURES = frozenset({"cache_hit_rate", "mean_history_share"})
+
+
+def _axis_format(key: str) -> dict[str, Any]:
+    # fitted to the data (not from zero), in the table's units
+    base: dict[str, Any] = {"rangemode": "normal", "autorange": True}
+    if key in USD_MEASURES:
+        return {**base, "tickprefix": "$", "tickformat": ",.2f"}
+    if key in SHARE_MEASURES:
+        return {**base, "tickformat": ".0%"}
+    return {**base, "tickformat": ",~s" if key.endswith("_tokens") else ",d"}
+
+
+def _hover_format(key: str) -> str:
+    if key in USD_MEASURES:
+        return "$,.2f"
+    if key in SHARE_MEASURES:
+        return ".1%"
+    return ",.0f"
+
+
 def build_sweep_figure(
     points: Sequence[dict[str, Any]],
     *,
@@ -216,27 +230,61 @@ def build_sweep_figure(
     y: str = "cost_usd",
     labels: dict[str, str] | None = None,
 ) -> go.Figure:
-    """One point per swept value: measure ``y`` against measure ``x`` (totals over sessions)."""
+    """One point per swept value: measure ``y`` against measure ``x``, the total over the
+    sessions and (with more than one) each session's own series."""
     labels = labels or {}
     done = [p for p in points if p.get("summary")]
     x_label, y_label = labels.get(x, x), labels.get(y, y)
     layout = _layout(f"{y_label} against {x_label}, one point per {field}", x_label, y_label)
     layout["hovermode"] = "closest"
+    layout["xaxis"].update(_axis_format(x))
+    layout["yaxis"].update(_axis_format(y))
+    layout["margin"] = {"l": 70, "r": 30, "t": 50, "b": 50}
     fig = go.Figure(layout=layout)
+    hover = (
+        f"{field} = %{{text}}<br>{x_label}: %{{x:{_hover_format(x)}}}<br>"
+        f"{y_label}: %{{y:{_hover_format(y)}}}<extra>%{{fullData.name}}</extra>"
+    )
+    names = sorted({s["name"] for p in done for s in p.get("sessions") or []})
+    if len(names) > 1:
+        for i, name in enumerate(names):
+            rows = [
+                (p, s["summary"])
+                for p in done
+                for s in p.get("sessions") or []
+                if s["name"] == name and s.get("summary")
+            ]
+            fig.add_trace(
+                go.Scatter(
+                    x=[m.get(x) for _, m in rows],
+                    y=[m.get(y) for _, m in rows],
+                    text=[_short(p["value"]) for p, _ in rows],
+                    name=name if len(name) <= 40 else name[:39] + "…",
+                    mode="lines+markers",
+                    marker={"size": 6, "color": SESSION_COLORS[i % len(SESSION_COLORS)]},
+                    line={"width": 1, "color": SESSION_COLORS[i % len(SESSION_COLORS)]},
+                    opacity=0.7,
+                    hovertemplate=hover,
+                )
+            )
     fig.add_trace(
         go.Scatter(
             x=[p["summary"].get(x) for p in done],
             y=[p["summary"].get(y) for p in done],
             text=[_short(p["value"]) for p in done],
-            name=field,
+            name="total" if len(names) > 1 else field,
             mode="lines+markers+text",
-            textposition="top center",
+            # alternate above and below, so neighbouring value labels do not overlap
+            textposition=[
+                "top center" if i % 2 == 0 else "bottom center" for i in range(len(done))
+            ],
             cliponaxis=False,
             marker={"size": 10, "color": SIDE_COLORS["a"]},
             line={"color": "#94a3b8", "dash": "dot"},
-            hovertemplate=(
-                f"{field} = %{{text}}<br>{x_label}: %{{x}}<br>{y_label}: %{{y}}<extra></extra>"
-            ),
+            hovertemplate=hover,
         )
     )
     return fig
+
+
+SESSION_COLORS = ["#0891b2", "#7c3aed", "#16a34a", "#db2777", "#ca8a04", "#64748b"]

@@ -668,6 +668,14 @@ def sweep_report(
                 "status": derived_status(item.run for item in group),
                 "run_ids": [item.run.pk for item in group],
                 "summary": totals([m for m in found if m is not None]) if complete else None,
+                # each session's own measures, for the chart's per-session series
+                "sessions": [
+                    {"name": item.run.transcript.name, "summary": m}
+                    for item, m in zip(group, found, strict=True)
+                    if m is not None
+                ]
+                if complete
+                else [],
             }
         )
     return {"status": derived_status(item.run for item in items), "points": points}

@@ -22,13 +22,10 @@ from contextlab.runs import services as run_services
 from contextlab.runs.charts import figure_json
 from contextlab.runs.models import Run
 from contextlab.transcripts.models import Transcript
-from contextlab.tuning import charts, services
+from contextlab.tuning import charts, services, verdicts
+from contextlab.tuning.alignment import align_rows
 from contextlab.tuning.models import Comparison, SavedConfig, Sweep
 from contextlab.workspaces import access
-
-#: text longer than this is folded in the A-vs-B view (the rest loads on demand)
-FOLD_CHARS = 1500
-
 
 # --- shared form helpers -----------------------------------------------------------------------
 
@@ -405,6 +402,7 @@ def comparison_detail(request: AuthedRequest, pk: int) -> HttpResponse:
         owner=request.user,
     )
     report = services.comparison_report(comparison, details=not request.htmx, reader=request.user)
+    goal = verdicts.goal_of(request.GET.get("goal"))
     runs: dict[tuple[int, str], Run] = report["runs"]
     active = report["status"] in (Run.Status.QUEUED, Run.Status.RUNNING)
     context: dict[str, Any] = {
@@ -413,6 +411,10 @@ def comparison_detail(request: AuthedRequest, pk: int) -> HttpResponse:
         "active": active,
         "run_rows": sorted(runs.items(), key=lambda item: (item[0][0], item[0][1])),
         "measures": services.MEASURES,
+        "goal": goal,
+        "goals": [{"key": k, "label": v[0]} for k, v in verdicts.GOALS.items()],
+        "readings": verdicts.read_delta(report["delta"], goal) if report.get("delta") else {},
+        "headline": verdicts.headline(report["delta"], goal) if report.get("delta") else "",
     }
     if request.htmx:
         response = render(request, "tuning/comparison.html#compare-progress", context)
@@ -440,100 +442,6 @@ def comparison_detail(request: AuthedRequest, pk: int) -> HttpResponse:
         context["divergence_url"] = url(pair.divergence) if pair.divergence is not None else None
         context["first_url"] = url(0)
     return render(request, "tuning/comparison.html", context)
-
-
-def _fold(text: str, loadable: bool) -> dict[str, Any]:
-    if loadable and len(text) > FOLD_CHARS:
-        return {"head": text[:FOLD_CHARS], "rest": len(text) - FOLD_CHARS}
-    return {"head": text, "rest": 0}
-
-
-def _side_cell(row: dict[str, Any] | None) -> dict[str, Any] | None:
-    """A row of one side, shaped for ``runs/_cell.html`` (the explorer's cell partial)."""
-    if row is None:
-        return None
-    item = dict(row)
-    item["synthetic"] = row.get("message") is None
-    model = row.get("model")
-    if isinstance(model, dict):
-        cell = dict(model)
-        cell.setdefault("role", row.get("role"))
-        loadable = not item["synthetic"] and row.get("badge") == "intact"
-        cell["fold"] = _fold(str(cell.get("text") or ""), loadable)
-        item["cell"] = cell
-    else:
-        item["cell"] = None
-    return item
-
-
-def align_rows(view_a: dict[str, Any], view_b: dict[str, Any]) -> list[dict[str, Any]]:
-    """A's and B's rows of one request side by side, matched by history block.
-
-    Both views cover the same history (the request is the same), so real rows pair up by
-    (message, block); synthetic rows (summaries, restored files) have no history block and
-    are placed where each side put them, beside the other side's synthetic rows if any.
-    """
-    rows_a: list[dict[str, Any]] = view_a.get("rows") or []
-    rows_b: list[dict[str, Any]] = view_b.get("rows") or []
-
-    def split(
-        rows: list[dict[str, Any]],
-    ) -> tuple[dict[tuple[int, int], Any], dict[int, list[Any]]]:
-        real: dict[tuple[int, int], Any] = {}
-        synthetic: dict[int, list[Any]] = {}
-        pending: list[Any] = []
-        for row in rows:
-            if row.get("message") is None:
-                pending.append(row)
-                continue
-            key = (int(row["message"]), int(row.get("block") or 0))
-            if pending:
-                synthetic[key[0]] = pending
-                pending = []
-            real[key] = row
-        if pending:
-            synthetic[-1] = pending  # after the last message
-        return real, synthetic
-
-    real_a, syn_a = split(rows_a)
-    real_b, syn_b = split(rows_b)
-    out: list[dict[str, Any]] = []
-
-    def add_synthetic(at: int) -> None:
-        left, right = syn_a.get(at, []), syn_b.get(at, [])
-        for i in range(max(len(left), len(right))):
-            a = left[i] if i < len(left) else None
-            b = right[i] if i < len(right) else None
-            out.append(
-                {"key": f"s-{at}-{i}", "a": _side_cell(a), "b": _side_cell(b), "history": None}
-            )
-
-    seen_messages: set[int] = set()
-    for key in sorted(set(real_a) | set(real_b)):
-        if key[0] not in seen_messages:
-            seen_messages.add(key[0])
-            add_synthetic(key[0])
-        a, b = real_a.get(key), real_b.get(key)
-        out.append(
-            {
-                "key": f"{key[0]}-{key[1]}",
-                "a": _side_cell(a),
-                "b": _side_cell(b),
-                "history": (a or b or {}).get("repl"),
-            }
-        )
-    for at in sorted(set(syn_a) | set(syn_b)):
-        if at not in seen_messages:
-            add_synthetic(at)
-    for row in out:
-        a, b = row["a"], row["b"]
-        text_a = (a or {}).get("model") or None
-        text_b = (b or {}).get("model") or None
-        row["sent"] = bool(text_a or text_b)
-        row["differs"] = (a or {}).get("badge") != (b or {}).get("badge") or (text_a or {}).get(
-            "text"
-        ) != (text_b or {}).get("text")
-    return out
 
 
 @login_required
@@ -579,9 +487,14 @@ def compare_request(request: AuthedRequest, pk: int, index: int) -> HttpResponse
     context.update(
         {
             "index": index,
+            "number": index + 1,
             "count": count,
+            "url_prefix": reverse("tuning:comparison", args=[comparison.pk]) + "requests/",
+            "url_query": f"?session={transcript.pk}",
             "req_a": req_a,
             "req_b": req_b,
+            "events_a": [engine.describe_event(e) for e in (req_a["events"] if req_a else [])],
+            "events_b": [engine.describe_event(e) for e in (req_b["events"] if req_b else [])],
             "rows": rows,
             "hidden": hidden,
             "show_all": show_all,
@@ -590,6 +503,7 @@ def compare_request(request: AuthedRequest, pk: int, index: int) -> HttpResponse
             "next_url": url(index + 1) + suffix if index + 1 < count else None,
             "self_url": url(index),
             "divergence": divergence,
+            "divergence_number": divergence + 1 if divergence is not None else None,
             "divergence_url": url(divergence) if divergence is not None else None,
             "differs": sum(1 for row in rows if row["differs"]),
         }

@@ -181,6 +181,7 @@
         item.msg.textContent = result.message || "";
         if (result.ok) {
           item.li.classList.add("ok");
+          refreshSessions();
           var link = document.createElement("a");
           link.href = result.url;
           link.textContent = "open session";
@@ -198,6 +199,7 @@
         }
       });
       xhr.addEventListener("error", function () {
+        item.bar.value = 100;  // a finished (red) bar, not one stuck half way
         item.li.classList.add("error");
         item.msg.textContent = "The upload failed (network error or the server closed the connection).";
         banner.show("The upload of " + file.name + " failed: the server could not be reached (network error).");
@@ -217,20 +219,78 @@
     form.addEventListener("drop", function (e) { sendAll(e.dataTransfer.files); });
   }
 
-  // ---- charts: figures come as JSON in <script type="application/json">, never inline JS -----
-  function setupCharts() {
-    if (!window.Plotly) return;
-    document.querySelectorAll("[data-chart]").forEach(function (div) {
-      var source = document.getElementById(div.dataset.chart);
-      if (!source) return;
-      var fig = JSON.parse(source.textContent);
-      window.Plotly.newPlot(div, fig.data, fig.layout, { responsive: true, displaylogo: false });
-      div.on("plotly_click", function (ev) {
-        var point = ev.points && ev.points[0];
-        if (point && typeof point.customdata === "string") window.location.href = point.customdata;
+  // ---- sessions list: refreshed after an upload, searched and sorted in the page ------------
+  function refreshSessions() {
+    if (!window.htmx || !document.getElementById("sessions")) return;
+    window.htmx.ajax("GET", window.location.pathname, { target: "#sessions", select: "#sessions", swap: "outerHTML" });
+  }
+
+  function setupSessions() {
+    document.addEventListener("input", function (e) {
+      if (e.target.id !== "session-search") return;
+      var words = e.target.value.toLowerCase().split(/\s+/).filter(Boolean);
+      var shown = 0;
+      document.querySelectorAll("#session-table tr.session-row").forEach(function (row) {
+        var text = row.dataset.search || "";
+        var match = words.every(function (w) { return text.indexOf(w) !== -1; });
+        row.hidden = !match;
+        if (match) shown++;
       });
+      var empty = document.getElementById("session-search-empty");
+      if (empty) empty.hidden = shown > 0;
+    });
+    document.addEventListener("click", function (e) {
+      var button = e.target.closest ? e.target.closest("table.sortable th button.sort") : null;
+      if (!button) return;
+      var th = button.closest("th");
+      var table = th.closest("table");
+      var column = Array.prototype.indexOf.call(th.parentNode.children, th);
+      var numeric = th.dataset.sort === "number";
+      var ascending = th.getAttribute("aria-sort") !== "ascending";
+      table.querySelectorAll("th").forEach(function (h) { h.removeAttribute("aria-sort"); });
+      th.setAttribute("aria-sort", ascending ? "ascending" : "descending");
+      var body = table.tBodies[0];
+      var rows = Array.prototype.slice.call(body.rows);
+      rows.sort(function (a, b) {
+        var x = a.cells[column].dataset.value || "", y = b.cells[column].dataset.value || "";
+        var order = numeric ? (parseFloat(x) || 0) - (parseFloat(y) || 0) : x.localeCompare(y);
+        return ascending ? order : -order;
+      });
+      rows.forEach(function (row) { body.appendChild(row); });
     });
   }
+
+  // ---- charts: figures come as JSON in <script type="application/json">, never inline JS -----
+  // One chart per task, in page order: the page is usable (and the load event fires) before
+  // the last chart is drawn, and the first chart shows without waiting for the others.
+  function drawChart(div) {
+    var source = document.getElementById(div.dataset.chart);
+    if (!source || div.dataset.drawn) return;
+    div.dataset.drawn = "1";
+    var fig = JSON.parse(source.textContent);
+    window.Plotly.newPlot(div, fig.data, fig.layout, { responsive: true, displaylogo: false });
+    div.on("plotly_click", function (ev) {
+      var point = ev.points && ev.points[0];
+      if (!point) return;
+      if (typeof point.customdata === "string") window.location.href = point.customdata;
+      else if (typeof point.customdata === "number" && div.dataset.requestUrl) {
+        window.location.href = div.dataset.requestUrl.replace("{i}", String(point.customdata));
+      }
+    });
+  }
+
+  function setupCharts(root) {
+    if (!window.Plotly) return;
+    var queue = Array.prototype.slice.call((root || document).querySelectorAll("[data-chart]"));
+    function next() {
+      var div = queue.shift();
+      if (!div) return;
+      drawChart(div);
+      window.setTimeout(next, 0);
+    }
+    window.setTimeout(next, 0);
+  }
+  window.contextlab.setupCharts = setupCharts;
 
   // ---- confirmations ---------------------------------------------------------------------------
   function setupConfirm() {
@@ -255,14 +315,65 @@
     if (e.state && e.state.contextlab) window.location.reload();
   });
 
+  // ---- event navigator: per-kind filters (kept for the tab), n / p jump between events -----
+  var FILTER_KEY = "contextlab.hiddenEventKinds";
+  function hiddenKinds() {
+    try { return JSON.parse(window.sessionStorage.getItem(FILTER_KEY) || "[]"); } catch (err) { return []; }
+  }
+  function applyFilters() {
+    var hidden = hiddenKinds();
+    document.querySelectorAll(".event-filter").forEach(function (box) {
+      box.checked = hidden.indexOf(box.dataset.kind) === -1;
+    });
+    document.querySelectorAll(".event-item, .strip-tick").forEach(function (el) {
+      el.hidden = hidden.indexOf(el.dataset.kind) !== -1;
+    });
+    var current = document.querySelector(".event-item.current");
+    var list = document.getElementById("event-list");
+    if (current && list) list.scrollTop = current.offsetTop - list.offsetTop - list.clientHeight / 2;
+  }
+  function jumpToEvent(direction) {
+    var explorer = document.getElementById("explorer");
+    if (!explorer) return;
+    var here = parseInt(explorer.dataset.index, 10);
+    var items = Array.prototype.filter.call(document.querySelectorAll(".event-item"), function (el) {
+      return !el.hidden;
+    });
+    var target = null;
+    items.forEach(function (el) {
+      var at = parseInt(el.dataset.request, 10);
+      if (direction > 0 && at > here && (!target || at < parseInt(target.dataset.request, 10))) target = el;
+      if (direction < 0 && at < here && (!target || at > parseInt(target.dataset.request, 10))) target = el;
+    });
+    if (target) target.querySelector("a").click();
+  }
+
+  // ---- times in the viewer's time zone ----------------------------------------------------
+  function localTimes() {
+    document.querySelectorAll("time.local-time").forEach(function (el) {
+      var when = new Date(el.getAttribute("datetime"));
+      if (isNaN(when.getTime())) return;
+      var options = { year: "numeric", month: "short", day: "numeric", hour: "2-digit", minute: "2-digit" };
+      if (!el.classList.contains("short")) { options.second = "2-digit"; options.timeZoneName = "short"; }
+      el.textContent = when.toLocaleString(undefined, options);
+      el.title = el.getAttribute("datetime") + " (UTC)";
+    });
+  }
+
   function setupExplorer() {
     document.addEventListener("keydown", function (e) {
       if (!document.getElementById("explorer")) return;
       if (e.altKey || e.ctrlKey || e.metaKey) return;
       var tag = (e.target.tagName || "").toLowerCase();
-      if (tag === "textarea" || tag === "select" || (tag === "input" && e.target.type !== "range")) return;
+      // typing in a field is not a key command (sliders, checkboxes and buttons are not typed in)
+      if (tag === "textarea" || tag === "select" || (tag === "input" && ["range", "checkbox", "radio", "button", "submit"].indexOf(e.target.type) === -1)) return;
       // on the focused slider the arrows move the slider itself (its change event navigates)
       if (e.target.type === "range" && e.key.indexOf("Arrow") === 0) return;
+      if (e.key === "n" || e.key === "p") {
+        e.preventDefault();
+        jumpToEvent(e.key === "n" ? 1 : -1);
+        return;
+      }
       var id = null;
       if (e.key === "ArrowLeft" || e.key === "k") id = "prev-link";
       if (e.key === "ArrowRight" || e.key === "j") id = "next-link";
@@ -271,16 +382,38 @@
       e.preventDefault();
       if (link) link.click();  // htmx swaps the explorer and records the history entry
     });
+    // the slider shows request numbers from 1; the URL keeps the 0-based index
     document.addEventListener("change", function (e) {
-      if (e.target.id !== "req-slider") return;
-      var s = e.target;
-      go(s.dataset.prefix + s.value + "/?run=" + s.dataset.run);
+      if (e.target.id === "req-slider") {
+        var s = e.target;
+        go(s.dataset.prefix + (parseInt(s.value, 10) - 1) + "/" + (s.dataset.query || "?run=" + s.dataset.run) + (s.dataset.flags || ""));
+      } else if (e.target.classList && e.target.classList.contains("event-filter")) {
+        var hidden = hiddenKinds();
+        var kind = e.target.dataset.kind;
+        hidden = hidden.filter(function (k) { return k !== kind; });
+        if (!e.target.checked) hidden.push(kind);
+        try { window.sessionStorage.setItem(FILTER_KEY, JSON.stringify(hidden)); } catch (err) { /* private mode */ }
+        applyFilters();
+      }
     });
     document.addEventListener("input", function (e) {
       if (e.target.id !== "req-slider") return;
       var n = document.getElementById("req-number");
       if (n) n.textContent = e.target.value;
     });
+    document.addEventListener("click", function (e) {
+      var chart = e.target.closest ? e.target.closest("#mini-chart") : null;
+      if (!chart) return;
+      var box = chart.getBoundingClientRect();
+      var count = parseInt(chart.dataset.count, 10);
+      var s = document.getElementById("req-slider");
+      if (!s || !count || !box.width) return;
+      var index = Math.max(0, Math.min(count - 1, Math.round((e.clientX - box.left) / box.width * (count - 1))));
+      go(s.dataset.prefix + index + "/?run=" + s.dataset.run + (s.dataset.flags || ""));
+    });
+    document.body.addEventListener("htmx:afterSettle", function () { applyFilters(); localTimes(); });
+    applyFilters();
+    localTimes();
     document.addEventListener("click", function (e) {
       if (e.target.id === "fold-all" || e.target.id === "unfold-all") {
         var open = e.target.id === "unfold-all";
@@ -313,6 +446,7 @@
   document.addEventListener("DOMContentLoaded", function () {
     setupErrors();
     setupUpload();
+    setupSessions();
     setupCharts();
     setupConfirm();
     setupExplorer();

@@ -105,16 +105,17 @@ def test_sign_up_upload_report_click_and_keyboard(page: Any) -> None:
     page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
     page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
     page.wait_for_url(re.compile(r".*/requests/1/\?run=\d+$"))
-    assert page.locator("#req-number").inner_text() == "1"
+    # the page numbers requests from 1; the URL keeps the 0-based index
+    assert page.locator("#req-number").inner_text() == "2"
     # keyboard: → and j go forward, ← and k go back (htmx swaps the explorer, URL follows)
     page.keyboard.press("ArrowRight")
     page.wait_for_url(re.compile(r".*/requests/2/\?run=\d+$"))
-    expect(page.locator("#req-number")).to_have_text("2")
+    expect(page.locator("#req-number")).to_have_text("3")
     page.keyboard.press("k")
     page.wait_for_url(re.compile(r".*/requests/1/\?run=\d+$"))
     page.keyboard.press("ArrowLeft")
     page.wait_for_url(re.compile(r".*/requests/0/\?run=\d+$"))
-    assert page.locator("#req-number").inner_text() == "0"
+    assert page.locator("#req-number").inner_text() == "1"
     page.keyboard.press("j")
     page.wait_for_url(re.compile(r".*/requests/1/\?run=\d+$"))
     assert page.locator("tr.row").count() > 0
@@ -122,11 +123,11 @@ def test_sign_up_upload_report_click_and_keyboard(page: Any) -> None:
     page.go_back()
     page.wait_for_url(re.compile(r".*/requests/0/\?run=\d+$"))
     page.locator(".topbar").wait_for()
-    expect(page.locator("#req-number")).to_have_text("0")
-    # the slider jumps to any request
-    page.locator("#req-slider").fill("2")
+    expect(page.locator("#req-number")).to_have_text("1")
+    # the slider jumps to any request (by its number: request 3 is index 2)
+    page.locator("#req-slider").fill("3")
     page.wait_for_url(re.compile(r".*/requests/2/\?run=\d+$"))
-    expect(page.locator("#req-number")).to_have_text("2")
+    expect(page.locator("#req-number")).to_have_text("3")
     assert page.csp_errors == []
 
 
@@ -170,7 +171,9 @@ def test_hostile_transcript_renders_as_text_and_runs_nothing(page: Any) -> None:
         shown_as_text |= "<script>window.__xss=1</script>" in page.locator("#explorer").inner_text()
     assert shown_as_text, "the payload should be visible as plain text"
     assert page.locator("#explorer img").count() == 0
-    assert page.locator("#explorer svg").count() == 0
+    # the only SVG is the page's own mini context chart: none comes from the transcript
+    assert page.locator("#explorer svg").count() == 1
+    assert page.locator("#explorer svg#mini-chart").count() == 1
     assert page.locator("#explorer a[href^='javascript:']").count() == 0
     assert page.dialogs == []
 

@@ -115,3 +115,18 @@ def test_sample_positions_keeps_short_series_whole():
 def test_figure_json_is_plain_data():
     out = charts.figure_json(charts.build_cost_figure(result(2), url))
     assert set(out) == {"data", "layout"}
+
+
+def test_long_sessions_draw_lines_and_areas_not_one_shape_per_request():
+    long = result(charts.MARKER_LIMIT + 50)
+    context = traces(charts.build_context_figure(long, url))
+    assert context["model view"]["mode"] == "lines"
+    assert context["recorded input"]["mode"] == "lines"
+    cache = charts.build_cache_figure(long, url).to_dict()
+    estimated = [t for t in cache["data"] if t["name"].endswith("(est.)")]
+    assert [t["type"] for t in estimated] == ["scatter"] * 3
+    assert {t["stackgroup"] for t in estimated} == {"estimate"}
+    assert list(estimated[1]["y"]) == [100] * (charts.MARKER_LIMIT + 50)
+    # short sessions keep a bar and a marker per request
+    short = charts.build_cache_figure(result(4), url).to_dict()
+    assert [t["type"] for t in short["data"][:3]] == ["bar"] * 3

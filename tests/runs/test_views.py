@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from contextlab.runs import runner
+from contextlab.runs import labels, runner, services
 from contextlab.runs.models import Run
+from contextlab.runs.templatetags import humanize_tokens
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clean_media")]
 
@@ -61,13 +62,15 @@ def test_report_shows_charts_fidelity_and_runs(alice_client, done_transcript):
         assert f'id="{chart}-data" type="application/json"' in html
     assert "Fidelity" in html
     assert "calibrated prefix" in html
-    assert "vendor/plotly.min.js" in html
+    assert "vendor/plotly/plotly-basic.min.js" in html
     figure = json.loads(
         re.search(r'id="chart-context-data" type="application/json">(.*?)</script>', html).group(1)
     )
-    urls = figure["data"][1]["customdata"]
+    # each point carries its request's position, the chart the URL pattern a click opens
+    assert figure["data"][1]["customdata"][:3] == [0, 1, 2]
+    pattern = f"/sessions/{done_transcript.pk}/requests/{{i}}/?run={done_transcript.runs.get().pk}"
     assert (
-        urls[0] == f"/sessions/{done_transcript.pk}/requests/0/?run={done_transcript.runs.get().pk}"
+        f'id="chart-context" data-chart="chart-context-data" data-request-url="{pattern}"' in html
     )
 
 
@@ -154,7 +157,7 @@ def test_explorer_page_and_htmx_partials(alice_client, done_transcript):
         html,
     )
     assert "gutter cache-" in html
-    assert re.search(r"recorded prompt \(replay [+-]\d+\.\d%\)", html)
+    assert re.search(r"recorded by the API · replay [+-]\d+\.\d%", html)
     partial = alice_client.get(url, **HX).content.decode()
     assert partial.lstrip().startswith('<div id="explorer"')
     assert "<html" not in partial
@@ -266,3 +269,50 @@ def test_report_of_a_session_folder_names_its_compaction_fork(
     main_block = alice_client.get(f"/sessions/{transcript.pk}/messages/main/1/0/")
     assert block.status_code == main_block.status_code == 200
     assert block.content == main_block.content
+
+
+def test_a_whatif_report_reads_as_differences_from_the_recorded_replay(
+    alice_client, done_transcript, user
+):
+    recorded = done_transcript.runs.get()
+    whatif = services.start_run(
+        owner=user,
+        transcript=done_transcript,
+        mode="whatif",
+        overrides={"autocompact_pct_override": 70},
+    )
+    runner.execute_run(whatif.pk)
+    whatif.refresh_from_db()
+    # runs are named by what they changed
+    assert whatif.label == "what-if · autocompact 70 %"
+    html = alice_client.get(f"/sessions/{done_transcript.pk}/?run={whatif.pk}").content.decode()
+    assert "what-if · autocompact 70 %" in html
+    assert 'id="differences"' in html
+    assert f'?run={recorded.pk}">run #{recorded.pk}</a>' in html
+    cost = re.search(r'id="diff-cost_usd">(.*?)</tr>', html, re.S).group(1)
+    cells = re.findall(r'<td class="num">(.*?)</td>', cost)
+    assert cells[0] == humanize_tokens.usd(recorded.summary["cost_usd"])
+    assert cells[1] == humanize_tokens.usd(whatif.summary["cost_usd"])
+    rate = re.search(r'id="diff-cache_hit_rate">(.*?)</tr>', html, re.S).group(1)
+    assert re.findall(r'<td class="num">(.*?)</td>', rate)[2].endswith(("pp", "no change"))
+    # the recorded replay's curve is on the context chart, and nothing is called an error
+    figure = json.loads(
+        re.search(r'id="chart-context-data" type="application/json">(.*?)</script>', html).group(1)
+    )
+    assert "recorded replay: model view" in {t["name"] for t in figure["data"]}
+    assert "|error|" not in html
+    # the recorded run's own report has no differences
+    own = alice_client.get(f"/sessions/{done_transcript.pk}/?run={recorded.pk}").content.decode()
+    assert 'id="differences"' not in own
+
+
+def test_run_labels_name_the_changed_settings():
+    assert labels.run_label("recorded", "auto", {}) == "recorded"
+    assert labels.run_label("whatif", "auto", {}) == "what-if · auto"
+    assert (
+        labels.run_label("whatif", "auto", {"snip_enabled": True, "autocompact_pct_override": 70.0})
+        == "what-if · autocompact 70 %, snip on"
+    )
+    assert labels.run_label("whatif", "claude-code-2.1.88", {"context_window": 1000000}) == (
+        "what-if · window 1,000,000 tokens (claude-code-2.1.88)"
+    )

@@ -1,8 +1,15 @@
 from __future__ import annotations
 
+import re
+from html import unescape as html_unescape
+
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
+from contextlab import engine
+from contextlab.runs import runner
+from contextlab.runs import services as run_services
+from contextlab.runs.templatetags.humanize_tokens import tokens
 from contextlab.transcripts.models import Transcript
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clean_media")]
@@ -143,3 +150,52 @@ def test_half_finished_upload_from_the_page_says_it_was_interrupted(alice_client
     assert response.status_code == 400
     assert "stopped before the end" in response.json()["results"][0]["message"]
     assert not Transcript.objects.exists()
+
+
+def test_the_list_shows_the_recorded_replay_not_the_newest_whatif(
+    client, user, make_transcript, tool_heavy_jsonl
+):
+    transcript = make_transcript(tool_heavy_jsonl)
+    recorded = transcript.runs.get()
+    runner.execute_run(recorded.pk)
+    whatif = run_services.start_run(
+        owner=user, transcript=transcript, mode="whatif", overrides={"autocompact_pct_override": 60}
+    )
+    client.force_login(user)
+    html = client.get("/sessions/").content.decode()
+    assert f'id="run-progress-{recorded.pk}"' in html
+    assert f'id="run-progress-{whatif.pk}"' not in html
+    assert "recorded · 1 what-if run" in html
+    recorded.refresh_from_db()
+    peak = recorded.summary["peak_model_tokens"]
+    assert f'data-value="{peak}">{tokens(peak)}</td>' in html
+
+
+def test_the_list_says_when_a_session_ran_for_how_long_on_which_models(
+    alice_client, make_transcript, tool_heavy_jsonl
+):
+    transcript = make_transcript(tool_heavy_jsonl)
+    run = transcript.runs.get()
+    runner.execute_run(run.pk)
+    run.refresh_from_db()
+    requests = run_services.result_data(run)["requests"]
+    html = alice_client.get("/sessions/").content.decode()
+    first, last = requests[0]["timestamp"], requests[-1]["timestamp"]
+    assert f'<time class="local-time short" datetime="{first}">' in html
+    seconds = (engine.parse_time(last) - engine.parse_time(first)).total_seconds()
+    assert f">{engine.format_duration(seconds)}</td>" in html
+    for model in {r["model"] for r in requests}:
+        assert model.removeprefix("claude-") in html
+
+
+def test_a_session_is_titled_by_its_first_prompt(alice_client, make_transcript, tool_heavy_jsonl):
+    transcript = make_transcript(tool_heavy_jsonl)
+    runner.execute_run(transcript.runs.get().pk)
+    messages = run_services.session_messages(transcript)["main"]
+    prompt = next(m for m in messages if m["kind"] == "prompt")
+    words = " ".join("".join(b["text"] for b in prompt["blocks"] if b["type"] == "text").split())
+    html = alice_client.get("/sessions/").content.decode()
+    title = re.search(r'<a href="/sessions/\d+/">(.*?)</a>', html).group(1)
+    assert title.rstrip("…")
+    assert words.startswith(html_unescape(title).rstrip("…"))
+    assert f'<span class="file-name">{transcript.name}</span>' in html

@@ -7,6 +7,7 @@ import re
 from typing import Any
 
 import pytest
+from playwright.sync_api import expect
 
 from contextlab.tuning.models import ConfigVersion
 from tests.browser.test_browser import browser, page, sign_up, upload  # noqa: F401  (fixtures)
@@ -62,24 +63,34 @@ def test_build_a_config_compare_it_and_jump_to_the_divergence(page: Any) -> None
     row = page.locator("#delta-table tr[data-measure='compactions'] td")
     a, b = number(row.nth(1).inner_text()), number(row.nth(2).inner_text())
     assert b > a
-    assert row.nth(5).inner_text().strip() == "A"  # fewer compactions is better
+    # compactions are not the goal (cost is, by default): said neutrally, without a verdict
+    assert row.nth(5).inner_text().strip() == "more in B"
+    cost = page.locator("#delta-table tr[data-measure='cost_usd'] td")
+    cost_a, cost_b = number(cost.nth(1).inner_text()), number(cost.nth(2).inner_text())
+    assert cost.nth(5).inner_text().strip() == ("B better" if cost_b < cost_a else "A better")
+    expect(page.locator("#verdict")).to_contain_text("For the lowest cost")
     page.locator("#chart-context .main-svg").first.wait_for()
 
     # jump to the first request where A and B diverge, then step with the keyboard
     page.click("#first-divergence")
     page.wait_for_url(re.compile(r".*/compare/\d+/requests/1/\?session=\d+$"))
-    assert page.locator("#req-number").inner_text() == "1"
+    # numbered from 1 on the page (the URL keeps the index)
+    assert page.locator("#req-number").inner_text() == "2"
     assert page.locator("#explorer tr.row.differs").count() > 0
     assert (
         page.locator("#explorer td.side-a").count() == page.locator("#explorer td.side-b").count()
     )
     page.keyboard.press("ArrowRight")
     page.wait_for_url(re.compile(r".*/requests/2/\?session=\d+$"))
-    assert page.locator("#req-number").inner_text() == "2"
+    assert page.locator("#req-number").inner_text() == "3"
     page.keyboard.press("ArrowLeft")
     page.wait_for_url(re.compile(r".*/requests/1/\?session=\d+$"))
-    assert page.locator("#req-number").inner_text() == "1"
+    assert page.locator("#req-number").inner_text() == "2"
     # a deep link opens the same view
     page.goto(page.url)
-    assert page.locator("#req-number").inner_text() == "1"
+    assert page.locator("#req-number").inner_text() == "2"
+    # the slider jumps to a request by its number
+    page.locator("#req-slider").fill("1")
+    page.wait_for_url(re.compile(r".*/requests/0/\?session=\d+$"))
+    expect(page.locator("#req-number")).to_have_text("1")
     assert page.csp_errors == []

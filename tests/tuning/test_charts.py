@@ -99,3 +99,27 @@ def test_sweep_figure_one_point_per_finished_value():
     assert fig["layout"]["yaxis"]["title"]["text"] == "estimated cost ($)"
     other = charts.build_sweep_figure(points, field="f", x="compactions", y="cost_usd").to_dict()
     assert list(other["data"][0]["x"]) == [3, 1]
+
+
+def test_sweep_figure_has_a_series_per_session_and_the_total_in_the_tables_units():
+    def point(value: int, a: float, b: float) -> dict[str, Any]:
+        sessions = [
+            {"name": "one.jsonl", "summary": {"cost_usd": a, "mean_history_share": 0.5}},
+            {"name": "two.jsonl", "summary": {"cost_usd": b, "mean_history_share": 0.7}},
+        ]
+        total = {"cost_usd": a + b, "mean_history_share": 0.6}
+        return {"value": value, "summary": total, "sessions": sessions}
+
+    fig = charts.build_sweep_figure(
+        [point(50, 1.0, 2.0), point(70, 0.5, 1.5), point(90, 0.4, 1.0)], field="pct"
+    ).to_dict()
+    names = [t["name"] for t in fig["data"]]
+    assert names == ["one.jsonl", "two.jsonl", "total"]
+    assert list(fig["data"][1]["y"]) == [2.0, 1.5, 1.0]
+    assert list(fig["data"][2]["y"]) == [3.0, 2.0, 1.4]
+    # fitted to the data, in dollars and percent as the table shows them
+    assert fig["layout"]["yaxis"]["rangemode"] == "normal"
+    assert fig["layout"]["yaxis"]["tickprefix"] == "$"
+    assert fig["layout"]["xaxis"]["tickformat"] == ".0%"
+    # neighbouring value labels alternate above and below the line
+    assert list(fig["data"][2]["textposition"]) == ["top center", "bottom center", "top center"]

@@ -415,7 +415,7 @@ def test_a_comparison_whose_sessions_were_deleted_says_so(alice_client, comparis
 
 
 def test_align_rows_pairs_blocks_and_places_summaries():
-    from contextlab.tuning.views import align_rows
+    from contextlab.tuning.alignment import align_rows
 
     def row(message, block, badge="intact", text="t"):
         return {

@@ -48,3 +48,34 @@ def percent(value: Any) -> str:
     if number is None:
         return DASH
     return f"{number * 100:.1f}%"
+
+
+@register.filter
+def recorded_summary(runs: Any) -> dict[str, Any]:
+    """The totals of a session's newest finished recorded replay (``{}`` when there is none);
+    ``runs`` is the session's prefetched runs, newest first."""
+    for run in runs:
+        if run.mode == "recorded" and run.status == "done":
+            return dict(run.summary or {})
+    return {}
+
+
+@register.filter
+def main_run(runs: Any) -> Any:
+    """The run a session's "latest run" means: its newest recorded replay, else its newest run
+    (what-if runs are the user's own picks, shown on the report)."""
+    items = list(runs)
+    return next((r for r in items if r.mode == "recorded"), items[0] if items else None)
+
+
+@register.filter
+def whatif_count(runs: Any) -> int:
+    return sum(1 for r in runs if r.mode == "whatif")
+
+
+@register.filter
+def session_facts(run: Any) -> dict[str, Any]:
+    """``runs.facts.session_facts`` (cached per finished run)."""
+    from contextlab.runs.facts import session_facts as facts  # models are loaded by now
+
+    return facts(run)

@@ -49,3 +49,11 @@ def relative(value: Any) -> str:
     if value is None:
         return DASH
     return ("+" if value > 0 else "") + percent(value)
+
+
+@register.filter
+def abs_value(value: Any) -> Any:
+    try:
+        return abs(value)
+    except TypeError:
+        return value

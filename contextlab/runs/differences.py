@@ -1,0 +1,80 @@
+"""A what-if run read as differences from the recorded replay of the same session."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from contextlab.runs.templatetags.humanize_tokens import percent, tokens, usd
+
+
+def _signed_percent(new: float, old: float) -> str:
+    if not old:
+        return "—" if not new else "new"
+    change = (new - old) / old
+    if abs(change) < 0.0005:
+        return "no change"
+    return f"{'+' if change > 0 else '−'}{abs(change) * 100:.1f} %"
+
+
+def _signed_count(new: float, old: float) -> str:
+    change = int(new) - int(old)
+    return "no change" if change == 0 else f"{'+' if change > 0 else '−'}{abs(change)}"
+
+
+def _points(new: float, old: float) -> str:
+    change = (new - old) * 100
+    if abs(change) < 0.05:
+        return "no change"
+    return f"{'+' if change > 0 else '−'}{abs(change):.1f} pp"
+
+
+Row = tuple[str, str, Callable[[Any], str], Callable[[float, float], str], str]
+
+#: (summary key, label, how a value reads, how a difference reads, what it means)
+ROWS: list[Row] = [
+    ("cost_usd", "cost", usd, _signed_percent, "estimated at list prices"),
+    (
+        "cache_hit_rate",
+        "cache hit rate",
+        percent,
+        _points,
+        "share of prompt tokens read from the cache; percentage points",
+    ),
+    ("compactions", "compactions", str, _signed_count, "summaries that replaced the history"),
+    ("microcompactions", "microcompactions", str, _signed_count, "clearings of old tool results"),
+    ("peak_model_tokens", "peak context", tokens, _signed_percent, "largest prompt the model saw"),
+    ("requests_above_warning", "requests above the warning level", str, _signed_count, ""),
+    (
+        "blocking_hits",
+        "blocking-limit hits",
+        str,
+        _signed_count,
+        "requests Claude Code would have refused",
+    ),
+]
+
+
+def whatif_differences(
+    whatif: Mapping[str, Any], recorded: Mapping[str, Any]
+) -> list[dict[str, str]]:
+    """One line per figure: the recorded replay's value, the what-if's, and the difference
+    (neutral: a what-if changes the context on purpose, so nothing here is an error)."""
+    out = []
+    for key, label, show, diff, note in ROWS:
+        if key not in whatif and key not in recorded:
+            continue
+        new = float(whatif.get(key) or 0)
+        old = float(recorded.get(key) or 0)
+        out.append(
+            {
+                "key": key,
+                "label": label,
+                "recorded": show(recorded.get(key) or 0),
+                "whatif": show(whatif.get(key) or 0),
+                "difference": diff(new, old),
+                "direction": "same" if new == old else ("up" if new > old else "down"),
+                "note": note,
+            }
+        )
+    return out

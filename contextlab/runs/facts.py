@@ -1,0 +1,56 @@
+"""What a session list row says about a session, from its recorded replay: its first prompt
+(the title until the result carries Claude Code's own titles), when it ran, for how long, on
+which models. Computed once per finished run (a stored result never changes)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.core.cache import cache
+
+from contextlab import engine
+from contextlab.runs import services
+from contextlab.runs.models import Run
+
+TITLE_CHARS = 90
+
+
+def first_prompt(messages: list[dict[str, Any]]) -> str:
+    """The first thing the user typed in the session, on one line, cut to ``TITLE_CHARS``."""
+    for message in messages:
+        if message.get("kind") != "prompt":
+            continue
+        text = " ".join(
+            " ".join(str(b.get("text") or "").split())
+            for b in message.get("blocks") or []
+            if b.get("type") == "text"
+        ).strip()
+        if text:
+            return text if len(text) <= TITLE_CHARS else text[: TITLE_CHARS - 1] + "…"
+    return ""
+
+
+def session_facts(run: Run | None) -> dict[str, Any]:
+    """``started`` (ISO timestamp), ``duration`` (text), ``seconds``, ``models`` of the
+    session a finished run replayed; ``{}`` when there is no finished run."""
+    if run is None or run.status != Run.Status.DONE or run.finished_at is None:
+        return {}
+    key = f"session-facts:{run.pk}:{run.finished_at.isoformat()}"
+    facts: dict[str, Any] | None = cache.get(key)
+    if facts is None:
+        data = services.result_data(run) or {}
+        requests = data.get("requests") or []
+        stamps = [r.get("timestamp") for r in requests if r.get("timestamp")]
+        first = engine.parse_time(stamps[0]) if stamps else None
+        last = engine.parse_time(stamps[-1]) if stamps else None
+        seconds = (last - first).total_seconds() if first and last else 0.0
+        models = sorted({str(r.get("model")) for r in requests if r.get("model")})
+        facts = {
+            "title": first_prompt(services.session_messages(run.transcript).get("main") or []),
+            "started": stamps[0] if stamps else "",
+            "seconds": seconds or 0.0,
+            "duration": engine.format_duration(seconds) if seconds else "",
+            "models": [m.removeprefix("claude-") for m in models],
+        }
+        cache.set(key, facts, timeout=24 * 3600)
+    return facts

@@ -1,0 +1,61 @@
+"""The sessions list in Chromium: it updates itself after an upload, and searches and sorts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright.sync_api import expect
+
+from contextlab.transcripts.models import Transcript
+from tests.browser.test_browser import sign_up
+from tests.conftest import wait_for_run
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.integration,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("clean_media"),
+]
+
+expect.set_options(timeout=30_000)
+
+DEMO = Path(__file__).resolve().parent.parent.parent / "contextlab" / "demo"
+
+
+def test_the_list_updates_after_uploads_and_searches_and_sorts(page: Any) -> None:
+    sign_up(page, "list-user")
+    page.goto("/sessions/")
+    expect(page.locator("#sessions")).to_contain_text("No sessions yet.")
+    files = [DEMO / "marot__spotter__tool_heavy.jsonl", DEMO / "marot__spotter__short.jsonl"]
+    page.set_input_files("#upload-input", [str(f) for f in files])
+    # no reload: the table appears with a row per session, one file name per row
+    rows = page.locator("#session-table tr.session-row")
+    expect(rows).to_have_count(2)
+    expect(page.locator("#sessions")).not_to_contain_text("No sessions yet.")
+    for transcript in Transcript.objects.all():
+        wait_for_run(transcript.runs.get().pk)
+    page.reload()
+    counts = {t.name: t.request_count for t in Transcript.objects.all()}
+    assert len(set(counts.values())) == 2, counts
+    # sort by requests, both ways
+    page.click("#session-table th:nth-child(4) button")
+    names = rows.locator("td:first-child .file-name").all_inner_texts()
+    assert names == sorted(counts, key=counts.__getitem__)
+    page.click("#session-table th:nth-child(4) button")
+    names = rows.locator("td:first-child .file-name").all_inner_texts()
+    assert names == sorted(counts, key=counts.__getitem__, reverse=True)
+    # the recorded replay's figures are on the row
+    heavy = rows.filter(has_text="tool_heavy")
+    summary = Transcript.objects.get(name=files[0].name).runs.get().summary
+    expect(heavy.locator("td").nth(5)).to_have_text(
+        str(summary["compactions"]) if summary["compactions"] else "—"
+    )
+    # search keeps the matching rows only
+    page.fill("#session-search", "short")
+    expect(rows.filter(has_text="short")).to_be_visible()
+    expect(heavy).to_be_hidden()
+    page.fill("#session-search", "no-such-session")
+    expect(page.locator("#session-search-empty")).to_be_visible()
+    assert page.csp_errors == []
