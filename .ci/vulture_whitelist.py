@@ -274,3 +274,10 @@ recorded_summary  # unused function (contextlab/runs/templatetags/humanize_token
 main_run  # unused function (contextlab/runs/templatetags/humanize_tokens.py:63)
 whatif_count  # unused function (contextlab/runs/templatetags/humanize_tokens.py:71)
 abs_value  # unused function (contextlab/tuning/templatetags/tuning_format.py:54)
+parse_body  # ninja's Parser hook (contextlab/api.py)
+_body_too_large  # registered by @api.exception_handler (contextlab/api.py)
+readable  # io.RawIOBase protocol (contextlab/engine/loading.py)
+readinto  # io.RawIOBase protocol (contextlab/engine/loading.py)
+LOGIN_USER_RATE  # read by getattr in contextlab/accounts/throttle.py
+CACHES  # Django setting (contextlab/settings.py)
+RATELIMIT_IP_META_KEY  # django-ratelimit setting (contextlab/settings.py)

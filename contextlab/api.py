@@ -2,18 +2,39 @@
 
 from __future__ import annotations
 
-from django.core.exceptions import PermissionDenied
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import PermissionDenied, RequestDataTooBig
 from django.http import HttpRequest, HttpResponse
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError
+from ninja.parser import Parser
 
 from contextlab.accounts.auth import BearerTokenAuth, SessionAuth
+from contextlab.engine.loading import decode_json_line
+
+
+class StrictJSONParser(Parser):
+    """Request bodies as JSON that the database and the engine can hold.
+
+    ``json.loads`` alone accepts ``NaN``/``Infinity`` (which PostgreSQL's jsonb refuses, so a
+    config holding one failed on save) and recurses until the interpreter gives up; this
+    parser refuses both (ninja answers 400 with the reason) and replaces NUL and lone
+    surrogates, as the transcript loader does.
+    """
+
+    def parse_body(self, request: HttpRequest) -> Any:
+        value, _replaced = decode_json_line(request.body.decode("utf-8"))
+        return value
+
 
 api = NinjaAPI(
     title="ContextLab",
     version="1",
     urls_namespace="api",
     auth=[BearerTokenAuth(), SessionAuth()],
+    parser=StrictJSONParser(),
     description="Upload Claude Code transcripts, queue replays, read per-request results. "
     "Authenticate with `Authorization: Bearer <token>` (`manage.py create_api_token USERNAME`).",
 )
@@ -41,4 +62,19 @@ def _forbidden(request: HttpRequest, exc: PermissionDenied) -> HttpResponse:
     """The ownership gate's answer to a member whose role is too low (non-members get 404)."""
     return api.create_response(
         request, {"detail": str(exc) or "your role does not allow this"}, status=403
+    )
+
+
+@api.exception_handler(RequestDataTooBig)
+def _body_too_large(request: HttpRequest, exc: RequestDataTooBig) -> HttpResponse:
+    # Django refuses to read a non-file body past DATA_UPLOAD_MAX_MEMORY_SIZE; say so with the
+    # status that means it (files go to /api/sessions as multipart, under UPLOAD_MAX_BYTES)
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    return api.create_response(
+        request,
+        {
+            "detail": f"The request body is larger than the limit of {limit:,} bytes; "
+            "upload transcripts as multipart files to /api/sessions."
+        },
+        status=413,
     )

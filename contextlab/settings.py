@@ -264,6 +264,33 @@ RUN_STALE_AFTER = env_int("RUN_STALE_AFTER", 120, minimum=1)
 RUN_HEARTBEAT_EVERY = env_int("RUN_HEARTBEAT_EVERY", 10, minimum=1)
 #: How many times an abandoned run is requeued before it is marked failed.
 RUN_MAX_ATTEMPTS = env_int("RUN_MAX_ATTEMPTS", 2, minimum=1)
+#: Days an API token works after it is created (0: never expires); a user revokes tokens on
+#: /accounts/tokens/.
+API_TOKEN_DAYS = env_int("API_TOKEN_DAYS", 90, minimum=0)
+
+# --- rate limits (contextlab.accounts.throttle) -------------------------------------------
+#: Login attempts per client address and per username, sign-ups per address ("N/s|m|h|d").
+LOGIN_RATE = env_str("LOGIN_RATE", "20/5m")
+LOGIN_USER_RATE = env_str("LOGIN_USER_RATE", "10/5m")
+SIGNUP_RATE = env_str("SIGNUP_RATE", "10/h")
+# The counts need a cache every web process shares: Redis when the broker is Redis (compose,
+# production), else this process's memory (the single-process dev server).
+if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
+    CACHES = {
+        "default": {
+            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "LOCATION": env_str("CACHE_URL", CELERY_BROKER_URL),
+            "KEY_PREFIX": "contextlab",
+        }
+    }
+else:
+    CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+# client address for the limits: REMOTE_ADDR (set RATELIMIT_IP_META_KEY behind a proxy)
+RATELIMIT_IP_META_KEY = env_str("RATELIMIT_IP_META_KEY", "REMOTE_ADDR")
+
+#: A run still queued after this many seconds is sent to the workers again (its task may have
+#: been lost: a dropped message, a frozen pool); a duplicate message is a no-op.
+RUN_QUEUED_RESEND_AFTER = env_int("RUN_QUEUED_RESEND_AFTER", 900, minimum=10)
 
 # --- pages ---------------------------------------------------------------------------------
 #: Rows of the request explorer rendered per page (the rest arrive with "load more").

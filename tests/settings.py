@@ -34,3 +34,7 @@ DATABASES["default"].setdefault("TEST", {})["NAME"] = (  # noqa: F405
     if DATABASES["default"]["ENGINE"].endswith("postgresql")  # noqa: F405
     else None
 )
+# Each test process counts rate limits in its own memory (no Redis needed for unit tests), with
+# limits no suite reaches; tests/hardening/test_throttling.py sets low ones.
+CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
+LOGIN_RATE = LOGIN_USER_RATE = SIGNUP_RATE = "100000/m"

@@ -88,6 +88,8 @@ PAGE_POLICIES: dict[str, str] = {
     "accounts:login": "public",
     "accounts:signup": "public",
     "accounts:logout": "public",
+    "accounts:tokens": "user",
+    "accounts:revoke_token": "owned",
     "transcripts:list": "user",
     "transcripts:upload": "user",
     "transcripts:delete": "session:owner",
@@ -131,6 +133,7 @@ API_POLICIES: dict[str, str] = {
     "delete_session": "session:owner",
     "create_run": "session:editor",
     "get_run": "run:viewer",
+    "cancel_run": "run:editor",
     "list_run_requests": "run:viewer",
     "create_comparison": "user",
     "list_comparisons": "user",
@@ -229,6 +232,8 @@ def team(django_user_model, make_transcript, short_jsonl):
     from contextlab.sharing import services as sharing
 
     share, token = sharing.create_share(user=owner, transcript=session)
+    from contextlab.accounts.services import create_api_token
+
     return {
         "users": users,
         "workspace": workspace,
@@ -240,6 +245,7 @@ def team(django_user_model, make_transcript, short_jsonl):
             "comparison": comparison,
             "sweep": Sweep.objects.create(owner=owner, field="autocompact_pct", values=[80]),
             "share": share,
+            "token": create_api_token(username=owner.username)[0],
         },
     }
 
@@ -265,6 +271,7 @@ def _owned_for(name: str, team) -> int:
         ("config", "config"),
         ("compar", "comparison"),
         ("sweep", "sweep"),
+        ("revoke_token", "token"),
         ("revoke", "share"),
     ):
         if part in name:
@@ -308,8 +315,12 @@ def _verdict(status: int) -> str:
 @pytest.mark.parametrize(("name", "policy"), sorted(PAGE_POLICIES.items()))
 def test_page_answers_each_role_as_its_policy_says(name, policy, team):
     pattern = dict(all_page_routes())[name]
-    writes = policy.endswith((":editor", ":owner")) or name.endswith(
-        ("delete", "create", "upload", "member_set", "member_remove", "invite_create", "revoke")
+    writes = (
+        policy.endswith((":editor", ":owner"))
+        or name.endswith(
+            ("delete", "create", "upload", "member_set", "member_remove", "invite_create", "revoke")
+        )
+        or name.endswith(("revoke_token",))
     )
     for role in (None, *ROLES):
         destructive = name.endswith("delete")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
+from django.utils import timezone
 
 
 class ApiToken(models.Model):
@@ -17,9 +18,22 @@ class ApiToken(models.Model):
     name = models.CharField(max_length=100, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True)
+    #: the token stops working then (null: never; API_TOKEN_DAYS sets the default)
+    expires_at = models.DateTimeField(null=True, blank=True)
+    #: set when its owner (or an admin) revoked it; a revoked token never works again
+    revoked_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ("-created_at",)
 
     def __str__(self) -> str:
         return f"{self.prefix}… ({self.user})"
+
+    @property
+    def status(self) -> str:
+        """ "active", "expired" or "revoked", for the tokens page."""
+        if self.revoked_at is not None:
+            return "revoked"
+        if self.expires_at is not None and self.expires_at <= timezone.now():
+            return "expired"
+        return "active"

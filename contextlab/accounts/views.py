@@ -1,12 +1,17 @@
-"""Sign up, log in, log out (the last two are Django's own views)."""
+"""Sign up, log in, log out (the last two are Django's own views), and the API tokens page."""
 
 from __future__ import annotations
 
+from django.contrib import messages
 from django.contrib.auth import login
-from django.http import HttpRequest, HttpResponse
+from django.contrib.auth.decorators import login_required
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.views.decorators.http import require_POST
 
+from contextlab.accounts import services
 from contextlab.accounts.forms import SignupForm
+from contextlab.accounts.models import ApiToken
 
 
 def signup(request: HttpRequest) -> HttpResponse:
@@ -20,3 +25,43 @@ def signup(request: HttpRequest) -> HttpResponse:
     return render(
         request, "accounts/signup.html", {"form": form}, status=400 if form.errors else 200
     )
+
+
+@login_required
+def tokens(request: HttpRequest) -> HttpResponse:
+    """The user's API tokens (active, expired, revoked) and a form to create one; a new
+    token's clear text is shown on this answer only."""
+    new_token = ""
+    error = ""
+    status = 200
+    if request.method == "POST":
+        raw_days = request.POST.get("days", "").strip()
+        try:
+            days = int(raw_days) if raw_days else None
+            _row, new_token = services.issue_token(
+                user=request.user,  # type: ignore[arg-type]
+                name=request.POST.get("name", "").strip(),
+                days=days,
+            )
+        except ValueError as exc:
+            # int() says "invalid literal…"; the service says the allowed range
+            error = "Days: " + (
+                str(exc) if raw_days.lstrip("-").isdigit() else "a whole number (0: never)"
+            )
+            status = 400
+    rows = ApiToken.objects.filter(user=request.user)  # type: ignore[misc]
+    return render(
+        request,
+        "accounts/tokens.html",
+        {"tokens": rows, "new_token": new_token, "error": error},
+        status=status,
+    )
+
+
+@login_required
+@require_POST
+def revoke_token(request: HttpRequest, pk: int) -> HttpResponse:
+    if not services.revoke_token(owner=request.user, token_id=pk):  # type: ignore[arg-type]
+        raise Http404("no such active token")
+    messages.success(request, "Token revoked: it no longer works.")
+    return redirect("accounts:tokens")

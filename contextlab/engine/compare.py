@@ -139,9 +139,14 @@ def parse_sweep_values(
             if len(parts) != 3:
                 raise ConfigError(field, "a range is start:stop:step")
             start, stop, step = (float(p) for p in parts)
+            if not all(math.isfinite(v) for v in (start, stop, step)):
+                raise ConfigError(field, "a range needs finite numbers (no inf or nan)")
             if step <= 0 or stop < start:
                 raise ConfigError(field, "a range needs step > 0 and stop ≥ start")
-            count = math.floor((stop - start) / step + 1e-9) + 1
+            span = (stop - start) / step
+            if not math.isfinite(span) or span > 50:  # 0:1e308:1e-300 spans infinity
+                raise ConfigError(field, "more than 50 values; at most 50 per sweep")
+            count = math.floor(span + 1e-9) + 1
             if count > 50:
                 raise ConfigError(field, f"{count} values; at most 50 per sweep")
             parsed = [start + n * step for n in range(count)]
@@ -154,6 +159,8 @@ def parse_sweep_values(
         parsed = [float(v) for v in values]
     if not parsed:
         raise ConfigError(field, "no values to sweep")
+    if not all(math.isfinite(v) for v in parsed):
+        raise ConfigError(field, "values must be finite numbers (no inf or nan)")
     if len(parsed) > 50:
         raise ConfigError(field, f"{len(parsed)} values; at most 50 per sweep")
     out: list[float | int] = []

@@ -29,6 +29,8 @@ import msgspec
 import msgspec.inspect as schema_info
 from msgspec import Meta
 
+from .loading import decode_json_line
+
 V = TypeVar("V")
 
 CacheTTL = Literal["auto", "5m", "1h"]
@@ -1581,18 +1583,26 @@ def _read_source(source: str | os.PathLike[str]) -> tuple[str, str, str]:
     return text, str(path), path.suffix.lower()
 
 
+#: The longest overrides text a form may send (a full config is about 3,000 characters).
+MAX_OVERRIDES_CHARS = 64 * 1024
+
+
 def parse_overrides(text: str | None) -> dict[str, Any] | None:
     """The overrides typed into a form's JSON box (``None`` when empty); ``FieldError('config')``
     if it is not a JSON object. The values are checked later, with the preset."""
     text = (text or "").strip()
     if not text:
         return None
+    if len(text) > MAX_OVERRIDES_CHARS:
+        raise FieldError("config", f"at most {MAX_OVERRIDES_CHARS:,} characters of overrides")
     try:
-        parsed = json.loads(text)
+        parsed, _ = decode_json_line(text)
     except json.JSONDecodeError as exc:
         raise FieldError(
             "config", f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
         ) from None
+    except ValueError as exc:  # NaN/Infinity, too deeply nested
+        raise FieldError("config", f"not accepted: {exc}") from None
     if not isinstance(parsed, dict):
         raise FieldError(
             "config",

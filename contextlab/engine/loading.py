@@ -2,16 +2,30 @@
 
 Files are streamed line by line; nothing holds a whole file in memory, and archive members are
 read straight from the archive (tool-results are opened only when someone asks for them).
+
+Uploads come from strangers, so every reading step has a bound, and what goes past it becomes a
+``Problem`` (or, when nothing can be read at all, a ``TranscriptError``), never an exception that
+takes the process down: a line is read at most ``MAX_LINE_BYTES`` at a time (a longer one is
+skipped without being held), a compressed stream stops after ``MAX_EXPANSION`` times the upload's
+size (a gzip bomb), archives are refused past ``MAX_ARCHIVE_MEMBERS`` members or past that
+expansion in declared sizes, the problem list keeps its first ``MAX_PROBLEMS`` entries and counts
+the rest, and ``decode_json_line`` turns hostile JSON (non-finite numbers, nesting past
+``MAX_JSON_DEPTH``, NUL characters and lone surrogates no database or page can hold) into a
+reason or a cleaned value.
 """
 
 from __future__ import annotations
 
 import io
+import json
+import math
 import os
 import posixpath
-from collections.abc import Callable, Iterator
+import re
+import struct
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import IO, TYPE_CHECKING, cast
+from typing import IO, TYPE_CHECKING, Any, SupportsIndex, cast
 
 from .transcript import Problem, TranscriptError
 
@@ -21,8 +35,75 @@ if TYPE_CHECKING:  # imported where used: a plain .jsonl needs none of them
 
 #: Refuse archive members bigger than this when uncompressed (zip-bomb guard), bytes.
 MAX_MEMBER_BYTES = 4 * 1024**3
-#: Lines longer than this are reported and skipped rather than parsed, bytes.
-MAX_LINE_BYTES = 256 * 1024**2
+#: Lines longer than this are reported and skipped rather than parsed, bytes. The longest line
+#: of the corpus is about 5 MB (a base64 image); a line is held as bytes, text and parsed JSON
+#: at once, so this bounds a reader's memory at a few hundred MB.
+MAX_LINE_BYTES = 64 * 1024**2
+#: A compressed upload may expand to this many times its own size (real transcripts: 5-15x) ...
+MAX_EXPANSION = 100
+#: ... but always to at least this many bytes (a small gzip of a normal session).
+MIN_EXPANSION_BYTES = 512 * 1024**2
+#: Archives with more members than this are refused before they are indexed (a session folder
+#: holds the session, its subagents and tool-results: hundreds, rarely thousands).
+MAX_ARCHIVE_MEMBERS = 20_000
+#: Problems kept per upload; past this they are only counted (a broken file has one per line).
+MAX_PROBLEMS = 1000
+#: Reading stops once this many problems were dropped past MAX_PROBLEMS: a file of a few
+#: kilobytes of gzip can hold millions of bad lines, each costing time, not memory.
+MAX_DROPPED_PROBLEMS = 100_000
+#: JSON nested deeper than this is rejected per line (Claude Code records nest about 10 deep).
+MAX_JSON_DEPTH = 200
+#: How much is read at a time while skipping the rest of an over-long line, bytes.
+_SKIP_CHUNK = 1024**2
+
+
+class ProblemList(list[Problem]):
+    """A list of problems that keeps the first ``limit`` and counts the ones it drops, so a
+    file with a problem on each of its million lines costs a thousand problems of memory."""
+
+    def __init__(self, items: Iterable[Problem] = (), limit: int = MAX_PROBLEMS) -> None:
+        super().__init__()
+        self.limit = limit
+        #: problems dropped past the limit
+        self.dropped = 0
+        self.extend(items)
+
+    def append(self, problem: Problem) -> None:
+        if len(self) < self.limit:
+            super().append(problem)
+        else:
+            self.dropped += 1
+
+    def extend(self, problems: Iterable[Problem]) -> None:
+        for problem in problems:
+            self.append(problem)
+        self.dropped += getattr(problems, "dropped", 0)
+
+    def append_final(self, problem: Problem) -> None:
+        """Keep ``problem`` even past the limit: the last word on why reading stopped."""
+        super().append(problem)
+
+    def insert(self, index: SupportsIndex, problem: Problem) -> None:
+        if len(self) < self.limit:
+            super().insert(index, problem)
+        else:
+            self.dropped += 1
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # pickled in the session cache: keep the limit and the count
+        return (_rebuild_problems, (list(self), self.limit, self.dropped))
+
+
+def _rebuild_problems(items: list[Problem], limit: int, dropped: int) -> ProblemList:
+    problems = ProblemList(items, limit)
+    problems.dropped = dropped
+    return problems
+
+
+def dropped_problems(problems: list[Problem]) -> int:
+    """How many problems a ``ProblemList`` left out (0 for a plain list)."""
+    return int(getattr(problems, "dropped", 0))
+
 
 Opener = Callable[[], IO[bytes]]
 
@@ -47,7 +128,7 @@ class Upload:
     subagents: list[TranscriptFile] = field(default_factory=list)
     #: tool_use_id -> opener of tool-results/<id>.txt|.json
     tool_results: dict[str, Opener] = field(default_factory=dict)
-    problems: list[Problem] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=ProblemList)
     _closers: list[Callable[[], None]] = field(default_factory=list)
 
     def read_tool_result(self, tool_use_id: str, limit: int = 50 * 1024**2) -> str | None:
@@ -57,7 +138,8 @@ class Upload:
             return None
         with opener() as fh:
             data = fh.read(limit)
-        return data.decode("utf-8", errors="replace")
+        # NUL is text no PostgreSQL column holds; U+FFFD marks it as the loader does elsewhere
+        return data.decode("utf-8", errors="replace").replace("\x00", "\ufffd")
 
     def close(self) -> None:
         for closer in self._closers:
@@ -80,7 +162,7 @@ def open_upload(path: str | os.PathLike[str], name: str | None = None) -> Upload
     """Detect the kind of upload at ``path`` and index its members.
 
     Raises ``TranscriptError`` when the file cannot be read at all (missing, empty archive, an
-    archive without any ``.jsonl``).
+    archive without any ``.jsonl``, an archive past the member or expansion bounds).
     """
     path = os.fspath(path)
     display = name or os.path.basename(path)
@@ -89,27 +171,75 @@ def open_upload(path: str | os.PathLike[str], name: str | None = None) -> Upload
     if os.path.isdir(path):
         return _open_directory(path, display)
     head = _sniff(path)
+    budget = expansion_budget(os.path.getsize(path))
     if head.startswith(b"PK\x03\x04") or head.startswith(b"PK\x05\x06"):
-        return _open_zip(path, display)
+        return _open_zip(path, display, budget)
     if head.startswith(b"\x1f\x8b"):
         if _is_tar_gz(path):
-            return _open_tar(path, display)
+            return _open_tar(path, display, budget)
         return Upload(
             name=display,
             main=TranscriptFile(
                 name=_strip_suffixes(display) + ".jsonl",
-                opener=lambda: _open_gzip(path),
+                opener=lambda: _open_gzip(path, budget),
             ),
         )
     if len(head) >= 262 and head[257:262] == b"ustar":
-        return _open_tar(path, display)
+        return _open_tar(path, display, budget)
     return Upload(name=display, main=TranscriptFile(name=display, opener=lambda: open(path, "rb")))
 
 
-def _open_gzip(path: str) -> IO[bytes]:
+def expansion_budget(compressed_size: int) -> int:
+    """How many bytes a compressed upload of ``compressed_size`` bytes may expand to."""
+    return max(MIN_EXPANSION_BYTES, MAX_EXPANSION * compressed_size)
+
+
+class ExpansionLimitExceeded(OSError):
+    """A compressed stream expanded past its budget (a decompression bomb)."""
+
+
+class _ExpansionLimited(io.RawIOBase):
+    """A decompressed stream that stops with ``ExpansionLimitExceeded`` past ``budget`` bytes."""
+
+    def __init__(self, inner: IO[bytes], budget: int) -> None:
+        super().__init__()
+        self.inner = inner
+        self.budget = budget
+        self.produced = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def _count(self, data: bytes) -> bytes:
+        self.produced += len(data)
+        if self.produced > self.budget:
+            raise ExpansionLimitExceeded(
+                f"it expands to more than {self.budget // 1024**2} MiB "
+                f"({MAX_EXPANSION}x its size); the rest was not read"
+            )
+        return data
+
+    def read(self, size: int = -1) -> bytes:
+        return self._count(self.inner.read(size))
+
+    def readline(self, size: int | None = -1) -> bytes:
+        return self._count(self.inner.readline(-1 if size is None else size))
+
+    def readinto(self, buffer: Any) -> int:
+        data = self.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        self.inner.close()
+        super().close()
+
+
+def _open_gzip(path: str, budget: int) -> IO[bytes]:
     import gzip
 
-    return cast(IO[bytes], gzip.GzipFile(path, "rb"))  # closed by the reader
+    inner = cast(IO[bytes], gzip.GzipFile(path, "rb"))  # closed by the reader
+    return cast(IO[bytes], _ExpansionLimited(inner, budget))
 
 
 def _strip_suffixes(name: str) -> str:
@@ -125,7 +255,7 @@ def _is_tar_gz(path: str) -> bool:
     try:
         with gzip.open(path, "rb") as fh:
             block = fh.read(512)
-    except (OSError, EOFError):
+    except _read_errors():
         return False
     return len(block) >= 262 and block[257:262] == b"ustar"
 
@@ -204,15 +334,72 @@ def _safe_member_path(name: str) -> str | None:
     return "/".join(parts) or None
 
 
-def _open_zip(path: str, display: str) -> Upload:
+def _too_expanded(display: str, budget: int) -> TranscriptError:
+    return TranscriptError(
+        f"{display}: the archive expands to more than {budget // 1024**2} MiB "
+        f"({MAX_EXPANSION}x its size); refused as a possible archive bomb"
+    )
+
+
+def _too_many_members(display: str) -> TranscriptError:
+    return TranscriptError(
+        f"{display}: the archive has more than {MAX_ARCHIVE_MEMBERS:,} members; a session "
+        "folder has far fewer (refused unread)"
+    )
+
+
+def zip_entry_count(path: str) -> int | None:
+    """The member count a zip's end record declares (None when it cannot be found), read
+    before ``zipfile`` builds an object per member of a possibly huge central directory."""
+    with open(path, "rb") as fh:
+        fh.seek(0, os.SEEK_END)
+        size = fh.tell()
+        tail_size = min(size, 65_536 + 22)
+        fh.seek(size - tail_size)
+        tail = fh.read(tail_size)
+        at = tail.rfind(b"PK\x05\x06")
+        if at < 0 or len(tail) - at < 22:
+            return None
+        (entries,) = struct.unpack("<H", tail[at + 10 : at + 12])
+        if entries != 0xFFFF:
+            return int(entries)
+        locator = tail.rfind(b"PK\x06\x07", 0, at)  # zip64: the count is in another record
+        if locator < 0 or at - locator < 20:
+            return None
+        (offset,) = struct.unpack("<Q", tail[locator + 8 : locator + 16])
+        if offset >= size:
+            return None
+        fh.seek(offset)
+        record = fh.read(56)
+    if len(record) < 40 or record[:4] != b"PK\x06\x06":
+        return None
+    (entries,) = struct.unpack("<Q", record[32:40])
+    return int(entries)
+
+
+def _open_zip(path: str, display: str, budget: int) -> Upload:
     import zipfile
 
+    count = zip_entry_count(path)
+    if count is not None and count > MAX_ARCHIVE_MEMBERS:
+        raise _too_many_members(display)
+    # a corrupt central directory raises more than BadZipFile (found by the property tests:
+    # NotImplementedError "zip file version 23.5" from one flipped byte)
+    unreadable: tuple[type[Exception], ...] = (*_read_errors(), ValueError, struct.error)
     try:
         archive = zipfile.ZipFile(path)
-    except zipfile.BadZipFile as exc:
+    except unreadable as exc:
         raise TranscriptError(f"{display}: not a readable zip archive ({exc})") from exc
+    infos = archive.infolist()
+    if len(infos) > MAX_ARCHIVE_MEMBERS:
+        archive.close()
+        raise _too_many_members(display)
+    # zipfile never returns more than a member's declared size, so the sizes bound the expansion
+    if sum(info.file_size for info in infos if not info.is_dir()) > budget:
+        archive.close()
+        raise _too_expanded(display, budget)
     members: list[_Member] = []
-    for info in archive.infolist():
+    for info in infos:
         if info.is_dir():
             continue
         safe = _safe_member_path(info.filename)
@@ -223,16 +410,39 @@ def _open_zip(path: str, display: str) -> Upload:
             return archive.open(info)
 
         members.append(_Member(safe, info.file_size, opener))
-    return _classify(display, members, [archive.close])
+    try:
+        return _classify(display, members, [archive.close])
+    except TranscriptError:
+        archive.close()
+        raise
 
 
-def _open_tar(path: str, display: str) -> Upload:
+def _open_tar(path: str, display: str, budget: int) -> Upload:
     import tarfile
 
+    infos: list[tarfile.TarInfo] = []
+    declared = 0
     try:
         archive = tarfile.open(path, "r:*")  # noqa: SIM115 - closed by Upload.close()
-        infos = archive.getmembers()
-    except (tarfile.TarError, OSError, EOFError) as exc:
+    except _read_errors() as exc:
+        raise TranscriptError(f"{display}: not a readable tar archive ({exc})") from exc
+    try:
+        # one header at a time (not getmembers()): the count and the declared sizes are
+        # checked before the next header is looked for, which in a .tar.gz means decompressing
+        # past this member's data
+        while (info := archive.next()) is not None:
+            if len(infos) >= MAX_ARCHIVE_MEMBERS:
+                raise _too_many_members(display)
+            infos.append(info)
+            if info.isfile():
+                declared += info.size
+                if declared > budget:
+                    raise _too_expanded(display, budget)
+    except TranscriptError:
+        archive.close()
+        raise
+    except _read_errors() as exc:
+        archive.close()
         raise TranscriptError(f"{display}: not a readable tar archive ({exc})") from exc
     members: list[_Member] = []
     for info in infos:
@@ -247,7 +457,11 @@ def _open_tar(path: str, display: str) -> Upload:
             return fh if fh is not None else io.BytesIO(b"")
 
         members.append(_Member(safe, info.size, opener))
-    return _classify(display, members, [archive.close])
+    try:
+        return _classify(display, members, [archive.close])
+    except TranscriptError:
+        archive.close()
+        raise
 
 
 def _open_directory(path: str, display: str) -> Upload:
@@ -267,8 +481,9 @@ def _open_directory(path: str, display: str) -> Upload:
 def iter_lines(tfile: TranscriptFile, problems: list[Problem]) -> Iterator[tuple[int, str, bool]]:
     """Yield ``(line_number, text, is_last)`` for each non-blank line of a transcript file.
 
-    Undecodable bytes are replaced (and reported once per line); over-long lines are skipped.
-    ``is_last`` marks the final line, so callers can tell a truncated write from bad JSON.
+    Undecodable bytes are replaced (and reported once per line); over-long lines are skipped
+    without ever being held whole (at most ``MAX_LINE_BYTES`` of one is in memory). ``is_last``
+    marks the final line, so callers can tell a truncated write from bad JSON.
     """
     try:
         fh = tfile.opener()
@@ -279,12 +494,17 @@ def iter_lines(tfile: TranscriptFile, problems: list[Problem]) -> Iterator[tuple
         pending: tuple[int, bytes] | None = None
         number = 0
         try:
-            for raw in fh:
+            while raw := fh.readline(MAX_LINE_BYTES + 1):
                 number += 1
-                if len(raw) > MAX_LINE_BYTES:
+                if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
+                    skipped = len(raw) + _skip_rest_of_line(fh)
                     problems.append(
                         Problem(
-                            number, "line_too_long", "line longer than 256 MiB skipped", tfile.name
+                            number,
+                            "line_too_long",
+                            f"line of {skipped:,}+ bytes skipped (the limit is "
+                            f"{MAX_LINE_BYTES // 1024**2} MiB)",
+                            tfile.name,
                         )
                     )
                     continue
@@ -292,7 +512,15 @@ def iter_lines(tfile: TranscriptFile, problems: list[Problem]) -> Iterator[tuple
                     continue
                 if pending is not None:
                     yield _decode(pending, tfile, problems, is_last=False)
+                    if dropped_problems(problems) > MAX_DROPPED_PROBLEMS:
+                        _too_many_problems(problems, number, tfile.name)
+                        pending = None
+                        break
                 pending = (number, raw)
+        except ExpansionLimitExceeded as exc:
+            problems.append(
+                Problem(number, "expansion_limit", f"reading stopped: {exc}", tfile.name, "error")
+            )
         except _read_errors() as exc:
             problems.append(
                 Problem(
@@ -307,13 +535,49 @@ def iter_lines(tfile: TranscriptFile, problems: list[Problem]) -> Iterator[tuple
             yield _decode(pending, tfile, problems, is_last=True)
 
 
+def _too_many_problems(problems: list[Problem], number: int, name: str) -> None:
+    problem = Problem(
+        number,
+        "too_many_problems",
+        f"reading stopped at line {number:,}: more than {MAX_DROPPED_PROBLEMS:,} lines past the "
+        f"first {MAX_PROBLEMS:,} problems could not be used",
+        name,
+        "error",
+    )
+    if isinstance(problems, ProblemList):
+        problems.append_final(problem)
+    else:
+        problems.append(problem)
+
+
+def _skip_rest_of_line(fh: IO[bytes]) -> int:
+    """Read past the rest of the current line a chunk at a time; the bytes skipped."""
+    skipped = 0
+    while chunk := fh.readline(_SKIP_CHUNK):
+        skipped += len(chunk)
+        if chunk.endswith(b"\n"):
+            break
+    return skipped
+
+
 def _read_errors() -> tuple[type[Exception], ...]:
     """What reading a member can raise (evaluated only when something was raised)."""
     import gzip
     import tarfile
     import zipfile
+    import zlib
 
-    return (OSError, EOFError, zipfile.BadZipFile, tarfile.TarError, gzip.BadGzipFile)
+    return (
+        OSError,
+        EOFError,
+        zipfile.BadZipFile,
+        tarfile.TarError,
+        gzip.BadGzipFile,
+        zlib.error,
+        # zipfile: an unsupported compression method, an encrypted member
+        NotImplementedError,
+        RuntimeError,
+    )
 
 
 def _decode(
@@ -333,3 +597,79 @@ def _decode(
         )
         text = raw.decode("utf-8", errors="replace")
     return number, text, is_last
+
+
+# --- hostile JSON ------------------------------------------------------------------------------
+
+#: JSON escapes of what no database or page can hold: NUL and UTF-16 surrogate halves (a pair
+#: decodes to one character; a lone half stays a surrogate, which UTF-8 cannot encode)
+_SUSPECT_ESCAPE = re.compile(r"\\u(?:0000|[dD][89a-fA-F][0-9a-fA-F]{2})")
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+class JSONLineError(ValueError):
+    """A line that is JSON text but not data ContextLab accepts; the message says why."""
+
+
+def _reject_constant(name: str) -> Any:
+    raise JSONLineError(f"{name} is not a JSON number")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise JSONLineError(f"the number {text[:40]} is out of range")
+    return value
+
+
+def decode_json_line(text: str) -> tuple[Any, int]:
+    """Parse one line of JSON as ContextLab accepts it: ``(value, characters_replaced)``.
+
+    Raises ``ValueError`` (``json.JSONDecodeError`` or ``JSONLineError``) with a readable reason
+    for what is not JSON or not acceptable: ``NaN``/``Infinity`` and numbers that overflow to
+    them, nesting deeper than ``MAX_JSON_DEPTH``. NUL characters and lone surrogates (valid JSON
+    escapes, but unstorable in PostgreSQL and unencodable in a page) are replaced with U+FFFD,
+    in keys and values; the count says how many.
+    """
+    try:
+        value = json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
+    except RecursionError:
+        raise JSONLineError(f"nested deeper than {MAX_JSON_DEPTH} levels") from None
+    # cheap scans first: only a line with enough brackets can be too deep, and only one with a
+    # NUL or surrogate escape can hold an unstorable character
+    if text.count("[") + text.count("{") > MAX_JSON_DEPTH and _deeper_than(value, MAX_JSON_DEPTH):
+        raise JSONLineError(f"nested deeper than {MAX_JSON_DEPTH} levels")
+    if _SUSPECT_ESCAPE.search(text) is None:
+        return value, 0
+    replaced = [0]
+    return _scrub(value, replaced), replaced[0]
+
+
+def _deeper_than(value: Any, limit: int) -> bool:
+    if not isinstance(value, dict | list):
+        return False
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        children = node.values() if isinstance(node, dict) else node
+        if depth > limit:
+            return True
+        stack.extend((c, depth + 1) for c in children if isinstance(c, dict | list))
+    return False
+
+
+def _scrub_text(text: str, replaced: list[int]) -> str:
+    cleaned, count = _UNSTORABLE.subn("\ufffd", text)
+    replaced[0] += count
+    return cleaned
+
+
+def _scrub(value: Any, replaced: list[int]) -> Any:
+    # recursion is safe: the depth was checked first
+    if isinstance(value, str):
+        return _scrub_text(value, replaced)
+    if isinstance(value, list):
+        return [_scrub(v, replaced) for v in value]
+    if isinstance(value, dict):
+        return {_scrub_text(k, replaced): _scrub(v, replaced) for k, v in value.items()}
+    return value

@@ -16,9 +16,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .jsutil import json_stringify
-from .loading import TranscriptFile, Upload, iter_lines
+from .loading import ProblemList, TranscriptFile, Upload, decode_json_line, iter_lines
 from .transcript import Block, Message, MessageKind, Problem, TranscriptError, Usage
 
+#: A usage count above this is garbage (the largest context window is 1M tokens); it also keeps
+#: every sum of counts inside a 32-bit database column.
+MAX_USAGE_TOKENS = 100_000_000
 CONVERSATION_TYPES = frozenset({"user", "assistant", "system", "progress", "attachment"})
 #: side records: known, carry no model context
 SIDE_TYPES = frozenset(
@@ -180,7 +183,7 @@ class _FileParser:
     def parse(self) -> None:
         for number, text, is_last in iter_lines(self.tfile, self.problems):
             try:
-                obj = json.loads(text)
+                obj, replaced = decode_json_line(text)
             except ValueError as exc:
                 if is_last and not text.endswith("\n"):
                     self.problem(
@@ -194,6 +197,13 @@ class _FileParser:
                     number, "not_an_object", f"a JSON {type(obj).__name__}, not a record object"
                 )
                 continue
+            if replaced:
+                self.problem(
+                    number,
+                    "replaced_characters",
+                    f"{replaced} NUL or lone-surrogate character(s) replaced with U+FFFD",
+                    "info",
+                )
             self.record(number, obj)
         for rtype, count in sorted(self.unknown_types.items()):
             self.problem(
@@ -442,6 +452,13 @@ class _FileParser:
         def num(key: str, src: dict[str, Any] = raw) -> int:
             value = src.get(key)
             if isinstance(value, bool) or not isinstance(value, int | float):
+                return 0
+            if value > MAX_USAGE_TOKENS:  # no request is that large: garbage, not a count
+                self.problem(
+                    number,
+                    "bad_field",
+                    f"usage.{key} of {str(value)[:24]} is out of range; ignored",
+                )
                 return 0
             return max(0, int(value))
 
@@ -860,7 +877,7 @@ def build_session(upload: Upload) -> Session:
     Raises ``TranscriptError`` when nothing usable was found; otherwise problems are returned on
     the session and the replay goes on with what was valid.
     """
-    problems = list(upload.problems)
+    problems = ProblemList(upload.problems)
     side = SideRecords()
     threads: list[Thread] = []
     versions: list[str] = []

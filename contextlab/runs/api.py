@@ -65,6 +65,21 @@ def get_run(request: AuthedRequest, run_id: int) -> dict[str, Any]:
     return _run_out(services.refresh_run(run))
 
 
+@router.post(
+    "/{run_id}/cancel",
+    response={200: RunOut, 403: dict[str, Any], 409: dict[str, Any]},
+    operation_id="cancel_run",
+)
+def cancel_run(request: AuthedRequest, run_id: int) -> Status[dict[str, Any]]:
+    """Stop a queued or running run: it ends failed with "Cancelled" (409 if it had ended).
+    Editors and owners of the session's workspace."""
+    run = access.run_for(request.user, run_id, access.WRITE)
+    if not services.cancel_run(run):
+        return Status(409, {"detail": f"run {run.pk} is {run.status}; only an active run stops"})
+    run.refresh_from_db()
+    return Status(200, _run_out(run))
+
+
 class PageParams(Schema):
     offset: int = NinjaField(0, ge=0)
     limit: int = NinjaField(100, ge=1, le=1000)

@@ -169,9 +169,14 @@ def progress_writer(run_id: int, *, write_first: bool = True) -> Callable[[int, 
         if now - last < PROGRESS_EVERY and done < total:
             return
         last = now
-        Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).update(
+        updated = Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).update(
             progress_done=done, progress_total=total, heartbeat_at=timezone.now()
         )
+        if not updated:
+            stopped = Run.objects.filter(pk=run_id, status=Run.Status.FAILED).first()
+            if stopped is not None:
+                # cancelled while it ran: stop here rather than replay on for nobody
+                raise engine.ReplayStopped(stopped.error or "The run was cancelled.")
 
     return progress
 
@@ -208,6 +213,14 @@ def conclude(run: Run, replay: Callable[[], dict[str, Any]]) -> Outcome:
         logger.exception("run %s: transient database error; will retry", run_id)
         requeue(run_id)
         raise
+    except DatabaseError:
+        # its text quotes SQL and data: the log has it, the user gets what happened
+        logger.exception("run %s: the database refused the result", run_id)
+        return fail(
+            run_id,
+            "The replay finished but its result could not be stored (a database error; "
+            "the server log has the details).",
+        )
     except Exception as exc:
         logger.exception("run %s: replay failed", run_id)
         return fail(run_id, f"The replay failed: {type(exc).__name__}: {exc}")
@@ -307,6 +320,60 @@ def recover_stale(*, now: datetime | None = None, run_ids: list[int] | None = No
             run.refresh_from_db()
             changed.append(run)
     return changed
+
+
+def queued_too_long(*, now: datetime | None = None, run_ids: list[int] | None = None) -> list[int]:
+    """Queued runs whose task may have been lost, to send again: queued for longer than
+    RUN_QUEUED_RESEND_AFTER and not parked for a summary (their fetch task resumes them).
+
+    A task is lost when the broker drops it or the worker that took it froze (a prefork pool
+    whose child was killed while idle stops taking work); the run then stays queued forever,
+    since heartbeat recovery only sees running runs. Sending it again is safe: ``claim`` lets
+    one message replay it and makes every other one a no-op. The status does not change; the
+    runs' ``updated_at`` moves to now, so each is sent again at most once per period.
+    """
+    now = now or timezone.now()
+    cutoff = now - timedelta(seconds=settings.RUN_QUEUED_RESEND_AFTER)
+    due = Run.objects.filter(status=Run.Status.QUEUED, updated_at__lt=cutoff).exclude(
+        summarizer_settings__pending_key__gt=""
+    )
+    if run_ids is not None:
+        due = due.filter(pk__in=run_ids)
+    ids = list(due.values_list("pk", flat=True)[:1000])
+    # conditional: a run claimed meanwhile is not sent again
+    Run.objects.filter(pk__in=ids, status=Run.Status.QUEUED, updated_at__lt=cutoff).update(
+        updated_at=now
+    )
+    if ids:
+        logger.warning(
+            "%s run(s) queued longer than %s s; sending them again",
+            len(ids),
+            settings.RUN_QUEUED_RESEND_AFTER,
+        )
+    return ids
+
+
+def cancel(run_ids: list[int], reason: str) -> list[int]:
+    """Stop runs that are queued (or parked for a summary) or running: they end failed with
+    ``reason``. Returns the ids stopped.
+
+    A queued run's task then finds nothing to claim and does nothing (so no message needs
+    revoking); a running replay notices at its next progress write (within PROGRESS_EVERY
+    seconds) and stops.
+    """
+    now = timezone.now()
+    active = (Run.Status.QUEUED, Run.Status.RUNNING)
+    ids = list(Run.objects.filter(pk__in=run_ids, status__in=active).values_list("pk", flat=True))
+    Run.objects.filter(pk__in=ids, status__in=active).update(
+        status=Run.Status.FAILED,
+        error=reason[:4000],
+        finished_at=now,
+        updated_at=now,
+        heartbeat_at=None,
+    )
+    if ids:
+        logger.info("cancelled %s run(s): %s", len(ids), reason[:80])
+    return ids
 
 
 def checkpoint_path(run_id: int) -> Path:

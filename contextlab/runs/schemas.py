@@ -10,10 +10,11 @@ from ninja import Field, Schema
 from pydantic import BaseModel, ConfigDict, create_model
 
 from contextlab.engine import results
+from contextlab.transcripts.models import MAX_ROW_ID
 
 
 class RunIn(Schema):
-    session_id: int
+    session_id: int = Field(..., ge=1, le=MAX_ROW_ID)
     mode: Literal["recorded", "whatif"] = "whatif"
     preset: str | None = None
     #: field overrides of the pipeline config, validated by the engine

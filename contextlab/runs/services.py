@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 from collections import OrderedDict
@@ -20,6 +21,17 @@ logger = logging.getLogger(__name__)
 
 #: The name this module used for a bad run request; the engine's one field-error type.
 RunConfigError = engine.FieldError
+#: The largest overrides a run, comparison side or sweep base may carry, as JSON characters
+#: (every setting of a config changed is about 3,000).
+MAX_OVERRIDES_CHARS = 64 * 1024
+
+
+def check_overrides_size(overrides: dict[str, Any] | None, field: str = "config") -> None:
+    """``engine.FieldError`` on ``field`` when the overrides are past MAX_OVERRIDES_CHARS."""
+    if overrides and len(json.dumps(overrides, default=str)) > MAX_OVERRIDES_CHARS:
+        raise engine.FieldError(
+            field, f"at most {MAX_OVERRIDES_CHARS:,} characters of overrides (as JSON)"
+        )
 
 
 def recorded_auto_compactions(transcript: Transcript) -> list[int]:
@@ -53,6 +65,7 @@ def start_run(
     if mode not in Run.Mode.values:
         raise engine.FieldError("mode", f"must be one of {', '.join(Run.Mode.values)}")
     preset = preset or "auto"
+    check_overrides_size(overrides)
     if mode == Run.Mode.RECORDED and overrides:
         raise engine.FieldError(
             "config", "a recorded replay uses the recorded behaviour; use mode whatif"
@@ -82,11 +95,19 @@ def start_run(
     return run
 
 
+def cancel_run(run: Run) -> bool:
+    """Stop a queued or running run (it ends failed, "Cancelled"); False if it had ended."""
+    return bool(lifecycle.cancel([run.pk], "Cancelled by its owner."))
+
+
 def refresh_run(run: Run) -> Run:
     """The run as stored now, recovered first if its worker died (pages call this when polling)."""
     run.refresh_from_db()
     if run.status == Run.Status.RUNNING and tasks.recover_stale_runs(run_ids=[run.pk]):
         run.refresh_from_db()
+    elif run.status == Run.Status.QUEUED:
+        # a run queued for too long is sent again (its task may be lost); status unchanged
+        tasks.recover_stale_runs(run_ids=[run.pk])
     return run
 
 

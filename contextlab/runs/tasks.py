@@ -38,11 +38,14 @@ def queue_replay(run_id: int) -> None:
 
 def recover_stale_runs(*, run_ids: list[int] | None = None) -> list[Run]:
     """Requeue (or fail, after RUN_MAX_ATTEMPTS) runs whose worker stopped heartbeating, and
-    send the requeued ones to a worker. Returns the changed runs."""
+    send the requeued ones to a worker; send again the runs queued so long that their task
+    was probably lost. Returns the changed runs (the resent ones keep their status)."""
     changed = lifecycle.recover_stale(run_ids=run_ids)
     for run in changed:
         if run.status == Run.Status.QUEUED:
             queue_replay(run.pk)
+    for run_id in lifecycle.queued_too_long(run_ids=run_ids):
+        queue_replay(run_id)
     return changed
 
 

@@ -51,6 +51,7 @@ def field_error(field: str, message: str, **extra: Any) -> dict[str, Any]:
         400: dict[str, Any],
         413: dict[str, Any],
         422: dict[str, Any],
+        507: dict[str, Any],
     },
     operation_id="create_session",
     summary="Upload a transcript (multipart field `file`; optional `workspace_id`, default the "
@@ -85,8 +86,8 @@ def create_session(
             workspace=workspace,
         )
     except services.UploadRejected as exc:
-        if exc.status == 413:
-            return Status(413, {"detail": exc.message})
+        if exc.status in (413, 507):  # too large; the server could not store it
+            return Status(exc.status, {"detail": exc.message})
         return Status(422, field_error("file", exc.message, problems=exc.problems[:100]))
     return Status((201 if created else 200), _session_out(transcript, duplicate=not created))
 

@@ -8,6 +8,10 @@ from django.conf import settings
 from django.db import models
 from django.urls import reverse
 
+#: The largest id a row can have (BigAutoField); ids past it name nothing, and SQLite cannot
+#: even bind them (OverflowError), so inputs are checked against it before any query.
+MAX_ROW_ID = 2**63 - 1
+
 
 class Transcript(models.Model):
     owner = models.ForeignKey(

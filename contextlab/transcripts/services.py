@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import re
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 
 from contextlab import engine
+from contextlab.engine.loading import dropped_problems
 from contextlab.runs import services as run_services
 from contextlab.transcripts.models import Transcript
 from contextlab.workspaces.models import Workspace
@@ -27,6 +29,10 @@ logger = logging.getLogger(__name__)
 ACCEPTED_SUFFIXES = (".jsonl.gz", ".tar.gz", ".jsonl", ".tgz", ".zip")
 #: problems kept on the row (a broken file can report one per line)
 MAX_STORED_PROBLEMS = 1000
+#: the largest value of a PositiveIntegerField on PostgreSQL
+MAX_INT32 = 2**31 - 1
+#: characters a file name may not carry into the database or a page (C0 controls, DEL)
+_CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f]")
 
 
 @dataclass
@@ -92,13 +98,20 @@ def _copy_hashing(source: IO[bytes] | Iterable[bytes], target: Path) -> tuple[st
 def stored_problems(problems: list[engine.Problem]) -> list[dict[str, Any]]:
     """The engine's problems as JSON, capped, with a last line saying how many were left out."""
     out = [p.to_json() for p in problems[:MAX_STORED_PROBLEMS]]
-    if len(problems) > MAX_STORED_PROBLEMS:
+    # past the cap, errors still say why reading stopped (a bomb, too many bad lines)
+    late_errors = [p for p in problems[MAX_STORED_PROBLEMS:] if p.severity == "error"][:5]
+    out += [p.to_json() for p in late_errors]
+    # the loader keeps only the first problems in memory and counts the rest
+    left_out = max(0, len(problems) - MAX_STORED_PROBLEMS - len(late_errors)) + dropped_problems(
+        problems
+    )
+    if left_out:
         out.append(
             {
                 "file": "",
                 "line": 0,
                 "code": "more_problems",
-                "message": f"{len(problems) - MAX_STORED_PROBLEMS} more problem(s) not listed",
+                "message": f"{left_out} more problem(s) not listed",
                 "severity": "info",
             }
         )
@@ -129,7 +142,7 @@ def create_transcript(
     """
     if workspace is None:
         workspace = personal_workspace(owner)
-    name = os.path.basename(name.replace("\\", "/")).strip()[:200]
+    name = _CONTROL_CHARS.sub("", os.path.basename(name.replace("\\", "/"))).strip()[:200]
     suffix = accepted_suffix(name)
     if not name:
         raise UploadRejected("The upload has no file name.")
@@ -148,6 +161,14 @@ def create_transcript(
         except UploadRejected as exc:
             exc.message = too_large_message(name)
             raise
+        except OSError as exc:
+            # disk full, quota, a read-only volume: the partial file goes (finally below)
+            logger.error("could not store upload %s: %s", name, exc)
+            raise UploadRejected(
+                f"The server could not store {name} ({exc.strerror or exc}); nothing was "
+                "kept. Try again later, or tell the administrator the disk may be full.",
+                status=507,
+            ) from None
         if size == 0:
             raise UploadRejected(f"{name} is empty.")
         existing = Transcript.objects.filter(workspace=workspace, sha256=sha256).first()
@@ -158,8 +179,11 @@ def create_transcript(
         try:
             session = engine.load_session(str(final), name=name)
         except engine.TranscriptError as exc:
+            # a reading error (a bomb stopped, a corrupt stream) is the reason worth naming
+            errors = [p for p in exc.problems if p.severity == "error"]
             raise UploadRejected(
-                f"{name}: {exc}", [p.to_json() for p in exc.problems[:MAX_STORED_PROBLEMS]]
+                f"{name}: {exc}" + (f" ({errors[0].message})" if errors else ""),
+                [p.to_json() for p in exc.problems[:MAX_STORED_PROBLEMS]],
             ) from None
         except Exception:
             # An engine bug must not leave a half-imported session behind; the log has details.
@@ -176,10 +200,11 @@ def create_transcript(
                     file=str(final.relative_to(settings.MEDIA_ROOT)),
                     size=size,
                     sha256=sha256,
-                    session_id=session.session_id or "",
-                    version=session.version or "",
-                    request_count=_request_count(session),
-                    max_prompt_tokens=session.max_recorded_prompt,
+                    # what the file says, cut to the columns (a hostile file may say anything)
+                    session_id=(session.session_id or "")[:100],
+                    version=(session.version or "")[:40],
+                    request_count=min(_request_count(session), MAX_INT32),
+                    max_prompt_tokens=min(session.max_recorded_prompt, MAX_INT32),
                     threads=[
                         {
                             "id": t.id,

@@ -1,9 +1,16 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from ninja import Field, Schema
+
+from contextlab.transcripts.models import MAX_ROW_ID
+
+#: a row id as a request may name it: anything else is answered 422 naming the field
+RowId = Annotated[int, Field(ge=1, le=MAX_ROW_ID)]
+#: at most this many sessions in one request (the services allow fewer, with a message)
+MAX_REQUEST_SESSIONS = 200
 
 Status = Literal["queued", "running", "done", "failed"]
 
@@ -17,22 +24,22 @@ class ConfigIn(Schema):
     config: dict[str, Any] | None = Field(
         None, description="field overrides, validated by the engine"
     )
-    version_id: int | None = Field(None, description="a saved config version to start from")
+    version_id: RowId | None = Field(None, description="a saved config version to start from")
 
 
 class ComparisonIn(Schema):
-    session_ids: list[int] = Field(..., min_length=1)
+    session_ids: list[RowId] = Field(..., min_length=1, max_length=MAX_REQUEST_SESSIONS)
     a: ConfigIn
     b: ConfigIn
 
 
 class SweepIn(Schema):
-    session_ids: list[int] = Field(..., min_length=1)
+    session_ids: list[RowId] = Field(..., min_length=1, max_length=MAX_REQUEST_SESSIONS)
     base: ConfigIn = Field(
         default_factory=lambda: ConfigIn(preset=None, config=None, version_id=None)
     )
     field: str
-    values: list[float] | str = Field(
+    values: list[float] | Annotated[str, Field(max_length=2000)] = Field(
         ..., description='a list of numbers, "start:stop:step" (inclusive) or "a, b, c"'
     )
 

@@ -26,7 +26,7 @@ from contextlab.runs import services as run_services
 from contextlab.runs.models import Run
 from contextlab.summaries import services as summaries
 from contextlab.summaries.models import Backend
-from contextlab.transcripts.models import Transcript
+from contextlab.transcripts.models import MAX_ROW_ID, Transcript
 from contextlab.tuning import tasks
 from contextlab.tuning.models import (
     Comparison,
@@ -45,6 +45,9 @@ from contextlab.workspaces import access
 PARALLEL_BATCHES = 2
 #: Most sessions one comparison or sweep may span.
 MAX_SESSIONS = 50
+#: Most runs one sweep may queue (sessions x values): a 50 x 50 sweep held the only worker
+#: for hours while other users' uploads waited.
+MAX_SWEEP_RUNS = 250
 #: Measures a sweep chart may put on an axis (the engine's comparison measures).
 MEASURES: dict[str, str] = {key: label for key, (label, _) in engine.compare.MEASURES.items()}
 #: Keys the API promises in every summary (a subset of MEASURES).
@@ -125,6 +128,7 @@ def config_spec(
             version = None  # edited on top: no longer exactly that version
         overrides = merged
     preset = preset or "auto"
+    run_services.check_overrides_size(overrides, _prefixed(prefix, "config"))
     validate_config(preset, overrides, prefix=prefix)
     return ConfigSpec(preset=preset, overrides=dict(overrides or {}), version=version)
 
@@ -263,8 +267,28 @@ def delete_owned(item: SavedConfig | Comparison | Sweep) -> None:
     Runs stay with their sessions: the session pages, other comparisons and sweeps may use
     them, and a later comparison with the same config reuses them. Comparisons and sweeps built
     on a deleted config keep its preset and overrides, so they still show and reuse the same
-    settings (labelled "preset + custom" instead of the config's name).
+    settings (labelled "preset + custom" instead of the config's name). Its runs that are
+    still queued or running and that no other comparison or sweep uses are cancelled, so a
+    deleted sweep stops holding the workers.
     """
+    if isinstance(item, Comparison | Sweep):
+        kind = "comparison" if isinstance(item, Comparison) else "sweep"
+        with transaction.atomic():
+            run_ids = set(item.items.values_list("run_id", flat=True))
+            in_comparisons = ComparisonRun.objects.filter(run_id__in=run_ids)
+            in_sweeps = SweepRun.objects.filter(run_id__in=run_ids)
+            if isinstance(item, Comparison):
+                in_comparisons = in_comparisons.exclude(comparison=item)
+            else:
+                in_sweeps = in_sweeps.exclude(sweep=item)
+            shared = set(in_comparisons.values_list("run_id", flat=True)) | set(
+                in_sweeps.values_list("run_id", flat=True)
+            )
+            lifecycle.cancel(
+                sorted(run_ids - shared), f"Cancelled: the {kind} it belonged to was deleted."
+            )
+            item.delete()
+        return
     item.delete()
 
 
@@ -275,6 +299,8 @@ def owned_sessions(owner: User, ids: Sequence[int]) -> list[Transcript] | None:
     """The sessions with these ids that ``owner`` may run replays on (editor or owner of their
     workspace), in order; None if any is missing or not allowed."""
     unique = list(dict.fromkeys(int(i) for i in ids))
+    if any(not 1 <= i <= MAX_ROW_ID for i in unique):
+        return None  # no row has such an id (and SQLite cannot even compare past 2**63)
     found = {t.pk: t for t in access.sessions(owner, access.WRITE).filter(pk__in=unique)}
     if len(found) != len(unique):
         return None
@@ -468,6 +494,13 @@ def create_sweep(
     """A sweep: one run per value per session (identical runs reused)."""
     _check_sessions(transcripts)
     parsed = sweep_values(field_name, values, base)
+    if len(transcripts) * len(parsed) > MAX_SWEEP_RUNS:
+        raise engine.FieldError(
+            "values",
+            f"{len(parsed)} values on {len(transcripts)} sessions make "
+            f"{len(parsed) * len(transcripts)} runs; at most {MAX_SWEEP_RUNS} per sweep "
+            "(fewer values or sessions)",
+        )
     plan = RunPlan()
     with transaction.atomic():
         sweep = Sweep.objects.create(
