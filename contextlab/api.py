@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
-from django.core.exceptions import RequestDataTooBig
+from django.core.exceptions import PermissionDenied, RequestDataTooBig
 from django.http import HttpRequest, HttpResponse
 from ninja import NinjaAPI
 from ninja.errors import AuthenticationError
@@ -41,6 +41,9 @@ api = NinjaAPI(
 api.add_router("/sessions", "contextlab.transcripts.api.router")
 api.add_router("/runs", "contextlab.runs.api.router")
 api.add_router("", "contextlab.tuning.api.router")
+api.add_router("/workspaces", "contextlab.workspaces.api.router")
+api.add_router("/shares", "contextlab.sharing.api.router")
+api.add_router("/sessions", "contextlab.sharing.api.exports")
 
 
 @api.exception_handler(AuthenticationError)
@@ -52,6 +55,14 @@ def _unauthorized(request: HttpRequest, exc: AuthenticationError) -> HttpRespons
     )
     response["WWW-Authenticate"] = 'Bearer realm="contextlab"'
     return response
+
+
+@api.exception_handler(PermissionDenied)
+def _forbidden(request: HttpRequest, exc: PermissionDenied) -> HttpResponse:
+    """The ownership gate's answer to a member whose role is too low (non-members get 404)."""
+    return api.create_response(
+        request, {"detail": str(exc) or "your role does not allow this"}, status=403
+    )
 
 
 @api.exception_handler(RequestDataTooBig)

@@ -108,10 +108,12 @@ INSTALLED_APPS = [
     "ninja",  # serves Swagger UI from local static files, no CDN
     "template_partials",
     "contextlab.accounts",
+    "contextlab.workspaces",
     "contextlab.transcripts",
     "contextlab.runs",
     "contextlab.tuning",
     "contextlab.summaries",
+    "contextlab.sharing",
 ]
 
 MIDDLEWARE = [

@@ -16,6 +16,8 @@ urlpatterns = [
     path("healthz", health.healthz, name="healthz"),
     path("accounts/", include("contextlab.accounts.urls")),
     path("sessions/", include("contextlab.transcripts.urls")),
+    path("workspaces/", include("contextlab.workspaces.urls")),
+    path("", include("contextlab.sharing.urls")),
     path("", include("contextlab.runs.urls")),
     path("", include("contextlab.tuning.urls")),
     path("api/", api.urls),

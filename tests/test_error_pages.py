@@ -122,7 +122,8 @@ def test_an_api_exception_inside_ninja_is_json_too(client, auth_header, monkeypa
     def broken(*args: object, **kwargs: object) -> None:
         raise RuntimeError("secret internal detail")
 
-    monkeypatch.setattr(runs_api, "get_object_or_404", broken)
+    # the run's lookup (the ownership gate) fails inside the ninja view
+    monkeypatch.setattr(runs_api.access, "run_for", broken)
     client.raise_request_exception = False
     response = client.get("/api/runs/1", **auth_header)
     assert response.status_code == 500

@@ -4,20 +4,20 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404
+from django.http import HttpResponse
 from ninja import Field as NinjaField
 from ninja import Query, Router, Schema
 from ninja.responses import Status
 
 from contextlab import engine
 from contextlab.engine.results import RequestRow, as_result
+from contextlab.http import AuthedRequest
 from contextlab.runs import services
 from contextlab.runs.models import Run
 from contextlab.runs.schemas import RequestPage, RunIn, RunOut
 from contextlab.summaries import services as summaries
 from contextlab.transcripts.api import field_error
-from contextlab.transcripts.models import Transcript
+from contextlab.workspaces import access
 
 router = Router(tags=["runs"])
 
@@ -38,12 +38,14 @@ def _run_out(run: Run) -> dict[str, Any]:
     }
 
 
-@router.post("", response={201: RunOut, 422: dict[str, Any]}, operation_id="create_run")
-def create_run(request: HttpRequest, payload: RunIn) -> Status[dict[str, Any]]:
-    transcript = get_object_or_404(Transcript, pk=payload.session_id, owner=request.user)  # type: ignore[misc]
+@router.post(
+    "", response={201: RunOut, 403: dict[str, Any], 422: dict[str, Any]}, operation_id="create_run"
+)
+def create_run(request: AuthedRequest, payload: RunIn) -> Status[dict[str, Any]]:
+    transcript = access.session_for(request.user, payload.session_id, access.WRITE)
     try:
         run = services.start_run(
-            owner=request.user,  # type: ignore[arg-type]
+            owner=request.user,
             transcript=transcript,
             mode=payload.mode,
             preset=payload.preset or "",
@@ -58,17 +60,20 @@ def create_run(request: HttpRequest, payload: RunIn) -> Status[dict[str, Any]]:
 
 
 @router.get("/{run_id}", response=RunOut, operation_id="get_run")
-def get_run(request: HttpRequest, run_id: int) -> dict[str, Any]:
-    run = get_object_or_404(Run, pk=run_id, owner=request.user)  # type: ignore[misc]
+def get_run(request: AuthedRequest, run_id: int) -> dict[str, Any]:
+    run = access.run_for(request.user, run_id, access.READ)
     return _run_out(services.refresh_run(run))
 
 
 @router.post(
-    "/{run_id}/cancel", response={200: RunOut, 409: dict[str, Any]}, operation_id="cancel_run"
+    "/{run_id}/cancel",
+    response={200: RunOut, 403: dict[str, Any], 409: dict[str, Any]},
+    operation_id="cancel_run",
 )
-def cancel_run(request: HttpRequest, run_id: int) -> Status[dict[str, Any]]:
-    """Stop a queued or running run: it ends failed with "Cancelled" (409 if it had ended)."""
-    run = get_object_or_404(Run, pk=run_id, owner=request.user)  # type: ignore[misc]
+def cancel_run(request: AuthedRequest, run_id: int) -> Status[dict[str, Any]]:
+    """Stop a queued or running run: it ends failed with "Cancelled" (409 if it had ended).
+    Editors and owners of the session's workspace."""
+    run = access.run_for(request.user, run_id, access.WRITE)
     if not services.cancel_run(run):
         return Status(409, {"detail": f"run {run.pk} is {run.status}; only an active run stops"})
     run.refresh_from_db()
@@ -86,9 +91,9 @@ class PageParams(Schema):
     operation_id="list_run_requests",
 )
 def list_run_requests(
-    request: HttpRequest, run_id: int, page: Query[PageParams]
+    request: AuthedRequest, run_id: int, page: Query[PageParams]
 ) -> Status[dict[str, Any]] | HttpResponse:
-    run = get_object_or_404(Run, pk=run_id, owner=request.user)  # type: ignore[misc]
+    run = access.run_for(request.user, run_id, access.READ)
     data = services.result_data(run)
     if data is None:
         return Status(

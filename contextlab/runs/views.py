@@ -12,14 +12,15 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 from django.views.decorators.vary import vary_on_headers
-from django_htmx.middleware import HtmxDetails
 
 from contextlab import engine
 from contextlab.engine.results import RequestRow, as_result
+from contextlab.http import AuthedRequest
 from contextlab.runs import charts, differences, labels, services
 from contextlab.runs.models import Run
 from contextlab.summaries import services as summaries
 from contextlab.transcripts.models import Transcript
+from contextlab.workspaces import access
 
 #: text longer than this is folded server-side; the rest loads on demand
 FOLD_CHARS = 1500
@@ -27,20 +28,14 @@ FOLD_CHARS = 1500
 MAX_PROBLEMS_SHOWN = 500
 
 
-class HtmxHttpRequest(HttpRequest):
-    htmx: HtmxDetails
-
-
-def _owned_transcript(request: HttpRequest, pk: int) -> Transcript:
-    return get_object_or_404(Transcript, pk=pk, owner=request.user)  # type: ignore[misc]
-
-
 def _selected_run(request: HttpRequest, transcript: Transcript) -> Run | None:
+    """The run named by ``?run=`` (one of this session's, which the gate already let through),
+    else the session's default run."""
     run_id = request.GET.get("run", "")
     if run_id:
         if not run_id.isdigit():
             raise Http404("no such run")
-        return get_object_or_404(Run, pk=int(run_id), transcript=transcript, owner=request.user)  # type: ignore[misc]
+        return get_object_or_404(Run, pk=int(run_id), transcript=transcript)
     return services.default_run(transcript)
 
 
@@ -118,9 +113,8 @@ def _recorded_baseline(transcript: Transcript, run: Run) -> Run | None:
     return transcript.runs.filter(status=Run.Status.DONE, mode=Run.Mode.RECORDED).first()
 
 
-@login_required
-def report(request: HttpRequest, pk: int) -> HttpResponse:
-    transcript = _owned_transcript(request, pk)
+@access.session_view(access.READ)
+def report(request: AuthedRequest, transcript: Transcript) -> HttpResponse:
     runs = list(transcript.runs.all())
     for each in runs:
         if each.status == Run.Status.RUNNING:
@@ -166,11 +160,10 @@ def report(request: HttpRequest, pk: int) -> HttpResponse:
     return render(request, "runs/report.html", context)
 
 
-@login_required
+@access.run_view(access.READ)
 @vary_on_headers("HX-Request")
-def run_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+def run_detail(request: AuthedRequest, run: Run) -> HttpResponse:
     """A run's status page; to htmx, the ``run-progress`` partial (polls until finished)."""
-    run = get_object_or_404(Run.objects.select_related("transcript"), pk=pk, owner=request.user)  # type: ignore[misc]
     services.refresh_run(run)
     context = {
         "run": run,
@@ -186,11 +179,10 @@ def run_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     return render(request, "runs/run_detail.html", context)
 
 
-@login_required
+@access.session_view(access.WRITE)
 @require_POST
-def create_run(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+def create_run(request: AuthedRequest, transcript: Transcript) -> HttpResponse:
     """Queue a what-if run from the report's form; errors come back in the form, by field."""
-    transcript = _owned_transcript(request, pk)
     preset = request.POST.get("preset", "auto")
     raw_config = request.POST.get("config", "").strip()
     mode = request.POST.get("mode", Run.Mode.WHATIF)
@@ -207,7 +199,7 @@ def create_run(request: HtmxHttpRequest, pk: int) -> HttpResponse:
     if error is None:
         try:
             run = services.start_run(
-                owner=request.user,  # type: ignore[arg-type]
+                owner=request.user,
                 transcript=transcript,
                 mode=mode,
                 preset=preset,
@@ -362,11 +354,10 @@ def _anchor(row: dict[str, Any], position: int) -> str:
     return f"b-{row['message']}-{row['block']}"
 
 
-@login_required
+@access.session_view(access.READ)
 @vary_on_headers("HX-Request")
-def explorer(request: HtmxHttpRequest, pk: int, index: int) -> HttpResponse:
+def explorer(request: AuthedRequest, transcript: Transcript, index: int) -> HttpResponse:
     """The request explorer: full history beside the model's view for one request."""
-    transcript = _owned_transcript(request, pk)
     run = _selected_run(request, transcript)
     data = services.result_data(run) if run else None
     if run is None or data is None:
@@ -506,12 +497,11 @@ def glossary(request: HttpRequest) -> HttpResponse:
     return render(request, "runs/glossary.html")
 
 
-@login_required
+@access.session_view(access.READ)
 def block_text(
-    request: HttpRequest, pk: int, thread: str, message: int, block: int
+    request: AuthedRequest, transcript: Transcript, thread: str, message: int, block: int
 ) -> HttpResponse:
     """The full original text of one block (folded text, persisted previews, summaries)."""
-    transcript = _owned_transcript(request, pk)
     messages = services.session_messages(transcript).get(thread)
     if not messages or not 0 <= message < len(messages):
         raise Http404("no such message")

@@ -4,16 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.http import HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404
-from ninja import File, Router
+from django.http import HttpResponse
+from ninja import File, Form, Router
 from ninja.files import UploadedFile
 from ninja.responses import Status
 
+from contextlab.http import AuthedRequest
 from contextlab.transcripts import services
 from contextlab.transcripts.models import Transcript
 from contextlab.transcripts.schemas import SessionDetailOut, SessionOut
 from contextlab.transcripts.uploads import INCOMPLETE_KEY, OVERSIZE_KEY
+from contextlab.workspaces import access
 
 router = Router(tags=["sessions"])
 
@@ -28,6 +29,7 @@ def _session_out(transcript: Transcript, *, duplicate: bool = False) -> dict[str
         "sha256": transcript.sha256,
         "session_id": transcript.session_id,
         "version": transcript.version,
+        "workspace_id": transcript.workspace_id,
         "created_at": transcript.created_at,
         "duplicate": duplicate,
     }
@@ -52,12 +54,20 @@ def field_error(field: str, message: str, **extra: Any) -> dict[str, Any]:
         507: dict[str, Any],
     },
     operation_id="create_session",
-    summary="Upload a transcript (multipart field `file`)",
+    summary="Upload a transcript (multipart field `file`; optional `workspace_id`, default the "
+    "personal workspace)",
 )
 def create_session(
-    request: HttpRequest,
+    request: AuthedRequest,
     file: UploadedFile | None = File(None),  # type: ignore[assignment,type-arg]  # noqa: B008
+    workspace_id: int | None = Form(None),  # type: ignore[assignment,type-arg]
 ) -> Status[dict[str, Any]]:
+    # a workspace the caller may not upload to answers 404/403 before the body is stored
+    workspace = (
+        access.workspace_for(request.user, workspace_id, access.WRITE)
+        if workspace_id is not None
+        else None
+    )
     oversize = request.META.get(OVERSIZE_KEY)
     if oversize:
         return Status(413, {"detail": services.too_large_message(oversize[0])})
@@ -70,9 +80,10 @@ def create_session(
         )
     try:
         transcript, created = services.create_transcript(
-            owner=request.user,  # type: ignore[arg-type]
+            owner=request.user,
             name=file.name or "",
             content=file.chunks(),
+            workspace=workspace,
         )
     except services.UploadRejected as exc:
         if exc.status in (413, 507):  # too large; the server could not store it
@@ -82,13 +93,13 @@ def create_session(
 
 
 @router.get("", response=list[SessionOut], operation_id="list_sessions")
-def list_sessions(request: HttpRequest) -> list[dict[str, Any]]:
-    return [_session_out(t) for t in Transcript.objects.filter(owner=request.user)]  # type: ignore[misc]
+def list_sessions(request: AuthedRequest) -> list[dict[str, Any]]:
+    return [_session_out(t) for t in access.sessions(request.user)]
 
 
 @router.get("/{session_id}", response=SessionDetailOut, operation_id="get_session")
-def get_session(request: HttpRequest, session_id: int) -> dict[str, Any]:
-    transcript = get_object_or_404(Transcript, pk=session_id, owner=request.user)  # type: ignore[misc]
+def get_session(request: AuthedRequest, session_id: int) -> dict[str, Any]:
+    transcript = access.session_for(request.user, session_id, access.READ)
     data = _session_out(transcript)
     data["threads"] = transcript.threads
     data["runs"] = [
@@ -105,8 +116,10 @@ def get_session(request: HttpRequest, session_id: int) -> dict[str, Any]:
     return data
 
 
-@router.delete("/{session_id}", response={204: None}, operation_id="delete_session")
-def delete_session(request: HttpRequest, session_id: int) -> HttpResponse:
-    transcript = get_object_or_404(Transcript, pk=session_id, owner=request.user)  # type: ignore[misc]
+@router.delete(
+    "/{session_id}", response={204: None, 403: dict[str, Any]}, operation_id="delete_session"
+)
+def delete_session(request: AuthedRequest, session_id: int) -> HttpResponse:
+    transcript = access.session_for(request.user, session_id, access.MANAGE)
     services.delete_transcript(transcript=transcript)
     return HttpResponse(status=204)

@@ -17,11 +17,15 @@ class Transcript(models.Model):
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="transcripts"
     )
+    #: who sees and changes it: the members of this workspace (``contextlab.workspaces.access``)
+    workspace = models.ForeignKey(
+        "workspaces.Workspace", on_delete=models.CASCADE, related_name="transcripts"
+    )
     name = models.CharField(max_length=255)
     #: path of the stored upload, relative to MEDIA_ROOT
     file = models.CharField(max_length=500)
     size = models.BigIntegerField()
-    #: hex SHA-256 of the uploaded bytes: the same file uploaded twice is stored once per user
+    #: hex SHA-256 of the uploaded bytes: the same file uploaded twice is stored once per workspace
     sha256 = models.CharField(max_length=64)
     session_id = models.CharField(max_length=100, blank=True)
     version = models.CharField(max_length=40, blank=True)
@@ -37,7 +41,9 @@ class Transcript(models.Model):
     class Meta:
         ordering = ("-created_at", "-pk")
         constraints = (
-            models.UniqueConstraint(fields=["owner", "sha256"], name="transcript_unique_per_owner"),
+            models.UniqueConstraint(
+                fields=["workspace", "sha256"], name="transcript_unique_per_workspace"
+            ),
         )
         verbose_name = "session"
 

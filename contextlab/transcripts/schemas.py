@@ -23,6 +23,8 @@ class SessionOut(Schema):
     sha256: str
     session_id: str
     version: str
+    #: the workspace whose members see the session
+    workspace_id: int
     created_at: datetime
     duplicate: bool = False
 

@@ -20,6 +20,8 @@ from contextlab import engine
 from contextlab.engine.loading import dropped_problems
 from contextlab.runs import services as run_services
 from contextlab.transcripts.models import Transcript
+from contextlab.workspaces.models import Workspace
+from contextlab.workspaces.services import personal_workspace
 
 logger = logging.getLogger(__name__)
 
@@ -126,13 +128,20 @@ def _request_count(session: engine.Session) -> int:
 
 
 def create_transcript(
-    *, owner: User, name: str, content: IO[bytes] | Iterable[bytes]
+    *,
+    owner: User,
+    name: str,
+    content: IO[bytes] | Iterable[bytes],
+    workspace: Workspace | None = None,
 ) -> tuple[Transcript, bool]:
-    """Store an upload as a session of ``owner`` and queue its recorded replay.
+    """Store an upload of ``owner`` as a session of ``workspace`` (default: the owner's personal
+    one; the caller checked the owner may upload there) and queue its recorded replay.
 
-    Returns ``(transcript, created)``; ``created`` is False when the owner already uploaded the
+    Returns ``(transcript, created)``; ``created`` is False when the workspace already holds the
     same bytes. Raises ``UploadRejected`` with a readable reason; nothing is left behind then.
     """
+    if workspace is None:
+        workspace = personal_workspace(owner)
     name = _CONTROL_CHARS.sub("", os.path.basename(name.replace("\\", "/"))).strip()[:200]
     suffix = accepted_suffix(name)
     if not name:
@@ -162,7 +171,7 @@ def create_transcript(
             ) from None
         if size == 0:
             raise UploadRejected(f"{name} is empty.")
-        existing = Transcript.objects.filter(owner=owner, sha256=sha256).first()
+        existing = Transcript.objects.filter(workspace=workspace, sha256=sha256).first()
         if existing is not None:
             return existing, False
         final = folder / f"{sha256}{suffix}"
@@ -186,6 +195,7 @@ def create_transcript(
             with transaction.atomic():
                 transcript = Transcript.objects.create(
                     owner=owner,
+                    workspace=workspace,
                     name=name,
                     file=str(final.relative_to(settings.MEDIA_ROOT)),
                     size=size,
@@ -216,7 +226,7 @@ def create_transcript(
         except IntegrityError:
             # Two uploads of the same bytes raced; the other one won and owns the file.
             final = None
-            return Transcript.objects.get(owner=owner, sha256=sha256), False
+            return Transcript.objects.get(workspace=workspace, sha256=sha256), False
         finally:
             session.close()
         final = None  # committed: the file now belongs to the row

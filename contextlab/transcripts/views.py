@@ -6,33 +6,64 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.core.exceptions import PermissionDenied
 from django.core.files.uploadedfile import UploadedFile
 from django.db.models import Prefetch
-from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.http import Http404, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
+from contextlab.http import AuthedRequest
 from contextlab.runs.models import Run
 from contextlab.transcripts import services
 from contextlab.transcripts.models import Transcript
 from contextlab.transcripts.uploads import INCOMPLETE_KEY, OVERSIZE_KEY
+from contextlab.workspaces import access
+from contextlab.workspaces.models import Workspace
 
 
 @login_required
-def session_list(request: HttpRequest) -> HttpResponse:
-    transcripts = Transcript.objects.filter(owner=request.user).prefetch_related(  # type: ignore[misc]
-        Prefetch("runs", queryset=Run.objects.order_by("-created_at"))
+def session_list(request: AuthedRequest) -> HttpResponse:
+    transcripts = (
+        access.sessions(request.user)
+        .select_related("workspace")
+        .prefetch_related(Prefetch("runs", queryset=Run.objects.order_by("-created_at")))
     )
-    return render(request, "transcripts/session_list.html", {"transcripts": transcripts})
+    return render(
+        request,
+        "transcripts/session_list.html",
+        {
+            "transcripts": transcripts,
+            # the personal workspace first: it is the default
+            "upload_workspaces": sorted(
+                access.workspaces(request.user, access.WRITE),
+                key=lambda w: (not w.is_personal, w.name),
+            ),
+        },
+    )
 
 
-def _upload_one(request: HttpRequest, upload: UploadedFile[bytes]) -> tuple[int, dict[str, Any]]:
+def upload_workspace(request: AuthedRequest) -> Workspace | None:
+    """The workspace the upload form names (``workspace``), checked by the gate; None (the
+    personal workspace) when the form names none."""
+    raw = request.POST.get("workspace", "").strip()
+    if not raw:
+        return None
+    if not raw.isdigit():
+        raise Http404("no such workspace")
+    return access.workspace_for(request.user, int(raw), access.WRITE)
+
+
+def _upload_one(
+    request: AuthedRequest, upload: UploadedFile[bytes], workspace: Workspace | None
+) -> tuple[int, dict[str, Any]]:
     try:
         transcript, created = services.create_transcript(
-            owner=request.user,  # type: ignore[arg-type]
+            owner=request.user,
             name=upload.name or "",
             content=upload.chunks(),
+            workspace=workspace,
         )
     except services.UploadRejected as exc:
         return exc.status, {
@@ -62,12 +93,22 @@ def _upload_one(request: HttpRequest, upload: UploadedFile[bytes]) -> tuple[int,
 
 @login_required
 @require_POST
-def upload(request: HttpRequest) -> HttpResponse:
+def upload(request: AuthedRequest) -> HttpResponse:
     """Store one or many uploaded files. Answers JSON to the page's XHR, else redirects."""
     wants_json = "application/json" in request.headers.get("Accept", "")
     results: list[dict[str, Any]] = []
     status = 200
     files = request.FILES.getlist("file")  # parses the body; the size handler runs here
+    try:
+        workspace = upload_workspace(request)
+    except (Http404, PermissionDenied) as exc:
+        if not wants_json:
+            raise
+        code = 403 if isinstance(exc, PermissionDenied) else 404
+        message = "You cannot upload to that workspace." if code == 403 else "No such workspace."
+        return JsonResponse(
+            {"results": [{"name": "", "ok": False, "message": message}]}, status=code
+        )
     for name in request.META.get(OVERSIZE_KEY, []):
         results.append({"name": name, "ok": False, "message": services.too_large_message(name)})
         status = 413
@@ -78,7 +119,7 @@ def upload(request: HttpRequest) -> HttpResponse:
         results.append({"name": "", "ok": False, "message": "Choose at least one transcript file."})
         status = 400
     for upload_file in files:
-        code, result = _upload_one(request, upload_file)
+        code, result = _upload_one(request, upload_file, workspace)
         results.append(result)
         if code >= 400:
             status = max(status, code)
@@ -94,14 +135,13 @@ def upload(request: HttpRequest) -> HttpResponse:
     return redirect("transcripts:list")
 
 
-@login_required
+@access.session_view(access.MANAGE)
 @require_POST
-def delete(request: HttpRequest, pk: int) -> HttpResponse:
-    transcript = get_object_or_404(Transcript, pk=pk, owner=request.user)  # type: ignore[misc]
+def delete(request: AuthedRequest, transcript: Transcript) -> HttpResponse:
     name = transcript.name
     services.delete_transcript(transcript=transcript)
     messages.success(request, f"Deleted {name}.")
-    if request.htmx:  # type: ignore[attr-defined]
+    if request.htmx:
         response = HttpResponse(status=204)
         response["HX-Redirect"] = reverse("transcripts:list")
         return response

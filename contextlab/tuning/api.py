@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404
 from ninja import Router
 from ninja.responses import Status
 
 from contextlab import engine
+from contextlab.http import AuthedRequest
 from contextlab.transcripts.api import field_error
 from contextlab.tuning import services
 from contextlab.tuning.models import Comparison, Sweep
@@ -27,16 +28,16 @@ from contextlab.tuning.schemas import (
 router = Router(tags=["tuning"])
 
 
-def _sessions(request: HttpRequest, ids: list[int]) -> list[Any]:
-    transcripts = services.owned_sessions(request.user, ids)  # type: ignore[arg-type]
+def _sessions(request: AuthedRequest, ids: list[int]) -> list[Any]:
+    transcripts = services.owned_sessions(request.user, ids)
     if transcripts is None:
         raise Http404("no such session")
     return transcripts
 
 
-def _spec(request: HttpRequest, side: ConfigIn, prefix: str) -> services.ConfigSpec:
+def _spec(request: AuthedRequest, side: ConfigIn, prefix: str) -> services.ConfigSpec:
     return services.config_spec(
-        owner=request.user,  # type: ignore[arg-type]
+        owner=request.user,
         preset=side.preset,
         overrides=side.config,
         version_id=side.version_id,
@@ -49,11 +50,11 @@ def _spec(request: HttpRequest, side: ConfigIn, prefix: str) -> services.ConfigS
     response={201: CreatedOut, 422: dict[str, Any]},
     operation_id="create_comparison",
 )
-def create_comparison(request: HttpRequest, payload: ComparisonIn) -> Status[dict[str, Any]]:
+def create_comparison(request: AuthedRequest, payload: ComparisonIn) -> Status[dict[str, Any]]:
     transcripts = _sessions(request, payload.session_ids)
     try:
         comparison = services.create_comparison(
-            owner=request.user,  # type: ignore[arg-type]
+            owner=request.user,
             transcripts=transcripts,
             a=_spec(request, payload.a, "a"),
             b=_spec(request, payload.b, "b"),
@@ -71,9 +72,9 @@ def create_comparison(request: HttpRequest, payload: ComparisonIn) -> Status[dic
 
 
 @router.get("/comparisons", response=list[ComparisonListOut], operation_id="list_comparisons")
-def list_comparisons(request: HttpRequest) -> list[dict[str, Any]]:
+def list_comparisons(request: AuthedRequest) -> list[dict[str, Any]]:
     """The caller's comparisons, newest first."""
-    comparisons = services.owned_comparisons(request.user)  # type: ignore[arg-type]
+    comparisons = services.owned_comparisons(request.user)
     return [
         {
             "id": c.pk,
@@ -89,9 +90,9 @@ def list_comparisons(request: HttpRequest) -> list[dict[str, Any]]:
 
 
 @router.get("/comparisons/{comparison_id}", response=ComparisonOut, operation_id="get_comparison")
-def get_comparison(request: HttpRequest, comparison_id: int) -> dict[str, Any]:
-    comparison = get_object_or_404(Comparison, pk=comparison_id, owner=request.user)  # type: ignore[misc]
-    report = services.comparison_report(comparison)
+def get_comparison(request: AuthedRequest, comparison_id: int) -> dict[str, Any]:
+    comparison = get_object_or_404(Comparison, pk=comparison_id, owner=request.user)
+    report = services.comparison_report(comparison, reader=request.user)
 
     def side(name: str) -> dict[str, Any]:
         return {
@@ -127,11 +128,11 @@ def get_comparison(request: HttpRequest, comparison_id: int) -> dict[str, Any]:
 @router.post(
     "/sweeps", response={201: CreatedOut, 422: dict[str, Any]}, operation_id="create_sweep"
 )
-def create_sweep(request: HttpRequest, payload: SweepIn) -> Status[dict[str, Any]]:
+def create_sweep(request: AuthedRequest, payload: SweepIn) -> Status[dict[str, Any]]:
     transcripts = _sessions(request, payload.session_ids)
     try:
         sweep = services.create_sweep(
-            owner=request.user,  # type: ignore[arg-type]
+            owner=request.user,
             transcripts=transcripts,
             base=_spec(request, payload.base, "base"),
             field_name=payload.field,
@@ -146,9 +147,9 @@ def create_sweep(request: HttpRequest, payload: SweepIn) -> Status[dict[str, Any
 
 
 @router.get("/sweeps", response=list[SweepListOut], operation_id="list_sweeps")
-def list_sweeps(request: HttpRequest) -> list[dict[str, Any]]:
+def list_sweeps(request: AuthedRequest) -> list[dict[str, Any]]:
     """The caller's sweeps, newest first."""
-    sweeps = services.owned_sweeps(request.user)  # type: ignore[arg-type]
+    sweeps = services.owned_sweeps(request.user)
     return [
         {
             "id": s.pk,
@@ -165,9 +166,9 @@ def list_sweeps(request: HttpRequest) -> list[dict[str, Any]]:
 
 
 @router.get("/sweeps/{sweep_id}", response=SweepOut, operation_id="get_sweep")
-def get_sweep(request: HttpRequest, sweep_id: int) -> dict[str, Any]:
-    sweep = get_object_or_404(Sweep, pk=sweep_id, owner=request.user)  # type: ignore[misc]
-    report = services.sweep_report(sweep)
+def get_sweep(request: AuthedRequest, sweep_id: int) -> dict[str, Any]:
+    sweep = get_object_or_404(Sweep, pk=sweep_id, owner=request.user)
+    report = services.sweep_report(sweep, reader=request.user)
     return {
         "id": sweep.pk,
         "status": report["status"],
@@ -185,16 +186,16 @@ def get_sweep(request: HttpRequest, sweep_id: int) -> dict[str, Any]:
 @router.delete(
     "/comparisons/{comparison_id}", response={204: None}, operation_id="delete_comparison"
 )
-def delete_comparison(request: HttpRequest, comparison_id: int) -> HttpResponse:
+def delete_comparison(request: AuthedRequest, comparison_id: int) -> HttpResponse:
     """Delete the comparison; its runs stay with their sessions."""
-    comparison = get_object_or_404(Comparison, pk=comparison_id, owner=request.user)  # type: ignore[misc]
+    comparison = get_object_or_404(Comparison, pk=comparison_id, owner=request.user)
     services.delete_owned(comparison)
     return HttpResponse(status=204)
 
 
 @router.delete("/sweeps/{sweep_id}", response={204: None}, operation_id="delete_sweep")
-def delete_sweep(request: HttpRequest, sweep_id: int) -> HttpResponse:
+def delete_sweep(request: AuthedRequest, sweep_id: int) -> HttpResponse:
     """Delete the sweep; its runs stay with their sessions."""
-    sweep = get_object_or_404(Sweep, pk=sweep_id, owner=request.user)  # type: ignore[misc]
+    sweep = get_object_or_404(Sweep, pk=sweep_id, owner=request.user)
     services.delete_owned(sweep)
     return HttpResponse(status=204)

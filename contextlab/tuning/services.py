@@ -38,6 +38,7 @@ from contextlab.tuning.models import (
     SweepRun,
     derived_status,
 )
+from contextlab.workspaces import access
 
 #: New runs of one request are split into at most this many batches per session, so that
 #: this many workers can share the work while each parses the session only once.
@@ -116,7 +117,7 @@ def config_spec(
     if version_id is not None:
         version = (
             ConfigVersion.objects.select_related("saved_config")
-            .filter(pk=version_id, saved_config__owner=owner)  # type: ignore[misc]
+            .filter(pk=version_id, saved_config__owner=owner)
             .first()
         )
         if version is None:
@@ -243,7 +244,7 @@ def save_config(
         else:
             saved = SavedConfig.objects.select_for_update().get(pk=saved.pk)
             if name != saved.name:
-                if SavedConfig.objects.filter(owner=owner, name=name).exclude(pk=saved.pk).exists():  # type: ignore[misc]
+                if SavedConfig.objects.filter(owner=owner, name=name).exclude(pk=saved.pk).exists():
                     raise engine.FieldError("name", f"you already have a config called {name!r}")
                 saved.name = name
         latest = saved.latest
@@ -295,11 +296,12 @@ def delete_owned(item: SavedConfig | Comparison | Sweep) -> None:
 
 
 def owned_sessions(owner: User, ids: Sequence[int]) -> list[Transcript] | None:
-    """The owner's sessions with these ids, in order; None if any is missing or not theirs."""
+    """The sessions with these ids that ``owner`` may run replays on (editor or owner of their
+    workspace), in order; None if any is missing or not allowed."""
     unique = list(dict.fromkeys(int(i) for i in ids))
     if any(not 1 <= i <= MAX_ROW_ID for i in unique):
         return None  # no row has such an id (and SQLite cannot even compare past 2**63)
-    found = {t.pk: t for t in Transcript.objects.filter(owner=owner, pk__in=unique)}  # type: ignore[misc]
+    found = {t.pk: t for t in access.sessions(owner, access.WRITE).filter(pk__in=unique)}
     if len(found) != len(unique):
         return None
     return [found[i] for i in unique]
@@ -594,17 +596,38 @@ def comparison_status(comparison: Comparison) -> str:
     return derived_status(refresh(comparison_runs(comparison).values()))
 
 
+def _readable(reader: User | None) -> set[int] | None:
+    """The ids of the sessions ``reader`` may still read (None: no reader, no filter)."""
+    if reader is None:
+        return None
+    return set(access.sessions(reader).values_list("pk", flat=True))
+
+
 def comparison_report(
-    comparison: Comparison, *, details: bool = True, divergence: bool = True
+    comparison: Comparison,
+    *,
+    details: bool = True,
+    divergence: bool = True,
+    reader: User | None = None,
 ) -> dict[str, Any]:
     """Everything the compare page and API show: status, per-session pairs, totals, delta.
 
     With ``details=False`` (a progress poll) no result is read: pairs carry their runs only.
+    With a ``reader``, only the sessions they can still read count (leaving a workspace takes
+    its sessions out of one's comparisons).
     """
-    runs = comparison_runs(comparison)
+    readable = _readable(reader)
+    runs = {
+        key: run
+        for key, run in comparison_runs(comparison).items()
+        if readable is None or key[0] in readable
+    }
     refresh(runs.values())
     pairs: list[SessionPair] = []
-    for transcript in comparison.sessions.order_by("pk"):
+    sessions = comparison.sessions.order_by("pk")
+    if readable is not None:
+        sessions = sessions.filter(pk__in=readable)
+    for transcript in sessions:
         pair = SessionPair(
             transcript, runs.get((transcript.pk, Side.A)), runs.get((transcript.pk, Side.B))
         )
@@ -649,12 +672,20 @@ def sweep_status(sweep: Sweep) -> str:
     return items_status(sweep_items(sweep))
 
 
-def sweep_report(sweep: Sweep, *, details: bool = True) -> dict[str, Any]:
+def sweep_report(
+    sweep: Sweep, *, details: bool = True, reader: User | None = None
+) -> dict[str, Any]:
     """Status and one point per value: summed measures over the sessions, when all are done.
 
-    With ``details=False`` (a progress poll) no result is read and summaries are None.
+    With ``details=False`` (a progress poll) no result is read and summaries are None. With a
+    ``reader``, only the sessions they can still read count.
     """
-    items = sweep_items(sweep)
+    readable = _readable(reader)
+    items = [
+        item
+        for item in sweep_items(sweep)
+        if readable is None or item.run.transcript_id in readable
+    ]
     refresh(item.run for item in items)
     by_value: dict[str, list[SweepRun]] = defaultdict(list)
     for item in items:

@@ -8,16 +8,16 @@ from typing import Any, TypeVar
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
-from django.http import Http404, HttpRequest, HttpResponse
+from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 from django.views.decorators.vary import vary_on_headers
-from django_htmx.middleware import HtmxDetails
 
 from contextlab import engine
 from contextlab.engine.results import RequestRow, as_result
+from contextlab.http import AuthedRequest
 from contextlab.runs import services as run_services
 from contextlab.runs.charts import figure_json
 from contextlab.runs.models import Run
@@ -25,20 +25,12 @@ from contextlab.transcripts.models import Transcript
 from contextlab.tuning import charts, services, verdicts
 from contextlab.tuning.alignment import align_rows
 from contextlab.tuning.models import Comparison, SavedConfig, Sweep
-
-
-class HtmxHttpRequest(HttpRequest):
-    htmx: HtmxDetails
-
-
-def _user(request: HttpRequest) -> Any:
-    return request.user
-
+from contextlab.workspaces import access
 
 # --- shared form helpers -----------------------------------------------------------------------
 
 
-def _config_choices(request: HttpRequest) -> list[dict[str, str]]:
+def _config_choices(request: AuthedRequest) -> list[dict[str, str]]:
     """Options for a "config" select: every preset, then the user's saved configs (latest)."""
     options = [
         {
@@ -51,7 +43,7 @@ def _config_choices(request: HttpRequest) -> list[dict[str, str]]:
         }
         for name in engine.PRESET_NAMES
     ]
-    for saved in SavedConfig.objects.filter(owner=_user(request)).prefetch_related("versions"):
+    for saved in SavedConfig.objects.filter(owner=request.user).prefetch_related("versions"):
         latest = saved.latest
         if latest is not None:
             options.append(
@@ -65,7 +57,7 @@ def _config_choices(request: HttpRequest) -> list[dict[str, str]]:
     return options
 
 
-def _spec_from_form(request: HttpRequest, prefix: str) -> services.ConfigSpec:
+def _spec_from_form(request: AuthedRequest, prefix: str) -> services.ConfigSpec:
     choice = request.POST.get(f"{prefix}_config", "preset:auto")
     try:
         overrides = engine.parse_overrides(request.POST.get(f"{prefix}_overrides"))
@@ -81,7 +73,7 @@ def _spec_from_form(request: HttpRequest, prefix: str) -> services.ConfigSpec:
     else:
         raise engine.FieldError(f"{prefix}.preset", "pick a preset or a saved config")
     return services.config_spec(
-        owner=_user(request),
+        owner=request.user,
         preset=preset,
         overrides=overrides,
         version_id=version_id,
@@ -93,17 +85,17 @@ def _error(exc: engine.FieldError) -> dict[str, Any]:
     return {"field": exc.field, "message": exc.message, "side": exc.field.split(".")[0]}
 
 
-def _selected_sessions(request: HttpRequest) -> list[Transcript]:
+def _selected_sessions(request: AuthedRequest) -> list[Transcript]:
     ids = request.POST.getlist("sessions")
     if not all(i.isdigit() for i in ids):
         raise Http404("no such session")
-    transcripts = services.owned_sessions(_user(request), [int(i) for i in ids])
+    transcripts = services.owned_sessions(request.user, [int(i) for i in ids])
     if transcripts is None:
         raise Http404("no such session")
     return transcripts
 
 
-def _preselected(request: HttpRequest) -> set[int]:
+def _preselected(request: AuthedRequest) -> set[int]:
     return {int(i) for i in request.GET.getlist("session") if i.isdigit()}
 
 
@@ -116,8 +108,8 @@ def _with_status(items: Iterable[Comparison | Sweep]) -> list[dict[str, Any]]:
 
 
 @login_required
-def index(request: HttpRequest) -> HttpResponse:
-    user = _user(request)
+def index(request: AuthedRequest) -> HttpResponse:
+    user = request.user
     return render(
         request,
         "tuning/index.html",
@@ -125,7 +117,7 @@ def index(request: HttpRequest) -> HttpResponse:
             "configs": SavedConfig.objects.filter(owner=user).prefetch_related("versions"),
             "comparisons": _with_status(services.owned_comparisons(user)[:50]),
             "sweeps": _with_status(services.owned_sweeps(user)[:50]),
-            "has_sessions": Transcript.objects.filter(owner=user).exists(),
+            "has_sessions": access.sessions(user, access.WRITE).exists(),
         },
     )
 
@@ -133,9 +125,9 @@ def index(request: HttpRequest) -> HttpResponse:
 Owned = TypeVar("Owned", SavedConfig, Comparison, Sweep)
 
 
-def _delete_owned(request: HttpRequest, model: type[Owned], pk: int) -> HttpResponse:
+def _delete_owned(request: AuthedRequest, model: type[Owned], pk: int) -> HttpResponse:
     """POST only: delete the user's config, comparison or sweep and go back to the Tune page."""
-    item = get_object_or_404(model, pk=pk, owner=_user(request))
+    item = get_object_or_404(model, pk=pk, owner=request.user)
     name = f"config “{item.name}”" if isinstance(item, SavedConfig) else str(item)
     services.delete_owned(item)
     messages.success(request, f"Deleted {name}. The runs it used stay with their sessions.")
@@ -144,19 +136,19 @@ def _delete_owned(request: HttpRequest, model: type[Owned], pk: int) -> HttpResp
 
 @login_required
 @require_POST
-def config_delete(request: HttpRequest, pk: int) -> HttpResponse:
+def config_delete(request: AuthedRequest, pk: int) -> HttpResponse:
     return _delete_owned(request, SavedConfig, pk)
 
 
 @login_required
 @require_POST
-def comparison_delete(request: HttpRequest, pk: int) -> HttpResponse:
+def comparison_delete(request: AuthedRequest, pk: int) -> HttpResponse:
     return _delete_owned(request, Comparison, pk)
 
 
 @login_required
 @require_POST
-def sweep_delete(request: HttpRequest, pk: int) -> HttpResponse:
+def sweep_delete(request: AuthedRequest, pk: int) -> HttpResponse:
     return _delete_owned(request, Sweep, pk)
 
 
@@ -208,7 +200,7 @@ def _groups(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     ]
 
 
-def _form_values(request: HttpRequest) -> dict[str, str]:
+def _form_values(request: AuthedRequest) -> dict[str, str]:
     names = {spec["name"] for spec in engine.field_specs()}
     values: dict[str, str] = {k: str(request.POST.get(k, "")) for k in request.POST if k in names}
     # unchecked checkboxes are absent: the hidden "<name>__present" markers say they were shown
@@ -219,7 +211,7 @@ def _form_values(request: HttpRequest) -> dict[str, str]:
 
 
 def _config_context(
-    request: HttpRequest,
+    request: AuthedRequest,
     *,
     saved: SavedConfig | None,
     preset: str,
@@ -259,17 +251,17 @@ def _values_of(preset: str, overrides: dict[str, Any]) -> dict[str, str]:
 
 
 @login_required
-def config_new(request: HttpRequest) -> HttpResponse:
+def config_new(request: AuthedRequest) -> HttpResponse:
     return _config_page(request, None)
 
 
 @login_required
-def config_detail(request: HttpRequest, pk: int) -> HttpResponse:
-    saved = get_object_or_404(SavedConfig, pk=pk, owner=_user(request))
+def config_detail(request: AuthedRequest, pk: int) -> HttpResponse:
+    saved = get_object_or_404(SavedConfig, pk=pk, owner=request.user)
     return _config_page(request, saved)
 
 
-def _config_page(request: HttpRequest, saved: SavedConfig | None) -> HttpResponse:
+def _config_page(request: AuthedRequest, saved: SavedConfig | None) -> HttpResponse:
     if request.method == "POST":
         preset = request.POST.get("preset", "auto")
         name = request.POST.get("name", "")
@@ -279,7 +271,7 @@ def _config_page(request: HttpRequest, saved: SavedConfig | None) -> HttpRespons
         if not check.errors:
             try:
                 version = services.save_config(
-                    owner=_user(request),
+                    owner=request.user,
                     name=name,
                     preset=check.preset,
                     overrides=check.overrides,
@@ -318,7 +310,7 @@ def _config_page(request: HttpRequest, saved: SavedConfig | None) -> HttpRespons
 
 @login_required
 @require_POST
-def config_check(request: HtmxHttpRequest) -> HttpResponse:
+def config_check(request: AuthedRequest) -> HttpResponse:
     """Inline validation: the ``config-check`` partial (errors by field, diff from the preset)."""
     preset = request.POST.get("preset", "auto")
     values = _form_values(request)
@@ -336,12 +328,12 @@ def config_check(request: HtmxHttpRequest) -> HttpResponse:
 # --- comparisons -------------------------------------------------------------------------------
 
 
-def _sessions_for_form(request: HttpRequest) -> list[Transcript]:
-    return list(Transcript.objects.filter(owner=_user(request)).order_by("-created_at", "-pk"))
+def _sessions_for_form(request: AuthedRequest) -> list[Transcript]:
+    return list(access.sessions(request.user, access.WRITE).order_by("-created_at", "-pk"))
 
 
 @login_required
-def compare_new(request: HttpRequest) -> HttpResponse:
+def compare_new(request: AuthedRequest) -> HttpResponse:
     context: dict[str, Any] = {
         "sessions": _sessions_for_form(request),
         "choices": _config_choices(request),
@@ -354,7 +346,7 @@ def compare_new(request: HttpRequest) -> HttpResponse:
         context["values"] = request.POST
         try:
             comparison = services.create_comparison(
-                owner=_user(request),
+                owner=request.user,
                 transcripts=transcripts,
                 a=_spec_from_form(request, "a"),
                 b=_spec_from_form(request, "b"),
@@ -374,8 +366,9 @@ def _compare_url(comparison: Comparison, transcript: Transcript) -> Callable[[in
     return lambda i: f"{prefix}{i}/?session={transcript.pk}"
 
 
-def _pick_session(request: HttpRequest, comparison: Comparison) -> Transcript:
-    sessions = comparison.sessions.order_by("pk")
+def _pick_session(request: AuthedRequest, comparison: Comparison) -> Transcript:
+    # only sessions the user can still read: leaving a workspace ends access through here too
+    sessions = comparison.sessions.filter(pk__in=access.sessions(request.user)).order_by("pk")
     wanted = request.GET.get("session", "")
     if wanted:
         if not wanted.isdigit():
@@ -388,7 +381,7 @@ def _pick_session(request: HttpRequest, comparison: Comparison) -> Transcript:
 
 
 def _pick_pair(
-    request: HttpRequest, pairs: list[services.SessionPair]
+    request: AuthedRequest, pairs: list[services.SessionPair]
 ) -> services.SessionPair | None:
     wanted = request.GET.get("session", "")
     if wanted:
@@ -401,14 +394,14 @@ def _pick_pair(
 
 @login_required
 @vary_on_headers("HX-Request")
-def comparison_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+def comparison_detail(request: AuthedRequest, pk: int) -> HttpResponse:
     """The compare page; to htmx, the ``compare-progress`` partial (polls until finished)."""
     comparison = get_object_or_404(
         Comparison.objects.select_related("a_version__saved_config", "b_version__saved_config"),
         pk=pk,
-        owner=_user(request),
+        owner=request.user,
     )
-    report = services.comparison_report(comparison, details=not request.htmx)
+    report = services.comparison_report(comparison, details=not request.htmx, reader=request.user)
     goal = verdicts.goal_of(request.GET.get("goal"))
     runs: dict[tuple[int, str], Run] = report["runs"]
     active = report["status"] in (Run.Status.QUEUED, Run.Status.RUNNING)
@@ -453,12 +446,12 @@ def comparison_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
 
 @login_required
 @vary_on_headers("HX-Request")
-def compare_request(request: HtmxHttpRequest, pk: int, index: int) -> HttpResponse:
+def compare_request(request: AuthedRequest, pk: int, index: int) -> HttpResponse:
     """One request under A and under B: A's model view beside B's, ←/→ to move."""
     comparison = get_object_or_404(
         Comparison.objects.select_related("a_version__saved_config", "b_version__saved_config"),
         pk=pk,
-        owner=_user(request),
+        owner=request.user,
     )
     transcript = _pick_session(request, comparison)
     runs = services.comparison_runs(comparison)
@@ -524,7 +517,7 @@ def compare_request(request: HtmxHttpRequest, pk: int, index: int) -> HttpRespon
 
 
 @login_required
-def sweep_new(request: HttpRequest) -> HttpResponse:
+def sweep_new(request: AuthedRequest) -> HttpResponse:
     fields = engine.compare.numeric_fields()
     context: dict[str, Any] = {
         "sessions": _sessions_for_form(request),
@@ -543,7 +536,7 @@ def sweep_new(request: HttpRequest) -> HttpResponse:
         context["values"] = request.POST
         try:
             sweep = services.create_sweep(
-                owner=_user(request),
+                owner=request.user,
                 transcripts=transcripts,
                 base=_spec_from_form(request, "base"),
                 field_name=request.POST.get("field", ""),
@@ -556,20 +549,20 @@ def sweep_new(request: HttpRequest) -> HttpResponse:
     return render(request, "tuning/sweep_new.html", context)
 
 
-def _axis(request: HttpRequest, name: str, default: str) -> str:
+def _axis(request: AuthedRequest, name: str, default: str) -> str:
     value = request.GET.get(name, default)
     return value if value in services.MEASURES else default
 
 
 @login_required
 @vary_on_headers("HX-Request")
-def sweep_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
+def sweep_detail(request: AuthedRequest, pk: int) -> HttpResponse:
     """The sweep page; to htmx, ``sweep-progress`` (polling) or ``sweep-chart`` (axes changed)."""
     sweep = get_object_or_404(
-        Sweep.objects.select_related("base_version__saved_config"), pk=pk, owner=_user(request)
+        Sweep.objects.select_related("base_version__saved_config"), pk=pk, owner=request.user
     )
     polling = bool(request.htmx) and request.htmx.target != "sweep-chart"
-    report = services.sweep_report(sweep, details=not polling)
+    report = services.sweep_report(sweep, details=not polling, reader=request.user)
     active = report["status"] in (Run.Status.QUEUED, Run.Status.RUNNING)
     x = _axis(request, "x", "mean_history_share")
     y = _axis(request, "y", "cost_usd")
@@ -585,7 +578,9 @@ def sweep_detail(request: HtmxHttpRequest, pk: int) -> HttpResponse:
         "measures": services.MEASURES,
         "figure": figure_json(fig),
         "any_done": any(p["summary"] for p in report["points"]),
-        "sessions": list(sweep.sessions.order_by("pk")),
+        "sessions": list(
+            sweep.sessions.filter(pk__in=access.sessions(request.user)).order_by("pk")
+        ),
     }
     if request.htmx and request.htmx.target == "sweep-chart":
         return render(request, "tuning/sweep.html#sweep-chart", context)

@@ -157,6 +157,8 @@
       }
       var data = new FormData();
       data.append("file", file);
+      var workspace = form.querySelector("[name=workspace]");
+      if (workspace && workspace.value) data.append("workspace", workspace.value);
       data.append("csrfmiddlewaretoken", csrfToken());
       var xhr = new XMLHttpRequest();
       xhr.open("POST", form.action);

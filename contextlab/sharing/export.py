@@ -1,0 +1,153 @@
+"""One self-contained HTML file of a session report: opens from disk with no request to any
+server, under a CSP as strict as the site's (scripts allowed by hash, no inline handlers, data
+as JSON blocks). Built from the same redacted snapshot a share link serves."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.template.loader import render_to_string
+
+from contextlab import engine
+from contextlab.engine.results import RequestRow, as_result
+from contextlab.runs import charts
+from contextlab.runs.models import Run
+from contextlab.runs.views import subagent_rows
+from contextlab.sharing import services
+from contextlab.summaries import services as summaries
+from contextlab.transcripts.models import Transcript
+
+#: the same plotly.js bundle the site serves (static/vendor/plotly/, see its README)
+PLOTLY_JS = Path(settings.BASE_DIR) / "static" / "vendor" / "plotly" / "plotly-basic.min.js"
+EXPORT_JS = Path(settings.BASE_DIR) / "static" / "js" / "export.js"
+APP_CSS = Path(settings.BASE_DIR) / "static" / "css" / "app.css"
+#: the explorer rows of one picked request shown in full up to this many characters a text
+FULL_TEXT_CHARS = 20_000
+
+
+def _sha256(source: str) -> str:
+    return "'sha256-" + base64.b64encode(hashlib.sha256(source.encode()).digest()).decode() + "'"
+
+
+def default_picks(requests: list[RequestRow]) -> list[int]:
+    """The last main-thread request (it holds the whole history) and every compaction."""
+    picks = [
+        i
+        for i, r in enumerate(requests)
+        if any(e.get("action") == "compacted" for e in r.get("events") or [])
+    ]
+    main = [i for i, r in enumerate(requests) if (r.get("thread") or "main") == "main"]
+    if main:
+        picks.append(main[-1])
+    return sorted(set(picks))
+
+
+def _cells(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    out = []
+    for row in rows:
+        item = {"badge": row.get("badge"), "cache": row.get("cache") or "none"}
+        for side in ("repl", "model"):
+            cell = row.get(side)
+            if isinstance(cell, dict):
+                text = cell.get("text") or ""
+                item[side] = {
+                    **cell,
+                    "text": text[:FULL_TEXT_CHARS],
+                    "cut": max(0, len(text) - FULL_TEXT_CHARS),
+                }
+        out.append(item)
+    return out
+
+
+def html_export(
+    transcript: Transcript,
+    run: Run,
+    *,
+    keep: list[str] | None = None,
+    picks: list[int] | None = None,
+) -> tuple[str, list[dict[str, Any]]]:
+    """The file's text and the redaction findings. Raises ``services.ShareBlocked`` when the
+    finished file still holds a finding not kept."""
+    return render_html(services.snapshot_source(transcript, run), keep=keep, picks=picks)
+
+
+def render_html(
+    source: dict[str, Any], *, keep: list[str] | None = None, picks: list[int] | None = None
+) -> tuple[str, list[dict[str, Any]]]:
+    """``html_export`` of a snapshot source (``services.snapshot_source``)."""
+    keep = sorted(set(keep or []))
+    redacted = services.redact_snapshot(source, keep)
+    snapshot = redacted.data
+    data = snapshot["result"]
+    result = as_result(data)
+    requests: list[RequestRow] = result.get("requests") or []
+
+    def url(i: int) -> str:
+        return f"#request-{i}"
+
+    picked = [
+        i
+        for i in (picks if picks is not None else default_picks(requests))
+        if 0 <= i < len(requests)
+    ]
+    views = []
+    for index in picked:
+        req = requests[index]
+        thread = str(req.get("thread") or "main")
+        messages = snapshot["messages"].get(thread) or []
+        view = engine.side_by_side(messages, data, int(req.get("index", index)))
+        views.append({"index": index, "req": req, "rows": _cells(view.get("rows") or [])})
+    plotly_js = PLOTLY_JS.read_text()
+    export_js = EXPORT_JS.read_text()
+    css = APP_CSS.read_text()
+    # a "</script" inside the inlined code would end the element early
+    for code in (plotly_js, export_js):
+        if re.search(r"</script", code, re.IGNORECASE):
+            raise ValueError("inlined script contains </script")
+    context = {
+        "transcript": snapshot["transcript"],
+        "run": snapshot["run"],
+        "summary": data.get("summary") or {},
+        "fidelity": charts.fidelity(result),
+        "figures": {
+            "chart-context-data": charts.figure_json(charts.build_context_figure(result, url)),
+            "chart-cache-data": charts.figure_json(charts.build_cache_figure(result, url)),
+            "chart-cost-data": charts.figure_json(charts.build_cost_figure(result, url)),
+            "chart-fidelity-data": charts.figure_json(charts.build_fidelity_figure(result, url)),
+        },
+        "subagents": subagent_rows(data),
+        "summaries": summaries.run_summaries(data, snapshot["messages"]),
+        "rows": [
+            {
+                "index": i,
+                "thread": r.get("thread") or "main",
+                "model_tokens": r.get("model_tokens"),
+                "recorded": charts.recorded_prompt(r),
+                "cost_usd": r.get("cost_usd"),
+                "events": ", ".join(str(e.get("action")) for e in r.get("events") or []),
+                "picked": i in picked,
+            }
+            for i, r in enumerate(requests)
+        ],
+        "views": views,
+        "kept": keep,
+        "redacted_count": sum(f["count"] for f in redacted.findings if f["category"] not in keep),
+        "plotly_js": plotly_js,
+        "export_js": export_js,
+        "css": css,
+        "csp": "default-src 'none'; "
+        f"script-src {_sha256(plotly_js)} {_sha256(export_js)}; "
+        "style-src 'unsafe-inline'; img-src data: blob:; font-src data:; connect-src 'none'; "
+        "object-src 'none'; base-uri 'none'; form-action 'none'",
+    }
+    html = render_to_string("sharing/export.html", context)
+    # the outgoing bytes, less what we put there ourselves (two scripts, their CSP hashes),
+    # scanned again
+    ours = html.replace(plotly_js, "").replace(export_js, "").replace(context["csp"], "")
+    services.check_outgoing(ours, keep)
+    return html, redacted.findings

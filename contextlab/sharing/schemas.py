@@ -1,0 +1,46 @@
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from ninja import Field, Schema
+
+
+class ShareIn(Schema):
+    session_id: int
+    run_id: int | None = Field(
+        None, description="the run to show; default the session's default run"
+    )
+    audience: Literal["link", "workspace"] = "link"
+    expires_in_days: int | None = Field(
+        7, description="1, 7 or 30; null (never) only for audience workspace"
+    )
+    redact: bool = Field(True, description="false keeps every category (nothing redacted)")
+    keep: list[str] = Field(default_factory=list, description="redaction categories to keep")
+
+
+class FindingOut(Schema):
+    category: str
+    count: int
+
+
+class ShareCreatedOut(Schema):
+    id: int
+    #: opens without login (for audience link); shown once, only its hash is stored
+    url: str
+    expires_at: datetime | None
+    findings: list[FindingOut]
+
+
+class ShareOut(Schema):
+    id: int
+    session_id: int
+    run_id: int
+    audience: str
+    created_by: str
+    created_at: datetime
+    expires_at: datetime | None
+    revoked_at: datetime | None
+    state: str
+    views: int
+    last_viewed_at: datetime | None

@@ -1,0 +1,308 @@
+"""Share links: build the redacted snapshot, make, resolve, count and revoke links."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import secrets
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from django.contrib.auth.models import User
+from django.db import transaction
+from django.db.models import F, Q, QuerySet
+from django.http import Http404
+from django.utils import timezone
+
+from contextlab.runs import services as run_services
+from contextlab.runs.models import Run
+from contextlab.sharing import redaction
+from contextlab.sharing.models import ShareLink, ShareSnapshot
+from contextlab.transcripts.models import Transcript
+from contextlab.workspaces import access
+from contextlab.workspaces.models import Membership, Role
+
+#: expiry choices in days; None (never) only for links limited to workspace members
+EXPIRY_DAYS: tuple[int, ...] = (1, 7, 30)
+DEFAULT_EXPIRY_DAYS = 7
+#: 32 random bytes: 256 bits, well above the 128 the link needs
+TOKEN_BYTES = 32
+TOKEN_PREFIX = "cls_"
+
+
+class ShareError(Exception):
+    """A share request that cannot be done; ``field`` names the bad input."""
+
+    def __init__(self, field: str, message: str, http_status: int = 422) -> None:
+        super().__init__(message)
+        self.field = field
+        self.message = message
+        self.http_status = http_status
+
+
+class ShareBlocked(ShareError):
+    """The outgoing bytes still hold a finding of a category the user chose to drop."""
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def _locator(source: dict[str, Any]) -> Callable[[redaction.Path], str]:
+    """Where a snapshot string is, in the words the dialog uses: the first request that sent a
+    message, with the message and block ("request 12 · message 40, block 2")."""
+    first_request: dict[str, list[tuple[int, int]]] = {}
+    for index, request in enumerate((source.get("result") or {}).get("requests") or []):
+        thread = str(request.get("thread") or "main")
+        first_request.setdefault(thread, []).append((int(request.get("message") or 0), index))
+
+    def request_of(thread: str, message: int) -> int | None:
+        # a request includes every message before the one it was made at
+        for at, index in first_request.get(thread, []):
+            if at >= message:
+                return index
+        return None
+
+    def locate(path: redaction.Path) -> str:
+        if not path:
+            return "session"
+        head = path[0]
+        if head == "messages" and len(path) >= 3 and isinstance(path[2], int):
+            thread, message = str(path[1]), path[2]
+            where = f"message {message}"
+            if thread != "main":
+                where = f"thread {thread}, {where}"
+            if len(path) >= 5 and path[3] == "blocks":
+                where += f", block {path[4]}"
+            elif len(path) >= 4 and path[3] == "original_output":
+                where += ", persisted output"
+            request = request_of(thread, message)
+            return f"request {request} · {where}" if request is not None else where
+        if head == "result" and len(path) >= 3 and path[1] == "requests":
+            return f"request {path[2]}"
+        if head == "result" and len(path) >= 3 and path[1] == "summaries":
+            return f"summary {path[2]}"
+        if head == "result" and len(path) >= 3 and path[1] == "subagents":
+            return f"subagent {path[2]}"
+        if head == "transcript" and len(path) >= 2:
+            return {"name": "session name", "problems": "transcript problems"}.get(
+                str(path[1]), f"session {path[1]}"
+            )
+        return ".".join(str(p) for p in path[:3])
+
+    return locate
+
+
+def snapshot_source(transcript: Transcript, run: Run) -> dict[str, Any]:
+    """Everything a shared report and its explorer show, before redaction."""
+    data = run_services.result_data(run)
+    if data is None:
+        raise ShareError("run", f"run {run.pk} is {run.status}: share a finished run", 409)
+    return {
+        "transcript": {
+            "name": transcript.name,
+            "version": transcript.version,
+            "session_id": transcript.session_id,
+            "request_count": transcript.request_count,
+            "size": transcript.size,
+            "uploaded_at": transcript.created_at.isoformat(),
+            "threads": transcript.threads,
+            "problems": transcript.problems,
+        },
+        "run": {
+            "id": run.pk,
+            "label": run.label,
+            "mode": run.mode,
+            "preset": run.resolved_preset or run.preset,
+            "summary": run.summary,
+        },
+        "result": data,
+        "messages": run_services.session_messages(transcript),
+    }
+
+
+@dataclass
+class Redacted:
+    data: dict[str, Any]
+    #: [{category, count, locations, hints}], kept categories included
+    findings: list[dict[str, Any]]
+
+
+def redact_snapshot(source: dict[str, Any], keep: list[str]) -> Redacted:
+    result = redaction.redact_tree(source, keep=keep, locate=_locator(source))
+    return Redacted(result.tree, result.by_category())
+
+
+def check_outgoing(payload: str, keep: list[str]) -> None:
+    """Scan the bytes about to be published again; any finding not kept blocks them."""
+    remaining = sorted({s.category for s in redaction.find(payload) if s.category not in keep})
+    if remaining:
+        raise ShareBlocked(
+            "redaction",
+            "the redacted snapshot still contains "
+            + ", ".join(remaining)
+            + "; nothing was published",
+            409,
+        )
+
+
+def parse_expiry(audience: str, days: int | None) -> timedelta | None:
+    if audience not in ShareLink.Audience.values:
+        raise ShareError("audience", "audience must be link or workspace")
+    if days is None:
+        if audience == ShareLink.Audience.LINK:
+            raise ShareError(
+                "expires_in_days", "a link anyone can open must expire: 1, 7 or 30 days"
+            )
+        return None
+    if days not in EXPIRY_DAYS:
+        raise ShareError("expires_in_days", "expiry must be 1, 7 or 30 days")
+    return timedelta(days=days)
+
+
+def create_share(
+    *,
+    user: User,
+    transcript: Transcript,
+    run: Run | None = None,
+    audience: str = ShareLink.Audience.LINK,
+    days: int | None = DEFAULT_EXPIRY_DAYS,
+    keep: list[str] | None = None,
+) -> tuple[ShareLink, str]:
+    """Make a link to a redacted snapshot of the session's report (the default run unless
+    told). The caller checked ``user`` may share (editor). Returns the link and its token,
+    which is shown once and never stored."""
+    expiry = parse_expiry(audience, days)
+    keep = sorted(set(keep or []))
+    unknown = set(keep) - set(redaction.categories())
+    if unknown:
+        raise ShareError("keep", f"unknown redaction categories: {', '.join(sorted(unknown))}")
+    run = run or run_services.default_run(transcript)
+    if run is None or run.transcript_id != transcript.pk:
+        raise ShareError("run", "this session has no finished run to share", 409)
+    redacted = redact_snapshot(snapshot_source(transcript, run), keep)
+    check_outgoing(json.dumps(redacted.data, ensure_ascii=False), keep)
+    token = TOKEN_PREFIX + secrets.token_urlsafe(TOKEN_BYTES)
+    with transaction.atomic():
+        link = ShareLink.objects.create(
+            token_hash=hash_token(token),
+            transcript=transcript,
+            run=run,
+            workspace_id=transcript.workspace_id,
+            created_by=user,
+            audience=audience,
+            expires_at=timezone.now() + expiry if expiry else None,
+            kept=keep,
+            findings=redacted.findings,
+        )
+        ShareSnapshot.objects.create(link=link, data=redacted.data)
+    return link, token
+
+
+def preview_findings(transcript: Transcript, run: Run | None = None) -> list[dict[str, Any]]:
+    """What redaction would find in a share of this session (for the dialog)."""
+    run = run or run_services.default_run(transcript)
+    if run is None:
+        raise ShareError("run", "this session has no finished run to share", 409)
+    return redact_snapshot(snapshot_source(transcript, run), []).findings
+
+
+class LinkGone(Exception):
+    """A revoked or expired link (answered 410)."""
+
+    def __init__(self, link: ShareLink) -> None:
+        super().__init__(link.state)
+        self.link = link
+
+
+def resolve(token: str) -> ShareLink | None:
+    """The link of a token; None when unknown. Raises LinkGone for revoked/expired links.
+
+    The lookup is by the token's hash (an index, which says nothing about how close a wrong
+    token was); the hash is then compared in constant time."""
+    if not token.startswith(TOKEN_PREFIX) or len(token) > 100:
+        return None
+    wanted = hash_token(token)
+    link = (
+        ShareLink.objects.select_related("created_by", "transcript")
+        .filter(token_hash=wanted)
+        .first()
+    )
+    if link is None or not hmac.compare_digest(link.token_hash, wanted):
+        return None
+    if not link.is_live:
+        raise LinkGone(link)
+    return link
+
+
+def can_open(link: ShareLink, user: User | Any) -> bool:
+    """Anyone may open a "link" link; a "workspace" one needs a member of its workspace."""
+    if link.audience == ShareLink.Audience.LINK:
+        return True
+    if not getattr(user, "is_authenticated", False):
+        return False
+    return access.role_in(user, link.workspace_id) is not None
+
+
+def record_view(link: ShareLink) -> None:
+    ShareLink.objects.filter(pk=link.pk).update(views=F("views") + 1, last_viewed_at=timezone.now())
+
+
+def visible_links(user: User) -> QuerySet[ShareLink]:
+    """The links a user made, and every link of the workspaces they own."""
+    owned = Membership.objects.filter(user=user, role=Role.OWNER).values("workspace_id")
+    return ShareLink.objects.filter(Q(created_by=user) | Q(workspace_id__in=owned)).select_related(
+        "transcript", "created_by", "workspace"
+    )
+
+
+def link_for(user: User, pk: int) -> ShareLink | None:
+    return visible_links(user).filter(pk=pk).first()
+
+
+def revoke(link: ShareLink) -> None:
+    if link.revoked_at is None:
+        link.revoked_at = timezone.now()
+        link.save(update_fields=["revoked_at"])
+
+
+def pick_run(transcript: Transcript, run_id: int | None) -> Run:
+    """The run an export or share names (one of the session's), else its default run."""
+    if run_id is not None:
+        run = Run.objects.filter(pk=run_id, transcript=transcript).first()
+        if run is None:
+            raise Http404("no such run")
+        return run
+    run = run_services.default_run(transcript)
+    if run is None:
+        raise ShareError("run", "this session has no run yet", 409)
+    return run
+
+
+#: parsed snapshots kept in the process: a snapshot never changes once written, so a link's
+#: pages (report, explorer, fragments) read it from the database once, not per request
+SNAPSHOT_CACHE_SIZE = 8
+_snapshots: OrderedDict[str, dict[str, Any]] = OrderedDict()
+_snapshots_lock = threading.Lock()
+
+
+def snapshot_data(link: ShareLink) -> dict[str, Any]:
+    """The link's redacted snapshot (the caller checked the link is live). Cached by the
+    token's hash, which no other link ever has (a row id can come back after a delete)."""
+    key = link.token_hash
+    with _snapshots_lock:
+        cached = _snapshots.get(key)
+        if cached is not None:
+            _snapshots.move_to_end(key)
+            return cached
+    data: dict[str, Any] = ShareSnapshot.objects.values_list("data", flat=True).get(link_id=link.pk)
+    with _snapshots_lock:
+        _snapshots[key] = data
+        while len(_snapshots) > SNAPSHOT_CACHE_SIZE:
+            _snapshots.popitem(last=False)
+    return data

@@ -1,0 +1,21 @@
+// The HTML export's only script besides plotly.js (both inlined, allowed by hash in the
+// file's CSP): draw the charts from the JSON data blocks. Clicking a point jumps to that
+// request's row, when the file holds it.
+(function () {
+  "use strict";
+  function draw() {
+    if (!window.Plotly) return;
+    document.querySelectorAll("[data-chart]").forEach(function (div) {
+      var source = document.getElementById(div.dataset.chart);
+      if (!source) return;
+      var fig = JSON.parse(source.textContent);
+      window.Plotly.newPlot(div, fig.data, fig.layout, { responsive: true, displaylogo: false, staticPlot: false });
+      div.on("plotly_click", function (ev) {
+        var point = ev.points && ev.points[0];
+        if (point && typeof point.customdata === "string") window.location.hash = point.customdata.split("#")[1] || "";
+      });
+    });
+  }
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", draw);
+  else draw();
+})();
