@@ -55,6 +55,8 @@ class Uploaded:
     session_id: int
     name: str
     created: bool
+    #: a longer version of a session the server had: that session was updated
+    grew: bool
     url: str
 
 
@@ -164,6 +166,7 @@ def upload(
             session_id=session_id,
             name=str(body.get("name") or name),
             created=response.status_code == 201,
+            grew=bool(body.get("grew")),
             url=f"{base}/sessions/{session_id}/",
         )
     reason = _reason(body) or response.reason_phrase or "no reason given"
@@ -270,6 +273,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UploadError as exc:
         print(f"contextlab: {exc}", file=sys.stderr)
         return exc.exit_code
-    verb = "uploaded" if result.created else "already there (updated if it grew)"
+    if result.created:
+        verb = "uploaded"
+    elif result.grew:
+        verb = "updated (the session grew; its runs replay again)"
+    else:
+        verb = "already there, unchanged"
     print(f"{result.name}: {verb}: {result.url}")
     return EXIT_OK

@@ -109,7 +109,7 @@ def test_upload_creates_the_session_and_a_second_upload_is_a_no_op(live_server, 
     assert "uploaded" in out
     code, out, err = run_cli("upload", str(SHORT), "--url", live_server.url, "--token", api_token)
     assert code == 0, err
-    assert "already there" in out
+    assert "already there, unchanged" in out
     assert Transcript.objects.filter(owner=user).count() == 1
 
 
@@ -196,3 +196,19 @@ def test_the_engine_commands_still_run_through_the_same_command(tmp_path):
     code, out, err = run_cli("replay", "--json", str(SHORT))
     assert code == 0, err
     assert json.loads(out)["requests"]
+
+
+def test_a_longer_version_of_the_session_updates_it(live_server, api_token, user, tmp_path):
+    full = DEMO / "marot__spotter__tool_heavy.jsonl"
+    start = tmp_path / "s.jsonl"
+    start.write_bytes(b"".join(full.read_bytes().splitlines(keepends=True)[:12]))
+    code, _, err = run_cli("upload", str(start), "--url", live_server.url, "--token", api_token)
+    assert code == 0, err
+    grown = tmp_path / "later" / "s.jsonl"  # the same file, later: Claude Code appended to it
+    grown.parent.mkdir()
+    grown.write_bytes(full.read_bytes())
+    code, out, err = run_cli("upload", str(grown), "--url", live_server.url, "--token", api_token)
+    assert code == 0, err
+    assert "updated (the session grew" in out
+    transcript = Transcript.objects.get(owner=user)
+    assert transcript.size == full.stat().st_size

@@ -12,6 +12,7 @@ from django.views.decorators.http import require_POST
 from contextlab.accounts import services
 from contextlab.accounts.forms import SignupForm
 from contextlab.accounts.models import ApiToken
+from contextlab.http import AuthedRequest
 
 
 def signup(request: HttpRequest) -> HttpResponse:
@@ -28,7 +29,7 @@ def signup(request: HttpRequest) -> HttpResponse:
 
 
 @login_required
-def tokens(request: HttpRequest) -> HttpResponse:
+def tokens(request: AuthedRequest) -> HttpResponse:
     """The user's API tokens (active, expired, revoked) and a form to create one; a new
     token's clear text is shown on this answer only."""
     new_token = ""
@@ -39,7 +40,7 @@ def tokens(request: HttpRequest) -> HttpResponse:
         try:
             days = int(raw_days) if raw_days else None
             _row, new_token = services.issue_token(
-                user=request.user,  # type: ignore[arg-type]
+                user=request.user,
                 name=request.POST.get("name", "").strip(),
                 days=days,
             )
@@ -49,7 +50,7 @@ def tokens(request: HttpRequest) -> HttpResponse:
                 str(exc) if raw_days.lstrip("-").isdigit() else "a whole number (0: never)"
             )
             status = 400
-    rows = ApiToken.objects.filter(user=request.user)  # type: ignore[misc]
+    rows = ApiToken.objects.filter(user=request.user)
     return render(
         request,
         "accounts/tokens.html",
@@ -60,8 +61,8 @@ def tokens(request: HttpRequest) -> HttpResponse:
 
 @login_required
 @require_POST
-def revoke_token(request: HttpRequest, pk: int) -> HttpResponse:
-    if not services.revoke_token(owner=request.user, token_id=pk):  # type: ignore[arg-type]
+def revoke_token(request: AuthedRequest, pk: int) -> HttpResponse:
+    if not services.revoke_token(owner=request.user, token_id=pk):
         raise Http404("no such active token")
     messages.success(request, "Token revoked: it no longer works.")
     return redirect("accounts:tokens")

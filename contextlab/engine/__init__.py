@@ -28,6 +28,7 @@ from .config import (
     setting_from_text,
 )
 from .cost import PricingTable, load_pricing, request_cost
+from .loading import open_upload
 from .model_limits import ModelInfo, model_info
 from .parsing import Session, Thread, build_session, load_session
 from .presets import (
@@ -185,6 +186,7 @@ __all__ = [
     "make_summarizer",
     "messages_json",
     "model_info",
+    "open_upload",
     "parse_overrides",
     "parse_time",
     "preload_sdks",

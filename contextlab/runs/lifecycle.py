@@ -376,6 +376,36 @@ def cancel(run_ids: list[int], reason: str) -> list[int]:
     return ids
 
 
+def replay_again(run_ids: list[int]) -> list[int]:
+    """Put finished runs (done or failed) back in the queue, to replay from the start: their
+    session's file grew. Their results go; queued and running runs are left as they are (a
+    queued one reads the new file when a worker claims it). Returns the ids requeued."""
+    finished = (Run.Status.DONE, Run.Status.FAILED)
+    now = timezone.now()
+    with transaction.atomic():
+        ids = list(
+            Run.objects.select_for_update()
+            .filter(pk__in=run_ids, status__in=finished)
+            .values_list("pk", flat=True)
+        )
+        RunResult.objects.filter(run_id__in=ids).delete()
+        Run.objects.filter(pk__in=ids).update(
+            status=Run.Status.QUEUED,
+            error="",
+            summary={},
+            progress_done=0,
+            progress_total=0,
+            attempts=0,
+            started_at=None,
+            finished_at=None,
+            heartbeat_at=None,
+            updated_at=now,
+        )
+    for run_id in ids:
+        checkpoint_path(run_id).unlink(missing_ok=True)
+    return ids
+
+
 def checkpoint_path(run_id: int) -> Path:
     """Where a run waiting for a summary keeps its replay state (worker-side disk)."""
     return Path(settings.SESSION_CACHE_DIR).parent / "checkpoints" / f"run-{run_id}.pickle"

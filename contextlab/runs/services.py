@@ -95,6 +95,14 @@ def start_run(
     return run
 
 
+def replay_again(transcript: Transcript) -> list[int]:
+    """Replay every finished run of a session again (its file grew), once this commits."""
+    ids = lifecycle.replay_again(list(transcript.runs.values_list("pk", flat=True)))
+    for run_id in ids:
+        tasks.queue_replay(run_id)
+    return ids
+
+
 def cancel_run(run: Run) -> bool:
     """Stop a queued or running run (it ends failed, "Cancelled"); False if it had ended."""
     return bool(lifecycle.cancel([run.pk], "Cancelled by its owner."))

@@ -19,7 +19,9 @@ from contextlab.workspaces import access
 router = Router(tags=["sessions"])
 
 
-def _session_out(transcript: Transcript, *, duplicate: bool = False) -> dict[str, Any]:
+def _session_out(
+    transcript: Transcript, *, duplicate: bool = False, grew: bool = False
+) -> dict[str, Any]:
     return {
         "id": transcript.pk,
         "name": transcript.name,
@@ -32,6 +34,7 @@ def _session_out(transcript: Transcript, *, duplicate: bool = False) -> dict[str
         "workspace_id": transcript.workspace_id,
         "created_at": transcript.created_at,
         "duplicate": duplicate,
+        "grew": grew,
     }
 
 
@@ -79,7 +82,7 @@ def create_session(
             422, field_error("file", "a transcript file is required (multipart field `file`)")
         )
     try:
-        transcript, created = services.create_transcript(
+        transcript, stored = services.store_upload(
             owner=request.user,
             name=file.name or "",
             content=file.chunks(),
@@ -89,7 +92,13 @@ def create_session(
         if exc.status in (413, 507):  # too large; the server could not store it
             return Status(exc.status, {"detail": exc.message})
         return Status(422, field_error("file", exc.message, problems=exc.problems[:100]))
-    return Status((201 if created else 200), _session_out(transcript, duplicate=not created))
+    created = stored is services.Stored.CREATED
+    out = _session_out(
+        transcript,
+        duplicate=stored is services.Stored.DUPLICATE,
+        grew=stored is services.Stored.GREW,
+    )
+    return Status(201 if created else 200, out)
 
 
 @router.get("", response=list[SessionOut], operation_id="list_sessions")

@@ -26,7 +26,11 @@ class SessionOut(Schema):
     #: the workspace whose members see the session
     workspace_id: int
     created_at: datetime
+    #: the same bytes were already uploaded: nothing changed
     duplicate: bool = False
+    #: a longer version of a session already uploaded (same sessionId, the old transcript its
+    #: start): that session now reads the new file, and its runs replay again
+    grew: bool = False
 
 
 class RunBrief(Schema):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import hashlib
 import logging
 import os
@@ -19,7 +20,7 @@ from django.db import IntegrityError, transaction
 from contextlab import engine
 from contextlab.engine.loading import dropped_problems
 from contextlab.runs import services as run_services
-from contextlab.transcripts.models import Transcript
+from contextlab.transcripts.models import Transcript, TranscriptMessages
 from contextlab.workspaces.models import Workspace
 from contextlab.workspaces.services import personal_workspace
 
@@ -127,6 +128,110 @@ def _request_count(session: engine.Session) -> int:
     return len(ids)
 
 
+def _session_fields(
+    session: engine.Session, *, final: Path, name: str, size: int, sha256: str
+) -> dict[str, Any]:
+    """A session row's columns from the file and what the engine read in it."""
+    return {
+        "name": name,
+        "file": str(final.relative_to(settings.MEDIA_ROOT)),
+        "size": size,
+        "sha256": sha256,
+        # what the file says, cut to the columns (a hostile file may say anything)
+        "session_id": (session.session_id or "")[:100],
+        "version": (session.version or "")[:40],
+        "request_count": min(_request_count(session), MAX_INT32),
+        "max_prompt_tokens": min(session.max_recorded_prompt, MAX_INT32),
+        "threads": [
+            {
+                "id": t.id,
+                "kind": t.kind,
+                "messages": len(t.messages),
+                # the main thread's recorded auto compactions (preTokens): the evidence
+                # resolve_config uses for the window "auto" picks
+                **({"auto_compactions": session.recorded_auto_compactions} if n == 0 else {}),
+            }
+            for n, t in enumerate(session.threads)
+        ],
+        "problems": stored_problems(session.problems),
+    }
+
+
+#: Bytes compared at a time when checking that an earlier upload is the start of a new one.
+_COMPARE_CHUNK = 1 << 20
+
+
+def _grown_from(workspace: Workspace, session: engine.Session, new_path: Path) -> Transcript | None:
+    """The session of ``workspace`` that this upload continues: the same ``sessionId``, and its
+    transcript is where the new one starts (Claude Code appends to a session's file, so a
+    SessionEnd hook uploads ever longer versions of it). None for anything else."""
+    if not session.session_id:
+        return None
+    candidates = Transcript.objects.filter(
+        workspace=workspace, session_id=session.session_id[:100]
+    ).order_by("-pk")
+    for candidate in candidates[:5]:
+        if candidate.size > new_path.stat().st_size and not candidate.file.endswith(
+            (".gz", ".zip", ".tgz")
+        ):
+            continue  # a plain file larger than the new one cannot be its start
+        if _transcript_starts(Path(candidate.path), new_path):
+            return candidate
+    return None
+
+
+def _transcript_starts(old_path: Path, new_path: Path) -> bool:
+    """Whether the session transcript in ``old_path`` (a file or the main file of an archive)
+    is a byte prefix of the one in ``new_path``, read in chunks (never whole)."""
+    try:
+        with engine.open_upload(old_path) as old, engine.open_upload(new_path) as new:
+            if old.main is None or new.main is None:
+                return False
+            with old.main.opener() as a, new.main.opener() as b:
+                while chunk := a.read(_COMPARE_CHUNK):
+                    if _read_exactly(b, len(chunk)) != chunk:
+                        return False
+                return True
+    except (OSError, EOFError, ValueError, engine.TranscriptError):
+        return False  # an old file gone or unreadable is no longer a session to update
+
+
+def _read_exactly(stream: IO[bytes], size: int) -> bytes:
+    parts: list[bytes] = []
+    while size > 0 and (part := stream.read(size)):
+        parts.append(part)
+        size -= len(part)
+    return b"".join(parts)
+
+
+def _replace_with_longer(transcript: Transcript, fields: dict[str, Any]) -> Transcript:
+    """Point ``transcript`` at its longer file and replay its finished runs again."""
+    old_file = transcript.file
+    old_path = Path(transcript.path)
+    with transaction.atomic():
+        for key, value in fields.items():
+            setattr(transcript, key, value)
+        transcript.save()
+        # the stored messages are the old file's: the first replay stores the new ones
+        TranscriptMessages.objects.filter(transcript=transcript).delete()
+        if not run_services.replay_again(transcript) and not transcript.runs.exists():
+            run_services.start_run(owner=transcript.owner, transcript=transcript, mode="recorded")
+        shared = Transcript.objects.filter(file=old_file).exclude(pk=transcript.pk).exists()
+        if not shared and old_file != transcript.file:
+            transaction.on_commit(lambda: old_path.unlink(missing_ok=True))
+    logger.info("session %s grew: now %s bytes", transcript.pk, transcript.size)
+    return transcript
+
+
+class Stored(enum.Enum):
+    """What an upload did: a new session, the bytes of one already there, or a longer version
+    of one already there (the same ``sessionId``, the old transcript its start)."""
+
+    CREATED = "created"
+    DUPLICATE = "duplicate"
+    GREW = "grew"
+
+
 def create_transcript(
     *,
     owner: User,
@@ -134,11 +239,24 @@ def create_transcript(
     content: IO[bytes] | Iterable[bytes],
     workspace: Workspace | None = None,
 ) -> tuple[Transcript, bool]:
+    """``store_upload``; ``created`` is True only for a new session."""
+    transcript, stored = store_upload(owner=owner, name=name, content=content, workspace=workspace)
+    return transcript, stored is Stored.CREATED
+
+
+def store_upload(
+    *,
+    owner: User,
+    name: str,
+    content: IO[bytes] | Iterable[bytes],
+    workspace: Workspace | None = None,
+) -> tuple[Transcript, Stored]:
     """Store an upload of ``owner`` as a session of ``workspace`` (default: the owner's personal
     one; the caller checked the owner may upload there) and queue its recorded replay.
 
-    Returns ``(transcript, created)``; ``created`` is False when the workspace already holds the
-    same bytes. Raises ``UploadRejected`` with a readable reason; nothing is left behind then.
+    Returns the session and what the upload did (``Stored``): a longer version of a session the
+    workspace holds updates that session and replays its runs again, instead of making a second
+    one. Raises ``UploadRejected`` with a readable reason; nothing is left behind then.
     """
     if workspace is None:
         workspace = personal_workspace(owner)
@@ -173,7 +291,7 @@ def create_transcript(
             raise UploadRejected(f"{name} is empty.")
         existing = Transcript.objects.filter(workspace=workspace, sha256=sha256).first()
         if existing is not None:
-            return existing, False
+            return existing, Stored.DUPLICATE
         final = folder / f"{sha256}{suffix}"
         os.replace(partial, final)
         try:
@@ -191,46 +309,24 @@ def create_transcript(
             raise UploadRejected(
                 f"{name}: ContextLab could not read this file (internal error; see the server log)."
             ) from None
+        fields = _session_fields(session, final=final, name=name, size=size, sha256=sha256)
         try:
+            grown = _grown_from(workspace, session, final)
+            if grown is not None:
+                transcript = _replace_with_longer(grown, fields)
+                final = None  # the grown session's row now owns the file
+                return transcript, Stored.GREW
             with transaction.atomic():
-                transcript = Transcript.objects.create(
-                    owner=owner,
-                    workspace=workspace,
-                    name=name,
-                    file=str(final.relative_to(settings.MEDIA_ROOT)),
-                    size=size,
-                    sha256=sha256,
-                    # what the file says, cut to the columns (a hostile file may say anything)
-                    session_id=(session.session_id or "")[:100],
-                    version=(session.version or "")[:40],
-                    request_count=min(_request_count(session), MAX_INT32),
-                    max_prompt_tokens=min(session.max_recorded_prompt, MAX_INT32),
-                    threads=[
-                        {
-                            "id": t.id,
-                            "kind": t.kind,
-                            "messages": len(t.messages),
-                            # the main thread's recorded auto compactions (preTokens): the
-                            # evidence resolve_config uses for the window "auto" picks
-                            **(
-                                {"auto_compactions": session.recorded_auto_compactions}
-                                if n == 0
-                                else {}
-                            ),
-                        }
-                        for n, t in enumerate(session.threads)
-                    ],
-                    problems=stored_problems(session.problems),
-                )
+                transcript = Transcript.objects.create(owner=owner, workspace=workspace, **fields)
                 run_services.start_run(owner=owner, transcript=transcript, mode="recorded")
         except IntegrityError:
             # Two uploads of the same bytes raced; the other one won and owns the file.
             final = None
-            return Transcript.objects.get(workspace=workspace, sha256=sha256), False
+            return Transcript.objects.get(workspace=workspace, sha256=sha256), Stored.DUPLICATE
         finally:
             session.close()
         final = None  # committed: the file now belongs to the row
-        return transcript, True
+        return transcript, Stored.CREATED
     finally:
         partial.unlink(missing_ok=True)
         if final is not None:

@@ -59,7 +59,7 @@ def _upload_one(
     request: AuthedRequest, upload: UploadedFile[bytes], workspace: Workspace | None
 ) -> tuple[int, dict[str, Any]]:
     try:
-        transcript, created = services.create_transcript(
+        transcript, stored = services.store_upload(
             owner=request.user,
             name=upload.name or "",
             content=upload.chunks(),
@@ -73,21 +73,28 @@ def _upload_one(
             "problems": exc.problems[:20],
         }
     run = transcript.runs.first()
+    created = stored is services.Stored.CREATED
+    if stored is services.Stored.GREW:
+        message = f"{upload.name} continues “{transcript.name}”: the session was updated and is replayed again"
+    elif not created:
+        message = (
+            f"{upload.name} was already uploaded as “{transcript.name}”; showing that session."
+        )
+    else:
+        message = f"{upload.name}: {transcript.request_count} requests" + (
+            f", {len(transcript.problems)} problem(s) reported" if transcript.problems else ""
+        )
     return (201 if created else 200), {
         "name": upload.name,
         "ok": True,
-        "duplicate": not created,
+        "duplicate": stored is services.Stored.DUPLICATE,
+        "grew": stored is services.Stored.GREW,
         "id": transcript.pk,
         "url": transcript.get_absolute_url(),
         "run_url": run.get_absolute_url() if run else None,
         "requests": transcript.request_count,
         "problems": len(transcript.problems),
-        "message": (
-            f"{upload.name} was already uploaded as “{transcript.name}”; showing that session."
-            if not created
-            else f"{upload.name}: {transcript.request_count} requests"
-            + (f", {len(transcript.problems)} problem(s) reported" if transcript.problems else "")
-        ),
+        "message": message,
     }
 
 
