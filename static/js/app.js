@@ -220,9 +220,20 @@
   }
 
   // ---- sessions list: refreshed after an upload, searched and sorted in the page ------------
+  // One refresh at a time: when uploads finish close together, a refresh asked for while one is
+  // in flight runs after it (htmx would drop it, and the list would miss the later upload).
+  var refreshing = false;
+  var refreshAgain = false;
   function refreshSessions() {
     if (!window.htmx || !document.getElementById("sessions")) return;
-    window.htmx.ajax("GET", window.location.pathname, { target: "#sessions", select: "#sessions", swap: "outerHTML" });
+    if (refreshing) { refreshAgain = true; return; }
+    refreshing = true;
+    var done = function () {
+      refreshing = false;
+      if (refreshAgain) { refreshAgain = false; refreshSessions(); }
+    };
+    window.htmx.ajax("GET", window.location.pathname, { target: "#sessions", select: "#sessions", swap: "outerHTML" })
+      .then(done, done);
   }
 
   function setupSessions() {
