@@ -86,10 +86,10 @@ class SideRecords:
     content_replacements: dict[str, str] = field(default_factory=dict)
     collapse_commits: list[dict[str, Any]] = field(default_factory=list)
     collapse_snapshot: dict[str, Any] | None = None
-    titles: list[str] = field(default_factory=list)
+    #: (record type, text) of each ``custom-title``, ``ai-title`` and ``summary`` record
+    titles: list[tuple[str, str]] = field(default_factory=list)
     #: Claude Code's own session cost, from the newest ``cost-state`` record (2.1.1xx+)
     claude_code_cost_usd: float | None = None
-    #: the same per model (``costUSD`` of each model entry), when the record lists them
 
 
 @dataclass
@@ -130,6 +130,17 @@ class Session:
     @property
     def main(self) -> Thread:
         return self.threads[0]
+
+    @property
+    def title(self) -> str | None:
+        """The session's name as Claude Code shows it: the newest title the user gave
+        (``custom-title``), else the newest one Claude Code wrote (``ai-title``), else the
+        newest ``summary`` record (older versions' session summaries)."""
+        for kind in ("custom-title", "ai-title", "summary"):
+            named = [text for rtype, text in self.side.titles if rtype == kind]
+            if named:
+                return named[-1]
+        return None
 
     def close(self) -> None:
         """Close the archive an upload keeps open for lazy reads of its tool-results."""
@@ -226,8 +237,8 @@ class _FileParser:
             self.usable += 1
             if rtype in ("summary", "ai-title", "custom-title"):
                 title = obj.get("summary") or obj.get("aiTitle") or obj.get("customTitle")
-                if isinstance(title, str):
-                    self.side.titles.append(title)
+                if isinstance(title, str) and title.strip():
+                    self.side.titles.append((rtype, title.strip()))
             return
         if rtype in PIPELINE_SIDE_TYPES:
             self.usable += 1

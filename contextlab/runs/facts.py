@@ -46,7 +46,8 @@ def session_facts(run: Run | None) -> dict[str, Any]:
         seconds = (last - first).total_seconds() if first and last else 0.0
         models = sorted({str(r.get("model")) for r in requests if r.get("model")})
         facts = {
-            "title": first_prompt(services.session_messages(run.transcript).get("main") or []),
+            "title": run.transcript.title
+            or first_prompt(services.session_messages(run.transcript).get("main") or []),
             "started": stamps[0] if stamps else "",
             "seconds": seconds or 0.0,
             "duration": engine.format_duration(seconds) if seconds else "",

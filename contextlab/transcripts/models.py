@@ -22,6 +22,9 @@ class Transcript(models.Model):
         "workspaces.Workspace", on_delete=models.CASCADE, related_name="transcripts"
     )
     name = models.CharField(max_length=255)
+    #: the session's title as Claude Code shows it (custom-title, else ai-title, else summary
+    #: record); empty when the transcript has none, and the first prompt stands in
+    title = models.CharField(max_length=200, blank=True, default="")
     #: path of the stored upload, relative to MEDIA_ROOT
     file = models.CharField(max_length=500)
     size = models.BigIntegerField()

@@ -1,0 +1,67 @@
+"""A session's title is the one Claude Code shows: custom-title, else ai-title, else summary."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from contextlab import engine
+from tests.conftest import DEMO
+
+SHORT = DEMO / "marot__spotter__short.jsonl"
+
+
+def with_records(tmp_path: Path, *records: dict) -> Path:
+    target = tmp_path / "titled.jsonl"
+    extra = "".join(json.dumps(r) + "\n" for r in records)
+    target.write_text(SHORT.read_text() + extra)
+    return target
+
+
+@pytest.mark.parametrize(
+    ("records", "title"),
+    [
+        ([], None),
+        ([{"type": "summary", "summary": "Old summary", "leafUuid": "x"}], "Old summary"),
+        (
+            [
+                {"type": "summary", "summary": "Old summary", "leafUuid": "x"},
+                {"type": "ai-title", "aiTitle": "Fix the login bug", "sessionId": "s"},
+            ],
+            "Fix the login bug",
+        ),
+        (
+            [
+                {"type": "custom-title", "customTitle": "My name for it", "sessionId": "s"},
+                {"type": "ai-title", "aiTitle": "A later AI title", "sessionId": "s"},
+                {"type": "ai-title", "aiTitle": "   ", "sessionId": "s"},
+            ],
+            "My name for it",
+        ),
+        (
+            [
+                {"type": "ai-title", "aiTitle": "First", "sessionId": "s"},
+                {"type": "ai-title", "aiTitle": "Second", "sessionId": "s"},
+            ],
+            "Second",
+        ),
+    ],
+)
+def test_the_title_claude_code_would_show(tmp_path, records, title):
+    assert engine.load_session(str(with_records(tmp_path, *records))).title == title
+
+
+@pytest.mark.django_db
+@pytest.mark.usefixtures("clean_media")
+def test_the_upload_stores_the_title_and_the_list_shows_it_escaped(
+    tmp_path, make_transcript, alice_client
+):
+    hostile = 'Ship it <script>alert("x")</script>\u0007'
+    path = with_records(tmp_path, {"type": "ai-title", "aiTitle": hostile, "sessionId": "s"})
+    transcript = make_transcript(path)
+    assert transcript.title == 'Ship it <script>alert("x")</script>'
+    page = alice_client.get("/sessions/").content.decode()
+    assert "Ship it &lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in page
+    assert "<script>alert" not in page
