@@ -12,6 +12,7 @@ from typing import Any
 from celery.signals import worker_ready
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, close_old_connections, transaction
+from kombu.exceptions import OperationalError as KombuOperationalError
 
 from contextlab.celery import app
 from contextlab.runs import lifecycle, runner
@@ -33,7 +34,27 @@ def run_replay(run_id: int) -> None:
 
 def queue_replay(run_id: int) -> None:
     """Send the run to a worker once the transaction that queued it commits."""
-    transaction.on_commit(partial(run_replay.delay, run_id))
+    transaction.on_commit(partial(_send_replay, run_id))
+
+
+#: What publishing raises when the broker cannot be reached (connection refused, DNS, timeout).
+BROKER_DOWN = (KombuOperationalError, ConnectionError, OSError)
+
+
+def _send_replay(run_id: int) -> None:
+    # The broker being down must not lose what was just committed, nor turn the request that
+    # committed it into a 500: the run stays queued, and the recovery loop (or a page polling
+    # the run) sends it again once it has waited RUN_QUEUED_RESEND_AFTER.
+    try:
+        run_replay.delay(run_id)
+    except BROKER_DOWN as exc:
+        logger.warning(
+            "run %s: the task queue is unreachable (%s); the run stays queued and is sent "
+            "again within %s s",
+            run_id,
+            exc,
+            settings.RUN_QUEUED_RESEND_AFTER,
+        )
 
 
 def recover_stale_runs(*, run_ids: list[int] | None = None) -> list[Run]:

@@ -1,0 +1,64 @@
+"""The task queue down while a session is uploaded: the upload and its run are kept, queued,
+and the request succeeds (the run is sent again once the queue is back)."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import textwrap
+
+from tests.conftest import DEMO, ROOT
+
+SCRIPT = textwrap.dedent(
+    """
+    import json, logging, django
+    from django.core.management import call_command
+    django.setup()
+    call_command("migrate", verbosity=0)
+    from django.contrib.auth.models import User
+    from django.test import Client
+    from contextlab.runs.models import Run
+    logging.basicConfig(level=logging.WARNING)
+    user = User.objects.create_user("u", password="pw-u-123456")
+    client = Client()
+    client.force_login(user)
+    with open({path!r}, "rb") as fh:
+        response = client.post("/sessions/upload/", {{"file": fh}}, HTTP_ACCEPT="application/json")
+    runs = list(Run.objects.values_list("status", flat=True))
+    print(json.dumps({{"status": response.status_code, "body": response.json(), "runs": runs}}))
+    """
+)
+
+
+def test_an_upload_with_the_task_queue_down_is_kept_and_its_run_stays_queued(tmp_path):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]  # closed when the block ends: nothing listens there
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "DJANGO_SETTINGS_MODULE": "contextlab.settings",
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}",
+        "VAR_DIR": str(tmp_path / "var"),
+        "SECRET_KEY": "broker-down-test-" + "k" * 40,
+        "CELERY_BROKER_URL": f"redis://127.0.0.1:{port}/0",
+        "CACHE_URL": "locmem://",
+        "ALLOWED_HOSTS": "testserver",
+    }
+    proc = subprocess.run(
+        [sys.executable, "-c", SCRIPT.format(path=str(DEMO / "marot__spotter__short.jsonl"))],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert out["status"] == 201, out
+    assert out["body"]["results"][0]["ok"] is True
+    assert out["runs"] == ["queued"]
+    assert "task queue is unreachable" in proc.stderr
