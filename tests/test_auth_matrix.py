@@ -93,6 +93,7 @@ PAGE_POLICIES: dict[str, str] = {
     "transcripts:list": "user",
     "transcripts:upload": "user",
     "transcripts:delete": "session:owner",
+    "transcripts:rename": "session:editor",
     "runs:report": "session:viewer",
     "runs:create": "session:editor",
     "runs:request": "session:viewer",

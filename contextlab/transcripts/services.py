@@ -334,6 +334,21 @@ def store_upload(
             final.unlink(missing_ok=True)
 
 
+#: Longest session title, characters (the column's size).
+MAX_TITLE = 200
+
+
+def rename_transcript(*, transcript: Transcript, title: str) -> Transcript:
+    """Set the session's title; an empty one falls back to the transcript's own (or its first
+    prompt). Control characters become spaces; longer than ``MAX_TITLE`` is refused."""
+    cleaned = _CONTROL_CHARS.sub(" ", title).strip()
+    if len(cleaned) > MAX_TITLE:
+        raise UploadRejected(f"A title has at most {MAX_TITLE} characters ({len(cleaned)} given).")
+    transcript.title = cleaned
+    transcript.save(update_fields=["title"])
+    return transcript
+
+
 def delete_transcript(*, transcript: Transcript) -> None:
     """Delete a session, its runs and results, and (after commit) its stored file."""
     path = Path(transcript.path)

@@ -8,4 +8,5 @@ urlpatterns = [
     path("", views.session_list, name="list"),
     path("upload/", views.upload, name="upload"),
     path("<int:pk>/delete/", views.delete, name="delete"),
+    path("<int:pk>/rename/", views.rename, name="rename"),
 ]

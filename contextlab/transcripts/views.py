@@ -142,6 +142,19 @@ def upload(request: AuthedRequest) -> HttpResponse:
     return redirect("transcripts:list")
 
 
+@access.session_view(access.WRITE)
+@require_POST
+def rename(request: AuthedRequest, transcript: Transcript) -> HttpResponse:
+    """Give the session a title of the team's own (empty: back to the transcript's own)."""
+    try:
+        services.rename_transcript(transcript=transcript, title=request.POST.get("title", ""))
+    except services.UploadRejected as exc:
+        return HttpResponse(exc.message, status=422, content_type="text/plain; charset=utf-8")
+    if request.htmx:
+        return render(request, "transcripts/_title.html", {"transcript": transcript})
+    return redirect(transcript.get_absolute_url())
+
+
 @access.session_view(access.MANAGE)
 @require_POST
 def delete(request: AuthedRequest, transcript: Transcript) -> HttpResponse:

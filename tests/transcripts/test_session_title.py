@@ -65,3 +65,42 @@ def test_the_upload_stores_the_title_and_the_list_shows_it_escaped(
     page = alice_client.get("/sessions/").content.decode()
     assert "Ship it &lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in page
     assert "<script>alert" not in page
+
+
+@pytest.mark.django_db
+@pytest.mark.usefixtures("clean_media")
+def test_an_editor_renames_the_session_and_an_empty_title_falls_back(make_transcript, alice_client):
+    transcript = make_transcript(SHORT)
+    url = f"/sessions/{transcript.pk}/rename/"
+    response = alice_client.post(
+        url, {"title": "Login bug\u0000 <b>hunt</b>"}, HTTP_HX_REQUEST="true"
+    )
+    assert response.status_code == 200
+    transcript.refresh_from_db()
+    assert transcript.title == "Login bug  <b>hunt</b>"
+    assert "Login bug  &lt;b&gt;hunt&lt;/b&gt;" in response.content.decode()
+    report = alice_client.get(f"/sessions/{transcript.pk}/").content.decode()
+    assert "<h1>Login bug  &lt;b&gt;hunt&lt;/b&gt;</h1>" in report
+    assert "Login bug  &lt;b&gt;hunt&lt;/b&gt;" in alice_client.get("/sessions/").content.decode()
+    too_long = alice_client.post(url, {"title": "x" * 201}, HTTP_HX_REQUEST="true")
+    assert too_long.status_code == 422
+    assert "at most 200 characters" in too_long.content.decode()
+    transcript.refresh_from_db()
+    assert transcript.title == "Login bug  <b>hunt</b>"  # unchanged by the refused one
+    alice_client.post(url, {"title": "  "})
+    transcript.refresh_from_db()
+    assert transcript.title == ""
+    assert (
+        f"<h1>{transcript.name}</h1>"
+        in alice_client.get(f"/sessions/{transcript.pk}/").content.decode()
+    )
+
+
+@pytest.mark.django_db
+@pytest.mark.usefixtures("clean_media")
+def test_someone_elses_session_cannot_be_renamed(make_transcript, mallory_client):
+    transcript = make_transcript(SHORT)
+    response = mallory_client.post(f"/sessions/{transcript.pk}/rename/", {"title": "mine now"})
+    assert response.status_code == 404
+    transcript.refresh_from_db()
+    assert transcript.title == ""
