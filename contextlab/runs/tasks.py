@@ -34,14 +34,15 @@ def run_replay(run_id: int) -> None:
 
 def queue_replay(run_id: int) -> None:
     """Send the run to a worker once the transaction that queued it commits."""
-    transaction.on_commit(partial(_send_replay, run_id))
+    transaction.on_commit(partial(send_replay, run_id))
 
 
 #: What publishing raises when the broker cannot be reached (connection refused, DNS, timeout).
 BROKER_DOWN = (KombuOperationalError, ConnectionError, OSError)
 
 
-def _send_replay(run_id: int) -> None:
+def send_replay(run_id: int) -> None:
+    """Publish the run's task now (``queue_replay`` calls this after commit)."""
     # The broker being down must not lose what was just committed, nor turn the request that
     # committed it into a 500: the run stays queued, and the recovery loop (or a page polling
     # the run) sends it again once it has waited RUN_QUEUED_RESEND_AFTER.

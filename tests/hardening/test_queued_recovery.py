@@ -20,9 +20,7 @@ pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clean_media")]
 def sent_runs(callbacks: list) -> list[int]:
     """The run ids the captured after-commit callbacks send to the workers."""
     return [
-        cb.args[0]
-        for cb in callbacks
-        if isinstance(cb, partial) and cb.func == tasks.run_replay.delay
+        cb.args[0] for cb in callbacks if isinstance(cb, partial) and cb.func == tasks.send_replay
     ]
 
 
