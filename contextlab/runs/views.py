@@ -502,12 +502,21 @@ def block_text(
     request: AuthedRequest, transcript: Transcript, thread: str, message: int, block: int
 ) -> HttpResponse:
     """The full original text of one block (folded text, persisted previews, summaries)."""
-    messages = services.session_messages(transcript).get(thread)
+    return render_block_text(
+        request, services.session_messages(transcript).get(thread), message, block
+    )
+
+
+def render_block_text(
+    request: HttpRequest, messages: list[dict[str, Any]] | None, message: int, block: int
+) -> HttpResponse:
+    """One block's whole text from a thread's stored messages (``?original=1``: the full tool
+    output behind a persisted preview); 404 for a message or block that does not exist.
+    Shared by the explorer and the read-only explorer of a share link."""
     if not messages or not 0 <= message < len(messages):
         raise Http404("no such message")
     msg = messages[message]
     if request.GET.get("original") == "1":
-        # the full tool output behind a persisted preview
         text = msg.get("original_output")
         if text is None:
             raise Http404("the transcript does not hold the original output")

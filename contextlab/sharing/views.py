@@ -22,7 +22,7 @@ from contextlab.errors import error_response
 from contextlab.http import AuthedRequest, HtmxRequest
 from contextlab.runs import charts
 from contextlab.runs.models import Run
-from contextlab.runs.views import _is_replaced, _prepare_rows, subagent_rows
+from contextlab.runs.views import _is_replaced, _prepare_rows, render_block_text, subagent_rows
 from contextlab.sharing import export, services
 from contextlab.sharing.models import ShareLink
 from contextlab.summaries import services as summaries
@@ -259,19 +259,8 @@ def shared_block(
     opened = _open(request, token)
     if isinstance(opened, HttpResponse):
         return opened
-    messages_of_thread = services.snapshot_data(opened)["messages"].get(thread)
-    if not messages_of_thread or not 0 <= message < len(messages_of_thread):
-        raise Http404("no such message")
-    msg = messages_of_thread[message]
-    if request.GET.get("original") == "1":
-        text = msg.get("original_output")
-        if text is None:
-            raise Http404("the transcript does not hold the original output")
-        return render(request, "runs/block_text.html", {"text": text})
-    blocks = msg.get("blocks") or []
-    if not 0 <= block < len(blocks):
-        raise Http404("no such block")
-    return render(request, "runs/block_text.html", {"text": blocks[block].get("text") or ""})
+    messages = services.snapshot_data(opened)["messages"].get(thread)
+    return render_block_text(request, messages, message, block)
 
 
 @login_required
