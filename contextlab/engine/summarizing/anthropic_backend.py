@@ -25,7 +25,6 @@ from .llm import (
     Reply,
     as_int,
     classify_sdk_error,
-    retry_after_cap_hook,
 )
 from .rendering import Turn
 
@@ -67,24 +66,13 @@ class AnthropicSummarizer(LLMSummarizer):
         # min(COMPACT_MAX_OUTPUT_TOKENS, the model's max output), as compact.ts does
         return min(self.settings.max_output_tokens, model_info(model).max_output_upper)
 
-    def _client(self) -> Any:
-        if self._sdk_client is None:
-            import anthropic  # lazily: the engine must import without the SDK
+    def _import_sdk(self) -> Any:
+        import anthropic
 
-            settings = self.settings
-            kwargs: dict[str, Any] = {
-                "max_retries": settings.max_retries,
-                "timeout": settings.timeout,
-                "http_client": anthropic.DefaultHttpxClient(
-                    event_hooks={"response": [retry_after_cap_hook(settings.max_retry_after)]}
-                ),
-            }
-            if self._api_key is not None:
-                kwargs["api_key"] = self._api_key.reveal()
-            if settings.base_url:  # None lets the SDK read ANTHROPIC_BASE_URL
-                kwargs["base_url"] = settings.base_url
-            self._sdk_client = anthropic.Anthropic(**kwargs)
-        return self._sdk_client
+        return anthropic
+
+    def _make_client(self, sdk: Any, kwargs: dict[str, Any]) -> Any:
+        return sdk.Anthropic(**kwargs)
 
     def _send(self, model: str, turns: list[Turn], max_tokens: int) -> Reply:
         message = self._client().messages.create(
@@ -116,8 +104,7 @@ class AnthropicSummarizer(LLMSummarizer):
         )
 
     def _classify(self, exc: Exception) -> CallFailure:
-        import anthropic
-
+        anthropic = self._import_sdk()
         if isinstance(exc, anthropic.CredentialsError):
             return CallFailure("fatal", f"no usable credentials: set ANTHROPIC_API_KEY ({exc})")
         return classify_sdk_error(exc, anthropic, self.settings)

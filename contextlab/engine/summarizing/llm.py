@@ -365,6 +365,37 @@ class LLMSummarizer:
     def _max_tokens(self, model: str) -> int:
         return self.settings.max_output_tokens
 
+    def _import_sdk(self) -> Any:
+        """The SDK module, imported on first use: the engine must import without it."""
+        raise NotImplementedError
+
+    def _make_client(self, sdk: Any, kwargs: dict[str, Any]) -> Any:
+        raise NotImplementedError
+
+    #: the key given to the SDK when none is configured; None lets the SDK resolve its own
+    placeholder_key: str | None = None
+
+    def _client(self) -> Any:
+        """One SDK client per summarizer, with the settings' retries, timeout and
+        Retry-After cap (both SDKs take the same arguments and an httpx client)."""
+        if self._sdk_client is None:
+            sdk = self._import_sdk()
+            settings = self.settings
+            kwargs: dict[str, Any] = {
+                "max_retries": settings.max_retries,
+                "timeout": settings.timeout,
+                "http_client": sdk.DefaultHttpxClient(
+                    event_hooks={"response": [retry_after_cap_hook(settings.max_retry_after)]}
+                ),
+            }
+            key = self._api_key.reveal() if self._api_key is not None else self.placeholder_key
+            if key is not None:
+                kwargs["api_key"] = key
+            if settings.base_url:  # None lets the SDK read its own base-URL variable
+                kwargs["base_url"] = settings.base_url
+            self._sdk_client = self._make_client(sdk, kwargs)
+        return self._sdk_client
+
     # -- shared
     @property
     def base_url(self) -> str | None:

@@ -22,7 +22,6 @@ from .llm import (
     Reply,
     as_int,
     classify_sdk_error,
-    retry_after_cap_hook,
 )
 from .rendering import Turn
 
@@ -36,6 +35,7 @@ class OpenAICompatibleSummarizer(LLMSummarizer):
     name = "openai"
     default_base_url = "https://api.openai.com/v1"
     base_url_env = "OPENAI_BASE_URL"
+    placeholder_key = OPENAI_PLACEHOLDER_KEY
 
     def __init__(self, settings: LLMSettings) -> None:
         model = settings.model or os.environ.get(MODEL_ENV) or None
@@ -55,24 +55,13 @@ class OpenAICompatibleSummarizer(LLMSummarizer):
         assert self.model is not None  # checked in __init__
         return self.model
 
-    def _client(self) -> Any:
-        if self._sdk_client is None:
-            import openai  # lazily: the engine must import without the SDK
+    def _import_sdk(self) -> Any:
+        import openai
 
-            settings = self.settings
-            key = self._api_key.reveal() if self._api_key is not None else OPENAI_PLACEHOLDER_KEY
-            kwargs: dict[str, Any] = {
-                "max_retries": settings.max_retries,
-                "timeout": settings.timeout,
-                "api_key": key,
-                "http_client": openai.DefaultHttpxClient(
-                    event_hooks={"response": [retry_after_cap_hook(settings.max_retry_after)]}
-                ),
-            }
-            if settings.base_url:  # None lets the SDK read OPENAI_BASE_URL
-                kwargs["base_url"] = settings.base_url
-            self._sdk_client = openai.OpenAI(**kwargs)
-        return self._sdk_client
+        return openai
+
+    def _make_client(self, sdk: Any, kwargs: dict[str, Any]) -> Any:
+        return sdk.OpenAI(**kwargs)
 
     def _send(self, model: str, turns: list[Turn], max_tokens: int) -> Reply:
         messages: list[dict[str, str]] = [
@@ -102,6 +91,4 @@ class OpenAICompatibleSummarizer(LLMSummarizer):
         )
 
     def _classify(self, exc: Exception) -> CallFailure:
-        import openai
-
-        return classify_sdk_error(exc, openai, self.settings)
+        return classify_sdk_error(exc, self._import_sdk(), self.settings)
