@@ -148,6 +148,12 @@ class Session:
             self.upload.close()
 
     @property
+    def project(self) -> str | None:
+        """The folder the session ran in: the main conversation's first recorded ``cwd`` (a
+        later ``cd`` moves the shell, not the project Claude Code was started in)."""
+        return next((m.cwd for m in self.main.messages if m.cwd), None)
+
+    @property
     def max_recorded_prompt(self) -> int:
         """The largest prompt any response of the session reports (input + cache read/write)."""
         return max(

@@ -25,6 +25,8 @@ def _session_out(
     return {
         "id": transcript.pk,
         "name": transcript.name,
+        "title": transcript.title,
+        "project": transcript.project,
         "requests": transcript.request_count,
         "problems": transcript.problems,
         "size": transcript.size,

@@ -26,6 +26,8 @@ class Transcript(models.Model):
     #: record); empty when the transcript has none, and the first prompt stands in
     title = models.CharField(max_length=200, blank=True, default="")
     #: path of the stored upload, relative to MEDIA_ROOT
+    #: the folder Claude Code ran in (the first recorded ``cwd``); empty when none is recorded
+    project = models.CharField(max_length=500, blank=True, default="")
     file = models.CharField(max_length=500)
     size = models.BigIntegerField()
     #: hex SHA-256 of the uploaded bytes: the same file uploaded twice is stored once per workspace
@@ -55,6 +57,11 @@ class Transcript(models.Model):
 
     def get_absolute_url(self) -> str:
         return reverse("runs:report", args=[self.pk])
+
+    @property
+    def project_name(self) -> str:
+        """The project folder's own name (``/home/ann/code/spotter`` → ``spotter``)."""
+        return self.project.replace("\\", "/").rstrip("/").rsplit("/", 1)[-1]
 
     @property
     def path(self) -> str:

@@ -17,6 +17,10 @@ class ProblemOut(Schema):
 class SessionOut(Schema):
     id: int
     name: str
+    #: Claude Code's title for the session (or the one a user gave it); empty when none
+    title: str = ""
+    #: the folder Claude Code ran in (the first recorded cwd); empty when none is recorded
+    project: str = ""
     requests: int
     problems: list[ProblemOut]
     size: int

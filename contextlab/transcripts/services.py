@@ -140,6 +140,7 @@ def _session_fields(
         # what the file says, cut to the columns (a hostile file may say anything)
         "session_id": (session.session_id or "")[:100],
         "title": _CONTROL_CHARS.sub(" ", session.title or "").strip()[:200],
+        "project": _CONTROL_CHARS.sub(" ", session.project or "").strip()[:500],
         "version": (session.version or "")[:40],
         "request_count": min(_request_count(session), MAX_INT32),
         "max_prompt_tokens": min(session.max_recorded_prompt, MAX_INT32),
