@@ -71,6 +71,29 @@ def styled_layout(title: str, xaxis: str, yaxis: str, height: int) -> dict[str, 
     }
 
 
+#: up to this many requests, the request axis has one tick per request
+EVERY_REQUEST_TICKED = 12
+
+
+def number_requests_from_one(fig: go.Figure) -> go.Figure:
+    """Put a request chart on the pages' numbering: request 1 is the first. Traces are built on
+    0-based indices (the URLs' and the result's); only the plotted x moves, a click still opens
+    the URL in ``customdata``. Whole numbers only on the axis (no "request 2.5")."""
+    top: float = 0
+    for trace in fig.data:
+        xs = getattr(trace, "x", None)
+        if xs is None:
+            continue
+        trace.x = [x + 1 if isinstance(x, int | float) else x for x in xs]
+        top = max([top, *(x for x in trace.x if isinstance(x, int | float))])
+    fig.update_xaxes(
+        tickformat=",d",
+        rangemode="normal",
+        **({"dtick": 1} if top <= EVERY_REQUEST_TICKED else {}),
+    )
+    return fig
+
+
 def _layout(title: str, yaxis: str) -> dict[str, Any]:
     return styled_layout(title, "request", yaxis, 360)
 
@@ -233,7 +256,7 @@ def build_context_figure(
                     },
                 )
             )
-    return fig
+    return number_requests_from_one(fig)
 
 
 def build_cache_figure(result: ResultJson, request_url: RequestUrl | None = None) -> go.Figure:
@@ -297,7 +320,7 @@ def build_cache_figure(result: ResultJson, request_url: RequestUrl | None = None
                     line={"width": 1, "dash": "dot", "color": "#111827"},
                 )
             )
-    return fig
+    return number_requests_from_one(fig)
 
 
 def build_cost_figure(result: ResultJson, request_url: RequestUrl | None = None) -> go.Figure:
@@ -340,7 +363,7 @@ def build_cost_figure(result: ResultJson, request_url: RequestUrl | None = None)
                 customdata=urls,
             )
         )
-    return fig
+    return number_requests_from_one(fig)
 
 
 def fidelity(result: ResultJson) -> dict[str, Any]:
@@ -384,7 +407,8 @@ def build_fidelity_figure(result: ResultJson, request_url: RequestUrl | None = N
     fig = go.Figure(
         layout=_layout("Replay vs recorded: relative error per request", "relative error")
     )
-    fig.update_yaxes(tickformat=".0%", rangemode="normal", zeroline=True)
+    # two decimals at most, trailing zeros dropped: a 0.3 % error is not "0%"
+    fig.update_yaxes(tickformat=".2~%", rangemode="normal", zeroline=True)
     fig.add_trace(
         go.Scatter(
             x=[p[0] for p in points],
@@ -395,7 +419,7 @@ def build_fidelity_figure(result: ResultJson, request_url: RequestUrl | None = N
             customdata=_point_data([p[0] for p in points], request_url),
         )
     )
-    return fig
+    return number_requests_from_one(fig)
 
 
 def figure_json(fig: go.Figure) -> dict[str, Any]:

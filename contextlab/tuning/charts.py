@@ -14,7 +14,13 @@ from typing import Any
 import plotly.graph_objects as go
 
 from contextlab.engine.results import RequestRow, as_result
-from contextlab.runs.charts import has_event, sample_positions, styled_layout, threshold_trace
+from contextlab.runs.charts import (
+    has_event,
+    number_requests_from_one,
+    sample_positions,
+    styled_layout,
+    threshold_trace,
+)
 
 RequestUrl = Callable[[int], str]
 
@@ -127,7 +133,7 @@ def build_context_compare_figure(
                     meta={"side": key, "kind": "compaction"},
                 )
             )
-    return fig
+    return number_requests_from_one(fig)
 
 
 def build_cache_compare_figure(
@@ -156,7 +162,7 @@ def build_cache_compare_figure(
                     width=1.5,
                 )
             )
-    return fig
+    return number_requests_from_one(fig)
 
 
 def cumulative_cost(requests: list[RequestRow]) -> list[float]:
@@ -189,7 +195,7 @@ def build_cost_compare_figure(
                 kind="cost",
             )
         )
-    return fig
+    return number_requests_from_one(fig)
 
 
 def _short(value: Any) -> str:

@@ -24,10 +24,15 @@ def test_context_figure_has_history_model_recorded_thresholds_and_markers():
     assert set(data["autocompact level"]["y"]) == {155000}
     assert set(data["warning level"]["y"]) == {135000}
     assert set(data["blocking level"]["y"]) == {197000}
-    assert list(data["compaction"]["x"]) == [3]
-    assert list(data["microcompaction"]["x"]) == [3]
+    # plotted at the request's number (from 1, as the pages say); the URL keeps its index
+    assert list(data["compaction"]["x"]) == [4]
+    assert list(data["microcompaction"]["x"]) == [4]
+    assert list(data["model view"]["x"]) == [1, 2, 3, 4, 5]
     # every clickable point knows the URL of its request
     assert list(data["model view"]["customdata"]) == [url(i) for i in range(5)]
+    # a short session: one whole-numbered tick per request, none at "request 2.5"
+    xaxis = fig.to_dict()["layout"]["xaxis"]
+    assert (xaxis["dtick"], xaxis["tickformat"]) == (1, ",d")
     assert list(data["compaction"]["customdata"]) == [url(3)]
 
 
@@ -62,7 +67,8 @@ def test_fidelity_reports_the_engines_refit_and_calibration():
     assert [(t["thread"], t["requests"], t["ratio"]) for t in fid["threads"]] == [("main", 5, 1.1)]
     assert fid["calibration"]["prefix_tokens"] == 4000
     fig = charts.build_fidelity_figure(result(5), url)
-    assert fig.to_dict()["layout"]["yaxis"]["tickformat"] == ".0%"
+    # percent with up to two decimals: a 0.3 % error does not read "0%"
+    assert fig.to_dict()["layout"]["yaxis"]["tickformat"] == ".2~%"
 
 
 def test_fidelity_figures_are_the_engines_with_one_percentile_definition():
@@ -84,7 +90,7 @@ def test_fidelity_figures_are_the_engines_with_one_percentile_definition():
     assert fid["median_rel_error"] == pytest.approx((errors[4] + errors[5]) / 2)
     # the figure plots the same per-request errors (signed), at each request's position
     trace = traces(charts.build_fidelity_figure(data, url))["(fitted count − recorded) / recorded"]
-    assert list(trace["x"]) == list(range(10))
+    assert list(trace["x"]) == list(range(1, 11))
     assert sorted(abs(y) for y in trace["y"]) == pytest.approx(errors)
     assert list(trace["customdata"]) == [url(i) for i in range(10)]
 
@@ -102,10 +108,12 @@ def test_long_sessions_are_downsampled_but_keep_compactions(settings):
     data = traces(fig)
     xs = list(data["model view"]["x"])
     assert len(xs) <= 103
-    assert 4321 in xs
-    assert xs[0] == 0
-    assert xs[-1] == 4999
-    assert list(data["compaction"]["x"]) == [4321]
+    assert 4322 in xs  # request index 4321, numbered from 1
+    assert xs[0] == 1
+    assert xs[-1] == 5000
+    assert list(data["compaction"]["x"]) == [4322]
+    # a long session: the axis picks its own ticks
+    assert "dtick" not in fig.to_dict()["layout"]["xaxis"]
 
 
 def test_sample_positions_keeps_short_series_whole():

@@ -34,7 +34,7 @@ def test_context_figure_overlays_both_model_views_with_both_thresholds():
     assert set(traces["B: warning level"]["y"]) == {70000}
     # compaction markers only where that side compacted
     assert "A: compaction" not in traces
-    assert list(traces["B: compaction"]["x"]) == [2]
+    assert list(traces["B: compaction"]["x"]) == [3]  # index 2: request 3
     assert traces["A: model view"]["customdata"][3] == url(3)
 
 
@@ -78,8 +78,8 @@ def test_long_sessions_are_thinned_but_keep_every_compaction(settings):
     data = result(400, compact_at=333)
     traces = by_name(charts.build_context_compare_figure(data, result(400, compact_at=None), url))
     assert len(traces["A: model view"]["x"]) < 120
-    assert 333 in list(traces["A: model view"]["x"])
-    assert list(traces["A: compaction"]["x"]) == [333]
+    assert 334 in list(traces["A: model view"]["x"])  # index 333, numbered from 1
+    assert list(traces["A: compaction"]["x"]) == [334]
 
 
 def test_sweep_figure_one_point_per_finished_value():
