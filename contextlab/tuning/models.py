@@ -14,6 +14,7 @@ from django.conf import settings
 from django.db import models
 from django.urls import reverse
 
+from contextlab.runs.labels import describe_overrides
 from contextlab.runs.models import Run
 from contextlab.transcripts.models import Transcript
 
@@ -33,6 +34,12 @@ def derived_status(runs: Iterable[Run]) -> str:
     if statuses & {Run.Status.QUEUED, Run.Status.RUNNING}:
         return Run.Status.RUNNING
     return Run.Status.DONE
+
+
+def config_label(preset: str, overrides: dict[str, Any]) -> str:
+    """A preset and what the overrides change on it: "auto · autocompact 70 %"."""
+    changed = describe_overrides(overrides or {})
+    return f"{preset} · {changed}" if changed else preset
 
 
 class SavedConfig(models.Model):
@@ -129,7 +136,7 @@ class Comparison(models.Model):
             return version.label
         preset: str = getattr(self, f"{side}_preset")
         overrides: dict[str, Any] = getattr(self, f"{side}_overrides")
-        return preset + (" + custom" if overrides else "")
+        return config_label(preset, overrides)
 
     @property
     def a_label(self) -> str:
@@ -187,7 +194,7 @@ class Sweep(models.Model):
     def base_label(self) -> str:
         if self.base_version is not None:
             return self.base_version.label
-        return self.base_preset + (" + custom" if self.base_overrides else "")
+        return config_label(self.base_preset, self.base_overrides)
 
 
 class SweepRun(models.Model):

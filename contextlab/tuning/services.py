@@ -36,6 +36,7 @@ from contextlab.tuning.models import (
     Side,
     Sweep,
     SweepRun,
+    config_label,
     derived_status,
 )
 from contextlab.workspaces import access
@@ -82,7 +83,7 @@ class ConfigSpec:
     def label(self) -> str:
         if self.version is not None:
             return self.version.label
-        return self.preset + (" + custom" if self.overrides else "")
+        return config_label(self.preset, self.overrides)
 
 
 def _prefixed(prefix: str, name: str) -> str:
@@ -267,7 +268,8 @@ def delete_owned(item: SavedConfig | Comparison | Sweep) -> None:
     Runs stay with their sessions: the session pages, other comparisons and sweeps may use
     them, and a later comparison with the same config reuses them. Comparisons and sweeps built
     on a deleted config keep its preset and overrides, so they still show and reuse the same
-    settings (labelled "preset + custom" instead of the config's name). Its runs that are
+    settings (labelled by the preset and what they change, "auto · autocompact 70 %", instead of the
+    config's name). Its runs that are
     still queued or running and that no other comparison or sweep uses are cancelled, so a
     deleted sweep stops holding the workers.
     """

@@ -259,7 +259,7 @@ def test_list_comparisons_and_sweeps_newest_first_owner_only(
     assert [c["id"] for c in listed] == [first.pk]
     assert listed[0]["status"] == "queued"
     assert listed[0]["a_label"] == "auto"
-    assert listed[0]["b_label"] == "auto + custom"
+    assert listed[0]["b_label"] == "auto · autocompact 10 %"
     assert listed[0]["session_ids"] == sorted([session.pk, second_session.pk])
     assert listed[0]["url"] == f"/compare/{first.pk}/"
     sweeps = client.get("/api/sweeps", **auth_header).json()

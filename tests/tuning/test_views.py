@@ -505,7 +505,7 @@ def test_deleting_a_config_keeps_the_comparisons_that_used_it(alice_client, user
     built.refresh_from_db()
     assert built.a_version is None
     assert built.a_overrides == EARLY
-    assert built.a_label == "auto + custom"
+    assert built.a_label == "auto · autocompact 10 %"
     assert alice_client.get(f"/compare/{built.pk}/").status_code == 200
 
 
