@@ -1,0 +1,107 @@
+"""Screenshots of the pages a user sees, taken in headless Chromium from a running dashboard.
+
+    make run                                   # in one shell: prints the demo login
+    .venv/bin/python docs/screenshots.py --password PASSWORD [--out docs/screenshots/new]
+
+It uses the pages as a user would: logs in, opens the sessions list, the report of the demo's
+tool-heavy session, its explorer at the first event of the navigator (a compaction when there is
+one), the glossary, the tune
+page, and runs an A/B comparison (``auto`` against ``autocompact 70 %``) to shoot the
+comparison and its per-request view. Every page at 1280 and at 390 px wide. Nothing here is
+a test: it is how the pictures in README.md and docs/ are made; look at them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+from pathlib import Path
+from typing import Any
+
+WIDTHS = (1280, 390)
+
+
+def shoot(page: Any, out: Path, name: str) -> None:
+    for width in WIDTHS:
+        page.set_viewport_size({"width": width, "height": 900})
+        page.wait_for_timeout(400)  # charts re-layout on resize
+        target = out / f"{name}-{width}.png"
+        page.screenshot(path=str(target), full_page=width == WIDTHS[0])
+        print(f"wrote {target}")
+    page.set_viewport_size({"width": WIDTHS[0], "height": 900})
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--url", default=os.environ.get("CONTEXTLAB_URL", "http://127.0.0.1:8000"))
+    parser.add_argument("--username", default="demo")
+    parser.add_argument("--password", required=True)
+    parser.add_argument("--out", type=Path, default=Path("docs/screenshots"))
+    parser.add_argument("--chromium", default=os.environ.get("CHROMIUM", "/usr/bin/chromium"))
+    args = parser.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(
+            executable_path=args.chromium, args=["--headless", "--no-sandbox", "--disable-gpu"]
+        )
+        page = browser.new_context(base_url=args.url).new_page()
+        page.set_default_timeout(60_000)
+        page.goto("/accounts/login/")
+        shoot(page, args.out, "login")
+        page.fill("#id_username", args.username)
+        page.fill("#id_password", args.password)
+        page.click("button[type=submit]")
+        page.wait_for_url("**/sessions/")
+        shoot(page, args.out, "sessions")
+
+        row = page.locator("tr.session-row", has_text="tool_heavy").first
+        if row.count() == 0:
+            row = page.locator("tr.session-row").first
+        row.locator("a").first.click()
+        page.wait_for_url(re.compile(r".*/sessions/\d+/$"))
+        session_url = page.url
+        page.locator("#chart-context .main-svg").first.wait_for()
+        shoot(page, args.out, "report")
+
+        # the explorer at the request with the most events the navigator lists
+        page.goto(session_url + "requests/0/")
+        page.locator("#explorer").wait_for()
+        events = page.locator(".event-item.k-compaction a, .event-item a")
+        events.first.wait_for(timeout=10_000)
+        if events.count():
+            events.first.click()
+            page.wait_for_timeout(800)
+        shoot(page, args.out, "explorer")
+
+        page.goto("/glossary/")
+        shoot(page, args.out, "glossary")
+        page.goto("/tune/")
+        shoot(page, args.out, "tune")
+
+        page.goto(session_url)
+        page.click("#compare-configs")
+        page.wait_for_url(re.compile(r".*/compare/new/\?session=\d+$"))
+        page.select_option("#id_a_config", "preset:auto")
+        page.select_option("#id_b_config", "preset:auto")
+        page.fill("#id_b_overrides", '{"autocompact_pct_override": 70}')
+        page.click("#start-comparison")
+        page.wait_for_url(re.compile(r".*/compare/\d+/$"))
+        page.locator("#delta-table").wait_for(timeout=180_000)
+        page.locator("#chart-context .main-svg").first.wait_for()
+        shoot(page, args.out, "compare")
+        divergence = page.locator("#first-divergence")
+        if divergence.count():
+            divergence.click()
+            page.wait_for_url(re.compile(r".*/compare/\d+/requests/\d+/.*"))
+            shoot(page, args.out, "compare-request")
+        browser.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
