@@ -119,7 +119,12 @@ def export_session(
         source = services.snapshot_source(transcript, run)
     except services.ShareError as exc:
         return Status(409, {"detail": exc.message})
-    body = {"session": source["transcript"], "run": source["run"], "result": source["result"]}
+    body = {
+        "session": source["transcript"],
+        "run": source["run"],
+        "result": source["result"],
+        "comments": source["comments"],
+    }
     findings: list[dict[str, Any]] = []
     if redact:
         redacted = redaction.redact_tree(body)
