@@ -29,6 +29,13 @@
     body.focus();
   }
 
+  // a new panel (after a comment) has its form on the whole request again
+  document.addEventListener("htmx:afterSwap", function (e) {
+    if (e.target && e.target.id === "comments-panel") {
+      document.querySelectorAll("tr.row.commenting").forEach(function (row) { row.classList.remove("commenting"); });
+    }
+  });
+
   document.addEventListener("click", function (e) {
     var add = e.target.closest ? e.target.closest(".cm-add") : null;
     if (add) {

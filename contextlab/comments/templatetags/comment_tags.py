@@ -33,7 +33,7 @@ def _mark(
 ) -> SafeString:
     count_html = (
         format_html(
-            '<a class="cm-count" href="#c-{}" title="{} comment{} on this block">💬{}</a>',
+            '<a class="cm-count" href="#c-{}" title="{} comment{} on this block">{}</a>',
             first,
             count,
             "" if count == 1 else "s",
