@@ -143,3 +143,18 @@ def test_comment_in_the_explorer_see_it_on_the_report_edit_delete_viewer_reads(
     viewer.goto(f"/sessions/{session.pk}/")
     expect(viewer.locator("#report-comments .comment")).to_have_count(1)
     context.close()
+
+    # a share link made now carries the comment, read-only, to a logged-out reader
+    from contextlab.sharing import services as sharing
+
+    _, token = sharing.create_share(user=session.workspace.created_by, transcript=session)
+    stranger = browser.new_context(base_url=live_server.url)
+    other = stranger.new_page()
+    other.goto(f"/s/{token}/")
+    expect(other.locator("#shared-comments .comment")).to_have_count(1)
+    expect(other.locator("#shared-comments .comment-body em")).to_have_text("missed")
+    other.locator("#shared-comments a.comment-where").click()
+    other.wait_for_url(re.compile(r".*/s/cls_[^/]+/requests/3/$"))
+    expect(other.locator("#comments-request-3 .comment")).to_have_count(1)
+    assert other.locator("form, .cm-add, .comment-edit, .comment-delete").count() == 0
+    stranger.close()

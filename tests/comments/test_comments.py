@@ -257,8 +257,10 @@ def test_comments_are_rate_limited(team):
         f"/api/sessions/{team['session'].pk}/comments",
         {"request": 0, "body": "x"},
         content_type="application/json",
+        **token_header(team["users"]["eddie"]),
     )
-    assert api.status_code in (403, 429)  # 403 when the browser session lacks a CSRF token
+    assert api.status_code == 429
+    assert "Too many comments" in api.json()["detail"]
 
 
 def test_explorer_reads_comments_in_one_query(team, gated):
@@ -271,6 +273,27 @@ def test_explorer_reads_comments_in_one_query(team, gated):
         assert client.get(url).status_code == 200
     comment_queries = [q for q in queries if "comments_comment" in q["sql"]]
     assert len(comment_queries) == 1, [q["sql"] for q in comment_queries]
+
+
+def test_report_reads_comments_in_one_query(team, gated):
+    for i in range(4):
+        add(team, gated, "eddie", index=i, block=f"b-{i}-0")
+    client = team["clients"]["olive"]
+    url = f"/sessions/{team['session'].pk}/"
+    client.get(url)
+    with CaptureQueriesContext(connection) as queries:
+        page = client.get(url).content.decode()
+    assert page.count('class="comment"') == 4
+    assert len([q for q in queries if "comments_comment" in q["sql"]]) == 1
+
+
+def test_share_findings_say_which_comment(team, gated):
+    from contextlab.sharing import services as sharing
+
+    add(team, gated, "eddie", index=2, block="b-1-0", body="mail me: carol.danvers@corp-mail.io")
+    findings = sharing.preview_findings(team["session"])
+    email = next(f for f in findings if f["category"] == "email")
+    assert "comment on request 2, block b-1-0" in email["locations"]
 
 
 # --- API ---------------------------------------------------------------------------------------
