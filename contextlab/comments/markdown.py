@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection, Sequence
+from functools import lru_cache
 from html import unescape
 
 from django.utils.html import escape, strip_tags
@@ -64,10 +65,16 @@ def _parser() -> MarkdownIt:
 _MD = _parser()
 
 
+@lru_cache(maxsize=4096)
+def _html(body: str) -> str:
+    # a pure function of the body: pages showing the same comments render each once
+    return str(_MD.render(body))
+
+
 def render(body: str) -> SafeString:
     """A comment's Markdown as HTML that is safe to put in a page."""
     # safe by construction: raw HTML is off, every text is escaped, links are allow-listed
-    return mark_safe(str(_MD.render(body)))
+    return mark_safe(_html(body))
 
 
 _HREF = re.compile(r'href="([^"]*)"')
@@ -75,7 +82,7 @@ _HREF = re.compile(r'href="([^"]*)"')
 
 def revealed(body: str) -> str:
     """What a reader of the rendered body gets to see: its text, and its links' addresses."""
-    html = _MD.render(body)
+    html = _html(body)
     hrefs = (unescape(href) for href in _HREF.findall(html))
     return "\n".join([unescape(strip_tags(html)), *hrefs])
 
@@ -97,7 +104,7 @@ def render_redacted(body: str, keep: Collection[str] = ()) -> SafeString:
     once rendered); when the check finds something, the visible text, redacted and escaped,
     stands in for the rendering."""
     redacted, _ = redaction.redact(body, keep)
-    html = _MD.render(redacted)
+    html = _html(redacted)
     visible = unescape(strip_tags(html))
     if not any(
         span.category not in keep for text in (html, visible) for span in redaction.find(text)

@@ -66,8 +66,16 @@ def comment_mark(context: template.Context, anchor: str) -> SafeString:
     first) and, for those who may comment, the button that points the form at the block."""
     request = context["request"]
     transcript = context["transcript"]
-    comments = presenting.request_comments(request, transcript, int(context["index"]))
-    on_block = [c for c in comments if c.block == anchor]
+    index = int(context["index"])
+    # grouped by block once per page (every row asks), from the page's one query
+    marks: dict[tuple[int, int], dict[str, list[Any]]] = request.__dict__.setdefault(
+        "_comment_marks", {}
+    )
+    key = (transcript.pk, index)
+    if key not in marks:
+        comments = presenting.request_comments(request, transcript, index)
+        marks[key] = presenting.marks(comments, lambda c: str(c.block))
+    on_block = marks[key].get(anchor) or []
     return _mark(
         anchor,
         len(on_block),
