@@ -160,16 +160,20 @@ def of_request(transcript: Transcript, request_index: int) -> list[Comment]:
     return list(of_session(transcript).filter(request_index=request_index))
 
 
-def snapshot_comments(transcript: Transcript) -> list[dict[str, Any]]:
-    """The session's comments as JSON for a share snapshot or an export (redacted with the
-    rest; rendered from the redacted Markdown when shown)."""
+def snapshot_comments(
+    transcript: Transcript, *, for_redaction: bool = True
+) -> list[dict[str, Any]]:
+    """The session's comments as JSON for a share snapshot or an export, redacted with the
+    rest and rendered from the redacted Markdown when shown. ``for_redaction``: a body whose
+    Markdown hides a secret from the detectors is given as the text its rendering shows
+    (``markdown.shareable``); False gives every body as written (an unredacted export)."""
     return [
         {
             "id": c.pk,
             "request": c.request_index,
             "block": c.block,
             "author": c.author_name,
-            "body": markdown.shareable(c.body),
+            "body": markdown.shareable(c.body) if for_redaction else c.body,
             "created_at": c.created_at.isoformat(),
             "edited_at": c.edited_at.isoformat() if c.edited_at else None,
         }

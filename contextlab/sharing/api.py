@@ -9,6 +9,7 @@ from django.urls import reverse
 from ninja import Router
 from ninja.responses import Status
 
+from contextlab.comments import services as comments
 from contextlab.http import AuthedRequest
 from contextlab.runs.models import Run
 from contextlab.sharing import export, redaction, services
@@ -123,7 +124,9 @@ def export_session(
         "session": source["transcript"],
         "run": source["run"],
         "result": source["result"],
-        "comments": source["comments"],
+        "comments": source["comments"]
+        if redact
+        else comments.snapshot_comments(transcript, for_redaction=False),
     }
     findings: list[dict[str, Any]] = []
     if redact:

@@ -118,6 +118,7 @@ def test_comment_in_the_explorer_see_it_on_the_report_edit_delete_viewer_reads(
     page.goto(f"/sessions/{session.pk}/")
     listed = page.locator("#report-comments .comment")
     expect(listed).to_have_count(2)
+    page.locator("#report-comments").screenshot(path=str(out / "comments-report.png"))
     listed.nth(1).locator("a.comment-where").click()
     page.wait_for_url(re.compile(rf".*/requests/3/\?run={run.pk}#b-1-0$"))
     expect(page.locator("#b-1-0")).to_have_class(re.compile(r"\btarget\b"))
@@ -156,5 +157,6 @@ def test_comment_in_the_explorer_see_it_on_the_report_edit_delete_viewer_reads(
     other.locator("#shared-comments a.comment-where").click()
     other.wait_for_url(re.compile(r".*/s/cls_[^/]+/requests/3/$"))
     expect(other.locator("#comments-request-3 .comment")).to_have_count(1)
+    other.locator("#comments-request-3").screenshot(path=str(out / "comments-shared.png"))
     assert other.locator("form, .cm-add, .comment-edit, .comment-delete").count() == 0
     stranger.close()

@@ -162,6 +162,9 @@ def test_the_json_export_is_redacted_by_default(seeded, alice_client):
     assert COMMENT_MARK in body["comments"][0]["body"]
     raw = alice_client.get(f"/api/sessions/{seeded.pk}/export?format=json&redact=false")
     assert leaks(raw.content) != []
+    # unredacted, the comments are as their authors wrote them (escapes and all)
+    bodies = [c.body for c in seeded.comments.all()]
+    assert [c["body"] for c in raw.json()["comments"]] == bodies
 
 
 def test_the_html_export_is_self_contained_redacted_and_strict(seeded, alice_client):
