@@ -117,5 +117,8 @@ def delete(request: AuthedRequest, pk: int) -> HttpResponse:
     services.delete_comment(user=request.user, gated=gated)
     if not request.htmx:
         return redirect(presenting.explorer_url(transcript, _run_id(request))(index, ""))
-    mark = _mark(request, transcript, index, block)
-    return render(request, "comments/_deleted.html", {"mark": mark})
+    context: dict[str, Any] = {"mark": _mark(request, transcript, index, block)}
+    if request.POST.get("from") == "explorer":
+        # the panel's count, out of band like the mark
+        context["total"] = len(services.of_request(transcript, index))
+    return render(request, "comments/_deleted.html", context)

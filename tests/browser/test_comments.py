@@ -129,6 +129,7 @@ def test_comment_in_the_explorer_see_it_on_the_report_edit_delete_viewer_reads(
     block_comment.locator("button.comment-delete").click()
     expect(page.locator("#comment-list .comment")).to_have_count(1)
     expect(page.locator("#cm-b-1-0 .cm-count")).to_have_count(0)
+    expect(page.locator("#comments-count")).to_have_text("1")
     assert page.csp_errors == []
 
     # a viewer reads the comment, with no form, no + and no edit or delete

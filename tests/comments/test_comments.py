@@ -172,6 +172,21 @@ def test_a_viewer_sees_comments_but_no_form(team, gated):
     assert "visible to <em>all</em> members" in report
 
 
+def test_script_in_a_comment_is_text_on_every_page(team, gated):
+    payload = '<script>alert("x")</script><img src=x onerror=alert(1)>[a](javascript:alert(1))'
+    add(team, gated, "eddie", index=3, body=payload, block="b-1-0")
+    pk = team["session"].pk
+    pages = [
+        explorer(team, "vera").content.decode(),
+        team["clients"]["vera"].get(f"/sessions/{pk}/").content.decode(),
+    ]
+    for page in pages:
+        assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in page
+        assert '<script>alert("x")' not in page
+        assert "<img src=x" not in page
+        assert 'href="javascript:' not in page
+
+
 def test_bad_input_answers_422_beside_the_field_and_keeps_the_text(team):
     response = post_comment(team, "eddie", body="y" * (services.MAX_BODY + 5))
     assert response.status_code == 422
