@@ -114,6 +114,7 @@ INSTALLED_APPS = [
     "contextlab.tuning",
     "contextlab.summaries",
     "contextlab.sharing",
+    "contextlab.comments",
 ]
 
 MIDDLEWARE = [
@@ -273,6 +274,8 @@ API_TOKEN_DAYS = env_int("API_TOKEN_DAYS", 90, minimum=0)
 LOGIN_RATE = env_str("LOGIN_RATE", "20/5m")
 LOGIN_USER_RATE = env_str("LOGIN_USER_RATE", "10/5m")
 SIGNUP_RATE = env_str("SIGNUP_RATE", "10/h")
+#: Comments written or edited per user (pages and API together; contextlab.comments).
+COMMENT_RATE = env_str("COMMENT_RATE", "30/5m")
 # The counts need a cache every web process shares: Redis when the broker is Redis (compose,
 # production), else this process's memory (the single-process dev server).
 if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):

@@ -18,6 +18,7 @@ urlpatterns = [
     path("sessions/", include("contextlab.transcripts.urls")),
     path("workspaces/", include("contextlab.workspaces.urls")),
     path("", include("contextlab.sharing.urls")),
+    path("", include("contextlab.comments.urls")),
     path("", include("contextlab.runs.urls")),
     path("", include("contextlab.tuning.urls")),
     path("api/", api.urls),

@@ -37,4 +37,4 @@ DATABASES["default"].setdefault("TEST", {})["NAME"] = (  # noqa: F405
 # Each test process counts rate limits in its own memory (no Redis needed for unit tests), with
 # limits no suite reaches; tests/hardening/test_throttling.py sets low ones.
 CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
-LOGIN_RATE = LOGIN_USER_RATE = SIGNUP_RATE = "100000/m"
+LOGIN_RATE = LOGIN_USER_RATE = SIGNUP_RATE = COMMENT_RATE = "100000/m"

@@ -83,6 +83,9 @@ def test_every_api_operation_answers_401_without_a_token(client):
 #   run:ROLE       the same, for a run (through its session)
 #   workspace:ROLE the same, for a workspace
 #   link           a share link: the token decides (see tests/sharing)
+#   comment:author           a comment (by the editor): its author only; other members 403,
+#                            non-members 404 (an owner deletes, never rewrites, others' words)
+#   comment:author-or-owner  the same, and the workspace's owners too
 
 PAGE_POLICIES: dict[str, str] = {
     "accounts:login": "public",
@@ -125,6 +128,9 @@ PAGE_POLICIES: dict[str, str] = {
     "sharing:shared": "link",
     "sharing:shared_request": "link",
     "sharing:shared_block": "link",
+    "comments:create": "session:editor",
+    "comments:edit": "comment:author",
+    "comments:delete": "comment:author-or-owner",
 }
 
 API_POLICIES: dict[str, str] = {
@@ -154,6 +160,10 @@ API_POLICIES: dict[str, str] = {
     "list_shares": "user",
     "revoke_share": "owned",
     "export_session": "session:viewer",
+    "list_comments": "session:viewer",
+    "create_comment": "session:editor",
+    "update_comment": "comment:author",
+    "delete_comment": "comment:author-or-owner",
 }
 
 ROLES = ("nonmember", "viewer", "editor", "owner")
@@ -234,6 +244,15 @@ def team(django_user_model, make_transcript, short_jsonl):
 
     share, token = sharing.create_share(user=owner, transcript=session)
     from contextlab.accounts.services import create_api_token
+    from contextlab.comments.models import Comment
+
+    def new_comment():
+        # by the editor: the author-only routes tell the author from the owner
+        return Comment.objects.create(
+            transcript=session, request_index=0, author=users["editor"], body="a comment"
+        )
+
+    comment = new_comment()
 
     return {
         "users": users,
@@ -241,6 +260,7 @@ def team(django_user_model, make_transcript, short_jsonl):
         "session": session,
         "token": token,
         "new_session": lambda destructive: new_session() if destructive else session,
+        "new_comment": lambda destructive: new_comment() if destructive else comment,
         "owned": {
             "config": SavedConfig.objects.create(owner=owner, name="cfg"),
             "comparison": comparison,
@@ -259,6 +279,11 @@ def expected(policy: str, role: str | None) -> str:
         return "login"
     if policy == "user":
         return "ok"
+    if policy.startswith("comment:"):
+        if role == "nonmember":
+            return "404"
+        allowed = {"editor"} | ({"owner"} if policy == "comment:author-or-owner" else set())
+        return "ok" if role in allowed else "403"
     if policy == "owned":
         return "ok" if role == "owner" else "404"
     need = policy.split(":")[1]
@@ -290,6 +315,8 @@ def _fill(pattern: str, name: str, policy: str, team, session) -> str:
         pk = team["workspace"].pk
     elif kind == "owned":
         pk = _owned_for(name, team)
+    elif kind == "comment":
+        pk = team["new_comment"](name.endswith("delete")).pk
     else:
         pk = 1
     path = pattern.replace("<int:pk>", str(pk)).replace("<str:token>", team["token"])
@@ -322,6 +349,7 @@ def test_page_answers_each_role_as_its_policy_says(name, policy, team):
             ("delete", "create", "upload", "member_set", "member_remove", "invite_create", "revoke")
         )
         or name.endswith(("revoke_token",))
+        or policy.startswith("comment:")
     )
     for role in (None, *ROLES):
         destructive = name.endswith("delete")
@@ -362,6 +390,8 @@ def _api_body(operation: str, team, session) -> dict:
         "add_workspace_member": {"username": "u-nonmember", "role": "viewer"},
         "create_workspace_invite": {"role": "viewer"},
         "create_share": {"session_id": session.pk if session else 0, "expires_in_days": 1},
+        "create_comment": {"request": 0, "body": "a comment"},
+        "update_comment": {"body": "edited"},
     }
     return bodies.get(operation, {})
 
@@ -388,6 +418,7 @@ def test_api_operation_answers_each_role_as_its_policy_says(operation, policy, t
             "sweep_id": team["owned"]["sweep"].pk,
             "username": "u-viewer",
             "share_id": team["owned"]["share"].pk,
+            "comment_id": team["new_comment"](destructive).pk,
         }
         url = re.sub(r"\{(\w+)\}", lambda m, ids=ids: str(ids[m.group(1)]), template)
         headers = {}

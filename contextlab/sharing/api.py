@@ -9,6 +9,7 @@ from django.urls import reverse
 from ninja import Router
 from ninja.responses import Status
 
+from contextlab.comments import services as comments
 from contextlab.http import AuthedRequest
 from contextlab.runs.models import Run
 from contextlab.sharing import export, redaction, services
@@ -119,7 +120,14 @@ def export_session(
         source = services.snapshot_source(transcript, run)
     except services.ShareError as exc:
         return Status(409, {"detail": exc.message})
-    body = {"session": source["transcript"], "run": source["run"], "result": source["result"]}
+    body = {
+        "session": source["transcript"],
+        "run": source["run"],
+        "result": source["result"],
+        "comments": source["comments"]
+        if redact
+        else comments.snapshot_comments(transcript, for_redaction=False),
+    }
     findings: list[dict[str, Any]] = []
     if redact:
         redacted = redaction.redact_tree(body)

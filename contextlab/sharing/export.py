@@ -14,6 +14,7 @@ from django.conf import settings
 from django.template.loader import render_to_string
 
 from contextlab import engine
+from contextlab.comments import presenting as comments
 from contextlab.engine.results import RequestRow, as_result
 from contextlab.runs import charts
 from contextlab.runs.models import Run
@@ -95,13 +96,25 @@ def render_html(
         for i in (picks if picks is not None else default_picks(requests))
         if 0 <= i < len(requests)
     ]
+
+    def comment_url(index: int, block: str) -> str:
+        return f"#view-{index}" if index in picked else f"#request-{index}"
+
+    comment_items = comments.shared_items(snapshot.get("comments") or [], keep, comment_url)
     views = []
     for index in picked:
         req = requests[index]
         thread = str(req.get("thread") or "main")
         messages = snapshot["messages"].get(thread) or []
         view = engine.side_by_side(messages, data, int(req.get("index", index)))
-        views.append({"index": index, "req": req, "rows": _cells(view.get("rows") or [])})
+        views.append(
+            {
+                "index": index,
+                "req": req,
+                "rows": _cells(view.get("rows") or []),
+                "comments": [c for c in comment_items if c["request"] == index],
+            }
+        )
     plotly_js = PLOTLY_JS.read_text()
     export_js = EXPORT_JS.read_text()
     css = APP_CSS.read_text()
@@ -135,6 +148,7 @@ def render_html(
             for i, r in enumerate(requests)
         ],
         "views": views,
+        "comments": comment_items,
         "kept": keep,
         "redacted_count": sum(f["count"] for f in redacted.findings if f["category"] not in keep),
         "plotly_js": plotly_js,

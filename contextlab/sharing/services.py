@@ -19,6 +19,7 @@ from django.db.models import F, Q, QuerySet
 from django.http import Http404
 from django.utils import timezone
 
+from contextlab.comments import services as comments
 from contextlab.runs import services as run_services
 from contextlab.runs.models import Run
 from contextlab.sharing import redaction
@@ -89,6 +90,10 @@ def _locator(source: dict[str, Any]) -> Callable[[redaction.Path], str]:
             return f"summary {path[2]}"
         if head == "result" and len(path) >= 3 and path[1] == "subagents":
             return f"subagent {path[2]}"
+        if head == "comments" and len(path) >= 2 and isinstance(path[1], int):
+            comment = (source.get("comments") or [])[path[1]]
+            block = f", block {comment['block']}" if comment.get("block") else ""
+            return f"comment on request {comment['request']}{block}"
         if head == "transcript" and len(path) >= 2:
             return {"name": "session name", "problems": "transcript problems"}.get(
                 str(path[1]), f"session {path[1]}"
@@ -123,6 +128,8 @@ def snapshot_source(transcript: Transcript, run: Run) -> dict[str, Any]:
         },
         "result": data,
         "messages": run_services.session_messages(transcript),
+        # the comments as they are when the link is made, redacted with everything else
+        "comments": comments.snapshot_comments(transcript),
     }
 
 

@@ -39,7 +39,34 @@ def seeded(tmp_path, user):
     with path.open("rb") as fh:
         transcript, _ = transcript_services.create_transcript(owner=user, name=NAME, content=fh)
     runner.execute_run(transcript.runs.get().pk)
+    add_seeded_comments(transcript, user)
     return transcript
+
+
+#: in every seeded comment, to tell the comments are there at all
+COMMENT_MARK = "comment-marker-7f3a"
+
+
+def add_seeded_comments(transcript, user) -> None:
+    """Comments holding every secret: as typed, inside Markdown (code, emphasis, a link) and
+    behind Markdown escapes that only join the secret up once rendered."""
+    from contextlab.comments import services as comments
+    from contextlab.workspaces import access
+
+    gated = access.session_for(user, transcript.pk)
+    last = comments.request_count(transcript) - 1
+    plain = "\n".join(f"{COMMENT_MARK} {s.kind}: {s.text}" for s in SECRETS)
+    formatted = "\n\n".join(
+        f"{COMMENT_MARK} **{s.kind}** `{s.text}` [link](https://example.com/?k={s.text})"
+        for s in SECRETS
+    )
+    escaped = "\n\n".join(
+        f"{COMMENT_MARK} " + s.text.replace("-", "\\-").replace("_", "\\_") for s in SECRETS
+    )
+    for index, body, block in ((0, plain, ""), (last, formatted, "b-1-0"), (last, escaped, "")):
+        comments.create_comment(
+            user=user, transcript=gated, request_index=index, body=body, block=block
+        )
 
 
 @pytest.fixture
@@ -107,6 +134,10 @@ def test_no_secret_survives_in_anything_a_link_serves(shared, seeded):
     # ... but the redaction markers are there, by category
     report = served[f"/s/{token}/"].decode()
     assert "[REDACTED:email]" in report  # the session's name
+    # the comments are there (redacted), on the report and beside their request
+    assert report.count(COMMENT_MARK) >= 3 * len(SECRETS)
+    last = len(link.snapshot.data["result"]["requests"]) - 1
+    assert COMMENT_MARK in served[f"/s/{token}/requests/{last}/"].decode()
     assert b"[REDACTED:anthropic-key]" in b"".join(served.values())
     categories = {f["category"] for f in link.findings}
     assert len(categories) >= 15, categories
@@ -127,8 +158,13 @@ def test_the_json_export_is_redacted_by_default(seeded, alice_client):
     body = response.json()
     assert body["redaction"]["redacted"] is True
     assert body["result"]["requests"]
+    assert len(body["comments"]) == 3
+    assert COMMENT_MARK in body["comments"][0]["body"]
     raw = alice_client.get(f"/api/sessions/{seeded.pk}/export?format=json&redact=false")
     assert leaks(raw.content) != []
+    # unredacted, the comments are as their authors wrote them (escapes and all)
+    bodies = [c.body for c in seeded.comments.all()]
+    assert [c["body"] for c in raw.json()["comments"]] == bodies
 
 
 def test_the_html_export_is_self_contained_redacted_and_strict(seeded, alice_client):
@@ -142,6 +178,7 @@ def test_the_html_export_is_self_contained_redacted_and_strict(seeded, alice_cli
     for body in (html, api.content.decode()):
         assert leaks(body) == []
     assert "[REDACTED:anthropic-key]" in html
+    assert html.count(COMMENT_MARK) >= 3 * len(SECRETS)  # the comments, redacted
     # offline: nothing is loaded from anywhere (no src/href to a server), strict CSP by hash
     scripts = re.findall(r"<script\b([^>]*)>", html)
     assert all("src=" not in attrs for attrs in scripts)

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class CommentsConfig(AppConfig):
+    name = "contextlab.comments"
+    label = "comments"
