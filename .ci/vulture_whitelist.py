@@ -281,3 +281,4 @@ readinto  # io.RawIOBase protocol (contextlab/engine/loading.py)
 LOGIN_USER_RATE  # read by getattr in contextlab/accounts/throttle.py
 CACHES  # Django setting (contextlab/settings.py)
 RATELIMIT_IP_META_KEY  # django-ratelimit setting (contextlab/settings.py)
+target_url  # read by templates/sharing/links.html (contextlab/sharing/models.py)

@@ -178,27 +178,56 @@ def create_share(
     told). The caller checked ``user`` may share (editor). Returns the link and its token,
     which is shown once and never stored."""
     expiry = parse_expiry(audience, days)
-    keep = sorted(set(keep or []))
-    unknown = set(keep) - set(redaction.categories())
-    if unknown:
-        raise ShareError("keep", f"unknown redaction categories: {', '.join(sorted(unknown))}")
+    keep = check_keep(keep)
     run = run or run_services.default_run(transcript)
     if run is None or run.transcript_id != transcript.pk:
         raise ShareError("run", "this session has no finished run to share", 409)
     redacted = redact_snapshot(snapshot_source(transcript, run), keep)
     check_outgoing(json.dumps(redacted.data, ensure_ascii=False), keep)
+    return store_link(
+        user=user,
+        workspace_id=transcript.workspace_id,
+        audience=audience,
+        expiry=expiry,
+        kept=keep,
+        redacted=redacted,
+        transcript=transcript,
+        run=run,
+    )
+
+
+def check_keep(keep: list[str] | None) -> list[str]:
+    """The categories to keep, sorted; ``ShareError`` naming any unknown one."""
+    kept = sorted(set(keep or []))
+    unknown = set(kept) - set(redaction.categories())
+    if unknown:
+        raise ShareError("keep", f"unknown redaction categories: {', '.join(sorted(unknown))}")
+    return kept
+
+
+def store_link(
+    *,
+    user: User,
+    workspace_id: int,
+    audience: str,
+    expiry: timedelta | None,
+    kept: list[str],
+    redacted: Redacted,
+    **target: Any,
+) -> tuple[ShareLink, str]:
+    """Write a link (``target``: its transcript and run, its comparison or its sweep) and its
+    checked snapshot; return it with its token, which is never stored."""
     token = TOKEN_PREFIX + secrets.token_urlsafe(TOKEN_BYTES)
     with transaction.atomic():
         link = ShareLink.objects.create(
             token_hash=hash_token(token),
-            transcript=transcript,
-            run=run,
-            workspace_id=transcript.workspace_id,
+            workspace_id=workspace_id,
             created_by=user,
             audience=audience,
             expires_at=timezone.now() + expiry if expiry else None,
-            kept=keep,
+            kept=kept,
             findings=redacted.findings,
+            **target,
         )
         ShareSnapshot.objects.create(link=link, data=redacted.data)
     return link, token
@@ -257,7 +286,7 @@ def visible_links(user: User) -> QuerySet[ShareLink]:
     """The links a user made, and every link of the workspaces they own."""
     owned = Membership.objects.filter(user=user, role=Role.OWNER).values("workspace_id")
     return ShareLink.objects.filter(Q(created_by=user) | Q(workspace_id__in=owned)).select_related(
-        "transcript", "created_by", "workspace"
+        "transcript", "comparison", "sweep", "created_by", "workspace"
     )
 
 
