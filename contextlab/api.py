@@ -44,6 +44,7 @@ api.add_router("", "contextlab.tuning.api.router")
 api.add_router("/workspaces", "contextlab.workspaces.api.router")
 api.add_router("/shares", "contextlab.sharing.api.router")
 api.add_router("/sessions", "contextlab.sharing.api.exports")
+api.add_router("/sessions", "contextlab.workspaces.api.sessions")
 
 
 @api.exception_handler(AuthenticationError)

@@ -120,6 +120,7 @@ PAGE_POLICIES: dict[str, str] = {
     "workspaces:member_remove": "workspace:owner",
     "workspaces:invite_create": "workspace:owner",
     "workspaces:invite": "public",
+    "workspaces:move_session": "session:editor",
     "sharing:dialog": "session:editor",
     "sharing:comparison_dialog": "item:editor",
     "sharing:sweep_dialog": "item:editor",
@@ -154,6 +155,7 @@ API_POLICIES: dict[str, str] = {
     "add_workspace_member": "workspace:owner",
     "remove_workspace_member": "workspace:owner",
     "create_workspace_invite": "workspace:owner",
+    "move_session": "session:editor",
     "create_share": "session:editor",
     "list_shares": "user",
     "revoke_share": "owned",
@@ -367,6 +369,8 @@ def _api_body(operation: str, team, session) -> dict:
         "create_workspace": {"name": "Another"},
         "add_workspace_member": {"username": "u-nonmember", "role": "viewer"},
         "create_workspace_invite": {"role": "viewer"},
+        # the session's own workspace: the gate answers first, then 422 (already there)
+        "move_session": {"workspace_id": team["workspace"].pk},
         "create_share": {"session_id": session.pk if session else 0, "expires_in_days": 1},
     }
     return bodies.get(operation, {})
