@@ -122,8 +122,8 @@ def shared_target(request: HttpRequest, link: ShareLink, base: dict[str, Any]) -
                         **pair,
                         # unique ids per session: app.js draws every [data-chart] it finds
                         "charts": [
-                            (f"{key}-{number}", figure)
-                            for key, figure in (pair["figures"] or {}).items()
+                            (f"{chart['id']}-{number}", chart["figure"])
+                            for chart in pair["figures"] or []
                         ],
                     }
                     for number, pair in enumerate(snapshot["pairs"])

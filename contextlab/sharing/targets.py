@@ -55,7 +55,14 @@ def comparison_source(comparison: Comparison, reader: User) -> dict[str, Any]:
             data_a = run_services.result_data(pair.a)
             data_b = run_services.result_data(pair.b)
             if data_a and data_b:
-                figures = charts.compare_figures(data_a, data_b, _no_request_view, labels=labels)
+                # a list, not a dict: jsonb does not keep key order, and the page keeps the
+                # owner's order of the charts
+                figures = [
+                    {"id": key, "figure": figure}
+                    for key, figure in charts.compare_figures(
+                        data_a, data_b, _no_request_view, labels=labels
+                    ).items()
+                ]
         pairs.append(
             {
                 "name": pair.transcript.name,
