@@ -124,6 +124,11 @@ def test_only_owners_delete_and_pages_offer_the_buttons_by_role(team):
 
 def test_viewers_cannot_save_a_new_version_of_a_team_config(team):
     vera = client_of(team["users"]["vera"])
+    page = vera.get(team["config"].get_absolute_url()).content.decode()
+    assert 'id="save-config"' not in page
+    assert "you are a viewer here" in page
+    editor_page = client_of(team["users"]["eddie"]).get(team["config"].get_absolute_url())
+    assert 'id="save-config"' in editor_page.content.decode()
     response = vera.post(team["config"].get_absolute_url(), {"name": "x", "preset": "auto"})
     assert response.status_code == 403
     assert team["config"].versions.count() == 1
