@@ -3,6 +3,7 @@ sweep, and their read-only shared pages (tables and charts; no forms)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
@@ -52,6 +53,30 @@ def dialog_context(
     }
 
 
+def dialog_answer(
+    request: HttpRequest,
+    context: dict[str, Any],
+    *,
+    create: Callable[[dict[str, Any]], tuple[ShareLink, str]],
+    findings: Callable[[], list[dict[str, Any]] | None],
+) -> HttpResponse:
+    """The Share dialog for anything shared. GET: audience, expiry and what redaction found
+    (keep or drop by category); POST: ``create(choices)`` and show the link once, or the
+    dialog again with the reason."""
+    if request.method == "POST":
+        try:
+            link, token = create(share_form(request))
+        except services.ShareError as exc:
+            context["error"] = exc
+            context["findings"] = findings()
+            return render(request, "sharing/dialog.html", context, status=exc.http_status)
+        context["link"] = link
+        context["url"] = request.build_absolute_uri(reverse("sharing:shared", args=[token]))
+        return render(request, "sharing/created.html", context, status=201)
+    context["findings"] = findings()
+    return render(request, "sharing/dialog.html", context)
+
+
 def _target_dialog(request: AuthedRequest, target: Comparison | Sweep) -> HttpResponse:
     """GET: audience, expiry and the redaction findings; POST: make the link, show it once."""
     kind = "comparison" if isinstance(target, Comparison) else "sweep"
@@ -63,20 +88,12 @@ def _target_dialog(request: AuthedRequest, target: Comparison | Sweep) -> HttpRe
         workspace_name=target.workspace.name,
         not_ready=f"This {kind}'s replays are not all done: share it once they are.",
     )
-    if request.method == "POST":
-        try:
-            link, token = targets.create_share(
-                user=request.user, target=target, **share_form(request)
-            )
-        except services.ShareError as exc:
-            context["error"] = exc
-            context["findings"] = _target_findings(target, request)
-            return render(request, "sharing/dialog.html", context, status=exc.http_status)
-        context["link"] = link
-        context["url"] = request.build_absolute_uri(reverse("sharing:shared", args=[token]))
-        return render(request, "sharing/created.html", context, status=201)
-    context["findings"] = _target_findings(target, request)
-    return render(request, "sharing/dialog.html", context)
+    return dialog_answer(
+        request,
+        context,
+        create=lambda form: targets.create_share(user=request.user, target=target, **form),
+        findings=lambda: _target_findings(target, request),
+    )
 
 
 def _target_findings(

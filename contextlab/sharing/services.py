@@ -177,46 +177,43 @@ def create_share(
     """Make a link to a redacted snapshot of the session's report (the default run unless
     told). The caller checked ``user`` may share (editor). Returns the link and its token,
     which is shown once and never stored."""
-    expiry = parse_expiry(audience, days)
-    keep = check_keep(keep)
     run = run or run_services.default_run(transcript)
     if run is None or run.transcript_id != transcript.pk:
         raise ShareError("run", "this session has no finished run to share", 409)
-    redacted = redact_snapshot(snapshot_source(transcript, run), keep)
-    check_outgoing(json.dumps(redacted.data, ensure_ascii=False), keep)
-    return store_link(
+    chosen = run  # narrowed to a Run, for the closure below
+    return publish(
         user=user,
         workspace_id=transcript.workspace_id,
         audience=audience,
-        expiry=expiry,
-        kept=keep,
-        redacted=redacted,
+        days=days,
+        keep=keep,
+        redact=lambda kept: redact_snapshot(snapshot_source(transcript, chosen), kept),
         transcript=transcript,
         run=run,
     )
 
 
-def check_keep(keep: list[str] | None) -> list[str]:
-    """The categories to keep, sorted; ``ShareError`` naming any unknown one."""
-    kept = sorted(set(keep or []))
-    unknown = set(kept) - set(redaction.categories())
-    if unknown:
-        raise ShareError("keep", f"unknown redaction categories: {', '.join(sorted(unknown))}")
-    return kept
-
-
-def store_link(
+def publish(
     *,
     user: User,
     workspace_id: int,
     audience: str,
-    expiry: timedelta | None,
-    kept: list[str],
-    redacted: Redacted,
+    days: int | None,
+    keep: list[str] | None,
+    redact: Callable[[list[str]], Redacted],
     **target: Any,
 ) -> tuple[ShareLink, str]:
-    """Write a link (``target``: its transcript and run, its comparison or its sweep) and its
-    checked snapshot; return it with its token, which is never stored."""
+    """What every kind of link goes through: check the audience, expiry and kept categories,
+    redact (``redact(kept)``), scan the outgoing bytes again, then write the link (``target``:
+    its transcript and run, its comparison or its sweep) and its snapshot. Returns the link and
+    its token, which is never stored."""
+    expiry = parse_expiry(audience, days)
+    kept = sorted(set(keep or []))
+    unknown = set(kept) - set(redaction.categories())
+    if unknown:
+        raise ShareError("keep", f"unknown redaction categories: {', '.join(sorted(unknown))}")
+    redacted = redact(kept)
+    check_outgoing(json.dumps(redacted.data, ensure_ascii=False), kept)
     token = TOKEN_PREFIX + secrets.token_urlsafe(TOKEN_BYTES)
     with transaction.atomic():
         link = ShareLink.objects.create(

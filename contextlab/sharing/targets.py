@@ -9,7 +9,6 @@ and the outgoing bytes are scanned again, as for a session.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from django.contrib.auth.models import User
@@ -19,15 +18,7 @@ from contextlab.runs.charts import figure_json
 from contextlab.runs.models import Run
 from contextlab.sharing import redaction
 from contextlab.sharing.models import ShareLink
-from contextlab.sharing.services import (
-    DEFAULT_EXPIRY_DAYS,
-    Redacted,
-    ShareError,
-    check_keep,
-    check_outgoing,
-    parse_expiry,
-    store_link,
-)
+from contextlab.sharing.services import DEFAULT_EXPIRY_DAYS, Redacted, ShareError, publish
 from contextlab.tuning import charts
 from contextlab.tuning import services as tuning
 from contextlab.tuning.models import Comparison, Sweep
@@ -157,17 +148,13 @@ def create_share(
 ) -> tuple[ShareLink, str]:
     """A link to a redacted snapshot of a comparison or sweep. The caller checked ``user`` is
     an editor of its workspace. Returns the link and its token (shown once, never stored)."""
-    expiry = parse_expiry(audience, days)
-    kept = check_keep(keep)
-    redacted = redact_source(source_of(target, user), kept)
-    check_outgoing(json.dumps(redacted.data, ensure_ascii=False), kept)
-    return store_link(
+    return publish(
         user=user,
         workspace_id=target.workspace_id,
         audience=audience,
-        expiry=expiry,
-        kept=kept,
-        redacted=redacted,
+        days=days,
+        keep=keep,
+        redact=lambda kept: redact_source(source_of(target, user), kept),
         comparison=target if isinstance(target, Comparison) else None,
         sweep=target if isinstance(target, Sweep) else None,
     )

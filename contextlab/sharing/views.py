@@ -59,20 +59,14 @@ def share_dialog(request: AuthedRequest, transcript: Transcript) -> HttpResponse
             not_ready="This session has no finished run yet: share it once its replay is done.",
         ),
     }
-    if request.method == "POST":
-        try:
-            link, token = services.create_share(
-                user=request.user, transcript=transcript, run=run, **pages.share_form(request)
-            )
-        except services.ShareError as exc:
-            context["error"] = exc
-            context["findings"] = _findings_or_none(transcript, run)
-            return render(request, "sharing/dialog.html", context, status=exc.http_status)
-        context["link"] = link
-        context["url"] = request.build_absolute_uri(reverse("sharing:shared", args=[token]))
-        return render(request, "sharing/created.html", context, status=201)
-    context["findings"] = _findings_or_none(transcript, run)
-    return render(request, "sharing/dialog.html", context)
+    return pages.dialog_answer(
+        request,
+        context,
+        create=lambda form: services.create_share(
+            user=request.user, transcript=transcript, run=run, **form
+        ),
+        findings=lambda: _findings_or_none(transcript, run),
+    )
 
 
 def _findings_or_none(transcript: Transcript, run: Run | None) -> list[dict[str, Any]] | None:
