@@ -112,6 +112,20 @@ def _workspace_from_form(request: AuthedRequest) -> Workspace:
     return services.target_workspace(request.user, int(raw) if raw.isdigit() else None)
 
 
+def _sessions_workspace(request: AuthedRequest) -> str:
+    """The form's default workspace: that of the sessions it was opened for (``?session=``),
+    when they share one the user may create in, else "" (the personal one)."""
+    picked = _preselected(request)
+    if not picked:
+        return ""
+    found = set(
+        access.sessions(request.user, access.WRITE)
+        .filter(pk__in=picked)
+        .values_list("workspace_id", flat=True)
+    )
+    return str(found.pop()) if len(found) == 1 else ""
+
+
 def _preselected(request: AuthedRequest) -> set[int]:
     return {int(i) for i in request.GET.getlist("session") if i.isdigit()}
 
@@ -379,7 +393,11 @@ def compare_new(request: AuthedRequest) -> HttpResponse:
         "choices": _config_choices(request),
         "workspaces": _workspace_choices(request),
         "selected": _preselected(request),
-        "values": {"a_config": "preset:auto", "b_config": "preset:aggressive"},
+        "values": {
+            "a_config": "preset:auto",
+            "b_config": "preset:aggressive",
+            "workspace_id": _sessions_workspace(request),
+        },
     }
     if request.method == "POST":
         transcripts = _selected_sessions(request)
@@ -562,6 +580,7 @@ def sweep_new(request: AuthedRequest) -> HttpResponse:
             "base_config": "preset:auto",
             "field": "autocompact_pct_override",
             "sweep_values": "50:90:10",
+            "workspace_id": _sessions_workspace(request),
         },
     }
     if request.method == "POST":

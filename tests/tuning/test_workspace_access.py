@@ -263,3 +263,12 @@ def test_config_names_are_unique_per_workspace(team):
     # the same name in one's personal workspace is another config
     services.save_config(owner=eddie, name="team-early", preset="auto", overrides={})
     assert SavedConfig.objects.filter(name="team-early").count() == 2
+
+
+def test_a_form_opened_for_a_team_session_defaults_to_the_team(team):
+    eddie = client_of(team["users"]["eddie"])
+    for url in ("/compare/new/", "/sweeps/new/"):
+        form = eddie.get(f"{url}?session={team['session'].pk}").content.decode()
+        assert f'<option value="{team["workspace"].pk}" selected>Team</option>' in form, url
+        plain = eddie.get(url).content.decode()
+        assert f'<option value="{team["workspace"].pk}" selected>' not in plain, url
