@@ -87,3 +87,39 @@ def test_share_a_comparison_open_logged_out_revoke_410(
     assert response.status == 410
     assert "revoked" in other.locator("#error-message").inner_text()
     stranger.close()
+
+
+def test_share_a_sweep_the_chart_draws_logged_out(
+    page: Any,  # noqa: F811
+    browser: Any,  # noqa: F811
+    live_server: Any,
+    tmp_path: Path,
+) -> None:
+    sign_up(page, "sweeper")
+    upload(page, corpus_file("marot__spotter__tool_heavy.jsonl"))
+    page.goto("/sweeps/new/")
+    page.locator("input[name=sessions]").first.check()
+    page.fill("#id_sweep_values", "10, 50, 90")
+    page.click("#start-sweep")
+    page.wait_for_url(re.compile(r".*/sweeps/\d+/$"))
+    page.locator("#chart-sweep .main-svg").first.wait_for(timeout=60_000)
+    page.locator("#sweep-progress[data-status=done]").wait_for(timeout=60_000)
+    page.click("#share-button")
+    page.wait_for_url(re.compile(r".*/sweeps/\d+/share/$"))
+    assert "Share this sweep" in page.locator("#share-dialog").inner_text()
+    page.locator("#share-submit").click()
+    url = page.locator("#share-url").input_value()
+
+    stranger = browser.new_context(
+        base_url=live_server.url, viewport={"width": 1400, "height": 1000}
+    )
+    other = stranger.new_page()
+    other.goto(url)
+    other.locator("#shared-sweep").wait_for()
+    other.locator("#chart-sweep .main-svg").first.wait_for()
+    assert other.locator("#sweep-table tr[data-value]").count() == 3
+    assert other.locator("form, input, select").count() == 0
+    shots = Path(os.environ.get("SCREENSHOTS_DIR") or tmp_path)
+    shots.mkdir(parents=True, exist_ok=True)
+    other.screenshot(path=str(shots / "shared-sweep.png"), full_page=True)
+    stranger.close()
