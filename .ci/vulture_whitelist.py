@@ -292,3 +292,5 @@ LOGIN_USER_RATE  # read by getattr in contextlab/accounts/throttle.py
 CACHES  # Django setting (contextlab/settings.py)
 RATELIMIT_IP_META_KEY  # django-ratelimit setting (contextlab/settings.py)
 _.project_name  # used by templates/transcripts/session_list.html (contextlab/transcripts/models.py:61)
+target_url  # read by templates/sharing/links.html (contextlab/sharing/models.py)
+revoked_links  # unused variable (contextlab/workspaces/schemas.py: an API response field)

@@ -46,6 +46,7 @@ api.add_router("/shares", "contextlab.sharing.api.router")
 api.add_router("/sessions", "contextlab.sharing.api.exports")
 api.add_router("/sessions", "contextlab.comments.api.sessions")
 api.add_router("/comments", "contextlab.comments.api.router")
+api.add_router("/sessions", "contextlab.workspaces.api.sessions")
 
 
 @api.exception_handler(AuthenticationError)

@@ -86,6 +86,8 @@ def test_every_api_operation_answers_401_without_a_token(client):
 #   comment:author           a comment (by the editor): its author only; other members 403,
 #                            non-members 404 (an owner deletes, never rewrites, others' words)
 #   comment:author-or-owner  the same, and the workspace's owners too
+#   item:ROLE      a config, comparison or sweep of a workspace: non-members 404, members
+#                  below ROLE 403 (viewers read, editors change, owners delete)
 
 PAGE_POLICIES: dict[str, str] = {
     "accounts:login": "public",
@@ -106,22 +108,25 @@ PAGE_POLICIES: dict[str, str] = {
     "tuning:index": "user",
     "tuning:config_new": "user",
     "tuning:config_check": "user",
-    "tuning:config": "owned",
-    "tuning:config_delete": "owned",
+    "tuning:config": "item:viewer",
+    "tuning:config_delete": "item:owner",
     "tuning:compare_new": "user",
-    "tuning:comparison": "owned",
-    "tuning:comparison_delete": "owned",
-    "tuning:compare_request": "owned",
+    "tuning:comparison": "item:viewer",
+    "tuning:comparison_delete": "item:owner",
+    "tuning:compare_request": "item:viewer",
     "tuning:sweep_new": "user",
-    "tuning:sweep": "owned",
-    "tuning:sweep_delete": "owned",
+    "tuning:sweep": "item:viewer",
+    "tuning:sweep_delete": "item:owner",
     "workspaces:list": "user",
     "workspaces:create": "user",
     "workspaces:member_set": "workspace:owner",
     "workspaces:member_remove": "workspace:owner",
     "workspaces:invite_create": "workspace:owner",
     "workspaces:invite": "public",
+    "workspaces:move_session": "session:editor",
     "sharing:dialog": "session:editor",
+    "sharing:comparison_dialog": "item:editor",
+    "sharing:sweep_dialog": "item:editor",
     "sharing:export_html": "session:viewer",
     "sharing:links": "user",
     "sharing:revoke": "owned",
@@ -144,18 +149,19 @@ API_POLICIES: dict[str, str] = {
     "list_run_requests": "run:viewer",
     "create_comparison": "user",
     "list_comparisons": "user",
-    "get_comparison": "owned",
-    "delete_comparison": "owned",
+    "get_comparison": "item:viewer",
+    "delete_comparison": "item:owner",
     "create_sweep": "user",
     "list_sweeps": "user",
-    "get_sweep": "owned",
-    "delete_sweep": "owned",
+    "get_sweep": "item:viewer",
+    "delete_sweep": "item:owner",
     "create_workspace": "user",
     "list_workspaces": "user",
     "get_workspace": "workspace:viewer",
     "add_workspace_member": "workspace:owner",
     "remove_workspace_member": "workspace:owner",
     "create_workspace_invite": "workspace:owner",
+    "move_session": "session:editor",
     "create_share": "session:editor",
     "list_shares": "user",
     "revoke_share": "owned",
@@ -209,7 +215,7 @@ def test_every_route_declares_a_policy(client):
 @pytest.fixture
 def team(django_user_model, make_transcript, short_jsonl):
     """A team workspace owned by olive with a viewer, an editor, a session and its run, plus a
-    user who is not a member; the tuning objects are olive's."""
+    user who is not a member; the tuning objects are olive's, in the team workspace."""
     from contextlab.runs import runner
     from contextlab.transcripts import services as transcript_services
     from contextlab.tuning.models import Comparison, SavedConfig, Sweep
@@ -238,7 +244,7 @@ def team(django_user_model, make_transcript, short_jsonl):
     # one replayed session for the routes that only read or add; deleting gets a fresh one
     session = new_session()
     runner.execute_run(session.runs.get().pk)
-    comparison = Comparison.objects.create(owner=owner)
+    comparison = Comparison.objects.create(owner=owner, workspace=workspace)
     comparison.sessions.add(session)
     from contextlab.sharing import services as sharing
 
@@ -262,9 +268,11 @@ def team(django_user_model, make_transcript, short_jsonl):
         "new_session": lambda destructive: new_session() if destructive else session,
         "new_comment": lambda destructive: new_comment() if destructive else comment,
         "owned": {
-            "config": SavedConfig.objects.create(owner=owner, name="cfg"),
+            "config": SavedConfig.objects.create(owner=owner, workspace=workspace, name="cfg"),
             "comparison": comparison,
-            "sweep": Sweep.objects.create(owner=owner, field="autocompact_pct", values=[80]),
+            "sweep": Sweep.objects.create(
+                owner=owner, workspace=workspace, field="autocompact_pct", values=[80]
+            ),
             "share": share,
             "token": create_api_token(username=owner.username)[0],
         },
@@ -313,7 +321,7 @@ def _fill(pattern: str, name: str, policy: str, team, session) -> str:
         pk = session.runs.first().pk
     elif kind == "workspace":
         pk = team["workspace"].pk
-    elif kind == "owned":
+    elif kind in ("owned", "item"):
         pk = _owned_for(name, team)
     elif kind == "comment":
         pk = team["new_comment"](name.endswith("delete")).pk
@@ -389,6 +397,8 @@ def _api_body(operation: str, team, session) -> dict:
         "create_workspace": {"name": "Another"},
         "add_workspace_member": {"username": "u-nonmember", "role": "viewer"},
         "create_workspace_invite": {"role": "viewer"},
+        # the session's own workspace: the gate answers first, then 422 (already there)
+        "move_session": {"workspace_id": team["workspace"].pk},
         "create_share": {"session_id": session.pk if session else 0, "expires_in_days": 1},
         "create_comment": {"request": 0, "body": "a comment"},
         "update_comment": {"body": "edited"},
@@ -478,3 +488,39 @@ def test_link_routes_answer_each_link_state(name, team):
         assert client.get(url(revoked_token)).status_code == 410, (name, role)
         assert client.get(url(expired_token)).status_code == 410, (name, role)
         assert client.get(url(sharing.TOKEN_PREFIX + "unknown")).status_code == 404, (name, role)
+
+
+# --- links to a comparison or a sweep (the same states as a session's link) --------------------
+
+
+@pytest.mark.usefixtures("clean_media")
+@pytest.mark.parametrize("kind", ["comparison", "sweep"])
+def test_comparison_and_sweep_links_answer_each_link_state(kind, team):
+    """Link holder 200 on /s/<token>/ (logged out or in, member or not), revoked and expired
+    410; the request explorer and block fragments of such a link do not exist (404)."""
+    from datetime import timedelta
+
+    from django.core.cache import cache
+    from django.utils import timezone
+
+    from contextlab.sharing import services as sharing
+    from contextlab.sharing import targets
+
+    cache.clear()
+    owner = team["users"]["owner"]
+    target = team["owned"][kind]
+    _, live = targets.create_share(user=owner, target=target)
+    revoked, revoked_token = targets.create_share(user=owner, target=target)
+    sharing.revoke(revoked)
+    expired, expired_token = targets.create_share(user=owner, target=target)
+    expired.expires_at = timezone.now() - timedelta(minutes=1)
+    expired.save()
+    for role in (None, *ROLES):
+        client = Client()
+        if role is not None:
+            client.force_login(team["users"][role])
+        assert client.get(f"/s/{live}/").status_code == 200, (kind, role)
+        assert client.get(f"/s/{live}/requests/0/").status_code == 404, (kind, role)
+        assert client.get(f"/s/{live}/messages/main/0/0/").status_code == 404, (kind, role)
+        assert client.get(f"/s/{revoked_token}/").status_code == 410, (kind, role)
+        assert client.get(f"/s/{expired_token}/").status_code == 410, (kind, role)

@@ -2,29 +2,73 @@
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit
+
 from django.contrib import messages
 from django.contrib.auth import login
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import User
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import Resolver404, resolve
+from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
 from contextlab.accounts import services
 from contextlab.accounts.forms import SignupForm
 from contextlab.accounts.models import ApiToken
 from contextlab.http import AuthedRequest
+from contextlab.workspaces import services as workspaces
+
+
+def _safe_next(request: HttpRequest) -> str:
+    """The ``next`` the signup form carries, if it is a path of this site (else "")."""
+    wanted = str(request.POST.get("next") or request.GET.get("next") or "")
+    if wanted and url_has_allowed_host_and_scheme(
+        wanted, allowed_hosts={request.get_host()}, require_https=request.is_secure()
+    ):
+        return wanted
+    return ""
+
+
+def _after_signup(request: HttpRequest, user: User, wanted: str) -> HttpResponse:
+    """Where a new account lands: an invite link in ``next`` is accepted at once (the person
+    signed up to join), any other ``next`` is followed, else the sessions list."""
+    if not wanted:
+        return redirect("transcripts:list")
+    try:
+        match = resolve(urlsplit(wanted).path)
+    except Resolver404:
+        return redirect(wanted)
+    if match.view_name != "workspaces:invite":
+        return redirect(wanted)
+    try:
+        membership = workspaces.accept_invite(token=match.kwargs["token"], user=user)
+    except workspaces.WorkspaceError as exc:
+        messages.error(
+            request, f"Your account is ready, but the invite did not work: {exc.message}."
+        )
+        return redirect("transcripts:list")
+    messages.success(
+        request, f"Welcome! You joined “{membership.workspace.name}” as {membership.role}."
+    )
+    return redirect("transcripts:list")
 
 
 def signup(request: HttpRequest) -> HttpResponse:
+    wanted = _safe_next(request)
     if request.user.is_authenticated:
-        return redirect("transcripts:list")
+        return redirect(wanted or "transcripts:list")
     form = SignupForm(request.POST or None)
     if request.method == "POST" and form.is_valid():
         user = form.save()
         login(request, user, backend="django.contrib.auth.backends.ModelBackend")
-        return redirect("transcripts:list")
+        return _after_signup(request, user, wanted)
     return render(
-        request, "accounts/signup.html", {"form": form}, status=400 if form.errors else 200
+        request,
+        "accounts/signup.html",
+        {"form": form, "next": wanted},
+        status=400 if form.errors else 200,
     )
 
 

@@ -12,10 +12,11 @@ from ninja.responses import Status
 from contextlab.comments import services as comments
 from contextlab.http import AuthedRequest
 from contextlab.runs.models import Run
-from contextlab.sharing import export, redaction, services
+from contextlab.sharing import export, redaction, services, targets
 from contextlab.sharing.models import ShareLink
 from contextlab.sharing.schemas import ShareCreatedOut, ShareIn, ShareOut
 from contextlab.transcripts.api import field_error
+from contextlab.tuning.models import Comparison, Sweep
 from contextlab.workspaces import access
 
 router = Router(tags=["sharing"])
@@ -25,8 +26,11 @@ exports = Router(tags=["sessions"])
 def _share_out(link: ShareLink) -> dict[str, Any]:
     return {
         "id": link.pk,
+        "kind": link.kind,
         "session_id": link.transcript_id,
         "run_id": link.run_id,
+        "comparison_id": link.comparison_id,
+        "sweep_id": link.sweep_id,
         "audience": link.audience,
         "created_by": link.created_by.username,
         "created_at": link.created_at,
@@ -42,25 +46,54 @@ def _share_out(link: ShareLink) -> dict[str, Any]:
     "",
     response={201: ShareCreatedOut, 403: dict[str, Any], 409: dict[str, Any], 422: dict[str, Any]},
     operation_id="create_share",
-    summary="Share a session's report: a redacted, read-only snapshot behind a random token",
+    summary="Share a session's report, a comparison or a sweep: a redacted, read-only snapshot "
+    "behind a random token",
 )
 def create_share(request: AuthedRequest, payload: ShareIn) -> Status[dict[str, Any]]:
-    transcript = access.session_for(request.user, payload.session_id, access.WRITE)
-    run = None
-    if payload.run_id is not None:
-        run = Run.objects.filter(pk=payload.run_id, transcript=transcript).first()
-        if run is None:
-            raise Http404("no such run")
+    named = [
+        name
+        for name in ("session_id", "comparison_id", "sweep_id")
+        if getattr(payload, name) is not None
+    ]
+    if len(named) != 1:
+        return Status(
+            422,
+            field_error("session_id", "name exactly one of session_id, comparison_id, sweep_id"),
+        )
     keep = redaction.categories() if not payload.redact else payload.keep
     try:
-        link, token = services.create_share(
-            user=request.user,
-            transcript=transcript,
-            run=run,
-            audience=payload.audience,
-            days=payload.expires_in_days,
-            keep=keep,
-        )
+        if payload.session_id is not None:
+            transcript = access.session_for(request.user, payload.session_id, access.WRITE)
+            run = None
+            if payload.run_id is not None:
+                run = Run.objects.filter(pk=payload.run_id, transcript=transcript).first()
+                if run is None:
+                    raise Http404("no such run")
+            link, token = services.create_share(
+                user=request.user,
+                transcript=transcript,
+                run=run,
+                audience=payload.audience,
+                days=payload.expires_in_days,
+                keep=keep,
+            )
+        else:
+            target: Comparison | Sweep
+            if payload.comparison_id is not None:
+                target = access.item_for(
+                    request.user, Comparison.objects.all(), payload.comparison_id, access.WRITE
+                )
+            else:
+                target = access.item_for(
+                    request.user, Sweep.objects.all(), payload.sweep_id or 0, access.WRITE
+                )
+            link, token = targets.create_share(
+                user=request.user,
+                target=target,
+                audience=payload.audience,
+                days=payload.expires_in_days,
+                keep=keep,
+            )
     except services.ShareError as exc:
         body = field_error(exc.field, exc.message)
         return Status(exc.http_status if exc.http_status in (409, 422) else 422, body)

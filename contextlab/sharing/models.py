@@ -1,4 +1,5 @@
-"""Share links: a token that opens a redacted, read-only snapshot of one session's report.
+"""Share links: a token that opens a redacted, read-only snapshot of one session's report, one
+comparison or one sweep (exactly one of the three).
 
 Only the token's SHA-256 is stored; the token is shown once. The snapshot is built (and
 redacted) when the link is made, so what the link shows never changes with the original and
@@ -21,9 +22,25 @@ class ShareLink(models.Model):
 
     token_hash = models.CharField(max_length=64, unique=True)
     transcript = models.ForeignKey(
-        "transcripts.Transcript", on_delete=models.CASCADE, related_name="share_links"
+        "transcripts.Transcript",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="share_links",
     )
-    run = models.ForeignKey("runs.Run", on_delete=models.CASCADE, related_name="share_links")
+    run = models.ForeignKey(
+        "runs.Run", null=True, blank=True, on_delete=models.CASCADE, related_name="share_links"
+    )
+    comparison = models.ForeignKey(
+        "tuning.Comparison",
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="share_links",
+    )
+    sweep = models.ForeignKey(
+        "tuning.Sweep", null=True, blank=True, on_delete=models.CASCADE, related_name="share_links"
+    )
     #: the session's workspace when the link was made: its owners see and revoke the link
     workspace = models.ForeignKey(
         "workspaces.Workspace", on_delete=models.CASCADE, related_name="share_links"
@@ -44,9 +61,51 @@ class ShareLink(models.Model):
 
     class Meta:
         ordering = ("-created_at", "-pk")
+        constraints = (
+            # a link shows one thing: a session's report, a comparison or a sweep
+            models.CheckConstraint(
+                condition=(
+                    models.Q(transcript__isnull=False, comparison__isnull=True, sweep__isnull=True)
+                    | models.Q(
+                        transcript__isnull=True, comparison__isnull=False, sweep__isnull=True
+                    )
+                    | models.Q(
+                        transcript__isnull=True, comparison__isnull=True, sweep__isnull=False
+                    )
+                ),
+                name="share_link_one_target",
+            ),
+        )
 
     def __str__(self) -> str:
-        return f"share of {self.transcript_id} ({self.audience})"
+        return f"share of {self.kind} {self.target_id} ({self.audience})"
+
+    @property
+    def kind(self) -> str:
+        """What the link shows: "session", "comparison" or "sweep"."""
+        if self.comparison_id is not None:
+            return "comparison"
+        if self.sweep_id is not None:
+            return "sweep"
+        return "session"
+
+    @property
+    def target_id(self) -> int | None:
+        return self.comparison_id or self.sweep_id or self.transcript_id
+
+    @property
+    def target_label(self) -> str:
+        """The target as the Shared links page names it."""
+        if self.comparison_id is not None:
+            return f"comparison #{self.comparison_id}"
+        if self.sweep_id is not None:
+            return f"sweep #{self.sweep_id}"
+        return self.transcript.name if self.transcript is not None else "a deleted session"
+
+    @property
+    def target_url(self) -> str:
+        target = self.comparison or self.sweep or self.transcript
+        return target.get_absolute_url() if target is not None else ""
 
     @property
     def is_expired(self) -> bool:

@@ -7,7 +7,11 @@ from ninja import Field, Schema
 
 
 class ShareIn(Schema):
-    session_id: int
+    """Exactly one of ``session_id``, ``comparison_id`` and ``sweep_id``."""
+
+    session_id: int | None = Field(None, description="share this session's report")
+    comparison_id: int | None = Field(None, description="share this comparison's page")
+    sweep_id: int | None = Field(None, description="share this sweep's page")
     run_id: int | None = Field(
         None, description="the run to show; default the session's default run"
     )
@@ -34,8 +38,11 @@ class ShareCreatedOut(Schema):
 
 class ShareOut(Schema):
     id: int
-    session_id: int
-    run_id: int
+    kind: Literal["session", "comparison", "sweep"]
+    session_id: int | None
+    run_id: int | None
+    comparison_id: int | None
+    sweep_id: int | None
     audience: str
     created_by: str
     created_at: datetime

@@ -184,28 +184,54 @@ def create_share(
     """Make a link to a redacted snapshot of the session's report (the default run unless
     told). The caller checked ``user`` may share (editor). Returns the link and its token,
     which is shown once and never stored."""
-    expiry = parse_expiry(audience, days)
-    keep = sorted(set(keep or []))
-    unknown = set(keep) - set(redaction.categories())
-    if unknown:
-        raise ShareError("keep", f"unknown redaction categories: {', '.join(sorted(unknown))}")
     run = run or run_services.default_run(transcript)
     if run is None or run.transcript_id != transcript.pk:
         raise ShareError("run", "this session has no finished run to share", 409)
-    redacted = redact_snapshot(snapshot_source(transcript, run), keep)
-    check_outgoing(json.dumps(redacted.data, ensure_ascii=False), keep)
+    chosen = run  # narrowed to a Run, for the closure below
+    return publish(
+        user=user,
+        workspace_id=transcript.workspace_id,
+        audience=audience,
+        days=days,
+        keep=keep,
+        redact=lambda kept: redact_snapshot(snapshot_source(transcript, chosen), kept),
+        transcript=transcript,
+        run=run,
+    )
+
+
+def publish(
+    *,
+    user: User,
+    workspace_id: int,
+    audience: str,
+    days: int | None,
+    keep: list[str] | None,
+    redact: Callable[[list[str]], Redacted],
+    **target: Any,
+) -> tuple[ShareLink, str]:
+    """What every kind of link goes through: check the audience, expiry and kept categories,
+    redact (``redact(kept)``), scan the outgoing bytes again, then write the link (``target``:
+    its transcript and run, its comparison or its sweep) and its snapshot. Returns the link and
+    its token, which is never stored."""
+    expiry = parse_expiry(audience, days)
+    kept = sorted(set(keep or []))
+    unknown = set(kept) - set(redaction.categories())
+    if unknown:
+        raise ShareError("keep", f"unknown redaction categories: {', '.join(sorted(unknown))}")
+    redacted = redact(kept)
+    check_outgoing(json.dumps(redacted.data, ensure_ascii=False), kept)
     token = TOKEN_PREFIX + secrets.token_urlsafe(TOKEN_BYTES)
     with transaction.atomic():
         link = ShareLink.objects.create(
             token_hash=hash_token(token),
-            transcript=transcript,
-            run=run,
-            workspace_id=transcript.workspace_id,
+            workspace_id=workspace_id,
             created_by=user,
             audience=audience,
             expires_at=timezone.now() + expiry if expiry else None,
-            kept=keep,
+            kept=kept,
             findings=redacted.findings,
+            **target,
         )
         ShareSnapshot.objects.create(link=link, data=redacted.data)
     return link, token
@@ -264,7 +290,7 @@ def visible_links(user: User) -> QuerySet[ShareLink]:
     """The links a user made, and every link of the workspaces they own."""
     owned = Membership.objects.filter(user=user, role=Role.OWNER).values("workspace_id")
     return ShareLink.objects.filter(Q(created_by=user) | Q(workspace_id__in=owned)).select_related(
-        "transcript", "created_by", "workspace"
+        "transcript", "comparison", "sweep", "created_by", "workspace"
     )
 
 

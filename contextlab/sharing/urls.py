@@ -1,11 +1,13 @@
 from django.urls import path
 
-from contextlab.sharing import views
+from contextlab.sharing import pages, views
 
 app_name = "sharing"
 
 urlpatterns = [
     path("sessions/<int:pk>/share/", views.share_dialog, name="dialog"),
+    path("compare/<int:pk>/share/", pages.comparison_dialog, name="comparison_dialog"),
+    path("sweeps/<int:pk>/share/", pages.sweep_dialog, name="sweep_dialog"),
     path("sessions/<int:pk>/export.html", views.export_html, name="export_html"),
     path("shares/", views.link_list, name="links"),
     path("shares/<int:pk>/revoke/", views.revoke, name="revoke"),

@@ -23,7 +23,7 @@ from contextlab.http import AuthedRequest, HtmxRequest
 from contextlab.runs import charts
 from contextlab.runs.models import Run
 from contextlab.runs.views import _is_replaced, _prepare_rows, render_block_text, subagent_rows
-from contextlab.sharing import export, services
+from contextlab.sharing import export, pages, services
 from contextlab.sharing.models import ShareLink
 from contextlab.summaries import services as summaries
 from contextlab.transcripts.models import Transcript
@@ -50,31 +50,23 @@ def share_dialog(request: AuthedRequest, transcript: Transcript) -> HttpResponse
     context: dict[str, Any] = {
         "transcript": transcript,
         "run": run,
-        "expiry_days": services.EXPIRY_DAYS,
-        "default_days": services.DEFAULT_EXPIRY_DAYS,
+        **pages.dialog_context(
+            target_kind="report",
+            target_name=transcript.name,
+            back_url=transcript.get_absolute_url(),
+            crumbs=[(reverse("transcripts:list"), "Sessions")],
+            workspace_name=transcript.workspace.name,
+            not_ready="This session has no finished run yet: share it once its replay is done.",
+        ),
     }
-    if request.method == "POST":
-        audience = request.POST.get("audience", ShareLink.Audience.LINK)
-        raw_days = request.POST.get("expires_in_days", "")
-        days = int(raw_days) if raw_days.isdigit() else None
-        try:
-            link, token = services.create_share(
-                user=request.user,
-                transcript=transcript,
-                run=run,
-                audience=audience,
-                days=days,
-                keep=request.POST.getlist("keep"),
-            )
-        except services.ShareError as exc:
-            context["error"] = exc
-            context["findings"] = _findings_or_none(transcript, run)
-            return render(request, "sharing/dialog.html", context, status=exc.http_status)
-        context["link"] = link
-        context["url"] = request.build_absolute_uri(reverse("sharing:shared", args=[token]))
-        return render(request, "sharing/created.html", context, status=201)
-    context["findings"] = _findings_or_none(transcript, run)
-    return render(request, "sharing/dialog.html", context)
+    return pages.dialog_answer(
+        request,
+        context,
+        create=lambda form: services.create_share(
+            user=request.user, transcript=transcript, run=run, **form
+        ),
+        findings=lambda: _findings_or_none(transcript, run),
+    )
 
 
 def _findings_or_none(transcript: Transcript, run: Run | None) -> list[dict[str, Any]] | None:
@@ -122,17 +114,27 @@ def _open(request: HttpRequest, token: str) -> ShareLink | HttpResponse:
     return link
 
 
-def _base(link: ShareLink, token: str) -> dict[str, Any]:
-    data = services.snapshot_data(link)
+def _link_base(link: ShareLink, token: str) -> dict[str, Any]:
+    """What every shared page shows of its link (who shared it, expiry, what was redacted)."""
     return {
         "link": link,
         "token": token,
         "share_root": reverse("sharing:shared", args=[token]),
+        "kept": link.kept,
+        "redacted_count": sum(f["count"] for f in link.findings if f["category"] not in link.kept),
+    }
+
+
+def _base(link: ShareLink, token: str) -> dict[str, Any]:
+    if link.kind != "session":
+        # a comparison's or sweep's link has no request explorer or block fragments
+        raise Http404("this shared link has no request pages")
+    data = services.snapshot_data(link)
+    return {
+        **_link_base(link, token),
         "snapshot": data,
         "transcript": data["transcript"],
         "run": data["run"],
-        "kept": link.kept,
-        "redacted_count": sum(f["count"] for f in link.findings if f["category"] not in link.kept),
     }
 
 
@@ -148,6 +150,8 @@ def shared_report(request: HttpRequest, token: str) -> HttpResponse:
         return opened
     link = opened
     services.record_view(link)
+    if link.kind != "session":
+        return pages.shared_target(request, link, _link_base(link, token))
     context = _base(link, token)
     context.update(_report_parts(link, token, context["snapshot"]))
     return render(request, "sharing/report.html", context)
@@ -259,6 +263,8 @@ def shared_block(
     opened = _open(request, token)
     if isinstance(opened, HttpResponse):
         return opened
+    if opened.kind != "session":
+        raise Http404("this shared link has no request pages")
     messages = services.snapshot_data(opened)["messages"].get(thread)
     return render_block_text(request, messages, message, block)
 
@@ -290,7 +296,7 @@ def revoke(request: AuthedRequest, pk: int) -> HttpResponse:
     if link is None:
         raise Http404("no such link")
     services.revoke(link)
-    messages.success(request, f"Revoked the link to {link.transcript.name}; it now answers 410.")
+    messages.success(request, f"Revoked the link to {link.target_label}; it now answers 410.")
     return redirect("sharing:links")
 
 

@@ -1,11 +1,11 @@
-"""JSON API for tuning: A/B comparisons and one-field sweeps over the user's sessions."""
+"""JSON API for tuning: A/B comparisons and one-field sweeps, each in a workspace (members read
+it, editors create, owners delete)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from django.http import Http404, HttpResponse
-from django.shortcuts import get_object_or_404
 from ninja import Router
 from ninja.responses import Status
 
@@ -24,6 +24,7 @@ from contextlab.tuning.schemas import (
     SweepListOut,
     SweepOut,
 )
+from contextlab.workspaces import access
 
 router = Router(tags=["tuning"])
 
@@ -55,6 +56,7 @@ def create_comparison(request: AuthedRequest, payload: ComparisonIn) -> Status[d
     try:
         comparison = services.create_comparison(
             owner=request.user,
+            workspace=services.target_workspace(request.user, payload.workspace_id),
             transcripts=transcripts,
             a=_spec(request, payload.a, "a"),
             b=_spec(request, payload.b, "b"),
@@ -74,15 +76,17 @@ def create_comparison(request: AuthedRequest, payload: ComparisonIn) -> Status[d
 @router.get("/comparisons", response=list[ComparisonListOut], operation_id="list_comparisons")
 def list_comparisons(request: AuthedRequest) -> list[dict[str, Any]]:
     """The caller's comparisons, newest first."""
-    comparisons = services.owned_comparisons(request.user)
+    comparisons = services.workspace_comparisons(request.user)
+    readable = set(access.sessions(request.user).values_list("pk", flat=True))
     return [
         {
             "id": c.pk,
+            "workspace_id": c.workspace_id,
             "status": services.items_status(c.items.all()),
             "url": c.get_absolute_url(),
             "a_label": c.a_label,
             "b_label": c.b_label,
-            "session_ids": sorted(s.pk for s in c.sessions.all()),
+            "session_ids": sorted(s.pk for s in c.sessions.all() if s.pk in readable),
             "created_at": c.created_at,
         }
         for c in comparisons
@@ -91,7 +95,7 @@ def list_comparisons(request: AuthedRequest) -> list[dict[str, Any]]:
 
 @router.get("/comparisons/{comparison_id}", response=ComparisonOut, operation_id="get_comparison")
 def get_comparison(request: AuthedRequest, comparison_id: int) -> dict[str, Any]:
-    comparison = get_object_or_404(Comparison, pk=comparison_id, owner=request.user)
+    comparison = access.item_for(request.user, Comparison.objects.all(), comparison_id)
     report = services.comparison_report(comparison, reader=request.user)
 
     def side(name: str) -> dict[str, Any]:
@@ -104,6 +108,7 @@ def get_comparison(request: AuthedRequest, comparison_id: int) -> dict[str, Any]
 
     return {
         "id": comparison.pk,
+        "workspace_id": comparison.workspace_id,
         "status": report["status"],
         "done_sessions": report["done_sessions"],
         "a": side("a"),
@@ -133,6 +138,7 @@ def create_sweep(request: AuthedRequest, payload: SweepIn) -> Status[dict[str, A
     try:
         sweep = services.create_sweep(
             owner=request.user,
+            workspace=services.target_workspace(request.user, payload.workspace_id),
             transcripts=transcripts,
             base=_spec(request, payload.base, "base"),
             field_name=payload.field,
@@ -149,16 +155,18 @@ def create_sweep(request: AuthedRequest, payload: SweepIn) -> Status[dict[str, A
 @router.get("/sweeps", response=list[SweepListOut], operation_id="list_sweeps")
 def list_sweeps(request: AuthedRequest) -> list[dict[str, Any]]:
     """The caller's sweeps, newest first."""
-    sweeps = services.owned_sweeps(request.user)
+    sweeps = services.workspace_sweeps(request.user)
+    readable = set(access.sessions(request.user).values_list("pk", flat=True))
     return [
         {
             "id": s.pk,
+            "workspace_id": s.workspace_id,
             "status": services.items_status(s.items.all()),
             "url": s.get_absolute_url(),
             "field": s.field,
             "values": s.values,
             "base_label": s.base_label,
-            "session_ids": sorted(t.pk for t in s.sessions.all()),
+            "session_ids": sorted(t.pk for t in s.sessions.all() if t.pk in readable),
             "created_at": s.created_at,
         }
         for s in sweeps
@@ -167,10 +175,11 @@ def list_sweeps(request: AuthedRequest) -> list[dict[str, Any]]:
 
 @router.get("/sweeps/{sweep_id}", response=SweepOut, operation_id="get_sweep")
 def get_sweep(request: AuthedRequest, sweep_id: int) -> dict[str, Any]:
-    sweep = get_object_or_404(Sweep, pk=sweep_id, owner=request.user)
+    sweep = access.item_for(request.user, Sweep.objects.all(), sweep_id)
     report = services.sweep_report(sweep, reader=request.user)
     return {
         "id": sweep.pk,
+        "workspace_id": sweep.workspace_id,
         "status": report["status"],
         "field": sweep.field,
         "base": {
@@ -178,7 +187,11 @@ def get_sweep(request: AuthedRequest, sweep_id: int) -> dict[str, Any]:
             "preset": sweep.base_preset,
             "config": sweep.base_overrides,
         },
-        "session_ids": list(sweep.sessions.order_by("pk").values_list("pk", flat=True)),
+        "session_ids": list(
+            sweep.sessions.filter(pk__in=access.sessions(request.user).values("pk"))
+            .order_by("pk")
+            .values_list("pk", flat=True)
+        ),
         "points": report["points"],
     }
 
@@ -188,7 +201,9 @@ def get_sweep(request: AuthedRequest, sweep_id: int) -> dict[str, Any]:
 )
 def delete_comparison(request: AuthedRequest, comparison_id: int) -> HttpResponse:
     """Delete the comparison; its runs stay with their sessions."""
-    comparison = get_object_or_404(Comparison, pk=comparison_id, owner=request.user)
+    comparison = access.item_for(
+        request.user, Comparison.objects.all(), comparison_id, access.MANAGE
+    )
     services.delete_owned(comparison)
     return HttpResponse(status=204)
 
@@ -196,6 +211,6 @@ def delete_comparison(request: AuthedRequest, comparison_id: int) -> HttpRespons
 @router.delete("/sweeps/{sweep_id}", response={204: None}, operation_id="delete_sweep")
 def delete_sweep(request: AuthedRequest, sweep_id: int) -> HttpResponse:
     """Delete the sweep; its runs stay with their sessions."""
-    sweep = get_object_or_404(Sweep, pk=sweep_id, owner=request.user)
+    sweep = access.item_for(request.user, Sweep.objects.all(), sweep_id, access.MANAGE)
     services.delete_owned(sweep)
     return HttpResponse(status=204)

@@ -15,6 +15,7 @@ import plotly.graph_objects as go
 
 from contextlab.engine.results import RequestRow, as_result
 from contextlab.runs.charts import (
+    figure_json,
     has_event,
     number_requests_from_one,
     sample_positions,
@@ -294,3 +295,25 @@ def build_sweep_figure(
 
 
 SESSION_COLORS = ["#0891b2", "#7c3aed", "#16a34a", "#db2777", "#ca8a04", "#64748b"]
+
+
+def compare_figures(
+    result_a: Mapping[str, Any] | None,
+    result_b: Mapping[str, Any] | None,
+    request_url: RequestUrl,
+    *,
+    labels: Sequence[str],
+) -> dict[str, dict[str, Any]]:
+    """The compare page's three charts of one session, keyed by their ``json_script`` ids
+    (the owner's page and a shared comparison show the same)."""
+    return {
+        "chart-context-data": figure_json(
+            build_context_compare_figure(result_a, result_b, request_url, labels=labels)
+        ),
+        "chart-cache-data": figure_json(
+            build_cache_compare_figure(result_a, result_b, request_url, labels=labels)
+        ),
+        "chart-cost-data": figure_json(
+            build_cost_compare_figure(result_a, result_b, request_url, labels=labels)
+        ),
+    }

@@ -1,5 +1,8 @@
 """Tuning: saved pipeline configs (versioned), A/B comparisons and one-field sweeps.
 
+Each belongs to a workspace (``owner`` is who created it): its members read it, its editors
+create and run, its owners delete, through ``contextlab.workspaces.access``.
+
 A comparison or sweep owns no results of its own: it points at ordinary what-if runs, reusing
 any run of the same session with the identical resolved config, so its status is derived from
 those runs.
@@ -48,6 +51,9 @@ class SavedConfig(models.Model):
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="saved_configs"
     )
+    workspace = models.ForeignKey(
+        "workspaces.Workspace", on_delete=models.CASCADE, related_name="saved_configs"
+    )
     name = models.CharField(max_length=100)
     #: the base preset of the latest version ("auto" included)
     base_preset = models.CharField(max_length=60, default="auto")
@@ -57,7 +63,9 @@ class SavedConfig(models.Model):
     class Meta:
         ordering = ("name", "pk")
         constraints = (
-            models.UniqueConstraint(fields=["owner", "name"], name="saved_config_unique_name"),
+            models.UniqueConstraint(
+                fields=["workspace", "name"], name="saved_config_unique_name_per_workspace"
+            ),
         )
 
     def __str__(self) -> str:
@@ -107,6 +115,9 @@ class Comparison(models.Model):
 
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="comparisons"
+    )
+    workspace = models.ForeignKey(
+        "workspaces.Workspace", on_delete=models.CASCADE, related_name="comparisons"
     )
     sessions = models.ManyToManyField(Transcript, related_name="comparisons")
     a_preset = models.CharField(max_length=60, default="auto")
@@ -170,6 +181,9 @@ class Sweep(models.Model):
 
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="sweeps"
+    )
+    workspace = models.ForeignKey(
+        "workspaces.Workspace", on_delete=models.CASCADE, related_name="sweeps"
     )
     sessions = models.ManyToManyField(Transcript, related_name="sweeps")
     base_preset = models.CharField(max_length=60, default="auto")

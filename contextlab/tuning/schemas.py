@@ -31,6 +31,9 @@ class ComparisonIn(Schema):
     session_ids: list[RowId] = Field(..., min_length=1, max_length=MAX_REQUEST_SESSIONS)
     a: ConfigIn
     b: ConfigIn
+    workspace_id: RowId | None = Field(
+        None, description="the workspace it belongs to (you must be an editor); default yours"
+    )
 
 
 class SweepIn(Schema):
@@ -41,6 +44,9 @@ class SweepIn(Schema):
     field: str
     values: list[float] | Annotated[str, Field(max_length=2000)] = Field(
         ..., description='a list of numbers, "start:stop:step" (inclusive) or "a, b, c"'
+    )
+    workspace_id: RowId | None = Field(
+        None, description="the workspace it belongs to (you must be an editor); default yours"
     )
 
 
@@ -71,6 +77,7 @@ class ComparisonSessionOut(Schema):
 
 class ComparisonOut(Schema):
     id: int
+    workspace_id: int
     status: Status
     done_sessions: int
     a: SideOut
@@ -88,6 +95,7 @@ class SweepPointOut(Schema):
 
 class SweepOut(Schema):
     id: int
+    workspace_id: int
     status: Status
     field: str
     base: dict[str, Any]
@@ -97,6 +105,7 @@ class SweepOut(Schema):
 
 class ComparisonListOut(Schema):
     id: int
+    workspace_id: int
     status: Status
     url: str
     a_label: str
@@ -107,6 +116,7 @@ class ComparisonListOut(Schema):
 
 class SweepListOut(Schema):
     id: int
+    workspace_id: int
     status: Status
     url: str
     field: str

@@ -40,6 +40,8 @@ from contextlab.tuning.models import (
     derived_status,
 )
 from contextlab.workspaces import access
+from contextlab.workspaces import services as workspace_services
+from contextlab.workspaces.models import Workspace
 
 #: New runs of one request are split into at most this many batches per session, so that
 #: this many workers can share the work while each parses the session only once.
@@ -116,9 +118,13 @@ def config_spec(
     and explicit overrides then apply on top of it."""
     version = None
     if version_id is not None:
+        # any version of a config the user can read (viewers may use a team's configs)
         version = (
             ConfigVersion.objects.select_related("saved_config")
-            .filter(pk=version_id, saved_config__owner=owner)
+            .filter(
+                pk=version_id,
+                saved_config__in=access.items(owner, SavedConfig.objects.all()).values("pk"),
+            )
             .first()
         )
         if version is None:
@@ -213,6 +219,22 @@ def check_form(preset: str, values: dict[str, str]) -> FormCheck:
     return FormCheck(preset, overrides, errors, diff)
 
 
+def target_workspace(user: User, workspace_id: int | None) -> Workspace:
+    """The workspace a new config, comparison or sweep goes to: the one named, where ``user``
+    must be an editor, else their personal workspace. ``engine.FieldError`` on
+    ``workspace_id`` otherwise (a workspace one cannot see reads as missing)."""
+    if workspace_id is None:
+        return workspace_services.personal_workspace(user)
+    role = access.role_in(user, workspace_id) if 1 <= workspace_id <= MAX_ROW_ID else None
+    if role is None:
+        raise engine.FieldError("workspace_id", "no such workspace")
+    if not role.allows(access.WRITE):
+        raise engine.FieldError(
+            "workspace_id", f"you are a {role} of that workspace; creating needs editor"
+        )
+    return Workspace.objects.get(pk=workspace_id)
+
+
 def save_config(
     *,
     owner: User,
@@ -220,8 +242,10 @@ def save_config(
     preset: str,
     overrides: dict[str, Any],
     saved: SavedConfig | None = None,
+    workspace: Workspace | None = None,
 ) -> ConfigVersion:
-    """Save a config: a new ``SavedConfig`` with version 1, or a new version of ``saved``.
+    """Save a config: a new ``SavedConfig`` with version 1 (in ``workspace``, by default the
+    owner's personal one), or a new version of ``saved`` (in its workspace).
 
     Versions are never changed, so runs made with an older version keep their config. Saving
     what the latest version already holds returns that version.
@@ -235,18 +259,24 @@ def save_config(
     validate_config(preset, overrides)
     with transaction.atomic():
         if saved is None:
+            workspace = workspace or workspace_services.personal_workspace(owner)
             try:
                 with transaction.atomic():
-                    saved = SavedConfig.objects.create(owner=owner, name=name, base_preset=preset)
+                    saved = SavedConfig.objects.create(
+                        owner=owner, workspace=workspace, name=name, base_preset=preset
+                    )
             except IntegrityError:
                 raise engine.FieldError(
-                    "name", f"you already have a config called {name!r}"
+                    "name", f"{workspace.name} already has a config called {name!r}"
                 ) from None
         else:
             saved = SavedConfig.objects.select_for_update().get(pk=saved.pk)
             if name != saved.name:
-                if SavedConfig.objects.filter(owner=owner, name=name).exclude(pk=saved.pk).exists():
-                    raise engine.FieldError("name", f"you already have a config called {name!r}")
+                taken = SavedConfig.objects.filter(workspace_id=saved.workspace_id, name=name)
+                if taken.exclude(pk=saved.pk).exists():
+                    raise engine.FieldError(
+                        "name", f"this workspace already has a config called {name!r}"
+                    )
                 saved.name = name
         latest = saved.latest
         if latest is not None and latest.base_preset == preset and latest.overrides == overrides:
@@ -436,14 +466,21 @@ def enqueue(runs: Sequence[Run]) -> None:
 
 
 def create_comparison(
-    *, owner: User, transcripts: Sequence[Transcript], a: ConfigSpec, b: ConfigSpec
+    *,
+    owner: User,
+    transcripts: Sequence[Transcript],
+    a: ConfigSpec,
+    b: ConfigSpec,
+    workspace: Workspace | None = None,
 ) -> Comparison:
-    """A comparison of A and B on the sessions, reusing identical runs, queuing the rest."""
+    """A comparison of A and B on the sessions, reusing identical runs, queuing the rest; it
+    belongs to ``workspace`` (by default the owner's personal one)."""
     _check_sessions(transcripts)
     plan = RunPlan()
     with transaction.atomic():
         comparison = Comparison.objects.create(
             owner=owner,
+            workspace=workspace or workspace_services.personal_workspace(owner),
             a_preset=a.preset,
             a_overrides=a.overrides,
             a_version=a.version,
@@ -492,8 +529,10 @@ def create_sweep(
     base: ConfigSpec,
     field_name: str,
     values: str | Sequence[Any],
+    workspace: Workspace | None = None,
 ) -> Sweep:
-    """A sweep: one run per value per session (identical runs reused)."""
+    """A sweep: one run per value per session (identical runs reused); it belongs to
+    ``workspace`` (by default the owner's personal one)."""
     _check_sessions(transcripts)
     parsed = sweep_values(field_name, values, base)
     if len(transcripts) * len(parsed) > MAX_SWEEP_RUNS:
@@ -507,6 +546,7 @@ def create_sweep(
     with transaction.atomic():
         sweep = Sweep.objects.create(
             owner=owner,
+            workspace=workspace or workspace_services.personal_workspace(owner),
             base_preset=base.preset,
             base_overrides=base.overrides,
             base_version=base.version,
@@ -571,22 +611,40 @@ def comparison_runs(comparison: Comparison) -> dict[tuple[int, str], Run]:
     return {(item.run.transcript_id, item.side): item.run for item in items}
 
 
-def owned_comparisons(owner: User) -> QuerySet[Comparison]:
-    """The owner's comparisons, newest first, with what a list shows prefetched."""
+def workspace_comparisons(reader: User) -> QuerySet[Comparison]:
+    """The comparisons of every workspace ``reader`` is a member of, newest first, with what a
+    list shows prefetched."""
     return (
-        Comparison.objects.filter(owner=owner)
-        .select_related("a_version__saved_config", "b_version__saved_config")
+        access.items(reader, Comparison.objects.all())
+        .select_related("workspace", "a_version__saved_config", "b_version__saved_config")
         .prefetch_related("sessions", "items__run")
     )
 
 
-def owned_sweeps(owner: User) -> QuerySet[Sweep]:
-    """The owner's sweeps, newest first, with what a list shows prefetched."""
+def workspace_sweeps(reader: User) -> QuerySet[Sweep]:
+    """The sweeps of every workspace ``reader`` is a member of, newest first, with what a list
+    shows prefetched."""
     return (
-        Sweep.objects.filter(owner=owner)
-        .select_related("base_version__saved_config")
+        access.items(reader, Sweep.objects.all())
+        .select_related("workspace", "base_version__saved_config")
         .prefetch_related("sessions", "items__run")
     )
+
+
+def readable_configs(reader: User) -> QuerySet[SavedConfig]:
+    """The saved configs of every workspace ``reader`` is a member of."""
+    return (
+        access.items(reader, SavedConfig.objects.all())
+        .select_related("workspace")
+        .prefetch_related("versions")
+    )
+
+
+def hidden_sessions(item: Comparison | Sweep, reader: User) -> int:
+    """How many of a comparison's or sweep's sessions ``reader`` can no longer read (moved to
+    another workspace, or in one they left): the page says so instead of silently shrinking."""
+    readable = access.sessions(reader).values("pk")
+    return item.sessions.exclude(pk__in=readable).count()
 
 
 def items_status(items: Iterable[ComparisonRun | SweepRun]) -> str:

@@ -8,6 +8,8 @@ from typing import Any, TypeVar
 
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
+from django.contrib.auth.models import User
+from django.db.models import QuerySet
 from django.http import Http404, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import render_to_string
@@ -26,6 +28,8 @@ from contextlab.tuning import charts, services, verdicts
 from contextlab.tuning.alignment import align_rows
 from contextlab.tuning.models import Comparison, SavedConfig, Sweep
 from contextlab.workspaces import access
+from contextlab.workspaces import services as workspace_services
+from contextlab.workspaces.models import Role, Workspace
 
 # --- shared form helpers -----------------------------------------------------------------------
 
@@ -43,14 +47,14 @@ def _config_choices(request: AuthedRequest) -> list[dict[str, str]]:
         }
         for name in engine.PRESET_NAMES
     ]
-    for saved in SavedConfig.objects.filter(owner=request.user).prefetch_related("versions"):
+    for saved in services.readable_configs(request.user):
         latest = saved.latest
         if latest is not None:
             options.append(
                 {
                     "value": f"version:{latest.pk}",
                     "label": latest.label,
-                    "group": "Your configs",
+                    "group": f"Configs of {saved.workspace.name}",
                     "description": f"{latest.base_preset} + {len(latest.overrides)} change(s)",
                 }
             )
@@ -95,6 +99,33 @@ def _selected_sessions(request: AuthedRequest) -> list[Transcript]:
     return transcripts
 
 
+def _workspace_choices(request: AuthedRequest) -> list[Workspace]:
+    """The workspaces a new config, comparison or sweep may go to (where the user is an
+    editor), the personal one first: it is the default."""
+    personal = workspace_services.personal_workspace(request.user)
+    others = access.workspaces(request.user, access.WRITE).exclude(pk=personal.pk)
+    return [personal, *others]
+
+
+def _workspace_from_form(request: AuthedRequest) -> Workspace:
+    raw = request.POST.get("workspace_id", "")
+    return services.target_workspace(request.user, int(raw) if raw.isdigit() else None)
+
+
+def _sessions_workspace(request: AuthedRequest) -> str:
+    """The form's default workspace: that of the sessions it was opened for (``?session=``),
+    when they share one the user may create in, else "" (the personal one)."""
+    picked = _preselected(request)
+    if not picked:
+        return ""
+    found = set(
+        access.sessions(request.user, access.WRITE)
+        .filter(pk__in=picked)
+        .values_list("workspace_id", flat=True)
+    )
+    return str(found.pop()) if len(found) == 1 else ""
+
+
 def _preselected(request: AuthedRequest) -> set[int]:
     return {int(i) for i in request.GET.getlist("session") if i.isdigit()}
 
@@ -102,9 +133,18 @@ def _preselected(request: AuthedRequest) -> set[int]:
 # --- overview ----------------------------------------------------------------------------------
 
 
-def _with_status(items: Iterable[Comparison | Sweep]) -> list[dict[str, Any]]:
-    """``{"item", "status"}`` rows for the Tune page (runs prefetched: no query per row)."""
-    return [{"item": item, "status": services.items_status(item.items.all())} for item in items]
+def _with_status(items: Iterable[Comparison | Sweep], user: User) -> list[dict[str, Any]]:
+    """``{"item", "status", "sessions"}`` rows for the Tune page (runs prefetched: no query per
+    row); only the sessions the user can read are named."""
+    readable = set(access.sessions(user).values_list("pk", flat=True))
+    return [
+        {
+            "item": item,
+            "status": services.items_status(item.items.all()),
+            "sessions": [s for s in item.sessions.all() if s.pk in readable],
+        }
+        for item in items
+    ]
 
 
 @login_required
@@ -114,9 +154,9 @@ def index(request: AuthedRequest) -> HttpResponse:
         request,
         "tuning/index.html",
         {
-            "configs": SavedConfig.objects.filter(owner=user).prefetch_related("versions"),
-            "comparisons": _with_status(services.owned_comparisons(user)[:50]),
-            "sweeps": _with_status(services.owned_sweeps(user)[:50]),
+            "configs": services.readable_configs(user),
+            "comparisons": _with_status(services.workspace_comparisons(user)[:50], user),
+            "sweeps": _with_status(services.workspace_sweeps(user)[:50], user),
             "has_sessions": access.sessions(user, access.WRITE).exists(),
         },
     )
@@ -126,8 +166,9 @@ Owned = TypeVar("Owned", SavedConfig, Comparison, Sweep)
 
 
 def _delete_owned(request: AuthedRequest, model: type[Owned], pk: int) -> HttpResponse:
-    """POST only: delete the user's config, comparison or sweep and go back to the Tune page."""
-    item = get_object_or_404(model, pk=pk, owner=request.user)
+    """POST only: delete a config, comparison or sweep (an owner of its workspace) and go back
+    to the Tune page."""
+    item = access.item_for(request.user, model.objects.all(), pk, access.MANAGE)
     name = f"config “{item.name}”" if isinstance(item, SavedConfig) else str(item)
     services.delete_owned(item)
     messages.success(request, f"Deleted {name}. The runs it used stay with their sessions.")
@@ -150,6 +191,12 @@ def comparison_delete(request: AuthedRequest, pk: int) -> HttpResponse:
 @require_POST
 def sweep_delete(request: AuthedRequest, pk: int) -> HttpResponse:
     return _delete_owned(request, Sweep, pk)
+
+
+def _role_allows(item: SavedConfig | Comparison | Sweep, need: Role) -> bool:
+    """Whether the role the gate annotated on ``item`` allows ``need`` (for buttons)."""
+    role = access.member_role(item)
+    return role is not None and role.allows(need)
 
 
 # --- configs -----------------------------------------------------------------------------------
@@ -224,6 +271,10 @@ def _config_context(
     versions = list(saved.versions.all()) if saved else []
     return {
         "saved": saved,
+        "workspaces": _workspace_choices(request) if saved is None else [],
+        "workspace_id": request.POST.get("workspace_id", ""),
+        "can_edit": saved is None or _role_allows(saved, access.WRITE),
+        "can_delete": saved is not None and _role_allows(saved, access.MANAGE),
         "versions": versions,
         "name": name,
         "name_error": name_error,
@@ -257,7 +308,9 @@ def config_new(request: AuthedRequest) -> HttpResponse:
 
 @login_required
 def config_detail(request: AuthedRequest, pk: int) -> HttpResponse:
-    saved = get_object_or_404(SavedConfig, pk=pk, owner=request.user)
+    """A saved config: members read it, editors save a new version."""
+    need = access.WRITE if request.method == "POST" else access.READ
+    saved = access.item_for(request.user, SavedConfig.objects.all(), pk, need)
     return _config_page(request, saved)
 
 
@@ -276,9 +329,10 @@ def _config_page(request: AuthedRequest, saved: SavedConfig | None) -> HttpRespo
                     preset=check.preset,
                     overrides=check.overrides,
                     saved=saved,
+                    workspace=_workspace_from_form(request) if saved is None else None,
                 )
             except engine.FieldError as exc:
-                if exc.field == "name":
+                if exc.field in ("name", "workspace_id"):
                     name_error = exc.message
                 else:
                     check.errors[exc.field.removeprefix("config.")] = exc.message
@@ -337,8 +391,13 @@ def compare_new(request: AuthedRequest) -> HttpResponse:
     context: dict[str, Any] = {
         "sessions": _sessions_for_form(request),
         "choices": _config_choices(request),
+        "workspaces": _workspace_choices(request),
         "selected": _preselected(request),
-        "values": {"a_config": "preset:auto", "b_config": "preset:aggressive"},
+        "values": {
+            "a_config": "preset:auto",
+            "b_config": "preset:aggressive",
+            "workspace_id": _sessions_workspace(request),
+        },
     }
     if request.method == "POST":
         transcripts = _selected_sessions(request)
@@ -347,6 +406,7 @@ def compare_new(request: AuthedRequest) -> HttpResponse:
         try:
             comparison = services.create_comparison(
                 owner=request.user,
+                workspace=_workspace_from_form(request),
                 transcripts=transcripts,
                 a=_spec_from_form(request, "a"),
                 b=_spec_from_form(request, "b"),
@@ -392,15 +452,17 @@ def _pick_pair(
     return pairs[0] if pairs else None
 
 
+def _comparisons() -> QuerySet[Comparison]:
+    return Comparison.objects.select_related(
+        "workspace", "a_version__saved_config", "b_version__saved_config"
+    )
+
+
 @login_required
 @vary_on_headers("HX-Request")
 def comparison_detail(request: AuthedRequest, pk: int) -> HttpResponse:
     """The compare page; to htmx, the ``compare-progress`` partial (polls until finished)."""
-    comparison = get_object_or_404(
-        Comparison.objects.select_related("a_version__saved_config", "b_version__saved_config"),
-        pk=pk,
-        owner=request.user,
-    )
+    comparison = access.item_for(request.user, _comparisons(), pk)
     report = services.comparison_report(comparison, details=not request.htmx, reader=request.user)
     goal = verdicts.goal_of(request.GET.get("goal"))
     runs: dict[tuple[int, str], Run] = report["runs"]
@@ -415,6 +477,9 @@ def comparison_detail(request: AuthedRequest, pk: int) -> HttpResponse:
         "goals": [{"key": k, "label": v[0]} for k, v in verdicts.GOALS.items()],
         "readings": verdicts.read_delta(report["delta"], goal) if report.get("delta") else {},
         "headline": verdicts.headline(report["delta"], goal) if report.get("delta") else "",
+        "hidden_sessions": services.hidden_sessions(comparison, request.user),
+        "can_share": _role_allows(comparison, access.WRITE),
+        "can_delete": _role_allows(comparison, access.MANAGE),
     }
     if request.htmx:
         response = render(request, "tuning/comparison.html#compare-progress", context)
@@ -428,17 +493,7 @@ def comparison_detail(request: AuthedRequest, pk: int) -> HttpResponse:
         data_b = run_services.result_data(pair.b)
         url = _compare_url(comparison, pair.transcript)
         labels = (f"A ({comparison.a_label})", f"B ({comparison.b_label})")
-        context["figures"] = {
-            "chart-context-data": figure_json(
-                charts.build_context_compare_figure(data_a, data_b, url, labels=labels)
-            ),
-            "chart-cache-data": figure_json(
-                charts.build_cache_compare_figure(data_a, data_b, url, labels=labels)
-            ),
-            "chart-cost-data": figure_json(
-                charts.build_cost_compare_figure(data_a, data_b, url, labels=labels)
-            ),
-        }
+        context["figures"] = charts.compare_figures(data_a, data_b, url, labels=labels)
         context["divergence_url"] = url(pair.divergence) if pair.divergence is not None else None
         context["first_url"] = url(0)
     return render(request, "tuning/comparison.html", context)
@@ -448,11 +503,7 @@ def comparison_detail(request: AuthedRequest, pk: int) -> HttpResponse:
 @vary_on_headers("HX-Request")
 def compare_request(request: AuthedRequest, pk: int, index: int) -> HttpResponse:
     """One request under A and under B: A's model view beside B's, ←/→ to move."""
-    comparison = get_object_or_404(
-        Comparison.objects.select_related("a_version__saved_config", "b_version__saved_config"),
-        pk=pk,
-        owner=request.user,
-    )
+    comparison = access.item_for(request.user, _comparisons(), pk)
     transcript = _pick_session(request, comparison)
     runs = services.comparison_runs(comparison)
     run_a, run_b = runs.get((transcript.pk, "a")), runs.get((transcript.pk, "b"))
@@ -522,12 +573,14 @@ def sweep_new(request: AuthedRequest) -> HttpResponse:
     context: dict[str, Any] = {
         "sessions": _sessions_for_form(request),
         "choices": _config_choices(request),
+        "workspaces": _workspace_choices(request),
         "fields": fields,
         "selected": _preselected(request),
         "values": {
             "base_config": "preset:auto",
             "field": "autocompact_pct_override",
             "sweep_values": "50:90:10",
+            "workspace_id": _sessions_workspace(request),
         },
     }
     if request.method == "POST":
@@ -537,6 +590,7 @@ def sweep_new(request: AuthedRequest) -> HttpResponse:
         try:
             sweep = services.create_sweep(
                 owner=request.user,
+                workspace=_workspace_from_form(request),
                 transcripts=transcripts,
                 base=_spec_from_form(request, "base"),
                 field_name=request.POST.get("field", ""),
@@ -558,8 +612,8 @@ def _axis(request: AuthedRequest, name: str, default: str) -> str:
 @vary_on_headers("HX-Request")
 def sweep_detail(request: AuthedRequest, pk: int) -> HttpResponse:
     """The sweep page; to htmx, ``sweep-progress`` (polling) or ``sweep-chart`` (axes changed)."""
-    sweep = get_object_or_404(
-        Sweep.objects.select_related("base_version__saved_config"), pk=pk, owner=request.user
+    sweep = access.item_for(
+        request.user, Sweep.objects.select_related("workspace", "base_version__saved_config"), pk
     )
     polling = bool(request.htmx) and request.htmx.target != "sweep-chart"
     report = services.sweep_report(sweep, details=not polling, reader=request.user)
@@ -581,6 +635,9 @@ def sweep_detail(request: AuthedRequest, pk: int) -> HttpResponse:
         "sessions": list(
             sweep.sessions.filter(pk__in=access.sessions(request.user)).order_by("pk")
         ),
+        "hidden_sessions": services.hidden_sessions(sweep, request.user),
+        "can_share": _role_allows(sweep, access.WRITE),
+        "can_delete": _role_allows(sweep, access.MANAGE),
     }
     if request.htmx and request.htmx.target == "sweep-chart":
         return render(request, "tuning/sweep.html#sweep-chart", context)

@@ -13,12 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import wraps
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
-from django.db.models import F, QuerySet
+from django.db.models import F, Model, QuerySet
 from django.http import Http404, HttpResponse
 
 from contextlab.http import AuthedRequest
@@ -98,8 +98,33 @@ def run_for(user: User, pk: int, need: Role = READ) -> Run:
     return run
 
 
-def member_role(item: Transcript | Run) -> Role | None:
-    """The role the gate's query annotated on a session or run (None on other instances)."""
+Item = TypeVar("Item", bound=Model)
+
+
+def items(user: User, queryset: QuerySet[Item], need: Role = READ) -> QuerySet[Item]:
+    """The rows of ``queryset`` (a model with a ``workspace`` foreign key: a saved config, a
+    comparison, a sweep) in workspaces where ``user`` has at least ``need``; each has
+    ``member_role`` set."""
+    filtered = queryset.filter(
+        workspace__memberships__user=user,
+        workspace__memberships__role__in=roles_at_least(need),
+    ).annotate(member_role=F("workspace__memberships__role"))
+    return cast(QuerySet[Item], filtered)
+
+
+def item_for(user: User, queryset: QuerySet[Item], pk: int, need: Role = READ) -> Item:
+    """One row of a workspace-owned model, if ``user`` may do ``need`` on it (404 when not a
+    member, 403 when the role is too low), with ``member_role`` set."""
+    item = items(user, queryset, READ).filter(pk=pk).first()
+    if item is None:
+        raise Http404(f"no such {queryset.model._meta.verbose_name}")
+    _require(member_role(item), need)
+    return item
+
+
+def member_role(item: Any) -> Role | None:
+    """The role the gate's query annotated on a session, run or workspace item (None on other
+    instances)."""
     role = getattr(item, "member_role", None)
     return Role(role) if role is not None else None
 

@@ -18,11 +18,15 @@ from contextlab.workspaces.schemas import (
     InviteOut,
     MemberIn,
     MemberOut,
+    MovedOut,
+    MoveIn,
     WorkspaceIn,
     WorkspaceOut,
 )
 
 router = Router(tags=["workspaces"])
+#: mounted under /sessions: moving a session is an action on the session
+sessions = Router(tags=["sessions"])
 
 
 def workspace_out(workspace: Workspace, role: str) -> dict[str, Any]:
@@ -112,4 +116,27 @@ def create_invite(
     url = request.build_absolute_uri(reverse("workspaces:invite", args=[token]))
     return Status(
         201, {"id": invite.pk, "role": invite.role, "expires_at": invite.expires_at, "url": url}
+    )
+
+
+@sessions.post(
+    "/{session_id}/move",
+    response={200: MovedOut, 403: dict[str, Any], 422: dict[str, Any]},
+    operation_id="move_session",
+    summary="Move a session and its runs to another workspace (editor of both); its live "
+    "share links are revoked",
+)
+def move_session(
+    request: AuthedRequest, session_id: int, payload: MoveIn
+) -> Status[dict[str, Any]]:
+    transcript = access.session_for(request.user, session_id, access.WRITE)
+    try:
+        revoked = services.move_session(
+            user=request.user, transcript=transcript, workspace_id=payload.workspace_id
+        )
+    except services.WorkspaceError as exc:
+        return Status(422, field_error(exc.field, exc.message))
+    return Status(
+        200,
+        {"id": transcript.pk, "workspace_id": transcript.workspace_id, "revoked_links": revoked},
     )

@@ -44,3 +44,39 @@ def test_shared_pages_load_within_1_5_x_the_owners(make_transcript, alice_client
         )
         print(f"{page}: owner {own_s:.3f} s, shared {shared_s:.3f} s ({shared_s / own_s:.2f} x)")
         assert shared_s <= 1.5 * own_s, page
+
+
+def test_shared_comparison_and_sweep_pages_load_within_1_5_x_the_owners(
+    make_transcript, alice_client, user
+):
+    """The same target for a comparison's and a sweep's link (tool-heavy session: A against an
+    early-compacting B, and a three-value sweep)."""
+    from contextlab.runs.models import Run
+    from contextlab.sharing import targets
+    from contextlab.tuning import services as tuning
+
+    transcript = make_transcript(corpus_path("marot__spotter__tool_heavy.jsonl"))
+    comparison = tuning.create_comparison(
+        owner=user,
+        transcripts=[transcript],
+        a=tuning.ConfigSpec(),
+        b=tuning.ConfigSpec(overrides={"autocompact_pct_override": 10}),
+    )
+    sweep = tuning.create_sweep(
+        owner=user,
+        transcripts=[transcript],
+        base=tuning.ConfigSpec(),
+        field_name="autocompact_pct_override",
+        values=[10, 50, 90],
+    )
+    for pk in Run.objects.filter(status=Run.Status.QUEUED).values_list("pk", flat=True):
+        runner.execute_run(pk)
+    anonymous = Client()
+    for target in (comparison, sweep):
+        _, token = targets.create_share(user=user, target=target)
+        own, shared = target.get_absolute_url(), f"/s/{token}/"
+        own_s, shared_s = best_of(
+            [lambda own=own: alice_client.get(own), lambda shared=shared: anonymous.get(shared)]
+        )
+        print(f"{target}: owner {own_s:.3f} s, shared {shared_s:.3f} s ({shared_s / own_s:.2f} x)")
+        assert shared_s <= 1.5 * own_s, str(target)
