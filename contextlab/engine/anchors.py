@@ -7,8 +7,8 @@ recorded prompt sizes. Three things break that line, each at a point the records
   ``parentUuid`` is not in the file): the first prompt holds history the file does not have.
   Sized from the first recorded prompt minus the system/tools level; it lives until the first
   compaction, which summarizes it away. It is part of the view (``raw_tokens``).
-* **restart segments** — ``/exit`` and a resume, or a change of Claude Code ``version``: the
-  system prompt and tools are rebuilt, so the unseen prefix is measured again on the first
+* **restart segments** — ``/exit`` and a resume, a change of Claude Code ``version``, or an
+  MCP server reconnected by ``/mcp``: the system prompt and tools are rebuilt, so the unseen prefix is measured again on the first
   recorded request of the segment. Also part of the view. (A ``cwd`` change is not a restart:
   the records follow the shell's ``cd`` within one process; on the corpus it split a thread
   that the recorded cache reads show was one process.)
@@ -34,6 +34,13 @@ from .results import AnchorJson
 from .tokens import DEFAULT_CALIBRATION, Calibration, fit_calibration, percentile
 
 EXIT_COMMANDS = ("<command-name>/exit</command-name>", "<command-name>/quit</command-name>")
+#: ``/mcp`` output saying a server (re)connected: Claude Code rebuilt its tool list
+#: and the servers' instructions in the system prompt, so the cache is written again after the
+#: static prefix (marot/spotter tool_heavy: the read fell from 25.8k to the 18k static prefix
+#: on the request after "Reconnected to tidewave.", 2 minutes after a full hit). ``/ide``'s
+#: "Connected to …" is not one: entireio/cli fc_99 read its whole prompt from the cache after it.
+MCP_COMMANDS = ("<command-name>/mcp</command-name>",)
+MCP_RECONNECTED = ("<local-command-stdout>Reconnected to ",)
 
 
 @dataclass
@@ -78,9 +85,17 @@ class ThreadAnchors:
 def restart_reason(thread: Thread, start: int, end: int, previous: RequestInfo | None) -> str:
     """Why messages ``start:end`` (between two requests) hold a process restart, or ""."""
     msgs = thread.messages
+    mcp = False
     for m in msgs[start:end]:
-        if m.kind == "command" and any(c in b.text for b in m.blocks for c in EXIT_COMMANDS):
+        if m.kind != "command":
+            continue
+        text = "".join(b.text for b in m.blocks)
+        if any(c in text for c in EXIT_COMMANDS):
             return "/exit, then the session was resumed"
+        if any(c in text for c in MCP_COMMANDS):
+            mcp = True
+        elif mcp and any(text.lstrip().startswith(c) for c in MCP_RECONNECTED):
+            return "/mcp reconnected a server: the tool list was rebuilt"
     if previous is None:
         return ""
     before = previous.message

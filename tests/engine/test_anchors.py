@@ -26,10 +26,18 @@ TotalFor = Callable[[int, int], int]
 
 
 def conversation(
-    turns: int, *, exit_after: int | None = None, new_version: str = ""
+    turns: int,
+    *,
+    exit_after: int | None = None,
+    new_version: str = "",
+    mcp_reconnect_after: int | None = None,
 ) -> TranscriptBuilder:
     b = TranscriptBuilder()
     for n in range(turns):
+        if n == mcp_reconnect_after:
+            # /mcp as Claude Code 2.1.38 writes it: the command, then its output
+            b.prompt("<command-name>/mcp</command-name>\n<command-message>mcp</command-message>")
+            b.prompt("<local-command-stdout>Reconnected to tidewave.</local-command-stdout>")
         if exit_after is not None and n == exit_after:
             b.prompt(
                 "<command-name>/exit</command-name>\n<command-message>exit</command-message>\n"
@@ -165,12 +173,37 @@ def test_a_restart_starts_a_segment_with_its_own_prefix(tmp_path):
     assert fid["p90_rel_error"] < 0.02
 
 
+def test_an_mcp_reconnect_starts_a_segment_and_rewrites_the_cache_after_the_system_prompt(
+    tmp_path,
+):
+    b = conversation(10, mcp_reconnect_after=5)
+    probe = plain_replay(b.write(tmp_path / "probe.jsonl")).to_json()["requests"]
+    after = next(r["thread_request"] for r in probe if r["line"] > _line_with(b, "Reconnected"))
+
+    def total(k: int, raw: int) -> int:
+        return round(PREFIX + RATIO * raw)
+
+    result = replayed(with_usage(b, tmp_path, total))
+    rows = result["requests"]
+    assert [r["segment"] for r in rows] == [0] * after + [1] * (len(rows) - after)
+    # no jump, so no anchor: the segment is there for the cache
+    assert anchors_of(result) == []
+    reconnect = rows[after]["cache"]
+    assert reconnect["reason"] == "prefix_changed"
+    assert 0 < reconnect["read"] < rows[after - 1]["cache"]["read"] / 2
+    assert rows[after + 1]["cache"]["reason"] == "hit"
+
+
 def _exit_line(b: TranscriptBuilder) -> int:
+    return _line_with(b, "/exit")
+
+
+def _line_with(b: TranscriptBuilder, text: str) -> int:
     for n, rec in enumerate(b.records, 1):
         content = (rec.get("message") or {}).get("content")
-        if isinstance(content, str) and "/exit" in content:
+        if isinstance(content, str) and text in content:
             return n
-    raise AssertionError("no /exit in the transcript")
+    raise AssertionError(f"no {text!r} in the transcript")
 
 
 def test_input_no_record_shows_is_anchored_at_turn_starts(tmp_path):
