@@ -16,7 +16,7 @@ import pytest
 
 from contextlab import engine
 from contextlab.engine.cost import load_pricing, request_cost
-from contextlab.engine.presets import ran_with_1m_window, resolve_config
+from contextlab.engine.presets import ran_with_1m_window, resolve_config, thread_window
 from tests.engine.builders import TranscriptBuilder
 
 PREFIX = 18_000
@@ -393,3 +393,61 @@ def test_what_if_counts_with_claude_codes_own_count_where_it_compacted(tmp_path,
         e["step"] == "autocompact" and e["action"] == "compacted" for e in whatif[at]["events"]
     )
     assert predicted is compacts
+
+
+def test_each_thread_keeps_the_window_its_own_records_show():
+    assert thread_window(203_000, [], 200_000) == 1_000_000
+    assert thread_window(203_000, [167_000], 1_000_000) == 200_000
+    assert thread_window(150_000, [], 1_000_000) == 1_000_000
+    assert thread_window(150_000, [], 200_000) == 200_000
+
+
+def branch_above_200k_beside_a_main_that_compacted_below_it() -> TranscriptBuilder:
+    """gmeligio/flutter-docker-image in small: the main conversation compacts automatically at
+    167k (the 200k window), a branch of it (another process) grew to 211k without compacting."""
+    b = TranscriptBuilder()
+    b.usage_total = 150_000
+    b.prompt("start")
+    b.assistant([{"type": "text", "text": "ready"}], grow=1_000)
+    fork, fork_total = b.last_uuid, b.usage_total
+    b.prompt("explore the other approach")
+    for n in range(3):
+        b.assistant([{"type": "text", "text": f"branch step {n}"}], grow=20_000)
+        b.prompt(f"go on {n}")
+    b.assistant([{"type": "text", "text": "branch done"}], grow=500)
+    b.last_uuid, b.usage_total = fork, fork_total
+    b.prompt("the first approach then")
+    for n in range(2):
+        b.assistant([{"type": "text", "text": f"main step {n}"}], grow=8_000)
+        b.prompt(f"next {n}")
+    b.compact("<summary>main so far</summary>", pre_tokens=167_000)
+    b.prompt("after the compaction")
+    b.assistant([{"type": "text", "text": "main done"}], grow=1_000)
+    return b
+
+
+@pytest.mark.parametrize("from_records", [True, False])
+def test_a_branch_above_200k_ran_with_the_1m_window(tmp_path, from_records):
+    session = engine.load_session(
+        str(branch_above_200k_beside_a_main_that_compacted_below_it().write(tmp_path / "s.jsonl"))
+    )
+    assert [t.kind for t in session.threads] == ["main", "branch"]
+    config, _ = resolve_config(
+        "auto",
+        {} if from_records else {"window_from_records": False},
+        version=session.version,
+        max_recorded_prompt=session.max_recorded_prompt,
+        recorded_auto_compactions=session.recorded_auto_compactions,
+    )
+    # the session as a whole shows the 200k window (main compacted at 167k)
+    assert config.context_window == 200_000
+    assert config.window_from_records is from_records
+    whatif = engine.replay(session, config, mode="whatif")
+    branch = next(tr for tr in whatif.threads if tr.thread.kind == "branch")
+    compacted = [
+        r["thread_request"]
+        for r in branch.requests
+        if any(e["step"] == "autocompact" and e["action"] == "compacted" for e in r["events"])
+    ]
+    # the recording never compacted the branch: with 200k, what-if would at ~167k
+    assert (compacted == []) is from_records

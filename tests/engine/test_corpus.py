@@ -205,13 +205,5 @@ def test_whatif_auto_reproduces_the_recorded_views():
     assert first_view_mismatches(OLDER) == {}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="measured 2026-12-01 after preserved segments: what-if auto differs from the recorded "
-    "view on 1 of recent/'s 7 files: gmeligio__flutter-docker-image from request 67 (its "
-    "branch-1, the history before the file's first boundary: the recording ran from 167.8k to "
-    "203k tokens there without compacting, above the 167k threshold its later compactions fit, "
-    "so what-if compacts at 67; its main thread now matches request for request)",
-)
 def test_whatif_auto_reproduces_the_recorded_views_with_recent():
     assert first_view_mismatches(FILES) == {}
