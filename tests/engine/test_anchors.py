@@ -234,6 +234,29 @@ def test_input_no_record_shows_is_anchored_at_turn_starts(tmp_path):
     assert len(anchors_of(result)) == len(hook_turns)
 
 
+@pytest.mark.parametrize("selection", [True, False])
+def test_a_jump_the_next_requests_take_back_is_no_anchor(tmp_path, selection):
+    # one turn start shows a 6k jump that the requests after it do not keep: carrying it to
+    # the end of the thread would make the line fit worse
+    b = conversation(8)
+    probe = plain_replay(b.write(tmp_path / "probe.jsonl")).to_json()["requests"]
+    turn_starts = [r["thread_request"] for r in probe if r["turn_start"]]
+    spike = turn_starts[4]
+
+    def total(k: int, raw: int) -> int:
+        return round(PREFIX + RATIO * raw + (6_000 if k == spike else 0))
+
+    path = with_usage(b, tmp_path, total)
+    config = engine.get_preset("claude-code-2.1.88").replace(anchor_selection=selection)
+    result = engine.replay(engine.load_session(str(path)), config).to_json()
+    found = [a["request"] for a in anchors_of(result)]
+    if selection:
+        assert found == []
+    else:
+        # every jump past the 1 % floor, the spike among them
+        assert spike in found
+
+
 def test_the_anchors_can_be_switched_off(tmp_path):
     b = conversation(6)
     path = with_usage(

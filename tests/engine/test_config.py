@@ -96,6 +96,7 @@ SPEC_DEFAULTS: dict[str, object] = {
 MODELED = {
     "window_from_records",
     "anchors_enabled",
+    "anchor_selection",
     "whatif_recorded_counts",
     "cache_global_prefix_warm",
     "cache_system_prefix_share",
