@@ -21,7 +21,7 @@ from .cache import CacheSimulator
 from .config import PipelineConfig
 from .cost import PricingTable, load_pricing, request_cost
 from .model_limits import model_info
-from .parsing import Session, Thread
+from .parsing import Session, Thread, auto_compaction_pre_tokens
 from .pipeline import DEFAULT_STEPS, Step
 from .pipeline.base import WHOLE_MESSAGE, RequestInfo, StepContext, TransformLog, View
 from .pipeline.boundary import preserved_before_boundary, preserved_head
@@ -103,14 +103,7 @@ def parse_time(stamp: str) -> float | None:
 def _window_evidence(thread: Thread) -> tuple[int, list[int]]:
     """A thread's largest recorded prompt and its automatic compactions' ``preTokens``."""
     largest = max((m.usage.prompt_total for m in thread.messages if m.usage is not None), default=0)
-    pre_tokens = [
-        int(pre)
-        for m in thread.messages
-        if m.kind == "compact_boundary" and m.metadata.get("trigger") == "auto"
-        for pre in [m.metadata.get("preTokens")]
-        if isinstance(pre, int | float) and not isinstance(pre, bool)
-    ]
-    return largest, pre_tokens
+    return largest, auto_compaction_pre_tokens(thread.messages)
 
 
 def thread_requests(thread: Thread) -> list[RequestInfo]:
