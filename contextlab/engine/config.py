@@ -153,7 +153,8 @@ class PipelineConfig:
             "Each thread's window from its own records: a recorded prompt above 200k with no "
             "automatic compaction below 200k shows the 1M window, an automatic compaction "
             "below 200k the 200k one; a thread whose records show neither keeps context_window. "
-            "The auto preset turns it on unless context_window is set.",
+            "The auto preset turns it on once a recorded prompt passed 200k (no thread can "
+            "show a window before), unless context_window is set.",
             source="the [1m] suffix is not in message.model; a branch or subagent can run in "
             "another process with another window (issue #9 identity, gmeligio branch-1)",
             group=_W,

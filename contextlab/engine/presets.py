@@ -152,8 +152,11 @@ def resolve_config(
     if auto and "context_window" not in values:
         if ran_with_1m_window(max_recorded_prompt, recorded_auto_compactions):
             values["context_window"] = 1_000_000
-        # the session's evidence sets the default; a thread that shows its own window keeps it
-        values.setdefault("window_from_records", True)
+        if max_recorded_prompt is not None and max_recorded_prompt > ONE_MILLION_EVIDENCE_TOKENS:
+            # the session's evidence sets the default; a thread that shows its own window keeps
+            # it (a thread can only show one when some prompt passed 200k; below that "auto"
+            # stays the version's preset, so equal runs are still recognised as equal)
+            values.setdefault("window_from_records", True)
     return PipelineConfig.from_dict({**values, "preset": name}), name
 
 

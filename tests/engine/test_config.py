@@ -692,11 +692,18 @@ def test_versions_compare_numerically_not_as_text():
 def test_resolve_auto_uses_the_transcript_version():
     config, name = resolve_config("auto", version="2.1.7")
     assert name == "claude-code-2.1.20"
-    # the version's preset, each thread's window read from its records (the transcript's own
-    # settings); a named preset or a window the user set is taken as given
-    assert config == PRESETS["claude-code-2.1.20"].replace(window_from_records=True)
-    assert resolve_config("claude-code-2.1.20")[0] == PRESETS["claude-code-2.1.20"]
-    assert not resolve_config("auto", {"context_window": 500_000})[0].window_from_records
+    assert config == PRESETS["claude-code-2.1.20"]
+
+
+def test_resolve_auto_reads_each_threads_window_once_a_prompt_passed_200k():
+    above = {"version": "2.1.7", "max_recorded_prompt": 203_000}
+    assert resolve_config("auto", **above)[0].window_from_records
+    assert not resolve_config("auto", version="2.1.7", max_recorded_prompt=150_000)[
+        0
+    ].window_from_records
+    # a named preset or a window the user set is taken as given
+    assert not resolve_config("claude-code-2.1.20", **above)[0].window_from_records
+    assert not resolve_config("auto", {"context_window": 500_000}, **above)[0].window_from_records
 
 
 def test_resolve_auto_without_a_version_gets_the_latest_preset():

@@ -21,7 +21,7 @@ import pytest
 from contextlab import engine
 from contextlab.engine.tokens import percentile
 from tests.conftest import CORPUS, corpus_files, needs_corpus
-from tests.engine.invariants import assert_replay_invariants, first_view_mismatch
+from tests.engine.invariants import assert_replay_invariants, auto_config, first_view_mismatch
 
 pytestmark = needs_corpus
 
@@ -46,7 +46,7 @@ def test_corpus_is_present():
 @cache
 def replayed(path: Path, mode: str) -> engine.ReplayResult:
     session = engine.load_session(str(path))
-    config, preset = engine.resolve_config("auto", version=session.version)
+    config, preset = auto_config(session)
     return engine.replay(session, config, mode=mode, preset_name=preset)
 
 
