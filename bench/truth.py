@@ -51,8 +51,8 @@ from contextlab.engine.tokens import percentile
 #: Config constants tuned on the corpus: field → candidate values (the preset's value first).
 #: Leave-one-source-out picks one per held-out repository from the others.
 FITTED: dict[str, tuple[Any, ...]] = {
-    "anchor_margin_tokens": (4_000, 2_000, 8_000),
-    "anchor_margin_share": (0.03, 0.015, 0.06),
+    "anchor_margin_tokens": (0, 2_000, 4_000),
+    "anchor_margin_share": (0.01, 0.005, 0.02),
 }
 #: Price-free weights relative to plain input (Claude's published multipliers).
 WEIGHTS = {"uncached": 1.0, "read": 0.1, "write_5m": 1.25, "write_1h": 2.0, "output": 5.0}

@@ -7,8 +7,8 @@ recorded prompt sizes. Three things break that line, each at a point the records
   ``parentUuid`` is not in the file): the first prompt holds history the file does not have.
   Sized from the first recorded prompt minus the system/tools level; it lives until the first
   compaction, which summarizes it away. It is part of the view (``raw_tokens``).
-* **restart segments** — ``/exit`` and a resume, or a change of Claude Code ``version``: the
-  system prompt and tools are rebuilt, so the unseen prefix is measured again on the first
+* **restart segments** — ``/exit`` and a resume, a change of Claude Code ``version``, or an
+  MCP server reconnected by ``/mcp``: the system prompt and tools are rebuilt, so the unseen prefix is measured again on the first
   recorded request of the segment. Also part of the view. (A ``cwd`` change is not a restart:
   the records follow the shell's ``cd`` within one process; on the corpus it split a thread
   that the recorded cache reads show was one process.)
@@ -17,14 +17,20 @@ recorded prompt sizes. Three things break that line, each at a point the records
   post-compaction restoration the version did not write down). Carried as its own span in
   recorded-token units (``unrecorded_tokens``); a compaction summarizes it away.
 
-Jumps count only beyond a clear margin (``anchor_margin_tokens`` and ``anchor_margin_share``),
-so anchors stay few: one per phenomenon, not one per request.
+A jump is a candidate beyond the fit's per-request scatter (``anchor_margin_share`` of the
+prompt, ``anchor_margin_tokens``), and an anchor only if the recording bears it out
+(``anchor_selection``): the 2-parameter line through the thread's recorded prompts must fit
+better with it, by more than an extra parameter is worth (Bayesian information criterion). A
+margin alone had to be fitted per source (entireio/cli needed 2k, marot/spotter 8k, where a
+4.4k level drift after a compaction was no input); the selection decides from each thread's
+own usage, so anchors stay few: one per phenomenon, not one per request.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from .config import PipelineConfig
@@ -34,6 +40,13 @@ from .results import AnchorJson
 from .tokens import DEFAULT_CALIBRATION, Calibration, fit_calibration, percentile
 
 EXIT_COMMANDS = ("<command-name>/exit</command-name>", "<command-name>/quit</command-name>")
+#: ``/mcp`` output saying a server (re)connected: Claude Code rebuilt its tool list
+#: and the servers' instructions in the system prompt, so the cache is written again after the
+#: static prefix (marot/spotter tool_heavy: the read fell from 25.8k to the 18k static prefix
+#: on the request after "Reconnected to tidewave.", 2 minutes after a full hit). ``/ide``'s
+#: "Connected to …" is not one: entireio/cli fc_99 read its whole prompt from the cache after it.
+MCP_COMMANDS = ("<command-name>/mcp</command-name>",)
+MCP_RECONNECTED = ("<local-command-stdout>Reconnected to ",)
 
 
 @dataclass
@@ -78,9 +91,17 @@ class ThreadAnchors:
 def restart_reason(thread: Thread, start: int, end: int, previous: RequestInfo | None) -> str:
     """Why messages ``start:end`` (between two requests) hold a process restart, or ""."""
     msgs = thread.messages
+    mcp = False
     for m in msgs[start:end]:
-        if m.kind == "command" and any(c in b.text for b in m.blocks for c in EXIT_COMMANDS):
+        if m.kind != "command":
+            continue
+        text = "".join(b.text for b in m.blocks)
+        if any(c in text for c in EXIT_COMMANDS):
             return "/exit, then the session was resumed"
+        if any(c in text for c in MCP_COMMANDS):
+            mcp = True
+        elif mcp and any(text.lstrip().startswith(c) for c in MCP_RECONNECTED):
+            return "/mcp reconnected a server: the tool list was rebuilt"
     if previous is None:
         return ""
     before = previous.message
@@ -188,59 +209,120 @@ def thread_anchors(
                     "the recorded prompt minus the system/tools level",
                 )
             )
-    seg_delta = 0.0
-    unrecorded = 0.0
-    compacted = False
-    state: list[tuple[float, float, float]] = []  # per request: history, seg_delta, unrecorded
-    for k in range(n):
-        named = points[k]
-        has_usage = totals[k] > 0 and k != first
-        if "after_compaction" in named:
-            compacted = True
-            history = 0.0
-            unrecorded = 0.0
-            if has_usage:
-                jump = level(k) - (base + seg_delta)
-                if jump > margin(k):
-                    unrecorded = jump
-                    result.anchors.append(
+    start_history = history
+
+    def walk(take: Callable[[int], bool]) -> tuple[list[tuple[float, float, float]], list[Anchor]]:
+        """Per request (history, segment delta, unrecorded input) and the anchors, taking a
+        jump at a named point past the margin where ``take(k)`` says so."""
+        history = start_history
+        seg_delta = unrecorded = 0.0
+        compacted = False
+        state: list[tuple[float, float, float]] = []
+        found: list[Anchor] = []
+        for k in range(n):
+            named = points[k]
+            has_usage = totals[k] > 0 and k != first
+            if "after_compaction" in named:
+                compacted = True
+                history = 0.0
+                unrecorded = 0.0
+                if has_usage:
+                    jump = level(k) - (base + seg_delta)
+                    if jump > margin(k) and take(k):
+                        unrecorded = jump
+                        found.append(
+                            Anchor(
+                                k,
+                                "unrecorded",
+                                "after_compaction",
+                                round(jump),
+                                "the prompt after the compaction is larger than its summary and "
+                                "kept messages: restored files, plan or todo list not in the "
+                                "transcript",
+                            )
+                        )
+            elif "restart" in named and has_usage:
+                jump = level(k) - (base + seg_delta + history + unrecorded)
+                if abs(jump) > margin(k) and take(k):
+                    seg_delta += jump
+                    found.append(
+                        Anchor(
+                            k,
+                            "segment",
+                            "restart",
+                            round(jump),
+                            f"{named['restart']}: the system prompt and tools were rebuilt",
+                        )
+                    )
+            elif "turn_start" in named and has_usage:
+                jump = level(k) - (base + seg_delta + history + unrecorded)
+                if jump > margin(k) and take(k):
+                    unrecorded += jump
+                    found.append(
                         Anchor(
                             k,
                             "unrecorded",
-                            "after_compaction",
+                            "turn_start",
                             round(jump),
-                            "the prompt after the compaction is larger than its summary and kept "
-                            "messages: restored files, plan or todo list not in the transcript",
+                            "the prompt grew more than the turn's visible content: hook output "
+                            "or attachments the transcript does not record",
                         )
                     )
-        elif "restart" in named and has_usage:
-            jump = level(k) - (base + seg_delta + history + unrecorded)
-            if abs(jump) > margin(k):
-                seg_delta += jump
-                result.anchors.append(
-                    Anchor(
-                        k,
-                        "segment",
-                        "restart",
-                        round(jump),
-                        f"{named['restart']}: the system prompt and tools were rebuilt",
-                    )
-                )
-        elif "turn_start" in named and has_usage:
-            jump = level(k) - (base + seg_delta + history + unrecorded)
-            if jump > margin(k):
-                unrecorded += jump
-                result.anchors.append(
-                    Anchor(
-                        k,
-                        "unrecorded",
-                        "turn_start",
-                        round(jump),
-                        "the prompt grew more than the turn's visible content: hook output or "
-                        "attachments the transcript does not record",
-                    )
-                )
-        state.append((0.0 if compacted else history, seg_delta, unrecorded))
+            state.append((0.0 if compacted else history, seg_delta, unrecorded))
+        return state, found
+
+    def misfit(state: Sequence[tuple[float, float, float]]) -> float:
+        """Squared relative error of the 2-parameter line through the anchored view."""
+        xs = [raw[k] + (state[k][0] + state[k][1]) / ratio for k in recorded]
+        ys = [totals[k] - state[k][2] for k in recorded]
+        line = fit_calibration([round(x) for x in xs], [round(y) for y in ys])
+        if line is None:
+            return math.inf
+        return sum(
+            ((line.prefix_tokens + line.ratio * x - y) / max(1.0, y)) ** 2
+            for x, y in zip(xs, ys, strict=True)
+        )
+
+    # Each jump past the margin is an anchor only if the recording bears it out: the line
+    # through the whole thread must fit better with it, by more than one more parameter is
+    # worth (the Bayesian information criterion), so a level that drifts with the content
+    # (a ratio off for one kind of text) or a jump that the next requests take back is not
+    # carried to the end of the segment. Candidates are decided in time order.
+    if config.anchor_selection:
+        penalty = math.log(len(recorded)) / len(recorded)
+
+        def score(state: Sequence[tuple[float, float, float]]) -> float:
+            return math.log(max(misfit(state), 1e-300))
+
+        taken: set[int] = set()
+        decided = -1
+
+        def eligible() -> list[int]:
+            """Undecided requests whose jump passes the margin, given the anchors taken (a
+            jump depends only on the decisions before it)."""
+            seen: list[int] = []
+
+            def take(k: int) -> bool:
+                seen.append(k)
+                return k in taken
+
+            walk(take)
+            return [k for k in seen if k > decided and k not in taken]
+
+        best = score(walk(taken.__contains__)[0])
+        queue = eligible()
+        while queue:
+            c = queue.pop(0)
+            decided = c
+            trial = taken | {c}
+            state, _ = walk(trial.__contains__)
+            if score(state) + penalty < best:
+                taken, best = trial, score(state)
+                queue = eligible()
+        state, found = walk(taken.__contains__)
+    else:
+        state, found = walk(lambda k: True)
+    result.anchors.extend(found)
     for k, (hist, seg, unrec) in enumerate(state):
         result.history_raw[k] = round(hist / ratio)
         result.segment_raw[k] = round(seg / ratio)

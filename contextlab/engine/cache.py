@@ -253,9 +253,14 @@ class CacheSimulator:
                 e.expiry = time + TTL_SECONDS[e.ttl]
 
         expiry = time + ttl_s
+        # A read of the warm prefix (cached by another session, no entry of ours) still puts
+        # it under this request's breakpoints: a later request whose messages changed reads
+        # the system prompt back from that entry (marot/spotter tool_heavy, an /mcp reconnect
+        # two minutes after the file's warm start read 18k of 26k)
+        warm_hit = hit_entry is None and hit >= 0
         for p in bps:
-            if p > hit and known[p] >= min_cacheable_tokens:
-                h = prefix_hashes[p]
+            h = prefix_hashes[p]
+            if known[p] >= min_cacheable_tokens and (p > hit or (warm_hit and h not in store)):
                 if h not in store:
                     self._entries += 1
                 store[h] = _Entry(

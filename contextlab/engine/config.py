@@ -147,6 +147,20 @@ class PipelineConfig:
             le=TOKENS_MAX,
         ),
     ] = 200_000
+    window_from_records: Annotated[
+        bool,
+        _setting(
+            "Each thread's window from its own records: a recorded prompt above 200k with no "
+            "automatic compaction below 200k shows the 1M window, an automatic compaction "
+            "below 200k the 200k one; a thread whose records show neither keeps context_window. "
+            "The auto preset turns it on once a recorded prompt passed 200k (no thread can "
+            "show a window before), unless context_window is set.",
+            source="the [1m] suffix is not in message.model; a branch or subagent can run in "
+            "another process with another window (issue #9 identity, gmeligio branch-1)",
+            group=_W,
+            modeled=True,
+        ),
+    ] = False
     max_output_tokens: (
         Annotated[
             int,
@@ -923,29 +937,45 @@ class PipelineConfig:
             modeled=True,
         ),
     ] = True
+    anchor_selection: Annotated[
+        bool,
+        _setting(
+            "A jump past the margin is an anchor only if the 2-parameter line through the "
+            "thread's recorded prompts fits better with it than without, by more than one more "
+            "parameter is worth (Bayesian information criterion); off: every jump past the "
+            "margin is one.",
+            source="issue #9: anchors sized and kept by the recorded usage, not by a margin "
+            "fitted per source (MODELED)",
+            group=_TOK,
+            modeled=True,
+        ),
+    ] = True
     anchor_margin_tokens: Annotated[
         int,
         _setting(
-            "A jump of the recorded prompt beyond what the visible content explains becomes an "
-            "anchor only above this many tokens (and above anchor_margin_share of the prompt).",
-            source="clear of the per-request scatter of the 2-parameter fit (p90 ≈ 2–4k on the "
-            "corpus); chosen leave-one-source-out in bench/truth.py (MODELED)",
+            "A jump of the recorded prompt beyond what the visible content explains is a "
+            "candidate anchor only above this many tokens (and above anchor_margin_share of the "
+            "prompt); anchor_selection then keeps it only if the recording bears it out.",
+            source="no floor in tokens: the share below scales with the prompt, and the "
+            "selection decides (bench/truth.py: 0, 2k or 4k give the same targets "
+            "leave-one-source-out) (MODELED)",
             group=_TOK,
             ge=0,
             le=TOKENS_MAX,
         ),
-    ] = 4_000
+    ] = 0
     anchor_margin_share: Annotated[
         float,
         _setting(
             "…and only above this share of the recorded prompt.",
-            source="bench/truth.py leave-one-source-out (MODELED)",
+            source="the per-request scatter of the 2-parameter fit (median ≈ 1 % on the corpus): "
+            "a smaller jump cannot be told from it (MODELED)",
             group=_TOK,
             ge=0,
             le=1,
             fraction=True,
         ),
-    ] = 0.03
+    ] = 0.01
     anchor_ratio_min: Annotated[
         float,
         _setting(

@@ -164,13 +164,7 @@ class Session:
     @property
     def recorded_auto_compactions(self) -> list[int]:
         """``preTokens`` of every recorded automatic compaction of the main conversation."""
-        return [
-            int(pre)
-            for m in self.main.messages
-            if m.kind == "compact_boundary" and m.metadata.get("trigger") == "auto"
-            for pre in [m.metadata.get("preTokens")]
-            if isinstance(pre, int | float) and not isinstance(pre, bool)
-        ]
+        return auto_compaction_pre_tokens(self.main.messages)
 
     @property
     def version(self) -> str | None:
@@ -179,6 +173,17 @@ class Session:
             if message.version:
                 return message.version
         return self.versions[-1] if self.versions else None
+
+
+def auto_compaction_pre_tokens(messages: Iterable[Message]) -> list[int]:
+    """``preTokens`` of every recorded automatic compaction among ``messages``."""
+    return [
+        int(pre)
+        for m in messages
+        if m.kind == "compact_boundary" and m.metadata.get("trigger") == "auto"
+        for pre in [m.metadata.get("preTokens")]
+        if isinstance(pre, int | float) and not isinstance(pre, bool)
+    ]
 
 
 class _FileParser:

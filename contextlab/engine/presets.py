@@ -33,6 +33,7 @@ __all__ = [
     "ran_with_1m_window",
     "resolve_config",
     "resolve_request_config",
+    "thread_window",
 ]
 
 LATEST_PRESET = "claude-code-2.1.88"
@@ -101,6 +102,22 @@ def ran_with_1m_window(
     return not any(0 < pre < ONE_MILLION_EVIDENCE_TOKENS for pre in recorded_auto_compactions or ())
 
 
+def thread_window(
+    max_recorded_prompt: int, recorded_auto_compactions: Sequence[int], default: int
+) -> int:
+    """The window one thread ran with, from its own records (``window_from_records``).
+
+    A recorded prompt above 200k with no automatic compaction below 200k shows the 1M window;
+    an automatic compaction below 200k shows the 200k window (the 1M window compacts near
+    967k); otherwise the thread shows neither and keeps ``default``.
+    """
+    if ran_with_1m_window(max_recorded_prompt, recorded_auto_compactions):
+        return 1_000_000
+    if any(0 < pre < ONE_MILLION_EVIDENCE_TOKENS for pre in recorded_auto_compactions):
+        return min(default, 200_000)
+    return default
+
+
 def resolve_config(
     preset: str = AUTO,
     overrides: Mapping[str, Any] | None = None,
@@ -132,12 +149,14 @@ def resolve_config(
         preset = named
     auto = preset == AUTO
     name = preset_for_version(version) if auto else preset
-    if (
-        auto
-        and ran_with_1m_window(max_recorded_prompt, recorded_auto_compactions)
-        and "context_window" not in values
-    ):
-        values["context_window"] = 1_000_000
+    if auto and "context_window" not in values:
+        if ran_with_1m_window(max_recorded_prompt, recorded_auto_compactions):
+            values["context_window"] = 1_000_000
+        if max_recorded_prompt is not None and max_recorded_prompt > ONE_MILLION_EVIDENCE_TOKENS:
+            # the session's evidence sets the default; a thread that shows its own window keeps
+            # it (a thread can only show one when some prompt passed 200k; below that "auto"
+            # stays the version's preset, so equal runs are still recognised as equal)
+            values.setdefault("window_from_records", True)
     return PipelineConfig.from_dict({**values, "preset": name}), name
 
 

@@ -21,10 +21,11 @@ from .cache import CacheSimulator
 from .config import PipelineConfig
 from .cost import PricingTable, load_pricing, request_cost
 from .model_limits import model_info
-from .parsing import Session, Thread
+from .parsing import Session, Thread, auto_compaction_pre_tokens
 from .pipeline import DEFAULT_STEPS, Step
 from .pipeline.base import WHOLE_MESSAGE, RequestInfo, StepContext, TransformLog, View
 from .pipeline.boundary import preserved_before_boundary, preserved_head
+from .presets import thread_window
 from .results import (
     RESULT_VERSION,
     CacheRow,
@@ -97,6 +98,12 @@ def parse_time(stamp: str) -> float | None:
         return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
     except ValueError:
         return None
+
+
+def _window_evidence(thread: Thread) -> tuple[int, list[int]]:
+    """A thread's largest recorded prompt and its automatic compactions' ``preTokens``."""
+    largest = max((m.usage.prompt_total for m in thread.messages if m.usage is not None), default=0)
+    return largest, auto_compaction_pre_tokens(thread.messages)
 
 
 def thread_requests(thread: Thread) -> list[RequestInfo]:
@@ -415,6 +422,10 @@ class _ThreadReplay:
         self.session = session
         self.thread = thread
         self.config = config
+        if config.window_from_records:
+            window = thread_window(*_window_evidence(thread), config.context_window)
+            if window != config.context_window:
+                self.config = config.replace(context_window=window)
         self.mode = mode
         self.counter = counter
         self.summarizer = summarizer

@@ -11,10 +11,21 @@ from typing import Any
 from contextlab import engine
 
 
+def auto_config(session: engine.Session) -> tuple[engine.PipelineConfig, str]:
+    """``auto`` with the session's own evidence (version, largest prompt, recorded automatic
+    compactions), as a run of the web app resolves it."""
+    return engine.resolve_config(
+        "auto",
+        version=session.version,
+        max_recorded_prompt=session.max_recorded_prompt,
+        recorded_auto_compactions=session.recorded_auto_compactions,
+    )
+
+
 def replay_json(path: Path, mode: str) -> dict[str, Any]:
     """A fresh parse and replay under the ``auto`` preset, as the web app's first run does."""
     session = engine.load_session(str(path))
-    config, preset = engine.resolve_config("auto", version=session.version)
+    config, preset = auto_config(session)
     return engine.replay(session, config, mode=mode, preset_name=preset).to_json()
 
 

@@ -16,7 +16,7 @@ import pytest
 
 from contextlab import engine
 from contextlab.engine.cost import load_pricing, request_cost
-from contextlab.engine.presets import ran_with_1m_window, resolve_config
+from contextlab.engine.presets import ran_with_1m_window, resolve_config, thread_window
 from tests.engine.builders import TranscriptBuilder
 
 PREFIX = 18_000
@@ -26,10 +26,18 @@ TotalFor = Callable[[int, int], int]
 
 
 def conversation(
-    turns: int, *, exit_after: int | None = None, new_version: str = ""
+    turns: int,
+    *,
+    exit_after: int | None = None,
+    new_version: str = "",
+    mcp_reconnect_after: int | None = None,
 ) -> TranscriptBuilder:
     b = TranscriptBuilder()
     for n in range(turns):
+        if n == mcp_reconnect_after:
+            # /mcp as Claude Code 2.1.38 writes it: the command, then its output
+            b.prompt("<command-name>/mcp</command-name>\n<command-message>mcp</command-message>")
+            b.prompt("<local-command-stdout>Reconnected to tidewave.</local-command-stdout>")
         if exit_after is not None and n == exit_after:
             b.prompt(
                 "<command-name>/exit</command-name>\n<command-message>exit</command-message>\n"
@@ -165,12 +173,37 @@ def test_a_restart_starts_a_segment_with_its_own_prefix(tmp_path):
     assert fid["p90_rel_error"] < 0.02
 
 
+def test_an_mcp_reconnect_starts_a_segment_and_rewrites_the_cache_after_the_system_prompt(
+    tmp_path,
+):
+    b = conversation(10, mcp_reconnect_after=5)
+    probe = plain_replay(b.write(tmp_path / "probe.jsonl")).to_json()["requests"]
+    after = next(r["thread_request"] for r in probe if r["line"] > _line_with(b, "Reconnected"))
+
+    def total(k: int, raw: int) -> int:
+        return round(PREFIX + RATIO * raw)
+
+    result = replayed(with_usage(b, tmp_path, total))
+    rows = result["requests"]
+    assert [r["segment"] for r in rows] == [0] * after + [1] * (len(rows) - after)
+    # no jump, so no anchor: the segment is there for the cache
+    assert anchors_of(result) == []
+    reconnect = rows[after]["cache"]
+    assert reconnect["reason"] == "prefix_changed"
+    assert 0 < reconnect["read"] < rows[after - 1]["cache"]["read"] / 2
+    assert rows[after + 1]["cache"]["reason"] == "hit"
+
+
 def _exit_line(b: TranscriptBuilder) -> int:
+    return _line_with(b, "/exit")
+
+
+def _line_with(b: TranscriptBuilder, text: str) -> int:
     for n, rec in enumerate(b.records, 1):
         content = (rec.get("message") or {}).get("content")
-        if isinstance(content, str) and "/exit" in content:
+        if isinstance(content, str) and text in content:
             return n
-    raise AssertionError("no /exit in the transcript")
+    raise AssertionError(f"no {text!r} in the transcript")
 
 
 def test_input_no_record_shows_is_anchored_at_turn_starts(tmp_path):
@@ -199,6 +232,29 @@ def test_input_no_record_shows_is_anchored_at_turn_starts(tmp_path):
     assert whatif["requests"][-1]["unrecorded_tokens"] == last["unrecorded_tokens"]
     # anchors stay few: one per jump, none elsewhere
     assert len(anchors_of(result)) == len(hook_turns)
+
+
+@pytest.mark.parametrize("selection", [True, False])
+def test_a_jump_the_next_requests_take_back_is_no_anchor(tmp_path, selection):
+    # one turn start shows a 6k jump that the requests after it do not keep: carrying it to
+    # the end of the thread would make the line fit worse
+    b = conversation(8)
+    probe = plain_replay(b.write(tmp_path / "probe.jsonl")).to_json()["requests"]
+    turn_starts = [r["thread_request"] for r in probe if r["turn_start"]]
+    spike = turn_starts[4]
+
+    def total(k: int, raw: int) -> int:
+        return round(PREFIX + RATIO * raw + (6_000 if k == spike else 0))
+
+    path = with_usage(b, tmp_path, total)
+    config = engine.get_preset("claude-code-2.1.88").replace(anchor_selection=selection)
+    result = engine.replay(engine.load_session(str(path)), config).to_json()
+    found = [a["request"] for a in anchors_of(result)]
+    if selection:
+        assert found == []
+    else:
+        # every jump past the 1 % floor, the spike among them
+        assert spike in found
 
 
 def test_the_anchors_can_be_switched_off(tmp_path):
@@ -360,3 +416,61 @@ def test_what_if_counts_with_claude_codes_own_count_where_it_compacted(tmp_path,
         e["step"] == "autocompact" and e["action"] == "compacted" for e in whatif[at]["events"]
     )
     assert predicted is compacts
+
+
+def test_each_thread_keeps_the_window_its_own_records_show():
+    assert thread_window(203_000, [], 200_000) == 1_000_000
+    assert thread_window(203_000, [167_000], 1_000_000) == 200_000
+    assert thread_window(150_000, [], 1_000_000) == 1_000_000
+    assert thread_window(150_000, [], 200_000) == 200_000
+
+
+def branch_above_200k_beside_a_main_that_compacted_below_it() -> TranscriptBuilder:
+    """gmeligio/flutter-docker-image in small: the main conversation compacts automatically at
+    167k (the 200k window), a branch of it (another process) grew to 211k without compacting."""
+    b = TranscriptBuilder()
+    b.usage_total = 150_000
+    b.prompt("start")
+    b.assistant([{"type": "text", "text": "ready"}], grow=1_000)
+    fork, fork_total = b.last_uuid, b.usage_total
+    b.prompt("explore the other approach")
+    for n in range(3):
+        b.assistant([{"type": "text", "text": f"branch step {n}"}], grow=20_000)
+        b.prompt(f"go on {n}")
+    b.assistant([{"type": "text", "text": "branch done"}], grow=500)
+    b.last_uuid, b.usage_total = fork, fork_total
+    b.prompt("the first approach then")
+    for n in range(2):
+        b.assistant([{"type": "text", "text": f"main step {n}"}], grow=8_000)
+        b.prompt(f"next {n}")
+    b.compact("<summary>main so far</summary>", pre_tokens=167_000)
+    b.prompt("after the compaction")
+    b.assistant([{"type": "text", "text": "main done"}], grow=1_000)
+    return b
+
+
+@pytest.mark.parametrize("from_records", [True, False])
+def test_a_branch_above_200k_ran_with_the_1m_window(tmp_path, from_records):
+    session = engine.load_session(
+        str(branch_above_200k_beside_a_main_that_compacted_below_it().write(tmp_path / "s.jsonl"))
+    )
+    assert [t.kind for t in session.threads] == ["main", "branch"]
+    config, _ = resolve_config(
+        "auto",
+        {} if from_records else {"window_from_records": False},
+        version=session.version,
+        max_recorded_prompt=session.max_recorded_prompt,
+        recorded_auto_compactions=session.recorded_auto_compactions,
+    )
+    # the session as a whole shows the 200k window (main compacted at 167k)
+    assert config.context_window == 200_000
+    assert config.window_from_records is from_records
+    whatif = engine.replay(session, config, mode="whatif")
+    branch = next(tr for tr in whatif.threads if tr.thread.kind == "branch")
+    compacted = [
+        r["thread_request"]
+        for r in branch.requests
+        if any(e["step"] == "autocompact" and e["action"] == "compacted" for e in r["events"])
+    ]
+    # the recording never compacted the branch: with 200k, what-if would at ~167k
+    assert (compacted == []) is from_records

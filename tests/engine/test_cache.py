@@ -215,6 +215,17 @@ def test_a_changed_block_in_the_middle_reads_only_up_to_the_system_prefix(breakp
     assert (r.read, r.write) == (1600, 400 * 28)
 
 
+def test_a_read_of_the_warm_prefix_leaves_an_entry_under_its_breakpoint():
+    # the file's first request read the system prompt another session had cached; later
+    # requests are not warm by assumption, yet a change in the messages reads it back
+    sim = CacheSimulator()
+    send(sim, 0, prompt(10), [3, 9], tokens=500, warm_blocks=4)
+    send(sim, MINUTE, prompt(12), [3, 11], tokens=500)
+    r = send(sim, 2 * MINUTE, prompt(14, changed=[6]), [3, 13], tokens=500)
+    assert r.reason == "prefix_changed"
+    assert (r.hit_block, r.read, r.write) == (4, 2000, 5000)
+
+
 def test_hits_keep_the_system_entry_warm_for_a_later_prefix_change():
     sim = CacheSimulator()
     send(sim, 0, prompt(30), [3, 29], tokens=400)

@@ -94,7 +94,9 @@ SPEC_DEFAULTS: dict[str, object] = {
 }
 
 MODELED = {
+    "window_from_records",
     "anchors_enabled",
+    "anchor_selection",
     "whatif_recorded_counts",
     "cache_global_prefix_warm",
     "cache_system_prefix_share",
@@ -691,6 +693,17 @@ def test_resolve_auto_uses_the_transcript_version():
     config, name = resolve_config("auto", version="2.1.7")
     assert name == "claude-code-2.1.20"
     assert config == PRESETS["claude-code-2.1.20"]
+
+
+def test_resolve_auto_reads_each_threads_window_once_a_prompt_passed_200k():
+    above = {"version": "2.1.7", "max_recorded_prompt": 203_000}
+    assert resolve_config("auto", **above)[0].window_from_records
+    assert not resolve_config("auto", version="2.1.7", max_recorded_prompt=150_000)[
+        0
+    ].window_from_records
+    # a named preset or a window the user set is taken as given
+    assert not resolve_config("claude-code-2.1.20", **above)[0].window_from_records
+    assert not resolve_config("auto", {"context_window": 500_000}, **above)[0].window_from_records
 
 
 def test_resolve_auto_without_a_version_gets_the_latest_preset():

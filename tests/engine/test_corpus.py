@@ -21,7 +21,7 @@ import pytest
 from contextlab import engine
 from contextlab.engine.tokens import percentile
 from tests.conftest import CORPUS, corpus_files, needs_corpus
-from tests.engine.invariants import assert_replay_invariants, first_view_mismatch
+from tests.engine.invariants import assert_replay_invariants, auto_config, first_view_mismatch
 
 pytestmark = needs_corpus
 
@@ -46,7 +46,7 @@ def test_corpus_is_present():
 @cache
 def replayed(path: Path, mode: str) -> engine.ReplayResult:
     session = engine.load_session(str(path))
-    config, preset = engine.resolve_config("auto", version=session.version)
+    config, preset = auto_config(session)
     return engine.replay(session, config, mode=mode, preset_name=preset)
 
 
@@ -205,13 +205,5 @@ def test_whatif_auto_reproduces_the_recorded_views():
     assert first_view_mismatches(OLDER) == {}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="measured 2026-12-01 after preserved segments: what-if auto differs from the recorded "
-    "view on 1 of recent/'s 7 files: gmeligio__flutter-docker-image from request 67 (its "
-    "branch-1, the history before the file's first boundary: the recording ran from 167.8k to "
-    "203k tokens there without compacting, above the 167k threshold its later compactions fit, "
-    "so what-if compacts at 67; its main thread now matches request for request)",
-)
 def test_whatif_auto_reproduces_the_recorded_views_with_recent():
     assert first_view_mismatches(FILES) == {}

@@ -94,9 +94,13 @@ def test_recorded_mode_cost_is_within_2_percent_of_the_recorded_usage_median():
 
 @pytest.mark.xfail(
     strict=True,
-    reason="measured 2026-12-01: worst session 33.3 % (marot__spotter__tool_heavy, 4 requests, "
-    "one a server-side cache miss), then fc_99c919b212 (-18 %) and entireio 25/9b (-9 %): cache "
-    "misses and writes the model does not predict",
+    reason="measured 2026-12-01 after the /mcp restart and the warm-prefix entry (tool_heavy "
+    "-33.7 % → -0.8 %): worst entireio fc_99c919b212 -16.4 %, then 25_730c -9.7 %, 9b_04c3 -5.6 %, "
+    "FSM1 cipher-box -5.1 %. All four come from 10 requests (of 665) whose recorded cache read "
+    "fell to the system prefix with no record naming why (4 s to 3 min after a full hit, no "
+    "restart, model or TTL change; 3 in fc_99 follow a change of thinkingMetadata between turns, "
+    "but marot subagent and PackmindHub read fully after the same change); without those "
+    "requests the four are at +1.1, -2.0, +3.5 and +0.3 %",
 )
 def test_no_session_cost_is_beyond_5_percent_of_the_recorded_usage():
     assert max(session_cost_errors()) <= 0.05
