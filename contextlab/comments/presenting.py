@@ -68,8 +68,8 @@ def shared_items(
         {
             "pk": c["id"],
             "request": c["request"],
-            # shared pages and exports count requests from 0, as their own headings do
-            "number": c["request"],
+            # every page numbers requests from 1 (URLs and anchors keep the index)
+            "number": int(c["request"]) + 1,
             "block": c.get("block") or "",
             "author": c.get("author") or "",
             "created_at": _when(c.get("created_at")),

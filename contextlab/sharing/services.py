@@ -83,9 +83,10 @@ def _locator(source: dict[str, Any]) -> Callable[[redaction.Path], str]:
             elif len(path) >= 4 and path[3] == "original_output":
                 where += ", persisted output"
             request = request_of(thread, message)
-            return f"request {request} · {where}" if request is not None else where
+            # the dialog numbers requests from 1, as every page does
+            return f"request {request + 1} · {where}" if request is not None else where
         if head == "result" and len(path) >= 3 and path[1] == "requests":
-            return f"request {path[2]}"
+            return f"request {path[2] + 1}" if isinstance(path[2], int) else "requests"
         if head == "result" and len(path) >= 3 and path[1] == "summaries":
             return f"summary {path[2]}"
         if head == "result" and len(path) >= 3 and path[1] == "subagents":
@@ -93,7 +94,7 @@ def _locator(source: dict[str, Any]) -> Callable[[redaction.Path], str]:
         if head == "comments" and len(path) >= 2 and isinstance(path[1], int):
             comment = (source.get("comments") or [])[path[1]]
             block = f", block {comment['block']}" if comment.get("block") else ""
-            return f"comment on request {comment['request']}{block}"
+            return f"comment on request {int(comment['request']) + 1}{block}"
         if head == "transcript" and len(path) >= 2:
             return {"name": "session name", "problems": "transcript problems"}.get(
                 str(path[1]), f"session {path[1]}"

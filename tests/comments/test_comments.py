@@ -308,7 +308,8 @@ def test_share_findings_say_which_comment(team, gated):
     add(team, gated, "eddie", index=2, block="b-1-0", body="mail me: carol.danvers@corp-mail.io")
     findings = sharing.preview_findings(team["session"])
     email = next(f for f in findings if f["category"] == "email")
-    assert "comment on request 2, block b-1-0" in email["locations"]
+    # index 2 is request 3: the dialog numbers requests from 1, as the pages do
+    assert "comment on request 3, block b-1-0" in email["locations"]
 
 
 # --- API ---------------------------------------------------------------------------------------

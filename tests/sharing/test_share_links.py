@@ -188,8 +188,12 @@ def test_the_html_export_is_self_contained_redacted_and_strict(seeded, alice_cli
     # no inline handlers in the markup (the inlined plotly.js code is left out of the check)
     markup = re.sub(r"<script>.*?</script>", "", html, flags=re.S)
     assert not re.search(r"\son[a-z]+\s*=", markup)
-    # the last request and every compaction are shown side by side
+    # the last request and every compaction are shown side by side, numbered from 1
     assert 'id="view-' in html
+    last = max(int(i) for i in re.findall(r'id="view-(\d+)"', html))
+    assert (
+        f'<section class="card explorer-body" id="view-{last}">\n  <h2>Request {last + 1} ·' in html
+    )
     assert len(response.content) < 10_000_000
 
 
@@ -208,6 +212,9 @@ def test_shared_pages_are_read_only_and_say_who_shared_and_when_it_expires(share
     assert "costs are those of the original replay" in report
     explorer = served[f"/s/{token}/requests/0/"].decode()
     assert f"/s/{token}/requests/1/" in explorer  # the explorer stays under the link's path
+    # numbered from 1, as the owner's pages are (the address keeps the index)
+    assert '<strong id="req-number">1</strong>' in explorer
+    assert f'<a href="/s/{token}/requests/0/">1</a>' in report
 
 
 def test_the_token_is_long_random_shown_once_and_only_its_hash_is_stored(shared):

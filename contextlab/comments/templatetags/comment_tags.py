@@ -121,7 +121,7 @@ def shared_comments(context: template.Context, scope: str = "session") -> dict[s
     return {
         "comments": presenting.shared_items(comments, context.get("kept") or [], url),
         "scope": scope,
-        "number": int(context["index"]) if scope == "request" else None,
+        "number": int(context["index"]) + 1 if scope == "request" else None,
     }
 
 
