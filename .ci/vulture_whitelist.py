@@ -281,3 +281,5 @@ readinto  # io.RawIOBase protocol (contextlab/engine/loading.py)
 LOGIN_USER_RATE  # read by getattr in contextlab/accounts/throttle.py
 CACHES  # Django setting (contextlab/settings.py)
 RATELIMIT_IP_META_KEY  # django-ratelimit setting (contextlab/settings.py)
+_watch_pool  # a Celery worker_ready receiver (contextlab/celery.py)
+QueueNoticeMiddleware  # in settings.MIDDLEWARE (contextlab/middleware.py)

@@ -8,6 +8,9 @@ still render when the database, the session or a context processor is what faile
 
 from __future__ import annotations
 
+import sys
+
+from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.template import loader
 
@@ -19,6 +22,11 @@ MESSAGES: dict[int, tuple[str, str]] = {
     403: ("Not allowed", "You do not have access to this page, or your form expired."),
     404: ("Not found", "There is nothing here: the link is wrong, or it was deleted."),
     410: ("Gone", "This was here once, but it has been deleted or has expired."),
+    503: (
+        "The database is unavailable",
+        "ContextLab cannot reach its database just now (restarting, or overloaded); nothing "
+        "you saved is lost. Try again in a minute.",
+    ),
     500: (
         "Something went wrong on our side",
         "The error has been logged. Try again in a moment; if it keeps happening, tell "
@@ -59,7 +67,18 @@ def page_not_found(request: HttpRequest, exception: Exception | None = None) -> 
     return error_response(request, 404)
 
 
+#: seconds a client is asked to wait after a 503 (the database restarting takes a few)
+RETRY_AFTER = 30
+
+
 def server_error(request: HttpRequest) -> HttpResponse:
+    # Django calls this inside its ``except`` block: the database unreachable (restarted,
+    # connections terminated) is a 503 to retry, not a bug; the next request reconnects
+    # (CONN_HEALTH_CHECKS drops the dead connection).
+    if isinstance(sys.exc_info()[1], (OperationalError, InterfaceError)):
+        response = error_response(request, 503, with_context=False)
+        response["Retry-After"] = str(RETRY_AFTER)
+        return response
     return error_response(request, 500, with_context=False)
 
 
