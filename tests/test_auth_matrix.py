@@ -99,6 +99,7 @@ PAGE_POLICIES: dict[str, str] = {
     "runs:request": "session:viewer",
     "runs:block": "session:viewer",
     "runs:detail": "run:viewer",
+    "runs:cancel": "run:editor",
     "runs:glossary": "user",
     "tuning:index": "user",
     "tuning:config_new": "user",
@@ -108,10 +109,12 @@ PAGE_POLICIES: dict[str, str] = {
     "tuning:compare_new": "user",
     "tuning:comparison": "owned",
     "tuning:comparison_delete": "owned",
+    "tuning:comparison_cancel": "owned",
     "tuning:compare_request": "owned",
     "tuning:sweep_new": "user",
     "tuning:sweep": "owned",
     "tuning:sweep_delete": "owned",
+    "tuning:sweep_cancel": "owned",
     "workspaces:list": "user",
     "workspaces:create": "user",
     "workspaces:member_set": "workspace:owner",
@@ -319,7 +322,16 @@ def test_page_answers_each_role_as_its_policy_says(name, policy, team):
     writes = (
         policy.endswith((":editor", ":owner"))
         or name.endswith(
-            ("delete", "create", "upload", "member_set", "member_remove", "invite_create", "revoke")
+            (
+                "delete",
+                "create",
+                "upload",
+                "member_set",
+                "member_remove",
+                "invite_create",
+                "revoke",
+                "cancel",
+            )
         )
         or name.endswith(("revoke_token",))
     )

@@ -20,6 +20,7 @@ BULK_PRIORITY = 6
 
 
 @app.task(
+    priority=BULK_PRIORITY,
     acks_late=True,
     autoretry_for=(OperationalError, InterfaceError),
     retry_backoff=True,
@@ -38,5 +39,4 @@ def queue_batches(batches: Iterable[list[int]]) -> None:
     """Send each batch of run ids to a worker once the transaction that queued them commits."""
     for ids in batches:
         # a broker that is down keeps the runs queued (sent again by the recovery), no 500
-        send = partial(replay_batch.apply_async, (ids,), priority=BULK_PRIORITY)
-        transaction.on_commit(partial(run_tasks.publish, send, ids))
+        transaction.on_commit(partial(run_tasks.publish, partial(replay_batch.delay, ids), ids))

@@ -19,6 +19,7 @@ from contextlab import engine
 from contextlab.engine.results import RequestRow, as_result
 from contextlab.http import AuthedRequest
 from contextlab.runs import services as run_services
+from contextlab.runs import views as run_views
 from contextlab.runs.charts import figure_json
 from contextlab.runs.models import Run
 from contextlab.transcripts.models import Transcript
@@ -138,6 +139,36 @@ def _delete_owned(request: AuthedRequest, model: type[Owned], pk: int) -> HttpRe
 @require_POST
 def config_delete(request: AuthedRequest, pk: int) -> HttpResponse:
     return _delete_owned(request, SavedConfig, pk)
+
+
+Runnable = TypeVar("Runnable", Comparison, Sweep)
+
+
+def _cancel_owned(request: AuthedRequest, model: type[Runnable], pk: int) -> HttpResponse:
+    """POST only: stop the user's comparison's or sweep's queued and running runs."""
+    item = get_object_or_404(model, pk=pk, owner=request.user)
+    stopped, shared = services.cancel_owned(item)
+    note = (
+        f" {shared} run{'s' if shared != 1 else ''} another comparison or sweep also uses went on."
+        if shared
+        else ""
+    )
+    messages.success(
+        request, f"Cancelled {stopped} run{'s' if stopped != 1 else ''} of {item}.{note}"
+    )
+    return run_views.back_to(request, item.get_absolute_url())
+
+
+@login_required
+@require_POST
+def comparison_cancel(request: AuthedRequest, pk: int) -> HttpResponse:
+    return _cancel_owned(request, Comparison, pk)
+
+
+@login_required
+@require_POST
+def sweep_cancel(request: AuthedRequest, pk: int) -> HttpResponse:
+    return _cancel_owned(request, Sweep, pk)
 
 
 @login_required
