@@ -259,6 +259,9 @@ if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
 #: Queue the web side publishes replays to and workers consume (one stack per queue name).
 CELERY_TASK_DEFAULT_QUEUE = env_str("CELERY_TASK_DEFAULT_QUEUE", "celery")
 CELERY_TASK_ACKS_LATE = True
+#: Redis priority of comparison and sweep batches (0, the default, is taken first): uploads'
+#: replays and single runs pass ahead of bulk work queued before them. Other brokers ignore it.
+CELERY_TASK_ROUTES = {"contextlab.tuning.tasks.replay_batch": {"priority": 6}}
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_IGNORE_RESULT = True  # run state lives on the Run row, not in a result backend
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True

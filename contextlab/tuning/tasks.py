@@ -14,13 +14,8 @@ from contextlab.runs import tasks as run_tasks
 from contextlab.summaries import tasks as summary_tasks
 from contextlab.tuning import runner
 
-#: Redis priority of comparison and sweep batches (0, the default, is taken first): uploads'
-#: replays and single runs pass ahead of bulk work queued before them (settings.py).
-BULK_PRIORITY = 6
-
 
 @app.task(
-    priority=BULK_PRIORITY,
     acks_late=True,
     autoretry_for=(OperationalError, InterfaceError),
     retry_backoff=True,
