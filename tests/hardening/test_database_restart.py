@@ -27,12 +27,18 @@ pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 PAGES = ["/sessions/", "/api/sessions"]
 
 
-def _terminate_others() -> int:
-    """End every other backend on this test database, as a server restart does."""
+#: the web server's connections are named so: only they are terminated (this process's own
+#: connections, in other threads and contexts, are left alone)
+APPLICATION = "contextlab-db-restart-test"
+
+
+def _terminate_server_connections() -> int:
+    """End every backend of the web server on this test database, as a server restart does."""
     with connection.cursor() as cursor:
         cursor.execute(
             "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
-            "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            "WHERE datname = current_database() AND application_name = %s",
+            [APPLICATION],
         )
         row = cursor.fetchone()
         return int(row[0]) if row else 0
@@ -63,7 +69,9 @@ def test_requests_fail_cleanly_while_the_database_drops_connections_and_recover(
     browser = Client()
     browser.force_login(user)  # a session row the server reads
     port = _free_port()
+    url = f"{worker_env()['DATABASE_URL']}?application_name={APPLICATION}"
     env = worker_env(
+        DATABASE_URL=url,
         CONN_MAX_AGE=str(max_age),
         ALLOWED_HOSTS="127.0.0.1",
         STATIC_MANIFEST="0",
@@ -136,7 +144,7 @@ def test_requests_fail_cleanly_while_the_database_drops_connections_and_recover(
         deadline = time.monotonic() + 30
         # keep dropping connections until some requests were caught mid-way
         while time.monotonic() < deadline and seen[503] < 3:
-            terminated += _terminate_others()
+            terminated += _terminate_server_connections()
             time.sleep(0.02)
         time.sleep(0.5)  # requests caught by the last termination end
         recovered.set()
