@@ -50,7 +50,8 @@ def error_response(
     if is_api(request):
         return JsonResponse({"detail": detail or API_DETAILS.get(status, title)}, status=status)
     context = {"status": status, "title": title, "message": detail or hint}
-    template = loader.get_template(f"{status}.html")
+    # a 503 is the 500 page's situation (rendered without a database) with its own words
+    template = loader.get_template("500.html" if status == 503 else f"{status}.html")
     html = template.render(context, request if with_context else None)
     return HttpResponse(html, status=status)
 
