@@ -15,6 +15,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from celery import Celery
@@ -69,6 +70,9 @@ def _stop_heartbeat(**_: Any) -> None:
 
 # --- pool watchdog (brokers without an event loop) ----------------------------------------
 
+#: called before a frozen worker restarts itself (``runs.tasks`` marks queued runs due, so the
+#: restarted worker sends again any message this one had taken and may not hand back)
+before_pool_restart: list[Callable[[], None]] = []
 #: seconds between looks at the pool's processes
 POOL_WATCH_EVERY = 1.0
 #: seconds a restarting worker may take to stop before its remaining pool processes are killed
@@ -97,6 +101,11 @@ def watch_shared_queue_pool(pool: Any) -> threading.Thread:
             "(its shared queue lock died with them): the worker restarts",
             sorted(gone),
         )
+        for hook in before_pool_restart:
+            try:
+                hook()
+            except Exception:
+                logger.exception("pool watchdog: a restart hook failed")
         atexit.register(os.execv, sys.executable, [sys.executable, *sys.orig_argv[1:]])
         state.should_stop = 0  # type: ignore[assignment]  # Celery's warm stop; exec at exit
         time.sleep(POOL_RESTART_GRACE)

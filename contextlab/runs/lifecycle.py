@@ -374,6 +374,14 @@ def queued_too_long(*, now: datetime | None = None, run_ids: list[int] | None = 
     return ids
 
 
+def queued_ids() -> list[int]:
+    """Queued runs not parked for a summary (those have their fetch task)."""
+    queued = Run.objects.filter(status=Run.Status.QUEUED)
+    return list(
+        queued.exclude(summarizer_settings__pending_key__gt="").values_list("pk", flat=True)
+    )
+
+
 def mark_unsent(run_ids: list[int]) -> None:
     """Queued runs whose task could not be published (the broker was down): due for sending
     again at once, rather than after RUN_QUEUED_RESEND_AFTER (``queued_too_long`` picks them

@@ -16,7 +16,7 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError, close_old_connections, transaction
 from kombu.exceptions import OperationalError as KombuOperationalError
 
-from contextlab.celery import app
+from contextlab.celery import app, before_pool_restart
 from contextlab.runs import lifecycle, runner
 from contextlab.runs.models import Run
 from contextlab.summaries import tasks as summary_tasks
@@ -89,6 +89,15 @@ def recover_stale_runs(*, run_ids: list[int] | None = None) -> list[Run]:
     for run_id in lifecycle.queued_too_long(run_ids=run_ids):
         queue_replay(run_id)
     return changed
+
+
+def _resend_queued_after_restart() -> None:
+    """Every queued run due for sending at once: the worker restarting under a frozen pool
+    may have taken their messages; a second message for a claimed run does nothing."""
+    lifecycle.mark_unsent(lifecycle.queued_ids())
+
+
+before_pool_restart.append(_resend_queued_after_restart)
 
 
 @worker_ready.connect

@@ -127,7 +127,10 @@ def test_idle_pool_processes_killed_do_not_freeze_the_worker(
         for p in ("aggressive", "budget-on", "snip-on")
     ]
     for run in runs:
-        finished = wait_for_run(run.pk, timeout=90)
+        try:
+            finished = wait_for_run(run.pk, timeout=90)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n{worker.output()}") from None
         assert finished.status == "done", (finished.error, worker.output())
         assert finished.attempts == 1
     elapsed = time.monotonic() - killed
