@@ -8,6 +8,9 @@ still render when the database, the session or a context processor is what faile
 
 from __future__ import annotations
 
+import sys
+
+from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.template import loader
 
@@ -19,6 +22,11 @@ MESSAGES: dict[int, tuple[str, str]] = {
     403: ("Not allowed", "You do not have access to this page, or your form expired."),
     404: ("Not found", "There is nothing here: the link is wrong, or it was deleted."),
     410: ("Gone", "This was here once, but it has been deleted or has expired."),
+    503: (
+        "The database is unavailable",
+        "ContextLab cannot reach its database just now (restarting, or overloaded); nothing "
+        "you saved is lost. Try again in a minute.",
+    ),
     500: (
         "Something went wrong on our side",
         "The error has been logged. Try again in a moment; if it keeps happening, tell "
@@ -42,7 +50,8 @@ def error_response(
     if is_api(request):
         return JsonResponse({"detail": detail or API_DETAILS.get(status, title)}, status=status)
     context = {"status": status, "title": title, "message": detail or hint}
-    template = loader.get_template(f"{status}.html")
+    # a 503 is the 500 page's situation (rendered without a database) with its own words
+    template = loader.get_template("500.html" if status == 503 else f"{status}.html")
     html = template.render(context, request if with_context else None)
     return HttpResponse(html, status=status)
 
@@ -59,7 +68,18 @@ def page_not_found(request: HttpRequest, exception: Exception | None = None) -> 
     return error_response(request, 404)
 
 
+#: seconds a client is asked to wait after a 503 (the database restarting takes a few)
+RETRY_AFTER = 30
+
+
 def server_error(request: HttpRequest) -> HttpResponse:
+    # Django calls this inside its ``except`` block: the database unreachable (restarted,
+    # connections terminated) is a 503 to retry, not a bug; the next request reconnects
+    # (CONN_HEALTH_CHECKS drops the dead connection).
+    if isinstance(sys.exc_info()[1], (OperationalError, InterfaceError)):
+        response = error_response(request, 503, with_context=False)
+        response["Retry-After"] = str(RETRY_AFTER)
+        return response
     return error_response(request, 500, with_context=False)
 
 

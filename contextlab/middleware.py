@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 
 from django.conf import settings
+from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 
 from contextlab import errors
+from contextlab.runs import tasks
 
 
 class ContentSecurityPolicyMiddleware:
@@ -52,3 +55,48 @@ class FriendlyErrorPageMiddleware:
                     friendly.headers[header] = response.headers[header]
             return friendly
         return response
+
+
+#: what a person is told when their work is saved but the task queue could not take it
+QUEUE_DOWN_NOTICE = (
+    "The task queue is unreachable just now: your work is saved and its runs are queued; "
+    "they start by themselves once the queue is back (nothing needs doing again)."
+)
+
+
+class QueueNoticeMiddleware:
+    """Says so when a request saved work whose tasks could not be sent (the broker down):
+    the request still succeeds (``runs.tasks.publish`` keeps the runs queued for the
+    recovery), and the answer carries ``QUEUE_DOWN_NOTICE``: a ``notice`` in a JSON object,
+    a message on the next page for a form, and an ``X-Task-Queue: unreachable`` header."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        token = tasks.queue_unreachable.set(False)
+        try:
+            response = self.get_response(request)
+            if tasks.queue_unreachable.get():
+                self._tell(request, response)
+            return response
+        finally:
+            tasks.queue_unreachable.reset(token)
+
+    @staticmethod
+    def _tell(request: HttpRequest, response: HttpResponse) -> None:
+        response["X-Task-Queue"] = "unreachable"
+        if response.streaming:
+            return
+        if response.get("Content-Type", "").startswith("application/json"):
+            try:
+                body = json.loads(response.content)
+            except ValueError:
+                return
+            if isinstance(body, dict):
+                body["notice"] = QUEUE_DOWN_NOTICE
+                response.content = json.dumps(body).encode()
+                response["Content-Length"] = str(len(response.content))
+            return
+        if hasattr(request, "_messages"):
+            messages.warning(request, QUEUE_DOWN_NOTICE)

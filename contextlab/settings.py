@@ -129,6 +129,8 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    # inside MessageMiddleware: a notice it adds is stored with the response
+    "contextlab.middleware.QueueNoticeMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
 ]
@@ -246,10 +248,21 @@ CELERY_TASK_TIME_LIMIT = env_int("CELERY_TASK_TIME_LIMIT", 1800, minimum=1)  # s
 CELERY_TASK_SOFT_TIME_LIMIT = env_int("CELERY_TASK_SOFT_TIME_LIMIT", 1740, minimum=1)  # seconds
 if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
     # Redeliver an unacknowledged message only after the hard time limit has surely passed.
-    CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": CELERY_TASK_TIME_LIMIT + 600}
+    CELERY_BROKER_TRANSPORT_OPTIONS = {
+        "visibility_timeout": CELERY_TASK_TIME_LIMIT + 600,
+        # Redis keeps one list per priority step and workers take from the higher one first:
+        # comparison and sweep batches go below uploads and single runs (runs.tasks), so a
+        # big sweep never makes someone else's upload wait behind all of it
+        "priority_steps": list(range(10)),
+        "sep": ":",
+        "queue_order_strategy": "priority",
+    }
 #: Queue the web side publishes replays to and workers consume (one stack per queue name).
 CELERY_TASK_DEFAULT_QUEUE = env_str("CELERY_TASK_DEFAULT_QUEUE", "celery")
 CELERY_TASK_ACKS_LATE = True
+#: Redis priority of comparison and sweep batches (0, the default, is taken first): uploads'
+#: replays and single runs pass ahead of bulk work queued before them. Other brokers ignore it.
+CELERY_TASK_ROUTES = {"contextlab.tuning.tasks.replay_batch": {"priority": 6}}
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_IGNORE_RESULT = True  # run state lives on the Run row, not in a result backend
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
@@ -293,6 +306,15 @@ RATELIMIT_IP_META_KEY = env_str("RATELIMIT_IP_META_KEY", "REMOTE_ADDR")
 
 #: A run still queued after this many seconds is sent to the workers again (its task may have
 #: been lost: a dropped message, a frozen pool); a duplicate message is a no-op.
+#: Most runs one user may have queued or running at once (what-if, comparison and sweep runs;
+#: an upload's recorded replay is never refused): past it, creating more answers a message.
+RUN_MAX_ACTIVE_PER_USER = env_int("RUN_MAX_ACTIVE_PER_USER", 500, minimum=1)
+#: Upload quotas, counted over stored sessions (0: no limit). Per user: all they uploaded;
+#: per workspace: everything in it, whoever uploaded it.
+UPLOAD_QUOTA_USER_FILES = env_int("UPLOAD_QUOTA_USER_FILES", 5000, minimum=0)
+UPLOAD_QUOTA_USER_BYTES = env_int("UPLOAD_QUOTA_USER_BYTES", 20 * 1024**3, minimum=0)
+UPLOAD_QUOTA_WORKSPACE_FILES = env_int("UPLOAD_QUOTA_WORKSPACE_FILES", 20000, minimum=0)
+UPLOAD_QUOTA_WORKSPACE_BYTES = env_int("UPLOAD_QUOTA_WORKSPACE_BYTES", 100 * 1024**3, minimum=0)
 RUN_QUEUED_RESEND_AFTER = env_int("RUN_QUEUED_RESEND_AFTER", 900, minimum=10)
 
 # --- pages ---------------------------------------------------------------------------------

@@ -104,6 +104,7 @@ PAGE_POLICIES: dict[str, str] = {
     "runs:request": "session:viewer",
     "runs:block": "session:viewer",
     "runs:detail": "run:viewer",
+    "runs:cancel": "run:editor",
     "runs:glossary": "user",
     "tuning:index": "user",
     "tuning:config_new": "user",
@@ -113,10 +114,12 @@ PAGE_POLICIES: dict[str, str] = {
     "tuning:compare_new": "user",
     "tuning:comparison": "item:viewer",
     "tuning:comparison_delete": "item:owner",
+    "tuning:comparison_cancel": "item:editor",
     "tuning:compare_request": "item:viewer",
     "tuning:sweep_new": "user",
     "tuning:sweep": "item:viewer",
     "tuning:sweep_delete": "item:owner",
+    "tuning:sweep_cancel": "item:editor",
     "workspaces:list": "user",
     "workspaces:create": "user",
     "workspaces:member_set": "workspace:owner",
@@ -354,7 +357,16 @@ def test_page_answers_each_role_as_its_policy_says(name, policy, team):
     writes = (
         policy.endswith((":editor", ":owner"))
         or name.endswith(
-            ("delete", "create", "upload", "member_set", "member_remove", "invite_create", "revoke")
+            (
+                "delete",
+                "create",
+                "upload",
+                "member_set",
+                "member_remove",
+                "invite_create",
+                "revoke",
+                "cancel",
+            )
         )
         or name.endswith(("revoke_token",))
         or policy.startswith("comment:")

@@ -88,8 +88,13 @@ def create(
     """A new queued run of an already-resolved config, with its summarizer settings.
 
     The one way runs come to exist (single runs, comparisons and sweeps alike); the caller
-    validated the request and queues the run's task after commit.
+    validated the request and queues the run's task after commit. A what-if run past the
+    owner's RUN_MAX_ACTIVE_PER_USER raises ``engine.FieldError`` on ``runs`` (inside the
+    caller's transaction, so a comparison or sweep is created whole or not at all); an
+    upload's recorded run is never refused, so no upload is lost to the cap.
     """
+    if mode != Run.Mode.RECORDED:
+        check_active_cap(owner)
     with transaction.atomic():
         run = Run.objects.create(
             owner=owner,
@@ -105,6 +110,22 @@ def create(
             run=run, backend=summarizer, model=summary_model, spend_cap_usd=spend_cap_usd
         )
     return run
+
+
+def check_active_cap(owner: User, adding: int = 1) -> None:
+    """``engine.FieldError`` on ``runs`` when ``owner`` would have more than
+    RUN_MAX_ACTIVE_PER_USER runs queued or running: one person cannot fill the queue for
+    everyone (the sweep cap bounds one request; this bounds many)."""
+    cap: int = settings.RUN_MAX_ACTIVE_PER_USER
+    active = Run.objects.filter(
+        owner=owner, status__in=(Run.Status.QUEUED, Run.Status.RUNNING)
+    ).count()
+    if active + adding > cap:
+        raise engine.FieldError(
+            "runs",
+            f"you have {active} runs queued or running, and at most {cap} may be at a time; "
+            "wait for some to finish or cancel some, then try again",
+        )
 
 
 def claim(run_id: int, *, resuming: bool = False) -> bool:
@@ -351,6 +372,24 @@ def queued_too_long(*, now: datetime | None = None, run_ids: list[int] | None = 
             settings.RUN_QUEUED_RESEND_AFTER,
         )
     return ids
+
+
+def queued_ids() -> list[int]:
+    """Queued runs not parked for a summary (those have their fetch task)."""
+    queued = Run.objects.filter(status=Run.Status.QUEUED)
+    return list(
+        queued.exclude(summarizer_settings__pending_key__gt="").values_list("pk", flat=True)
+    )
+
+
+def mark_unsent(run_ids: list[int]) -> None:
+    """Queued runs whose task could not be published (the broker was down): due for sending
+    again at once, rather than after RUN_QUEUED_RESEND_AFTER (``queued_too_long`` picks them
+    up at the next recovery pass)."""
+    due = timezone.now() - timedelta(seconds=settings.RUN_QUEUED_RESEND_AFTER + 1)
+    # a database down too: the run is still queued, and sent after the normal period
+    with contextlib.suppress(DatabaseError):
+        Run.objects.filter(pk__in=run_ids, status=Run.Status.QUEUED).update(updated_at=due)
 
 
 def cancel(run_ids: list[int], reason: str) -> list[int]:

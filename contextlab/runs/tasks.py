@@ -3,9 +3,11 @@ sends run tasks (after commit), including the worker's recovery of abandoned run
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import threading
 import time
+from collections.abc import Callable
 from functools import partial
 from typing import Any
 
@@ -14,7 +16,7 @@ from django.conf import settings
 from django.db import InterfaceError, OperationalError, close_old_connections, transaction
 from kombu.exceptions import OperationalError as KombuOperationalError
 
-from contextlab.celery import app
+from contextlab.celery import app, before_pool_restart
 from contextlab.runs import lifecycle, runner
 from contextlab.runs.models import Run
 from contextlab.summaries import tasks as summary_tasks
@@ -40,22 +42,40 @@ def queue_replay(run_id: int) -> None:
 #: What publishing raises when the broker cannot be reached (connection refused, DNS, timeout).
 BROKER_DOWN = (KombuOperationalError, ConnectionError, OSError)
 
+#: Set when a publish failed in this request (or task): the middleware tells the person that
+#: their work is saved and queued, and will start once the task queue is back.
+queue_unreachable: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "queue_unreachable", default=False
+)
+
+
+def publish(send: Callable[[], object], run_ids: list[int]) -> bool:
+    """Call ``send`` (a task's ``delay``); False, logged, if the broker is unreachable.
+
+    The broker being down must not lose what was just committed, nor turn the request that
+    committed it into a 500: the runs stay queued, marked due for sending again, and the
+    recovery loop (every RUN_STALE_AFTER / 2 seconds) or a page polling a run sends them
+    once the broker answers.
+    """
+    try:
+        send()
+    except BROKER_DOWN as exc:
+        queue_unreachable.set(True)
+        lifecycle.mark_unsent(run_ids)
+        logger.warning(
+            "run(s) %s: the task queue is unreachable (%s); they stay queued and are sent "
+            "again within %s s of the queue coming back",
+            ",".join(map(str, run_ids[:20])),
+            exc,
+            max(1, settings.RUN_STALE_AFTER // 2),
+        )
+        return False
+    return True
+
 
 def send_replay(run_id: int) -> None:
     """Publish the run's task now (``queue_replay`` calls this after commit)."""
-    # The broker being down must not lose what was just committed, nor turn the request that
-    # committed it into a 500: the run stays queued, and the recovery loop (or a page polling
-    # the run) sends it again once it has waited RUN_QUEUED_RESEND_AFTER.
-    try:
-        run_replay.delay(run_id)
-    except BROKER_DOWN as exc:
-        logger.warning(
-            "run %s: the task queue is unreachable (%s); the run stays queued and is sent "
-            "again within %s s",
-            run_id,
-            exc,
-            settings.RUN_QUEUED_RESEND_AFTER,
-        )
+    publish(partial(run_replay.delay, run_id), [run_id])
 
 
 def recover_stale_runs(*, run_ids: list[int] | None = None) -> list[Run]:
@@ -69,6 +89,15 @@ def recover_stale_runs(*, run_ids: list[int] | None = None) -> list[Run]:
     for run_id in lifecycle.queued_too_long(run_ids=run_ids):
         queue_replay(run_id)
     return changed
+
+
+def _resend_queued_after_restart() -> None:
+    """Every queued run due for sending at once: the worker restarting under a frozen pool
+    may have taken their messages; a second message for a claimed run does nothing."""
+    lifecycle.mark_unsent(lifecycle.queued_ids())
+
+
+before_pool_restart.append(_resend_queued_after_restart)
 
 
 @worker_ready.connect

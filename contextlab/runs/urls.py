@@ -14,5 +14,6 @@ urlpatterns = [
         name="block",
     ),
     path("runs/<int:pk>/", views.run_detail, name="detail"),
+    path("runs/<int:pk>/cancel/", views.cancel_run, name="cancel"),
     path("glossary/", views.glossary, name="glossary"),
 ]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from django.conf import settings
+from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.core.cache import cache
 from django.http import Http404, HttpRequest, HttpResponse
@@ -170,6 +171,7 @@ def run_detail(request: AuthedRequest, run: Run) -> HttpResponse:
         "transcript": run.transcript,
         "compact": request.GET.get("compact") == "1",
         "waiting": summaries.waiting_for(run),
+        "can_cancel": run.is_active and _may_edit(run),
     }
     if request.htmx and not request.htmx.history_restore_request:
         response = render(request, "runs/run_detail.html#run-progress", context)
@@ -177,6 +179,31 @@ def run_detail(request: AuthedRequest, run: Run) -> HttpResponse:
             response["HX-Refresh"] = "true"  # the report shows the finished results
         return response
     return render(request, "runs/run_detail.html", context)
+
+
+def _may_edit(run: Run) -> bool:
+    role = access.member_role(run)
+    return role is not None and role.allows(access.WRITE)
+
+
+def back_to(request: AuthedRequest, url: str) -> HttpResponse:
+    """After a POST from a page: htmx reloads the page (its messages show), a form redirects."""
+    if request.htmx:
+        response = HttpResponse(status=204)
+        response["HX-Refresh"] = "true"
+        return response
+    return redirect(url)
+
+
+@access.run_view(access.WRITE)
+@require_POST
+def cancel_run(request: AuthedRequest, run: Run) -> HttpResponse:
+    """Stop a queued or running run (editors): it ends failed, "Cancelled by its owner"."""
+    if services.cancel_run(run):
+        messages.success(request, f"Run {run.pk} was cancelled.")
+    else:
+        messages.info(request, f"Run {run.pk} had already ended; nothing was cancelled.")
+    return back_to(request, run.get_absolute_url())
 
 
 @access.session_view(access.WRITE)

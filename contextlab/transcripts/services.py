@@ -20,6 +20,7 @@ from django.db import IntegrityError, transaction
 from contextlab import engine
 from contextlab.engine.loading import dropped_problems
 from contextlab.runs import services as run_services
+from contextlab.transcripts import quotas
 from contextlab.transcripts.models import Transcript, TranscriptMessages
 from contextlab.workspaces.models import Workspace
 from contextlab.workspaces.services import personal_workspace
@@ -294,6 +295,9 @@ def store_upload(
         existing = Transcript.objects.filter(workspace=workspace, sha256=sha256).first()
         if existing is not None:
             return existing, Stored.DUPLICATE
+        over = quotas.refusal(owner=owner, workspace=workspace, name=name, size=size)
+        if over is not None:
+            raise UploadRejected(over, status=413)
         final = folder / f"{sha256}{suffix}"
         os.replace(partial, final)
         try:

@@ -306,18 +306,8 @@ def delete_owned(item: SavedConfig | Comparison | Sweep) -> None:
     if isinstance(item, Comparison | Sweep):
         kind = "comparison" if isinstance(item, Comparison) else "sweep"
         with transaction.atomic():
-            run_ids = set(item.items.values_list("run_id", flat=True))
-            in_comparisons = ComparisonRun.objects.filter(run_id__in=run_ids)
-            in_sweeps = SweepRun.objects.filter(run_id__in=run_ids)
-            if isinstance(item, Comparison):
-                in_comparisons = in_comparisons.exclude(comparison=item)
-            else:
-                in_sweeps = in_sweeps.exclude(sweep=item)
-            shared = set(in_comparisons.values_list("run_id", flat=True)) | set(
-                in_sweeps.values_list("run_id", flat=True)
-            )
             lifecycle.cancel(
-                sorted(run_ids - shared), f"Cancelled: the {kind} it belonged to was deleted."
+                _unshared_runs(item), f"Cancelled: the {kind} it belonged to was deleted."
             )
             item.delete()
         return
@@ -325,6 +315,34 @@ def delete_owned(item: SavedConfig | Comparison | Sweep) -> None:
 
 
 # --- runs -------------------------------------------------------------------------------------
+
+
+def _unshared_runs(item: Comparison | Sweep) -> list[int]:
+    """Ids of the item's runs that no other comparison or sweep uses."""
+    run_ids = set(item.items.values_list("run_id", flat=True))
+    in_comparisons = ComparisonRun.objects.filter(run_id__in=run_ids)
+    in_sweeps = SweepRun.objects.filter(run_id__in=run_ids)
+    if isinstance(item, Comparison):
+        in_comparisons = in_comparisons.exclude(comparison=item)
+    else:
+        in_sweeps = in_sweeps.exclude(sweep=item)
+    shared = set(in_comparisons.values_list("run_id", flat=True)) | set(
+        in_sweeps.values_list("run_id", flat=True)
+    )
+    return sorted(run_ids - shared)
+
+
+def cancel_owned(item: Comparison | Sweep) -> tuple[int, int]:
+    """Stop the item's queued and running runs that no other comparison or sweep uses (they
+    end failed, "Cancelled"); the item stays, with what finished. Returns (stopped, still
+    active because another comparison or sweep uses them)."""
+    kind = "comparison" if isinstance(item, Comparison) else "sweep"
+    stopped = lifecycle.cancel(_unshared_runs(item), f"Cancelled by its owner (the {kind}).")
+    active = Run.objects.filter(
+        pk__in=item.items.values_list("run_id", flat=True),
+        status__in=(Run.Status.QUEUED, Run.Status.RUNNING),
+    ).count()
+    return len(stopped), active
 
 
 def owned_sessions(owner: User, ids: Sequence[int]) -> list[Transcript] | None:

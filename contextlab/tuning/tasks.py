@@ -27,10 +27,11 @@ def replay_batch(run_ids: list[int]) -> None:
     except (runner.BatchOutOfTime, SoftTimeLimitExceeded):
         # the batch ran out of time: each run it did not reach gets its own task
         for run_id in runner.unstarted(run_ids):
-            run_tasks.run_replay.delay(run_id)
+            run_tasks.send_replay(run_id)
 
 
 def queue_batches(batches: Iterable[list[int]]) -> None:
     """Send each batch of run ids to a worker once the transaction that queued them commits."""
     for ids in batches:
-        transaction.on_commit(partial(replay_batch.delay, ids))
+        # a broker that is down keeps the runs queued (sent again by the recovery), no 500
+        transaction.on_commit(partial(run_tasks.publish, partial(replay_batch.delay, ids), ids))

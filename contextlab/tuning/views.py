@@ -21,6 +21,7 @@ from contextlab import engine
 from contextlab.engine.results import RequestRow, as_result
 from contextlab.http import AuthedRequest
 from contextlab.runs import services as run_services
+from contextlab.runs import views as run_views
 from contextlab.runs.charts import figure_json
 from contextlab.runs.models import Run
 from contextlab.transcripts.models import Transcript
@@ -179,6 +180,37 @@ def _delete_owned(request: AuthedRequest, model: type[Owned], pk: int) -> HttpRe
 @require_POST
 def config_delete(request: AuthedRequest, pk: int) -> HttpResponse:
     return _delete_owned(request, SavedConfig, pk)
+
+
+Runnable = TypeVar("Runnable", Comparison, Sweep)
+
+
+def _cancel_owned(request: AuthedRequest, model: type[Runnable], pk: int) -> HttpResponse:
+    """POST only: stop a comparison's or sweep's queued and running runs (an editor of its
+    workspace: whoever may start one may stop one)."""
+    item = access.item_for(request.user, model.objects.all(), pk, access.WRITE)
+    stopped, shared = services.cancel_owned(item)
+    note = (
+        f" {shared} run{'s' if shared != 1 else ''} another comparison or sweep also uses went on."
+        if shared
+        else ""
+    )
+    messages.success(
+        request, f"Cancelled {stopped} run{'s' if stopped != 1 else ''} of {item}.{note}"
+    )
+    return run_views.back_to(request, item.get_absolute_url())
+
+
+@login_required
+@require_POST
+def comparison_cancel(request: AuthedRequest, pk: int) -> HttpResponse:
+    return _cancel_owned(request, Comparison, pk)
+
+
+@login_required
+@require_POST
+def sweep_cancel(request: AuthedRequest, pk: int) -> HttpResponse:
+    return _cancel_owned(request, Sweep, pk)
 
 
 @login_required
@@ -479,6 +511,8 @@ def comparison_detail(request: AuthedRequest, pk: int) -> HttpResponse:
         "headline": verdicts.headline(report["delta"], goal) if report.get("delta") else "",
         "hidden_sessions": services.hidden_sessions(comparison, request.user),
         "can_share": _role_allows(comparison, access.WRITE),
+        # whoever may start one may stop it
+        "can_cancel": _role_allows(comparison, access.WRITE),
         "can_delete": _role_allows(comparison, access.MANAGE),
     }
     if request.htmx:
@@ -637,6 +671,8 @@ def sweep_detail(request: AuthedRequest, pk: int) -> HttpResponse:
         ),
         "hidden_sessions": services.hidden_sessions(sweep, request.user),
         "can_share": _role_allows(sweep, access.WRITE),
+        # whoever may start one may stop it
+        "can_cancel": _role_allows(sweep, access.WRITE),
         "can_delete": _role_allows(sweep, access.MANAGE),
     }
     if request.htmx and request.htmx.target == "sweep-chart":

@@ -28,7 +28,13 @@ SCRIPT = textwrap.dedent(
     with open({path!r}, "rb") as fh:
         response = client.post("/sessions/upload/", {{"file": fh}}, HTTP_ACCEPT="application/json")
     runs = list(Run.objects.values_list("status", flat=True))
-    print(json.dumps({{"status": response.status_code, "body": response.json(), "runs": runs}}))
+    with open({other!r}, "rb") as fh:
+        # the form without JavaScript: a redirect, and the notice on the page it leads to
+        form = client.post("/sessions/upload/", {{"file": fh, "name": "again"}})
+    from django.contrib.messages import get_messages
+    page = [form.status_code, [str(m) for m in get_messages(form.wsgi_request)]]
+    print(json.dumps({{"status": response.status_code, "body": response.json(), "runs": runs,
+                      "page": page}}))
     """
 )
 
@@ -49,7 +55,14 @@ def test_an_upload_with_the_task_queue_down_is_kept_and_its_run_stays_queued(tmp
         "ALLOWED_HOSTS": "testserver",
     }
     proc = subprocess.run(
-        [sys.executable, "-c", SCRIPT.format(path=str(DEMO / "marot__spotter__short.jsonl"))],
+        [
+            sys.executable,
+            "-c",
+            SCRIPT.format(
+                path=str(DEMO / "marot__spotter__short.jsonl"),
+                other=str(DEMO / "marot__spotter__tool_heavy.jsonl"),
+            ),
+        ],
         env=env,
         capture_output=True,
         text=True,
@@ -61,4 +74,8 @@ def test_an_upload_with_the_task_queue_down_is_kept_and_its_run_stays_queued(tmp
     assert out["status"] == 201, out
     assert out["body"]["results"][0]["ok"] is True
     assert out["runs"] == ["queued"]
+    assert "your work is saved and its runs are queued" in out["body"]["notice"]
+    status, notices = out["page"]
+    assert status == 302
+    assert any("task queue is unreachable" in notice for notice in notices), notices
     assert "task queue is unreachable" in proc.stderr
