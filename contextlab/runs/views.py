@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from typing import Any
 
 from django.conf import settings
@@ -9,11 +11,15 @@ from django.contrib.auth.decorators import login_required
 from django.core.cache import cache
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.template.loader import get_template
 from django.urls import reverse
+from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_POST
 from django.views.decorators.vary import vary_on_headers
 
 from contextlab import engine
+from contextlab.engine.explorer import HistoryIndex
+from contextlab.engine.navigator import NavigatorEvent
 from contextlab.engine.results import RequestRow, as_result
 from contextlab.http import AuthedRequest
 from contextlab.runs import charts, differences, labels, services
@@ -312,6 +318,80 @@ def _run_overview(run: Run, requests: list[RequestRow]) -> dict[str, Any]:
     return overview
 
 
+#: per thread of a finished run: its transforms indexed and its history's running totals
+#: (derived from data that never changes; a few threads' worth per process)
+_INDEXES: OrderedDict[tuple[int, str, str, str], tuple[engine.TransformIndex, HistoryIndex]] = (
+    OrderedDict()
+)
+_INDEXES_LOCK = threading.Lock()
+_INDEXES_SIZE = 8
+
+
+def _thread_indexes(
+    run: Run, data: dict[str, Any], messages: list[dict[str, Any]], thread: str
+) -> tuple[engine.TransformIndex, HistoryIndex]:
+    """What ``side_by_side`` looks up for any request of ``thread``, built once per thread:
+    rebuilding it walked the whole history on every explorer step."""
+    key = (run.pk, str(run.finished_at), run.transcript.sha256, thread)
+    with _INDEXES_LOCK:
+        found = _INDEXES.get(key)
+        if found is not None:
+            _INDEXES.move_to_end(key)
+            return found
+    built = (
+        engine.TransformIndex((data.get("views") or {}).get("transforms") or [], thread),
+        HistoryIndex(messages),
+    )
+    if run.finished_at and messages:  # an empty list is the messages not stored yet
+        with _INDEXES_LOCK:
+            _INDEXES[key] = built
+            while len(_INDEXES) > _INDEXES_SIZE:
+                _INDEXES.popitem(last=False)
+    return built
+
+
+def _event_navigator(
+    run: Run,
+    events: list[NavigatorEvent],
+    index: int,
+    count: int,
+    flags: str,
+    url: charts.RequestUrl,
+) -> dict[str, SafeString]:
+    """The event strip's ticks and the navigator's list, as HTML: each event is rendered once
+    per run (and flags) and reused by every request page; only the current request's events
+    are rendered again, marked."""
+    tick = get_template("runs/explorer.html#event-tick")
+    item = get_template("runs/explorer.html#event-item")
+
+    def context(e: NavigatorEvent, current: bool) -> dict[str, Any]:
+        return {
+            "e": {
+                **e,
+                "number": e["request"] + 1,
+                "url": url(e["request"]),
+                "left": round(e["request"] / max(1, count - 1) * 100, 2),
+                "current": current,
+            }
+        }
+
+    stamp = run.finished_at.isoformat() if run.finished_at else ""
+    key = f"explorer-events:{run.pk}:{stamp}:{flags}"
+    cached: tuple[list[str], list[str]] | None = cache.get(key) if run.finished_at else None
+    if cached is None:
+        contexts = [context(e, False) for e in events]
+        cached = ([tick.render(c) for c in contexts], [item.render(c) for c in contexts])
+        if run.finished_at:
+            cache.set(key, cached, timeout=3600)
+    ticks, items = list(cached[0]), list(cached[1])
+    for position, e in enumerate(events):
+        if e["request"] == index:
+            ticks[position] = tick.render(context(e, True))
+            items[position] = item.render(context(e, True))
+    # rendered by the template engine (escaped there), joined here
+    return {"event_ticks": mark_safe("".join(ticks)), "event_items": mark_safe("".join(items))}
+
+
 def _gap_before(requests: list[RequestRow], index: int) -> float | None:
     """Seconds since the previous request of the same thread, None for a thread's first."""
     previous = _previous_in_thread(requests, index)
@@ -368,13 +448,33 @@ def explorer(request: AuthedRequest, transcript: Transcript, index: int) -> Http
     req = requests[index]
     thread = str(req.get("thread") or "main")
     messages = services.session_messages(transcript).get(thread) or []
-    view = engine.side_by_side(messages, data, int(req.get("index", index)))
-    rows: list[dict[str, Any]] = view.get("rows") or []
     previous = _previous_in_thread(requests, index)
     compacted = any(
         e.get("step") == "autocompact" and e.get("action") == "compacted"
         for e in req.get("events") or []
     )
+    replaced_from = (
+        int((previous or {}).get("view", {}).get("start") or 0)
+        if compacted and previous is not None
+        else None
+    )
+    # After a compaction most of the history is replaced by the summary: hide those rows
+    # unless asked, so the first page shows what the model saw.
+    show_replaced = request.GET.get("replaced") == "1"
+    changed_only = request.GET.get("changed") == "1"
+    transforms, history = _thread_indexes(run, data, messages, thread)
+    # hidden replaced rows are only counted (all but the few this compaction removed, which
+    # its breakdown lists by kind): a long session's history is mostly replaced
+    view = engine.side_by_side(
+        messages,
+        data,
+        int(req.get("index", index)),
+        transforms=transforms,
+        history=None if show_replaced else history,
+        list_replaced_from=replaced_from,
+    )
+    rows: list[dict[str, Any]] = view.get("rows") or []
+    omitted = view.get("omitted") or {"rows": 0, "tokens": 0}
     prefix_tokens, ratio = _calibration(data, req)
     composition = engine.compose(
         rows,
@@ -382,9 +482,8 @@ def explorer(request: AuthedRequest, transcript: Transcript, index: int) -> Http
         model_tokens=int(req.get("model_tokens") or 0),
         prefix_tokens=prefix_tokens,
         ratio=ratio,
-        replaced_from=int((previous or {}).get("view", {}).get("start") or 0)
-        if compacted and previous is not None
-        else None,
+        replaced_from=replaced_from,
+        omitted_tokens=int(omitted["tokens"]),
     )
     for position, row in enumerate(rows):
         row["tokens"] = composition["row_tokens"][position]
@@ -400,10 +499,6 @@ def explorer(request: AuthedRequest, transcript: Transcript, index: int) -> Http
     ]
     # the engine marks each sent block read / write / uncached from its cache model
     gutter = [str(row.get("cache") or "none") for row in rows]
-    # After a compaction most of the history is replaced by the summary: hide those rows
-    # unless asked, so the first page shows what the model saw.
-    show_replaced = request.GET.get("replaced") == "1"
-    changed_only = request.GET.get("changed") == "1"
     replaced = [i for i, row in enumerate(rows) if _is_replaced(row, view)]
     hidden = set(replaced) if not show_replaced else set()
     if changed_only:
@@ -433,7 +528,7 @@ def explorer(request: AuthedRequest, transcript: Transcript, index: int) -> Http
 
     count = len(requests)
     overview = _run_overview(run, requests)
-    events: list[Any] = overview["events"]
+    events: list[NavigatorEvent] = overview["events"]
     gap = _gap_before(requests, index)
     context = {
         "transcript": transcript,
@@ -454,7 +549,7 @@ def explorer(request: AuthedRequest, transcript: Transcript, index: int) -> Http
         "url_flags": flags,
         "thread": thread,
         "summary_start": view.get("start", 0),
-        "replaced_count": len(replaced),
+        "replaced_count": len(replaced) + int(omitted["rows"]),
         "recorded_total": recorded_total,
         "rel_error": rel_error,
         "show_replaced": show_replaced,
@@ -462,16 +557,8 @@ def explorer(request: AuthedRequest, transcript: Transcript, index: int) -> Http
         "changed_url": base_url(index)
         + ("&replaced=1" if show_replaced else "")
         + ("" if changed_only else "&changed=1"),
-        "events": [
-            {
-                **e,
-                "number": e["request"] + 1,
-                "url": url(e["request"]),
-                "left": round(e["request"] / max(1, count - 1) * 100, 2),
-                "current": e["request"] == index,
-            }
-            for e in events
-        ],
+        "event_count": len(events),
+        **_event_navigator(run, events, index, count, flags, url),
         "event_kinds": overview["event_kinds"],
         "request_events": [engine.describe_event(e) for e in req.get("events") or []],
         "cache_text": engine.cache_sentence(req, previous, gap),
