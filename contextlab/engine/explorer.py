@@ -189,14 +189,21 @@ def side_by_side(
     (badge "summarized", no model side) of messages before ``list_replaced_from`` (default: all
     of them) get no rows: ``omitted`` gives their count and stored tokens instead.
     """
-    request = next((r for r in result["requests"] if r["index"] == request_index), None)
+    requests = result["requests"]
+    # a request's index is its position in a stored result; anything else is looked for
+    request: dict[str, Any] | None = (
+        requests[request_index]
+        if 0 <= request_index < len(requests) and requests[request_index]["index"] == request_index
+        else next((r for r in requests if r["index"] == request_index), None)
+    )
     if request is None:
         raise KeyError(f"no request {request_index}")
     thread = request["thread"]
     k = request["thread_request"]
     index = transforms or TransformIndex(result["views"]["transforms"], thread)
     active = index.active(k)
-    synthetic = {s["id"]: s for s in result["views"]["synthetic"]}
+    head = request["view"]["head"]
+    synthetic = {s["id"]: s for s in result["views"]["synthetic"] if s["id"] in head}
     view = request["view"]
     start, end = view["start"], view["end"]
     whatif = result["session"].get("mode") == "whatif"

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from django.conf import settings
 from django.contrib.auth.decorators import login_required
@@ -13,6 +14,7 @@ from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.loader import get_template
 from django.urls import reverse
+from django.utils.html import json_script
 from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_POST
 from django.views.decorators.vary import vary_on_headers
@@ -21,12 +23,15 @@ from contextlab import engine
 from contextlab.engine.explorer import HistoryIndex
 from contextlab.engine.navigator import NavigatorEvent
 from contextlab.engine.results import RequestRow, as_result
+from contextlab.engine.tokens import TiktokenCounter
 from contextlab.http import AuthedRequest
 from contextlab.runs import charts, differences, labels, services
 from contextlab.runs.models import Run
 from contextlab.summaries import services as summaries
 from contextlab.transcripts.models import Transcript
 from contextlab.workspaces import access
+
+T = TypeVar("T")
 
 #: text longer than this is folded server-side; the rest loads on demand
 FOLD_CHARS = 1500
@@ -91,12 +96,14 @@ def subagent_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
 def _report_figures(
     run: Run, result: Any, baseline: Run | None, baseline_data: dict[str, Any] | None
 ) -> dict[str, Any]:
-    """The report's chart JSON, built once per finished run (and baseline): building plotly
-    figures is most of the page's server time, and a stored result never changes."""
+    """The report's chart data as its ``json_script`` elements, and its fidelity figures,
+    built once per finished run (and baseline): building plotly figures, serializing them and
+    refitting the fidelity is most of the page's server time, and a stored result never
+    changes. The cache holds the finished HTML, so a visit neither rebuilds nor re-encodes."""
     stamp = run.finished_at.isoformat() if run.finished_at else "active"
-    key = f"report-figures:{run.pk}:{stamp}:{baseline.pk if baseline else ''}"
-    figures: dict[str, Any] | None = cache.get(key) if run.finished_at else None
-    if figures is None:
+    key = f"report-figures:v2:{run.pk}:{stamp}:{baseline.pk if baseline else ''}"
+    cached: dict[str, Any] | None = cache.get(key) if run.finished_at else None
+    if cached is None:
         figures = {
             "chart-context-data": charts.figure_json(
                 charts.build_context_figure(
@@ -107,9 +114,14 @@ def _report_figures(
             "chart-cost-data": charts.figure_json(charts.build_cost_figure(result)),
             "chart-fidelity-data": charts.figure_json(charts.build_fidelity_figure(result)),
         }
+        cached = {
+            # escaped for a <script> element by json_script itself
+            "scripts": "".join(json_script(fig, element) for element, fig in figures.items()),
+            "fidelity": charts.fidelity(result),
+        }
         if run.finished_at:
-            cache.set(key, figures, timeout=3600)
-    return figures
+            cache.set(key, cached, timeout=3600)
+    return {"scripts": mark_safe(cached["scripts"]), "fidelity": cached["fidelity"]}
 
 
 def _recorded_baseline(transcript: Transcript, run: Run) -> Run | None:
@@ -149,9 +161,10 @@ def report(request: AuthedRequest, transcript: Transcript) -> HttpResponse:
                 data.get("summary") or {}, baseline_data.get("summary") or {}
             )
         # points carry their request's position; the charts' data-request-url makes it a link
-        context["figures"] = _report_figures(run, result, baseline, baseline_data)
+        figures = _report_figures(run, result, baseline, baseline_data)
+        context["figure_scripts"] = figures["scripts"]
         context["request_url_pattern"] = request_url_pattern(transcript, run)
-        context["fidelity"] = charts.fidelity(result)
+        context["fidelity"] = figures["fidelity"]
         context["summary"] = data.get("summary") or {}
         context["session_info"] = data.get("session") or {}
         context["first_request_url"] = url(0) if data.get("requests") else None
@@ -261,7 +274,8 @@ def _prepare_rows(
         for side in ("repl", "model"):
             cell = row.get(side)
             if isinstance(cell, dict):
-                cell = dict(cell)
+                # every key the cell template reads: a missing key costs the template a dir()
+                cell = {"role": None, "tool_name": None, "is_error": False, **cell}
                 # synthetic text (summaries) has no stored block to load the rest from
                 # only text identical to a stored block can load its rest on demand
                 loadable = not synthetic and (side == "repl" or row.get("badge") == "intact")
@@ -302,52 +316,85 @@ def _calibration(data: dict[str, Any], req: RequestRow) -> tuple[int, float]:
     return int(fit.get("prefix_tokens") or 0), float(fit.get("ratio") or 1.0)
 
 
+#: Data derived from a finished run's stored result (and its session's messages), kept per
+#: process: neither ever changes, and rebuilding it (or unpickling it from the cache backend)
+#: on every explorer step was most of the step's time. Keyed by kind, run and its finish.
+_DERIVED: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
+_DERIVED_LOCK = threading.Lock()
+_DERIVED_SIZE = 32
+
+
+def _derived(run: Run, key: tuple[Any, ...], build: Callable[[], T], *, keep: bool = True) -> T:
+    """``build()``, remembered per process under ``key`` once ``run`` finished (``keep``:
+    False for a value not worth keeping, e.g. built from messages not stored yet)."""
+    full = (run.pk, run.finished_at.isoformat() if run.finished_at else "", *key)
+    with _DERIVED_LOCK:
+        if full in _DERIVED:
+            _DERIVED.move_to_end(full)
+            found: T = _DERIVED[full]
+            return found
+    value = build()
+    if run.finished_at and keep:
+        with _DERIVED_LOCK:
+            _DERIVED[full] = value
+            while len(_DERIVED) > _DERIVED_SIZE:
+                _DERIVED.popitem(last=False)
+    return value
+
+
 def _run_overview(run: Run, requests: list[RequestRow]) -> dict[str, Any]:
-    """What every request page of a run shares (its events, the mini chart's lines), computed
-    once per finished run: a stored result never changes."""
-    key = f"explorer-overview:{run.pk}:{run.finished_at.isoformat() if run.finished_at else ''}"
-    overview: dict[str, Any] | None = cache.get(key)
-    if overview is None:
+    """What every request page of a run shares (its events, the mini chart's lines)."""
+
+    def build() -> dict[str, Any]:
         events = engine.request_events(requests)
-        overview = {
+        return {
             "events": events,
             "event_kinds": engine.event_counts(events),
             "mini": charts.mini_chart(requests, 0),
         }
-        cache.set(key, overview, timeout=3600)
-    return overview
 
-
-#: per thread of a finished run: its transforms indexed and its history's running totals
-#: (derived from data that never changes; a few threads' worth per process)
-_INDEXES: OrderedDict[tuple[int, str, str, str], tuple[engine.TransformIndex, HistoryIndex]] = (
-    OrderedDict()
-)
-_INDEXES_LOCK = threading.Lock()
-_INDEXES_SIZE = 8
+    return _derived(run, ("overview",), build)
 
 
 def _thread_indexes(
     run: Run, data: dict[str, Any], messages: list[dict[str, Any]], thread: str
-) -> tuple[engine.TransformIndex, HistoryIndex]:
-    """What ``side_by_side`` looks up for any request of ``thread``, built once per thread:
-    rebuilding it walked the whole history on every explorer step."""
-    key = (run.pk, str(run.finished_at), run.transcript.sha256, thread)
-    with _INDEXES_LOCK:
-        found = _INDEXES.get(key)
-        if found is not None:
-            _INDEXES.move_to_end(key)
-            return found
-    built = (
-        engine.TransformIndex((data.get("views") or {}).get("transforms") or [], thread),
-        HistoryIndex(messages),
-    )
-    if run.finished_at and messages:  # an empty list is the messages not stored yet
-        with _INDEXES_LOCK:
-            _INDEXES[key] = built
-            while len(_INDEXES) > _INDEXES_SIZE:
-                _INDEXES.popitem(last=False)
-    return built
+) -> tuple[engine.TransformIndex, HistoryIndex, TiktokenCounter]:
+    """What ``side_by_side`` and ``compose`` look up for any request of ``thread``: its
+    transforms indexed, its history's running totals, and a counter that remembers the texts
+    it counted (a summary is counted again on every request it heads otherwise)."""
+
+    def build() -> tuple[engine.TransformIndex, HistoryIndex, TiktokenCounter]:
+        return (
+            engine.TransformIndex((data.get("views") or {}).get("transforms") or [], thread),
+            HistoryIndex(messages),
+            MemoCounter(),
+        )
+
+    # an empty list is the messages not stored yet
+    return _derived(run, ("thread", run.transcript.sha256, thread), build, keep=bool(messages))
+
+
+class MemoCounter(TiktokenCounter):
+    """A tiktoken counter that remembers its last few thousand texts' counts."""
+
+    LIMIT = 4096
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._memo: OrderedDict[str, int] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def count(self, text: str) -> int:
+        with self._lock:
+            if text in self._memo:
+                self._memo.move_to_end(text)
+                return self._memo[text]
+        value = int(super().count(text))
+        with self._lock:
+            self._memo[text] = value
+            while len(self._memo) > self.LIMIT:
+                self._memo.popitem(last=False)
+        return value
 
 
 def _event_navigator(
@@ -375,14 +422,11 @@ def _event_navigator(
             }
         }
 
-    stamp = run.finished_at.isoformat() if run.finished_at else ""
-    key = f"explorer-events:{run.pk}:{stamp}:{flags}"
-    cached: tuple[list[str], list[str]] | None = cache.get(key) if run.finished_at else None
-    if cached is None:
+    def build() -> tuple[list[str], list[str]]:
         contexts = [context(e, False) for e in events]
-        cached = ([tick.render(c) for c in contexts], [item.render(c) for c in contexts])
-        if run.finished_at:
-            cache.set(key, cached, timeout=3600)
+        return [tick.render(c) for c in contexts], [item.render(c) for c in contexts]
+
+    cached = _derived(run, ("events", flags), build)
     ticks, items = list(cached[0]), list(cached[1])
     for position, e in enumerate(events):
         if e["request"] == index:
@@ -462,7 +506,7 @@ def explorer(request: AuthedRequest, transcript: Transcript, index: int) -> Http
     # unless asked, so the first page shows what the model saw.
     show_replaced = request.GET.get("replaced") == "1"
     changed_only = request.GET.get("changed") == "1"
-    transforms, history = _thread_indexes(run, data, messages, thread)
+    transforms, history, counter = _thread_indexes(run, data, messages, thread)
     # hidden replaced rows are only counted (all but the few this compaction removed, which
     # its breakdown lists by kind): a long session's history is mostly replaced
     view = engine.side_by_side(
@@ -483,6 +527,7 @@ def explorer(request: AuthedRequest, transcript: Transcript, index: int) -> Http
         prefix_tokens=prefix_tokens,
         ratio=ratio,
         replaced_from=replaced_from,
+        counter=counter,
         omitted_tokens=int(omitted["tokens"]),
     )
     for position, row in enumerate(rows):
