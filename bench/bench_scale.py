@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / ".ci"))
 
-from bench_web import login, start_server, timed_get, upload_to_report  # noqa: E402
+from bench_web import PHASES, login, start_server, timed_get, upload_to_report  # noqa: E402
 from smoke_make_run import Browser  # noqa: E402
 
 PYTHON = ROOT / ".venv" / "bin" / "python"
@@ -211,6 +211,7 @@ def main() -> None:
             "engine_replay_peak_rss_mb": round(replay_rss / 2**20),
             "upload_to_report_s": round(upload_s, 2),
             "ratio": round(upload_s / replay_s, 2),
+            "upload_phases": dict(PHASES),
             "web_peak_rss_mb": round(memory.peak("web") / 2**20),
             "worker_peak_rss_mb": round(memory.peak("worker") / 2**20),
             "stored_bytes_per_request": round(
@@ -225,7 +226,8 @@ def main() -> None:
         out.append(row)
         print(
             f"{size} MiB ({requests} requests): upload→report {row['upload_to_report_s']} s vs "
-            f"engine replay {row['engine_replay_s']} s → ratio {row['ratio']} (target ≤ 1.5); "
+            f"engine replay {row['engine_replay_s']} s → ratio {row['ratio']} (target ≤ 1.5; "
+            f"{', '.join(f'{k} {v}' for k, v in PHASES.items())}); "
             f"peak RSS web {row['web_peak_rss_mb']} MB, worker {row['worker_peak_rss_mb']} MB "
             f"(target ≤ 1536), engine alone {row['engine_replay_peak_rss_mb']} MB; "
             f"{row['stored_bytes_per_request']:,} bytes stored/request; "
