@@ -14,7 +14,7 @@ import os
 from collections import OrderedDict
 from pathlib import Path
 
-from .disk_cache import read_pickle, write_pickle_atomic
+from .disk_cache import read_pickle, stream_pickle_atomic, write_pickle_atomic
 from .loading import open_upload
 from .parsing import Session, load_session
 from .tokens import TiktokenCounter, TokenCounter, block_key, block_rough, block_tokens
@@ -121,7 +121,7 @@ def keep_parsed(
     target = Path(cache_dir) / f"{_key(path, sha256)}{PARSED_SUFFIX}"
     upload, session.upload = session.upload, None  # open archive handles do not pickle
     try:
-        return target if write_pickle_atomic(target, session) else None
+        return target if stream_pickle_atomic(target, session) else None
     finally:
         session.upload = upload
 

@@ -79,3 +79,26 @@ def test_a_duplicate_upload_parses_nothing(user, short_jsonl):
     _, created = services.create_transcript(owner=user, name="b.jsonl", content=io.BytesIO(data))
     assert not created
     assert parsed_copies() == before
+
+
+@pytest.mark.usefixtures("empty_session_cache")
+def test_an_unpicklable_session_is_still_a_good_upload(user, short_jsonl, monkeypatch):
+    """The hand-over is only a speed-up: a session that cannot be pickled is stored anyway, and
+    leaves no temporary file in the session cache."""
+    import threading
+
+    real = engine.load_session
+
+    def with_a_lock(*args, **kwargs):
+        session = real(*args, **kwargs)
+        session.unpicklable = threading.Lock()  # type: ignore[attr-defined]
+        return session
+
+    monkeypatch.setattr(engine, "load_session", with_a_lock)
+    transcript, created = services.create_transcript(
+        owner=user, name="short.jsonl", content=io.BytesIO(short_jsonl.read_bytes())
+    )
+    assert created
+    assert transcript.request_count > 0
+    assert list(Path(settings.SESSION_CACHE_DIR).glob("*.tmp")) == []
+    assert parsed_copies() == []
