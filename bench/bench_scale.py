@@ -13,7 +13,7 @@ Printed per size, with its target (issue #13, "Scale through the web"):
 * the report and the request explorer (first, middle and last request) against a trivial page
   (the login form) served by the same server: explorer ≤ 3×, report ≤ 3×.
 
-Usage: .venv/bin/python bench/bench_scale.py [--sizes 100] [--runs 3] [--port 8797]
+Usage: .venv/bin/python bench/bench_scale.py [--sizes 100] [--runs 3] [--uploads 3] [--port 8797]
 Writes bench/out/scale.json. Synthetic inputs are generated into bench/data/ when missing.
 """
 
@@ -24,6 +24,7 @@ import json
 import os
 import signal
 import sqlite3
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -35,7 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT / ".ci"))
 
-from bench_web import login, start_server, timed_get, upload_to_report  # noqa: E402
+from bench_web import PHASES, login, start_server, timed_get, upload_to_report  # noqa: E402
 from smoke_make_run import Browser  # noqa: E402
 
 PYTHON = ROOT / ".venv" / "bin" / "python"
@@ -60,6 +61,16 @@ def synthetic(size_mb: int) -> Path:
             check=True,
         )
     return target
+
+
+def with_newlines(path: Path, n: int) -> Path:
+    """A copy of ``path`` with ``n`` blank lines appended: the same session, other bytes."""
+    copy = path.with_name(f"{path.stem}-copy{n}{path.suffix}")
+    with path.open("rb") as src, copy.open("wb") as out:
+        while chunk := src.read(1 << 24):
+            out.write(chunk)
+        out.write(b"\n" * n)
+    return copy
 
 
 def engine_replay(path: Path) -> tuple[float, int]:
@@ -168,13 +179,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[100], help="MiB")
     parser.add_argument("--runs", type=int, default=3, help="timings of each page")
+    parser.add_argument(
+        "--uploads",
+        type=int,
+        default=1,
+        help="upload→report and engine replay pairs, alternated (medians; a busy machine slows both)",
+    )
     parser.add_argument("--port", type=int, default=8797)
     parser.add_argument("-o", "--output", default=str(ROOT / "bench" / "out" / "scale.json"))
     args = parser.parse_args()
     out: list[dict[str, object]] = []
     for size in args.sizes:
         path = synthetic(size)
-        replay_s, replay_rss = engine_replay(path)
         var_dir = Path(tempfile.mkdtemp(prefix="contextlab-bench-scale-"))
         proc, password, _log = start_server(args.port, var_dir)
         try:
@@ -183,8 +199,23 @@ def main() -> None:
             smoke_make_run.BASE = f"http://127.0.0.1:{args.port}"
             browser = Browser()
             login(browser, password)
+            replays: list[float] = []
+            uploads: list[float] = []
+            phases: list[dict[str, float]] = []
+            replay_rss = 0
             with PeakMemory(proc.pid) as memory:
-                upload_s, session_id = upload_to_report(browser, path)
+                for n in range(args.uploads):
+                    # new bytes for each upload (the same file twice is deduplicated by sha256)
+                    copy = path if n == 0 else with_newlines(path, n)
+                    seconds, rss = engine_replay(copy)
+                    replays.append(seconds)
+                    replay_rss = max(replay_rss, rss)
+                    upload_s, session_id = upload_to_report(browser, copy)
+                    uploads.append(upload_s)
+                    phases.append(dict(PHASES))
+                    if copy != path:
+                        copy.unlink()
+                replay_s, upload_s = statistics.median(replays), statistics.median(uploads)
                 requests = json.loads(browser.request("GET", f"/api/sessions/{session_id}")[1])[
                     "requests"
                 ]
@@ -211,6 +242,9 @@ def main() -> None:
             "engine_replay_peak_rss_mb": round(replay_rss / 2**20),
             "upload_to_report_s": round(upload_s, 2),
             "ratio": round(upload_s / replay_s, 2),
+            "upload_phases": phases,
+            "engine_replays_s": [round(x, 2) for x in replays],
+            "uploads_to_report_s": [round(x, 2) for x in uploads],
             "web_peak_rss_mb": round(memory.peak("web") / 2**20),
             "worker_peak_rss_mb": round(memory.peak("worker") / 2**20),
             "stored_bytes_per_request": round(
@@ -225,7 +259,9 @@ def main() -> None:
         out.append(row)
         print(
             f"{size} MiB ({requests} requests): upload→report {row['upload_to_report_s']} s vs "
-            f"engine replay {row['engine_replay_s']} s → ratio {row['ratio']} (target ≤ 1.5); "
+            f"engine replay {row['engine_replay_s']} s → ratio {row['ratio']} (target ≤ 1.5; "
+            f"medians of {args.uploads}; last upload: "
+            f"{', '.join(f'{k} {v}' for k, v in PHASES.items())}); "
             f"peak RSS web {row['web_peak_rss_mb']} MB, worker {row['worker_peak_rss_mb']} MB "
             f"(target ≤ 1536), engine alone {row['engine_replay_peak_rss_mb']} MB; "
             f"{row['stored_bytes_per_request']:,} bytes stored/request; "

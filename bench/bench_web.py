@@ -87,13 +87,20 @@ def login(browser: Browser, password: str) -> None:
         raise SystemExit(f"login failed: {status}")
 
 
+#: seconds of each phase of the last ``upload_to_report``: the upload request, the wait for the
+#: worker's replay, the first report page
+PHASES: dict[str, float] = {}
+
+
 def upload_to_report(browser: Browser, path: Path) -> tuple[float, int]:
-    """Seconds from the upload request to a rendered report; the session id."""
+    """Seconds from the upload request to a rendered report; the session id (``PHASES``: where
+    the time went)."""
     data, content_type = multipart("file", path)
     start = time.perf_counter()
     status, body = browser.request(
         "POST", "/api/sessions", data, {"Content-Type": content_type, "X-CSRFToken": browser.csrf()}
     )
+    uploaded = time.perf_counter()
     if status not in (200, 201):
         raise SystemExit(f"upload failed {status}: {body[:300]!r}")
     session = json.loads(body)
@@ -107,8 +114,15 @@ def upload_to_report(browser: Browser, path: Path) -> tuple[float, int]:
         time.sleep(0.02)
     if run["status"] != "done":
         raise SystemExit(f"run failed: {run.get('error')}")
+    replayed = time.perf_counter()
     status, page = browser.request("GET", f"/sessions/{session['id']}/")
-    elapsed = time.perf_counter() - start
+    end = time.perf_counter()
+    elapsed = end - start
+    PHASES.update(
+        upload_request_s=round(uploaded - start, 2),
+        replay_wait_s=round(replayed - uploaded, 2),
+        first_report_s=round(end - replayed, 2),
+    )
     if status != 200 or b'id="chart-context"' not in page:
         raise SystemExit("report did not render")
     return elapsed, int(session["id"])

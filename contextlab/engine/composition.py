@@ -117,14 +117,17 @@ def compose(
     ratio: float,
     replaced_from: int | None = None,
     counter: TiktokenCounter | None = None,
+    omitted_tokens: int = 0,
 ) -> Composition:
     """See the module docstring. ``replaced_from``: the previous request's view start, when
-    this request compacted (rows from there to this view's start are what it removed)."""
+    this request compacted (rows from there to this view's start are what it removed).
+    ``omitted_tokens``: stored tokens of replaced history blocks ``side_by_side`` counted
+    instead of listing (``view["omitted"]``), part of the summary layer's share."""
     count = (counter or TiktokenCounter()).count
     ratio = ratio if ratio > 0 else 1.0
     raw_by_kind: dict[str, int] = {}
     row_tokens: list[dict[str, int | None]] = []
-    layers: dict[str, int] = {}
+    layers: dict[str, int] = {"summarized": omitted_tokens} if omitted_tokens > 0 else {}
     removed: dict[str, int] = {}
     seen: list[tuple[int, int, str]] = []  # (raw tokens, row position, kind)
     for position, row in enumerate(rows):

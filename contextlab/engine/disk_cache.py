@@ -13,7 +13,7 @@ import pickle
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import TypeVar
+from typing import IO, TypeVar
 
 T = TypeVar("T")
 
@@ -34,24 +34,40 @@ def write_bytes_atomic(target: str | os.PathLike[str], data: bytes) -> bool:
     """Write ``data`` to ``target`` so that a concurrent reader sees the old file or the new one,
     never half of one (a unique temporary file in the same folder, then ``os.replace``).
     False when the disk refused (read-only, full): the caller goes on without the cache."""
+    return _write_atomic(target, lambda fh: fh.write(data))
+
+
+def _write_atomic(target: str | os.PathLike[str], write: Callable[[IO[bytes]], object]) -> bool:
     folder = Path(target).parent
     tmp = ""
     try:
         folder.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
         with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
+            write(fh)
         os.replace(tmp, target)
     except OSError:
         if tmp:
             Path(tmp).unlink(missing_ok=True)
         return False
+    except BaseException:
+        if tmp:  # a value that cannot be pickled leaves no temporary file behind
+            Path(tmp).unlink(missing_ok=True)
+        raise
     return True
 
 
 def write_pickle_atomic(target: str | os.PathLike[str], value: object) -> bool:
     """``write_bytes_atomic`` of ``value`` pickled with the highest protocol."""
     return write_bytes_atomic(target, pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+
+
+def stream_pickle_atomic(target: str | os.PathLike[str], value: object) -> bool:
+    """``write_pickle_atomic`` pickling straight into the file: a large value (a whole parsed
+    session) is never held a second time as one bytes object."""
+    return _write_atomic(
+        target, lambda fh: pickle.dump(value, fh, protocol=pickle.HIGHEST_PROTOCOL)
+    )
 
 
 def read_bytes(target: str | os.PathLike[str]) -> bytes | None:

@@ -7,7 +7,7 @@ view's head and range plus the transforms with the request interval over which e
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from typing import Any
 
 from .parsing import Session, Thread
@@ -123,12 +123,60 @@ class TransformIndex:
         return out
 
 
+class HistoryIndex:
+    """Running totals over one thread's stored messages, so a request's view can count the
+    history blocks a summary replaced instead of building a row for each (after many
+    compactions nearly all of a long session's history is replaced at every request).
+
+    Built once per thread's message list and reused by every request of it: the list of a
+    stored session never changes.
+    """
+
+    def __init__(
+        self, messages: list[dict[str, Any]], counter: TiktokenCounter | None = None
+    ) -> None:
+        tokens = [0]
+        blocks = [0]
+        self.system: list[int] = []
+        self.summaries: list[int] = []
+        for mi, msg in enumerate(messages):
+            n = t = 0
+            if msg["role"] == "system":
+                self.system.append(mi)
+            else:
+                if msg["kind"] == "summary":
+                    self.summaries.append(mi)
+                for block in msg["blocks"]:
+                    stored = block.get("tokens")
+                    if not isinstance(stored, int):  # stored by messages_json; else counted
+                        counter = counter or TiktokenCounter()
+                        stored = int(counter.count(block.get("text") or ""))
+                    t += stored
+                n = len(msg["blocks"])
+            tokens.append(tokens[-1] + t)
+            blocks.append(blocks[-1] + n)
+        self.tokens = tokens
+        self.blocks = blocks
+
+    def replaced(self, limit: int, keep: set[int]) -> tuple[int, int]:
+        """(blocks, stored tokens) of the non-system messages before ``limit``, ``keep`` (the
+        messages listed as rows anyway) left out."""
+        rows, tokens = self.blocks[limit], self.tokens[limit]
+        for mi in keep:
+            if mi < limit:
+                rows -= self.blocks[mi + 1] - self.blocks[mi]
+                tokens -= self.tokens[mi + 1] - self.tokens[mi]
+        return rows, tokens
+
+
 def side_by_side(
     messages: list[dict[str, Any]],
     result: dict[str, Any],
     request_index: int,
     *,
     transforms: TransformIndex | None = None,
+    history: HistoryIndex | None = None,
+    list_replaced_from: int | None = None,
 ) -> dict[str, Any]:
     """Aligned rows of the full history and the model view for one request.
 
@@ -136,22 +184,45 @@ def side_by_side(
     replay JSON. Each row is one block: ``repl`` is what the history holds, ``model`` what the
     model saw (None when it was not sent), ``badge`` says why they differ. Synthetic messages
     (a summary, restored files) come first, as rows without a history side.
+
+    With ``history`` (the thread's ``HistoryIndex``), the history blocks a summary replaced
+    (badge "summarized", no model side) of messages before ``list_replaced_from`` (default: all
+    of them) get no rows: ``omitted`` gives their count and stored tokens instead.
     """
-    request = next((r for r in result["requests"] if r["index"] == request_index), None)
+    requests = result["requests"]
+    # a request's index is its position in a stored result; anything else is looked for
+    request: dict[str, Any] | None = (
+        requests[request_index]
+        if 0 <= request_index < len(requests) and requests[request_index]["index"] == request_index
+        else next((r for r in requests if r["index"] == request_index), None)
+    )
     if request is None:
         raise KeyError(f"no request {request_index}")
     thread = request["thread"]
     k = request["thread_request"]
     index = transforms or TransformIndex(result["views"]["transforms"], thread)
     active = index.active(k)
-    synthetic = {s["id"]: s for s in result["views"]["synthetic"]}
+    head = request["view"]["head"]
+    synthetic = {s["id"]: s for s in result["views"]["synthetic"] if s["id"] in head}
     view = request["view"]
     start, end = view["start"], view["end"]
     whatif = result["session"].get("mode") == "whatif"
     head_messages = {int(ref[2:]) for ref in view["head"] if ref.startswith("m:")}
     head_synthetic = [synthetic[ref] for ref in view["head"] if ref.startswith("s:")]
     rows: list[dict[str, Any]] = []
-    for mi in range(0, end):
+    omitted = {"rows": 0, "tokens": 0}
+    listed: Any = range(0, end)
+    if history is not None:
+        # messages before ``limit`` give replaced rows only, except system markers, the
+        # summary head's messages and (what-if) summaries, which are listed as rows
+        limit = max(0, min(start, end, start if list_replaced_from is None else list_replaced_from))
+        keep = {mi for mi in head_messages if mi < limit}
+        if whatif:
+            keep.update(mi for mi in history.summaries[: bisect_left(history.summaries, limit)])
+        omitted["rows"], omitted["tokens"] = history.replaced(limit, keep)
+        system = history.system[: bisect_left(history.system, limit)]
+        listed = [*sorted(keep.union(system)), *range(limit, end)]
+    for mi in listed:
         if mi == start:
             rows.extend(_synthetic_row(syn) for syn in head_synthetic)
         msg = messages[mi]
@@ -199,7 +270,7 @@ def side_by_side(
         rows.extend(_synthetic_row(syn) for syn in head_synthetic)
     _mark_cache(rows, request.get("cache") or {})
     rows[0:0] = _anchored_rows(request)
-    return {"request": request, "rows": rows, "start": start, "end": end}
+    return {"request": request, "rows": rows, "start": start, "end": end, "omitted": omitted}
 
 
 def _anchored_rows(request: dict[str, Any]) -> list[dict[str, Any]]:

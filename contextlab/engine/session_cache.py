@@ -2,7 +2,9 @@
 
 A parsed session with every block's token counts is pickled under ``cache_dir``, keyed by the
 file's SHA-256 and the engine's cache version. Another replay of the same file, in this process
-or another worker on the same disk, loads it instead of parsing and tokenizing again.
+or another worker on the same disk, loads it instead of parsing and tokenizing again. The web
+side, which parses an upload to check it, leaves its parsed copy for the first replay
+(``keep_parsed``), so a new file is parsed once.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import os
 from collections import OrderedDict
 from pathlib import Path
 
-from .disk_cache import read_pickle, write_pickle_atomic
+from .disk_cache import read_pickle, stream_pickle_atomic, write_pickle_atomic
 from .loading import open_upload
 from .parsing import Session, load_session
 from .tokens import TiktokenCounter, TokenCounter, block_key, block_rough, block_tokens
@@ -60,9 +62,7 @@ def load_session_cached(
     and rewritten; the cache never changes what a replay computes.
     """
     path = os.fspath(path)
-    stat = os.stat(path)
-    # size and mtime catch a file rewritten in place under a digest computed earlier
-    key = f"{sha256 or file_sha256(path)}-{stat.st_size}-{int(stat.st_mtime)}-v{CACHE_VERSION}"
+    key = _key(path, sha256)
     target = Path(cache_dir) / f"{key}.pickle"
     recent = _RECENT.get(key)
     if recent is not None:
@@ -76,15 +76,54 @@ def load_session_cached(
             session.name = name
         _remember(key, session)
         return session
-    session = load_session(path, name)
+    parsed = Path(cache_dir) / f"{key}{PARSED_SUFFIX}"
+    session = read_pickle(parsed, Session)
+    if session is not None:
+        # parsed by whoever stored the upload (``keep_parsed``): only the tokenizing is left
+        session.upload = open_upload(path, name)
+        if name:
+            session.name = name
+    else:
+        session = load_session(path, name)
     tokenize_session(session)
     upload, session.upload = session.upload, None
     try:
         write_pickle_atomic(target, session)  # a read-only or full disk only costs the reuse
     finally:
         session.upload = upload
+    parsed.unlink(missing_ok=True)  # the tokenized copy supersedes it
     _remember(key, session)
     return session
+
+
+#: file name ending of a parsed, not yet tokenized session (``keep_parsed``)
+PARSED_SUFFIX = ".parsed.pickle"
+
+
+def _key(path: str, sha256: str | None) -> str:
+    stat = os.stat(path)
+    # size and mtime catch a file rewritten in place under a digest computed earlier
+    return f"{sha256 or file_sha256(path)}-{stat.st_size}-{int(stat.st_mtime)}-v{CACHE_VERSION}"
+
+
+def keep_parsed(
+    path: str | os.PathLike[str],
+    session: Session,
+    *,
+    cache_dir: str | os.PathLike[str],
+    sha256: str | None = None,
+) -> Path | None:
+    """Hand a session just parsed from ``path`` (by an upload's check) to the first
+    ``load_session_cached`` of the same file, in any process sharing ``cache_dir``: it then
+    tokenizes that copy instead of reading and parsing the file again. The path written, or
+    None when the disk refused (the replay then parses the file itself)."""
+    path = os.fspath(path)
+    target = Path(cache_dir) / f"{_key(path, sha256)}{PARSED_SUFFIX}"
+    upload, session.upload = session.upload, None  # open archive handles do not pickle
+    try:
+        return target if stream_pickle_atomic(target, session) else None
+    finally:
+        session.upload = upload
 
 
 def _remember(key: str, session: Session) -> None:

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from django.conf import settings
 from django.contrib import messages
@@ -10,18 +13,26 @@ from django.contrib.auth.decorators import login_required
 from django.core.cache import cache
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.template.loader import get_template
 from django.urls import reverse
+from django.utils.html import json_script
+from django.utils.safestring import SafeString, mark_safe
 from django.views.decorators.http import require_POST
 from django.views.decorators.vary import vary_on_headers
 
 from contextlab import engine
+from contextlab.engine.explorer import HistoryIndex
+from contextlab.engine.navigator import NavigatorEvent
 from contextlab.engine.results import RequestRow, as_result
+from contextlab.engine.tokens import TiktokenCounter
 from contextlab.http import AuthedRequest
 from contextlab.runs import charts, differences, labels, services
 from contextlab.runs.models import Run
 from contextlab.summaries import services as summaries
 from contextlab.transcripts.models import Transcript
 from contextlab.workspaces import access
+
+T = TypeVar("T")
 
 #: text longer than this is folded server-side; the rest loads on demand
 FOLD_CHARS = 1500
@@ -86,12 +97,14 @@ def subagent_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
 def _report_figures(
     run: Run, result: Any, baseline: Run | None, baseline_data: dict[str, Any] | None
 ) -> dict[str, Any]:
-    """The report's chart JSON, built once per finished run (and baseline): building plotly
-    figures is most of the page's server time, and a stored result never changes."""
+    """The report's chart data as its ``json_script`` elements, and its fidelity figures,
+    built once per finished run (and baseline): building plotly figures, serializing them and
+    refitting the fidelity is most of the page's server time, and a stored result never
+    changes. The cache holds the finished HTML, so a visit neither rebuilds nor re-encodes."""
     stamp = run.finished_at.isoformat() if run.finished_at else "active"
-    key = f"report-figures:{run.pk}:{stamp}:{baseline.pk if baseline else ''}"
-    figures: dict[str, Any] | None = cache.get(key) if run.finished_at else None
-    if figures is None:
+    key = f"report-figures:v2:{run.pk}:{stamp}:{baseline.pk if baseline else ''}"
+    cached: dict[str, Any] | None = cache.get(key) if run.finished_at else None
+    if cached is None:
         figures = {
             "chart-context-data": charts.figure_json(
                 charts.build_context_figure(
@@ -102,9 +115,14 @@ def _report_figures(
             "chart-cost-data": charts.figure_json(charts.build_cost_figure(result)),
             "chart-fidelity-data": charts.figure_json(charts.build_fidelity_figure(result)),
         }
+        cached = {
+            # escaped for a <script> element by json_script itself
+            "scripts": "".join(json_script(fig, element) for element, fig in figures.items()),
+            "fidelity": charts.fidelity(result),
+        }
         if run.finished_at:
-            cache.set(key, figures, timeout=3600)
-    return figures
+            cache.set(key, cached, timeout=3600)
+    return {"scripts": mark_safe(cached["scripts"]), "fidelity": cached["fidelity"]}
 
 
 def _recorded_baseline(transcript: Transcript, run: Run) -> Run | None:
@@ -144,9 +162,10 @@ def report(request: AuthedRequest, transcript: Transcript) -> HttpResponse:
                 data.get("summary") or {}, baseline_data.get("summary") or {}
             )
         # points carry their request's position; the charts' data-request-url makes it a link
-        context["figures"] = _report_figures(run, result, baseline, baseline_data)
+        figures = _report_figures(run, result, baseline, baseline_data)
+        context["figure_scripts"] = figures["scripts"]
         context["request_url_pattern"] = request_url_pattern(transcript, run)
-        context["fidelity"] = charts.fidelity(result)
+        context["fidelity"] = figures["fidelity"]
         context["summary"] = data.get("summary") or {}
         context["session_info"] = data.get("session") or {}
         context["first_request_url"] = url(0) if data.get("requests") else None
@@ -282,7 +301,8 @@ def _prepare_rows(
         for side in ("repl", "model"):
             cell = row.get(side)
             if isinstance(cell, dict):
-                cell = dict(cell)
+                # every key the cell template reads: a missing key costs the template a dir()
+                cell = {"role": None, "tool_name": None, "is_error": False, **cell}
                 # synthetic text (summaries) has no stored block to load the rest from
                 # only text identical to a stored block can load its rest on demand
                 loadable = not synthetic and (side == "repl" or row.get("badge") == "intact")
@@ -323,20 +343,124 @@ def _calibration(data: dict[str, Any], req: RequestRow) -> tuple[int, float]:
     return int(fit.get("prefix_tokens") or 0), float(fit.get("ratio") or 1.0)
 
 
+#: Data derived from a finished run's stored result (and its session's messages), kept per
+#: process: neither ever changes, and rebuilding it (or unpickling it from the cache backend)
+#: on every explorer step was most of the step's time. Keyed by kind, run and its finish.
+_DERIVED: OrderedDict[tuple[Any, ...], Any] = OrderedDict()
+_DERIVED_LOCK = threading.Lock()
+_DERIVED_SIZE = 32
+
+
+def _derived(run: Run, key: tuple[Any, ...], build: Callable[[], T], *, keep: bool = True) -> T:
+    """``build()``, remembered per process under ``key`` once ``run`` finished (``keep``:
+    False for a value not worth keeping, e.g. built from messages not stored yet)."""
+    full = (run.pk, run.finished_at.isoformat() if run.finished_at else "", *key)
+    with _DERIVED_LOCK:
+        if full in _DERIVED:
+            _DERIVED.move_to_end(full)
+            found: T = _DERIVED[full]
+            return found
+    value = build()
+    if run.finished_at and keep:
+        with _DERIVED_LOCK:
+            _DERIVED[full] = value
+            while len(_DERIVED) > _DERIVED_SIZE:
+                _DERIVED.popitem(last=False)
+    return value
+
+
 def _run_overview(run: Run, requests: list[RequestRow]) -> dict[str, Any]:
-    """What every request page of a run shares (its events, the mini chart's lines), computed
-    once per finished run: a stored result never changes."""
-    key = f"explorer-overview:{run.pk}:{run.finished_at.isoformat() if run.finished_at else ''}"
-    overview: dict[str, Any] | None = cache.get(key)
-    if overview is None:
+    """What every request page of a run shares (its events, the mini chart's lines)."""
+
+    def build() -> dict[str, Any]:
         events = engine.request_events(requests)
-        overview = {
+        return {
             "events": events,
             "event_kinds": engine.event_counts(events),
             "mini": charts.mini_chart(requests, 0),
         }
-        cache.set(key, overview, timeout=3600)
-    return overview
+
+    return _derived(run, ("overview",), build)
+
+
+def _thread_indexes(
+    run: Run, data: dict[str, Any], messages: list[dict[str, Any]], thread: str
+) -> tuple[engine.TransformIndex, HistoryIndex, TiktokenCounter]:
+    """What ``side_by_side`` and ``compose`` look up for any request of ``thread``: its
+    transforms indexed, its history's running totals, and a counter that remembers the texts
+    it counted (a summary is counted again on every request it heads otherwise)."""
+
+    def build() -> tuple[engine.TransformIndex, HistoryIndex, TiktokenCounter]:
+        return (
+            engine.TransformIndex((data.get("views") or {}).get("transforms") or [], thread),
+            HistoryIndex(messages),
+            MemoCounter(),
+        )
+
+    # an empty list is the messages not stored yet
+    return _derived(run, ("thread", run.transcript.sha256, thread), build, keep=bool(messages))
+
+
+class MemoCounter(TiktokenCounter):
+    """A tiktoken counter that remembers its last few thousand texts' counts."""
+
+    LIMIT = 4096
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._memo: OrderedDict[str, int] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def count(self, text: str) -> int:
+        with self._lock:
+            if text in self._memo:
+                self._memo.move_to_end(text)
+                return self._memo[text]
+        value = int(super().count(text))
+        with self._lock:
+            self._memo[text] = value
+            while len(self._memo) > self.LIMIT:
+                self._memo.popitem(last=False)
+        return value
+
+
+def _event_navigator(
+    run: Run,
+    events: list[NavigatorEvent],
+    index: int,
+    count: int,
+    flags: str,
+    url: charts.RequestUrl,
+) -> dict[str, SafeString]:
+    """The event strip's ticks and the navigator's list, as HTML: each event is rendered once
+    per run (and flags) and reused by every request page; only the current request's events
+    are rendered again, marked."""
+    tick = get_template("runs/explorer.html#event-tick")
+    item = get_template("runs/explorer.html#event-item")
+
+    def context(e: NavigatorEvent, current: bool) -> dict[str, Any]:
+        return {
+            "e": {
+                **e,
+                "number": e["request"] + 1,
+                "url": url(e["request"]),
+                "left": round(e["request"] / max(1, count - 1) * 100, 2),
+                "current": current,
+            }
+        }
+
+    def build() -> tuple[list[str], list[str]]:
+        contexts = [context(e, False) for e in events]
+        return [tick.render(c) for c in contexts], [item.render(c) for c in contexts]
+
+    cached = _derived(run, ("events", flags), build)
+    ticks, items = list(cached[0]), list(cached[1])
+    for position, e in enumerate(events):
+        if e["request"] == index:
+            ticks[position] = tick.render(context(e, True))
+            items[position] = item.render(context(e, True))
+    # rendered by the template engine (escaped there), joined here
+    return {"event_ticks": mark_safe("".join(ticks)), "event_items": mark_safe("".join(items))}
 
 
 def _gap_before(requests: list[RequestRow], index: int) -> float | None:
@@ -395,13 +519,33 @@ def explorer(request: AuthedRequest, transcript: Transcript, index: int) -> Http
     req = requests[index]
     thread = str(req.get("thread") or "main")
     messages = services.session_messages(transcript).get(thread) or []
-    view = engine.side_by_side(messages, data, int(req.get("index", index)))
-    rows: list[dict[str, Any]] = view.get("rows") or []
     previous = _previous_in_thread(requests, index)
     compacted = any(
         e.get("step") == "autocompact" and e.get("action") == "compacted"
         for e in req.get("events") or []
     )
+    replaced_from = (
+        int((previous or {}).get("view", {}).get("start") or 0)
+        if compacted and previous is not None
+        else None
+    )
+    # After a compaction most of the history is replaced by the summary: hide those rows
+    # unless asked, so the first page shows what the model saw.
+    show_replaced = request.GET.get("replaced") == "1"
+    changed_only = request.GET.get("changed") == "1"
+    transforms, history, counter = _thread_indexes(run, data, messages, thread)
+    # hidden replaced rows are only counted (all but the few this compaction removed, which
+    # its breakdown lists by kind): a long session's history is mostly replaced
+    view = engine.side_by_side(
+        messages,
+        data,
+        int(req.get("index", index)),
+        transforms=transforms,
+        history=None if show_replaced else history,
+        list_replaced_from=replaced_from,
+    )
+    rows: list[dict[str, Any]] = view.get("rows") or []
+    omitted = view.get("omitted") or {"rows": 0, "tokens": 0}
     prefix_tokens, ratio = _calibration(data, req)
     composition = engine.compose(
         rows,
@@ -409,9 +553,9 @@ def explorer(request: AuthedRequest, transcript: Transcript, index: int) -> Http
         model_tokens=int(req.get("model_tokens") or 0),
         prefix_tokens=prefix_tokens,
         ratio=ratio,
-        replaced_from=int((previous or {}).get("view", {}).get("start") or 0)
-        if compacted and previous is not None
-        else None,
+        replaced_from=replaced_from,
+        counter=counter,
+        omitted_tokens=int(omitted["tokens"]),
     )
     for position, row in enumerate(rows):
         row["tokens"] = composition["row_tokens"][position]
@@ -427,10 +571,6 @@ def explorer(request: AuthedRequest, transcript: Transcript, index: int) -> Http
     ]
     # the engine marks each sent block read / write / uncached from its cache model
     gutter = [str(row.get("cache") or "none") for row in rows]
-    # After a compaction most of the history is replaced by the summary: hide those rows
-    # unless asked, so the first page shows what the model saw.
-    show_replaced = request.GET.get("replaced") == "1"
-    changed_only = request.GET.get("changed") == "1"
     replaced = [i for i, row in enumerate(rows) if _is_replaced(row, view)]
     hidden = set(replaced) if not show_replaced else set()
     if changed_only:
@@ -460,7 +600,7 @@ def explorer(request: AuthedRequest, transcript: Transcript, index: int) -> Http
 
     count = len(requests)
     overview = _run_overview(run, requests)
-    events: list[Any] = overview["events"]
+    events: list[NavigatorEvent] = overview["events"]
     gap = _gap_before(requests, index)
     context = {
         "transcript": transcript,
@@ -481,7 +621,7 @@ def explorer(request: AuthedRequest, transcript: Transcript, index: int) -> Http
         "url_flags": flags,
         "thread": thread,
         "summary_start": view.get("start", 0),
-        "replaced_count": len(replaced),
+        "replaced_count": len(replaced) + int(omitted["rows"]),
         "recorded_total": recorded_total,
         "rel_error": rel_error,
         "show_replaced": show_replaced,
@@ -489,16 +629,8 @@ def explorer(request: AuthedRequest, transcript: Transcript, index: int) -> Http
         "changed_url": base_url(index)
         + ("&replaced=1" if show_replaced else "")
         + ("" if changed_only else "&changed=1"),
-        "events": [
-            {
-                **e,
-                "number": e["request"] + 1,
-                "url": url(e["request"]),
-                "left": round(e["request"] / max(1, count - 1) * 100, 2),
-                "current": e["request"] == index,
-            }
-            for e in events
-        ],
+        "event_count": len(events),
+        **_event_navigator(run, events, index, count, flags, url),
         "event_kinds": overview["event_kinds"],
         "request_events": [engine.describe_event(e) for e in req.get("events") or []],
         "cache_text": engine.cache_sentence(req, previous, gap),
