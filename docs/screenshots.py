@@ -40,6 +40,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--password", required=True)
     parser.add_argument("--out", type=Path, default=Path("docs/screenshots"))
     parser.add_argument("--chromium", default=os.environ.get("CHROMIUM", "/usr/bin/chromium"))
+    parser.add_argument(
+        "--upload", type=Path, help="upload this transcript first (through the page) and use it"
+    )
+    parser.add_argument(
+        "--session", default="tool_heavy", help="the session to shoot: part of its row's text"
+    )
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
 
@@ -57,9 +63,16 @@ def main(argv: list[str] | None = None) -> int:
         page.fill("#id_password", args.password)
         page.click("button[type=submit]")
         page.wait_for_url("**/sessions/")
+        if args.upload:
+            page.set_input_files("#upload-input", str(args.upload))
+            page.locator(".upload-item").last.locator("text=Open the report").wait_for(
+                timeout=600_000
+            )
+            page.goto("/sessions/")
+            args.session = args.upload.name
         shoot(page, args.out, "sessions")
 
-        row = page.locator("tr.session-row", has_text="tool_heavy").first
+        row = page.locator("tr.session-row", has_text=args.session).first
         if row.count() == 0:
             row = page.locator("tr.session-row").first
         row.locator("a").first.click()
@@ -71,11 +84,11 @@ def main(argv: list[str] | None = None) -> int:
         # the explorer at the request with the most events the navigator lists
         page.goto(session_url + "requests/0/")
         page.locator("#explorer").wait_for()
-        events = page.locator(".event-item.k-compaction a, .event-item a")
-        events.first.wait_for(timeout=10_000)
+        compactions = page.locator(".event-item.k-compaction a")
+        events = compactions if compactions.count() else page.locator(".event-item a")
         if events.count():
             events.first.click()
-            page.wait_for_timeout(800)
+            page.wait_for_timeout(1500)
         shoot(page, args.out, "explorer")
 
         page.goto("/glossary/")
@@ -91,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         page.fill("#id_b_overrides", '{"autocompact_pct_override": 70}')
         page.click("#start-comparison")
         page.wait_for_url(re.compile(r".*/compare/\d+/$"))
-        page.locator("#delta-table").wait_for(timeout=180_000)
+        page.locator("#delta-table").wait_for(timeout=900_000)
         page.locator("#chart-context .main-svg").first.wait_for()
         shoot(page, args.out, "compare")
         divergence = page.locator("#first-divergence")

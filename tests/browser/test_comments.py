@@ -158,6 +158,9 @@ def test_comment_in_the_explorer_see_it_on_the_report_edit_delete_viewer_reads(
     other.locator("#shared-comments a.comment-where").click()
     other.wait_for_url(re.compile(r".*/s/cls_[^/]+/requests/3/$"))
     expect(other.locator("#comments-request-3 .comment")).to_have_count(1)
+    # numbered from 1 on the page, as the owner's explorer says (the address keeps index 3)
+    expect(other.locator("#comments-request-3 h2")).to_contain_text("Comments on request 4")
+    expect(other.locator("#req-number")).to_have_text("4")
     other.locator("#comments-request-3").screenshot(path=str(out / "comments-shared.png"))
     assert other.locator("form, .cm-add, .comment-edit, .comment-delete").count() == 0
     stranger.close()

@@ -121,6 +121,8 @@ def shared_comments(context: template.Context, scope: str = "session") -> dict[s
     return {
         "comments": presenting.shared_items(comments, context.get("kept") or [], url),
         "scope": scope,
+        # the element id keeps the index (as addresses do); the heading says the number
+        "index": int(context["index"]) if scope == "request" else None,
         "number": int(context["index"]) + 1 if scope == "request" else None,
     }
 
