@@ -10,7 +10,7 @@ from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 
 from contextlab import errors
-from contextlab.runs import tasks
+from contextlab.runs import lifecycle
 
 
 class ContentSecurityPolicyMiddleware:
@@ -66,7 +66,7 @@ QUEUE_DOWN_NOTICE = (
 
 class QueueNoticeMiddleware:
     """Says so when a request saved work whose tasks could not be sent (the broker down):
-    the request still succeeds (``runs.tasks.publish`` keeps the runs queued for the
+    the request still succeeds (``runs.lifecycle.publish`` keeps the runs queued for the
     recovery), and the answer carries ``QUEUE_DOWN_NOTICE``: a ``notice`` in a JSON object,
     a message on the next page for a form, and an ``X-Task-Queue: unreachable`` header."""
 
@@ -74,14 +74,14 @@ class QueueNoticeMiddleware:
         self.get_response = get_response
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
-        token = tasks.queue_unreachable.set(False)
+        token = lifecycle.queue_unreachable.set(False)
         try:
             response = self.get_response(request)
-            if tasks.queue_unreachable.get():
+            if lifecycle.queue_unreachable.get():
                 self._tell(request, response)
             return response
         finally:
-            tasks.queue_unreachable.reset(token)
+            lifecycle.queue_unreachable.reset(token)
 
     @staticmethod
     def _tell(request: HttpRequest, response: HttpResponse) -> None:

@@ -15,6 +15,7 @@ modules queue what follows (a fetch task, a replay).
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import logging
 import threading
 import time
@@ -31,6 +32,7 @@ from django.contrib.auth.models import User
 from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
 from django.db.models import F, Q
 from django.utils import timezone
+from kombu.exceptions import OperationalError as KombuOperationalError
 
 from contextlab import engine
 from contextlab.runs.models import Run, RunResult
@@ -286,7 +288,10 @@ def park(run: Run, pending: engine.SummaryPending) -> WaitingForSummary:
         )
     with transaction.atomic():
         summaries.mark_waiting(run.pk, pending.key)
-        Run.objects.filter(pk=run.pk).update(status=Run.Status.QUEUED, heartbeat_at=None)
+        # update() skips auto_now: the resend period (queued_too_long) counts from parking
+        Run.objects.filter(pk=run.pk).update(
+            status=Run.Status.QUEUED, heartbeat_at=None, updated_at=timezone.now()
+        )
     logger.info("run %s: waiting for summary %s", run.pk, pending.key[:40])
     return WaitingForSummary(run.pk, pending.key, pending.retry_after)
 
@@ -345,7 +350,9 @@ def recover_stale(*, now: datetime | None = None, run_ids: list[int] | None = No
 
 def queued_too_long(*, now: datetime | None = None, run_ids: list[int] | None = None) -> list[int]:
     """Queued runs whose task may have been lost, to send again: queued for longer than
-    RUN_QUEUED_RESEND_AFTER and not parked for a summary (their fetch task resumes them).
+    RUN_QUEUED_RESEND_AFTER. A run parked for a summary counts too: its fetch task can be lost
+    the same ways (the broker down when it was sent, a frozen pool); ``pending_summaries``
+    says which of them to send their fetch task rather than a replay.
 
     A task is lost when the broker drops it or the worker that took it froze (a prefork pool
     whose child was killed while idle stops taking work); the run then stays queued forever,
@@ -355,9 +362,7 @@ def queued_too_long(*, now: datetime | None = None, run_ids: list[int] | None = 
     """
     now = now or timezone.now()
     cutoff = now - timedelta(seconds=settings.RUN_QUEUED_RESEND_AFTER)
-    due = Run.objects.filter(status=Run.Status.QUEUED, updated_at__lt=cutoff).exclude(
-        summarizer_settings__pending_key__gt=""
-    )
+    due = Run.objects.filter(status=Run.Status.QUEUED, updated_at__lt=cutoff)
     if run_ids is not None:
         due = due.filter(pk__in=run_ids)
     ids = list(due.values_list("pk", flat=True)[:1000])
@@ -375,11 +380,15 @@ def queued_too_long(*, now: datetime | None = None, run_ids: list[int] | None = 
 
 
 def queued_ids() -> list[int]:
-    """Queued runs not parked for a summary (those have their fetch task)."""
-    queued = Run.objects.filter(status=Run.Status.QUEUED)
-    return list(
-        queued.exclude(summarizer_settings__pending_key__gt="").values_list("pk", flat=True)
-    )
+    """Every queued run, those parked for a summary included."""
+    return list(Run.objects.filter(status=Run.Status.QUEUED).values_list("pk", flat=True))
+
+
+def pending_summaries(run_ids: list[int]) -> dict[int, str]:
+    """{run id: summary key} of those runs that are parked for a summary: what they need sent
+    is the fetch task of that summary (it resumes the run from its checkpoint)."""
+    parked = Run.objects.filter(pk__in=run_ids, summarizer_settings__pending_key__gt="")
+    return dict(parked.values_list("pk", "summarizer_settings__pending_key"))
 
 
 def mark_unsent(run_ids: list[int]) -> None:
@@ -390,6 +399,40 @@ def mark_unsent(run_ids: list[int]) -> None:
     # a database down too: the run is still queued, and sent after the normal period
     with contextlib.suppress(DatabaseError):
         Run.objects.filter(pk__in=run_ids, status=Run.Status.QUEUED).update(updated_at=due)
+
+
+#: What publishing raises when the broker cannot be reached (connection refused, DNS, timeout).
+BROKER_DOWN = (KombuOperationalError, ConnectionError, OSError)
+
+#: Set when a publish failed in this request (or task): the middleware tells the person that
+#: their work is saved and queued, and will start once the task queue is back.
+queue_unreachable: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "queue_unreachable", default=False
+)
+
+
+def publish(send: Callable[[], object], run_ids: list[int]) -> bool:
+    """Call ``send`` (a task's ``delay``); False, logged, if the broker is unreachable.
+
+    The broker being down must not lose what was just committed, nor turn the request that
+    committed it into a 500: the runs stay queued, marked due for sending again, and the
+    recovery loop (every RUN_STALE_AFTER / 2 seconds) or a page polling a run sends them
+    once the broker answers.
+    """
+    try:
+        send()
+    except BROKER_DOWN as exc:
+        queue_unreachable.set(True)
+        mark_unsent(run_ids)
+        logger.warning(
+            "run(s) %s: the task queue is unreachable (%s); they stay queued and are sent "
+            "again within %s s of the queue coming back",
+            ",".join(map(str, run_ids[:20])),
+            exc,
+            max(1, settings.RUN_STALE_AFTER // 2),
+        )
+        return False
+    return True
 
 
 def cancel(run_ids: list[int], reason: str) -> list[int]:

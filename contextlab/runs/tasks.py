@@ -3,18 +3,15 @@ sends run tasks (after commit), including the worker's recovery of abandoned run
 
 from __future__ import annotations
 
-import contextvars
 import logging
 import threading
 import time
-from collections.abc import Callable
 from functools import partial
 from typing import Any
 
 from celery.signals import worker_ready
 from django.conf import settings
 from django.db import InterfaceError, OperationalError, close_old_connections, transaction
-from kombu.exceptions import OperationalError as KombuOperationalError
 
 from contextlab.celery import app, before_pool_restart
 from contextlab.runs import lifecycle, runner
@@ -39,43 +36,9 @@ def queue_replay(run_id: int) -> None:
     transaction.on_commit(partial(send_replay, run_id))
 
 
-#: What publishing raises when the broker cannot be reached (connection refused, DNS, timeout).
-BROKER_DOWN = (KombuOperationalError, ConnectionError, OSError)
-
-#: Set when a publish failed in this request (or task): the middleware tells the person that
-#: their work is saved and queued, and will start once the task queue is back.
-queue_unreachable: contextvars.ContextVar[bool] = contextvars.ContextVar(
-    "queue_unreachable", default=False
-)
-
-
-def publish(send: Callable[[], object], run_ids: list[int]) -> bool:
-    """Call ``send`` (a task's ``delay``); False, logged, if the broker is unreachable.
-
-    The broker being down must not lose what was just committed, nor turn the request that
-    committed it into a 500: the runs stay queued, marked due for sending again, and the
-    recovery loop (every RUN_STALE_AFTER / 2 seconds) or a page polling a run sends them
-    once the broker answers.
-    """
-    try:
-        send()
-    except BROKER_DOWN as exc:
-        queue_unreachable.set(True)
-        lifecycle.mark_unsent(run_ids)
-        logger.warning(
-            "run(s) %s: the task queue is unreachable (%s); they stay queued and are sent "
-            "again within %s s of the queue coming back",
-            ",".join(map(str, run_ids[:20])),
-            exc,
-            max(1, settings.RUN_STALE_AFTER // 2),
-        )
-        return False
-    return True
-
-
 def send_replay(run_id: int) -> None:
     """Publish the run's task now (``queue_replay`` calls this after commit)."""
-    publish(partial(run_replay.delay, run_id), [run_id])
+    lifecycle.publish(partial(run_replay.delay, run_id), [run_id])
 
 
 def recover_stale_runs(*, run_ids: list[int] | None = None) -> list[Run]:
@@ -86,8 +49,13 @@ def recover_stale_runs(*, run_ids: list[int] | None = None) -> list[Run]:
     for run in changed:
         if run.status == Run.Status.QUEUED:
             queue_replay(run.pk)
-    for run_id in lifecycle.queued_too_long(run_ids=run_ids):
-        queue_replay(run_id)
+    due = lifecycle.queued_too_long(run_ids=run_ids)
+    parked = lifecycle.pending_summaries(due)
+    for run_id in due:
+        if run_id in parked:
+            summary_tasks.queue_fetch_again(run_id, parked[run_id])
+        else:
+            queue_replay(run_id)
     return changed
 
 

@@ -43,17 +43,26 @@ def queue_fetch(outcome: lifecycle.Outcome | None) -> None:
     if isinstance(outcome, lifecycle.WaitingForSummary):
         # retry_after: another run is writing this summary; look again later (it also wakes
         # this one when the summary is stored)
-        transaction.on_commit(
-            partial(
-                fetch_summary.apply_async,
-                (outcome.run_id, outcome.key),
-                countdown=outcome.retry_after,
-            )
+        send = partial(
+            fetch_summary.apply_async,
+            (outcome.run_id, outcome.key),
+            countdown=outcome.retry_after,
         )
+        # the broker down: the run stays parked, due for the recovery to send this again
+        transaction.on_commit(partial(lifecycle.publish, send, [outcome.run_id]))
+
+
+def queue_fetch_again(run_id: int, key: str) -> None:
+    """Send the fetch task of a run parked for summary ``key`` whose task was lost (after
+    commit). A second message for the same fetch is harmless: the summary's lease lets one
+    caller reach the backend, and the run is resumed by whichever message claims it."""
+    transaction.on_commit(
+        partial(lifecycle.publish, partial(fetch_summary.delay, run_id, key), [run_id])
+    )
 
 
 def wake_runs_waiting_for(key: str, written_by: int) -> None:
     """Queue the fetch task of every other run waiting for summary ``key``, which is stored
     now (after commit)."""
     for run_id in summaries.runs_waiting_for(key, excluding=written_by):
-        transaction.on_commit(partial(fetch_summary.delay, run_id, key))
+        queue_fetch_again(run_id, key)

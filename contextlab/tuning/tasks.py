@@ -10,6 +10,7 @@ from celery.exceptions import SoftTimeLimitExceeded
 from django.db import InterfaceError, OperationalError, transaction
 
 from contextlab.celery import app
+from contextlab.runs import lifecycle
 from contextlab.runs import tasks as run_tasks
 from contextlab.summaries import tasks as summary_tasks
 from contextlab.tuning import runner
@@ -34,4 +35,4 @@ def queue_batches(batches: Iterable[list[int]]) -> None:
     """Send each batch of run ids to a worker once the transaction that queued them commits."""
     for ids in batches:
         # a broker that is down keeps the runs queued (sent again by the recovery), no 500
-        transaction.on_commit(partial(run_tasks.publish, partial(replay_batch.delay, ids), ids))
+        transaction.on_commit(partial(lifecycle.publish, partial(replay_batch.delay, ids), ids))

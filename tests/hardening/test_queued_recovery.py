@@ -1,6 +1,7 @@
 """A queued run whose task was lost (a dropped message, a pool frozen after a kill -9) is sent
 to the workers again by the recovery loop and by a page polling it; a run queued recently, or
-parked for a summary, is left alone; each is sent again at most once per period."""
+parked for a summary recently, is left alone; one parked too long gets its summary's fetch
+task again; each is sent again at most once per period."""
 
 from __future__ import annotations
 
@@ -67,13 +68,43 @@ def test_a_run_queued_recently_is_not_sent_again(
     assert run.status == Run.Status.QUEUED
 
 
-def test_a_run_parked_for_a_summary_is_left_to_its_fetch_task(
-    lost_run, django_capture_on_commit_callbacks
+def fetches_sent(callbacks: list) -> list[tuple[int, str]]:
+    """(run id, summary key) of the summary fetch tasks the callbacks publish."""
+    from contextlab.runs import lifecycle
+    from contextlab.summaries import tasks as summary_tasks
+
+    return [
+        tuple(cb.args[0].args)
+        for cb in callbacks
+        if isinstance(cb, partial)
+        and cb.func == lifecycle.publish
+        and cb.args[0].func == summary_tasks.fetch_summary.delay
+    ]
+
+
+def test_a_run_parked_for_a_summary_recently_is_left_to_its_fetch_task(
+    make_transcript, short_jsonl, django_capture_on_commit_callbacks
 ):
-    RunSummarizer.objects.update_or_create(run=lost_run, defaults={"pending_key": "k1"})
+    run = make_transcript(short_jsonl).runs.get()
+    RunSummarizer.objects.update_or_create(run=run, defaults={"pending_key": "k1"})
     with django_capture_on_commit_callbacks(execute=False) as sent:
         tasks.recover_stale_runs()
     assert sent == []
+
+
+def test_a_run_parked_for_a_summary_too_long_gets_its_fetch_task_again(
+    lost_run, django_capture_on_commit_callbacks
+):
+    """Its fetch task was lost (the broker down when it was sent, a frozen pool): the
+    recovery sends that fetch again, not a replay from the start, once per period."""
+    RunSummarizer.objects.update_or_create(run=lost_run, defaults={"pending_key": "k1"})
+    with django_capture_on_commit_callbacks(execute=False) as sent:
+        tasks.recover_stale_runs()
+        tasks.recover_stale_runs()
+    assert fetches_sent(sent) == [(lost_run.pk, "k1")]
+    assert sent_runs(sent) == []
+    lost_run.refresh_from_db()
+    assert lost_run.status == Run.Status.QUEUED
 
 
 def test_a_lost_run_is_sent_once_per_period(lost_run, django_capture_on_commit_callbacks):

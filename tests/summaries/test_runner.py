@@ -49,6 +49,8 @@ def queued_fetches(callbacks):
     """The fetch tasks queued on commit: [(run id, summary key, countdown)]."""
     out = []
     for c in callbacks:
+        if getattr(c, "func", None) == lifecycle.publish:
+            c = c.args[0]  # sent through publish: the broker down keeps the run due
         func = getattr(c, "func", None)
         if func == tasks.fetch_summary.apply_async:
             out.append((*c.args[0], c.keywords.get("countdown") or 0))
