@@ -23,12 +23,12 @@ from typing import Any
 WIDTHS = (1280, 390)
 
 
-def shoot(page: Any, out: Path, name: str) -> None:
+def shoot(page: Any, out: Path, name: str, *, full_page: bool = True) -> None:
     for width in WIDTHS:
         page.set_viewport_size({"width": width, "height": 900})
         page.wait_for_timeout(400)  # charts re-layout on resize
         target = out / f"{name}-{width}.png"
-        page.screenshot(path=str(target), full_page=width == WIDTHS[0])
+        page.screenshot(path=str(target), full_page=full_page and width == WIDTHS[0])
         print(f"wrote {target}")
     page.set_viewport_size({"width": WIDTHS[0], "height": 900})
 
@@ -90,6 +90,9 @@ def main(argv: list[str] | None = None) -> int:
             events.first.click()
             page.wait_for_timeout(1500)
         shoot(page, args.out, "explorer")
+        # README.md's picture: the first screen of the explorer at that request
+        page.set_viewport_size({"width": 1280, "height": 1100})
+        page.screenshot(path=str(args.out / "readme-explorer.png"))
 
         page.goto("/glossary/")
         shoot(page, args.out, "glossary")
@@ -111,7 +114,8 @@ def main(argv: list[str] | None = None) -> int:
         if divergence.count():
             divergence.click()
             page.wait_for_url(re.compile(r".*/compare/\d+/requests/\d+/.*"))
-            shoot(page, args.out, "compare-request")
+            # the rows run for thousands of pixels: the first screen says what differs
+            shoot(page, args.out, "compare-request", full_page=False)
         browser.close()
     return 0
 
