@@ -4,13 +4,10 @@ and the request succeeds (the run is sent again once the queue is back)."""
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
-import sys
 import textwrap
 
-from tests.conftest import DEMO, ROOT
+from tests.conftest import DEMO
+from tests.hardening.conftest import run_with_broker_down
 
 SCRIPT = textwrap.dedent(
     """
@@ -40,34 +37,12 @@ SCRIPT = textwrap.dedent(
 
 
 def test_an_upload_with_the_task_queue_down_is_kept_and_its_run_stays_queued(tmp_path):
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]  # closed when the block ends: nothing listens there
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(ROOT),
-        "DJANGO_SETTINGS_MODULE": "contextlab.settings",
-        "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}",
-        "VAR_DIR": str(tmp_path / "var"),
-        "SECRET_KEY": "broker-down-test-" + "k" * 40,
-        "CELERY_BROKER_URL": f"redis://127.0.0.1:{port}/0",
-        "CACHE_URL": "locmem://",
-        "ALLOWED_HOSTS": "testserver",
-    }
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            SCRIPT.format(
-                path=str(DEMO / "marot__spotter__short.jsonl"),
-                other=str(DEMO / "marot__spotter__tool_heavy.jsonl"),
-            ),
-        ],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
+    proc = run_with_broker_down(
+        tmp_path,
+        SCRIPT.format(
+            path=str(DEMO / "marot__spotter__short.jsonl"),
+            other=str(DEMO / "marot__spotter__tool_heavy.jsonl"),
+        ),
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])

@@ -5,13 +5,10 @@ is back (before, the error escaped the worker's task and the run stayed queued f
 from __future__ import annotations
 
 import json
-import os
-import socket
-import subprocess
-import sys
 import textwrap
 
-from tests.conftest import DEMO, ROOT
+from tests.conftest import DEMO
+from tests.hardening.conftest import run_with_broker_down
 
 SCRIPT = textwrap.dedent(
     """
@@ -46,27 +43,8 @@ SCRIPT = textwrap.dedent(
 
 
 def test_a_fetch_that_cannot_be_sent_leaves_the_run_parked_and_due(tmp_path):
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]  # closed when the block ends: nothing listens there
-    env = {
-        **os.environ,
-        "PYTHONPATH": str(ROOT),
-        "DJANGO_SETTINGS_MODULE": "contextlab.settings",
-        "DATABASE_URL": f"sqlite:///{tmp_path / 'db.sqlite3'}",
-        "VAR_DIR": str(tmp_path / "var"),
-        "SECRET_KEY": "broker-down-test-" + "k" * 40,
-        "CELERY_BROKER_URL": f"redis://127.0.0.1:{port}/0",
-        "CACHE_URL": "locmem://",
-        "ALLOWED_HOSTS": "testserver",
-    }
-    proc = subprocess.run(
-        [sys.executable, "-c", SCRIPT.format(path=str(DEMO / "marot__spotter__short.jsonl"))],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
+    proc = run_with_broker_down(
+        tmp_path, SCRIPT.format(path=str(DEMO / "marot__spotter__short.jsonl"))
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
