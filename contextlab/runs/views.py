@@ -319,6 +319,43 @@ def _prepare_rows(
     return prepared
 
 
+def explorer_page(
+    request: HttpRequest,
+    rows: list[dict[str, Any]],
+    view: dict[str, Any],
+    *,
+    show_replaced: bool,
+    changed_only: bool = False,
+) -> dict[str, Any]:
+    """The rows one explorer page shows (the owner's and a share link's): history a summary
+    replaced hidden unless asked for, unchanged rows hidden for "changed rows only", then the
+    ``?page=`` slice, prepared with its cache gutter. Also ``replaced`` (positions of the
+    replaced rows), ``row_count`` (rows left after hiding), ``page`` and ``next_page``."""
+    # the engine marks each sent block read / write / uncached from its cache model
+    gutter = [str(row.get("cache") or "none") for row in rows]
+    replaced = [i for i, row in enumerate(rows) if _is_replaced(row, view)]
+    hidden = set(replaced) if not show_replaced else set()
+    if changed_only:
+        # only rows the pipeline changed: what the model saw differs from the history
+        hidden |= {i for i, row in enumerate(rows) if row.get("badge") == "intact"}
+    if hidden:
+        gutter = [g for i, g in enumerate(gutter) if i not in hidden]
+        rows = [row for i, row in enumerate(rows) if i not in hidden]
+    try:
+        page = max(1, int(request.GET.get("page", "1")))
+    except ValueError:
+        page = 1
+    per_page = settings.EXPLORER_ROWS_PER_PAGE
+    start = (page - 1) * per_page
+    return {
+        "rows": _prepare_rows(rows[start : start + per_page], gutter, start),
+        "replaced": replaced,
+        "row_count": len(rows),
+        "page": page,
+        "next_page": page + 1 if start + per_page < len(rows) else None,
+    }
+
+
 def _is_replaced(row: dict[str, Any], view: dict[str, Any]) -> bool:
     """A history row the model did not see because a summary replaced it."""
     message = row.get("message")
@@ -569,23 +606,10 @@ def explorer(request: AuthedRequest, transcript: Transcript, index: int) -> Http
         }
         for h in composition["heaviest"]
     ]
-    # the engine marks each sent block read / write / uncached from its cache model
-    gutter = [str(row.get("cache") or "none") for row in rows]
-    replaced = [i for i, row in enumerate(rows) if _is_replaced(row, view)]
-    hidden = set(replaced) if not show_replaced else set()
-    if changed_only:
-        # only rows the pipeline changed: what the model saw differs from the history
-        hidden |= {i for i, row in enumerate(rows) if row.get("badge") == "intact"}
-    if hidden:
-        gutter = [g for i, g in enumerate(gutter) if i not in hidden]
-        rows = [row for i, row in enumerate(rows) if i not in hidden]
-    try:
-        page = max(1, int(request.GET.get("page", "1")))
-    except ValueError:
-        page = 1
-    per_page = settings.EXPLORER_ROWS_PER_PAGE
-    start = (page - 1) * per_page
-    page_rows = _prepare_rows(rows[start : start + per_page], gutter, start)
+    shown = explorer_page(
+        request, rows, view, show_replaced=show_replaced, changed_only=changed_only
+    )
+    replaced, page_rows = shown["replaced"], shown["rows"]
     recorded_total = charts.recorded_prompt(req)
     rel_error = (
         (int(req.get("model_tokens") or 0) - recorded_total) / recorded_total
@@ -611,9 +635,9 @@ def explorer(request: AuthedRequest, transcript: Transcript, index: int) -> Http
         "req": req,
         "view": view,
         "rows": page_rows,
-        "row_count": len(rows),
-        "page": page,
-        "next_page": page + 1 if start + per_page < len(rows) else None,
+        "row_count": shown["row_count"],
+        "page": shown["page"],
+        "next_page": shown["next_page"],
         "prev_url": url(index - 1) if index > 0 else None,
         "next_url": url(index + 1) if index + 1 < count else None,
         "self_url": url(index),

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.views import redirect_to_login
@@ -22,7 +21,7 @@ from contextlab.errors import error_response
 from contextlab.http import AuthedRequest, HtmxRequest
 from contextlab.runs import charts
 from contextlab.runs.models import Run
-from contextlab.runs.views import _is_replaced, _prepare_rows, render_block_text, subagent_rows
+from contextlab.runs.views import explorer_page, render_block_text, subagent_rows
 from contextlab.sharing import export, pages, services
 from contextlab.sharing.models import ShareLink
 from contextlab.summaries import services as summaries
@@ -216,35 +215,23 @@ def shared_explorer(request: HtmxRequest, token: str, index: int) -> HttpRespons
     thread = str(req.get("thread") or "main")
     session_messages = snapshot["messages"].get(thread) or []
     view = engine.side_by_side(session_messages, data, int(req.get("index", index)))
-    rows: list[dict[str, Any]] = view.get("rows") or []
-    gutter = [str(row.get("cache") or "none") for row in rows]
     show_replaced = request.GET.get("replaced") == "1"
-    replaced = [i for i, row in enumerate(rows) if _is_replaced(row, view)]
-    if replaced and not show_replaced:
-        hidden = set(replaced)
-        gutter = [g for i, g in enumerate(gutter) if i not in hidden]
-        rows = [row for i, row in enumerate(rows) if i not in hidden]
-    try:
-        page = max(1, int(request.GET.get("page", "1")))
-    except ValueError:
-        page = 1
-    per_page = settings.EXPLORER_ROWS_PER_PAGE
-    start = (page - 1) * per_page
+    shown = explorer_page(request, view.get("rows") or [], view, show_replaced=show_replaced)
     url = _request_url(token)
     context.update(
         {
             "index": index,
             "count": len(requests),
             "req": req,
-            "rows": _prepare_rows(rows[start : start + per_page], gutter, start),
-            "row_count": len(rows),
-            "page": page,
-            "next_page": page + 1 if start + per_page < len(rows) else None,
+            "rows": shown["rows"],
+            "row_count": shown["row_count"],
+            "page": shown["page"],
+            "next_page": shown["next_page"],
             "prev_url": url(index - 1) if index > 0 else None,
             "next_url": url(index + 1) if index + 1 < len(requests) else None,
             "self_url": url(index) + ("?replaced=1" if show_replaced else "?"),
             "thread": thread,
-            "replaced_count": len(replaced),
+            "replaced_count": len(shown["replaced"]),
             "show_replaced": show_replaced,
             "summary_start": view.get("start", 0),
             "block_prefix": reverse("sharing:shared", args=[token]) + "messages/",
