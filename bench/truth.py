@@ -19,7 +19,11 @@ subfolders):
   of the recorded usage: median and worst |relative error|; the same price-free with tokens
   weighted as Claude prices them (cache read 0.1, 5m write 1.25, 1h write 2, output 5);
 * cache misses — recall and precision of requests whose recorded cache read is under half the
-  prompt (``evaluation.cache_accuracy``).
+  prompt (``evaluation.cache_accuracy``, on the cache model's own estimate).
+
+Beside the targets: the cost with the cache model alone (``cache_recorded_server_misses`` off:
+no server-side miss taken from the recording), and the token count as the pages show it (the
+replay's own calibration, against the recorded prompt, with no refit).
 
 Leave-one-source-out: every config constant fitted on the corpus (``FITTED`` below; each is a
 ``PipelineConfig`` field with its candidates) is chosen on all repositories but one, by the
@@ -89,6 +93,8 @@ class FileFigures:
     source: str
     errors: list[float] = field(default_factory=list)
     session_p90: float | None = None
+    #: |model_tokens − recorded| / recorded per request: the calibrated count the pages show
+    shown_errors: list[float] = field(default_factory=list)
     cost_error: float | None = None
     weighted_error: float | None = None
     claude_code_cost: float | None = None
@@ -161,6 +167,11 @@ def evaluate(path: Path, overrides: Mapping[str, Any]) -> FileFigures:
     fid = fidelity(recorded)
     figs.errors = fid["errors"]
     figs.session_p90 = percentile(fid["errors"], 0.9) if fid["errors"] else None
+    figs.shown_errors = sorted(
+        abs(r["model_tokens"] - r["recorded_total"]) / r["recorded_total"]
+        for r in _all_rows(recorded)
+        if r["recorded_total"]
+    )
     ours, theirs = _session_costs(recorded)
     figs.cost_error = (ours - theirs) / theirs if theirs else None
     w_ours, w_theirs = _weighted(_all_rows(recorded))
@@ -229,7 +240,12 @@ def aggregate(files: Sequence[FileFigures]) -> dict[str, Any]:
     pred_miss = sum(f.misses[1] for f in files)
     both = sum(f.misses[2] for f in files)
     comps = [c for f in files for c in f.compactions]
+    shown = sorted(e for f in files for e in f.shown_errors)
+    shown_p90s = [percentile(f.shown_errors, 0.9) for f in files if f.shown_errors]
     return {
+        "shown_median": statistics.median(shown) if shown else None,
+        "shown_p90": percentile(shown, 0.9) if shown else None,
+        "shown_worst_session_p90": max(shown_p90s) if shown_p90s else None,
         "files": len(files),
         "requests": len(errors),
         "tokens_median": statistics.median(errors) if errors else None,
@@ -306,6 +322,12 @@ TARGETS: list[tuple[str, str, str]] = [
     ("anchors", "anchors (few)", "int"),
     ("anchored_share_worst", "anchors/requests, worst (≥ 20 req)", "pct"),
 ]
+#: not targets: the token count as the pages show it (the replay's own calibration, no refit)
+SHOWN: list[tuple[str, str, str]] = [
+    ("shown_median", "shown tokens median", "pct"),
+    ("shown_p90", "shown tokens p90", "pct"),
+    ("shown_worst_session_p90", "shown tokens, worst session p90", "pct"),
+]
 
 
 def _cell(figs: Mapping[str, Any], key: str, kind: str) -> str:
@@ -333,6 +355,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     # the compactions again with the replay's own estimate only (no recorded preTokens or
     # recorded counts in what-if): how well the estimator alone predicts them
     alone = aggregate([evaluate(p, {"whatif_recorded_counts": False}) for p in paths])
+    # the cost with the cache model's estimate alone: no server-side miss taken from the
+    # recording (what the simulator predicts by itself)
+    model_only = aggregate([evaluate(p, {"cache_recorded_server_misses": False}) for p in paths])
     loso_files, chosen = leave_one_source_out(paths)
     loso_figs = aggregate(loso_files) if loso_files else whole_figs
     print(f"{'target':40} {'whole corpus':>16} {'leave-one-out':>16}")
@@ -340,6 +365,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{label:40} {_cell(whole_figs, key, kind):>16} {_cell(loso_figs, key, kind):>16}")
     for key, label, kind in TARGETS[3:6]:
         print(f"{label + ', estimate alone':40} {_cell(alone, key, kind):>16}")
+    for key, label, kind in TARGETS[6:10]:
+        print(f"{label + ', cache model alone':40} {_cell(model_only, key, kind):>16}")
+    for key, label, kind in SHOWN:
+        print(f"{label:40} {_cell(whole_figs, key, kind):>16} {_cell(loso_figs, key, kind):>16}")
     print(f"worst session: {whole_figs['worst_session']}")
     if chosen:
         for source, choice in chosen.items():
@@ -372,6 +401,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "whole": whole_figs,
                     "leave_one_source_out": loso_figs,
                     "estimate_alone": alone,
+                    "cache_model_alone": model_only,
                     "chosen": chosen,
                 },
                 indent=2,

@@ -333,7 +333,7 @@ def thread_anchors(
     ys = [totals[k] - result.unrecorded[k] for k in recorded]
     refit = fit_calibration(xs, ys)
     if refit is not None:
-        prefix = ys[0] - refit.ratio * xs[0]
+        prefix = refit.prefix_tokens
         errors = sorted(
             abs(prefix + refit.ratio * x - y) / max(1, y) for x, y in zip(xs, ys, strict=True)
         )

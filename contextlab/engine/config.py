@@ -860,6 +860,18 @@ class PipelineConfig:
             modeled=True,
         ),
     ] = 0.7
+    cache_recorded_server_misses: Annotated[
+        bool,
+        _setting(
+            "Take the cache misses the recorded usage shows and nothing in the transcript "
+            "explains (the read fell short of the whole cached prefix by a break, below) as "
+            "server-side, and meet them at the same request in a what-if replay. Off: the "
+            "cache model's estimate alone.",
+            source="promptCacheBreakDetection.ts: a drop with no client-side change is "
+            "'likely server-side'",
+            group=_CACHE,
+        ),
+    ] = True
     cache_break_min_miss_tokens: Annotated[
         int,
         _setting(

@@ -37,10 +37,19 @@ CACHE_REASONS: dict[str, str] = {
     "model_changed": "the model changed, and each model has its own cache",
     "below_minimum": "the prompt is shorter than the smallest prefix the cache stores",
     "no_breakpoint": "the prompt has no cache breakpoint",
+    "server_miss": "the recorded usage shows the server no longer had the cached copy, though "
+    "nothing before it changed (taken from the recording: likely server-side)",
 }
 #: reasons after which a request reads less than the previous request left: a miss
 MISS_REASONS = frozenset(
-    {"first_request", "ttl_expired", "prefix_changed", "lookback_exceeded", "model_changed"}
+    {
+        "first_request",
+        "ttl_expired",
+        "prefix_changed",
+        "lookback_exceeded",
+        "model_changed",
+        "server_miss",
+    }
 )
 
 

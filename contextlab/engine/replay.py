@@ -17,7 +17,7 @@ from datetime import datetime
 from typing import Any, cast
 
 from .anchors import ThreadAnchors, thread_anchors
-from .cache import CacheSimulator
+from .cache import CacheResult, CacheSimulator
 from .config import PipelineConfig
 from .cost import PricingTable, load_pricing, request_cost
 from .model_limits import model_info
@@ -440,6 +440,13 @@ class _ThreadReplay:
         self.compactions_at: list[int] = []
         self.segment = 0
         self.cache_sim: CacheSimulator | None = None
+        #: what-if: message index → the cache read the recording fell to there with nothing
+        #: changed before it (a server-side miss, measured in recorded mode and carried over)
+        self.server_misses: dict[int, int] = {}
+        #: the recorded cache read of the thread's previous request with usage
+        self.previous_read: int | None = None
+        #: the thread's first recorded cache read: an upper bound of the static system part
+        self.system_level: int | None = None
         # a compaction fork sends the main conversation's system prompt, tools and model
         self.prompt_family = (
             "main" if thread.kind in ("main", "branch") or thread.compaction_fork else "agent"
@@ -884,7 +891,14 @@ class _ThreadReplay:
         ready = now
         now = min(now, sent) if sent is not None else now
         prefix = max(0, round(cal.prefix_tokens))
+        usage = req.message.usage
         system = round(prefix * self.config.cache_system_prefix_share)
+        if req.index == 0 and usage is not None and usage.cache_read > 0:
+            # what the first request found warm (other sessions, an earlier process) holds at
+            # least the part before the system breakpoint, so it bounds the modeled share
+            self.system_level = usage.cache_read
+        if self.system_level is not None:
+            system = min(system, self.system_level)
         tokens = blocks.cal
         # earlier history, a segment's prefix change and unrecorded input sit with the prefix
         tokens[0], tokens[1] = system, max(0, prefix - system + anchored)
@@ -897,7 +911,6 @@ class _ThreadReplay:
         if last > breakpoints[-1]:
             breakpoints.append(last)
         warm_blocks = 1 if self.config.cache_global_prefix_warm else 0
-        usage = req.message.usage
         warm_read: int | None = None
         if req.index == 0 and usage is not None and usage.cache_read > 0:
             warm_read = usage.cache_read
@@ -924,6 +937,24 @@ class _ThreadReplay:
             # the file-start anchor reads what was warm, no more
             write += read - warm_read
             read = warm_read
+        reason: str = res.reason
+        detail, hit_blocks = res.detail, res.hit_block
+        server_miss = 0
+        level = self._server_miss_level(req.position, usage, res) if warm_read is None else None
+        if usage is not None and usage.prompt_total > 0:
+            self.previous_read = usage.cache_read
+        if level is not None and read > level:
+            server_miss = read - level
+            write += server_miss
+            read = level
+            hit_blocks = min(hit_blocks, _blocks_within(tokens, level))
+            reason = "server_miss"
+            detail = (
+                f"the recorded usage read only {level:,} tokens from the cache where this model "
+                f"expected {level + server_miss:,}, with nothing changed before it: the server no "
+                "longer had the entry (Claude Code's own detector calls such drops likely "
+                "server-side)"
+            )
         # per-block rounding: settle the difference with the calibrated total in the tail
         diff = model_tokens - (read + write + uncached)
         if uncached + diff >= 0:
@@ -936,11 +967,40 @@ class _ThreadReplay:
             "read": read,
             "write": write,
             "uncached": uncached,
-            "hit_blocks": res.hit_block,
+            "hit_blocks": hit_blocks,
             "blocks": len(tokens),
-            "reason": res.reason,
-            "detail": res.detail,
+            "reason": reason,
+            "detail": detail,
+            "server_miss_tokens": server_miss,
         }
+
+    def _server_miss_level(
+        self, position: int, usage: Usage | None, res: CacheResult
+    ) -> int | None:
+        """The cache read a server-side miss capped this request at, None without one.
+
+        Recorded mode measures it as Claude Code's own break detector does: the recorded
+        cache read fell below the previous request's by a break (at least
+        ``cache_break_min_miss_tokens`` and more than ``cache_break_min_drop_pct`` of it), and
+        the cache model found nothing changed before it (a hit). Nothing in the transcript
+        explains such a drop, so, like unrecorded input, it is taken from the recording, and a
+        what-if replay meets it at the same request (the server dropped the entry at that
+        moment, whatever the prompt held).
+        """
+        config = self.config
+        if not config.cache_recorded_server_misses:
+            return None
+        if self.mode == "whatif":
+            return self.server_misses.get(position)
+        previous = self.previous_read
+        if res.reason != "hit" or usage is None or usage.prompt_total <= 0 or previous is None:
+            return None
+        drop = previous - usage.cache_read
+        if drop < max(
+            config.cache_break_min_miss_tokens, config.cache_break_min_drop_pct * previous
+        ):
+            return None
+        return usage.cache_read
 
 
 class _Replay:
@@ -998,6 +1058,7 @@ class _Replay:
         self.position = -1  # index in ``order`` of the thread being replayed; -1: not started
         self.runner: _ThreadReplay | None = None
         self.cache_sim: CacheSimulator | None = None
+        self.server_misses: dict[str, dict[int, int]] = {}
         self.by_thread: dict[str, ThreadResult] = {}
 
     def tick(self, n: int) -> None:
@@ -1046,9 +1107,42 @@ class _Replay:
         self.session.memo[memo_key] = measured
         self.measured = measured
 
+    def recorded_server_misses(self) -> dict[str, dict[int, int]]:
+        """Thread → message index → cache read of each server-side miss the recording shows.
+
+        Measured by a recorded-mode replay under the same config (shared by every what-if
+        replay of the session with that config).
+        """
+        memo_key = ("server_misses", self.config)
+        found: dict[str, dict[int, int]] | None = self.session.memo.get(memo_key)
+        if found is None:
+            recorded = _Replay(
+                self.session,
+                self.config,
+                "recorded",
+                self.summarizer,
+                None,
+                self.preset_name,
+                self.counter,
+                self.pricing,
+                self.steps,
+            ).run()
+            found = {
+                tr.thread.id: {
+                    r["message"]: r["cache"]["read"]
+                    for r in tr.requests
+                    if r["cache"]["reason"] == "server_miss"
+                }
+                for tr in recorded.threads
+            }
+            self.session.memo[memo_key] = found
+        return found
+
     def run(self) -> ReplayResult:
         if self.position < 0:
             self.calibrate()
+            if self.mode == "whatif" and self.config.cache_recorded_server_misses:
+                self.server_misses = self.recorded_server_misses()
             # one cache for the session, fed in time order: threads sharing a prompt share entries
             self.cache_sim = CacheSimulator(
                 lookback_blocks=self.config.cache_lookback_blocks,
@@ -1087,6 +1181,7 @@ class _Replay:
                 self.runner.model_calibrations = per_model
                 self.runner.anchors = anchors
                 self.runner.cache_sim = self.cache_sim
+                self.runner.server_misses = self.server_misses.get(thread.id, {})
             runner = self.runner
             requests = runner.run(with_results=True)
             totals = [

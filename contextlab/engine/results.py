@@ -44,6 +44,9 @@ class CacheRow(TypedDict):
     reason: str
     #: the same in a sentence, naming the request that wrote the entry
     detail: str
+    #: tokens the model expected to read that a server-side miss in the recording wrote
+    #: instead (``read`` + this is the model's own estimate; 0 without one)
+    server_miss_tokens: int
 
 
 class ThresholdLevels(TypedDict):

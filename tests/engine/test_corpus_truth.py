@@ -92,15 +92,54 @@ def test_recorded_mode_cost_is_within_2_percent_of_the_recorded_usage_median():
     assert statistics.median(errors) <= 0.02
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="measured 2026-12-01 after the /mcp restart and the warm-prefix entry (tool_heavy "
-    "-33.7 % → -0.8 %): worst entireio fc_99c919b212 -16.4 %, then 25_730c -9.7 %, 9b_04c3 -5.6 %, "
-    "FSM1 cipher-box -5.1 %. All four come from 10 requests (of 665) whose recorded cache read "
-    "fell to the system prefix with no record naming why (4 s to 3 min after a full hit, no "
-    "restart, model or TTL change; 3 in fc_99 follow a change of thinkingMetadata between turns, "
-    "but marot subagent and PackmindHub read fully after the same change); without those "
-    "requests the four are at +1.1, -2.0, +3.5 and +0.3 %",
-)
 def test_no_session_cost_is_beyond_5_percent_of_the_recorded_usage():
     assert max(session_cost_errors()) <= 0.05
+
+
+def _rows(result: dict[str, Any]) -> list[dict[str, Any]]:
+    return [*result["requests"], *(r for s in result["subagents"] for r in s["requests"])]
+
+
+def test_server_side_misses_stay_few():
+    """Misses taken from the recording are events the transcript cannot explain, not a
+    correction per request: at most 1 in 40 of a session's recorded requests (and 3), and
+    1 in 50 over the corpus."""
+    total = found = 0
+    for path in FILES:
+        rows = [r for r in _rows(recorded(path)) if r["recorded"]]
+        misses = [r for r in rows if r["cache"]["reason"] == "server_miss"]
+        assert len(misses) <= max(3, len(rows) // 40), (path.name, len(misses), len(rows))
+        for r in misses:
+            # capped at what the recording read, and the model's own estimate kept beside it
+            assert r["cache"]["read"] == min(r["recorded"]["cache_read"], r["model_tokens"])
+            assert r["cache"]["server_miss_tokens"] > 0
+        total += len(rows)
+        found += len(misses)
+    assert found <= total / 50, (found, total)
+
+
+@cache
+def model_alone(path: Path) -> dict[str, Any]:
+    session = engine.load_session(str(path))
+    config, preset = engine.resolve_config(
+        "auto",
+        {"cache_recorded_server_misses": False},
+        version=session.version,
+        max_recorded_prompt=session.max_recorded_prompt,
+        recorded_auto_compactions=session.recorded_auto_compactions,
+    )
+    return engine.replay(session, config, mode="recorded", preset_name=preset).to_json()
+
+
+def test_the_cache_model_alone_differs_only_where_a_server_side_miss_was_taken():
+    for path in FILES[:8]:
+        with_misses = {(r["thread"], r["thread_request"]): r for r in _rows(recorded(path))}
+        for r in _rows(model_alone(path)):
+            other = with_misses[(r["thread"], r["thread_request"])]
+            assert r["cache"]["server_miss_tokens"] == 0
+            if other["cache"]["reason"] == "server_miss":
+                assert r["cache"]["reason"] == "hit"
+                assert (
+                    r["cache"]["read"]
+                    == other["cache"]["read"] + other["cache"]["server_miss_tokens"]
+                )

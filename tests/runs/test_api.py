@@ -171,6 +171,7 @@ def test_openapi_describes_every_request_row_field_with_its_type(client):
         "blocks": "integer",
         "reason": "string",
         "detail": "string",
+        "server_miss_tokens": "integer",
     }
     assert nested["recorded"] == {
         "input": "integer",
