@@ -128,6 +128,34 @@ def block_tokens(block: Block, counter: TokenCounter) -> int:
     return block.tok
 
 
+def size_thinking(message: Message, counter: TokenCounter) -> None:
+    """Size a response's thinking from its recorded output, not from the text the file holds.
+
+    Claude 4 models return summarized thinking (newer versions write none, only a signature),
+    but the response's ``output_tokens`` counts the whole of it, and the next request of the
+    turn sends it back at that size. So thinking is what the output holds beyond the visible
+    blocks, spread over the thinking blocks by their text (evenly when none has text); never
+    less than the text itself. Without a final output count (only the streaming snapshot, at
+    most a few tokens) the text is all there is.
+    """
+    usage = message.usage
+    thinking = [b for b in message.blocks if b.type == "thinking"]
+    if usage is None or not thinking or message.metadata.get("thinking_sized"):
+        return
+    message.metadata["thinking_sized"] = True
+    visible = sum(block_tokens(b, counter) for b in message.blocks if b.type != "thinking")
+    texts = [counter.count(b.text) for b in thinking]
+    hidden = usage.output - visible
+    if hidden <= sum(texts):
+        for block, tok in zip(thinking, texts, strict=True):
+            block.tok = tok
+        return
+    weights = texts if sum(texts) else [1] * len(thinking)
+    total = sum(weights)
+    for block, weight in zip(thinking, weights, strict=True):
+        block.tok = round(hidden * weight / total)
+
+
 def rough_text(text: str) -> int:
     """``roughTokenCountEstimation``: round(length / 4), JS rounding, UTF-16 length."""
     return js_round(js_len(text) / 4)

@@ -20,6 +20,7 @@ from contextlab.engine.tokens import (
     block_rough,
     block_tokens,
     rough_text,
+    size_thinking,
     text_key,
 )
 from contextlab.engine.transcript import Block, Message
@@ -210,6 +211,8 @@ class View:
         for i, msg in enumerate(self.messages):
             tok = rough = 0
             if i not in hidden and msg.role != "system":
+                if msg.role == "assistant":
+                    size_thinking(msg, counter)
                 for j, block in enumerate(msg.blocks):
                     t, r, _ = self.base_block(i, j, block)
                     tok += t
