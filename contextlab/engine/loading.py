@@ -126,6 +126,9 @@ class Upload:
     name: str
     main: TranscriptFile | None
     subagents: list[TranscriptFile] = field(default_factory=list)
+    #: other session files beside the main one (an archive of a project folder): a file the
+    #: main continues (or that continues it) is stitched to it by ``parentUuid``
+    siblings: list[TranscriptFile] = field(default_factory=list)
     #: tool_use_id -> opener of tool-results/<id>.txt|.json
     tool_results: dict[str, Opener] = field(default_factory=dict)
     problems: list[Problem] = field(default_factory=ProblemList)
@@ -306,21 +309,13 @@ def _classify(
         candidates.sort(key=lambda m: (m.path.count("/"), -m.size))
         chosen = candidates[0]
         main = TranscriptFile(name=chosen.path, opener=chosen.opener)
-        for extra in candidates[1:]:
-            problems.append(
-                Problem(
-                    0,
-                    "extra_transcript",
-                    f"{extra.path}: a second session file in the archive was not read",
-                    upload_name,
-                    "info",
-                )
-            )
+    siblings = [TranscriptFile(name=m.path, opener=m.opener) for m in candidates[1:]]
     subagents.sort(key=lambda f: f.name)
     return Upload(
         name=upload_name,
         main=main,
         subagents=subagents,
+        siblings=siblings,
         tool_results=tool_results,
         problems=problems,
         _closers=closers,

@@ -896,6 +896,76 @@ def _sidechains(records: list[Record], problems: list[Problem], file_name: str) 
     return threads
 
 
+def _stitched_chain(upload: Upload, problems: ProblemList, side: SideRecords) -> _FileParser:
+    """The main file with the session files it continues (and that continue it), as one parse.
+
+    A resumed or continued session writes a new file whose first record's ``parentUuid`` is a
+    record of the older file. Files are linked that way, earliest first, and their records read
+    as one stream (a record already read from an earlier file is skipped, as Claude Code skips
+    uuids it has written); so the "earlier history not in this file" is the real history.
+    Files that neither continue nor are continued by the chain are reported and left out.
+    """
+    assert upload.main is not None
+    parsed: list[_FileParser] = []
+    for tfile in [upload.main, *upload.siblings]:
+        parser = _FileParser(tfile, problems, side)
+        parser.parse()
+        parsed.append(parser)
+    uuids = [{r.uuid for r in p.records} for p in parsed]
+
+    def continued(i: int) -> int | None:
+        """The file whose record the first record of file ``i`` hangs from."""
+        roots = [r for r in parsed[i].records if not r.is_sidechain]
+        parent = roots[0].parent if roots else None
+        if parent is None or parent in uuids[i]:
+            return None
+        return next((j for j in range(len(parsed)) if j != i and parent in uuids[j]), None)
+
+    before = {i: continued(i) for i in range(len(parsed))}
+    chain = [0]
+    while (earlier := before[chain[0]]) is not None and earlier not in chain:
+        chain.insert(0, earlier)
+    while (
+        later := next((i for i, b in before.items() if b == chain[-1] and i not in chain), None)
+    ) is not None:
+        chain.append(later)
+    for i, parser in enumerate(parsed):
+        if i not in chain:
+            problems.append(
+                Problem(
+                    0,
+                    "extra_transcript",
+                    f"{parser.tfile.name}: a second session file in the archive was not read "
+                    "(it neither continues this session nor is continued by it)",
+                    upload.name,
+                    "info",
+                )
+            )
+    first = parsed[chain[0]]
+    stitched = _FileParser(parsed[chain[-1]].tfile, problems, side)
+    seen: set[str] = set()
+    for i in chain:
+        parser = parsed[i]
+        stitched.records.extend(r for r in parser.records if r.uuid not in seen)
+        seen |= uuids[i]
+        stitched.usable += parser.usable
+        stitched.versions.extend(v for v in parser.versions if v not in stitched.versions)
+        stitched.session_id = stitched.session_id or parser.session_id
+    stitched.session_id = parsed[chain[-1]].session_id or first.session_id
+    if len(chain) > 1:
+        problems.append(
+            Problem(
+                0,
+                "stitched_files",
+                "read as one conversation, earliest first: "
+                + ", ".join(parsed[i].tfile.name for i in chain),
+                upload.name,
+                "info",
+            )
+        )
+    return stitched
+
+
 def build_session(upload: Upload) -> Session:
     """Parse every file of an upload into threads.
 
@@ -918,9 +988,13 @@ def build_session(upload: Upload) -> Session:
         files.append((upload.main, "main", "main"))
     for sub in upload.subagents:
         files.append((sub, "subagent", f"agent-{sub.agent_id}"))
+    chain = _stitched_chain(upload, problems, side) if upload.siblings else None
     for tfile, kind, thread_id in files:
-        parser = _FileParser(tfile, problems, side)
-        parser.parse()
+        if kind == "main" and chain is not None:
+            parser = chain
+        else:
+            parser = _FileParser(tfile, problems, side)
+            parser.parse()
         total_usable += parser.usable
         record_count += len(parser.records)
         session_id = session_id or parser.session_id
@@ -933,7 +1007,7 @@ def build_session(upload: Upload) -> Session:
                 r.is_sidechain = False
         if kind == "main" and upload.subagents:
             main_parents = {r.uuid: r.parent for r in parser.records}
-        file_threads = _build_threads(parser.records, problems, tfile.name, kind, thread_id)
+        file_threads = _build_threads(parser.records, problems, parser.tfile.name, kind, thread_id)
         fork_point = (
             _fork_point(parser.records)
             if kind == "subagent" and COMPACTION_FORK_ID.fullmatch(tfile.agent_id or "")
