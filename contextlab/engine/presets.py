@@ -49,6 +49,7 @@ PRESET_NAMES: tuple[str, ...] = (AUTO, *PRESETS)
 #: version it does not exceed, and anything newer gets ``LATEST_PRESET``. The table of what
 #: each version computes is at the top of ``data/presets.toml``.
 VERSION_PRESETS: tuple[tuple[tuple[int, int, int], str], ...] = (
+    ((2, 0, 999), "claude-code-2.0"),
     ((2, 1, 20), "claude-code-2.1.20"),
     ((2, 1, 74), "claude-code-2.1.74"),
 )

@@ -659,9 +659,10 @@ def test_get_preset_explains_that_auto_needs_a_version():
 @pytest.mark.parametrize(
     ("version", "preset"),
     [
-        ("1.0.61", "claude-code-2.1.20"),
-        ("2.0.64", "claude-code-2.1.20"),
-        ("2.0.76", "claude-code-2.1.20"),
+        ("1.0.61", "claude-code-2.0"),
+        ("2.0.64", "claude-code-2.0"),
+        ("2.0.76", "claude-code-2.0"),
+        ("2.1.0", "claude-code-2.1.20"),
         ("2.1.7", "claude-code-2.1.20"),
         ("2.1.20", "claude-code-2.1.20"),
         ("2.1.21", "claude-code-2.1.74"),
@@ -676,6 +677,15 @@ def test_get_preset_explains_that_auto_needs_a_version():
 )
 def test_version_maps_to_the_preset_with_its_thresholds(version, preset):
     assert preset_for_version(version) == preset
+
+
+def test_the_2_0_preset_has_2_1_20s_thresholds_and_no_per_tool_persistence():
+    old, new = get_preset("claude-code-2.0"), get_preset("claude-code-2.1.20")
+    for field in ("reserve_full_max_output", "blocking_limit_base", "context_window"):
+        assert getattr(old, field) == getattr(new, field)
+    assert old.default_max_result_size_chars == 400_000
+    assert dict(old.declared_max_result_size_chars) == {}
+    assert new.default_max_result_size_chars == 50_000
 
 
 @pytest.mark.parametrize("version", [None, "", "latest", "2.1", "v", "unknown"])
