@@ -941,7 +941,6 @@ def _stitched_chain(upload: Upload, problems: ProblemList, side: SideRecords) ->
                     "info",
                 )
             )
-    first = parsed[chain[0]]
     stitched = _FileParser(parsed[chain[-1]].tfile, problems, side)
     seen: set[str] = set()
     for i in chain:
@@ -950,8 +949,8 @@ def _stitched_chain(upload: Upload, problems: ProblemList, side: SideRecords) ->
         seen |= uuids[i]
         stitched.usable += parser.usable
         stitched.versions.extend(v for v in parser.versions if v not in stitched.versions)
-        stitched.session_id = stitched.session_id or parser.session_id
-    stitched.session_id = parsed[chain[-1]].session_id or first.session_id
+        # the newest file's id names the session (it is the one Claude Code resumes)
+        stitched.session_id = parser.session_id or stitched.session_id
     if len(chain) > 1:
         problems.append(
             Problem(
