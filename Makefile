@@ -13,6 +13,9 @@ $(VENV)/.installed: pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@# bytecode now, as a non-editable install would: where PYTHONDONTWRITEBYTECODE is set every
+	@# start would compile every module again
+	$(BIN)/python -m compileall -q contextlab > /dev/null
 	@touch $@
 
 venv: $(VENV)/.installed
