@@ -851,7 +851,8 @@ class PipelineConfig:
         _setting(
             "Share of the unseen prefix (tools, system prompt, user context) that sits before the "
             "system-prompt breakpoint; the rest (CLAUDE.md and date reminder) is cached only with "
-            "the messages.",
+            "the messages. A thread whose first request read a warm prefix shorter than the "
+            "unseen prefix uses that read instead (it ends at the breakpoint).",
             source="fitted on corpus reads after compactions (MODELED)",
             group=_CACHE,
             ge=0,

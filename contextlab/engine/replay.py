@@ -898,7 +898,11 @@ class _ThreadReplay:
             # least the part before the system breakpoint, so it bounds the modeled share
             self.system_level = usage.cache_read
         if self.system_level is not None:
-            system = min(system, self.system_level)
+            # a read that ends inside the unseen prefix came from another session's entry, and
+            # such an entry ends at the system breakpoint: there it is the static part itself
+            system = (
+                self.system_level if self.system_level <= prefix else min(system, self.system_level)
+            )
         tokens = blocks.cal
         # earlier history, a segment's prefix change and unrecorded input sit with the prefix
         tokens[0], tokens[1] = system, max(0, prefix - system + anchored)

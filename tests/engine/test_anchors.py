@@ -8,6 +8,7 @@ must find exactly what was put in. None needs the corpus.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -61,19 +62,25 @@ def plain_replay(path: Path) -> engine.ReplayResult:
     return engine.replay(session, config, mode="recorded")
 
 
-def with_usage(b: TranscriptBuilder, tmp_path: Path, total_for: TotalFor) -> Path:
-    """Rewrite every response's usage so its prompt is ``total_for(k, raw_k)``."""
+def with_usage(
+    b: TranscriptBuilder, tmp_path: Path, total_for: TotalFor, *, cold_start: bool = False
+) -> Path:
+    """Rewrite every response's usage so its prompt is ``total_for(k, raw_k)``; the cache reads
+    all but the last 403 tokens, from the first request on unless ``cold_start`` (the first
+    request then finds nothing cached and writes its whole prompt)."""
     path = b.write(tmp_path / "draft.jsonl")
     rows = plain_replay(path).to_json()["requests"]
     totals = {r["message_id"]: total_for(r["thread_request"], r["raw_tokens"]) for r in rows}
+    first = rows[0]["message_id"] if rows else None
     for rec in b.records:
         message = rec.get("message") or {}
         if rec["type"] == "assistant" and message.get("id") in totals:
             total = totals[message["id"]]
+            read = 0 if cold_start and message["id"] == first else total - 403
             message["usage"] = {
                 "input_tokens": 3,
-                "cache_creation_input_tokens": 400,
-                "cache_read_input_tokens": total - 403,
+                "cache_creation_input_tokens": total - 3 - read,
+                "cache_read_input_tokens": read,
                 "output_tokens": 40,
             }
     return b.write(tmp_path / "session.jsonl")
@@ -183,7 +190,9 @@ def test_an_mcp_reconnect_starts_a_segment_and_rewrites_the_cache_after_the_syst
     def total(k: int, raw: int) -> int:
         return round(PREFIX + RATIO * raw)
 
-    result = replayed(with_usage(b, tmp_path, total))
+    # a cold start: a first request that read almost its whole prompt would say the static
+    # system part is almost all of it (a warm read ends at the system breakpoint)
+    result = replayed(with_usage(b, tmp_path, total, cold_start=True))
     rows = result["requests"]
     assert [r["segment"] for r in rows] == [0] * after + [1] * (len(rows) - after)
     # no jump, so no anchor: the segment is there for the cache
@@ -192,6 +201,32 @@ def test_an_mcp_reconnect_starts_a_segment_and_rewrites_the_cache_after_the_syst
     assert reconnect["reason"] == "prefix_changed"
     assert 0 < reconnect["read"] < rows[after - 1]["cache"]["read"] / 2
     assert rows[after + 1]["cache"]["reason"] == "hit"
+
+
+def test_a_first_warm_read_inside_the_unseen_prefix_is_the_static_system_part(tmp_path):
+    """Another session's entry ends at the system breakpoint: a first read shorter than the
+    unseen prefix is where that breakpoint sits, whatever share the model would assume."""
+    b = conversation(10, mcp_reconnect_after=5)
+    path = b.write(tmp_path / "draft.jsonl")
+    probe = plain_replay(path).to_json()["requests"]
+    after = next(r["thread_request"] for r in probe if r["line"] > _line_with(b, "Reconnected"))
+    static = 16_000  # 89 % of the 18k prefix: more than the modeled 70 % share
+    first = probe[0]["message_id"]
+    path = with_usage(b, tmp_path, lambda k, raw: round(PREFIX + RATIO * raw))
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    for rec in records:
+        message = rec.get("message") or {}
+        if rec["type"] == "assistant" and message.get("id") == first:
+            usage = message["usage"]
+            total = usage["cache_read_input_tokens"] + usage["cache_creation_input_tokens"] + 3
+            usage["cache_read_input_tokens"] = static
+            usage["cache_creation_input_tokens"] = total - 3 - static
+    path.write_text("".join(json.dumps(rec) + "\n" for rec in records))
+    rows = replayed(path)["requests"]
+    assert rows[0]["cache"]["read"] == static
+    # the rebuilt tool list after /mcp: the static part stays cached, no more, no less
+    assert rows[after]["cache"]["reason"] == "prefix_changed"
+    assert rows[after]["cache"]["read"] == static
 
 
 def _exit_line(b: TranscriptBuilder) -> int:
