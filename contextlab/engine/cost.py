@@ -13,7 +13,10 @@ import tomllib
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .transcript import Usage
 
 __all__ = ["DEFAULT_KEY", "Price", "PricingTable", "load_pricing", "request_cost"]
 
@@ -136,6 +139,25 @@ def request_cost(
         cache_write_5m=cache_write_5m,
         cache_write_1h=cache_write_1h,
         output=output,
+    )
+
+
+def iterations_cost(
+    request_model: str | None, usage: Usage, pricing: PricingTable | None = None
+) -> float:
+    """USD cost of the model calls a request made after its first (``Usage.iterations``): an
+    advisor's at its own model, the request model's continuations at the request model."""
+    return sum(
+        request_cost(
+            it.model or request_model,
+            uncached=it.input,
+            cache_read=it.cache_read,
+            cache_write_5m=it.cache_write_5m,
+            cache_write_1h=it.cache_write_1h,
+            output=it.output,
+            pricing=pricing,
+        )
+        for it in usage.iterations
     )
 
 

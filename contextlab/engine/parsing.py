@@ -15,9 +15,18 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from .attachments import render_attachment
 from .jsutil import json_stringify
 from .loading import ProblemList, TranscriptFile, Upload, decode_json_line, iter_lines
-from .transcript import Block, Message, MessageKind, Problem, TranscriptError, Usage
+from .transcript import (
+    Block,
+    Iteration,
+    Message,
+    MessageKind,
+    Problem,
+    TranscriptError,
+    Usage,
+)
 
 #: A usage count above this is garbage (the largest context window is 1M tokens); it also keeps
 #: every sum of counts inside a 32-bit database column.
@@ -155,9 +164,15 @@ class Session:
 
     @property
     def max_recorded_prompt(self) -> int:
-        """The largest prompt any response of the session reports (input + cache read/write)."""
+        """The largest prompt any response of the session reports (input + cache read/write,
+        as Claude Code counted it: the evidence of the window its thresholds used)."""
         return max(
-            (m.usage.prompt_total for t in self.threads for m in t.messages if m.usage is not None),
+            (
+                m.usage.counted_prompt
+                for t in self.threads
+                for m in t.messages
+                if m.usage is not None
+            ),
             default=0,
         )
 
@@ -198,6 +213,8 @@ class _FileParser:
         self.session_id: str | None = None
         self.usable = 0
         self.unknown_types: dict[str, int] = {}
+        #: attachment types this version of ContextLab cannot render, counted as their JSON
+        self.unknown_attachments: dict[str, int] = {}
 
     def problem(self, line: int, code: str, message: str, severity: str = "warning") -> None:
         self.problems.append(Problem(line, code, message, self.tfile.name, severity))  # type: ignore[arg-type]
@@ -232,6 +249,14 @@ class _FileParser:
                 0,
                 "unknown_record_type",
                 f"{count} record(s) of unknown type {rtype!r} kept out of the replay",
+                "info",
+            )
+        for kind, count in sorted(self.unknown_attachments.items()):
+            self.problem(
+                0,
+                "unknown_attachment_type",
+                f"{count} attachment(s) of type {kind!r} that ContextLab does not know how Claude "
+                "Code renders: counted as their JSON",
                 "info",
             )
 
@@ -484,17 +509,51 @@ class _FileParser:
                 return 0
             return max(0, int(value))
 
-        usage = Usage(
-            input=num("input_tokens"),
-            cache_write=num("cache_creation_input_tokens"),
-            cache_read=num("cache_read_input_tokens"),
-            output=num("output_tokens"),
-        )
-        split = raw.get("cache_creation")
-        if isinstance(split, dict):
-            usage.cache_write_5m = num("ephemeral_5m_input_tokens", split)
-            usage.cache_write_1h = num("ephemeral_1h_input_tokens", split)
-        return usage
+        def fields(src: dict[str, Any]) -> Usage:
+            usage = Usage(
+                input=num("input_tokens", src),
+                cache_write=num("cache_creation_input_tokens", src),
+                cache_read=num("cache_read_input_tokens", src),
+                output=num("output_tokens", src),
+            )
+            split = src.get("cache_creation")
+            if isinstance(split, dict):
+                usage.cache_write_5m = num("ephemeral_5m_input_tokens", split)
+                usage.cache_write_1h = num("ephemeral_1h_input_tokens", split)
+            return usage
+
+        usage = fields(raw)
+        calls = [c for c in raw.get("iterations") or [] if isinstance(c, dict)]
+        if not calls or (len(calls) == 1 and calls[0].get("type") == "message"):
+            return usage
+        # Several model calls in one request (an advisor, a server-side tool loop): the
+        # top-level fields add up the request model's calls, so the prompt as the request
+        # sent it is its first call's, and the other calls are kept apart, with their models.
+        first = next((c for c in calls if c.get("type") == "message"), None)
+        if first is None:
+            return usage
+        request = fields(first)
+        later: list[Iteration] = []
+        for call in calls:
+            if call is first:
+                continue
+            part = fields(call)
+            write_1h = part.cache_write_1h or 0
+            kind = call.get("type")
+            model = call.get("model")
+            later.append(
+                Iteration(
+                    kind=kind if isinstance(kind, str) else "unknown",
+                    model=model[:200] if isinstance(model, str) else None,
+                    input=part.input,
+                    cache_read=part.cache_read,
+                    cache_write_5m=part.cache_write - write_1h,
+                    cache_write_1h=write_1h,
+                    output=part.output,
+                )
+            )
+        request.iterations = tuple(later)
+        return request
 
     def system_message(self, number: int, obj: dict[str, Any], subtype: str) -> Message:
         content = _str(obj, "content")
@@ -524,20 +583,18 @@ class _FileParser:
         return Message(role="system", kind=subtype, blocks=[], **common)  # type: ignore[arg-type]
 
     def attachment_message(self, number: int, obj: dict[str, Any]) -> Message:
-        """An attachment record (2.1.2xx): a meta user message in the model's view."""
+        """An attachment record (2.1.x): a meta user message in the model's view, with the
+        text Claude Code sends for it (``attachments.render_attachment``; empty when the type
+        is never sent)."""
         attachment = obj.get("attachment")
-        rendered = attachment.get("rendered") if isinstance(attachment, dict) else None
         kind = attachment.get("type") if isinstance(attachment, dict) else None
-        if isinstance(rendered, list) and all(isinstance(t, str) for t in rendered):
-            # newer versions write the exact reminder text the model was sent
-            text = "\n".join(rendered)
-        elif kind == "prompt_snapshot":
-            # the system prompt: part of the unseen prefix the calibration measures, not a
-            # message of the conversation
-            text = ""
+        if isinstance(attachment, dict):
+            text, known = render_attachment(attachment)
         else:
-            # older attachments store data, not the rendered text: approximate with the JSON
-            text = json_stringify(attachment) if attachment is not None else ""
+            text, known = (json_stringify(attachment) if attachment is not None else ""), False
+        if not known:
+            label = kind if isinstance(kind, str) else "(no type)"
+            self.unknown_attachments[label] = self.unknown_attachments.get(label, 0) + 1
         return Message(
             uuid=obj["uuid"],
             role="user",
@@ -611,6 +668,9 @@ def _merge_into(target: Message, other: Message) -> None:
     target.uuids.extend(other.uuids)
     if other.usage is not None:
         if target.usage is None:
+            target.usage = other.usage
+        elif len(other.usage.iterations) > len(target.usage.iterations):
+            # a later record of the response saw more of the server's calls
             target.usage = other.usage
         elif other.usage.output > target.usage.output:
             # output_tokens is a streaming snapshot; the largest value is the closest to final

@@ -19,7 +19,7 @@ from typing import Any, cast
 from .anchors import ThreadAnchors, thread_anchors
 from .cache import CacheResult, CacheSimulator
 from .config import PipelineConfig
-from .cost import PricingTable, load_pricing, request_cost
+from .cost import PricingTable, iterations_cost, load_pricing, request_cost
 from .model_limits import model_info
 from .parsing import Session, Thread, auto_compaction_pre_tokens
 from .pipeline import DEFAULT_STEPS, Step
@@ -101,8 +101,11 @@ def parse_time(stamp: str) -> float | None:
 
 
 def _window_evidence(thread: Thread) -> tuple[int, list[int]]:
-    """A thread's largest recorded prompt and its automatic compactions' ``preTokens``."""
-    largest = max((m.usage.prompt_total for m in thread.messages if m.usage is not None), default=0)
+    """A thread's largest recorded prompt (as Claude Code counted it: what its thresholds saw)
+    and its automatic compactions' ``preTokens``."""
+    largest = max(
+        (m.usage.counted_prompt for m in thread.messages if m.usage is not None), default=0
+    )
     return largest, auto_compaction_pre_tokens(thread.messages)
 
 
@@ -246,6 +249,7 @@ def summarize(
         "uncached_tokens": uncached,
         "cost_usd": round(sum(r["cost_usd"] for r in requests), 6),
         "recorded_cost_usd": round(sum(r["recorded_cost_usd"] or 0.0 for r in requests), 6),
+        "iteration_cost_usd": round(sum(r["iteration_cost_usd"] for r in requests), 6),
         "cache_hit_rate": round(read / (read + write + uncached), 4)
         if read + write + uncached
         else 0.0,
@@ -681,13 +685,19 @@ class _ThreadReplay:
             output=output,
             pricing=self.pricing,
         )
+        # the server's further calls inside the request (an advisor, a tool loop) are taken
+        # as recorded in both modes: the agent made them whatever the pipeline did
+        iteration_cost = (
+            iterations_cost(req.message.model, usage, self.pricing) if usage is not None else 0.0
+        )
+        cost += iteration_cost
         recorded: RecordedUsage | None = None
         recorded_cost = None
         if usage is not None and usage.prompt_total > 0:
             recorded = cast(RecordedUsage, usage.to_json())
             rec_1h = usage.cache_write_1h if usage.cache_write_1h is not None else 0
             rec_5m = usage.cache_write - rec_1h
-            recorded_cost = request_cost(
+            recorded_cost = iteration_cost + request_cost(
                 req.message.model,
                 uncached=usage.input,
                 cache_read=usage.cache_read,
@@ -722,6 +732,7 @@ class _ThreadReplay:
                 "ttl": ttl,
                 "cost_usd": round(cost, 6),
                 "recorded_cost_usd": round(recorded_cost, 6) if recorded_cost is not None else None,
+                "iteration_cost_usd": round(iteration_cost, 6),
                 "thresholds": {
                     "effective": thresholds.effective_window,
                     "autocompact": thresholds.autocompact_threshold,

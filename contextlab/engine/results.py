@@ -109,6 +109,9 @@ class RequestRow(TypedDict):
     ttl: str
     cost_usd: float
     recorded_cost_usd: float | None
+    #: of the two: the calls the server made inside the request after its first (an advisor's,
+    #: the request model's continuations), taken as recorded in both modes
+    iteration_cost_usd: float
     thresholds: ThresholdLevels
     events: list[RequestEvent]
     #: a user prompt or command came since the previous request
@@ -198,6 +201,9 @@ class SessionSummary(TypedDict):
     uncached_tokens: int
     cost_usd: float
     recorded_cost_usd: float
+    #: part of both: the calls the server made inside requests after their first (advisors,
+    #: server-side tool loops), as recorded
+    iteration_cost_usd: float
     cache_hit_rate: float
     mean_history_share: float
     requests_above_warning: int

@@ -20,7 +20,7 @@ from .parsing import Session, load_session
 from .tokens import TiktokenCounter, TokenCounter, block_key, block_rough, block_tokens
 
 #: Bump when Session, Block or the tokenization change shape.
-CACHE_VERSION = "5"
+CACHE_VERSION = "6"
 #: Sessions kept in memory by a long-lived process (a worker replaying a file again after an
 #: LLM summary, or an A/B pair), newest last.
 _RECENT: OrderedDict[str, Session] = OrderedDict()

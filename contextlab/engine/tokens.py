@@ -145,7 +145,7 @@ def size_thinking(message: Message, counter: TokenCounter) -> None:
     message.metadata["thinking_sized"] = True
     visible = sum(block_tokens(b, counter) for b in message.blocks if b.type != "thinking")
     texts = [counter.count(b.text) for b in thinking]
-    hidden = usage.output - visible
+    hidden = usage.response_output - visible
     if hidden <= sum(texts):
         for block, tok in zip(thinking, texts, strict=True):
             block.tok = tok

@@ -63,9 +63,38 @@ class Block:
     key: int = -1
 
 
+@dataclass(slots=True, frozen=True)
+class Iteration:
+    """A further model call the server made inside one request (``usage.iterations[]`` after
+    the first): the request's own continuation after a server-side tool (``message``), or
+    another model's call, such as an advisor's (``advisor_message``), billed at its model."""
+
+    kind: str
+    model: str | None
+    input: int = 0
+    cache_read: int = 0
+    cache_write_5m: int = 0
+    cache_write_1h: int = 0
+    output: int = 0
+
+    @property
+    def prompt_total(self) -> int:
+        return self.input + self.cache_read + self.cache_write_5m + self.cache_write_1h
+
+    @property
+    def continues_request(self) -> bool:
+        """The request's own model went on (its output is part of the response's content)."""
+        return self.kind == "message"
+
+
 @dataclass(slots=True)
 class Usage:
-    """Recorded API usage of one response (counted once per ``message.id``)."""
+    """Recorded API usage of one response (counted once per ``message.id``).
+
+    With several server-side iterations the fields are the first model call's (the prompt as
+    the request sent it) and ``iterations`` holds the later ones; the record's top-level
+    fields, which add up the request model's calls, are what ``total`` gives back.
+    """
 
     input: int = 0
     cache_write: int = 0
@@ -73,6 +102,7 @@ class Usage:
     output: int = 0
     cache_write_5m: int | None = None
     cache_write_1h: int | None = None
+    iterations: tuple[Iteration, ...] = ()
 
     @property
     def prompt_total(self) -> int:
@@ -80,9 +110,23 @@ class Usage:
         return self.input + self.cache_write + self.cache_read
 
     @property
+    def counted_prompt(self) -> int:
+        """The prompt as the top-level fields report it, which add up every call of the
+        request's own model: what Claude Code counted, and so what its thresholds saw."""
+        return self.prompt_total + sum(
+            i.prompt_total for i in self.iterations if i.continues_request
+        )
+
+    @property
+    def response_output(self) -> int:
+        """Output of the request's own model over all its calls: the response's content."""
+        return self.output + sum(i.output for i in self.iterations if i.continues_request)
+
+    @property
     def total(self) -> int:
-        """Claude Code's usage total (includes output), the base of ``tokenCountWithEstimation``."""
-        return self.prompt_total + self.output
+        """Claude Code's usage total (the top-level fields: every call of the request's own
+        model, with output), the base of ``tokenCountWithEstimation``."""
+        return self.counted_prompt + self.response_output
 
     def to_json(self) -> dict[str, int | None]:
         return {

@@ -148,6 +148,7 @@ def test_openapi_describes_every_request_row_field_with_its_type(client):
         "ttl": "string",
         "cost_usd": "number",
         "recorded_cost_usd": "number|null",
+        "iteration_cost_usd": "number",
         "thresholds": "ThresholdLevels",
         "events": "array[object]",
         "turn_start": "boolean",

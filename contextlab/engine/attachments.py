@@ -1,0 +1,308 @@
+"""What the model is sent for an ``attachment`` record.
+
+Claude Code 2.1.x writes attachment records (system reminders, hook output, file contents,
+tool and agent listings) with their data, not their rendered text, and many are never sent:
+hook results of tool events and hook system messages are shown in the terminal only, and some
+records only note what happened (``batching_reminder_sent``, ``command_permissions``). Claude
+Code turns each sent one into meta user text inside ``<system-reminder>`` tags
+(``normalizeAttachmentForAPI``). Which types are sent, and which fields their text is made of,
+are read from the published 2.1.239 package (``docs/claude-code-versions.md``, "Attachment
+records"); the fixed sentences around the data are ours, of about the same length, since only
+their size matters to the counts.
+
+An attachment type not listed here is counted as its JSON (what earlier ContextLab versions
+did for every type) and reported once, so a version that adds types still counts something.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from .jsutil import json_stringify
+
+Attachment = Mapping[str, Any]
+
+#: Types Claude Code records but never sends to the model (terminal-only, or bookkeeping).
+NOT_SENT = frozenset(
+    {
+        "hook_system_message",
+        "hook_cancelled",
+        "hook_error_during_execution",
+        "hook_non_blocking_error",
+        "hook_stopped_continuation",
+        "command_permissions",
+        "batching_reminder_sent",
+        "structured_output",
+        "context_efficiency",
+        "attention_budget",
+        "already_read_file",
+        # the system prompt and tools: part of the unseen prefix the calibration measures
+        "prompt_snapshot",
+        # listed as dropped in the 2.1.239 normalizer
+        "autocheckpointing",
+        "background_task_status",
+        "todo",
+        "task_progress",
+        "compaction_reminder",
+        "current_session_memory",
+        "thinking_reminder",
+        "companion_intro",
+        "context_tip",
+    }
+)
+#: Hook events whose successful output reaches the model.
+PROMPT_HOOK_EVENTS = frozenset({"SessionStart", "UserPromptSubmit", "UserPromptExpansion"})
+
+
+def reminder(text: str) -> str:
+    return f"<system-reminder>\n{text}\n</system-reminder>"
+
+
+def _str(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _strings(value: Any) -> list[str]:
+    return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
+
+
+def _numbered(text: str, start: int = 1) -> str:
+    """The Read tool's result: each line after a right-aligned line number and an arrow."""
+    return "\n".join(f"{n:>6}→{line}" for n, line in enumerate(text.split("\n"), start=start))
+
+
+def _tool_pair(tool: str, call: Mapping[str, Any], result: str) -> str:
+    """A tool call Claude Code made for the model (a file it attached, a folder it listed)."""
+    return (
+        reminder(f"Called the {tool} tool with the following input: {json_stringify(call)}")
+        + "\n"
+        + reminder(f"Result of calling the {tool} tool:\n{result}")
+    )
+
+
+def _file(a: Attachment) -> str:
+    content = a.get("content")
+    name = _str(a.get("filename"))
+    if not isinstance(content, Mapping):
+        return _tool_pair("Read", {"file_path": name}, "")
+    file = content.get("file")
+    if isinstance(file, Mapping) and isinstance(file.get("content"), str):
+        start = file.get("startLine")
+        body = _numbered(file["content"], start if isinstance(start, int) and start > 0 else 1)
+    else:
+        body = json_stringify(content)
+    return _tool_pair("Read", {"file_path": name}, body)
+
+
+def _hook_success(a: Attachment) -> str | None:
+    if a.get("hookEvent") not in PROMPT_HOOK_EVENTS or not _str(a.get("content")):
+        return None
+    return reminder(f"{_str(a.get('hookName'))} hook success: {a['content']}")
+
+
+def _hook_context(a: Attachment) -> str | None:
+    lines = _strings(a.get("content"))
+    if not lines:
+        return None
+    return reminder(f"{_str(a.get('hookName'))} hook additional context: " + "\n".join(lines))
+
+
+def _async_hook(a: Attachment) -> str | None:
+    response = a.get("response")
+    if not isinstance(response, Mapping):
+        return None
+    parts = [_str(response.get("systemMessage"))]
+    specific = response.get("hookSpecificOutput")
+    if isinstance(specific, Mapping):
+        parts.append(_str(specific.get("additionalContext")))
+    texts = [reminder(p) for p in parts if p]
+    return "\n".join(texts) or None
+
+
+def _task_reminder(a: Attachment) -> str:
+    items = [
+        f"#{item.get('id')}. [{item.get('status')}] {item.get('subject')}"
+        for item in a.get("content") or []
+        if isinstance(item, Mapping)
+    ]
+    text = (
+        "The task tools have not been used for a while. When the work in progress would gain "
+        "from tracking, add tasks with the task creation tool and keep their status current "
+        "(in progress when starting one, completed when it is done); also tidy a task list "
+        "that no longer matches the work. Use them only where they help the current work; "
+        "this is a gentle reminder to ignore when it does not apply.\n"
+    )
+    if items:
+        text += "\nThe existing tasks:\n" + "\n".join(items)
+    return reminder(text)
+
+
+def _todo_reminder(a: Attachment) -> str:
+    items = [
+        f"{n}. [{item.get('status')}] {item.get('content')}"
+        for n, item in enumerate(a.get("content") or [], start=1)
+        if isinstance(item, Mapping)
+    ]
+    text = (
+        "The TodoWrite tool has not been used for a while. When the work in progress would "
+        "gain from tracking, use it to track progress, and clean up a todo list that has gone "
+        "stale and no longer matches the work. Use it only where it helps the current work; "
+        "this is a gentle reminder to ignore when it does not apply.\n"
+    )
+    if items:
+        text += "\nThe todo list holds:\n[" + "\n".join(items) + "]"
+    return reminder(text)
+
+
+def _listing(header: str, lines_key: str, names_key: str) -> Callable[[Attachment], str | None]:
+    def render(a: Attachment) -> str | None:
+        lines, names = _strings(a.get(lines_key)), _strings(a.get(names_key))
+        removed = _strings(a.get("removedNames")) + _strings(a.get("removedTypes"))
+        parts = []
+        if lines and names:
+            parts.append(header + "\n" + "\n".join(lines))
+        if removed:
+            parts.append("No longer available:\n" + "\n".join(removed))
+        return reminder("\n".join(parts)) if parts else None
+
+    return render
+
+
+def _text_field(key: str) -> Callable[[Attachment], str | None]:
+    def render(a: Attachment) -> str | None:
+        text = _str(a.get(key))
+        return reminder(text) if text else None
+
+    return render
+
+
+def _queued_command(a: Attachment) -> str | None:
+    prompt = a.get("prompt")
+    if isinstance(prompt, list):
+        texts = [
+            p.get("text", "") for p in prompt if isinstance(p, Mapping) and p.get("type") == "text"
+        ]
+        return "\n".join(t for t in texts if isinstance(t, str)) or None
+    return prompt if isinstance(prompt, str) and prompt else None
+
+
+def _nested_memory(a: Attachment) -> str | None:
+    content = a.get("content")
+    if not isinstance(content, Mapping):
+        return None
+    return reminder(f"Contents of {_str(content.get('path'))}:\n{_str(content.get('content'))}")
+
+
+def _invoked_skills(a: Attachment) -> str | None:
+    skills = [s for s in a.get("skills") or [] if isinstance(s, Mapping)]
+    if not skills:
+        return None
+    body = "\n".join(
+        f"### Skill: {_str(s.get('name'))}\nPath: {_str(s.get('path'))}\n{_str(s.get('content'))}"
+        for s in skills
+    )
+    return reminder(
+        "These skills were invoked earlier in the session, before it was compacted, not on the "
+        "current turn; they are listed so their guidelines stay in view. Do not run them or "
+        "their one-time setup again, and do not act on request text captured in them.\n" + body
+    )
+
+
+RENDERERS: dict[str, Callable[[Attachment], str | None]] = {
+    "file": _file,
+    "directory": lambda a: _tool_pair(
+        "Bash", {"command": f"ls {_str(a.get('path'))}"}, _str(a.get("content"))
+    ),
+    "hook_success": _hook_success,
+    "hook_additional_context": _hook_context,
+    "async_hook_response": _async_hook,
+    "hook_blocking_error": lambda a: reminder(
+        f"{_str(a.get('hookName'))} hook blocking error: {json_stringify(a.get('blockingError'))}"
+    ),
+    "task_reminder": _task_reminder,
+    "todo_reminder": _todo_reminder,
+    "total_tokens_reminder": _text_field("text"),
+    "silent_turn_reminder": _text_field("text"),
+    "batching_reminder": _text_field("text"),
+    "critical_system_reminder": _text_field("content"),
+    "bash_output_audience_note": lambda a: reminder(
+        "Only you see that command's output; the user's terminal shows a few lines of it at "
+        "most. Put in your reply whatever of it the user needs to read."
+    ),
+    "edited_text_file": lambda a: reminder(
+        f"Note: {_str(a.get('filename'))} changed on disk since you last read it, usually on "
+        "purpose: take it as the current state rather than reverting it, and say so if the "
+        "change looks wrong.\n" + _str(a.get("snippet"))
+    ),
+    "compact_file_reference": lambda a: reminder(
+        f"Note: {_str(a.get('filename'))} was read before the conversation was summarized, but "
+        "its contents are too large to include here. Read it again if you need it."
+    ),
+    "plan_file_reference": lambda a: reminder(
+        f"A plan file exists from plan mode at: {_str(a.get('planFilePath'))}\nPlan contents:\n"
+        f"{_str(a.get('planContent'))}\nIf the plan is relevant to the current work and not "
+        "done yet, continue working on it."
+    ),
+    "nested_memory": _nested_memory,
+    "skill_listing": lambda a: (
+        reminder("The skills available to the Skill tool:\n" + _str(a.get("content")))
+        if _str(a.get("content"))
+        else None
+    ),
+    "invoked_skills": _invoked_skills,
+    "deferred_tools_delta": _listing(
+        "These deferred tools are now available through tool search; their schemas are not "
+        "loaded, so load them with tool search before calling them:",
+        "addedLines",
+        "addedNames",
+    ),
+    "agent_listing_delta": _listing(
+        "Agent types available to the Agent tool:", "addedLines", "addedTypes"
+    ),
+    "mcp_instructions_delta": _listing(
+        "# MCP Server Instructions\nThe following MCP servers have provided instructions for "
+        "how to use their tools and resources:",
+        "addedBlocks",
+        "addedNames",
+    ),
+    "date_change": lambda a: reminder(
+        f"The date has changed. Today's date is now {_str(a.get('newDate'))}. No need to "
+        "announce it."
+    ),
+    "queued_command": _queued_command,
+    "opened_file_in_ide": lambda a: reminder(
+        f"The user opened the file {_str(a.get('filename'))} in the IDE. This may or may not "
+        "be related to the current task."
+    ),
+    "selected_lines_in_ide": lambda a: reminder(
+        f"The user selected the lines {a.get('lineStart')} to {a.get('lineEnd')} from "
+        f"{_str(a.get('filename'))}:\n{_str(a.get('content'))}\nThis may or may not be "
+        "related to the current task."
+    ),
+    "plan_mode_exit": lambda a: reminder(
+        "## Exited Plan Mode\nYou have exited plan mode and can now edit files, run tools and "
+        "take actions."
+        + (f" The plan file is at {_str(a.get('planFilePath'))}." if a.get("planExists") else "")
+    ),
+}
+
+
+def render_attachment(attachment: Attachment) -> tuple[str, bool]:
+    """The text the model is sent for ``attachment`` and whether its type is known here.
+
+    ``""`` for one that is not sent. A record that carries its rendered text (``rendered``)
+    is taken as written.
+    """
+    rendered = attachment.get("rendered")
+    if isinstance(rendered, list) and all(isinstance(t, str) for t in rendered):
+        return "\n".join(rendered), True
+    kind = attachment.get("type")
+    if not isinstance(kind, str):
+        return json_stringify(attachment), False
+    if kind in NOT_SENT:
+        return "", True
+    render = RENDERERS.get(kind)
+    if render is None:
+        return json_stringify(attachment), False
+    return render(attachment) or "", True
