@@ -37,7 +37,14 @@ from .config import PipelineConfig
 from .parsing import Thread
 from .pipeline.base import RequestInfo
 from .results import AnchorJson
-from .tokens import DEFAULT_CALIBRATION, Calibration, fit_calibration, percentile
+from .tokens import (
+    DEFAULT_CALIBRATION,
+    Calibration,
+    TokenCounter,
+    block_tokens,
+    fit_calibration,
+    percentile,
+)
 
 EXIT_COMMANDS = ("<command-name>/exit</command-name>", "<command-name>/quit</command-name>")
 #: ``/mcp`` output saying a server (re)connected: Claude Code rebuilt its tool list
@@ -149,6 +156,51 @@ def _within_slope(xs: Sequence[int], ys: Sequence[int], groups: Sequence[int]) -
     if sxx <= 0 or sxy <= 0:
         return None
     return sxy / sxx
+
+
+#: A response's thinking text must hold this many tokens to measure what it costs sent back.
+THINKING_SAMPLE_TEXT_TOKENS = 30
+#: The fewest such responses that measure a thread's thinking factor.
+THINKING_GROWTH_SAMPLES = 5
+
+
+def thinking_growth_factor(
+    thread: Thread,
+    requests: Sequence[RequestInfo],
+    raw: Sequence[int],
+    totals: Sequence[int],
+    ratio: float,
+    counter: TokenCounter,
+) -> float:
+    """What a thread's thinking costs when it is sent back, per token of the text the file
+    keeps, measured on the thread's own recording (``ratio``: its calibration's).
+
+    Claude 4 models return summarized thinking, and the next request of the turn sends the
+    whole of it back. A response whose final output count was written is sized from it; one
+    with only a streaming snapshot has nothing but its text. Between two requests of one turn
+    (no prompt, restart or compaction between them) the recorded prompt grows by the response
+    plus the tool results; what the growth holds beyond the view's other new content, over the
+    thinking text, is the factor. The median over the thread's responses with at least
+    ``THINKING_SAMPLE_TEXT_TOKENS`` of thinking text; 1.0 (the text as it is) with fewer than
+    ``THINKING_GROWTH_SAMPLES`` of them, never less.
+    """
+    if ratio <= 0:
+        return 1.0
+    points = _named_points(thread, requests)
+    samples: list[float] = []
+    for k in range(len(requests) - 1):
+        if totals[k] <= 0 or totals[k + 1] <= 0 or points[k + 1]:
+            continue
+        thinking = [b for b in requests[k].message.blocks if b.type == "thinking"]
+        text = sum(counter.count(b.text) for b in thinking)
+        if text < THINKING_SAMPLE_TEXT_TOKENS:
+            continue
+        sized = sum(block_tokens(b, counter) for b in thinking)
+        sent_back = (totals[k + 1] - totals[k]) / ratio - (raw[k + 1] - raw[k] - sized)
+        samples.append(sent_back / text)
+    if len(samples) < THINKING_GROWTH_SAMPLES:
+        return 1.0
+    return max(1.0, statistics.median(samples))
 
 
 def thread_anchors(

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, cast
 
-from .anchors import ThreadAnchors, thread_anchors
+from .anchors import ThreadAnchors, thinking_growth_factor, thread_anchors
 from .cache import CacheResult, CacheSimulator
 from .config import PipelineConfig
 from .cost import PricingTable, iterations_cost, load_pricing, request_cost
@@ -45,6 +45,7 @@ from .tokens import (
     TokenCounter,
     block_rough,
     fit_calibration,
+    scale_unsized_thinking,
     text_key,
 )
 from .transcript import Block, Usage
@@ -1081,6 +1082,24 @@ class _Replay:
         if self.progress is not None:
             self.progress(self.done, self.total)
 
+    def _probe(self, thread: Thread) -> _ThreadReplay:
+        """A recorded-mode pass over ``thread`` without results: its raw view counts."""
+        probe = _ThreadReplay(
+            self.session,
+            thread,
+            self.config,
+            "recorded",
+            self.counter,
+            self.summarizer,
+            TransformLog(),
+            None,
+            None,
+            self.pricing,
+            self.steps,
+        )
+        probe.run(with_results=False)
+        return probe
+
     def calibrate(self) -> None:
         """Pass 1: measure recorded views and fit the calibration of every thread (and model).
 
@@ -1091,26 +1110,29 @@ class _Replay:
         for thread in self.threads:
             if thread.id in measured:
                 continue
-            probe = _ThreadReplay(
-                self.session,
-                thread,
-                self.config,
-                "recorded",
-                self.counter,
-                self.summarizer,
-                TransformLog(),
-                None,
-                None,
-                self.pricing,
-                self.steps,
-            )
-            probe.run(with_results=False)
+            probe = self._probe(thread)
             totals = [
                 (r.message.usage.prompt_total if r.message.usage else 0) for r in probe.requests
             ]
+            anchors = thread_anchors(thread, probe.requests, probe.raw, totals, self.config)
+            # responses with only a streaming snapshot of their output: their thinking is sized
+            # from what the thread's recording says thinking costs sent back, then measured again
+            if anchors.calibration is not None:
+                factor = thinking_growth_factor(
+                    thread,
+                    probe.requests,
+                    probe.raw,
+                    totals,
+                    anchors.calibration.ratio,
+                    self.counter,
+                )
+                if factor > 1.0 and scale_unsized_thinking(
+                    thread.messages, factor, self.counter, thread.id
+                ):
+                    probe = self._probe(thread)
+                    anchors = thread_anchors(thread, probe.requests, probe.raw, totals, self.config)
             per_model = fit_per_model(probe.requests, probe.raw, totals)
             calibration = fit_calibration(probe.raw, totals)
-            anchors = thread_anchors(thread, probe.requests, probe.raw, totals, self.config)
             if per_model or anchors.calibration is None:
                 # a thread fitted per model keeps its per-model lines (segments still count)
                 segments = anchors.segment

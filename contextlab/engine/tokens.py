@@ -128,6 +128,14 @@ def block_tokens(block: Block, counter: TokenCounter) -> int:
     return block.tok
 
 
+def _thinking_parts(message: Message, counter: TokenCounter) -> tuple[list[Block], list[int], int]:
+    """A response's thinking blocks, their text's tokens, and its visible blocks' tokens."""
+    thinking = [b for b in message.blocks if b.type == "thinking"]
+    texts = [counter.count(b.text) for b in thinking]
+    visible = sum(block_tokens(b, counter) for b in message.blocks if b.type != "thinking")
+    return thinking, texts, visible
+
+
 def size_thinking(message: Message, counter: TokenCounter) -> None:
     """Size a response's thinking from its recorded output, not from the text the file holds.
 
@@ -135,18 +143,22 @@ def size_thinking(message: Message, counter: TokenCounter) -> None:
     but the response's ``output_tokens`` counts the whole of it, and the next request of the
     turn sends it back at that size. So thinking is what the output holds beyond the visible
     blocks, spread over the thinking blocks by their text (evenly when none has text); never
-    less than the text itself. Without a final output count (only the streaming snapshot, at
-    most a few tokens) the text is all there is.
+    less than the text itself. Without a final output count (only a streaming snapshot, not
+    half of what the file shows) the text is all there is here; the response is marked
+    ``thinking_unsized`` so the calibration can scale it (``scale_unsized_thinking``).
     """
     usage = message.usage
-    thinking = [b for b in message.blocks if b.type == "thinking"]
-    if usage is None or not thinking or message.metadata.get("thinking_sized"):
+    if usage is None or message.metadata.get("thinking_sized"):
+        return
+    if not any(b.type == "thinking" for b in message.blocks):
         return
     message.metadata["thinking_sized"] = True
-    visible = sum(block_tokens(b, counter) for b in message.blocks if b.type != "thinking")
-    texts = [counter.count(b.text) for b in thinking]
+    thinking, texts, visible = _thinking_parts(message, counter)
     hidden = usage.response_output - visible
     if hidden <= sum(texts):
+        # a streaming snapshot (a few tokens) covers not even half of what the file shows
+        if 2 * usage.response_output < visible + sum(texts) and any(texts):
+            message.metadata["thinking_unsized"] = True
         for block, tok in zip(thinking, texts, strict=True):
             block.tok = tok
         return
@@ -154,6 +166,25 @@ def size_thinking(message: Message, counter: TokenCounter) -> None:
     total = sum(weights)
     for block, weight in zip(thinking, weights, strict=True):
         block.tok = round(hidden * weight / total)
+
+
+def scale_unsized_thinking(
+    messages: list[Message], factor: float, counter: TokenCounter, owner: str
+) -> int:
+    """Size the thinking of responses without a final output count at ``factor`` times its
+    text; the number of responses changed. A response shared with another thread (a branch)
+    keeps the size the thread that sized it first (``owner``) gave it."""
+    changed = 0
+    for message in messages:
+        if not message.metadata.get("thinking_unsized"):
+            continue
+        if message.metadata.setdefault("thinking_scaled_by", owner) != owner:
+            continue
+        for block in message.blocks:
+            if block.type == "thinking":
+                block.tok = round(counter.count(block.text) * factor)
+        changed += 1
+    return changed
 
 
 def rough_text(text: str) -> int:

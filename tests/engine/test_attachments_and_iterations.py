@@ -69,7 +69,11 @@ def test_a_file_attachment_is_the_read_call_and_its_numbered_result():
             "filename": "/src/app.py",
             "content": {
                 "type": "text",
-                "file": {"filePath": "/src/app.py", "content": "import os\nprint(1)", "startLine": 1},
+                "file": {
+                    "filePath": "/src/app.py",
+                    "content": "import os\nprint(1)",
+                    "startLine": 1,
+                },
             },
         }
     )
@@ -94,7 +98,7 @@ def test_an_unknown_attachment_type_counts_as_its_json_and_is_reported(tmp_path)
     texts = model_view_texts(path)
     assert '{"type":"shiny_new_reminder","payload":{"x":1}}' in texts
     assert "<system-reminder>\n<total_tokens>5 left</total_tokens>\n</system-reminder>" in texts
-    problems = [p for p in engine.load_session(str(path)).problems]
+    problems = list(engine.load_session(str(path)).problems)
     (unknown,) = [p for p in problems if p.code == "unknown_attachment_type"]
     assert "2 attachment(s) of type 'shiny_new_reminder'" in unknown.message
     assert unknown.severity == "info"

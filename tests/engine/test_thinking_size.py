@@ -88,3 +88,103 @@ def test_the_replay_counts_the_thinking_in_the_next_request(tmp_path: Path):
     assert small[0] == large[0]
     # the second request carries the first response: 3,000 more output, 3,000 more thinking
     assert large[1] - small[1] == 3_000
+
+
+def _snapshot_turns(turns: int) -> TranscriptBuilder:
+    """Turns of a tool loop whose first response thinks, each response written with a streaming
+    snapshot of its output (8 tokens) instead of the final count, as Entire checkpoints do."""
+    b = TranscriptBuilder()
+    snapshot = {"input_tokens": 3, "cache_read_input_tokens": 0, "output_tokens": 8}
+    for n in range(turns):
+        b.prompt(f"step {n}: read module {n} and fix what is wrong")
+        # thinking and tool output of unrelated sizes, as in a real session
+        thought = f"module {n} probably mishandles the empty case; read it first. " * (
+            4 + 9 * (n % 3)
+        )
+        recs = b.assistant(
+            [
+                {"type": "thinking", "thinking": thought, "signature": "c2ln"},
+                {"type": "tool_use", "id": f"t{n}", "name": "Read", "input": {"file_path": "/m"}},
+            ],
+            usage=snapshot,
+        )
+        lines = 10 + 40 * ((n * 7) % 5)
+        b.tool_result(f"t{n}", f"def f{n}(x):\n    return x[0]\n" * lines, parent=recs[-1]["uuid"])
+        for step in range(3):
+            recs = b.assistant(
+                [{"type": "tool_use", "id": f"g{n}{step}", "name": "Grep", "input": {"q": "x"}}],
+                usage=snapshot,
+            )
+            found = f"src/m{step}.py:{n}: x[0]\n" * (5 + 30 * ((n + step) % 4))
+            b.tool_result(f"g{n}{step}", found, parent=recs[-1]["uuid"])
+        b.assistant([{"type": "text", "text": f"module {n} fails on an empty list " * 5}])
+    return b
+
+
+def _with_sent_back_thinking(b: TranscriptBuilder, tmp_path: Path, factor: float) -> Path:
+    """Usage written so that thinking was sent back at ``factor`` times its text."""
+    probe_path = b.write(tmp_path / "probe.jsonl")
+    config = engine.get_preset("claude-code-2.1.88").replace(anchors_enabled=False)
+    session = engine.load_session(str(probe_path))
+    rows = engine.replay(session, config, mode="recorded").to_json()["requests"]
+    thinking_before = []
+    seen = 0
+    by_id = {m.message_id: m for m in session.main.messages if m.role == "assistant"}
+    for row in rows:
+        thinking_before.append(seen)
+        message = by_id[row["message_id"]]
+        seen += sum(COUNTER.count(blk.text) for blk in message.blocks if blk.type == "thinking")
+    totals = {
+        row["message_id"]: round(18_000 + 1.3 * (row["raw_tokens"] + (factor - 1) * before))
+        for row, before in zip(rows, thinking_before, strict=True)
+    }
+    for rec in b.records:
+        message = rec.get("message") or {}
+        if rec["type"] == "assistant" and message.get("id") in totals:
+            usage = dict(message["usage"])
+            usage["cache_read_input_tokens"] = totals[message["id"]] - 3
+            usage["cache_creation_input_tokens"] = 0
+            message["usage"] = usage
+    return b.write(tmp_path / f"sent-back-{factor}.jsonl")
+
+
+def _snapshot_thinking_tokens(path: Path) -> tuple[list[int], list[int], float]:
+    session = engine.load_session(str(path))
+    result = engine.replay(session, engine.get_preset("claude-code-2.1.88"), mode="recorded")
+    sized, texts = [], []
+    for message in session.main.messages:
+        for blk in message.blocks:
+            if blk.type == "thinking":
+                sized.append(blk.tok)
+                texts.append(COUNTER.count(blk.text))
+    return sized, texts, engine.fidelity(result)["p90_rel_error"]
+
+
+def test_snapshot_thinking_is_sized_by_what_the_turns_growth_says_it_cost(tmp_path: Path):
+    path = _with_sent_back_thinking(_snapshot_turns(8), tmp_path, factor=3.0)
+    sized, texts, p90 = _snapshot_thinking_tokens(path)
+    # the calibration's ratio takes up part of the thinking, so the factor errs low, but it
+    # moves the count most of the way from the text towards what was sent back
+    factors = [s / t for s, t in zip(sized, texts, strict=True)]
+    assert all(1.8 <= f <= 3.0 for f in factors), factors
+    assert max(factors) - min(factors) < 0.02  # one factor for the thread (tokens rounded)
+    unscaled = _with_sent_back_thinking(_snapshot_turns(8), tmp_path, factor=3.0)
+    config = engine.get_preset("claude-code-2.1.88")
+    session = engine.load_session(str(unscaled))
+    for message in session.main.messages:
+        message.metadata["thinking_scaled_by"] = "someone else"  # keeps the text size
+    text_p90 = engine.fidelity(engine.replay(session, config, mode="recorded"))["p90_rel_error"]
+    assert p90 < 0.6 * text_p90
+
+
+def test_snapshot_thinking_that_the_growth_shows_at_its_text_size_stays_so(tmp_path: Path):
+    path = _with_sent_back_thinking(_snapshot_turns(8), tmp_path, factor=1.0)
+    sized, texts, _ = _snapshot_thinking_tokens(path)
+    assert sized == texts
+
+
+def test_too_few_turns_measure_nothing(tmp_path: Path):
+    # four snapshot responses are fewer than the thread needs to measure a factor
+    path = _with_sent_back_thinking(_snapshot_turns(4), tmp_path, factor=3.0)
+    sized, texts, _ = _snapshot_thinking_tokens(path)
+    assert sized == texts
