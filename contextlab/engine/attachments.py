@@ -37,8 +37,12 @@ NOT_SENT = frozenset(
         "context_efficiency",
         "attention_budget",
         "already_read_file",
-        # the system prompt and tools: part of the unseen prefix the calibration measures
+        # the system prompt and tools: part of the unseen prefix the calibration measures; the
+        # other two are filtered out before a request in 2.1.292
         "prompt_snapshot",
+        "prompt_render_point",
+        "deferred_tools_record",
+        "credential_org",
         # listed as dropped in the 2.1.239 normalizer
         "autocheckpointing",
         "background_task_status",
@@ -288,6 +292,48 @@ RENDERERS: dict[str, Callable[[Attachment], str | None]] = {
 }
 
 
+def _fields_text(value: Any, depth: int = 0) -> str:
+    """A record's data as ``key: value`` lines: near what Claude Code's formatters make of the
+    context it moved out of the system prompt (no JSON quotes, braces or escapes)."""
+    if depth > 6:
+        return ""
+    if isinstance(value, Mapping):
+        lines = []
+        for key, item in value.items():
+            if key == "type" and depth == 0:
+                continue
+            text = _fields_text(item, depth + 1)
+            if text:
+                lines.append(f"{key}: {text}" if "\n" not in text else f"{key}:\n{text}")
+        return "\n".join(lines)
+    if isinstance(value, list):
+        return "\n".join(t for t in (_fields_text(v, depth + 1) for v in value) if t)
+    if value is None or isinstance(value, bool):
+        return ""
+    return str(value)
+
+
+#: 2.1.27x+ moved the session's context (environment, git status, CLAUDE.md, date, model)
+#: out of the system prompt into these attachments; 2.1.292 renders each from its fields.
+CONTEXT_ATTACHMENTS = frozenset(
+    {
+        "environment",
+        "session_context",
+        "instructions",
+        "date",
+        "model",
+        "remote_session_change",
+        "advisor_tool",
+        "output_style_instructions",
+        "language",
+        "context_sections",
+        "coordinator_context",
+        "sandbox_instructions",
+        "fork_briefing",
+    }
+)
+
+
 def render_attachment(attachment: Attachment) -> tuple[str, bool]:
     """The text the model is sent for ``attachment`` and whether its type is known here.
 
@@ -302,6 +348,9 @@ def render_attachment(attachment: Attachment) -> tuple[str, bool]:
         return json_stringify(attachment), False
     if kind in NOT_SENT:
         return "", True
+    if kind in CONTEXT_ATTACHMENTS:
+        text = _fields_text(attachment)
+        return (reminder(text) if text else ""), True
     render = RENDERERS.get(kind)
     if render is None:
         return json_stringify(attachment), False

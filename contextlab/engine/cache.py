@@ -38,6 +38,7 @@ CacheReason = Literal[
     "below_minimum",
     "model_changed",
     "no_breakpoint",
+    "caching_off",
 ]
 
 _INF = float("inf")

@@ -320,7 +320,7 @@ def _mark_cache(rows: list[dict[str, Any]], cache: dict[str, Any]) -> None:
     """
     hit = int(cache.get("hit_blocks") or 0)
     total = int(cache.get("blocks") or 0)
-    cached = cache.get("reason") not in ("below_minimum", "no_breakpoint")
+    cached = cache.get("reason") not in ("below_minimum", "no_breakpoint", "caching_off")
     position = PREFIX_BLOCKS
     for row in rows:
         if row.get("model") is None:

@@ -37,6 +37,8 @@ CACHE_REASONS: dict[str, str] = {
     "model_changed": "the model changed, and each model has its own cache",
     "below_minimum": "the prompt is shorter than the smallest prefix the cache stores",
     "no_breakpoint": "the prompt has no cache breakpoint",
+    "caching_off": "the recording never read or wrote the prompt cache: caching was off for "
+    "this session (DISABLE_PROMPT_CACHING, or a provider without it)",
     "server_miss": "the recorded usage shows the server no longer had the cached copy, though "
     "nothing before it changed (taken from the recording: likely server-side)",
 }

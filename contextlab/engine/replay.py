@@ -51,6 +51,8 @@ from .tokens import (
 from .transcript import Block, Usage
 
 MODES = ("recorded", "whatif")
+#: Recorded requests, none reading or writing the cache, that show caching was off.
+CACHING_OFF_EVIDENCE = 3
 ProgressCallback = Callable[[int, int], None]
 
 
@@ -452,6 +454,14 @@ class _ThreadReplay:
         self.previous_read: int | None = None
         #: the thread's first recorded cache read: an upper bound of the static system part
         self.system_level: int | None = None
+        recorded = [
+            m.usage for m in thread.messages if m.usage is not None and m.usage.prompt_total > 0
+        ]
+        #: the recording never read or wrote the prompt cache over several requests: caching
+        #: was off (``DISABLE_PROMPT_CACHING``, a provider without it), every token uncached
+        self.caching_off = len(recorded) >= CACHING_OFF_EVIDENCE and not any(
+            u.cache_read or u.cache_write for u in recorded
+        )
         # a compaction fork sends the main conversation's system prompt, tools and model
         self.prompt_family = (
             "main" if thread.kind in ("main", "branch") or thread.compaction_fork else "agent"
@@ -887,6 +897,17 @@ class _ThreadReplay:
         anchored: int,
     ) -> CacheRow:
         view = self.view
+        if self.caching_off:
+            return {
+                "read": 0,
+                "write": 0,
+                "uncached": model_tokens,
+                "hit_blocks": 0,
+                "blocks": 0,
+                "reason": "caching_off",
+                "detail": "the recording never read or wrote the prompt cache: caching was off",
+                "server_miss_tokens": 0,
+            }
         model = req.message.model or ""
         segment = self.anchors.segment[req.index] if self.anchors else 0
         if segment != self.segment:

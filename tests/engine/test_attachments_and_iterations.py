@@ -83,6 +83,19 @@ def test_a_file_attachment_is_the_read_call_and_its_numbered_result():
     assert '\\"' not in text  # not the record's escaped JSON
 
 
+def test_the_context_newer_versions_send_as_attachments_is_rendered_from_its_fields():
+    text, known = render_attachment(
+        {
+            "type": "environment",
+            "snapshot": {"workingDirectory": "/home/ann/app", "platform": "linux", "isGitRepo": True},
+        }
+    )
+    assert known
+    assert "workingDirectory: /home/ann/app\nplatform: linux" in text
+    assert "{" not in text and '"' not in text
+    assert render_attachment({"type": "deferred_tools_record", "entries": []}) == ("", True)
+
+
 def test_a_rendered_attachment_is_taken_as_written():
     assert render_attachment({"type": "anything_new", "rendered": ["a", "b"]}) == ("a\nb", True)
 
