@@ -213,6 +213,143 @@ def _invoked_skills(a: Attachment) -> str | None:
     )
 
 
+_PLAN_MODE_RULES = (
+    "Plan mode is on. The user does not want anything carried out yet: make no edits, run no "
+    "tool that changes anything (configuration, commits, files other than the plan file), and "
+    "treat this as overriding earlier instructions to make changes. Work on the plan instead."
+)
+_PLAN_MODE_WORKFLOW = (
+    "\n\n## How to plan\n"
+    "1. Understand the request. Read what the user asked and the code it touches. Use the "
+    "read-only tools, and launch exploring agents in parallel when the area is large, each with "
+    "a focused question, so that what they find comes back summarized. Ask the user when the "
+    "request leaves a choice that only they can make, rather than guessing.\n"
+    "2. Explore. Find the files, functions and tests involved, the existing helpers worth "
+    "reusing, the conventions of the code base and the places that will have to change. Note "
+    "the paths and names you will refer to in the plan.\n"
+    "3. Design. Weigh the approaches that fit, with their costs: what changes, what could break, "
+    "what has to be migrated, how it will be tested. For a large change, ask planning agents "
+    "for independent designs and compare them.\n"
+    "4. Review. Read the critical files again against the design, check that it covers what the "
+    "user asked and nothing they did not, and settle the open questions with the user.\n"
+    "5. Write the final plan into the plan file: the goal in a sentence, the steps in order "
+    "with the files and functions each touches, the helpers to reuse, how to verify the result "
+    "(the tests to run, what to look at), and the risks. Keep it concise enough to scan and "
+    "complete enough to carry out without reading this conversation again.\n\n"
+    "## Working with agents while planning\n"
+    "Exploring agents only read: give each one a narrow question (where a feature lives, how a "
+    "module is used, which tests cover a path) and the files or names to start from, and ask for "
+    "a short answer with paths and line numbers. Launch independent ones together in one "
+    "message so they run at the same time, and do not launch more than the question needs: a "
+    "single agent is enough for a small, well-located change, and none is needed when you "
+    "already know the files. A planning agent receives what you found and the constraints the "
+    "user gave, and proposes a design with its trade-offs; for a broad or risky change, ask two "
+    "of them for different approaches (for example the simplest change that works, and the "
+    "change that leaves the code easiest to extend) and choose between them yourself.\n\n"
+    "## What makes a good plan\n"
+    "The plan names real paths, functions and types that you have seen, not guesses. It says "
+    "what stays as it is as well as what changes, so that nobody edits code the task does not "
+    "need. It puts the steps in an order that keeps the project working after each of them, "
+    "says which existing utilities, fixtures and patterns to reuse instead of writing new ones, "
+    "and lists the checks that show the work is done: the test command, the new tests and what "
+    "they assert, the page or command output to look at. It states the assumptions made and the "
+    "questions that remain, each with the answer you would choose if the user has no "
+    "preference. It leaves out background the reader already knows, code written out in full, "
+    "and alternatives that were rejected early.\n\n"
+    "## Questions to the user\n"
+    "Use the question tool for decisions that change the plan: which of two behaviours the user "
+    "wants, whether an interface may change, how far a refactor should go. Offer the concrete "
+    "options with their consequences and say which one you recommend. Do not ask about things "
+    "you can find out by reading the code, and do not ask for approval of the plan this way.\n\n"
+    "## Ending a turn\n"
+    "End each turn either by asking the user a question (to clarify requirements or choose "
+    "between approaches) or by calling the tool that exits plan mode, which asks the user to "
+    "approve the plan. Do not ask for approval any other way: no questions in the text such as "
+    "whether the plan looks right or whether to proceed. Do not stop for any other reason."
+)
+
+
+def _plan_mode(a: Attachment) -> str:
+    path = _str(a.get("planFilePath"))
+    if a.get("reminderType") == "sparse":
+        return reminder(
+            "Plan mode is still on (the full instructions are earlier in the conversation). "
+            f"Everything is read-only except the plan file ({path}). Follow the planning "
+            "workflow, and end the turn by asking the user or by calling the tool that exits "
+            "plan mode."
+        )
+    file_info = (
+        f"A plan file already exists at {path}: read it and edit it step by step."
+        if a.get("planExists")
+        else f"No plan file exists yet: create the plan at {path}."
+    )
+    if a.get("isSubAgent"):
+        return reminder(
+            f"{_PLAN_MODE_RULES}\n\n## Plan file\n{file_info} It is the only file you may "
+            "edit. Answer the question you were given thoroughly, and ask the user when "
+            "something needs their decision."
+        )
+    return reminder(f"{_PLAN_MODE_RULES}\n\n## Plan file\n{file_info}{_PLAN_MODE_WORKFLOW}")
+
+
+def _auto_mode(a: Attachment) -> str:
+    tools_rule = (
+        "Do your work through the shell tool wherever it can do the job: read files with cat, "
+        "head or sed, search with grep and find, and change files with sed, heredocs or short "
+        "scripts, rather than the dedicated read, edit and write tools. Use a dedicated tool "
+        "only when the shell really cannot do the job."
+    )
+    if a.get("bypass"):
+        return reminder(f"While permission checks are bypassed:\n{tools_rule}")
+    if a.get("steerOnly"):
+        return reminder(f"While auto mode is on:\n{tools_rule}")
+    text = (
+        "## Auto mode\nKeep working without stopping for clarifying questions: where you would "
+        "normally pause to check, make the reasonable call and go on; the user will redirect you "
+        "if needed. Ask when the user, a skill or the task suggests they want to be asked, and "
+        "stop when you are truly blocked: unclear direction, missing input, or a decision only "
+        "they can make. Before any command that could discard uncommitted work (checkout, "
+        "restore, reset, clean, deleting in the repository, restoring a snapshot) look at the "
+        "git status first and stash or commit what is there. When staging or committing, review "
+        "what is included, and check the contents of anything that might hold secrets before "
+        "pushing. Prefer actions that can be undone: a new branch over rewriting history, a "
+        "copy over an in-place change of data you cannot restore, a dry run before a command "
+        "that touches many files. When several independent pieces of work remain, carry them "
+        "on in parallel rather than waiting on each in turn, and keep the user informed with "
+        "short progress notes at natural points instead of questions. Report at the end what "
+        "was done, what was left out and why, and anything the user has to do themselves."
+    )
+    if a.get("autoModeConsentFlow"):
+        text += (
+            "\nWhen the auto-mode classifier blocks an action, or you expect it would, first try "
+            "an alternative no rule blocks (a feature branch instead of the default one, made-up "
+            "data instead of real data, a narrower scope) and continue. Otherwise keep the "
+            "request and gather it with your other pending requests until the rest of the work "
+            "is done or waiting on agents; raise every one before ending the turn, each as one "
+            "short sentence naming the action and, in bold, what needs consent, so the user can "
+            "approve items by number. If a block looks wrong, ask about it directly."
+        )
+    if a.get("bashFirst"):
+        text += "\n" + tools_rule
+    return reminder(text)
+
+
+def _plan_mode_reentry(a: Attachment) -> str:
+    return reminder(
+        "## Back in plan mode\nYou are planning again after leaving plan mode earlier. A plan "
+        f"file from that session exists at {_str(a.get('planFilePath'))}. Before planning "
+        "anything new: read that plan, compare it with the user's current request, and decide. "
+        "For a different task, even a similar or related one, start over and overwrite the "
+        "plan. For a continuation or refinement of the very same task, edit the existing plan "
+        "and clean out what no longer applies. Either way, edit the plan file before calling "
+        "the tool that exits plan mode. Treat this as a fresh planning session and do not assume "
+        "the old plan still holds without checking it: files may have changed since it was "
+        "written, steps may already be done, and the user may have changed their mind about the "
+        "approach. Say briefly which of the two cases you took and why, so the user can correct "
+        "you early if you read the request differently from how they meant it."
+    )
+
+
 RENDERERS: dict[str, Callable[[Attachment], str | None]] = {
     "file": _file,
     "directory": lambda a: _tool_pair(
@@ -284,6 +421,9 @@ RENDERERS: dict[str, Callable[[Attachment], str | None]] = {
         f"{_str(a.get('filename'))}:\n{_str(a.get('content'))}\nThis may or may not be "
         "related to the current task."
     ),
+    "plan_mode": _plan_mode,
+    "plan_mode_reentry": _plan_mode_reentry,
+    "auto_mode": _auto_mode,
     "plan_mode_exit": lambda a: reminder(
         "## Exited Plan Mode\nYou have exited plan mode and can now edit files, run tools and "
         "take actions."
