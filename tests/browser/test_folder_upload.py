@@ -3,6 +3,7 @@ its subagents/ and tool-results/, packed by the page into a .tar.gz the server r
 
 from __future__ import annotations
 
+import gzip
 import random
 import tarfile
 from pathlib import Path
@@ -126,6 +127,27 @@ def test_a_picked_project_folder_uploads_each_session_with_its_folder(
     assert Path(plain.path).read_bytes() == (project / f"{S2}.jsonl").read_bytes()
     assert [t["kind"] for t in plain.threads] == ["main"]
     assert page.csp_errors == []
+
+
+def test_a_gzipped_session_file_goes_in_the_archive_as_its_jsonl(page: Any, tmp_path: Path) -> None:
+    # the server finds a session file in an archive by its .jsonl name, so the page unzips it
+    project = tmp_path / "zipped"
+    (project / S1 / "tool-results").mkdir(parents=True)
+    text = session_text(S1, "Session one.").encode()
+    (project / f"{S1}.jsonl.gz").write_bytes(gzip.compress(text))
+    (project / S1 / "tool-results" / "t1.txt").write_text("persisted output of ls\n")
+    sign_up(page, "folder-gz-user")
+    page.goto("/sessions/")
+    page.set_input_files("#upload-folder", str(project))
+    expect(page.locator(".upload-note")).to_have_text("Folder “zipped”: 1 session")
+    expect(page.locator(".upload-item.ok")).to_have_count(1)
+    packed = Transcript.objects.get(name=f"{S1}.tar.gz")
+    assert archive_names(packed.path) == [f"{S1}.jsonl", f"{S1}/tool-results/t1.txt"]
+    with open_upload(packed.path) as upload:
+        assert upload.main is not None
+        with upload.main.opener() as fh:
+            assert fh.read() == text
+        assert upload.read_tool_result("t1") == "persisted output of ls\n"
 
 
 #: A drop as Chromium hands it to the page, with the entries of a folder given in batches the
