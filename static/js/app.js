@@ -113,28 +113,276 @@
     });
   }
 
+  // ---- project folders: Claude Code's sessions grouped with their subagents and tool-results ----
+  // A project folder (~/.claude/projects/<project>/) holds <id>.jsonl per session and beside it
+  // a folder <id>/ with subagents/ and tool-results/. Each session becomes one upload: its file
+  // alone, or a .tar.gz of the file and those two folders, packed here (the server reads such an
+  // archive as one session). Paths are relative to what was picked or dropped, "/"-separated.
+  var SESSION_PARTS = ["subagents", "tool-results"];
+
+  function sessionSuffix(path) {
+    var lower = path.toLowerCase();
+    if (/\.jsonl\.gz$/.test(lower)) return ".jsonl.gz";
+    if (/\.jsonl$/.test(lower)) return ".jsonl";
+    return null;
+  }
+
+  // entries: [{path, file, loose}] (loose: dropped on its own, not found in a dropped folder).
+  // Returns {sessions: [{name, stem, file, members: [{path, file}]}], loose: [File], ignored: [path]}.
+  function groupSessions(entries) {
+    var stems = {};
+    entries.forEach(function (e) {
+      var parts = e.path.split("/");
+      var inPart = parts.slice(0, -1).some(function (p) { return SESSION_PARTS.indexOf(p) !== -1; });
+      var suffix = sessionSuffix(e.path);
+      if (suffix && !inPart) stems[e.path.slice(0, -suffix.length)] = true;
+    });
+    // the session whose folder holds a path: the shortest "<stem>/" it starts with
+    function owner(parts) {
+      for (var k = 1; k < parts.length; k++) {
+        var stem = parts.slice(0, k).join("/");
+        if (stems[stem]) return { stem: stem, depth: k };
+      }
+      return null;
+    }
+    var sessions = {};
+    var order = [];
+    var members = [];
+    var loose = [];
+    var ignored = [];
+    entries.forEach(function (e) {
+      var parts = e.path.split("/");
+      var found = owner(parts);
+      if (found) {
+        // inside <id>/: only subagents/ and tool-results/ belong to the session
+        if (SESSION_PARTS.indexOf(parts[found.depth]) !== -1 && parts.length > found.depth + 1) {
+          members.push({ stem: found.stem, path: parts.slice(found.depth - 1).join("/"), file: e.file });
+        } else {
+          ignored.push(e.path);
+        }
+        return;
+      }
+      var suffix = sessionSuffix(e.path);
+      var inPart = parts.slice(0, -1).some(function (p) { return SESSION_PARTS.indexOf(p) !== -1; });
+      if (suffix && !inPart) {
+        var stem = e.path.slice(0, -suffix.length);
+        var session = { name: parts[parts.length - 1], stem: stem, file: e.file, members: [] };
+        // <id>.jsonl and <id>.jsonl.gz side by side: the folder goes with the .jsonl
+        if (!sessions[stem] || suffix === ".jsonl") sessions[stem] = session;
+        order.push(session);
+      } else if (e.loose) {
+        loose.push(e.file);  // a file dropped on its own goes as it is, as before
+      } else {
+        ignored.push(e.path);
+      }
+    });
+    members.forEach(function (m) { sessions[m.stem].members.push({ path: m.path, file: m.file }); });
+    var byPath = function (a, b) { return a.path < b.path ? -1 : a.path > b.path ? 1 : 0; };
+    order.forEach(function (s) { s.members.sort(byPath); });
+    order.sort(function (a, b) { return a.stem < b.stem ? -1 : a.stem > b.stem ? 1 : 0; });
+    return { sessions: order, loose: loose, ignored: ignored };
+  }
+
+  // ---- a minimal tar writer (POSIX ustar), gzipped by the browser's CompressionStream ----------
+  var encoder = new TextEncoder();
+  var BLOCK = 512;
+  // the largest size a ustar header holds: 11 octal digits
+  var TAR_MAX_SIZE = Math.pow(8, 11) - 1;
+
+  function octal(value, width) {
+    // width includes the closing NUL
+    var text = Math.max(0, Math.floor(value)).toString(8);
+    while (text.length < width - 1) text = "0" + text;
+    return text + "\0";
+  }
+
+  function put(block, offset, value, max) {
+    var bytes = typeof value === "string" ? encoder.encode(value) : value;
+    block.set(bytes.subarray(0, max), offset);
+  }
+
+  // name (100 bytes) and prefix (155 bytes) of a UTF-8 path, split at a "/"; null if impossible
+  function splitPath(bytes) {
+    if (bytes.length <= 100) return { name: bytes, prefix: new Uint8Array(0) };
+    for (var i = Math.min(155, bytes.length - 1); i > 0; i--) {
+      if (bytes[i] !== 0x2f) continue;
+      if (bytes.length - i - 1 > 100) break;  // shorter prefixes only make the name longer
+      if (bytes.length - i - 1 > 0) return { name: bytes.subarray(i + 1), prefix: bytes.subarray(0, i) };
+    }
+    return null;
+  }
+
+  function header(name, prefix, size, mtime, type) {
+    var block = new Uint8Array(BLOCK);
+    put(block, 0, name, 100);
+    put(block, 100, "0000644\0", 8);  // mode
+    put(block, 108, "0000000\0", 8);  // uid
+    put(block, 116, "0000000\0", 8);  // gid
+    put(block, 124, octal(size, 12), 12);
+    put(block, 136, octal(mtime, 12), 12);
+    put(block, 148, "        ", 8);  // the checksum counts its own field as spaces
+    put(block, 156, type, 1);
+    put(block, 257, "ustar\0", 6);
+    put(block, 263, "00", 2);
+    put(block, 345, prefix, 155);
+    var sum = 0;
+    for (var i = 0; i < BLOCK; i++) sum += block[i];
+    put(block, 148, octal(sum, 7) + " ", 8);
+    return block;
+  }
+
+  function padding(size) {
+    return new Uint8Array((BLOCK - (size % BLOCK)) % BLOCK);
+  }
+
+  // the header block(s) of one member; a path ustar cannot hold (a part longer than 100 bytes)
+  // goes in a POSIX.1-2001 extended header before it
+  function memberHeaders(path, size, mtime) {
+    var bytes = encoder.encode(path);
+    var split = splitPath(bytes);
+    if (split) return [header(split.name, split.prefix, size, mtime, "0")];
+    var body = " path=" + path + "\n";
+    var length = encoder.encode(body).length;
+    var digits = String(length).length;
+    while (String(length + digits).length !== digits) digits++;
+    var record = encoder.encode(String(length + digits) + body);
+    return [header("PaxHeader", new Uint8Array(0), record.length, mtime, "x"), record, padding(record.length),
+      header(bytes.subarray(0, 100), new Uint8Array(0), size, mtime, "0")];
+  }
+
+  // members: [{path, blob, mtime}] -> a stream of the tar's bytes, each file read as it is needed
+  function tarStream(members) {
+    var queue = members.slice();
+    var reader = null;
+    var current = null;
+    return new ReadableStream({
+      pull: function (controller) {
+        if (reader) {
+          return reader.read().then(function (chunk) {
+            if (!chunk.done) { controller.enqueue(chunk.value); return; }
+            reader = null;
+            var pad = padding(current.blob.size);
+            if (pad.length) controller.enqueue(pad);
+          });
+        }
+        current = queue.shift();
+        if (!current) {
+          controller.enqueue(new Uint8Array(2 * BLOCK));  // the end: two zero blocks
+          controller.close();
+          return;
+        }
+        memberHeaders(current.path, current.blob.size, current.mtime).forEach(function (part) {
+          if (part.length) controller.enqueue(part);
+        });
+        reader = current.blob.stream().getReader();
+      }
+    });
+  }
+
+  // a .jsonl.gz session file goes in the archive as the .jsonl the server looks for
+  function sessionMember(session) {
+    var base = session.stem.split("/").pop();
+    var mtime = session.file.lastModified / 1000;
+    if (sessionSuffix(session.name) === ".jsonl") {
+      return Promise.resolve({ path: base + ".jsonl", blob: session.file, mtime: mtime });
+    }
+    var plain = session.file.stream().pipeThrough(new DecompressionStream("gzip"));
+    return new Response(plain).blob().then(function (blob) {
+      return { path: base + ".jsonl", blob: blob, mtime: mtime };
+    });
+  }
+
+  // The session as a gzipped tar Blob; null once it grows past limit bytes (reading stops there).
+  function packSession(session, limit) {
+    return sessionMember(session).then(function (first) {
+      var members = [first].concat(session.members.map(function (m) {
+        return { path: m.path, blob: m.file, mtime: m.file.lastModified / 1000 };
+      }));
+      if (members.some(function (m) { return m.blob.size > TAR_MAX_SIZE; })) return null;
+      var reader = tarStream(members).pipeThrough(new CompressionStream("gzip")).getReader();
+      var chunks = [];
+      var size = 0;
+      function next() {
+        return reader.read().then(function (chunk) {
+          if (chunk.done) return new Blob(chunks, { type: "application/gzip" });
+          size += chunk.value.length;
+          if (size > limit) { reader.cancel(); return null; }
+          chunks.push(chunk.value);
+          return next();
+        });
+      }
+      return next();
+    });
+  }
+
+  // ---- dropped folders: walked with the File and Directory Entries API -----------------------
+  function readAllEntries(directory) {
+    // readEntries answers in batches (100 in Chromium): ask again until a batch is empty
+    var reader = directory.createReader();
+    var all = [];
+    return new Promise(function (resolve, reject) {
+      function next() {
+        reader.readEntries(function (batch) {
+          if (!batch.length) { resolve(all); return; }
+          all = all.concat(Array.prototype.slice.call(batch));
+          next();
+        }, reject);
+      }
+      next();
+    });
+  }
+
+  function walkEntry(entry, loose) {
+    var path = entry.fullPath.replace(/^\/+/, "");
+    if (entry.isFile) {
+      return new Promise(function (resolve, reject) {
+        entry.file(function (file) { resolve([{ path: path, file: file, loose: loose }]); }, reject);
+      });
+    }
+    if (!entry.isDirectory) return Promise.resolve([]);
+    return readAllEntries(entry).then(function (children) {
+      return Promise.all(children.map(function (child) { return walkEntry(child, false); }));
+    }).then(function (lists) { return [].concat.apply([], lists); });
+  }
+
   // ---- upload: drag and drop or pick, one XHR per file with an upload progress bar ----------
   function setupUpload() {
     var form = document.getElementById("upload-form");
     if (!form) return;
     var input = document.getElementById("upload-input");
+    var folderInput = document.getElementById("upload-folder");
     var list = document.getElementById("upload-list");
     var maxBytes = parseInt(form.dataset.maxBytes, 10);
 
-    function addItem(file) {
+    function addItem(label, size) {
       var li = document.createElement("li");
       li.className = "upload-item";
       var name = document.createElement("span");
       name.className = "name";
-      name.textContent = file.name + " (" + formatBytes(file.size) + ")";
       var bar = document.createElement("progress");
       bar.max = 100; bar.value = 0;
-      bar.setAttribute("aria-label", "upload progress of " + file.name);
+      bar.setAttribute("aria-label", "upload progress of " + label);
       var msg = document.createElement("span");
       msg.className = "upload-msg small";
       li.append(name, bar, msg);
       list.appendChild(li);
-      return { li: li, bar: bar, msg: msg };
+      var item = { li: li, name: name, bar: bar, msg: msg, label: label };
+      setSize(item, size);
+      return item;
+    }
+
+    function setSize(item, size) {
+      item.name.textContent = item.label + (size === null ? "" : " (" + formatBytes(size) + ")");
+    }
+
+    function refuse(item, message) {
+      item.bar.value = 100;  // a finished (red) bar
+      item.li.classList.add("error");
+      item.msg.textContent = message;
+    }
+
+    function tooLarge(item) {
+      refuse(item, item.label + " is larger than the upload limit of " + formatBytes(maxBytes) + ".");
     }
 
     function showRun(item, runUrl) {
@@ -149,14 +397,14 @@
     }
 
     function send(file) {
-      var item = addItem(file);
-      if (file.size > maxBytes) {
-        item.li.classList.add("error");
-        item.msg.textContent = file.name + " is larger than the upload limit of " + formatBytes(maxBytes) + ".";
-        return;
-      }
+      var item = addItem(file.name, file.size);
+      if (file.size > maxBytes) { tooLarge(item); return; }
+      post(item, file, file.name);
+    }
+
+    function post(item, blob, fileName) {
       var data = new FormData();
-      data.append("file", file);
+      data.append("file", blob, fileName);
       var workspace = form.querySelector("[name=workspace]");
       if (workspace && workspace.value) data.append("workspace", workspace.value);
       data.append("csrfmiddlewaretoken", csrfToken());
@@ -175,7 +423,7 @@
           result = { ok: false, message: expired
             ? "Your session has expired: log in again, then upload."
             : messageOf(xhr) };
-          if (expired || xhr.status >= 500) banner.show(file.name + ": " + result.message);
+          if (expired || xhr.status >= 500) banner.show(fileName + ": " + result.message);
         }
         item.bar.value = 100;
         item.msg.textContent = result.message || "";
@@ -199,15 +447,69 @@
         }
       });
       xhr.addEventListener("error", function () {
-        item.bar.value = 100;  // a finished (red) bar, not one stuck half way
-        item.li.classList.add("error");
-        item.msg.textContent = "The upload failed (network error or the server closed the connection).";
-        banner.show("The upload of " + file.name + " failed: the server could not be reached (network error).");
+        refuse(item, "The upload failed (network error or the server closed the connection).");
+        banner.show("The upload of " + fileName + " failed: the server could not be reached (network error).");
       });
       xhr.send(data);
     }
 
     function sendAll(files) { Array.prototype.forEach.call(files, send); }
+
+    // Sessions with a folder are packed one at a time (each holds its archive in memory until
+    // sent); their uploads then run side by side like the others.
+    var packing = Promise.resolve();
+    function sendSession(session) {
+      if (!session.members.length) { send(session.file); return; }
+      var fileName = session.stem.split("/").pop() + ".tar.gz";
+      var item = addItem(fileName, null);
+      item.bar.removeAttribute("value");  // indeterminate until the upload starts
+      item.msg.textContent = "waiting to pack…";
+      packing = packing.then(function () {
+        item.msg.textContent = "packing… (" + (session.members.length + 1) + " files)";
+        return packSession(session, maxBytes);
+      }).then(function (blob) {
+        if (!blob) { tooLarge(item); return; }
+        setSize(item, blob.size);
+        item.bar.value = 0;
+        item.msg.textContent = "";
+        post(item, blob, fileName);
+      }).catch(function (err) {
+        // the chain goes on: the next session is packed all the same
+        refuse(item, fileName + " could not be packed (" + (err && err.message || err) + "); nothing was sent.");
+      });
+    }
+
+    function sendFolder(entries, label) {
+      var groups = groupSessions(entries);
+      var note = document.createElement("li");
+      note.className = "upload-note small";
+      var count = groups.sessions.length;
+      var text = label + ": " + count + " session" + (count === 1 ? "" : "s");
+      if (groups.ignored.length) {
+        var shown = groups.ignored.slice(0, 3).map(function (p) { return p.split("/").pop(); });
+        text += "; " + groups.ignored.length + " file" + (groups.ignored.length === 1 ? "" : "s") +
+          " ignored (" + shown.join(", ") + (groups.ignored.length > 3 ? ", …" : "") + ")";
+      }
+      if (!count && !groups.loose.length) {
+        note.classList.add("error");
+        text += ". A project folder holds <session>.jsonl files: pick one in ~/.claude/projects/.";
+      }
+      note.textContent = text;
+      list.appendChild(note);
+      groups.sessions.forEach(sendSession);
+      sendAll(groups.loose);
+    }
+
+    if (folderInput && "webkitdirectory" in folderInput && window.CompressionStream) {
+      document.getElementById("upload-folder-control").hidden = false;
+      folderInput.addEventListener("change", function () {
+        var files = Array.prototype.slice.call(folderInput.files);
+        folderInput.value = "";
+        if (!files.length) return;
+        var entries = files.map(function (f) { return { path: f.webkitRelativePath || f.name, file: f, loose: false }; });
+        sendFolder(entries, "Folder “" + entries[0].path.split("/")[0] + "”");
+      });
+    }
 
     input.addEventListener("change", function () { sendAll(input.files); input.value = ""; });
     ["dragenter", "dragover"].forEach(function (ev) {
@@ -216,7 +518,20 @@
     ["dragleave", "drop"].forEach(function (ev) {
       form.addEventListener(ev, function (e) { e.preventDefault(); form.classList.remove("over"); });
     });
-    form.addEventListener("drop", function (e) { sendAll(e.dataTransfer.files); });
+    form.addEventListener("drop", function (e) {
+      // entries must be taken while the drop event runs: the list is emptied after it
+      var entries = Array.prototype.map.call(e.dataTransfer.items || [], function (item) {
+        return item.kind === "file" && item.webkitGetAsEntry ? item.webkitGetAsEntry() : null;
+      }).filter(Boolean);
+      var folders = entries.filter(function (entry) { return entry.isDirectory; });
+      if (!folders.length || !window.CompressionStream) { sendAll(e.dataTransfer.files); return; }
+      var label = folders.length === 1 ? "Folder “" + folders[0].name + "”" : folders.length + " folders";
+      Promise.all(entries.map(function (entry) { return walkEntry(entry, entry.isFile); }))
+        .then(function (lists) { sendFolder([].concat.apply([], lists), label); })
+        .catch(function (err) {
+          banner.show("The dropped folder could not be read (" + (err && err.message || err) + "): choose it with “choose a folder…”.");
+        });
+    });
   }
 
   // ---- sessions list: refreshed after an upload, searched and sorted in the page ------------

@@ -87,12 +87,17 @@ def test_the_context_newer_versions_send_as_attachments_is_rendered_from_its_fie
     text, known = render_attachment(
         {
             "type": "environment",
-            "snapshot": {"workingDirectory": "/home/ann/app", "platform": "linux", "isGitRepo": True},
+            "snapshot": {
+                "workingDirectory": "/home/ann/app",
+                "platform": "linux",
+                "isGitRepo": True,
+            },
         }
     )
     assert known
     assert "workingDirectory: /home/ann/app\nplatform: linux" in text
-    assert "{" not in text and '"' not in text
+    assert "{" not in text
+    assert '"' not in text
     assert render_attachment({"type": "deferred_tools_record", "entries": []}) == ("", True)
 
 
