@@ -552,6 +552,20 @@
   }
 
   function setupSessions() {
+    // A replay that finishes in the list fills its row in: date, peak context, compactions and
+    // cost come from the finished run (only a running replay's cell polls, so this fires once).
+    document.body.addEventListener("htmx:afterSwap", function (e) {
+      var target = e.detail && e.detail.elt;
+      var cell = target && target.closest ? target.closest("#session-table .run-progress") : null;
+      if (!cell) {
+        var id = e.detail && e.detail.target && e.detail.target.id;
+        cell = id && id.indexOf("run-progress-") === 0 ? document.getElementById(id) : null;
+        if (cell && !cell.closest("#session-table")) cell = null;
+      }
+      if (cell && (cell.dataset.status === "done" || cell.dataset.status === "failed")) {
+        refreshSessions();
+      }
+    });
     document.addEventListener("input", function (e) {
       if (e.target.id !== "session-search") return;
       var words = e.target.value.toLowerCase().split(/\s+/).filter(Boolean);

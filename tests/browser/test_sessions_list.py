@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
+from contextlab.runs.templatetags.humanize_tokens import usd
 from contextlab.transcripts.models import Transcript
 from tests.browser.test_browser import sign_up
 from tests.conftest import wait_for_run
@@ -62,4 +63,20 @@ def test_the_list_updates_after_uploads_and_searches_and_sorts(page: Any) -> Non
     expect(heavy).to_be_hidden()
     page.fill("#session-search", "no-such-session")
     expect(page.locator("#session-search-empty")).to_be_visible()
+    assert page.csp_errors == []
+
+
+def test_a_row_fills_in_when_its_replay_finishes_without_a_reload(page: Any) -> None:
+    sign_up(page, "row-fill-user")
+    page.goto("/sessions/")
+    page.set_input_files("#upload-input", str(DEMO / "marot__spotter__tool_heavy.jsonl"))
+    row = page.locator("#session-table tr.session-row")
+    expect(row).to_have_count(1)
+    headers = [h.strip().lower() for h in page.locator("#session-table thead th").all_inner_texts()]
+    transcript = Transcript.objects.get()
+    summary = wait_for_run(transcript.runs.get().pk).summary
+    # the row's replay cell saw the run finish and the list came back with its figures
+    cost = row.locator("td").nth(headers.index("cost"))
+    expect(cost).to_have_text(usd(summary["recorded_cost_usd"]))
+    expect(row.locator("td").nth(headers.index("date"))).not_to_have_text("—")
     assert page.csp_errors == []
