@@ -11,6 +11,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from contextlab.sharing.models import ShareLink
+from contextlab.transcripts import continuations
 from contextlab.transcripts.models import Transcript
 from contextlab.workspaces.models import Invite, Membership, Role, Workspace
 
@@ -180,7 +181,7 @@ def move_session(*, user: User, transcript: Transcript, workspace_id: int) -> in
     workspace (a "members only" link would silently change audience). Comparisons and sweeps
     of the old workspace keep the session; members who cannot read the new workspace no
     longer see it there, and those pages say how many sessions are left out. Links between
-    sessions that continue each other stay within a workspace (``relink_moved``). Returns how
+    sessions that continue each other stay within a workspace (``continuations.relink_moved``). Returns how
     many share links were revoked.
     """
     target = Workspace.objects.filter(
@@ -209,8 +210,5 @@ def move_session(*, user: User, transcript: Transcript, workspace_id: int) -> in
             revoked_at=timezone.now()
         )
     transcript.workspace = target
-    # imported here: the transcripts services import this module (personal workspaces)
-    from contextlab.transcripts.services import relink_moved
-
-    relink_moved(transcript=transcript)
+    continuations.relink_moved(transcript=transcript)
     return revoked
