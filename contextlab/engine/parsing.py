@@ -1081,7 +1081,10 @@ def build_session(upload: Upload) -> Session:
         for v in parser.versions:
             if v not in versions:
                 versions.append(v)
-        if parser.records and (kind == "subagent" or all(r.is_sidechain for r in parser.records)):
+        subagent_file = bool(parser.records) and (
+            kind == "subagent" or all(r.is_sidechain for r in parser.records)
+        )
+        if subagent_file:
             # a subagent file (or one uploaded on its own) is one chain of sidechain records
             for r in parser.records:
                 r.is_sidechain = False
@@ -1099,6 +1102,10 @@ def build_session(upload: Upload) -> Session:
             forks.append((file_threads[0], fork_point))
         if kind == "main" and not file_threads:
             file_threads = [Thread(id="main", kind="main", messages=[], file=tfile.name)]
+        if kind == "main" and subagent_file:
+            # a subagent's file uploaded alone hangs from the conversation that started it:
+            # not a resumed session, and no stitching reads the two as one conversation
+            file_threads[0].continues_uuid = None
         threads.extend(file_threads)
     _link_tool_results(threads, problems)
     if threads and threads[0].kind == "main":

@@ -124,6 +124,17 @@ def test_the_newer_file_alone_names_the_record_it_continues(tmp_path):
     assert older.last_uuid in whole.record_uuids
 
 
+def test_a_subagent_file_alone_continues_no_session(tmp_path):
+    _, newer = older_and_newer()
+    for record in newer.records:
+        record["isSidechain"] = True
+    session = engine.load_session(str(newer.write(tmp_path / "agent-a1.jsonl")))
+    # it hangs from the main conversation (its earlier history is elsewhere) but is not a
+    # resumed session: nothing should link it as one
+    assert session.threads[0].starts_outside
+    assert session.continues_uuid is None
+
+
 def test_an_earlier_upload_given_apart_is_stitched_like_one_archive(tmp_path):
     older, newer = older_and_newer()
     older_path = older.write(tmp_path / "stored-digest-1.jsonl")
