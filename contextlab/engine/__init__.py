@@ -28,7 +28,7 @@ from .config import (
     setting_from_text,
 )
 from .cost import PricingTable, load_pricing, request_cost
-from .loading import open_upload
+from .loading import EarlierUpload, open_upload, open_upload_chain
 from .model_limits import ModelInfo, model_info
 from .parsing import Session, Thread, build_session, load_session
 from .presets import (
@@ -137,6 +137,7 @@ __all__ = [
     "AnthropicSummarizer",
     "Block",
     "ConfigError",
+    "EarlierUpload",
     "ExtractiveSummarizer",
     "FallbackSummarizer",
     "FieldError",
@@ -187,6 +188,7 @@ __all__ = [
     "messages_json",
     "model_info",
     "open_upload",
+    "open_upload_chain",
     "parse_overrides",
     "parse_time",
     "preload_sdks",

@@ -10,14 +10,23 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from .attachments import render_attachment
 from .jsutil import json_stringify
-from .loading import ProblemList, TranscriptFile, Upload, decode_json_line, iter_lines
+from .loading import (
+    EarlierUpload,
+    ProblemList,
+    TranscriptFile,
+    Upload,
+    decode_json_line,
+    iter_lines,
+    open_upload_chain,
+)
 from .transcript import (
     Block,
     Iteration,
@@ -119,6 +128,8 @@ class Thread:
     #: the thread's first record has a ``parentUuid`` that is not in the file: the file
     #: continues a conversation whose earlier history is elsewhere (resume, Entire checkpoint)
     starts_outside: bool = False
+    #: that ``parentUuid``: the record of the earlier history the thread hangs from
+    continues_uuid: str | None = None
 
 
 @dataclass
@@ -133,12 +144,21 @@ class Session:
     versions: list[str]
     upload: Upload | None = None
     record_count: int = 0
+    #: the uuid of every record read from the session file(s), main chain or not: what a file
+    #: continuing this session can hang from
+    record_uuids: frozenset[str] = frozenset()
     #: results derived from the session alone, reused by later replays in this process
     memo: dict[Any, Any] = field(default_factory=dict)
 
     @property
     def main(self) -> Thread:
         return self.threads[0]
+
+    @property
+    def continues_uuid(self) -> str | None:
+        """The record the main conversation's first record hangs from when it is not in the
+        session's files (a resumed session uploaded without the file it continues), else None."""
+        return self.main.continues_uuid
 
     @property
     def title(self) -> str | None:
@@ -872,9 +892,9 @@ def _build_threads(
         main_chain = tree.reattach(tree.walk(leaf, problems))
         main = Thread(id=main_id, kind=main_kind, messages=[], file=file_name)
         root = main_chain[0] if main_chain else None
-        main.starts_outside = bool(
-            root is not None and root.parent is not None and root.parent not in tree.by_uuid
-        )
+        if root is not None and root.parent is not None and root.parent not in tree.by_uuid:
+            main.starts_outside = True
+            main.continues_uuid = root.parent
         _messages_from_records(main_chain, main)
         threads.append(main)
         threads.extend(_branches(tree, main_chain, main, problems, file_name))
@@ -1043,6 +1063,7 @@ def build_session(upload: Upload) -> Session:
     #: uuid → parent of every main-file record (system and progress records included), to
     #: find the message a compaction fork hangs from when its parent is a turn-end record
     main_parents: dict[str, str | None] = {}
+    record_uuids: frozenset[str] = frozenset()
     if upload.main is not None:
         files.append((upload.main, "main", "main"))
     for sub in upload.subagents:
@@ -1060,10 +1081,15 @@ def build_session(upload: Upload) -> Session:
         for v in parser.versions:
             if v not in versions:
                 versions.append(v)
-        if parser.records and (kind == "subagent" or all(r.is_sidechain for r in parser.records)):
+        subagent_file = bool(parser.records) and (
+            kind == "subagent" or all(r.is_sidechain for r in parser.records)
+        )
+        if subagent_file:
             # a subagent file (or one uploaded on its own) is one chain of sidechain records
             for r in parser.records:
                 r.is_sidechain = False
+        if kind == "main":
+            record_uuids = frozenset(r.uuid for r in parser.records)
         if kind == "main" and upload.subagents:
             main_parents = {r.uuid: r.parent for r in parser.records}
         file_threads = _build_threads(parser.records, problems, parser.tfile.name, kind, thread_id)
@@ -1076,6 +1102,10 @@ def build_session(upload: Upload) -> Session:
             forks.append((file_threads[0], fork_point))
         if kind == "main" and not file_threads:
             file_threads = [Thread(id="main", kind="main", messages=[], file=tfile.name)]
+        if kind == "main" and subagent_file:
+            # a subagent's file uploaded alone hangs from the conversation that started it:
+            # not a resumed session, and no stitching reads the two as one conversation
+            file_threads[0].continues_uuid = None
         threads.extend(file_threads)
     _link_tool_results(threads, problems)
     if threads and threads[0].kind == "main":
@@ -1096,6 +1126,7 @@ def build_session(upload: Upload) -> Session:
         versions=versions,
         upload=upload,
         record_count=record_count,
+        record_uuids=record_uuids,
     )
 
 
@@ -1189,9 +1220,17 @@ def _link_tool_results(threads: list[Thread], problems: list[Problem]) -> None:
             )
 
 
-def load_session(path: str, name: str | None = None) -> Session:
-    """Open and parse an upload (see ``loading.open_upload`` for the accepted forms)."""
-    from .loading import open_upload
-
-    upload = open_upload(path, name)
-    return build_session(upload)
+def load_session(
+    path: str | os.PathLike[str],
+    name: str | None = None,
+    *,
+    earlier: Sequence[str | os.PathLike[str] | EarlierUpload] = (),
+) -> Session:
+    """Open and parse an upload (see ``loading.open_upload`` for the accepted forms); with
+    ``earlier``, stitched to the uploads it continues (``loading.open_upload_chain``)."""
+    upload = open_upload_chain(path, earlier, name)
+    try:
+        return build_session(upload)
+    except BaseException:
+        upload.close()
+        raise

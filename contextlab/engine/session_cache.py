@@ -1,7 +1,8 @@
 """Parse and tokenize a session once, reuse it across replays (A/B pairs, sweeps, workers).
 
 A parsed session with every block's token counts is pickled under ``cache_dir``, keyed by the
-file's SHA-256 and the engine's cache version. Another replay of the same file, in this process
+file's SHA-256 (a session stitched to the uploads it continues: every file's) and the engine's
+cache version. Another replay of the same file, in this process
 or another worker on the same disk, loads it instead of parsing and tokenizing again. The web
 side, which parses an upload to check it, leaves its parsed copy for the first replay
 (``keep_parsed``), so a new file is parsed once.
@@ -12,15 +13,16 @@ from __future__ import annotations
 import hashlib
 import os
 from collections import OrderedDict
+from collections.abc import Sequence
 from pathlib import Path
 
 from .disk_cache import read_pickle, stream_pickle_atomic, write_pickle_atomic
-from .loading import open_upload
+from .loading import EarlierUpload, Upload, open_upload_chain
 from .parsing import Session, load_session
 from .tokens import TiktokenCounter, TokenCounter, block_key, block_rough, block_tokens
 
 #: Bump when Session, Block or the tokenization change shape.
-CACHE_VERSION = "6"
+CACHE_VERSION = "7"
 #: Sessions kept in memory by a long-lived process (a worker replaying a file again after an
 #: LLM summary, or an A/B pair), newest last.
 _RECENT: OrderedDict[str, Session] = OrderedDict()
@@ -55,23 +57,37 @@ def load_session_cached(
     cache_dir: str | os.PathLike[str],
     name: str | None = None,
     sha256: str | None = None,
+    earlier: Sequence[str | os.PathLike[str] | EarlierUpload] = (),
 ) -> Session:
     """Like ``load_session`` but served from (and written to) ``cache_dir`` when possible.
 
+    With ``earlier`` (the uploads this one continues, earliest first), the session is the
+    stitched one (``loading.open_upload_chain``), cached under a key made of every file's;
+    an earlier file that is gone is left out of both.
     A cache file that cannot be read (truncated, written by another engine version) is ignored
     and rewritten; the cache never changes what a replay computes.
     """
     path = os.fspath(path)
+    files = [e if isinstance(e, EarlierUpload) else EarlierUpload(e) for e in earlier]
+    files = [e for e in files if os.path.isfile(e.path)]
     key = _key(path, sha256)
+    if files:
+        # a stitched parse is another session than the file's alone
+        parts = [key, *(_key(os.fspath(e.path), e.sha256) for e in files)]
+        key = hashlib.sha256("\n".join(parts).encode()).hexdigest() + f"-chain-v{CACHE_VERSION}"
     target = Path(cache_dir) / f"{key}.pickle"
+
+    def reopen() -> Upload:
+        return open_upload_chain(path, files, name)
+
     recent = _RECENT.get(key)
     if recent is not None:
         _RECENT.move_to_end(key)
-        recent.upload = open_upload(path, name)  # the last replay closed its archive handles
+        recent.upload = reopen()  # the last replay closed its archive handles
         return recent
     session = read_pickle(target, Session)
     if session is not None:
-        session.upload = open_upload(path, name)  # archives: tool-results read on demand
+        session.upload = reopen()  # archives: tool-results read on demand
         if name:
             session.name = name
         _remember(key, session)
@@ -80,11 +96,11 @@ def load_session_cached(
     session = read_pickle(parsed, Session)
     if session is not None:
         # parsed by whoever stored the upload (``keep_parsed``): only the tokenizing is left
-        session.upload = open_upload(path, name)
+        session.upload = reopen()
         if name:
             session.name = name
     else:
-        session = load_session(path, name)
+        session = load_session(path, name, earlier=files)
     tokenize_session(session)
     upload, session.upload = session.upload, None
     try:

@@ -34,12 +34,18 @@ class SummaryFetch:
 def load_session(transcript: Transcript, *, store_messages: bool = True) -> engine.Session:
     """The parsed, tokenized session (shared through the session cache) with its messages
     stored once for the explorer (``store_messages=False``: a resumed run, which stored them
-    when it started). The caller closes ``session.upload``."""
+    when it started). A session that continues earlier ones (``Transcript.continues``) is
+    read stitched to them, earliest first, as one conversation. The caller closes
+    ``session.upload``."""
     session = engine.load_session_cached(
         transcript.path,
         cache_dir=settings.SESSION_CACHE_DIR,
         name=transcript.name,
         sha256=transcript.sha256,
+        earlier=[
+            engine.EarlierUpload(earlier.path, name=earlier.name, sha256=earlier.sha256)
+            for earlier in transcript.earlier_sessions()
+        ],
     )
     if store_messages and not TranscriptMessages.objects.filter(transcript=transcript).exists():
         TranscriptMessages.objects.update_or_create(

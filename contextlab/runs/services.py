@@ -160,7 +160,9 @@ def session_messages(transcript: Transcript) -> dict[str, list[dict[str, Any]]]:
         row = TranscriptMessages.objects.filter(transcript=transcript).first()
         return engine.expand_messages(row.data) if row else {}
 
-    key = ("messages", transcript.pk, transcript.sha256)
+    # the sessions it continues are part of its messages: a link made or undone changes them
+    files = [t.sha256 for t in transcript.earlier_sessions()] + [transcript.sha256]
+    key = ("messages", transcript.pk, "+".join(files))
     data: dict[str, list[dict[str, Any]]] = _cached(key, load)
     if not data:
         with _CACHE_LOCK:

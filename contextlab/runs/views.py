@@ -146,6 +146,16 @@ def report(request: AuthedRequest, transcript: Transcript) -> HttpResponse:
         "run": run,
         "data": data,
         "problems": transcript.problems[:MAX_PROBLEMS_SHOWN],
+        # links are made within a workspace; the check keeps any other from showing
+        "continues": (
+            transcript.continues
+            if transcript.continues is not None
+            and transcript.continues.workspace_id == transcript.workspace_id
+            else None
+        ),
+        "continued_in": transcript.continued_by.filter(
+            workspace_id=transcript.workspace_id
+        ).order_by("pk"),
         **_run_form_context(transcript, form_values={"preset": "auto", "config": ""}),
     }
     if data is not None and run is not None:

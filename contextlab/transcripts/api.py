@@ -34,6 +34,7 @@ def _session_out(
         "session_id": transcript.session_id,
         "version": transcript.version,
         "workspace_id": transcript.workspace_id,
+        "continues": transcript.continues_id,
         "created_at": transcript.created_at,
         "duplicate": duplicate,
         "grew": grew,

@@ -11,6 +11,9 @@ from django.urls import reverse
 #: The largest id a row can have (BigAutoField); ids past it name nothing, and SQLite cannot
 #: even bind them (OverflowError), so inputs are checked against it before any query.
 MAX_ROW_ID = 2**63 - 1
+#: Sessions a replay follows back through ``continues`` (a session resumed this many times
+#: in a row is rare; the cap bounds the work a chain of hostile files can cause).
+MAX_CHAIN = 20
 
 
 class Transcript(models.Model):
@@ -41,6 +44,14 @@ class Transcript(models.Model):
     threads: models.JSONField[list[dict[str, Any]]] = models.JSONField(default=list)
     #: the engine's problems, [{file, line, code, message, severity}]
     problems: models.JSONField[list[dict[str, Any]]] = models.JSONField(default=list)
+    #: the ``parentUuid`` the main conversation's first record hangs from when that record is
+    #: not in the file (a resumed session's new file); empty for a file that starts the session
+    continues_uuid = models.CharField(max_length=100, blank=True, default="")
+    #: the session of the same workspace whose transcript holds that record: replays read the
+    #: two as one conversation (``runs.runner.load_session``)
+    continues = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="continued_by"
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -66,6 +77,24 @@ class Transcript(models.Model):
     @property
     def path(self) -> str:
         return str(settings.MEDIA_ROOT / self.file)
+
+    def earlier_sessions(self) -> list[Transcript]:
+        """The sessions this one continues, earliest first: ``continues`` followed back within
+        the workspace (a link that leaves it is never followed), at most ``MAX_CHAIN`` of
+        them; a loop of links stops where it comes back."""
+        chain: list[Transcript] = []
+        seen = {self.pk}
+        node = self.continues
+        while (
+            node is not None
+            and node.pk not in seen
+            and node.workspace_id == self.workspace_id
+            and len(chain) < MAX_CHAIN
+        ):
+            chain.insert(0, node)
+            seen.add(node.pk)
+            node = node.continues
+        return chain
 
 
 class TranscriptMessages(models.Model):

@@ -29,6 +29,9 @@ class SessionOut(Schema):
     version: str
     #: the workspace whose members see the session
     workspace_id: int
+    #: the session of the same workspace this one continues (a resumed session's file, linked
+    #: by the record its first record hangs from; replays read the two as one conversation)
+    continues: int | None = None
     created_at: datetime
     #: the same bytes were already uploaded: nothing changed
     duplicate: bool = False

@@ -21,7 +21,7 @@ from contextlab import engine
 from contextlab.engine.loading import dropped_problems
 from contextlab.engine.session_cache import keep_parsed
 from contextlab.runs import services as run_services
-from contextlab.transcripts import quotas
+from contextlab.transcripts import continuations, quotas
 from contextlab.transcripts.models import Transcript, TranscriptMessages
 from contextlab.workspaces.models import Workspace
 from contextlab.workspaces.services import personal_workspace
@@ -158,6 +158,7 @@ def _session_fields(
             for n, t in enumerate(session.threads)
         ],
         "problems": stored_problems(session.problems),
+        "continues_uuid": continuations.linkable_uuid(session.continues_uuid),
     }
 
 
@@ -318,25 +319,56 @@ def store_upload(
                 f"{name}: ContextLab could not read this file (internal error; see the server log)."
             ) from None
         fields = _session_fields(session, final=final, name=name, size=size, sha256=sha256)
-        # before the run is queued: its worker must find it
-        handed = _hand_over(final, session, sha256)
+        scanned: set[int] = set()
         try:
             grown = _grown_from(workspace, session, final)
+            # looked for before the row exists, so that its first replay is already stitched
+            # (a longer version of a linked session starts as it did: the same link)
+            continued = (
+                grown.continues
+                if grown is not None and grown.continues is not None
+                else continuations.continued_session(
+                    workspace.pk,
+                    record_uuid=fields["continues_uuid"],
+                    project=fields["project"],
+                    session_id=fields["session_id"],
+                    continuing=grown,
+                    scanned=scanned,
+                )
+            )
+            if continued is not None:
+                fields["continues"] = continued
+            else:
+                # before the run is queued: its worker must find it (a stitched replay reads
+                # every file of the conversation, so it has no use for this one's parse)
+                handed = _hand_over(final, session, sha256)
             if grown is not None:
                 transcript = _replace_with_longer(grown, fields)
                 final = None  # the grown session's row now owns the file
-                return transcript, Stored.GREW
-            with transaction.atomic():
-                transcript = Transcript.objects.create(owner=owner, workspace=workspace, **fields)
-                run_services.start_run(owner=owner, transcript=transcript, mode="recorded")
+                stored = Stored.GREW
+                # the sessions continuing it read its file as their earlier history
+                continuations.replay_with_new_history(transcript, itself=False)
+            else:
+                with transaction.atomic():
+                    transcript = Transcript.objects.create(
+                        owner=owner, workspace=workspace, **fields
+                    )
+                    run_services.start_run(owner=owner, transcript=transcript, mode="recorded")
+                final = None  # committed: the file now belongs to the row
+                stored = Stored.CREATED
         except IntegrityError:
             # Two uploads of the same bytes raced; the other one won and owns the file.
             final = None
             return Transcript.objects.get(workspace=workspace, sha256=sha256), Stored.DUPLICATE
         finally:
             session.close()
-        final = None  # committed: the file now belongs to the row
-        return transcript, Stored.CREATED
+        try:
+            continuations.link_after_upload(transcript, session.record_uuids, scanned)
+        except Exception:  # the upload is stored and replayed: a failed link must not undo it
+            logger.exception(
+                "could not link session %s to the sessions it continues", transcript.pk
+            )
+        return transcript, stored
     finally:
         partial.unlink(missing_ok=True)
         if final is not None:
@@ -372,9 +404,15 @@ def rename_transcript(*, transcript: Transcript, title: str) -> Transcript:
 
 
 def delete_transcript(*, transcript: Transcript) -> None:
-    """Delete a session, its runs and results, and (after commit) its stored file."""
+    """Delete a session, its runs and results, and (after commit) its stored file. The sessions
+    that continued it start outside their files again, and replay so."""
     path = Path(transcript.path)
     shared = Transcript.objects.filter(file=transcript.file).exclude(pk=transcript.pk).exists()
-    transcript.delete()
+    later = list(transcript.continued_by.all())
+    transcript.delete()  # their ``continues`` is set to null
     if not shared:
         transaction.on_commit(lambda: path.unlink(missing_ok=True))
+    for each in later:
+        each.continues = None
+        continuations.replay_with_new_history(each)
+        logger.info("session %s no longer continues a session (deleted)", each.pk)

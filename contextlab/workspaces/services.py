@@ -11,6 +11,7 @@ from django.db import IntegrityError, transaction
 from django.utils import timezone
 
 from contextlab.sharing.models import ShareLink
+from contextlab.transcripts import continuations
 from contextlab.transcripts.models import Transcript
 from contextlab.workspaces.models import Invite, Membership, Role, Workspace
 
@@ -179,8 +180,9 @@ def move_session(*, user: User, transcript: Transcript, workspace_id: int) -> in
     Its live share links are revoked: whoever it was shared with was chosen for the old
     workspace (a "members only" link would silently change audience). Comparisons and sweeps
     of the old workspace keep the session; members who cannot read the new workspace no
-    longer see it there, and those pages say how many sessions are left out. Returns how
-    many links were revoked.
+    longer see it there, and those pages say how many sessions are left out. Links between
+    sessions that continue each other stay within a workspace (``continuations.relink_moved``). Returns how
+    many share links were revoked.
     """
     target = Workspace.objects.filter(
         pk=workspace_id,
@@ -208,4 +210,5 @@ def move_session(*, user: User, transcript: Transcript, workspace_id: int) -> in
             revoked_at=timezone.now()
         )
     transcript.workspace = target
+    continuations.relink_moved(transcript=transcript)
     return revoked

@@ -12,7 +12,10 @@ import itertools
 import zipfile
 from pathlib import Path
 
+import pytest
+
 from contextlab import engine
+from contextlab.engine import session_cache
 from tests.engine.builders import TranscriptBuilder
 
 
@@ -105,3 +108,103 @@ def test_an_unrelated_file_is_reported_and_left_out(tmp_path):
     left_out = [p for p in session.problems if p.code == "extra_transcript"]
     assert [p.message.split(":")[0] for p in left_out] == ["project/c.jsonl"]
     assert left_out[0].severity == "info"
+
+
+# --- files uploaded separately (open_upload_chain, load_session(earlier=...)) ---------------
+
+
+def test_the_newer_file_alone_names_the_record_it_continues(tmp_path):
+    older, newer = older_and_newer()
+    session = engine.load_session(str(newer.write(tmp_path / "newer.jsonl")))
+    assert session.continues_uuid == older.last_uuid
+    assert older.last_uuid not in session.record_uuids
+    assert {r["uuid"] for r in newer.records} == session.record_uuids
+    whole = engine.load_session(str(older.write(tmp_path / "older.jsonl")))
+    assert whole.continues_uuid is None
+    assert older.last_uuid in whole.record_uuids
+
+
+def test_a_subagent_file_alone_continues_no_session(tmp_path):
+    _, newer = older_and_newer()
+    for record in newer.records:
+        record["isSidechain"] = True
+    session = engine.load_session(str(newer.write(tmp_path / "agent-a1.jsonl")))
+    # it hangs from the main conversation (its earlier history is elsewhere) but is not a
+    # resumed session: nothing should link it as one
+    assert session.threads[0].starts_outside
+    assert session.continues_uuid is None
+
+
+def test_an_earlier_upload_given_apart_is_stitched_like_one_archive(tmp_path):
+    older, newer = older_and_newer()
+    older_path = older.write(tmp_path / "stored-digest-1.jsonl")
+    session = engine.load_session(
+        str(newer.write(tmp_path / "newer.jsonl")),
+        earlier=[engine.EarlierUpload(older_path, name="older.jsonl")],
+    )
+    main = session.threads[0]
+    assert not main.starts_outside
+    assert session.continues_uuid is None
+    assert prompts(session)[0] == "first session, step 0"
+    assert len(prompts(session)) == 5
+    # the earlier file is shown by its name, not by the path it is stored under
+    assert {m.file for m in main.messages} == {"older.jsonl", "newer.jsonl"}
+    result = engine.replay(session, engine.get_preset("claude-code-2.1.88")).to_json()
+    assert all(r["earlier_history_tokens"] == 0 for r in result["requests"])
+    assert len(result["requests"]) == 5
+    session.close()
+
+
+def test_a_gzipped_earlier_upload_and_plain_paths_work(tmp_path):
+    import gzip
+
+    older, newer = older_and_newer()
+    gz = tmp_path / "older.jsonl.gz"
+    gz.write_bytes(gzip.compress(older.text().encode()))
+    session = engine.load_session(str(newer.write(tmp_path / "newer.jsonl")), earlier=[gz])
+    assert not session.threads[0].starts_outside
+    assert len(prompts(session)) == 5
+
+
+def test_an_earlier_upload_that_is_gone_is_reported_and_left_out(tmp_path):
+    _, newer = older_and_newer()
+    session = engine.load_session(
+        str(newer.write(tmp_path / "newer.jsonl")), earlier=[tmp_path / "gone.jsonl"]
+    )
+    assert session.threads[0].starts_outside
+    assert [p.code for p in session.problems if p.file == "gone.jsonl"] == [
+        "earlier_upload_unreadable"
+    ]
+
+
+def test_open_upload_chain_closes_every_upload(tmp_path):
+    older, newer = older_and_newer()
+    older_zip = archive(tmp_path, {"a.jsonl": older})
+    closed: list[str] = []
+    upload = engine.open_upload_chain(newer.write(tmp_path / "newer.jsonl"), [older_zip])
+    assert [f.name for f in upload.siblings] == ["project/a.jsonl"]
+    upload._closers.append(lambda: closed.append("done"))
+    upload.close()
+    assert closed == ["done"]
+    # the zip's own close ran too: its member can no longer be opened
+    with pytest.raises(ValueError, match="closed"):
+        upload.siblings[0].opener()
+
+
+def test_the_session_cache_keys_a_stitched_session_by_every_file(tmp_path):
+    older, newer = older_and_newer()
+    older_path = older.write(tmp_path / "older.jsonl")
+    newer_path = newer.write(tmp_path / "newer.jsonl")
+    cache = tmp_path / "cache"
+    alone = engine.load_session_cached(newer_path, cache_dir=cache)
+    stitched = engine.load_session_cached(newer_path, cache_dir=cache, earlier=[older_path])
+    assert alone.threads[0].starts_outside
+    assert not stitched.threads[0].starts_outside
+    assert len(list(cache.glob("*.pickle"))) == 2
+    # and each comes back as it was, from memory or from disk
+    session_cache._RECENT.clear()
+    again = engine.load_session_cached(newer_path, cache_dir=cache, earlier=[older_path])
+    assert len(prompts(again)) == 5
+    assert len(prompts(engine.load_session_cached(newer_path, cache_dir=cache))) == 2
+    for each in (alone, stitched, again):
+        each.close()
