@@ -208,33 +208,21 @@ def test_a_request_with_an_advisor_call_counts_its_own_prompt_and_bills_every_ca
     row = result["requests"][0]
     assert row["recorded_total"] == 1 + 109_050 + 931
     pricing = load_pricing()
-    advisor = request_cost(
-        "claude-opus-5",
-        uncached=149_112,
-        cache_read=0,
-        cache_write_5m=0,
-        cache_write_1h=0,
-        output=14_153,
-        pricing=pricing,
-    )
-    continuation = request_cost(
-        "claude-opus-4-6",
-        uncached=1,
-        cache_read=109_981,
-        cache_write_5m=3176,
-        cache_write_1h=0,
-        output=397,
-        pricing=pricing,
-    )
-    first = request_cost(
-        "claude-opus-4-6",
-        uncached=1,
-        cache_read=109_050,
-        cache_write_5m=0,
-        cache_write_1h=931,
-        output=1171,
-        pricing=pricing,
-    )
+
+    def billed(model: str, uncached: int, read: int, w5m: int, w1h: int, output: int) -> float:
+        return request_cost(
+            model,
+            uncached=uncached,
+            cache_read=read,
+            cache_write_5m=w5m,
+            cache_write_1h=w1h,
+            output=output,
+            pricing=pricing,
+        )
+
+    advisor = billed("claude-opus-5", 149_112, 0, 0, 0, 14_153)
+    continuation = billed("claude-opus-4-6", 1, 109_981, 3176, 0, 397)
+    first = billed("claude-opus-4-6", 1, 109_050, 0, 931, 1171)
     assert abs(row["iteration_cost_usd"] - (advisor + continuation)) < 1e-5
     assert abs(row["recorded_cost_usd"] - (first + advisor + continuation)) < 1e-5
     # the replay's own estimate carries the same server calls
