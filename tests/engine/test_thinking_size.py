@@ -188,3 +188,19 @@ def test_too_few_turns_measure_nothing(tmp_path: Path):
     path = _with_sent_back_thinking(_snapshot_turns(4), tmp_path, factor=3.0)
     sized, texts, _ = _snapshot_thinking_tokens(path)
     assert sized == texts
+
+
+def test_the_thinking_factor_does_not_depend_on_which_config_ran_first(tmp_path: Path):
+    path = _with_sent_back_thinking(_snapshot_turns(8), tmp_path, factor=3.0)
+    other = engine.get_preset("claude-code-2.1.88").replace(autocompact_buffer_tokens=20_000)
+
+    def thinking(session: engine.Session) -> list[int]:
+        return [b.tok for m in session.main.messages for b in m.blocks if b.type == "thinking"]
+
+    shared = engine.load_session(str(path))
+    engine.replay(shared, engine.get_preset("claude-code-2.1.88"), mode="recorded")
+    after_first = engine.replay(shared, other, mode="recorded").to_json()["requests"]
+    fresh = engine.load_session(str(path))
+    alone = engine.replay(fresh, other, mode="recorded").to_json()["requests"]
+    assert thinking(shared) == thinking(fresh)
+    assert [r["model_tokens"] for r in after_first] == [r["model_tokens"] for r in alone]
