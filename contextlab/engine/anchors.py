@@ -169,24 +169,30 @@ def thinking_growth_factor(
     requests: Sequence[RequestInfo],
     raw: Sequence[int],
     totals: Sequence[int],
-    ratio: float,
     counter: TokenCounter,
 ) -> float:
     """What a thread's thinking costs when it is sent back, per token of the text the file
-    keeps, measured on the thread's own recording (``ratio``: its calibration's).
+    keeps, measured on the thread's own recording.
 
     Claude 4 models return summarized thinking, and the next request of the turn sends the
     whole of it back. A response whose final output count was written is sized from it; one
     with only a streaming snapshot has nothing but its text. Between two requests of one turn
     (no prompt, restart or compaction between them) the recorded prompt grows by the response
-    plus the tool results; what the growth holds beyond the view's other new content, over the
-    thinking text, is the factor. The median over the thread's responses with at least
-    ``THINKING_SAMPLE_TEXT_TOKENS`` of thinking text; 1.0 (the text as it is) with fewer than
-    ``THINKING_GROWTH_SAMPLES`` of them, never less.
+    plus the tool results; what the growth holds beyond the view's other new content (at the
+    ratio of the stretches between named points), over the thinking text, is the factor. The
+    median over the thread's responses with at least ``THINKING_SAMPLE_TEXT_TOKENS`` of
+    thinking text; 1.0 (the text as it is) with fewer than ``THINKING_GROWTH_SAMPLES`` of
+    them, never less. The ratio takes up part of the thinking when it is a large share of the
+    growth, so the factor errs low.
     """
-    if ratio <= 0:
-        return 1.0
+    recorded = [k for k in range(len(requests)) if totals[k] > 0]
     points = _named_points(thread, requests)
+    groups: list[int] = []
+    for k in recorded:
+        groups.append((groups[-1] if groups else 0) + (1 if points[k] and k != recorded[0] else 0))
+    ratio = _within_slope([raw[k] for k in recorded], [totals[k] for k in recorded], groups)
+    if ratio is None:
+        return 1.0
     samples: list[float] = []
     for k in range(len(requests) - 1):
         if totals[k] <= 0 or totals[k + 1] <= 0 or points[k + 1]:

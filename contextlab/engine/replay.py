@@ -1135,31 +1135,21 @@ class _Replay:
             totals = [
                 (r.message.usage.prompt_total if r.message.usage else 0) for r in probe.requests
             ]
-            anchors = thread_anchors(thread, probe.requests, probe.raw, totals, self.config)
             # responses with only a streaming snapshot of their output: their thinking is sized
             # from what the thread's recording says thinking costs sent back, then measured
             # again. Measured once per thread and session, on the text sizes, so a replay under
             # another config (a sweep, an A/B pair) sizes it the same whatever ran first.
             factor_key = ("thinking_factor", thread.id)
             if factor_key not in self.session.memo:
-                self.session.memo[factor_key] = (
-                    thinking_growth_factor(
-                        thread,
-                        probe.requests,
-                        probe.raw,
-                        totals,
-                        anchors.calibration.ratio,
-                        self.counter,
-                    )
-                    if anchors.calibration is not None
-                    else 1.0
+                factor = thinking_growth_factor(
+                    thread, probe.requests, probe.raw, totals, self.counter
                 )
-                factor = self.session.memo[factor_key]
+                self.session.memo[factor_key] = factor
                 if factor > 1.0 and scale_unsized_thinking(
                     thread.messages, factor, self.counter, thread.id
                 ):
                     probe = self._probe(thread)
-                    anchors = thread_anchors(thread, probe.requests, probe.raw, totals, self.config)
+            anchors = thread_anchors(thread, probe.requests, probe.raw, totals, self.config)
             per_model = fit_per_model(probe.requests, probe.raw, totals)
             calibration = fit_calibration(probe.raw, totals)
             if per_model or anchors.calibration is None:
