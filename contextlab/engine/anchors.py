@@ -158,6 +158,23 @@ def _within_slope(xs: Sequence[int], ys: Sequence[int], groups: Sequence[int]) -
     return sxy / sxx
 
 
+def _stretch_ratio(
+    points: Sequence[dict[str, str]],
+    recorded: Sequence[int],
+    raw: Sequence[int],
+    totals: Sequence[int],
+) -> float | None:
+    """The thread's ratio of recorded to raw tokens, fitted within the stretches between named
+    points (a jump at a restart, turn start or compaction does not tilt it)."""
+    groups: list[int] = []
+    group = 0
+    for k in recorded:
+        if points[k] and k != recorded[0]:
+            group += 1
+        groups.append(group)
+    return _within_slope([raw[k] for k in recorded], [totals[k] for k in recorded], groups)
+
+
 #: A response's thinking text must hold this many tokens to measure what it costs sent back.
 THINKING_SAMPLE_TEXT_TOKENS = 30
 #: The fewest such responses that measure a thread's thinking factor.
@@ -187,10 +204,7 @@ def thinking_growth_factor(
     """
     recorded = [k for k in range(len(requests)) if totals[k] > 0]
     points = _named_points(thread, requests)
-    groups: list[int] = []
-    for k in recorded:
-        groups.append((groups[-1] if groups else 0) + (1 if points[k] and k != recorded[0] else 0))
-    ratio = _within_slope([raw[k] for k in recorded], [totals[k] for k in recorded], groups)
+    ratio = _stretch_ratio(points, recorded, raw, totals)
     if ratio is None:
         return 1.0
     samples: list[float] = []
@@ -230,13 +244,7 @@ def thread_anchors(
         return result
     if len(recorded) < 3:
         return _short_thread(thread, result, recorded[0], raw, totals, config)
-    groups: list[int] = []
-    group = 0
-    for k in recorded:
-        if points[k] and k != recorded[0]:
-            group += 1
-        groups.append(group)
-    ratio = _within_slope([raw[k] for k in recorded], [totals[k] for k in recorded], groups)
+    ratio = _stretch_ratio(points, recorded, raw, totals)
     if ratio is None or not config.anchor_ratio_min <= ratio <= config.anchor_ratio_max:
         return result
 
