@@ -12,7 +12,7 @@ from ninja.errors import AuthenticationError
 from ninja.parser import Parser
 
 from contextlab.accounts.auth import BearerTokenAuth, SessionAuth
-from contextlab.engine.loading import decode_json_line
+from contextlab.engine import decode_json_line
 
 
 class StrictJSONParser(Parser):

@@ -141,3 +141,38 @@ def test_no_import_cycle_anywhere_in_contextlab():
     graph = import_graph()
     assert graph["contextlab.runs.tasks"]  # the graph does hold edges
     assert cycles(graph) == []
+
+
+def engine_submodule_imports(root: Path) -> list[str]:
+    """``path: module`` for each import, outside the engine, of one of the engine's submodules
+    (the apps, the CLI and the tests of the web side use ``contextlab.engine`` only)."""
+    found = []
+    for path in sorted((root / "contextlab").rglob("*.py")):
+        if (root / "contextlab" / "engine") in path.parents:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            names = (
+                [alias.name for alias in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
+            found += [
+                f"{path.relative_to(root)}: {name}"
+                for name in names
+                if name.startswith("contextlab.engine.")
+            ]
+    return found
+
+
+def test_the_apps_use_the_engine_only_through_its_public_interface(tmp_path):
+    assert engine_submodule_imports(ROOT) == []
+    # and the check sees a breach
+    (tmp_path / "contextlab" / "runs").mkdir(parents=True)
+    (tmp_path / "contextlab" / "runs" / "views.py").write_text(
+        "from contextlab.engine.results import as_result\n"
+    )
+    assert engine_submodule_imports(tmp_path) == [
+        "contextlab/runs/views.py: contextlab.engine.results"
+    ]

@@ -28,7 +28,13 @@ from .config import (
     setting_from_text,
 )
 from .cost import PricingTable, load_pricing, request_cost
-from .loading import EarlierUpload, open_upload, open_upload_chain
+from .loading import (
+    EarlierUpload,
+    decode_json_line,
+    dropped_problems,
+    open_upload,
+    open_upload_chain,
+)
 from .model_limits import ModelInfo, model_info
 from .parsing import Session, Thread, build_session, load_session
 from .presets import (
@@ -41,6 +47,7 @@ from .presets import (
     resolve_request_config,
 )
 from .replay import MODES, ReplayResult, replay, resume
+from .results import RecordedUsage, RequestRow, ResultJson, as_result
 from .summarizing import (
     PROMPT_VERSION,
     ExtractiveSummarizer,
@@ -57,16 +64,24 @@ from .summarizing import (
     summary_key,
 )
 from .thresholds import Thresholds, compute_thresholds
-from .tokens import rough_text
+from .tokens import TiktokenCounter, rough_text
 from .transcript import Block, Message, Problem, TranscriptError, Usage
 
 if TYPE_CHECKING:  # loaded on first use (below): the CLI's start-up only pays for what it runs
     from . import compare
     from .composition import compose
-    from .evaluation import cache_accuracy, compaction_accuracy, fidelity
-    from .explorer import BADGES, TransformIndex, expand_messages, messages_json, side_by_side
+    from .evaluation import cache_accuracy, compaction_accuracy, fidelity, result_fidelity
+    from .explorer import (
+        BADGES,
+        HistoryIndex,
+        TransformIndex,
+        expand_messages,
+        messages_json,
+        side_by_side,
+    )
     from .navigator import (
         EVENT_KINDS,
+        NavigatorEvent,
         cache_sentence,
         describe_event,
         event_counts,
@@ -75,7 +90,7 @@ if TYPE_CHECKING:  # loaded on first use (below): the CLI's start-up only pays f
         parse_time,
         request_events,
     )
-    from .session_cache import file_sha256, load_session_cached, tokenize_session
+    from .session_cache import file_sha256, keep_parsed, load_session_cached, tokenize_session
     from .summarizing.anthropic_backend import AnthropicSummarizer
     from .summarizing.factory import make_summarizer, preload_sdks
     from .summarizing.fallback import FallbackSummarizer
@@ -88,9 +103,16 @@ if TYPE_CHECKING:  # loaded on first use (below): the CLI's start-up only pays f
 _LAZY_MODULES: dict[str, tuple[str, ...]] = {
     ".compare": (),
     ".composition": ("compose",),
-    ".evaluation": ("cache_accuracy", "compaction_accuracy", "fidelity"),
-    ".explorer": ("BADGES", "TransformIndex", "expand_messages", "messages_json", "side_by_side"),
-    ".session_cache": ("file_sha256", "load_session_cached", "tokenize_session"),
+    ".evaluation": ("cache_accuracy", "compaction_accuracy", "fidelity", "result_fidelity"),
+    ".explorer": (
+        "BADGES",
+        "HistoryIndex",
+        "TransformIndex",
+        "expand_messages",
+        "messages_json",
+        "side_by_side",
+    ),
+    ".session_cache": ("file_sha256", "keep_parsed", "load_session_cached", "tokenize_session"),
     ".summarizing.anthropic_backend": ("AnthropicSummarizer",),
     ".summarizing.factory": ("make_summarizer", "preload_sdks"),
     ".summarizing.fallback": ("FallbackSummarizer",),
@@ -98,6 +120,7 @@ _LAZY_MODULES: dict[str, tuple[str, ...]] = {
     ".summarizing.openai_backend": ("OpenAICompatibleSummarizer",),
     ".navigator": (
         "EVENT_KINDS",
+        "NavigatorEvent",
         "cache_sentence",
         "describe_event",
         "event_counts",
@@ -141,15 +164,20 @@ __all__ = [
     "ExtractiveSummarizer",
     "FallbackSummarizer",
     "FieldError",
+    "HistoryIndex",
     "LLMSettings",
     "Message",
     "ModelInfo",
+    "NavigatorEvent",
     "OpenAICompatibleSummarizer",
     "PipelineConfig",
     "PricingTable",
     "Problem",
+    "RecordedUsage",
     "ReplayResult",
     "ReplayStopped",
+    "RequestRow",
+    "ResultJson",
     "Session",
     "StoredSummarizer",
     "Summarizer",
@@ -159,9 +187,11 @@ __all__ = [
     "SummaryResult",
     "Thread",
     "Thresholds",
+    "TiktokenCounter",
     "TranscriptError",
     "TransformIndex",
     "Usage",
+    "as_result",
     "build_session",
     "cache_accuracy",
     "cache_sentence",
@@ -170,8 +200,10 @@ __all__ = [
     "compare",
     "compose",
     "compute_thresholds",
+    "decode_json_line",
     "describe_event",
     "disk_cache",
+    "dropped_problems",
     "event_counts",
     "expand_messages",
     "fidelity",
@@ -181,6 +213,7 @@ __all__ = [
     "format_summary",
     "gaps",
     "get_preset",
+    "keep_parsed",
     "load_pricing",
     "load_session",
     "load_session_cached",
@@ -199,6 +232,7 @@ __all__ = [
     "request_events",
     "resolve_config",
     "resolve_request_config",
+    "result_fidelity",
     "resume",
     "rough_text",
     "setting_from_text",

@@ -10,7 +10,7 @@ from ninja import Query, Router, Schema
 from ninja.responses import Status
 
 from contextlab import engine
-from contextlab.engine.results import RequestRow, as_result
+from contextlab.engine import RequestRow, as_result
 from contextlab.http import AuthedRequest
 from contextlab.runs import services
 from contextlab.runs.models import Run

@@ -12,8 +12,7 @@ from typing import Any, Literal
 import plotly.graph_objects as go
 from django.conf import settings
 
-from contextlab.engine.evaluation import result_fidelity
-from contextlab.engine.results import RecordedUsage, RequestRow, ResultJson
+from contextlab.engine import RecordedUsage, RequestRow, ResultJson, result_fidelity
 
 RequestUrl = Callable[[int], str]
 

@@ -21,10 +21,7 @@ from django.views.decorators.http import require_POST
 from django.views.decorators.vary import vary_on_headers
 
 from contextlab import engine
-from contextlab.engine.explorer import HistoryIndex
-from contextlab.engine.navigator import NavigatorEvent
-from contextlab.engine.results import RequestRow, as_result
-from contextlab.engine.tokens import TiktokenCounter
+from contextlab.engine import HistoryIndex, NavigatorEvent, RequestRow, TiktokenCounter, as_result
 from contextlab.http import AuthedRequest
 from contextlab.runs import charts, differences, labels, services
 from contextlab.runs.models import Run

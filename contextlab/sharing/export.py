@@ -15,7 +15,7 @@ from django.template.loader import render_to_string
 
 from contextlab import engine
 from contextlab.comments import presenting as comments
-from contextlab.engine.results import RequestRow, as_result
+from contextlab.engine import RequestRow, as_result
 from contextlab.runs import charts
 from contextlab.runs.models import Run
 from contextlab.runs.views import subagent_rows

@@ -16,7 +16,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 
 from contextlab import engine
-from contextlab.engine.results import RequestRow, as_result
+from contextlab.engine import RequestRow, as_result
 from contextlab.errors import error_response
 from contextlab.http import AuthedRequest, HtmxRequest
 from contextlab.runs import charts

@@ -18,8 +18,7 @@ from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 
 from contextlab import engine
-from contextlab.engine.loading import dropped_problems
-from contextlab.engine.session_cache import keep_parsed
+from contextlab.engine import dropped_problems, keep_parsed
 from contextlab.runs import services as run_services
 from contextlab.transcripts import continuations, quotas
 from contextlab.transcripts.models import Transcript, TranscriptMessages

@@ -13,7 +13,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
-from contextlab.engine.results import RequestRow, as_result
+from contextlab.engine import RequestRow, as_result
 from contextlab.runs.charts import (
     figure_json,
     has_event,

@@ -18,7 +18,7 @@ from django.views.decorators.http import require_POST
 from django.views.decorators.vary import vary_on_headers
 
 from contextlab import engine
-from contextlab.engine.results import RequestRow, as_result
+from contextlab.engine import RequestRow, as_result
 from contextlab.http import AuthedRequest
 from contextlab.runs import services as run_services
 from contextlab.runs import views as run_views
