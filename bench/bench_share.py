@@ -42,8 +42,8 @@ import django  # noqa: E402  (after the path set-up)
 
 django.setup()
 
-from contextlab import engine  # noqa: E402
-from contextlab.sharing import export, redaction  # noqa: E402
+from contextlab import engine, redaction  # noqa: E402
+from contextlab.sharing import export  # noqa: E402
 
 
 def replay(path: Path) -> tuple[float, dict[str, Any], Any]:

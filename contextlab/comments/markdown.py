@@ -25,7 +25,7 @@ from markdown_it.renderer import RendererHTML
 from markdown_it.token import Token
 from markdown_it.utils import EnvType, OptionsDict
 
-from contextlab.sharing import redaction
+from contextlab import redaction
 
 #: URL schemes a comment's link may use; anything else with a scheme is dropped
 ALLOWED_SCHEMES = frozenset({"http", "https", "mailto"})

@@ -9,10 +9,11 @@ from django.urls import reverse
 from ninja import Router
 from ninja.responses import Status
 
+from contextlab import redaction
 from contextlab.comments import services as comments
 from contextlab.http import AuthedRequest
 from contextlab.runs.models import Run
-from contextlab.sharing import export, redaction, services, targets
+from contextlab.sharing import export, services, targets
 from contextlab.sharing.models import ShareLink
 from contextlab.sharing.schemas import ShareCreatedOut, ShareIn, ShareOut
 from contextlab.transcripts.api import field_error

@@ -19,10 +19,10 @@ from django.db.models import F, Q, QuerySet
 from django.http import Http404
 from django.utils import timezone
 
+from contextlab import redaction
 from contextlab.comments import services as comments
 from contextlab.runs import services as run_services
 from contextlab.runs.models import Run
-from contextlab.sharing import redaction
 from contextlab.sharing.models import ShareLink, ShareSnapshot
 from contextlab.transcripts.models import Transcript
 from contextlab.workspaces import access

@@ -13,10 +13,10 @@ from typing import Any
 
 from django.contrib.auth.models import User
 
+from contextlab import redaction
 from contextlab.runs import services as run_services
 from contextlab.runs.charts import figure_json
 from contextlab.runs.models import Run
-from contextlab.sharing import redaction
 from contextlab.sharing.models import ShareLink
 from contextlab.sharing.services import DEFAULT_EXPIRY_DAYS, Redacted, ShareError, publish
 from contextlab.tuning import charts

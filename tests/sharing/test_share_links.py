@@ -11,9 +11,10 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
+from contextlab import redaction
 from contextlab.runs import runner
 from contextlab.runs.services import session_messages
-from contextlab.sharing import redaction, services
+from contextlab.sharing import services
 from contextlab.sharing.models import ShareLink
 from contextlab.transcripts import services as transcript_services
 from contextlab.transcripts.models import TranscriptMessages

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from contextlab.sharing import redaction
+from contextlab import redaction
 from tests.conftest import corpus_files, needs_corpus
 from tests.sharing.seeded import make_secrets
 
