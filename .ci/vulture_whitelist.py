@@ -297,3 +297,5 @@ revoked_links  # unused variable (contextlab/workspaces/schemas.py: an API respo
 _watch_pool  # a Celery worker_ready receiver (contextlab/celery.py)
 QueueNoticeMiddleware  # in settings.MIDDLEWARE (contextlab/middleware.py)
 CELERY_TASK_ROUTES  # Celery setting (contextlab/settings.py)
+DeclaredBodySizeMiddleware  # in settings.MIDDLEWARE (contextlab/middleware.py)
+RATELIMIT_FAIL_OPEN  # django-ratelimit setting (contextlab/settings.py)

@@ -75,7 +75,7 @@ def create_share(request: AuthedRequest, payload: ShareIn) -> Status[dict[str, A
                 transcript=transcript,
                 run=run,
                 audience=payload.audience,
-                days=payload.expires_in_days,
+                days=payload.expiry_days(),
                 keep=keep,
             )
         else:
@@ -92,7 +92,7 @@ def create_share(request: AuthedRequest, payload: ShareIn) -> Status[dict[str, A
                 user=request.user,
                 target=target,
                 audience=payload.audience,
-                days=payload.expires_in_days,
+                days=payload.expiry_days(),
                 keep=keep,
             )
     except services.ShareError as exc:
