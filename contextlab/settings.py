@@ -235,7 +235,9 @@ CELERY_BROKER_DIR = VAR_DIR / "broker"
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "filesystem://")
 CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, Any] = {}
 if CELERY_BROKER_URL.startswith("filesystem://"):
-    # Embedded broker: messages are files in one folder shared by producer and worker.
+    # Embedded broker: messages are files in one folder shared by producer and worker, each
+    # written whole before it appears (contextlab/local_broker.py).
+    CELERY_BROKER_TRANSPORT = "contextlab.local_broker:Transport"
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(CELERY_BROKER_DIR / "queue"),
         "data_folder_out": str(CELERY_BROKER_DIR / "queue"),
