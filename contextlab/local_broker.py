@@ -10,6 +10,7 @@ into place: a rename within one folder is atomic, so the worker sees the complet
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from time import monotonic
@@ -33,10 +34,8 @@ class Channel(filesystem.Channel):
                 handle.write(str_to_bytes(dumps(message)))
             os.replace(staging, final)
         except OSError as exc:
-            try:
+            with contextlib.suppress(OSError):
                 os.remove(staging)
-            except OSError:
-                pass
             raise ChannelError(f"Cannot add file {final!r} to directory") from exc
 
 

@@ -57,12 +57,16 @@ class DeclaredBodySizeMiddleware:
             else settings.DATA_UPLOAD_MAX_MEMORY_SIZE
         )
         if limit is not None and declared > limit:
-            what = "one transcript file" if multipart else "a request body"
+            advice = (
+                "Upload one transcript file per request."
+                if multipart
+                else "Upload transcripts as multipart files to /api/sessions."
+            )
             response = errors.error_response(
                 request,
                 413,
-                f"The request declares {declared:,} bytes, more than {what} may hold "
-                f"({limit:,} bytes). Upload files one per request.",
+                f"The request declares {declared:,} bytes, over the limit of {limit:,} bytes "
+                f"for {'an upload' if multipart else 'a request body'}. {advice}",
                 with_context=False,  # nothing has run yet: no session, no user
             )
             response["Connection"] = "close"  # the unread body must not be taken as a request

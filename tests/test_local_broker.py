@@ -4,6 +4,7 @@ published reads only complete messages."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -57,10 +58,8 @@ def test_a_reader_never_sees_a_message_before_it_is_whole(tmp_path: Path) -> Non
             for name in os.listdir(queue_folder):
                 if name.partition(".")[2] != "race.msg":
                     continue
-                try:
+                with contextlib.suppress(FileNotFoundError):
                     seen.append((queue_folder / name).read_bytes())
-                except FileNotFoundError:
-                    pass
 
     reader = threading.Thread(target=read_as_the_worker_does)
     reader.start()
