@@ -18,7 +18,6 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from . import disk_cache
 from .config import (
     ConfigError,
     FieldError,
@@ -28,13 +27,15 @@ from .config import (
     setting_from_text,
 )
 from .cost import PricingTable, load_pricing, request_cost
-from .loading import (
+from .input import disk_cache
+from .input.loading import (
     EarlierUpload,
     decode_json_line,
     dropped_problems,
     open_upload,
     open_upload_chain,
 )
+from .input.model import Block, Message, Problem, TranscriptError, Usage
 from .model_limits import ModelInfo, model_info
 from .parsing import Session, Thread, build_session, load_session
 from .presets import (
@@ -65,7 +66,6 @@ from .summarizing import (
 )
 from .thresholds import Thresholds, compute_thresholds
 from .tokens import TiktokenCounter, rough_text
-from .transcript import Block, Message, Problem, TranscriptError, Usage
 
 if TYPE_CHECKING:  # loaded on first use (below): the CLI's start-up only pays for what it runs
     from . import compare
@@ -79,6 +79,7 @@ if TYPE_CHECKING:  # loaded on first use (below): the CLI's start-up only pays f
         messages_json,
         side_by_side,
     )
+    from .input import loading
     from .navigator import (
         EVENT_KINDS,
         NavigatorEvent,
@@ -102,6 +103,7 @@ if TYPE_CHECKING:  # loaded on first use (below): the CLI's start-up only pays f
 #: the attribute (``engine.compare``).
 _LAZY_MODULES: dict[str, tuple[str, ...]] = {
     ".compare": (),
+    ".input.loading": (),
     ".composition": ("compose",),
     ".evaluation": ("cache_accuracy", "compaction_accuracy", "fidelity", "result_fidelity"),
     ".explorer": (
@@ -217,6 +219,7 @@ __all__ = [
     "load_pricing",
     "load_session",
     "load_session_cached",
+    "loading",
     "make_summarizer",
     "messages_json",
     "model_info",

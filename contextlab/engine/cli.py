@@ -13,11 +13,11 @@ from collections.abc import Sequence
 from typing import Any, NoReturn, TextIO
 
 from .config import ConfigError, PipelineConfig
+from .input.model import TranscriptError
 from .parsing import Session, load_session
 from .presets import resolve_config
 from .replay import MODES, ReplayResult, replay
 from .summarizing import SUMMARIZER_NAMES, ExtractiveSummarizer, Summarizer
-from .transcript import TranscriptError
 
 EXIT_OK = 0
 EXIT_UNUSABLE = 2

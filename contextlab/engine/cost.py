@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .transcript import Usage
+    from .input.model import Usage
 
 __all__ = ["DEFAULT_KEY", "Price", "PricingTable", "load_pricing", "request_cost"]
 

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .attachments import render_attachment
-from .jsutil import json_stringify
-from .loading import (
+from .input.jsutil import json_stringify
+from .input.loading import (
     EarlierUpload,
     ProblemList,
     TranscriptFile,
@@ -27,15 +27,7 @@ from .loading import (
     iter_lines,
     open_upload_chain,
 )
-from .transcript import (
-    Block,
-    Iteration,
-    Message,
-    MessageKind,
-    Problem,
-    TranscriptError,
-    Usage,
-)
+from .input.model import Block, Iteration, Message, MessageKind, Problem, TranscriptError, Usage
 
 #: A usage count above this is garbage (the largest context window is 1M tokens); it also keeps
 #: every sum of counts inside a 32-bit database column.

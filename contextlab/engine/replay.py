@@ -20,6 +20,7 @@ from .anchors import ThreadAnchors, thinking_growth_factor, thread_anchors
 from .cache import CacheResult, CacheSimulator
 from .config import PipelineConfig
 from .cost import PricingTable, iterations_cost, load_pricing, request_cost
+from .input.model import Block, Usage
 from .model_limits import model_info
 from .parsing import Session, Thread, auto_compaction_pre_tokens
 from .pipeline import DEFAULT_STEPS, Step
@@ -48,7 +49,6 @@ from .tokens import (
     scale_unsized_thinking,
     text_key,
 )
-from .transcript import Block, Usage
 
 MODES = ("recorded", "whatif")
 #: Recorded requests, none reading or writing the cache, that show caching was off.

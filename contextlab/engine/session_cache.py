@@ -16,8 +16,8 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
 
-from .disk_cache import read_pickle, stream_pickle_atomic, write_pickle_atomic
-from .loading import EarlierUpload, Upload, open_upload_chain
+from .input.disk_cache import read_pickle, stream_pickle_atomic, write_pickle_atomic
+from .input.loading import EarlierUpload, Upload, open_upload_chain
 from .parsing import Session, load_session
 from .tokens import TiktokenCounter, TokenCounter, block_key, block_rough, block_tokens
 

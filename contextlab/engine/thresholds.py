@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, TypedDict
 
 from .config import PipelineConfig, check_effective_window, reserved_output
-from .jsutil import js_round
+from .input.jsutil import js_round
 from .model_limits import CONTEXT_WINDOW_1M, ModelTable, is_1m_model, model_info
 
 

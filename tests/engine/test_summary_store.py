@@ -64,8 +64,8 @@ def test_summary_key_depends_on_backend_model_and_input(tmp_path):
 def test_the_rendered_prompt_keeps_tool_ids_inputs_errors_and_media():
     """The backend gets the tool ids and inputs, error flags and nested media of the
     summarized messages (the resumed replay rebuilds the request: it never travels as JSON)."""
+    from contextlab.engine.input.model import Block, Message
     from contextlab.engine.summarizing.rendering import render_conversation
-    from contextlab.engine.transcript import Block, Message
 
     messages = [
         Message(uuid="u1", role="user", kind="prompt", blocks=[Block("text", "fix the parser")]),
@@ -119,7 +119,7 @@ def test_the_rendered_prompt_keeps_tool_ids_inputs_errors_and_media():
 def test_the_summary_key_of_a_known_input_never_changes():
     """Stored summaries are found by this key: a change to the prompt, its version or the
     hashed rendering would orphan every one of them."""
-    from contextlab.engine.transcript import Block, Message
+    from contextlab.engine.input.model import Block, Message
 
     request = engine.SummaryRequest(
         messages=[

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from contextlab.engine.input.model import Block, Message
 from contextlab.engine.tokens import (
     TokenCounter,
     block_key,
@@ -23,7 +24,6 @@ from contextlab.engine.tokens import (
     size_thinking,
     text_key,
 )
-from contextlab.engine.transcript import Block, Message
 
 if TYPE_CHECKING:
     from contextlab.engine.config import PipelineConfig

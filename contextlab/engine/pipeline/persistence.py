@@ -12,7 +12,7 @@ import math
 import re
 from typing import TYPE_CHECKING
 
-from contextlab.engine.jsutil import format_file_size, js_len, js_slice
+from contextlab.engine.input.jsutil import format_file_size, js_len, js_slice
 
 from .base import StepContext
 

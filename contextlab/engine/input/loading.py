@@ -27,7 +27,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any, SupportsIndex, cast
 
-from .transcript import Problem, TranscriptError
+from .model import Problem, TranscriptError
 
 if TYPE_CHECKING:  # imported where used: a plain .jsonl needs none of them
     import tarfile
