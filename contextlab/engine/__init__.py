@@ -28,16 +28,12 @@ from .config import (
 )
 from .cost import PricingTable, load_pricing, request_cost
 from .input import disk_cache
-from .input.loading import (
-    EarlierUpload,
-    decode_json_line,
-    dropped_problems,
-    open_upload,
-    open_upload_chain,
-)
-from .input.model import Block, Message, Problem, TranscriptError, Usage
+from .input.json_line import decode_json_line
+from .input.loading import EarlierUpload, open_upload, open_upload_chain
+from .input.model import Block, Message, Problem, TranscriptError, Usage, dropped_problems
+from .input.session import Session, Thread
+from .input.sources.registry import build_session, load_session
 from .model_limits import ModelInfo, model_info
-from .parsing import Session, Thread, build_session, load_session
 from .presets import (
     PRESET_DESCRIPTIONS,
     PRESET_NAMES,

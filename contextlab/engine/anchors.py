@@ -34,8 +34,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from .config import PipelineConfig
-from .parsing import Thread
-from .pipeline.base import RequestInfo
+from .input.session import RequestInfo, Thread
 from .results import AnchorJson
 from .tokens import (
     DEFAULT_CALIBRATION,

@@ -14,7 +14,8 @@ from typing import Any, NoReturn, TextIO
 
 from .config import ConfigError, PipelineConfig
 from .input.model import TranscriptError
-from .parsing import Session, load_session
+from .input.session import Session
+from .input.sources.registry import load_session
 from .presets import resolve_config
 from .replay import MODES, ReplayResult, replay
 from .summarizing import SUMMARIZER_NAMES, ExtractiveSummarizer, Summarizer

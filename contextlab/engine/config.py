@@ -29,7 +29,7 @@ import msgspec
 import msgspec.inspect as schema_info
 from msgspec import Meta
 
-from .input.loading import decode_json_line
+from .input.json_line import decode_json_line
 
 V = TypeVar("V")
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from typing import Any
 
-from .parsing import Session, Thread
+from .input.session import Session, Thread
 from .tokens import TiktokenCounter, block_tokens
 
 PERSISTED_OPEN = "<persisted-output>"

@@ -21,10 +21,10 @@ from .cache import CacheResult, CacheSimulator
 from .config import PipelineConfig
 from .cost import PricingTable, iterations_cost, load_pricing, request_cost
 from .input.model import Block, Usage
+from .input.session import RequestInfo, Session, Thread, auto_compaction_pre_tokens, thread_requests
 from .model_limits import model_info
-from .parsing import Session, Thread, auto_compaction_pre_tokens
 from .pipeline import DEFAULT_STEPS, Step
-from .pipeline.base import WHOLE_MESSAGE, RequestInfo, StepContext, TransformLog, View
+from .pipeline.base import WHOLE_MESSAGE, StepContext, TransformLog, View
 from .pipeline.boundary import preserved_before_boundary, preserved_head
 from .presets import thread_window
 from .results import (
@@ -110,15 +110,6 @@ def _window_evidence(thread: Thread) -> tuple[int, list[int]]:
         (m.usage.counted_prompt for m in thread.messages if m.usage is not None), default=0
     )
     return largest, auto_compaction_pre_tokens(thread.messages)
-
-
-def thread_requests(thread: Thread) -> list[RequestInfo]:
-    """Every distinct assistant response of the thread, in order."""
-    out: list[RequestInfo] = []
-    for pos, msg in enumerate(thread.messages):
-        if msg.role == "assistant":
-            out.append(RequestInfo(index=len(out), position=pos, message=msg))
-    return out
 
 
 @dataclass

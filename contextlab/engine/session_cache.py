@@ -18,11 +18,13 @@ from pathlib import Path
 
 from .input.disk_cache import read_pickle, stream_pickle_atomic, write_pickle_atomic
 from .input.loading import EarlierUpload, Upload, open_upload_chain
-from .parsing import Session, load_session
+from .input.session import Session
+from .input.sources.registry import load_session
 from .tokens import TiktokenCounter, TokenCounter, block_key, block_rough, block_tokens
 
-#: Bump when Session, Block or the tokenization change shape.
-CACHE_VERSION = "7"
+#: Bump when Session, Block or the tokenization change shape, or a pickled class moves (the
+#: pickles name them by module path).
+CACHE_VERSION = "8"
 #: Sessions kept in memory by a long-lived process (a worker replaying a file again after an
 #: LLM summary, or an A/B pair), newest last.
 _RECENT: OrderedDict[str, Session] = OrderedDict()

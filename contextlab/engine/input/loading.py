@@ -9,25 +9,21 @@ takes the process down: a line is read at most ``MAX_LINE_BYTES`` at a time (a l
 skipped without being held), a compressed stream stops after ``MAX_EXPANSION`` times the upload's
 size (a gzip bomb), archives are refused past ``MAX_ARCHIVE_MEMBERS`` members or past that
 expansion in declared sizes, the problem list keeps its first ``MAX_PROBLEMS`` entries and counts
-the rest, and ``decode_json_line`` turns hostile JSON (non-finite numbers, nesting past
-``MAX_JSON_DEPTH``, NUL characters and lone surrogates no database or page can hold) into a
+the rest (``model.ProblemList``), and ``json_line.decode_json_line`` turns hostile JSON into a
 reason or a cleaned value.
 """
 
 from __future__ import annotations
 
 import io
-import json
-import math
 import os
 import posixpath
-import re
 import struct
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import IO, TYPE_CHECKING, Any, SupportsIndex, cast
+from typing import IO, TYPE_CHECKING, Any, cast
 
-from .model import Problem, TranscriptError
+from .model import MAX_PROBLEMS, Problem, ProblemList, TranscriptError, dropped_problems
 
 if TYPE_CHECKING:  # imported where used: a plain .jsonl needs none of them
     import tarfile
@@ -46,63 +42,11 @@ MIN_EXPANSION_BYTES = 512 * 1024**2
 #: Archives with more members than this are refused before they are indexed (a session folder
 #: holds the session, its subagents and tool-results: hundreds, rarely thousands).
 MAX_ARCHIVE_MEMBERS = 20_000
-#: Problems kept per upload; past this they are only counted (a broken file has one per line).
-MAX_PROBLEMS = 1000
 #: Reading stops once this many problems were dropped past MAX_PROBLEMS: a file of a few
 #: kilobytes of gzip can hold millions of bad lines, each costing time, not memory.
 MAX_DROPPED_PROBLEMS = 100_000
-#: JSON nested deeper than this is rejected per line (Claude Code records nest about 10 deep).
-MAX_JSON_DEPTH = 200
 #: How much is read at a time while skipping the rest of an over-long line, bytes.
 _SKIP_CHUNK = 1024**2
-
-
-class ProblemList(list[Problem]):
-    """A list of problems that keeps the first ``limit`` and counts the ones it drops, so a
-    file with a problem on each of its million lines costs a thousand problems of memory."""
-
-    def __init__(self, items: Iterable[Problem] = (), limit: int = MAX_PROBLEMS) -> None:
-        super().__init__()
-        self.limit = limit
-        #: problems dropped past the limit
-        self.dropped = 0
-        self.extend(items)
-
-    def append(self, problem: Problem) -> None:
-        if len(self) < self.limit:
-            super().append(problem)
-        else:
-            self.dropped += 1
-
-    def extend(self, problems: Iterable[Problem]) -> None:
-        for problem in problems:
-            self.append(problem)
-        self.dropped += getattr(problems, "dropped", 0)
-
-    def append_final(self, problem: Problem) -> None:
-        """Keep ``problem`` even past the limit: the last word on why reading stopped."""
-        super().append(problem)
-
-    def insert(self, index: SupportsIndex, problem: Problem) -> None:
-        if len(self) < self.limit:
-            super().insert(index, problem)
-        else:
-            self.dropped += 1
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        # pickled in the session cache: keep the limit and the count
-        return (_rebuild_problems, (list(self), self.limit, self.dropped))
-
-
-def _rebuild_problems(items: list[Problem], limit: int, dropped: int) -> ProblemList:
-    problems = ProblemList(items, limit)
-    problems.dropped = dropped
-    return problems
-
-
-def dropped_problems(problems: list[Problem]) -> int:
-    """How many problems a ``ProblemList`` left out (0 for a plain list)."""
-    return int(getattr(problems, "dropped", 0))
 
 
 Opener = Callable[[], IO[bytes]]
@@ -578,6 +522,27 @@ def iter_lines(tfile: TranscriptFile, problems: list[Problem]) -> Iterator[tuple
             yield _decode(pending, tfile, problems, is_last=True)
 
 
+#: The longest line ``read_head`` keeps, bytes (a longer one is left out).
+HEAD_LINE_BYTES = 1024**2
+
+
+def read_head(tfile: TranscriptFile, count: int) -> list[str]:
+    """The first ``count`` non-blank lines of a transcript file, quietly: for recognising its
+    format before it is read. A line past ``HEAD_LINE_BYTES`` is left out; a file that cannot
+    be read gives the lines read so far (reading it for real reports why)."""
+    lines: list[str] = []
+    try:
+        with tfile.opener() as fh:
+            while len(lines) < count and (raw := fh.readline(HEAD_LINE_BYTES + 1)):
+                if len(raw) > HEAD_LINE_BYTES and not raw.endswith(b"\n"):
+                    _skip_rest_of_line(fh)
+                elif raw.strip():
+                    lines.append(raw.decode("utf-8", errors="replace"))
+    except _read_errors():
+        pass
+    return lines
+
+
 def _too_many_problems(problems: list[Problem], number: int, name: str) -> None:
     problem = Problem(
         number,
@@ -640,79 +605,3 @@ def _decode(
         )
         text = raw.decode("utf-8", errors="replace")
     return number, text, is_last
-
-
-# --- hostile JSON ------------------------------------------------------------------------------
-
-#: JSON escapes of what no database or page can hold: NUL and UTF-16 surrogate halves (a pair
-#: decodes to one character; a lone half stays a surrogate, which UTF-8 cannot encode)
-_SUSPECT_ESCAPE = re.compile(r"\\u(?:0000|[dD][89a-fA-F][0-9a-fA-F]{2})")
-_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
-
-
-class JSONLineError(ValueError):
-    """A line that is JSON text but not data ContextLab accepts; the message says why."""
-
-
-def _reject_constant(name: str) -> Any:
-    raise JSONLineError(f"{name} is not a JSON number")
-
-
-def _finite_float(text: str) -> float:
-    value = float(text)
-    if not math.isfinite(value):
-        raise JSONLineError(f"the number {text[:40]} is out of range")
-    return value
-
-
-def decode_json_line(text: str) -> tuple[Any, int]:
-    """Parse one line of JSON as ContextLab accepts it: ``(value, characters_replaced)``.
-
-    Raises ``ValueError`` (``json.JSONDecodeError`` or ``JSONLineError``) with a readable reason
-    for what is not JSON or not acceptable: ``NaN``/``Infinity`` and numbers that overflow to
-    them, nesting deeper than ``MAX_JSON_DEPTH``. NUL characters and lone surrogates (valid JSON
-    escapes, but unstorable in PostgreSQL and unencodable in a page) are replaced with U+FFFD,
-    in keys and values; the count says how many.
-    """
-    try:
-        value = json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
-    except RecursionError:
-        raise JSONLineError(f"nested deeper than {MAX_JSON_DEPTH} levels") from None
-    # cheap scans first: only a line with enough brackets can be too deep, and only one with a
-    # NUL or surrogate escape can hold an unstorable character
-    if text.count("[") + text.count("{") > MAX_JSON_DEPTH and _deeper_than(value, MAX_JSON_DEPTH):
-        raise JSONLineError(f"nested deeper than {MAX_JSON_DEPTH} levels")
-    if _SUSPECT_ESCAPE.search(text) is None:
-        return value, 0
-    replaced = [0]
-    return _scrub(value, replaced), replaced[0]
-
-
-def _deeper_than(value: Any, limit: int) -> bool:
-    if not isinstance(value, dict | list):
-        return False
-    stack: list[tuple[Any, int]] = [(value, 1)]
-    while stack:
-        node, depth = stack.pop()
-        children = node.values() if isinstance(node, dict) else node
-        if depth > limit:
-            return True
-        stack.extend((c, depth + 1) for c in children if isinstance(c, dict | list))
-    return False
-
-
-def _scrub_text(text: str, replaced: list[int]) -> str:
-    cleaned, count = _UNSTORABLE.subn("\ufffd", text)
-    replaced[0] += count
-    return cleaned
-
-
-def _scrub(value: Any, replaced: list[int]) -> Any:
-    # recursion is safe: the depth was checked first
-    if isinstance(value, str):
-        return _scrub_text(value, replaced)
-    if isinstance(value, list):
-        return [_scrub(v, replaced) for v in value]
-    if isinstance(value, dict):
-        return {_scrub_text(k, replaced): _scrub(v, replaced) for k, v in value.items()}
-    return value

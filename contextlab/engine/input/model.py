@@ -1,13 +1,16 @@
-"""Plain data types for a parsed Claude Code session: blocks, messages, usage, problems.
+"""The engine's message model, whatever agent wrote the transcript: blocks, messages, usage, problems.
 
-Everything here is built once by the loader and then only read: pipeline steps never mutate
-a ``Message``; they describe changes as transforms (see ``pipeline.base``).
+A source adapter (``input.sources``) builds these once and then they are only read: pipeline
+steps never mutate a ``Message``; they describe changes as transforms (see ``pipeline.base``).
+Sessions are pickled in the session cache by these classes' module paths: moving or reshaping
+one means bumping ``session_cache.CACHE_VERSION``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, SupportsIndex
 
 BlockType = Literal[
     "text",
@@ -202,3 +205,55 @@ class TranscriptError(Exception):
     def __init__(self, message: str, problems: list[Problem] | None = None) -> None:
         super().__init__(message)
         self.problems = problems or []
+
+
+#: Problems kept per upload; past this they are only counted (a broken file has one per line).
+MAX_PROBLEMS = 1000
+
+
+class ProblemList(list[Problem]):
+    """A list of problems that keeps the first ``limit`` and counts the ones it drops, so a
+    file with a problem on each of its million lines costs a thousand problems of memory."""
+
+    def __init__(self, items: Iterable[Problem] = (), limit: int = MAX_PROBLEMS) -> None:
+        super().__init__()
+        self.limit = limit
+        #: problems dropped past the limit
+        self.dropped = 0
+        self.extend(items)
+
+    def append(self, problem: Problem) -> None:
+        if len(self) < self.limit:
+            super().append(problem)
+        else:
+            self.dropped += 1
+
+    def extend(self, problems: Iterable[Problem]) -> None:
+        for problem in problems:
+            self.append(problem)
+        self.dropped += getattr(problems, "dropped", 0)
+
+    def append_final(self, problem: Problem) -> None:
+        """Keep ``problem`` even past the limit: the last word on why reading stopped."""
+        super().append(problem)
+
+    def insert(self, index: SupportsIndex, problem: Problem) -> None:
+        if len(self) < self.limit:
+            super().insert(index, problem)
+        else:
+            self.dropped += 1
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # pickled in the session cache: keep the limit and the count
+        return (_rebuild_problems, (list(self), self.limit, self.dropped))
+
+
+def _rebuild_problems(items: list[Problem], limit: int, dropped: int) -> ProblemList:
+    problems = ProblemList(items, limit)
+    problems.dropped = dropped
+    return problems
+
+
+def dropped_problems(problems: list[Problem]) -> int:
+    """How many problems a ``ProblemList`` left out (0 for a plain list)."""
+    return int(getattr(problems, "dropped", 0))

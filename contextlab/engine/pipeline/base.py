@@ -27,7 +27,7 @@ from contextlab.engine.tokens import (
 
 if TYPE_CHECKING:
     from contextlab.engine.config import PipelineConfig
-    from contextlab.engine.parsing import Session, Thread
+    from contextlab.engine.input.session import RequestInfo, Session, Thread
     from contextlab.engine.summarizing import Summarizer
     from contextlab.engine.thresholds import Thresholds
 
@@ -411,19 +411,6 @@ class View:
         tok = sum(block_tokens(b, self.counter) for b in message.blocks)
         rough = sum(block_rough(b) for b in message.blocks)
         return HeadItem(message=message, ref=ref, tok=tok, rough=rough)
-
-
-@dataclass
-class RequestInfo:
-    """One API request of a thread: a distinct assistant ``message.id``."""
-
-    index: int  # position among the thread's requests
-    position: int  # index of the assistant message in the thread
-    message: Message
-
-    @property
-    def timestamp(self) -> str:
-        return self.message.timestamp
 
 
 @dataclass

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .input.jsutil import json_stringify
+from contextlab.engine.input.jsutil import json_stringify
 
 Attachment = Mapping[str, Any]
 
