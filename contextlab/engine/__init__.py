@@ -26,14 +26,15 @@ from .config import (
     parse_overrides,
     setting_from_text,
 )
-from .cost import PricingTable, load_pricing, request_cost
 from .input import disk_cache
 from .input.json_line import decode_json_line
 from .input.loading import EarlierUpload, open_upload, open_upload_chain
 from .input.model import Block, Message, Problem, TranscriptError, Usage, dropped_problems
 from .input.session import Session, Thread
 from .input.sources.registry import build_session, load_session
-from .model_limits import ModelInfo, model_info
+from .measures.cost import PricingTable, load_pricing, request_cost
+from .measures.model_limits import ModelInfo, model_info
+from .measures.tokens import TiktokenCounter, rough_text
 from .presets import (
     PRESET_DESCRIPTIONS,
     PRESET_NAMES,
@@ -61,7 +62,6 @@ from .summarizing import (
     summary_key,
 )
 from .thresholds import Thresholds, compute_thresholds
-from .tokens import TiktokenCounter, rough_text
 
 if TYPE_CHECKING:  # loaded on first use (below): the CLI's start-up only pays for what it runs
     from . import compare
@@ -75,7 +75,9 @@ if TYPE_CHECKING:  # loaded on first use (below): the CLI's start-up only pays f
         messages_json,
         side_by_side,
     )
-    from .input import loading
+    from .input import loading, session_cache
+    from .input.session_cache import file_sha256, keep_parsed
+    from .measures.tokenized import load_session_cached, tokenize_session
     from .navigator import (
         EVENT_KINDS,
         NavigatorEvent,
@@ -87,19 +89,18 @@ if TYPE_CHECKING:  # loaded on first use (below): the CLI's start-up only pays f
         parse_time,
         request_events,
     )
-    from .session_cache import file_sha256, keep_parsed, load_session_cached, tokenize_session
     from .summarizing.anthropic_backend import AnthropicSummarizer
     from .summarizing.factory import make_summarizer, preload_sdks
     from .summarizing.fallback import FallbackSummarizer
     from .summarizing.llm import LLMSettings
     from .summarizing.openai_backend import OpenAICompatibleSummarizer
 
+#: Modules that are themselves attributes, loaded on first use (``engine.compare``; ``loading``
+#: and ``session_cache`` for the tests that set their bounds or clear their memory).
+_LAZY_SUBMODULES: tuple[str, ...] = (".compare", ".input.loading", ".input.session_cache")
 #: What is loaded on first use, by module (the names in the TYPE_CHECKING block above, which
-#: type checkers read; a test keeps the two equal). A module listed with no names is itself
-#: the attribute (``engine.compare``).
+#: type checkers read; a test keeps the two equal).
 _LAZY_MODULES: dict[str, tuple[str, ...]] = {
-    ".compare": (),
-    ".input.loading": (),
     ".composition": ("compose",),
     ".evaluation": ("cache_accuracy", "compaction_accuracy", "fidelity", "result_fidelity"),
     ".explorer": (
@@ -110,7 +111,8 @@ _LAZY_MODULES: dict[str, tuple[str, ...]] = {
         "messages_json",
         "side_by_side",
     ),
-    ".session_cache": ("file_sha256", "keep_parsed", "load_session_cached", "tokenize_session"),
+    ".input.session_cache": ("file_sha256", "keep_parsed"),
+    ".measures.tokenized": ("load_session_cached", "tokenize_session"),
     ".summarizing.anthropic_backend": ("AnthropicSummarizer",),
     ".summarizing.factory": ("make_summarizer", "preload_sdks"),
     ".summarizing.fallback": ("FallbackSummarizer",),
@@ -129,10 +131,10 @@ _LAZY_MODULES: dict[str, tuple[str, ...]] = {
     ),
 }
 #: attribute name -> (module, name in it, or None for the module itself)
-_LAZY: dict[str, tuple[str, str | None]] = {}
+_LAZY: dict[str, tuple[str, str | None]] = {
+    _module.rsplit(".", 1)[-1]: (_module, None) for _module in _LAZY_SUBMODULES
+}
 for _module, _names in _LAZY_MODULES.items():
-    if not _names:
-        _LAZY[_module.rsplit(".", 1)[-1]] = (_module, None)
     for _name in _names:
         _LAZY[_name] = (_module, _name)
 
@@ -234,6 +236,7 @@ __all__ = [
     "result_fidelity",
     "resume",
     "rough_text",
+    "session_cache",
     "setting_from_text",
     "side_by_side",
     "summary_key",

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, TypedDict
 
-from .tokens import TiktokenCounter
+from .measures.tokens import TiktokenCounter
 
 SYSTEM_PART = "system + tools (estimated)"
 #: fixed kinds in display order; tool results ("tool results · Bash") follow "tool calls"

@@ -16,9 +16,9 @@ import statistics
 from collections.abc import Iterable, Sequence
 from typing import Any, TypedDict
 
+from .measures.tokens import fit_calibration, percentile
 from .replay import ReplayResult
 from .results import RequestRow, ResultJson
-from .tokens import fit_calibration, percentile
 
 MISS_SHARE = 0.5
 

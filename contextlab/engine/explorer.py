@@ -11,7 +11,7 @@ from bisect import bisect_left, bisect_right
 from typing import Any
 
 from .input.session import Session, Thread
-from .tokens import TiktokenCounter, block_tokens
+from .measures.tokens import TiktokenCounter, block_tokens
 
 PERSISTED_OPEN = "<persisted-output>"
 

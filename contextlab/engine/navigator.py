@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, TypedDict
 
-from .cost import load_pricing
+from .measures.cost import load_pricing
 from .results import RequestEvent, RequestRow
 
 #: Event kinds in the navigator's order, with the label of their filter.

@@ -16,13 +16,23 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, cast
 
-from .anchors import ThreadAnchors, thinking_growth_factor, thread_anchors
-from .cache import CacheResult, CacheSimulator
 from .config import PipelineConfig
-from .cost import PricingTable, iterations_cost, load_pricing, request_cost
 from .input.model import Block, Usage
 from .input.session import RequestInfo, Session, Thread, auto_compaction_pre_tokens, thread_requests
-from .model_limits import model_info
+from .measures.anchors import ThreadAnchors, thinking_growth_factor, thread_anchors
+from .measures.cost import PricingTable, iterations_cost, load_pricing, request_cost
+from .measures.model_limits import model_info
+from .measures.prompt_cache import CacheResult, CacheSimulator
+from .measures.tokens import (
+    DEFAULT_CALIBRATION,
+    Calibration,
+    TiktokenCounter,
+    TokenCounter,
+    block_rough,
+    fit_calibration,
+    scale_unsized_thinking,
+    text_key,
+)
 from .pipeline import DEFAULT_STEPS, Step
 from .pipeline.base import WHOLE_MESSAGE, StepContext, TransformLog, View
 from .pipeline.boundary import preserved_before_boundary, preserved_head
@@ -39,16 +49,6 @@ from .results import (
 )
 from .summarizing import ExtractiveSummarizer, Summarizer
 from .thresholds import Thresholds, compute_thresholds
-from .tokens import (
-    DEFAULT_CALIBRATION,
-    Calibration,
-    TiktokenCounter,
-    TokenCounter,
-    block_rough,
-    fit_calibration,
-    scale_unsized_thinking,
-    text_key,
-)
 
 MODES = ("recorded", "whatif")
 #: Recorded requests, none reading or writing the cache, that show caching was off.

@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, TypedDict, cast
 
+from .measures.anchors import AnchorJson
+
 #: Version of this result format, written as ``result_version`` at the top of the result JSON.
 RESULT_VERSION = 1
 
@@ -132,18 +134,6 @@ class CalibrationJson(TypedDict):
     median_rel_error: float | None
     p90_rel_error: float | None
     source: str
-
-
-class AnchorJson(TypedDict):
-    """One anchor on the recorded usage (``anchors.Anchor``)."""
-
-    request: int
-    #: "earlier_history" | "segment" | "unrecorded"
-    kind: str
-    #: "file_start" | "restart" | "turn_start" | "after_compaction"
-    point: str
-    tokens: int
-    reason: str
 
 
 class ThreadInfo(TypedDict):

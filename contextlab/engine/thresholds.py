@@ -16,7 +16,7 @@ from typing import Any, TypedDict
 
 from .config import PipelineConfig, check_effective_window, reserved_output
 from .input.jsutil import js_round
-from .model_limits import CONTEXT_WINDOW_1M, ModelTable, is_1m_model, model_info
+from .measures.model_limits import CONTEXT_WINDOW_1M, ModelTable, is_1m_model, model_info
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from contextlab import engine
-from contextlab.engine.cost import load_pricing, request_cost
+from contextlab.engine.measures.cost import load_pricing, request_cost
 from contextlab.engine.presets import ran_with_1m_window, resolve_config, thread_window
 from tests.engine.builders import TranscriptBuilder
 

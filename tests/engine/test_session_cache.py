@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from contextlab import engine
-from contextlab.engine import session_cache
+from contextlab.engine.input import session_cache
 from tests.engine.test_pipeline import long_session
 
 

@@ -71,6 +71,7 @@ def test_claude_code_recognises_its_records_and_nothing_else():
     assert CLAUDE_CODE.detect([{"type": "summary", "summary": "t"}, *b.records]) == 1.0
     assert CLAUDE_CODE.detect([]) == 0.0
     assert CLAUDE_CODE.detect([1, "text", None]) == 0.0
+    assert CLAUDE_CODE.detect([{"type": []}, {"type": {"user": 1}}, {"type": None}]) == 0.0
     assert CLAUDE_CODE.detect([{"kind": "turn"}, {"type": "user"}]) == 0.0  # a user without uuid
     assert CLAUDE_CODE.detect([{"type": "user", "uuid": "u"}, {"kind": "turn"}]) == 0.5
 

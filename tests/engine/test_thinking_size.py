@@ -13,7 +13,7 @@ from pathlib import Path
 
 from contextlab import engine
 from contextlab.engine.input.model import Block, Message, Usage
-from contextlab.engine.tokens import TiktokenCounter, size_thinking
+from contextlab.engine.measures.tokens import TiktokenCounter, size_thinking
 from tests.engine.builders import TranscriptBuilder
 
 COUNTER = TiktokenCounter()

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from contextlab.engine.input.model import Block, Message
-from contextlab.engine.tokens import (
+from contextlab.engine.measures.tokens import (
     TokenCounter,
     block_key,
     block_rough,

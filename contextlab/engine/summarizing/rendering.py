@@ -14,7 +14,7 @@ import math
 from dataclasses import dataclass
 
 from contextlab.engine.input.model import Block, Message
-from contextlab.engine.tokens import message_rough
+from contextlab.engine.measures.tokens import message_rough
 
 #: Prompt-too-long retries before giving up (MAX_PTL_RETRIES in compact.ts).
 MAX_PTL_RETRIES = 3

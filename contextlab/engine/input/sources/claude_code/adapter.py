@@ -50,6 +50,8 @@ class ClaudeCodeAdapter:
 
 def _is_claude_code_record(record: dict[str, Any]) -> bool:
     kind = record.get("type")
+    if not isinstance(kind, str):  # hostile input: a list or object is no type (nor hashable)
+        return False
     if kind in CONVERSATION_TYPES:
         return isinstance(record.get("uuid"), str)
     return kind in _OTHER_TYPES

@@ -14,7 +14,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from .config import ConfigError
+from contextlab.engine.config import ConfigError
+
 from .cost import _package_text
 
 #: Window of any model id containing ``[1m]`` (utils/context.ts ``getContextWindowForModel``).

@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Protocol
 
-from .input.disk_cache import read_pickle, user_cache_dir, write_pickle_atomic
-from .input.jsutil import js_len, js_round
-from .input.model import Block, Message
+from contextlab.engine.input.disk_cache import read_pickle, user_cache_dir, write_pickle_atomic
+from contextlab.engine.input.jsutil import js_len, js_round
+from contextlab.engine.input.model import Block, Message
 
 #: Claude Code's flat estimate for an image or document block (IMAGE_MAX_TOKEN_SIZE).
 IMAGE_ROUGH_TOKENS = 2000

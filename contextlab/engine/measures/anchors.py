@@ -32,10 +32,11 @@ import math
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TypedDict
 
-from .config import PipelineConfig
-from .input.session import RequestInfo, Thread
-from .results import AnchorJson
+from contextlab.engine.config import PipelineConfig
+from contextlab.engine.input.session import RequestInfo, Thread
+
 from .tokens import (
     DEFAULT_CALIBRATION,
     Calibration,
@@ -53,6 +54,18 @@ EXIT_COMMANDS = ("<command-name>/exit</command-name>", "<command-name>/quit</com
 #: "Connected to …" is not one: entireio/cli fc_99 read its whole prompt from the cache after it.
 MCP_COMMANDS = ("<command-name>/mcp</command-name>",)
 MCP_RECONNECTED = ("<local-command-stdout>Reconnected to ",)
+
+
+class AnchorJson(TypedDict):
+    """One anchor on the recorded usage (``Anchor.to_json``; part of the result JSON)."""
+
+    request: int
+    #: "earlier_history" | "segment" | "unrecorded"
+    kind: str
+    #: "file_start" | "restart" | "turn_start" | "after_compaction"
+    point: str
+    tokens: int
+    reason: str
 
 
 @dataclass

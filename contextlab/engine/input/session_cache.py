@@ -1,11 +1,12 @@
-"""Parse and tokenize a session once, reuse it across replays (A/B pairs, sweeps, workers).
+"""Parse a session once, reuse it across replays (A/B pairs, sweeps, workers).
 
-A parsed session with every block's token counts is pickled under ``cache_dir``, keyed by the
-file's SHA-256 (a session stitched to the uploads it continues: every file's) and the engine's
-cache version. Another replay of the same file, in this process
-or another worker on the same disk, loads it instead of parsing and tokenizing again. The web
-side, which parses an upload to check it, leaves its parsed copy for the first replay
-(``keep_parsed``), so a new file is parsed once.
+A parsed session, with whatever its caller computed on it first (``prepare``: the engine's
+``load_session_cached`` fills every block's token counts, ``measures.tokenized``), is pickled
+under ``cache_dir``, keyed by the file's SHA-256 (a session stitched to the uploads it
+continues: every file's) and the engine's cache version. Another replay of the same file, in
+this process or another worker on the same disk, loads it instead of parsing and preparing it
+again. The web side, which parses an upload to check it, leaves its parsed copy for the first
+replay (``keep_parsed``), so a new file is parsed once.
 """
 
 from __future__ import annotations
@@ -13,14 +14,13 @@ from __future__ import annotations
 import hashlib
 import os
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from .input.disk_cache import read_pickle, stream_pickle_atomic, write_pickle_atomic
-from .input.loading import EarlierUpload, Upload, open_upload_chain
-from .input.session import Session
-from .input.sources.registry import load_session
-from .tokens import TiktokenCounter, TokenCounter, block_key, block_rough, block_tokens
+from .disk_cache import read_pickle, stream_pickle_atomic, write_pickle_atomic
+from .loading import EarlierUpload, Upload, open_upload_chain
+from .session import Session
+from .sources.registry import load_session
 
 #: Bump when Session, Block or the tokenization change shape, or a pickled class moves (the
 #: pickles name them by module path).
@@ -39,29 +39,18 @@ def file_sha256(path: str | os.PathLike[str]) -> str:
     return digest.hexdigest()
 
 
-def tokenize_session(session: Session, counter: TokenCounter | None = None) -> int:
-    """Fill every block's token counts and cache key; returns the number of blocks."""
-    counter = counter or TiktokenCounter()
-    count = 0
-    for thread in session.threads:
-        for message in thread.messages:
-            for block in message.blocks:
-                block_tokens(block, counter)
-                block_rough(block)
-                block_key(block)
-                count += 1
-    return count
-
-
-def load_session_cached(
+def cached_session(
     path: str | os.PathLike[str],
     *,
     cache_dir: str | os.PathLike[str],
+    prepare: Callable[[Session], object],
     name: str | None = None,
     sha256: str | None = None,
     earlier: Sequence[str | os.PathLike[str] | EarlierUpload] = (),
 ) -> Session:
-    """Like ``load_session`` but served from (and written to) ``cache_dir`` when possible.
+    """Like ``load_session`` but served from (and written to) ``cache_dir`` when possible;
+    ``prepare`` runs once on a session just parsed, before it is cached (every caller of one
+    ``cache_dir`` passes the same one: the cached copy holds its work).
 
     With ``earlier`` (the uploads this one continues, earliest first), the session is the
     stitched one (``loading.open_upload_chain``), cached under a key made of every file's;
@@ -97,24 +86,24 @@ def load_session_cached(
     parsed = Path(cache_dir) / f"{key}{PARSED_SUFFIX}"
     session = read_pickle(parsed, Session)
     if session is not None:
-        # parsed by whoever stored the upload (``keep_parsed``): only the tokenizing is left
+        # parsed by whoever stored the upload (``keep_parsed``): only ``prepare`` is left
         session.upload = reopen()
         if name:
             session.name = name
     else:
         session = load_session(path, name, earlier=files)
-    tokenize_session(session)
+    prepare(session)
     upload, session.upload = session.upload, None
     try:
         write_pickle_atomic(target, session)  # a read-only or full disk only costs the reuse
     finally:
         session.upload = upload
-    parsed.unlink(missing_ok=True)  # the tokenized copy supersedes it
+    parsed.unlink(missing_ok=True)  # the prepared copy supersedes it
     _remember(key, session)
     return session
 
 
-#: file name ending of a parsed, not yet tokenized session (``keep_parsed``)
+#: file name ending of a parsed, not yet prepared session (``keep_parsed``)
 PARSED_SUFFIX = ".parsed.pickle"
 
 
@@ -132,8 +121,8 @@ def keep_parsed(
     sha256: str | None = None,
 ) -> Path | None:
     """Hand a session just parsed from ``path`` (by an upload's check) to the first
-    ``load_session_cached`` of the same file, in any process sharing ``cache_dir``: it then
-    tokenizes that copy instead of reading and parsing the file again. The path written, or
+    ``cached_session`` of the same file, in any process sharing ``cache_dir``: it then
+    prepares that copy instead of reading and parsing the file again. The path written, or
     None when the disk refused (the replay then parses the file itself)."""
     path = os.fspath(path)
     target = Path(cache_dir) / f"{_key(path, sha256)}{PARSED_SUFFIX}"

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .input.model import Usage
+    from contextlab.engine.input.model import Usage
 
 __all__ = ["DEFAULT_KEY", "Price", "PricingTable", "load_pricing", "request_cost"]
 
@@ -106,7 +106,9 @@ def load_pricing(path: str | None = None) -> PricingTable:
 
 @lru_cache(maxsize=1)
 def _bundled_pricing() -> PricingTable:
-    return _parse(_package_text("data/pricing.toml"), source="contextlab/engine/data/pricing.toml")
+    return _parse(
+        _package_text("data/pricing.toml"), source="contextlab/engine/measures/data/pricing.toml"
+    )
 
 
 def _package_text(name: str) -> str:
