@@ -18,14 +18,18 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from .config import (
-    ConfigError,
-    FieldError,
-    PipelineConfig,
-    field_specs,
-    parse_overrides,
-    setting_from_text,
+from .config.errors import ConfigError, FieldError
+from .config.fields import PipelineConfig, get_preset
+from .config.forms import field_specs, parse_overrides, setting_from_text
+from .config.presets import preset_for_version
+from .config.resolve import (
+    PRESET_DESCRIPTIONS,
+    PRESET_NAMES,
+    PRESETS,
+    resolve_config,
+    resolve_request_config,
 )
+from .config.thresholds import Thresholds, compute_thresholds
 from .input import disk_cache
 from .input.json_line import decode_json_line
 from .input.loading import EarlierUpload, open_upload, open_upload_chain
@@ -35,15 +39,6 @@ from .input.sources.registry import build_session, load_session
 from .measures.cost import PricingTable, load_pricing, request_cost
 from .measures.model_limits import ModelInfo, model_info
 from .measures.tokens import TiktokenCounter, rough_text
-from .presets import (
-    PRESET_DESCRIPTIONS,
-    PRESET_NAMES,
-    PRESETS,
-    get_preset,
-    preset_for_version,
-    resolve_config,
-    resolve_request_config,
-)
 from .replay import MODES, ReplayResult, replay, resume
 from .results import RecordedUsage, RequestRow, ResultJson, as_result
 from .summarizing import (
@@ -61,7 +56,6 @@ from .summarizing import (
     render_messages,
     summary_key,
 )
-from .thresholds import Thresholds, compute_thresholds
 
 if TYPE_CHECKING:  # loaded on first use (below): the CLI's start-up only pays for what it runs
     from . import compare

@@ -12,11 +12,12 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn, TextIO
 
-from .config import ConfigError, PipelineConfig
+from .config.errors import ConfigError
+from .config.fields import PipelineConfig
+from .config.resolve import resolve_config
 from .input.model import TranscriptError
 from .input.session import Session
 from .input.sources.registry import load_session
-from .presets import resolve_config
 from .replay import MODES, ReplayResult, replay
 from .summarizing import SUMMARIZER_NAMES, ExtractiveSummarizer, Summarizer
 

@@ -11,7 +11,9 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .config import ConfigError, PipelineConfig, field_specs
+from .config.errors import ConfigError
+from .config.fields import PipelineConfig
+from .config.forms import field_specs
 from .results import as_result
 
 #: Measures shown in comparisons and sweeps, with a label and whether lower is better.

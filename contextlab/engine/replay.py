@@ -16,7 +16,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, cast
 
-from .config import PipelineConfig
+from .config.fields import PipelineConfig
+from .config.presets import thread_window
+from .config.thresholds import Thresholds, compute_thresholds
 from .input.model import Block, Usage
 from .input.session import RequestInfo, Session, Thread, auto_compaction_pre_tokens, thread_requests
 from .measures.anchors import ThreadAnchors, thinking_growth_factor, thread_anchors
@@ -36,7 +38,6 @@ from .measures.tokens import (
 from .pipeline import DEFAULT_STEPS, Step
 from .pipeline.base import WHOLE_MESSAGE, StepContext, TransformLog, View
 from .pipeline.boundary import preserved_before_boundary, preserved_head
-from .presets import thread_window
 from .results import (
     RESULT_VERSION,
     CacheRow,
@@ -48,7 +49,6 @@ from .results import (
     SubagentResult,
 )
 from .summarizing import ExtractiveSummarizer, Summarizer
-from .thresholds import Thresholds, compute_thresholds
 
 MODES = ("recorded", "whatif")
 #: Recorded requests, none reading or writing the cache, that show caching was off.

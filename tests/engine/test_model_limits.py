@@ -6,7 +6,7 @@ from importlib import resources
 
 import pytest
 
-from contextlab.engine.config import ConfigError
+from contextlab.engine.config.errors import ConfigError
 from contextlab.engine.measures.model_limits import (
     CONTEXT_WINDOW_1M,
     ModelInfo,

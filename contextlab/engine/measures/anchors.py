@@ -34,7 +34,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TypedDict
 
-from contextlab.engine.config import PipelineConfig
+from contextlab.engine.config.fields import PipelineConfig
 from contextlab.engine.input.session import RequestInfo, Thread
 
 from .tokens import (

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from contextlab.engine.config import ConfigError
+from contextlab.engine.config.errors import ConfigError
 
 from .cost import _package_text
 

@@ -26,10 +26,10 @@ from contextlab.engine.measures.tokens import (
 )
 
 if TYPE_CHECKING:
-    from contextlab.engine.config import PipelineConfig
+    from contextlab.engine.config.fields import PipelineConfig
+    from contextlab.engine.config.thresholds import Thresholds
     from contextlab.engine.input.session import RequestInfo, Session, Thread
     from contextlab.engine.summarizing import Summarizer
-    from contextlab.engine.thresholds import Thresholds
 
 #: Whole-message overrides use this block index.
 WHOLE_MESSAGE = -1

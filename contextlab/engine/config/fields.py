@@ -1,4 +1,5 @@
-"""Every threshold and switch of the context pipeline, as one validated, immutable value.
+"""The declaration table: every threshold and switch of the context pipeline, as one validated,
+immutable value.
 
 Field names are Claude Code's own constants in snake_case (``AUTOCOMPACT_BUFFER_TOKENS`` →
 ``autocompact_buffer_tokens``). Each field's annotation is its whole schema, read by msgspec:
@@ -8,64 +9,34 @@ Defaults are the public 2.1.88 build. Fields marked *modeled* drive steps whose 
 implementation is not public (snip, context collapse, cached microcompact, API tool clearing):
 their values are ContextLab's policy, not facts.
 
-msgspec decides whether a value is valid; this module only words the answer, so that the
-forms, the API and the CLI all report ``FieldError("<field>", "must be …, got …")`` the same
-way. Named starting points (``data/presets.toml``) are read here too; which one matches a
-Claude Code version lives in ``presets``, and the threshold arithmetic in ``thresholds``.
+Constructing a ``PipelineConfig`` validates it: ``schema`` checks every field against its
+annotation and words what is wrong (``FieldError``), then the rules a schema cannot state (no
+repeated tool, the cross-field ones, room left in the window) are checked here. The named
+presets (``presets``) are built here too, since ``from_dict`` starts from one.
 """
 
 import dataclasses
 import functools
-import json
-import math
 import os
-import tomllib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Annotated, Any, Literal, TypeVar
 
-import msgspec
-import msgspec.inspect as schema_info
 from msgspec import Meta
 
-from .input.json_line import decode_json_line
+from .errors import FieldError
+from .files import read_settings
+from .presets import AUTO, PRESETS_FILE, preset_entries
+from .schema import ConfigSchema, to_json_value
 
 V = TypeVar("V")
 
 CacheTTL = Literal["auto", "5m", "1h"]
 BlockingLimitBase = Literal["effective", "window"]
-SettingsFormat = Literal["toml", "json"]
 
 #: ``MAX_OUTPUT_TOKENS_DEFAULT`` (utils/context.ts): what a model missing from the table gets.
 #: Validation uses it because a config is checked before any model is known.
 MAX_OUTPUT_TOKENS_DEFAULT = 32_000
-
-
-class FieldError(ValueError):
-    """An input is wrong: unknown, of the wrong type, out of range or inconsistent with another.
-
-    The one error type for "this field is wrong", from the engine up to the forms and the API.
-    ``field`` names the input (a form attaches the message to it; the API puts it in
-    ``detail[].loc``); ``str()`` reads ``"<field>: <message>"``.
-    """
-
-    def __init__(self, field: str, message: str) -> None:
-        # Both parts go to ValueError so the exception pickles (Celery, multiprocessing).
-        super().__init__(field, message)
-        self.field = field
-        self.message = message
-
-    def __str__(self) -> str:
-        return f"{self.field}: {self.message}"
-
-    def within(self, prefix: str) -> "FieldError":
-        """The same error for a field nested under ``prefix`` (``a`` + ``config.x`` → ``a.config.x``)."""
-        return FieldError(f"{prefix}.{self.field}" if prefix else self.field, self.message)
-
-
-#: The engine's name for ``FieldError`` (the same class), kept for callers and settings files.
-ConfigError = FieldError
 
 
 class FrozenMap(Mapping[str, V]):
@@ -1027,12 +998,8 @@ class PipelineConfig:
     ] = 30_000
 
     def __post_init__(self) -> None:
-        given = {name: getattr(self, name) for name in _HINTS}
-        try:
-            checked = msgspec.convert({k: _plain(v) for k, v in given.items()}, _SCHEMA)
-        except msgspec.ValidationError as exc:
-            raise _first_invalid(given, exc) from None
-        for name in _HINTS:
+        checked = SCHEMA.check({name: getattr(self, name) for name in SCHEMA.hints})
+        for name in SCHEMA.hints:
             value = getattr(checked, name)
             # Stored as a FrozenMap whatever mapping came in, so the config stays hashable.
             object.__setattr__(self, name, FrozenMap(value) if isinstance(value, dict) else value)
@@ -1045,17 +1012,17 @@ class PipelineConfig:
 
     def validate(self) -> None:
         """Raise ``FieldError`` for the first bad field, then for the first inconsistency."""
-        type(self)(**{name: getattr(self, name) for name in _HINTS})
+        type(self)(**{name: getattr(self, name) for name in SCHEMA.hints})
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-serialisable settings in declaration order (maps sorted, tuples as lists)."""
-        return {name: _to_json(getattr(self, name)) for name in _HINTS}
+        return {name: to_json_value(getattr(self, name)) for name in SCHEMA.hints}
 
     def replace(self, **changes: Any) -> "PipelineConfig":
         """A copy with ``changes`` applied and validated; unknown names raise ``FieldError``."""
         for name in changes:
-            if name not in _HINTS:
-                raise _unknown_field(name)
+            if name not in SCHEMA.hints:
+                raise SCHEMA.unknown(name)
         return dataclasses.replace(self, **changes)
 
     def diff(self, other: "PipelineConfig") -> dict[str, tuple[Any, Any]]:
@@ -1087,327 +1054,13 @@ class PipelineConfig:
         return cls.from_dict(read_settings(source, "json"))
 
 
-# ---------------------------------------------------------------------------------------------
-# The schema as forms, docs and messages read it: msgspec's view of each field's annotation
-
-
-@dataclass(frozen=True, slots=True)
-class Setting:
-    """One field of ``PipelineConfig``: its annotation (what msgspec validates) and its docs."""
-
-    name: str
-    #: the field's annotation, ranges included
-    hint: Any
-    #: msgspec's description of the type, without ``| None`` and the documentation wrapper
-    kind: schema_info.Type
-    default: Any
-    nullable: bool
-    doc: str
-    source: str
-    group: str
-    modeled: bool
-    #: a fraction (0.9 means 90 %); error messages say so
-    fraction: bool
-    #: the numeric range: of the value, or for a table of tools, of each value
-    bounds: schema_info.IntType | schema_info.FloatType | None
-    #: a table of tools whose values may be null (no limit)
-    values_nullable: bool = False
-    #: the allowed strings of a choice, in declaration order
-    choices: tuple[str, ...] = ()
-
-    @property
-    def label(self) -> str:
-        """The type as forms and docs show it (``int | None``, ``map[str, int]``…)."""
-        kind = self.kind
-        if isinstance(kind, schema_info.DictType):
-            text = "map[str, int | None]" if self.values_nullable else "map[str, int]"
-        else:
-            text = _LABELS[type(kind)]
-        return text + " | None" if self.nullable else text
-
-    @property
-    def phrase(self) -> str:
-        """What a valid value is, for "must be …" messages."""
-        kind = self.kind
-        if isinstance(kind, schema_info.LiteralType):
-            text = "one of " + ", ".join(repr(c) for c in self.choices)
-        elif isinstance(kind, schema_info.DictType):
-            text = "a table of tool name → integer" + (
-                " or null (no limit)" if self.values_nullable else ""
-            )
-        else:
-            text = _PHRASES[type(kind)]
-        return text + " or null" if self.nullable else text
-
-    @property
-    def lower(self) -> float | None:
-        """The smallest allowed number (exclusive when ``lower_exclusive``)."""
-        if self.bounds is None:
-            return None
-        return self.bounds.gt if self.bounds.gt is not None else self.bounds.ge
-
-    @property
-    def lower_exclusive(self) -> bool:
-        return self.bounds is not None and self.bounds.gt is not None
-
-    @property
-    def upper(self) -> float | None:
-        return None if self.bounds is None else self.bounds.le
-
-
-_LABELS: dict[type, str] = {
-    schema_info.IntType: "int",
-    schema_info.FloatType: "float",
-    schema_info.BoolType: "bool",
-    schema_info.LiteralType: "str",
-    schema_info.VarTupleType: "list[str]",
-}
-_PHRASES: dict[type, str] = {
-    schema_info.IntType: "an integer",
-    schema_info.FloatType: "a number",
-    schema_info.BoolType: "true or false",
-    schema_info.VarTupleType: "a list of tool names",
-}
-
-
-def _without_none(kind: schema_info.Type) -> tuple[schema_info.Type, bool]:
-    if isinstance(kind, schema_info.UnionType):
-        rest = [t for t in kind.types if not isinstance(t, schema_info.NoneType)]
-        if len(rest) == 1:
-            return rest[0], len(rest) < len(kind.types)
-    return kind, False
-
-
-def _literal_values(hint: Any) -> tuple[str, ...]:
-    import typing
-
-    while typing.get_origin(hint) is not Literal:
-        hint = typing.get_args(hint)[0]
-    return tuple(str(value) for value in typing.get_args(hint))
-
-
-#: Field name → annotation, in declaration order (evaluated with the class: the module does not
-#: use postponed annotations, so nothing is parsed from strings at start-up).
-_HINTS: dict[str, Any] = {f.name: f.type for f in dataclasses.fields(PipelineConfig)}
-
-#: Every field in one msgspec type, so a whole config is checked in one call (msgspec caches
-#: a struct's validators; converting field by field would rebuild them every time).
-_SCHEMA: Any = msgspec.defstruct("PipelineSettings", list(_HINTS.items()))
-
-
-@functools.cache
-def _settings() -> dict[str, Setting]:
-    """msgspec's reading of every annotation, for forms, docs and error messages. Built on first
-    use: a replay with valid settings never needs it, and start-up time counts for the CLI."""
-    hints = _HINTS
-    info = schema_info.type_info(PipelineConfig)
-    assert isinstance(info, schema_info.DataclassType)
-    settings: dict[str, Setting] = {}
-    for field in info.fields:
-        kind, nullable = _without_none(field.type)
-        if not isinstance(kind, schema_info.Metadata) or not kind.extra:
-            raise TypeError(f"setting {field.name} is not declared with _setting(...)")
-        doc = (kind.extra_json_schema or {}).get("description", "")
-        extra, kind = kind.extra, kind.type
-        bounds: schema_info.IntType | schema_info.FloatType | None = None
-        values_nullable = False
-        if isinstance(kind, schema_info.DictType):
-            value_kind, values_nullable = _without_none(kind.value_type)
-            if isinstance(value_kind, schema_info.IntType):
-                bounds = value_kind
-        elif isinstance(kind, schema_info.IntType | schema_info.FloatType):
-            bounds = kind
-        # Every number a user can type gets explicit bounds; a new field without them is a bug.
-        needs_range = isinstance(kind, schema_info.IntType | schema_info.FloatType)
-        needs_range = needs_range or isinstance(kind, schema_info.DictType)
-        if needs_range and (
-            bounds is None or (bounds.ge is None and bounds.gt is None) or bounds.le is None
-        ):
-            raise TypeError(f"setting {field.name} has no allowed range")
-        if type(kind) not in _LABELS and not isinstance(kind, schema_info.DictType):
-            raise TypeError(f"unsupported setting type {hints[field.name]!r}")
-        settings[field.name] = Setting(
-            name=field.name,
-            hint=hints[field.name],
-            kind=kind,
-            default=field.default,
-            nullable=nullable,
-            doc=doc,
-            source=extra["source"],
-            group=extra["group"],
-            modeled=extra["modeled"],
-            fraction=extra["fraction"],
-            bounds=bounds,
-            values_nullable=values_nullable,
-            # msgspec reports a Literal's values sorted; forms list them as declared
-            choices=_literal_values(hints[field.name])
-            if type(kind) is schema_info.LiteralType
-            else (),
-        )
-    return settings
-
-
-def __getattr__(name: str) -> Any:
-    # FIELD_DOCS and FIELD_RANGES are computed on first use, like _settings().
-    if name == "FIELD_DOCS":
-        # One-line documentation of every setting, in declaration order.
-        return {name: setting.doc for name, setting in _settings().items()}
-    if name == "FIELD_RANGES":
-        # Allowed (min, max) of every numeric setting (for maps: of each value). A minimum is
-        # exclusive where field_specs() says min_exclusive.
-        return {
-            name: (setting.lower, setting.upper)
-            for name, setting in _settings().items()
-            if setting.lower is not None and setting.upper is not None
-        }
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def setting(name: str) -> Setting:
-    """The schema of one field; ``FieldError`` (with a did-you-mean) for an unknown name."""
-    try:
-        return _settings()[name]
-    except KeyError:
-        raise _unknown_field(name) from None
-
-
-def field_specs() -> list[dict[str, Any]]:
-    """One dict per setting, in declaration order, for building forms and docs.
-
-    Keys: ``name, type, default, doc, min, max, modeled`` plus ``min_exclusive, nullable,
-    choices, group, source``.
-    """
-    return [
-        {
-            "name": s.name,
-            "type": s.label,
-            "default": _to_json(s.default),
-            "doc": s.doc,
-            "min": s.lower,
-            "max": s.upper,
-            "modeled": s.modeled,
-            "min_exclusive": s.lower_exclusive,
-            "nullable": s.nullable,
-            "choices": list(s.choices),
-            "group": s.group,
-            "source": s.source,
-        }
-        for s in _settings().values()
-    ]
-
-
-# ---------------------------------------------------------------------------------------------
-# Validation: msgspec decides, these functions word the message
-
-
-def _is_int(value: object) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _number(value: float) -> str:
-    return str(value) if isinstance(value, int) else f"{value:g}"
-
-
-def _plain(value: Any, values_nullable: bool = True) -> Any:
-    """What msgspec is given: a mapping as a dict, with ``inf`` values as null where a table's
-    values may be null (TOML has no null, so "no limit" is written as inf there)."""
-    if isinstance(value, Mapping):
-        return {
-            k: None if values_nullable and isinstance(v, float) and math.isinf(v) and v > 0 else v
-            for k, v in value.items()
-        }
-    return value
-
-
-def _to_json(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {k: value[k] for k in sorted(value)}
-    if isinstance(value, tuple):
-        return list(value)
-    return value
-
-
-def _first_invalid(given: dict[str, Any], error: msgspec.ValidationError) -> FieldError:
-    """The first field (in declaration order) msgspec rejects, with a message that says why."""
-    for name, setting in _settings().items():
-        value = _plain(given[name], setting.values_nullable)
-        try:
-            msgspec.convert(value, setting.hint)
-        except msgspec.ValidationError:
-            return _explain(setting, value)
-    return FieldError("config", str(error))
-
-
-def _type_error(setting: Setting, value: Any) -> FieldError:
-    return FieldError(
-        setting.name, f"must be {setting.phrase}, got {value!r} ({type(value).__name__})"
-    )
-
-
-def _range_error(setting: Setting, value: Any, what: str = "") -> FieldError:
-    lower, upper = _number(setting.lower or 0), _number(setting.upper or 0)
-    noun = "a number" if isinstance(setting.kind, schema_info.FloatType) else "an integer"
-    if setting.lower_exclusive:
-        bounds = f"greater than {lower} and at most {upper}"
-    else:
-        bounds = f"between {lower} and {upper}"
-    message = f"{what}must be {noun} {bounds}, got {value!r}"
-    if setting.fraction:
-        message += " (a fraction: 0.9 means 90 %)"
-    return FieldError(setting.name, message)
-
-
-def _explain(setting: Setting, value: Any) -> FieldError:
-    """Why msgspec rejected ``value`` for ``setting``: wrong type, not finite, or out of range."""
-    kind = setting.kind
-    if isinstance(kind, schema_info.DictType):
-        return _explain_table(setting, value)
-    if value is not None and isinstance(kind, schema_info.IntType) and _is_int(value):
-        return _range_error(setting, value)
-    is_number = _is_int(value) or isinstance(value, float)
-    if isinstance(kind, schema_info.FloatType) and is_number:
-        value = float(value)  # what the field would hold: the message shows 100.0, not 100
-        if not math.isfinite(value):
-            return FieldError(setting.name, f"must be a finite number, got {value!r}")
-        return _range_error(setting, value)
-    if isinstance(kind, schema_info.VarTupleType) and isinstance(value, list):
-        value = tuple(value)  # as the field would hold it
-    return _type_error(setting, value)
-
-
-def _explain_table(setting: Setting, value: Any) -> FieldError:
-    if not isinstance(value, Mapping):
-        return _type_error(setting, value)
-    wanted = "an integer or null (no limit)" if setting.values_nullable else "an integer"
-    for key, item in value.items():
-        if not isinstance(key, str) or not key:
-            return FieldError(setting.name, f"tool names must be non-empty strings, got {key!r}")
-        if item is None and setting.values_nullable:
-            continue
-        if not _is_int(item):
-            return FieldError(
-                setting.name,
-                f"value for {key!r} must be {wanted}, got {item!r} ({type(item).__name__})",
-            )
-        try:
-            msgspec.convert(item, _ToolChars)
-        except msgspec.ValidationError:
-            return _range_error(setting, item, f"value for {key!r} ")
-    return _type_error(setting, value)
+#: msgspec's reading of the fields above: what construction checks, and how it words a problem.
+SCHEMA = ConfigSchema(PipelineConfig)
 
 
 @functools.cache
 def _defaults() -> PipelineConfig:
     return PipelineConfig()
-
-
-def _unknown_field(name: str) -> FieldError:
-    import difflib  # only for this message
-
-    # Users often type the TypeScript constant (AUTOCOMPACT_BUFFER_TOKENS); lowercase first.
-    close = difflib.get_close_matches(name.lower(), list(_HINTS), n=1, cutoff=0.6)
-    hint = f"; did you mean {close[0]!r}?" if close else ""
-    return FieldError(name, f"unknown setting{hint}")
 
 
 def _check_rules(config: PipelineConfig) -> None:
@@ -1500,37 +1153,18 @@ def check_effective_window(
 
 
 # ---------------------------------------------------------------------------------------------
-# Named starting points (data/presets.toml)
-
-#: Not a preset: "pick the preset matching the transcript's Claude Code version" (``presets``).
-AUTO = "auto"
-
-PRESETS_FILE = Path(__file__).parent / "data" / "presets.toml"
+# Named starting points (``presets``), as configs
 
 
 @functools.cache
 def _preset_table() -> dict[str, tuple[PipelineConfig, str]]:
     """``{name: (config, description)}`` in file order; each entry is validated like user input."""
-    where = PRESETS_FILE.name
-    try:
-        data = tomllib.loads(PRESETS_FILE.read_text(encoding="utf-8"))
-    except tomllib.TOMLDecodeError as exc:
-        raise FieldError(where, f"invalid TOML: {exc}") from exc
     table: dict[str, tuple[PipelineConfig, str]] = {}
-    for name, entry in data.items():
-        here = f"{where} [{name}]"
-        if not isinstance(entry, dict) or set(entry) - {"description", "settings"}:
-            raise FieldError(here, "must be a table with description and settings only")
-        description = entry.get("description")
-        if not isinstance(description, str) or not description.strip():
-            raise FieldError(f"{here}.description", "must be a non-empty string")
-        settings = entry.get("settings", {})
-        if not isinstance(settings, dict):
-            raise FieldError(f"{here}.settings", "must be a table of settings")
+    for name, (settings, description) in preset_entries().items():
         try:
             table[name] = (_defaults().replace(**settings), description)
         except FieldError as exc:
-            raise exc.within(f"{here}.settings") from None
+            raise exc.within(f"{PRESETS_FILE.name} [{name}].settings") from None
     return table
 
 
@@ -1559,131 +1193,3 @@ def get_preset(name: str) -> PipelineConfig:
     except KeyError:
         known = ", ".join((AUTO, *_preset_table()))
         raise FieldError("preset", f"unknown preset {name!r}; known: {known}") from None
-
-
-# ---------------------------------------------------------------------------------------------
-# Reading settings: files, and the text of form inputs
-
-
-def read_settings(
-    source: str | os.PathLike[str], fmt: SettingsFormat | None = None
-) -> dict[str, Any]:
-    """Read TOML or JSON settings from a path or from text into one flat mapping.
-
-    Settings may sit at the top level or in a ``[pipeline]`` table (or both, without repeats).
-    A ``preset`` key is kept: ``PipelineConfig.from_dict`` starts from that preset, and
-    ``presets.resolve_config`` also understands ``"auto"``. ``fmt`` defaults to the file suffix,
-    and for text to JSON when it starts with ``{``, else TOML. TOML has no null: write ``inf``
-    for "no limit" in ``declared_max_result_size_chars`` and leave optional settings out.
-    """
-    text, label, suffix = _read_source(source)
-    if fmt is None:
-        if suffix in (".toml", ".json"):
-            fmt = "json" if suffix == ".json" else "toml"
-        else:
-            fmt = "json" if text.lstrip().startswith("{") else "toml"
-    data: Any
-    if fmt == "toml":
-        try:
-            data = tomllib.loads(text)
-        except tomllib.TOMLDecodeError as exc:
-            raise FieldError(label, f"invalid TOML: {exc}") from exc
-    else:
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise FieldError(
-                label, f"invalid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
-            ) from exc
-    if not isinstance(data, dict):
-        raise FieldError(label, f"must hold a table of settings, got {type(data).__name__}")
-    table = data.get("pipeline")
-    if table is None:
-        return data
-    if not isinstance(table, dict):
-        raise FieldError("pipeline", f"must be a table of settings, got {type(table).__name__}")
-    top = {k: v for k, v in data.items() if k != "pipeline"}
-    for name in top:
-        if name in table:
-            raise FieldError(name, "is set both at the top level and in [pipeline]")
-    return {**top, **table}
-
-
-def _read_source(source: str | os.PathLike[str]) -> tuple[str, str, str]:
-    """``(text, label for errors, file suffix)``; a str is a path only if it names one."""
-    if isinstance(source, str):
-        one_line = bool(source.strip()) and "\n" not in source
-        is_path = one_line and (source.endswith((".toml", ".json")) or os.path.isfile(source))
-        if not is_path:
-            return source, "config", ""
-    path = Path(source)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError as exc:
-        raise FieldError(str(path), "file not found") from exc
-    except (OSError, UnicodeDecodeError) as exc:
-        raise FieldError(str(path), f"cannot read: {exc}") from exc
-    return text, str(path), path.suffix.lower()
-
-
-#: The longest overrides text a form may send (a full config is about 3,000 characters).
-MAX_OVERRIDES_CHARS = 64 * 1024
-
-
-def parse_overrides(text: str | None) -> dict[str, Any] | None:
-    """The overrides typed into a form's JSON box (``None`` when empty); ``FieldError('config')``
-    if it is not a JSON object. The values are checked later, with the preset."""
-    text = (text or "").strip()
-    if not text:
-        return None
-    if len(text) > MAX_OVERRIDES_CHARS:
-        raise FieldError("config", f"at most {MAX_OVERRIDES_CHARS:,} characters of overrides")
-    try:
-        parsed, _ = decode_json_line(text)
-    except json.JSONDecodeError as exc:
-        raise FieldError(
-            "config", f"not valid JSON: {exc.msg} (line {exc.lineno}, column {exc.colno})"
-        ) from None
-    except ValueError as exc:  # NaN/Infinity, too deeply nested
-        raise FieldError("config", f"not accepted: {exc}") from None
-    if not isinstance(parsed, dict):
-        raise FieldError(
-            "config",
-            'must be a JSON object of field overrides, e.g. {"autocompact_pct_override": 80}',
-        )
-    return parsed
-
-
-def setting_from_text(name: str, raw: str | None) -> Any:
-    """A form input's text as the value of setting ``name`` (a checkbox: any of 1/true/on/yes).
-
-    Only the type is read here; ranges and the cross-field rules are checked when the value
-    goes into a ``PipelineConfig``. ``FieldError(name, …)`` if the text is not of the type.
-    """
-    spec = setting(name)
-    kind = spec.kind
-    text = (raw or "").strip()
-    if isinstance(kind, schema_info.BoolType):
-        return text.lower() in ("1", "true", "on", "yes")
-    if text == "" and spec.nullable:
-        return None
-    if isinstance(kind, schema_info.DictType | schema_info.VarTupleType):
-        empty = "{}" if isinstance(kind, schema_info.DictType) else "[]"
-        try:
-            return json.loads(text or empty)
-        except json.JSONDecodeError as exc:
-            raise FieldError(name, f"must be JSON ({exc.msg}, column {exc.colno})") from None
-    if isinstance(kind, schema_info.IntType):
-        try:
-            return int(text)
-        except ValueError:
-            raise FieldError(name, f"must be a whole number, got {text!r}") from None
-    if isinstance(kind, schema_info.FloatType):
-        try:
-            value = float(text)
-        except ValueError:
-            raise FieldError(name, f"must be a number, got {text!r}") from None
-        if not math.isfinite(value):
-            raise FieldError(name, "must be a finite number")
-        return value
-    return text

@@ -14,9 +14,15 @@ import math
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
-from .config import PipelineConfig, check_effective_window, reserved_output
-from .input.jsutil import js_round
-from .measures.model_limits import CONTEXT_WINDOW_1M, ModelTable, is_1m_model, model_info
+from contextlab.engine.input.jsutil import js_round
+from contextlab.engine.measures.model_limits import (
+    CONTEXT_WINDOW_1M,
+    ModelTable,
+    is_1m_model,
+    model_info,
+)
+
+from .fields import PipelineConfig, check_effective_window, reserved_output
 
 
 @dataclass(frozen=True, slots=True)
