@@ -37,9 +37,9 @@ def test_every_contract_is_kept():
 @pytest.mark.parametrize(
     ("module", "line", "contract"),
     [
-        ("contextlab/engine/tokens.py", "import django", "The engine is framework-free"),
+        ("contextlab/engine/measures/tokens.py", "import django", "The engine is framework-free"),
         (
-            "contextlab/engine/cost.py",
+            "contextlab/engine/measures/cost.py",
             "from contextlab.runs import models",
             "The engine knows nothing of the web apps",
         ),

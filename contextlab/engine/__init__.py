@@ -58,10 +58,13 @@ from .summarizing import (
 )
 
 if TYPE_CHECKING:  # loaded on first use (below): the CLI's start-up only pays for what it runs
-    from . import compare
-    from .composition import compose
-    from .evaluation import cache_accuracy, compaction_accuracy, fidelity, result_fidelity
-    from .explorer import (
+    from .input import loading, session_cache
+    from .input.session_cache import file_sha256, keep_parsed
+    from .measures.tokenized import load_session_cached, tokenize_session
+    from .results import compare, evaluation
+    from .results.composition import compose
+    from .results.evaluation import cache_accuracy, compaction_accuracy, fidelity, result_fidelity
+    from .results.explorer import (
         BADGES,
         HistoryIndex,
         TransformIndex,
@@ -69,10 +72,7 @@ if TYPE_CHECKING:  # loaded on first use (below): the CLI's start-up only pays f
         messages_json,
         side_by_side,
     )
-    from .input import loading, session_cache
-    from .input.session_cache import file_sha256, keep_parsed
-    from .measures.tokenized import load_session_cached, tokenize_session
-    from .navigator import (
+    from .results.navigator import (
         EVENT_KINDS,
         NavigatorEvent,
         cache_sentence,
@@ -89,15 +89,20 @@ if TYPE_CHECKING:  # loaded on first use (below): the CLI's start-up only pays f
     from .summarizing.llm import LLMSettings
     from .summarizing.openai_backend import OpenAICompatibleSummarizer
 
-#: Modules that are themselves attributes, loaded on first use (``engine.compare``; ``loading``
-#: and ``session_cache`` for the tests that set their bounds or clear their memory).
-_LAZY_SUBMODULES: tuple[str, ...] = (".compare", ".input.loading", ".input.session_cache")
+#: Modules that are themselves attributes, loaded on first use (``engine.compare``; the others
+#: for the tests that set their bounds, clear their memory or call them by module).
+_LAZY_SUBMODULES: tuple[str, ...] = (
+    ".results.compare",
+    ".results.evaluation",
+    ".input.loading",
+    ".input.session_cache",
+)
 #: What is loaded on first use, by module (the names in the TYPE_CHECKING block above, which
 #: type checkers read; a test keeps the two equal).
 _LAZY_MODULES: dict[str, tuple[str, ...]] = {
-    ".composition": ("compose",),
-    ".evaluation": ("cache_accuracy", "compaction_accuracy", "fidelity", "result_fidelity"),
-    ".explorer": (
+    ".results.composition": ("compose",),
+    ".results.evaluation": ("cache_accuracy", "compaction_accuracy", "fidelity", "result_fidelity"),
+    ".results.explorer": (
         "BADGES",
         "HistoryIndex",
         "TransformIndex",
@@ -112,7 +117,7 @@ _LAZY_MODULES: dict[str, tuple[str, ...]] = {
     ".summarizing.fallback": ("FallbackSummarizer",),
     ".summarizing.llm": ("LLMSettings",),
     ".summarizing.openai_backend": ("OpenAICompatibleSummarizer",),
-    ".navigator": (
+    ".results.navigator": (
         "EVENT_KINDS",
         "NavigatorEvent",
         "cache_sentence",
@@ -198,6 +203,7 @@ __all__ = [
     "describe_event",
     "disk_cache",
     "dropped_problems",
+    "evaluation",
     "event_counts",
     "expand_messages",
     "fidelity",

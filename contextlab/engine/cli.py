@@ -151,7 +151,7 @@ def _summarizer(args: argparse.Namespace) -> Summarizer:
 
 def cmd_fidelity(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """Token fidelity, cache estimate accuracy and compaction prediction over many files."""
-    from .evaluation import cache_accuracy, compaction_accuracy, fidelity, pooled_errors
+    from .results.evaluation import cache_accuracy, compaction_accuracy, fidelity, pooled_errors
 
     fid_errors: list[float] = []
     cache_diffs: list[float] = []

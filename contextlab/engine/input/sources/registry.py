@@ -15,8 +15,8 @@ from typing import Any
 from contextlab.engine.input.json_line import decode_json_line
 from contextlab.engine.input.loading import EarlierUpload, Upload, open_upload_chain, read_head
 from contextlab.engine.input.session import Session
+from contextlab.engine.input.sources import SourceAdapter
 
-from . import SourceAdapter
 from .claude_code.adapter import ClaudeCodeAdapter
 
 #: Every adapter, the default (the one that reads what no adapter recognises) first.

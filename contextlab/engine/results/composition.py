@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, TypedDict
 
-from .measures.tokens import TiktokenCounter
+from contextlab.engine.measures.tokens import TiktokenCounter
 
 SYSTEM_PART = "system + tools (estimated)"
 #: fixed kinds in display order; tool results ("tool results · Bash") follow "tool calls"

@@ -10,8 +10,8 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from typing import Any
 
-from .input.session import Session, Thread
-from .measures.tokens import TiktokenCounter, block_tokens
+from contextlab.engine.input.session import Session, Thread
+from contextlab.engine.measures.tokens import TiktokenCounter, block_tokens
 
 PERSISTED_OPEN = "<persisted-output>"
 

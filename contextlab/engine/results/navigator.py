@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, TypedDict
 
-from .measures.cost import load_pricing
-from .results import RequestEvent, RequestRow
+from contextlab.engine.measures.cost import load_pricing
+from contextlab.engine.results import RequestEvent, RequestRow
 
 #: Event kinds in the navigator's order, with the label of their filter.
 EVENT_KINDS: dict[str, str] = {

@@ -1,4 +1,7 @@
-"""The declared shape of a replay's result JSON (``ReplayResult.to_json()``).
+"""Results: the declared shape of a replay's result JSON (``ReplayResult.to_json()``), here, and
+what reads a result in the modules beside it: ``explorer`` (the history index and the side-by-side
+view of any request), ``navigator`` (events and sentences), ``composition`` (what a prompt is
+made of), ``evaluation`` (fidelity against the recorded usage) and ``compare`` (two results).
 
 Results are stored and served as plain JSON dicts, so the rows are ``TypedDict``s: building a
 row with a missing or misspelt key, or reading a key that does not exist, is a mypy error, and
@@ -15,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any, TypedDict, cast
 
-from .measures.anchors import AnchorJson
+from contextlab.engine.measures.anchors import AnchorJson
 
 #: Version of this result format, written as ``result_version`` at the top of the result JSON.
 RESULT_VERSION = 1

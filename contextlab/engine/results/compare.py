@@ -11,10 +11,10 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .config.errors import ConfigError
-from .config.fields import PipelineConfig
-from .config.forms import field_specs
-from .results import as_result
+from contextlab.engine.config.errors import ConfigError
+from contextlab.engine.config.fields import PipelineConfig
+from contextlab.engine.config.forms import field_specs
+from contextlab.engine.results import as_result
 
 #: Measures shown in comparisons and sweeps, with a label and whether lower is better.
 MEASURES: dict[str, tuple[str, bool]] = {

@@ -16,9 +16,9 @@ import statistics
 from collections.abc import Iterable, Sequence
 from typing import Any, TypedDict
 
-from .measures.tokens import fit_calibration, percentile
-from .replay import ReplayResult
-from .results import RequestRow, ResultJson
+from contextlab.engine.measures.tokens import fit_calibration, percentile
+from contextlab.engine.replay import ReplayResult
+from contextlab.engine.results import RequestRow, ResultJson
 
 MISS_SHARE = 0.5
 
