@@ -49,7 +49,8 @@ from contextlab.engine.config.resolve import resolve_config
 from contextlab.engine.input.session import Session
 from contextlab.engine.input.sources.registry import load_session
 from contextlab.engine.measures.tokens import percentile
-from contextlab.engine.replay import ReplayResult, replay
+from contextlab.engine.replay.driver import replay
+from contextlab.engine.replay.result import ReplayResult
 from contextlab.engine.results import RequestRow
 from contextlab.engine.results.evaluation import cache_accuracy, fidelity
 

@@ -39,7 +39,8 @@ from .input.sources.registry import build_session, load_session
 from .measures.cost import PricingTable, load_pricing, request_cost
 from .measures.model_limits import ModelInfo, model_info
 from .measures.tokens import TiktokenCounter, rough_text
-from .replay import MODES, ReplayResult, replay, resume
+from .replay.driver import MODES, replay, resume
+from .replay.result import ReplayResult
 from .results import RecordedUsage, RequestRow, ResultJson, as_result
 from .summarizing import (
     PROMPT_VERSION,

@@ -18,7 +18,8 @@ from .config.resolve import resolve_config
 from .input.model import TranscriptError
 from .input.session import Session
 from .input.sources.registry import load_session
-from .replay import MODES, ReplayResult, replay
+from .replay.driver import MODES, replay
+from .replay.result import ReplayResult
 from .summarizing import SUMMARIZER_NAMES, ExtractiveSummarizer, Summarizer
 
 EXIT_OK = 0

@@ -175,3 +175,15 @@ def test_a_checkpoint_from_another_engine_version_is_refused(tmp_path):
     session = engine.load_session(str(long_session(3).write(tmp_path / "s.jsonl")))
     with pytest.raises(ValueError, match="another engine version"):
         engine.resume(pickle.dumps((0, None)), session, summarizer=engine.ExtractiveSummarizer())
+
+
+def test_a_checkpoint_naming_classes_that_moved_is_refused_before_it_is_unpickled(tmp_path):
+    """A checkpoint of the version-2 format pickled ``(2, contextlab.engine.replay._Replay)``:
+    that class no longer exists, so unpickling it would raise; it is refused as another
+    version's instead, and the run replays from the start."""
+    old_format = b"\x80\x02(K\x02ccontextlab.engine.replay\n_Replay\n)\x81t."  # (2, _Replay())
+    with pytest.raises(AttributeError):
+        pickle.loads(old_format)
+    session = engine.load_session(str(long_session(3).write(tmp_path / "s.jsonl")))
+    with pytest.raises(ValueError, match="another engine version"):
+        engine.resume(old_format, session, summarizer=engine.ExtractiveSummarizer())

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any, TypedDict
 
 from contextlab.engine.measures.tokens import fit_calibration, percentile
-from contextlab.engine.replay import ReplayResult
+from contextlab.engine.replay.result import ReplayResult
 from contextlab.engine.results import RequestRow, ResultJson
 
 MISS_SHARE = 0.5
