@@ -55,6 +55,21 @@ def test_every_contract_is_kept():
             "from contextlab.runs import lifecycle",
             "Pages and the API parse and render",
         ),
+        (
+            "contextlab/engine/measures/tokens.py",
+            "from contextlab.engine.replay import driver",
+            "The engine is laid out as its pipeline",
+        ),
+        (
+            "contextlab/engine/input/session.py",
+            "from contextlab.engine.input.sources.claude_code import records",
+            "Input: the session cache above the source adapters",
+        ),
+        (
+            "contextlab/engine/input/sources/claude_code/records.py",
+            "from contextlab.engine.input.sources import registry",
+            "Source adapters: the registry above them",
+        ),
     ],
 )
 def test_a_breach_of_each_contract_is_reported(tmp_path, module, line, contract):

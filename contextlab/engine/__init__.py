@@ -32,10 +32,11 @@ from .config.resolve import (
 from .config.thresholds import Thresholds, compute_thresholds
 from .input import disk_cache
 from .input.json_line import decode_json_line
-from .input.loading import EarlierUpload, open_upload, open_upload_chain
+from .input.loading import open_upload
 from .input.model import Block, Message, Problem, TranscriptError, Usage, dropped_problems
 from .input.session import Session, Thread
 from .input.sources.registry import build_session, load_session
+from .input.upload_chain import EarlierUpload, open_upload_chain
 from .measures.cost import PricingTable, load_pricing, request_cost
 from .measures.model_limits import ModelInfo, model_info
 from .measures.tokens import TiktokenCounter, rough_text

@@ -19,7 +19,7 @@ import io
 import os
 import posixpath
 import struct
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING, Any, cast
 
@@ -134,54 +134,6 @@ def open_upload(path: str | os.PathLike[str], name: str | None = None) -> Upload
     if len(head) >= 262 and head[257:262] == b"ustar":
         return _open_tar(path, display, budget)
     return Upload(name=display, main=TranscriptFile(name=display, opener=lambda: open(path, "rb")))
-
-
-@dataclass(frozen=True)
-class EarlierUpload:
-    """An upload that another one continues: a session resumed or continued in a new file."""
-
-    path: str | os.PathLike[str]
-    #: the name shown for its file (the stored path can be an opaque digest)
-    name: str | None = None
-    #: its SHA-256 when the caller knows it, so the session cache need not read it again
-    sha256: str | None = None
-
-
-def open_upload_chain(
-    path: str | os.PathLike[str],
-    earlier: Sequence[str | os.PathLike[str] | EarlierUpload] = (),
-    name: str | None = None,
-) -> Upload:
-    """``open_upload`` of ``path`` with the session files of the uploads it continues.
-
-    Each earlier upload's session files (its main file, and the other session files of an
-    archive) become siblings of the main one, so ``build_session`` reads the files that link
-    by ``parentUuid`` as one conversation, earliest first; its tool-results are added where the
-    main upload has none of the same id. Closing the upload closes every earlier one. An
-    earlier upload that cannot be opened (removed meanwhile, unreadable) is reported and left
-    out: the session is read as far as the remaining files reach.
-    """
-    upload = open_upload(path, name)
-    try:
-        for item in earlier:
-            if not isinstance(item, EarlierUpload):
-                item = EarlierUpload(item)
-            display = item.name or os.path.basename(os.fspath(item.path))
-            try:
-                older = open_upload(item.path, display)
-            except TranscriptError as exc:
-                upload.problems.append(
-                    Problem(0, "earlier_upload_unreadable", f"not read: {exc}", display, "warning")
-                )
-                continue
-            upload._closers.append(older.close)
-            upload.siblings.extend(f for f in (older.main, *older.siblings) if f is not None)
-            for tool_use_id, opener in older.tool_results.items():
-                upload.tool_results.setdefault(tool_use_id, opener)
-    except BaseException:
-        upload.close()
-        raise
-    return upload
 
 
 def expansion_budget(compressed_size: int) -> int:

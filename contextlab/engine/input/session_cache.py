@@ -18,9 +18,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from .disk_cache import read_pickle, stream_pickle_atomic, write_pickle_atomic
-from .loading import EarlierUpload, Upload, open_upload_chain
+from .loading import Upload
 from .session import Session
 from .sources.registry import load_session
+from .upload_chain import EarlierUpload, open_upload_chain
 
 #: Bump when Session, Block or the tokenization change shape, or a pickled class moves (the
 #: pickles name them by module path).
@@ -53,7 +54,7 @@ def cached_session(
     ``cache_dir`` passes the same one: the cached copy holds its work).
 
     With ``earlier`` (the uploads this one continues, earliest first), the session is the
-    stitched one (``loading.open_upload_chain``), cached under a key made of every file's;
+    stitched one (``upload_chain.open_upload_chain``), cached under a key made of every file's;
     an earlier file that is gone is left out of both.
     A cache file that cannot be read (truncated, written by another engine version) is ignored
     and rewritten; the cache never changes what a replay computes.

@@ -10,9 +10,9 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 
-from contextlab.engine.input.loading import EarlierUpload
 from contextlab.engine.input.session import Session
 from contextlab.engine.input.session_cache import cached_session
+from contextlab.engine.input.upload_chain import EarlierUpload
 
 from .tokens import TiktokenCounter, TokenCounter, block_key, block_rough, block_tokens
 
@@ -43,7 +43,7 @@ def load_session_cached(
     tokenized (``tokenize_session``).
 
     With ``earlier`` (the uploads this one continues, earliest first), the session is the
-    stitched one (``loading.open_upload_chain``), cached under a key made of every file's;
+    stitched one (``upload_chain.open_upload_chain``), cached under a key made of every file's;
     an earlier file that is gone is left out of both.
     A cache file that cannot be read (truncated, written by another engine version) is ignored
     and rewritten; the cache never changes what a replay computes.

@@ -13,9 +13,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from contextlab.engine.input.json_line import decode_json_line
-from contextlab.engine.input.loading import EarlierUpload, Upload, open_upload_chain, read_head
+from contextlab.engine.input.loading import Upload, read_head
 from contextlab.engine.input.session import Session
 from contextlab.engine.input.sources import SourceAdapter
+from contextlab.engine.input.upload_chain import EarlierUpload, open_upload_chain
 
 from .claude_code.adapter import ClaudeCodeAdapter
 
@@ -68,7 +69,7 @@ def load_session(
     earlier: Sequence[str | os.PathLike[str] | EarlierUpload] = (),
 ) -> Session:
     """Open and parse an upload (see ``loading.open_upload`` for the accepted forms); with
-    ``earlier``, stitched to the uploads it continues (``loading.open_upload_chain``)."""
+    ``earlier``, stitched to the uploads it continues (``upload_chain.open_upload_chain``)."""
     upload = open_upload_chain(path, earlier, name)
     try:
         return build_session(upload)
