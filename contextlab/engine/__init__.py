@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 
 from .config.errors import ConfigError, FieldError
 from .config.fields import PipelineConfig, get_preset
-from .config.forms import field_specs, parse_overrides, setting_from_text
 from .config.presets import preset_for_version
 from .config.resolve import (
     PRESET_DESCRIPTIONS,
@@ -60,6 +59,7 @@ from .summarizing import (
 )
 
 if TYPE_CHECKING:  # loaded on first use (below): the CLI's start-up only pays for what it runs
+    from .config.forms import field_specs, parse_overrides, setting_from_text
     from .input import loading, session_cache
     from .input.session_cache import file_sha256, keep_parsed
     from .measures.tokenized import load_session_cached, tokenize_session
@@ -102,6 +102,7 @@ _LAZY_SUBMODULES: tuple[str, ...] = (
 #: What is loaded on first use, by module (the names in the TYPE_CHECKING block above, which
 #: type checkers read; a test keeps the two equal).
 _LAZY_MODULES: dict[str, tuple[str, ...]] = {
+    ".config.forms": ("field_specs", "parse_overrides", "setting_from_text"),
     ".results.composition": ("compose",),
     ".results.evaluation": ("cache_accuracy", "compaction_accuracy", "fidelity", "result_fidelity"),
     ".results.explorer": (

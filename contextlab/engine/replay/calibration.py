@@ -8,9 +8,6 @@ session and the config only, so replays of the same pair reuse it (``Session.mem
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass
-
 from contextlab.engine.input.session import RequestInfo, Thread
 from contextlab.engine.measures.anchors import ThreadAnchors, thinking_growth_factor, thread_anchors
 from contextlab.engine.measures.tokens import Calibration, fit_calibration, scale_unsized_thinking
@@ -20,17 +17,25 @@ from .state import Calibrations, ReplayInputs
 from .thread import ThreadReplay
 
 
-@dataclass
 class ThreadCalibration:
-    """What pass 1 measured of one thread."""
+    """What pass 1 measured of one thread (a plain class: see ``state``)."""
 
-    #: raw size of each request's recorded view
-    raw: list[int]
-    #: the thread's line, None when its recording cannot fit one
-    calibration: Calibration | None
-    #: one line per model, when the thread switched models
-    per_model: dict[str, Calibration]
-    anchors: ThreadAnchors
+    __slots__ = ("anchors", "calibration", "per_model", "raw")
+
+    def __init__(
+        self,
+        raw: list[int],
+        calibration: Calibration | None,
+        per_model: dict[str, Calibration],
+        anchors: ThreadAnchors,
+    ) -> None:
+        #: raw size of each request's recorded view
+        self.raw = raw
+        #: the thread's line, None when its recording cannot fit one
+        self.calibration = calibration
+        #: one line per model, when the thread switched models
+        self.per_model = per_model
+        self.anchors = anchors
 
 
 def calibrate(inputs: ReplayInputs, threads: list[Thread]) -> dict[str, ThreadCalibration]:
@@ -76,9 +81,7 @@ def calibrate(inputs: ReplayInputs, threads: list[Thread]) -> dict[str, ThreadCa
 
 def _probe(inputs: ReplayInputs, thread: Thread) -> ThreadReplay:
     """A recorded-mode pass over ``thread`` without results: its raw view counts."""
-    probe = ThreadReplay(
-        dataclasses.replace(inputs, mode="recorded"), thread, TransformLog(), Calibrations()
-    )
+    probe = ThreadReplay(inputs.with_mode("recorded"), thread, TransformLog(), Calibrations())
     probe.run(with_results=False)
     return probe
 

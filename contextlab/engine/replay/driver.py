@@ -9,9 +9,7 @@ that share a prompt share its entries.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from contextlab.engine.config.fields import PipelineConfig
 from contextlab.engine.input.session import Session, Thread
@@ -37,13 +35,15 @@ MODES = ("recorded", "whatif")
 ProgressCallback = Callable[[int, int], None]
 
 
-@dataclass
 class ProgressCounter:
     """Requests replayed so far out of the session's total, told to the caller's callback."""
 
-    total: int
-    callback: ProgressCallback | None
-    done: int = 0
+    __slots__ = ("callback", "done", "total")
+
+    def __init__(self, total: int, callback: ProgressCallback | None) -> None:
+        self.total = total
+        self.callback = callback
+        self.done = 0
 
     def tick(self, n: int) -> None:
         self.done += n
@@ -98,7 +98,7 @@ class SessionReplay:
         memo_key = ("server_misses", self.inputs.config)
         found: dict[str, dict[int, int]] | None = session.memo.get(memo_key)
         if found is None:
-            recorded_inputs = dataclasses.replace(self.inputs, mode="recorded")
+            recorded_inputs = self.inputs.with_mode("recorded")
             recorded = SessionReplay(recorded_inputs, self.preset_name, None).run()
             found = {
                 tr.thread.id: {

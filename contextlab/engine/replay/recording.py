@@ -10,27 +10,27 @@ count there.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 from contextlab.engine.input.model import Block
 from contextlab.engine.input.session import RequestInfo, Session, Thread
 from contextlab.engine.pipeline.boundary import preserved_before_boundary, preserved_head
 
 
-@dataclass
 class RecordedHistory:
-    """A thread's recording as the replay uses it."""
+    """A thread's recording as the replay uses it (a plain class: see ``state``)."""
 
-    #: message indices left out of the view
-    hidden: set[int] = field(default_factory=set)
-    #: (message, block) → the original tool output a persisted preview stood for (what-if)
-    restored: dict[tuple[int, int], str] = field(default_factory=dict)
-    #: request index → message index of a recorded summary (what-if may reuse it there)
-    summaries: dict[int, int] = field(default_factory=dict)
-    #: request index → Claude Code's own count where it compacted (``preTokens``)
-    pre_tokens: dict[int, int] = field(default_factory=dict)
-    #: message index of a recorded summary → the first message its compaction kept
-    preserved: dict[int, int] = field(default_factory=dict)
+    __slots__ = ("hidden", "pre_tokens", "preserved", "restored", "summaries")
+
+    def __init__(self) -> None:
+        #: message indices left out of the view
+        self.hidden: set[int] = set()
+        #: (message, block) → the original tool output a persisted preview stood for (what-if)
+        self.restored: dict[tuple[int, int], str] = {}
+        #: request index → message index of a recorded summary (what-if may reuse it there)
+        self.summaries: dict[int, int] = {}
+        #: request index → Claude Code's own count where it compacted (``preTokens``)
+        self.pre_tokens: dict[int, int] = {}
+        #: message index of a recorded summary → the first message its compaction kept
+        self.preserved: dict[int, int] = {}
 
     def base_text(self, i: int, j: int, block: Block) -> str | None:
         """The text block ``j`` of message ``i`` starts from when it is not the recorded one."""

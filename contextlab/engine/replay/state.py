@@ -1,8 +1,12 @@
-"""What the parts of a replay share: its inputs, a thread's calibrations, thresholds and trace."""
+"""What the parts of a replay share: its inputs, a thread's calibrations, thresholds and trace.
+
+The replay's own small records are plain slotted classes, not dataclasses: creating a dataclass
+costs about half a millisecond at import, and ``contextlab replay``'s start-up counts
+(bench/bench_replay.py).
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from datetime import datetime
 
 from contextlab.engine.config.fields import PipelineConfig
@@ -15,27 +19,48 @@ from contextlab.engine.pipeline import Step
 from contextlab.engine.summarizing import Summarizer
 
 
-@dataclass
 class ReplayInputs:
     """What one replay of a session runs with, the same for every thread."""
 
-    session: Session
-    config: PipelineConfig
-    mode: str
-    summarizer: Summarizer
-    counter: TokenCounter
-    pricing: PricingTable
-    steps: tuple[Step, ...]
+    __slots__ = ("config", "counter", "mode", "pricing", "session", "steps", "summarizer")
+
+    def __init__(
+        self,
+        session: Session,
+        config: PipelineConfig,
+        mode: str,
+        summarizer: Summarizer,
+        counter: TokenCounter,
+        pricing: PricingTable,
+        steps: tuple[Step, ...],
+    ) -> None:
+        self.session = session
+        self.config = config
+        self.mode = mode
+        self.summarizer = summarizer
+        self.counter = counter
+        self.pricing = pricing
+        self.steps = steps
+
+    def with_mode(self, mode: str) -> ReplayInputs:
+        """The same inputs in another mode."""
+        return ReplayInputs(
+            self.session, self.config, mode, self.summarizer, self.counter, self.pricing, self.steps
+        )
 
 
-@dataclass
 class Calibrations:
     """A thread's display calibration (``a + b * raw``): its own line, and one per model when
     the thread switched models (each has its own tokenizer and system prompt)."""
 
-    #: None in pass 1, which measures the plain view: the default line stands in
-    thread: Calibration | None = None
-    per_model: dict[str, Calibration] = field(default_factory=dict)
+    __slots__ = ("per_model", "thread")
+
+    def __init__(
+        self, thread: Calibration | None = None, per_model: dict[str, Calibration] | None = None
+    ) -> None:
+        #: None in pass 1, which measures the plain view: the default line stands in
+        self.thread = thread
+        self.per_model = per_model or {}
 
     @property
     def thread_line(self) -> Calibration:
@@ -60,18 +85,20 @@ class ThresholdsByModel:
         return found
 
 
-@dataclass
 class ThreadTrace:
     """What a thread's replay measured so far, one entry per request replayed."""
 
-    #: raw (uncalibrated tiktoken) size of each request's view
-    raw: list[int] = field(default_factory=list)
-    #: calibrated size of each request's view, anchors included
-    model_tokens: list[int] = field(default_factory=list)
-    #: requests at which this replay compacted (recorded or simulated)
-    compactions_at: list[int] = field(default_factory=list)
-    #: the replay compacted (recorded or simulated): the earlier-history span is gone
-    compacted_once: bool = False
+    __slots__ = ("compacted_once", "compactions_at", "model_tokens", "raw")
+
+    def __init__(self) -> None:
+        #: raw (uncalibrated tiktoken) size of each request's view
+        self.raw: list[int] = []
+        #: calibrated size of each request's view, anchors included
+        self.model_tokens: list[int] = []
+        #: requests at which this replay compacted (recorded or simulated)
+        self.compactions_at: list[int] = []
+        #: the replay compacted (recorded or simulated): the earlier-history span is gone
+        self.compacted_once = False
 
 
 def anchored_tokens(
