@@ -45,12 +45,14 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from contextlab.engine.evaluation import cache_accuracy, fidelity
-from contextlab.engine.parsing import Session, load_session
-from contextlab.engine.presets import resolve_config
-from contextlab.engine.replay import ReplayResult, replay
+from contextlab.engine.config.resolve import resolve_config
+from contextlab.engine.input.session import Session
+from contextlab.engine.input.sources.registry import load_session
+from contextlab.engine.measures.tokens import percentile
+from contextlab.engine.replay.driver import replay
+from contextlab.engine.replay.result import ReplayResult
 from contextlab.engine.results import RequestRow
-from contextlab.engine.tokens import percentile
+from contextlab.engine.results.evaluation import cache_accuracy, fidelity
 
 #: Config constants tuned on the corpus: field → candidate values (the preset's value first).
 #: Leave-one-source-out picks one per held-out repository from the others.

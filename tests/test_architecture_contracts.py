@@ -37,9 +37,9 @@ def test_every_contract_is_kept():
 @pytest.mark.parametrize(
     ("module", "line", "contract"),
     [
-        ("contextlab/engine/tokens.py", "import django", "The engine is framework-free"),
+        ("contextlab/engine/measures/tokens.py", "import django", "The engine is framework-free"),
         (
-            "contextlab/engine/cost.py",
+            "contextlab/engine/measures/cost.py",
             "from contextlab.runs import models",
             "The engine knows nothing of the web apps",
         ),
@@ -54,6 +54,21 @@ def test_every_contract_is_kept():
             "contextlab/runs/views.py",
             "from contextlab.runs import lifecycle",
             "Pages and the API parse and render",
+        ),
+        (
+            "contextlab/engine/measures/tokens.py",
+            "from contextlab.engine.replay import driver",
+            "The engine is laid out as its pipeline",
+        ),
+        (
+            "contextlab/engine/input/session.py",
+            "from contextlab.engine.input.sources.claude_code import records",
+            "Input: the session cache above the source adapters",
+        ),
+        (
+            "contextlab/engine/input/sources/claude_code/records.py",
+            "from contextlab.engine.input.sources import registry",
+            "Source adapters: the registry above them",
         ),
     ],
 )

@@ -18,35 +18,29 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from . import disk_cache
-from .config import (
-    ConfigError,
-    FieldError,
-    PipelineConfig,
-    field_specs,
-    parse_overrides,
-    setting_from_text,
-)
-from .cost import PricingTable, load_pricing, request_cost
-from .loading import (
-    EarlierUpload,
-    decode_json_line,
-    dropped_problems,
-    open_upload,
-    open_upload_chain,
-)
-from .model_limits import ModelInfo, model_info
-from .parsing import Session, Thread, build_session, load_session
-from .presets import (
+from .config.errors import ConfigError, FieldError
+from .config.fields import PipelineConfig, get_preset
+from .config.presets import preset_for_version
+from .config.resolve import (
     PRESET_DESCRIPTIONS,
     PRESET_NAMES,
     PRESETS,
-    get_preset,
-    preset_for_version,
     resolve_config,
     resolve_request_config,
 )
-from .replay import MODES, ReplayResult, replay, resume
+from .config.thresholds import Thresholds, compute_thresholds
+from .input import disk_cache
+from .input.json_line import decode_json_line
+from .input.loading import open_upload
+from .input.model import Block, Message, Problem, TranscriptError, Usage, dropped_problems
+from .input.session import Session, Thread
+from .input.sources.registry import build_session, load_session
+from .input.upload_chain import EarlierUpload, open_upload_chain
+from .measures.cost import PricingTable, load_pricing, request_cost
+from .measures.model_limits import ModelInfo, model_info
+from .measures.tokens import TiktokenCounter, rough_text
+from .replay.driver import MODES, replay, resume
+from .replay.result import ReplayResult
 from .results import RecordedUsage, RequestRow, ResultJson, as_result
 from .summarizing import (
     PROMPT_VERSION,
@@ -63,15 +57,16 @@ from .summarizing import (
     render_messages,
     summary_key,
 )
-from .thresholds import Thresholds, compute_thresholds
-from .tokens import TiktokenCounter, rough_text
-from .transcript import Block, Message, Problem, TranscriptError, Usage
 
 if TYPE_CHECKING:  # loaded on first use (below): the CLI's start-up only pays for what it runs
-    from . import compare
-    from .composition import compose
-    from .evaluation import cache_accuracy, compaction_accuracy, fidelity, result_fidelity
-    from .explorer import (
+    from .config.forms import field_specs, parse_overrides, setting_from_text
+    from .input import loading, session_cache
+    from .input.session_cache import file_sha256, keep_parsed
+    from .measures.tokenized import load_session_cached, tokenize_session
+    from .results import compare, evaluation
+    from .results.composition import compose
+    from .results.evaluation import cache_accuracy, compaction_accuracy, fidelity, result_fidelity
+    from .results.explorer import (
         BADGES,
         HistoryIndex,
         TransformIndex,
@@ -79,7 +74,7 @@ if TYPE_CHECKING:  # loaded on first use (below): the CLI's start-up only pays f
         messages_json,
         side_by_side,
     )
-    from .navigator import (
+    from .results.navigator import (
         EVENT_KINDS,
         NavigatorEvent,
         cache_sentence,
@@ -90,21 +85,27 @@ if TYPE_CHECKING:  # loaded on first use (below): the CLI's start-up only pays f
         parse_time,
         request_events,
     )
-    from .session_cache import file_sha256, keep_parsed, load_session_cached, tokenize_session
     from .summarizing.anthropic_backend import AnthropicSummarizer
     from .summarizing.factory import make_summarizer, preload_sdks
     from .summarizing.fallback import FallbackSummarizer
     from .summarizing.llm import LLMSettings
     from .summarizing.openai_backend import OpenAICompatibleSummarizer
 
+#: Modules that are themselves attributes, loaded on first use (``engine.compare``; the others
+#: for the tests that set their bounds, clear their memory or call them by module).
+_LAZY_SUBMODULES: tuple[str, ...] = (
+    ".results.compare",
+    ".results.evaluation",
+    ".input.loading",
+    ".input.session_cache",
+)
 #: What is loaded on first use, by module (the names in the TYPE_CHECKING block above, which
-#: type checkers read; a test keeps the two equal). A module listed with no names is itself
-#: the attribute (``engine.compare``).
+#: type checkers read; a test keeps the two equal).
 _LAZY_MODULES: dict[str, tuple[str, ...]] = {
-    ".compare": (),
-    ".composition": ("compose",),
-    ".evaluation": ("cache_accuracy", "compaction_accuracy", "fidelity", "result_fidelity"),
-    ".explorer": (
+    ".config.forms": ("field_specs", "parse_overrides", "setting_from_text"),
+    ".results.composition": ("compose",),
+    ".results.evaluation": ("cache_accuracy", "compaction_accuracy", "fidelity", "result_fidelity"),
+    ".results.explorer": (
         "BADGES",
         "HistoryIndex",
         "TransformIndex",
@@ -112,13 +113,14 @@ _LAZY_MODULES: dict[str, tuple[str, ...]] = {
         "messages_json",
         "side_by_side",
     ),
-    ".session_cache": ("file_sha256", "keep_parsed", "load_session_cached", "tokenize_session"),
+    ".input.session_cache": ("file_sha256", "keep_parsed"),
+    ".measures.tokenized": ("load_session_cached", "tokenize_session"),
     ".summarizing.anthropic_backend": ("AnthropicSummarizer",),
     ".summarizing.factory": ("make_summarizer", "preload_sdks"),
     ".summarizing.fallback": ("FallbackSummarizer",),
     ".summarizing.llm": ("LLMSettings",),
     ".summarizing.openai_backend": ("OpenAICompatibleSummarizer",),
-    ".navigator": (
+    ".results.navigator": (
         "EVENT_KINDS",
         "NavigatorEvent",
         "cache_sentence",
@@ -131,10 +133,10 @@ _LAZY_MODULES: dict[str, tuple[str, ...]] = {
     ),
 }
 #: attribute name -> (module, name in it, or None for the module itself)
-_LAZY: dict[str, tuple[str, str | None]] = {}
+_LAZY: dict[str, tuple[str, str | None]] = {
+    _module.rsplit(".", 1)[-1]: (_module, None) for _module in _LAZY_SUBMODULES
+}
 for _module, _names in _LAZY_MODULES.items():
-    if not _names:
-        _LAZY[_module.rsplit(".", 1)[-1]] = (_module, None)
     for _name in _names:
         _LAZY[_name] = (_module, _name)
 
@@ -204,6 +206,7 @@ __all__ = [
     "describe_event",
     "disk_cache",
     "dropped_problems",
+    "evaluation",
     "event_counts",
     "expand_messages",
     "fidelity",
@@ -217,6 +220,7 @@ __all__ = [
     "load_pricing",
     "load_session",
     "load_session_cached",
+    "loading",
     "make_summarizer",
     "messages_json",
     "model_info",
@@ -235,6 +239,7 @@ __all__ = [
     "result_fidelity",
     "resume",
     "rough_text",
+    "session_cache",
     "setting_from_text",
     "side_by_side",
     "summary_key",

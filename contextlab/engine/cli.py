@@ -12,12 +12,15 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn, TextIO
 
-from .config import ConfigError, PipelineConfig
-from .parsing import Session, load_session
-from .presets import resolve_config
-from .replay import MODES, ReplayResult, replay
+from .config.errors import ConfigError
+from .config.fields import PipelineConfig
+from .config.resolve import resolve_config
+from .input.model import TranscriptError
+from .input.session import Session
+from .input.sources.registry import load_session
+from .replay.driver import MODES, replay
+from .replay.result import ReplayResult
 from .summarizing import SUMMARIZER_NAMES, ExtractiveSummarizer, Summarizer
-from .transcript import TranscriptError
 
 EXIT_OK = 0
 EXIT_UNUSABLE = 2
@@ -149,7 +152,7 @@ def _summarizer(args: argparse.Namespace) -> Summarizer:
 
 def cmd_fidelity(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """Token fidelity, cache estimate accuracy and compaction prediction over many files."""
-    from .evaluation import cache_accuracy, compaction_accuracy, fidelity, pooled_errors
+    from .results.evaluation import cache_accuracy, compaction_accuracy, fidelity, pooled_errors
 
     fid_errors: list[float] = []
     cache_diffs: list[float] = []

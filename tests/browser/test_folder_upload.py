@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
-from contextlab.engine.loading import open_upload
+from contextlab.engine import open_upload
 from contextlab.transcripts.models import Transcript
 from tests.browser.test_browser import sign_up
 from tests.conftest import wait_for_run

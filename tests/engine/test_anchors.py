@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 
 from contextlab import engine
-from contextlab.engine.cost import load_pricing, request_cost
-from contextlab.engine.presets import ran_with_1m_window, resolve_config, thread_window
+from contextlab.engine.config.presets import ran_with_1m_window, thread_window
+from contextlab.engine.config.resolve import resolve_config
+from contextlab.engine.measures.cost import load_pricing, request_cost
 from tests.engine.builders import TranscriptBuilder
 
 PREFIX = 18_000

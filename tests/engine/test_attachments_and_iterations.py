@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from contextlab import engine
-from contextlab.engine.attachments import render_attachment
-from contextlab.engine.cost import load_pricing, request_cost
+from contextlab.engine.input.sources.claude_code.attachments import render_attachment
+from contextlab.engine.measures.cost import load_pricing, request_cost
 from tests.engine.builders import TranscriptBuilder
 
 

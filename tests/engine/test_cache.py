@@ -10,7 +10,12 @@ from collections.abc import Sequence
 
 import pytest
 
-from contextlab.engine.cache import CacheResult, CacheSimulator, block_key, rolling_hashes
+from contextlab.engine.measures.prompt_cache import (
+    CacheResult,
+    CacheSimulator,
+    block_key,
+    rolling_hashes,
+)
 
 MODEL = "claude-sonnet-4-5"
 MIN = 1024
@@ -328,7 +333,7 @@ def test_block_key_is_a_stable_64_bit_content_key():
 
 def test_keys_and_hashes_are_the_same_in_another_process():
     code = (
-        "from contextlab.engine.cache import block_key, rolling_hashes;"
+        "from contextlab.engine.measures.prompt_cache import block_key, rolling_hashes;"
         "print(rolling_hashes([block_key('a'), block_key('b')], seed=1))"
     )
     outputs = {

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from contextlab import engine
-from contextlab.engine.compare import (
+from contextlab.engine.results.compare import (
     add_measures,
     delta,
     first_divergence,

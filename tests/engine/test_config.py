@@ -10,24 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from contextlab.engine import config as config_module
-from contextlab.engine.config import (
-    FIELD_DOCS,
-    FIELD_RANGES,
-    ConfigError,
-    FrozenMap,
-    PipelineConfig,
-    field_specs,
-    read_settings,
-)
-from contextlab.engine.presets import (
-    LATEST_PRESET,
+from contextlab.engine.config import presets as presets_module
+from contextlab.engine.config.errors import ConfigError
+from contextlab.engine.config.fields import FrozenMap, PipelineConfig, get_preset
+from contextlab.engine.config.files import read_settings
+from contextlab.engine.config.forms import FIELD_DOCS, FIELD_RANGES, field_specs
+from contextlab.engine.config.presets import LATEST_PRESET, parse_version, preset_for_version
+from contextlab.engine.config.resolve import (
     PRESET_DESCRIPTIONS,
     PRESET_NAMES,
     PRESETS,
-    get_preset,
-    parse_version,
-    preset_for_version,
     resolve_config,
 )
 
@@ -747,7 +739,7 @@ def test_resolve_rejects_an_unknown_preset():
 
 
 def test_auto_switches_to_the_1m_window_when_a_recorded_prompt_exceeds_200k():
-    from contextlab.engine.presets import resolve_config
+    from contextlab.engine.config.resolve import resolve_config
 
     config, name = resolve_config("auto", version="2.1.88", max_recorded_prompt=450_000)
     assert config.context_window == 1_000_000
@@ -781,23 +773,24 @@ def test_each_field_declares_type_range_description_and_source_in_its_annotation
         assert meta[0].extra["source"], field.name
 
 
-def test_config_module_does_not_import_presets():
-    # presets imports config; an import the other way would make a cycle.
+def test_the_preset_data_module_does_not_import_the_declaration():
+    # the declaration (fields) builds its presets from the preset data; an import the other
+    # way would make a cycle.
     import ast
 
-    tree = ast.parse(Path(config_module.__file__).read_text(encoding="utf-8"))
+    tree = ast.parse(Path(presets_module.__file__).read_text(encoding="utf-8"))
     imported = [
         node.module if isinstance(node, ast.ImportFrom) else alias.name
         for node in ast.walk(tree)
         if isinstance(node, ast.Import | ast.ImportFrom)
         for alias in node.names
     ]
-    assert not [name for name in imported if name and "presets" in name]
+    assert not [name for name in imported if name and ("fields" in name or "resolve" in name)]
 
 
 def test_one_field_error_type_under_every_name():
     from contextlab import engine
-    from contextlab.engine.config import FieldError
+    from contextlab.engine.config.errors import FieldError
 
     assert engine.FieldError is FieldError is ConfigError
     error = FieldError("context_window", "too small").within("a.config")
@@ -806,7 +799,8 @@ def test_one_field_error_type_under_every_name():
 
 
 def test_presets_are_read_from_the_data_file():
-    from contextlab.engine.config import PRESETS_FILE, preset_configs, preset_descriptions
+    from contextlab.engine.config.fields import preset_configs, preset_descriptions
+    from contextlab.engine.config.presets import PRESETS_FILE
 
     assert PRESETS_FILE.name == "presets.toml"
     assert list(preset_configs()) == list(PRESETS)
@@ -814,7 +808,7 @@ def test_presets_are_read_from_the_data_file():
 
 
 def test_resolve_request_config_names_request_fields():
-    from contextlab.engine.presets import resolve_request_config
+    from contextlab.engine.config.resolve import resolve_request_config
 
     config, name = resolve_request_config(None, {"context_window": 300_000})
     assert (config.context_window, name) == (300_000, "claude-code-2.1.88")
@@ -830,7 +824,7 @@ def test_resolve_request_config_names_request_fields():
 
 
 def test_parse_overrides_reads_a_json_object_or_nothing():
-    from contextlab.engine.config import parse_overrides
+    from contextlab.engine.config.forms import parse_overrides
 
     assert parse_overrides("") is None
     assert parse_overrides(' {"a": 1} ') == {"a": 1}
@@ -857,7 +851,7 @@ def test_parse_overrides_reads_a_json_object_or_nothing():
     ],
 )
 def test_setting_from_text_reads_form_input_as_the_field_type(name, text, value):
-    from contextlab.engine.config import setting_from_text
+    from contextlab.engine.config.forms import setting_from_text
 
     assert setting_from_text(name, text) == value
 
@@ -872,7 +866,7 @@ def test_setting_from_text_reads_form_input_as_the_field_type(name, text, value)
     ],
 )
 def test_setting_from_text_names_the_field(name, text, message):
-    from contextlab.engine.config import setting_from_text
+    from contextlab.engine.config.forms import setting_from_text
 
     with pytest.raises(ConfigError) as info:
         setting_from_text(name, text)

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from contextlab import engine
-from contextlab.engine.tokens import percentile
+from contextlab.engine.measures.tokens import percentile
 from tests.conftest import CORPUS, corpus_files, needs_corpus
 from tests.engine.invariants import assert_replay_invariants, auto_config, first_view_mismatch
 

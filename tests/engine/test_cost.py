@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from contextlab.engine.cost import DEFAULT_KEY, load_pricing, request_cost
+from contextlab.engine.measures.cost import DEFAULT_KEY, load_pricing, request_cost
 
 MODEL_IDS = [
     ("claude-opus-4-6", "opus-4-6", 5.0),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pickle
 from pathlib import Path
 
-from contextlab.engine import disk_cache
+from contextlab.engine.input import disk_cache
 
 
 def test_a_written_pickle_reads_back_and_leaves_no_temporary_file(tmp_path: Path) -> None:

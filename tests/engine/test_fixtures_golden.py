@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from contextlab import engine
-from contextlab.engine.tokens import percentile
+from contextlab.engine.measures.tokens import percentile
 from tests.conftest import DEMO, FIXTURES
 from tests.engine.invariants import assert_replay_invariants, first_view_mismatch
 

@@ -24,6 +24,7 @@ import pytest
 
 from contextlab import engine
 from contextlab.engine.cli import main as cli_main
+from contextlab.engine.input.model import Block, Message
 from contextlab.engine.summarizing import (
     COLLAPSE_PROMPT,
     SUMMARY_SECTIONS,
@@ -49,7 +50,6 @@ from contextlab.engine.summarizing.rendering import (
     group_by_api_round,
     truncate_head_for_ptl_retry,
 )
-from contextlab.engine.transcript import Block, Message
 from tests.engine.builders import TranscriptBuilder
 from tests.engine.conftest import ANTHROPIC_TEST_KEY, OPENAI_TEST_KEY
 from tests.llm_stub import LLMStub, Reply

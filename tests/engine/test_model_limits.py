@@ -6,8 +6,8 @@ from importlib import resources
 
 import pytest
 
-from contextlab.engine.config import ConfigError
-from contextlab.engine.model_limits import (
+from contextlab.engine.config.errors import ConfigError
+from contextlab.engine.measures.model_limits import (
     CONTEXT_WINDOW_1M,
     ModelInfo,
     is_1m_model,
@@ -27,7 +27,7 @@ min_cacheable_tokens = 1024
 
 
 def test_table_ships_as_package_data():
-    data = resources.files("contextlab.engine").joinpath("data/models.toml")
+    data = resources.files("contextlab.engine.measures").joinpath("data/models.toml")
     assert data.is_file()
     assert "[[family]]" in data.read_text("utf-8")
 

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from contextlab import engine
-from contextlab.engine import navigator
+from contextlab.engine.results import navigator
 
 FIXTURE = (
     Path(__file__).resolve().parent.parent

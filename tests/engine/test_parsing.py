@@ -343,7 +343,7 @@ def test_corrupt_gzip_keeps_what_was_read(tmp_path):
 def test_cached_cl100k_matches_tiktoken(tmp_path, monkeypatch):
     import tiktoken
 
-    from contextlab.engine import tokens
+    from contextlab.engine.measures import tokens
 
     monkeypatch.setenv("CONTEXTLAB_CACHE_DIR", str(tmp_path))
     tokens._encoding.cache_clear()

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from contextlab import engine
-from contextlab.engine.jsutil import format_file_size, js_round
+from contextlab.engine.input.jsutil import format_file_size, js_round
 from contextlab.engine.pipeline.budget import select_replacements
 from contextlab.engine.pipeline.microcompact import CLEARED_PLACEHOLDER
 from contextlab.engine.pipeline.persistence import (

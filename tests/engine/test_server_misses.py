@@ -17,8 +17,8 @@ from typing import Any
 import pytest
 
 from contextlab import engine
-from contextlab.engine.cost import load_pricing, request_cost
-from contextlab.engine.evaluation import cache_accuracy
+from contextlab.engine.measures.cost import load_pricing, request_cost
+from contextlab.engine.results.evaluation import cache_accuracy
 from tests.engine.builders import TranscriptBuilder
 from tests.engine.test_anchors import PREFIX, RATIO, conversation, plain_replay
 

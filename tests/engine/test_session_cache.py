@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from contextlab import engine
-from contextlab.engine import session_cache
+from contextlab.engine.input import session_cache
 from tests.engine.test_pipeline import long_session
 
 
@@ -36,24 +36,20 @@ def test_a_corrupt_cache_file_is_ignored_and_rewritten(tmp_path):
 
 
 def test_replays_of_the_same_session_and_config_reuse_the_calibration_pass(tmp_path, monkeypatch):
-    import sys
-
-    replay_module = sys.modules[
-        "contextlab.engine.replay"
-    ]  # the package exports a function of that name
+    from contextlab.engine.replay.thread import ThreadReplay
 
     path = long_session(4).write(tmp_path / "s.jsonl")
     session = engine.load_session(str(path))
     config = engine.get_preset("claude-code-2.1.88")
     probes = []
-    real_run = replay_module._ThreadReplay.run
+    real_run = ThreadReplay.run
 
     def counting(self, *, with_results):
         if not with_results:
             probes.append(1)
         return real_run(self, with_results=with_results)
 
-    monkeypatch.setattr(replay_module._ThreadReplay, "run", counting)
+    monkeypatch.setattr(ThreadReplay, "run", counting)
     first = engine.replay(session, config, mode="whatif").to_json()
     second = engine.replay(session, config, mode="whatif").to_json()
     assert first == second

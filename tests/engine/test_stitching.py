@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from contextlab import engine
-from contextlab.engine import session_cache
+from contextlab.engine.input import session_cache
 from tests.engine.builders import TranscriptBuilder
 
 

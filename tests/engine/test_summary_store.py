@@ -64,8 +64,8 @@ def test_summary_key_depends_on_backend_model_and_input(tmp_path):
 def test_the_rendered_prompt_keeps_tool_ids_inputs_errors_and_media():
     """The backend gets the tool ids and inputs, error flags and nested media of the
     summarized messages (the resumed replay rebuilds the request: it never travels as JSON)."""
+    from contextlab.engine.input.model import Block, Message
     from contextlab.engine.summarizing.rendering import render_conversation
-    from contextlab.engine.transcript import Block, Message
 
     messages = [
         Message(uuid="u1", role="user", kind="prompt", blocks=[Block("text", "fix the parser")]),
@@ -119,7 +119,7 @@ def test_the_rendered_prompt_keeps_tool_ids_inputs_errors_and_media():
 def test_the_summary_key_of_a_known_input_never_changes():
     """Stored summaries are found by this key: a change to the prompt, its version or the
     hashed rendering would orphan every one of them."""
-    from contextlab.engine.transcript import Block, Message
+    from contextlab.engine.input.model import Block, Message
 
     request = engine.SummaryRequest(
         messages=[
@@ -175,3 +175,15 @@ def test_a_checkpoint_from_another_engine_version_is_refused(tmp_path):
     session = engine.load_session(str(long_session(3).write(tmp_path / "s.jsonl")))
     with pytest.raises(ValueError, match="another engine version"):
         engine.resume(pickle.dumps((0, None)), session, summarizer=engine.ExtractiveSummarizer())
+
+
+def test_a_checkpoint_naming_classes_that_moved_is_refused_before_it_is_unpickled(tmp_path):
+    """A checkpoint of the version-2 format pickled ``(2, contextlab.engine.replay._Replay)``:
+    that class no longer exists, so unpickling it would raise; it is refused as another
+    version's instead, and the run replays from the start."""
+    old_format = b"\x80\x02(K\x02ccontextlab.engine.replay\n_Replay\n)\x81t."  # (2, _Replay())
+    with pytest.raises(AttributeError):
+        pickle.loads(old_format)
+    session = engine.load_session(str(long_session(3).write(tmp_path / "s.jsonl")))
+    with pytest.raises(ValueError, match="another engine version"):
+        engine.resume(old_format, session, summarizer=engine.ExtractiveSummarizer())

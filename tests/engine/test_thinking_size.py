@@ -12,8 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from contextlab import engine
-from contextlab.engine.tokens import TiktokenCounter, size_thinking
-from contextlab.engine.transcript import Block, Message, Usage
+from contextlab.engine.input.model import Block, Message, Usage
+from contextlab.engine.measures.tokens import TiktokenCounter, size_thinking
 from tests.engine.builders import TranscriptBuilder
 
 COUNTER = TiktokenCounter()

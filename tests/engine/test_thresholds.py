@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from contextlab.engine.config import ConfigError, PipelineConfig
-from contextlab.engine.presets import PRESETS
-from contextlab.engine.thresholds import compute_thresholds, token_warning_state
+from contextlab.engine.config.errors import ConfigError
+from contextlab.engine.config.fields import PipelineConfig
+from contextlab.engine.config.resolve import PRESETS
+from contextlab.engine.config.thresholds import compute_thresholds, token_warning_state
 
 OPUS_45 = "claude-opus-4-5-20251101"
 OPUS_46 = "claude-opus-4-6"

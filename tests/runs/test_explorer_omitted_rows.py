@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from contextlab import engine
-from contextlab.engine.explorer import HistoryIndex
+from contextlab.engine import HistoryIndex
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "entireio__cli__9f_d2fc39aa5f_0_full.jsonl"

@@ -16,14 +16,14 @@ from __future__ import annotations
 
 from typing import Any
 
+from contextlab.engine.input.model import Block, Message
+from contextlab.engine.measures.tokens import padded_message_estimate
 from contextlab.engine.summarizing import (
     ReplayInterrupted,
     SummaryRequest,
     SummaryResult,
     continuation_message,
 )
-from contextlab.engine.tokens import padded_message_estimate
-from contextlab.engine.transcript import Block, Message
 
 from .base import HeadItem, StepContext, View
 from .restore import restoration_head, restoration_recorded

@@ -14,7 +14,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from contextlab.engine.tokens import (
+from contextlab.engine.input.model import Block, Message
+from contextlab.engine.measures.tokens import (
     TokenCounter,
     block_key,
     block_rough,
@@ -23,13 +24,12 @@ from contextlab.engine.tokens import (
     size_thinking,
     text_key,
 )
-from contextlab.engine.transcript import Block, Message
 
 if TYPE_CHECKING:
-    from contextlab.engine.config import PipelineConfig
-    from contextlab.engine.parsing import Session, Thread
+    from contextlab.engine.config.fields import PipelineConfig
+    from contextlab.engine.config.thresholds import Thresholds
+    from contextlab.engine.input.session import RequestInfo, Session, Thread
     from contextlab.engine.summarizing import Summarizer
-    from contextlab.engine.thresholds import Thresholds
 
 #: Whole-message overrides use this block index.
 WHOLE_MESSAGE = -1
@@ -411,19 +411,6 @@ class View:
         tok = sum(block_tokens(b, self.counter) for b in message.blocks)
         rough = sum(block_rough(b) for b in message.blocks)
         return HeadItem(message=message, ref=ref, tok=tok, rough=rough)
-
-
-@dataclass
-class RequestInfo:
-    """One API request of a thread: a distinct assistant ``message.id``."""
-
-    index: int  # position among the thread's requests
-    position: int  # index of the assistant message in the thread
-    message: Message
-
-    @property
-    def timestamp(self) -> str:
-        return self.message.timestamp
 
 
 @dataclass

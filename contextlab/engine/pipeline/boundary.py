@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from contextlab.engine.transcript import Message
+from contextlab.engine.input.model import Message
 
 from .base import WHOLE_MESSAGE, StepContext
 from .restore import restoration_head, restoration_recorded

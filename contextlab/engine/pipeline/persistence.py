@@ -12,12 +12,12 @@ import math
 import re
 from typing import TYPE_CHECKING
 
-from contextlab.engine.jsutil import format_file_size, js_len, js_slice
+from contextlab.engine.input.jsutil import format_file_size, js_len, js_slice
 
 from .base import StepContext
 
 if TYPE_CHECKING:
-    from contextlab.engine.config import PipelineConfig
+    from contextlab.engine.config.fields import PipelineConfig
 
 PERSISTED_OPEN = "<persisted-output>"
 PERSISTED_CLOSE = "</persisted-output>"

@@ -10,9 +10,9 @@ there the recorded ones are the restoration and none is modeled (``restoration_r
 
 from __future__ import annotations
 
-from contextlab.engine.jsutil import json_stringify
-from contextlab.engine.tokens import rough_text
-from contextlab.engine.transcript import Block, Message
+from contextlab.engine.input.jsutil import json_stringify
+from contextlab.engine.input.model import Block, Message
+from contextlab.engine.measures.tokens import rough_text
 
 from .base import HeadItem, StepContext
 

@@ -14,7 +14,7 @@ of the effective window. ``tokensFreed`` is the rough estimate of what was remov
 
 from __future__ import annotations
 
-from contextlab.engine.tokens import message_rough
+from contextlab.engine.measures.tokens import message_rough
 
 from .base import WHOLE_MESSAGE, StepContext
 

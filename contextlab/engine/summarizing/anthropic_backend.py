@@ -14,7 +14,7 @@ import os
 import re
 from typing import Any
 
-from contextlab.engine.model_limits import model_info
+from contextlab.engine.measures.model_limits import model_info
 
 from .interface import SummaryRequest
 from .llm import (

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import re
 
-from contextlab.engine.tokens import rough_text
-from contextlab.engine.transcript import Message
+from contextlab.engine.input.model import Message
+from contextlab.engine.measures.tokens import rough_text
 
 from .interface import SummaryRequest, SummaryResult
 from .prompts import SUMMARY_SECTIONS

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from contextlab.engine.transcript import Message
+from contextlab.engine.input.model import Message
 
 from .prompts import collapse_prompt, compact_prompt
 

@@ -38,8 +38,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from contextlab.engine.cost import PricingTable, load_pricing, request_cost
-from contextlab.engine.transcript import Message
+from contextlab.engine.input.model import Message
+from contextlab.engine.measures.cost import PricingTable, load_pricing, request_cost
 
 from .interface import SummaryError, SummaryRequest, SummaryResult
 from .prompts import format_summary

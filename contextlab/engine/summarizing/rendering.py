@@ -13,8 +13,8 @@ import json
 import math
 from dataclasses import dataclass
 
-from contextlab.engine.tokens import message_rough
-from contextlab.engine.transcript import Block, Message
+from contextlab.engine.input.model import Block, Message
+from contextlab.engine.measures.tokens import message_rough
 
 #: Prompt-too-long retries before giving up (MAX_PTL_RETRIES in compact.ts).
 MAX_PTL_RETRIES = 3

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from contextlab.engine.transcript import Message
+from contextlab.engine.input.model import Message
 
 from .interface import ReplayInterrupted, SummaryRequest, SummaryResult
 from .prompts import PROMPT_VERSION

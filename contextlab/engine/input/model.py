@@ -1,0 +1,259 @@
+"""The engine's message model, whatever agent wrote the transcript: blocks, messages, usage, problems.
+
+A source adapter (``input.sources``) builds these once and then they are only read: pipeline
+steps never mutate a ``Message``; they describe changes as transforms (see ``pipeline.base``).
+Sessions are pickled in the session cache by these classes' module paths: moving or reshaping
+one means bumping ``session_cache.CACHE_VERSION``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any, Literal, SupportsIndex
+
+BlockType = Literal[
+    "text",
+    "thinking",
+    "redacted_thinking",
+    "tool_use",
+    "tool_result",
+    "image",
+    "document",
+    "other",
+]
+
+#: What a message is, for display and for the pipeline's rules.
+MessageKind = Literal[
+    "prompt",  # a user prompt typed (or queued) by a person
+    "tool_result",  # a user record carrying tool_result blocks
+    "meta",  # isMeta user context injected by Claude Code
+    "command",  # slash-command echo / local-command output sent as user text
+    "summary",  # isCompactSummary user message
+    "assistant",  # one API response (all split records merged)
+    "compact_boundary",
+    "microcompact_boundary",
+    "snip_boundary",
+    "attachment",
+    "collapsed",  # a context-collapse placeholder (modeled or recorded)
+]
+
+
+@dataclass(slots=True)
+class Block:
+    """One content block as the model sees it.
+
+    ``text`` is the text that is sent (for ``tool_use``: name + JSON of the input, which is what
+    Claude Code's estimator measures). Token counts are filled in lazily by ``tokens``.
+    """
+
+    type: BlockType
+    text: str = ""
+    tool_use_id: str | None = None
+    tool_name: str | None = None
+    is_error: bool = False
+    #: tool_use input (kept for display) or the JSON of an unknown block
+    data: Any = None
+    #: number of image/document blocks nested in a tool_result
+    media: int = 0
+    #: the tool_result content was a list of blocks (persisted as .json)
+    is_list: bool = False
+    #: tiktoken count, filled on first use
+    tok: int = -1
+    #: Claude Code's rough estimate (chars/4, media 2,000), filled on first use
+    rough: int = -1
+    #: stable content hash for the prompt-cache model, filled on first use
+    key: int = -1
+
+
+@dataclass(slots=True, frozen=True)
+class Iteration:
+    """A further model call the server made inside one request (``usage.iterations[]`` after
+    the first): the request's own continuation after a server-side tool (``message``), or
+    another model's call, such as an advisor's (``advisor_message``), billed at its model."""
+
+    kind: str
+    model: str | None
+    input: int = 0
+    cache_read: int = 0
+    cache_write_5m: int = 0
+    cache_write_1h: int = 0
+    output: int = 0
+
+    @property
+    def prompt_total(self) -> int:
+        return self.input + self.cache_read + self.cache_write_5m + self.cache_write_1h
+
+    @property
+    def continues_request(self) -> bool:
+        """The request's own model went on (its output is part of the response's content)."""
+        return self.kind == "message"
+
+
+@dataclass(slots=True)
+class Usage:
+    """Recorded API usage of one response (counted once per ``message.id``).
+
+    With several server-side iterations the fields are the first model call's (the prompt as
+    the request sent it) and ``iterations`` holds the later ones; the record's top-level
+    fields, which add up the request model's calls, are what ``total`` gives back.
+    """
+
+    input: int = 0
+    cache_write: int = 0
+    cache_read: int = 0
+    output: int = 0
+    cache_write_5m: int | None = None
+    cache_write_1h: int | None = None
+    iterations: tuple[Iteration, ...] = ()
+
+    @property
+    def prompt_total(self) -> int:
+        """input + cache write + cache read: the size of the prompt the server saw."""
+        return self.input + self.cache_write + self.cache_read
+
+    @property
+    def counted_prompt(self) -> int:
+        """The prompt as the top-level fields report it, which add up every call of the
+        request's own model: what Claude Code counted, and so what its thresholds saw."""
+        return self.prompt_total + sum(
+            i.prompt_total for i in self.iterations if i.continues_request
+        )
+
+    @property
+    def response_output(self) -> int:
+        """Output of the request's own model over all its calls: the response's content."""
+        return self.output + sum(i.output for i in self.iterations if i.continues_request)
+
+    @property
+    def total(self) -> int:
+        """Claude Code's usage total (the top-level fields: every call of the request's own
+        model, with output), the base of ``tokenCountWithEstimation``."""
+        return self.counted_prompt + self.response_output
+
+    def to_json(self) -> dict[str, int | None]:
+        return {
+            "input": self.input,
+            "cache_read": self.cache_read,
+            "cache_write": self.cache_write,
+            "cache_write_5m": self.cache_write_5m,
+            "cache_write_1h": self.cache_write_1h,
+            "output": self.output,
+        }
+
+
+@dataclass(slots=True)
+class Message:
+    """One conversation message in chain order (assistant split records merged by id)."""
+
+    uuid: str
+    role: Literal["user", "assistant", "system"]
+    kind: MessageKind
+    blocks: list[Block]
+    timestamp: str = ""
+    line: int = 0
+    file: str = ""
+    message_id: str | None = None
+    request_id: str | None = None
+    model: str | None = None
+    usage: Usage | None = None
+    version: str | None = None
+    #: working directory the record was written in (a change mid-thread is a restart)
+    cwd: str | None = None
+    is_meta: bool = False
+    is_sidechain: bool = False
+    agent_id: str | None = None
+    #: uuids of every record merged into this message, in file order
+    uuids: list[str] = field(default_factory=list)
+    #: subtype metadata (compactMetadata / microcompactMetadata / snipMetadata)
+    metadata: dict[str, Any] = field(default_factory=dict)
+    #: raw tool output (toolUseResult) kept only where the model saw a persisted preview
+    original_output: str | None = None
+    #: index in its thread's message list (set when the thread is built)
+    index: int = -1
+    #: string content (not a block list): matters for the padded estimator
+    string_content: bool = False
+
+
+@dataclass(slots=True, frozen=True)
+class Problem:
+    """Something in the input that could not be used as-is."""
+
+    line: int
+    code: str
+    message: str
+    file: str = ""
+    severity: Literal["error", "warning", "info"] = "warning"
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "file": self.file,
+            "line": self.line,
+            "code": self.code,
+            "message": self.message,
+            "severity": self.severity,
+        }
+
+    def __str__(self) -> str:
+        where = f"{self.file}:{self.line}" if self.file else f"line {self.line}"
+        return f"{where}: {self.message}"
+
+
+class TranscriptError(Exception):
+    """The input has nothing usable; ``problems`` says why, line by line."""
+
+    def __init__(self, message: str, problems: list[Problem] | None = None) -> None:
+        super().__init__(message)
+        self.problems = problems or []
+
+
+#: Problems kept per upload; past this they are only counted (a broken file has one per line).
+MAX_PROBLEMS = 1000
+
+
+class ProblemList(list[Problem]):
+    """A list of problems that keeps the first ``limit`` and counts the ones it drops, so a
+    file with a problem on each of its million lines costs a thousand problems of memory."""
+
+    def __init__(self, items: Iterable[Problem] = (), limit: int = MAX_PROBLEMS) -> None:
+        super().__init__()
+        self.limit = limit
+        #: problems dropped past the limit
+        self.dropped = 0
+        self.extend(items)
+
+    def append(self, problem: Problem) -> None:
+        if len(self) < self.limit:
+            super().append(problem)
+        else:
+            self.dropped += 1
+
+    def extend(self, problems: Iterable[Problem]) -> None:
+        for problem in problems:
+            self.append(problem)
+        self.dropped += getattr(problems, "dropped", 0)
+
+    def append_final(self, problem: Problem) -> None:
+        """Keep ``problem`` even past the limit: the last word on why reading stopped."""
+        super().append(problem)
+
+    def insert(self, index: SupportsIndex, problem: Problem) -> None:
+        if len(self) < self.limit:
+            super().insert(index, problem)
+        else:
+            self.dropped += 1
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # pickled in the session cache: keep the limit and the count
+        return (_rebuild_problems, (list(self), self.limit, self.dropped))
+
+
+def _rebuild_problems(items: list[Problem], limit: int, dropped: int) -> ProblemList:
+    problems = ProblemList(items, limit)
+    problems.dropped = dropped
+    return problems
+
+
+def dropped_problems(problems: list[Problem]) -> int:
+    """How many problems a ``ProblemList`` left out (0 for a plain list)."""
+    return int(getattr(problems, "dropped", 0))

@@ -1,0 +1,193 @@
+"""The engine's session model: threads of messages, their requests, and the side records.
+
+What every source adapter builds (``input.sources``), whatever agent wrote the transcript: a
+``Session`` of ``Thread`` chains (the main conversation first, then branches, subagents and
+sidechains) of ``model.Message``, with the problems the reader found and the records outside
+the chain that the pipeline replays. A request is one distinct assistant response
+(``Message.message_id``) of a thread: ``thread_requests``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .loading import Upload
+from .model import Message, Problem
+
+
+@dataclass
+class SideRecords:
+    """Records outside the chain that the pipeline replays."""
+
+    content_replacements: dict[str, str] = field(default_factory=dict)
+    collapse_commits: list[dict[str, Any]] = field(default_factory=list)
+    collapse_snapshot: dict[str, Any] | None = None
+    #: (record type, text) of each ``custom-title``, ``ai-title`` and ``summary`` record
+    titles: list[tuple[str, str]] = field(default_factory=list)
+    #: Claude Code's own session cost, from the newest ``cost-state`` record (2.1.1xx+)
+    claude_code_cost_usd: float | None = None
+
+
+@dataclass
+class Thread:
+    """One chain of messages that made requests: the main session, a branch or a subagent."""
+
+    id: str
+    kind: str  # "main" | "branch" | "subagent" | "sidechain"
+    messages: list[Message]
+    file: str = ""
+    #: for a branch or a compaction fork: index in ``messages`` where it leaves the main chain
+    fork_index: int = 0
+    synthetic_dropped: int = 0
+    #: a compaction fork (``agent-acompact-*``): Claude Code's summarizer call, which continues
+    #: the main conversation (same system prompt, tools and model, so the same prompt cache);
+    #: ``messages`` start with the main chain up to ``fork_index``
+    compaction_fork: bool = False
+    #: the thread's first record has a ``parentUuid`` that is not in the file: the file
+    #: continues a conversation whose earlier history is elsewhere (resume, Entire checkpoint)
+    starts_outside: bool = False
+    #: that ``parentUuid``: the record of the earlier history the thread hangs from
+    continues_uuid: str | None = None
+
+
+@dataclass
+class Session:
+    """A parsed upload: threads plus everything the replay needs from side records."""
+
+    name: str
+    session_id: str | None
+    threads: list[Thread]
+    problems: list[Problem]
+    side: SideRecords
+    versions: list[str]
+    upload: Upload | None = None
+    record_count: int = 0
+    #: the uuid of every record read from the session file(s), main chain or not: what a file
+    #: continuing this session can hang from
+    record_uuids: frozenset[str] = frozenset()
+    #: results derived from the session alone, reused by later replays in this process
+    memo: dict[Any, Any] = field(default_factory=dict)
+
+    @property
+    def main(self) -> Thread:
+        return self.threads[0]
+
+    @property
+    def continues_uuid(self) -> str | None:
+        """The record the main conversation's first record hangs from when it is not in the
+        session's files (a resumed session uploaded without the file it continues), else None."""
+        return self.main.continues_uuid
+
+    @property
+    def title(self) -> str | None:
+        """The session's name as Claude Code shows it: the newest title the user gave
+        (``custom-title``), else the newest one Claude Code wrote (``ai-title``), else the
+        newest ``summary`` record (older versions' session summaries)."""
+        for kind in ("custom-title", "ai-title", "summary"):
+            named = [text for rtype, text in self.side.titles if rtype == kind]
+            if named:
+                return named[-1]
+        return None
+
+    def close(self) -> None:
+        """Close the archive an upload keeps open for lazy reads of its tool-results."""
+        if self.upload is not None:
+            self.upload.close()
+
+    @property
+    def project(self) -> str | None:
+        """The folder the session ran in: the main conversation's first recorded ``cwd`` (a
+        later ``cd`` moves the shell, not the project Claude Code was started in)."""
+        return next((m.cwd for m in self.main.messages if m.cwd), None)
+
+    @property
+    def max_recorded_prompt(self) -> int:
+        """The largest prompt any response of the session reports (input + cache read/write,
+        as Claude Code counted it: the evidence of the window its thresholds used)."""
+        return max(
+            (
+                m.usage.counted_prompt
+                for t in self.threads
+                for m in t.messages
+                if m.usage is not None
+            ),
+            default=0,
+        )
+
+    @property
+    def recorded_auto_compactions(self) -> list[int]:
+        """``preTokens`` of every recorded automatic compaction of the main conversation."""
+        return auto_compaction_pre_tokens(self.main.messages)
+
+    @property
+    def version(self) -> str | None:
+        """The Claude Code version of the newest main-chain record (resumes can mix versions)."""
+        for message in reversed(self.main.messages):
+            if message.version:
+                return message.version
+        return self.versions[-1] if self.versions else None
+
+
+def auto_compaction_pre_tokens(messages: Iterable[Message]) -> list[int]:
+    """``preTokens`` of every recorded automatic compaction among ``messages``."""
+    return [
+        int(pre)
+        for m in messages
+        if m.kind == "compact_boundary" and m.metadata.get("trigger") == "auto"
+        for pre in [m.metadata.get("preTokens")]
+        if isinstance(pre, int | float) and not isinstance(pre, bool)
+    ]
+
+
+@dataclass
+class RequestInfo:
+    """One API request of a thread: a distinct assistant ``message.id``."""
+
+    index: int  # position among the thread's requests
+    position: int  # index of the assistant message in the thread
+    message: Message
+
+    @property
+    def timestamp(self) -> str:
+        return self.message.timestamp
+
+
+def thread_requests(thread: Thread) -> list[RequestInfo]:
+    """Every distinct assistant response of the thread, in order."""
+    out: list[RequestInfo] = []
+    for pos, msg in enumerate(thread.messages):
+        if msg.role == "assistant":
+            out.append(RequestInfo(index=len(out), position=pos, message=msg))
+    return out
+
+
+def link_tool_results(threads: list[Thread], problems: list[Problem]) -> None:
+    """Give tool_result blocks their tool name; report results without a matching tool_use."""
+    for thread in threads:
+        names: dict[str, str] = {}
+        orphans = 0
+        first_line = 0
+        for msg in thread.messages:
+            for block in msg.blocks:
+                if block.type == "tool_use" and block.tool_use_id:
+                    names[block.tool_use_id] = block.tool_name or ""
+                elif block.type == "tool_result":
+                    name = names.get(block.tool_use_id or "")
+                    if name is None:
+                        orphans += 1
+                        first_line = first_line or msg.line
+                    else:
+                        block.tool_name = name
+        if orphans:
+            problems.append(
+                Problem(
+                    first_line,
+                    "orphan_tool_result",
+                    f"{orphans} tool result(s) in {thread.id} have no matching tool_use before them "
+                    "(Claude Code drops them before the API call)",
+                    thread.file,
+                    "info",
+                )
+            )

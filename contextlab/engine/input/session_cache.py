@@ -1,0 +1,141 @@
+"""Parse a session once, reuse it across replays (A/B pairs, sweeps, workers).
+
+A parsed session, with whatever its caller computed on it first (``prepare``: the engine's
+``load_session_cached`` fills every block's token counts, ``measures.tokenized``), is pickled
+under ``cache_dir``, keyed by the file's SHA-256 (a session stitched to the uploads it
+continues: every file's) and the engine's cache version. Another replay of the same file, in
+this process or another worker on the same disk, loads it instead of parsing and preparing it
+again. The web side, which parses an upload to check it, leaves its parsed copy for the first
+replay (``keep_parsed``), so a new file is parsed once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from .disk_cache import read_pickle, stream_pickle_atomic, write_pickle_atomic
+from .loading import Upload
+from .session import Session
+from .sources.registry import load_session
+from .upload_chain import EarlierUpload, open_upload_chain
+
+#: Bump when Session, Block or the tokenization change shape, or a pickled class moves (the
+#: pickles name them by module path).
+CACHE_VERSION = "8"
+#: Sessions kept in memory by a long-lived process (a worker replaying a file again after an
+#: LLM summary, or an A/B pair), newest last.
+_RECENT: OrderedDict[str, Session] = OrderedDict()
+RECENT_LIMIT = 2
+
+
+def file_sha256(path: str | os.PathLike[str]) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def cached_session(
+    path: str | os.PathLike[str],
+    *,
+    cache_dir: str | os.PathLike[str],
+    prepare: Callable[[Session], object],
+    name: str | None = None,
+    sha256: str | None = None,
+    earlier: Sequence[str | os.PathLike[str] | EarlierUpload] = (),
+) -> Session:
+    """Like ``load_session`` but served from (and written to) ``cache_dir`` when possible;
+    ``prepare`` runs once on a session just parsed, before it is cached (every caller of one
+    ``cache_dir`` passes the same one: the cached copy holds its work).
+
+    With ``earlier`` (the uploads this one continues, earliest first), the session is the
+    stitched one (``upload_chain.open_upload_chain``), cached under a key made of every file's;
+    an earlier file that is gone is left out of both.
+    A cache file that cannot be read (truncated, written by another engine version) is ignored
+    and rewritten; the cache never changes what a replay computes.
+    """
+    path = os.fspath(path)
+    files = [e if isinstance(e, EarlierUpload) else EarlierUpload(e) for e in earlier]
+    files = [e for e in files if os.path.isfile(e.path)]
+    key = _key(path, sha256)
+    if files:
+        # a stitched parse is another session than the file's alone
+        parts = [key, *(_key(os.fspath(e.path), e.sha256) for e in files)]
+        key = hashlib.sha256("\n".join(parts).encode()).hexdigest() + f"-chain-v{CACHE_VERSION}"
+    target = Path(cache_dir) / f"{key}.pickle"
+
+    def reopen() -> Upload:
+        return open_upload_chain(path, files, name)
+
+    recent = _RECENT.get(key)
+    if recent is not None:
+        _RECENT.move_to_end(key)
+        recent.upload = reopen()  # the last replay closed its archive handles
+        return recent
+    session = read_pickle(target, Session)
+    if session is not None:
+        session.upload = reopen()  # archives: tool-results read on demand
+        if name:
+            session.name = name
+        _remember(key, session)
+        return session
+    parsed = Path(cache_dir) / f"{key}{PARSED_SUFFIX}"
+    session = read_pickle(parsed, Session)
+    if session is not None:
+        # parsed by whoever stored the upload (``keep_parsed``): only ``prepare`` is left
+        session.upload = reopen()
+        if name:
+            session.name = name
+    else:
+        session = load_session(path, name, earlier=files)
+    prepare(session)
+    upload, session.upload = session.upload, None
+    try:
+        write_pickle_atomic(target, session)  # a read-only or full disk only costs the reuse
+    finally:
+        session.upload = upload
+    parsed.unlink(missing_ok=True)  # the prepared copy supersedes it
+    _remember(key, session)
+    return session
+
+
+#: file name ending of a parsed, not yet prepared session (``keep_parsed``)
+PARSED_SUFFIX = ".parsed.pickle"
+
+
+def _key(path: str, sha256: str | None) -> str:
+    stat = os.stat(path)
+    # size and mtime catch a file rewritten in place under a digest computed earlier
+    return f"{sha256 or file_sha256(path)}-{stat.st_size}-{int(stat.st_mtime)}-v{CACHE_VERSION}"
+
+
+def keep_parsed(
+    path: str | os.PathLike[str],
+    session: Session,
+    *,
+    cache_dir: str | os.PathLike[str],
+    sha256: str | None = None,
+) -> Path | None:
+    """Hand a session just parsed from ``path`` (by an upload's check) to the first
+    ``cached_session`` of the same file, in any process sharing ``cache_dir``: it then
+    prepares that copy instead of reading and parsing the file again. The path written, or
+    None when the disk refused (the replay then parses the file itself)."""
+    path = os.fspath(path)
+    target = Path(cache_dir) / f"{_key(path, sha256)}{PARSED_SUFFIX}"
+    upload, session.upload = session.upload, None  # open archive handles do not pickle
+    try:
+        return target if stream_pickle_atomic(target, session) else None
+    finally:
+        session.upload = upload
+
+
+def _remember(key: str, session: Session) -> None:
+    _RECENT[key] = session
+    _RECENT.move_to_end(key)
+    while len(_RECENT) > RECENT_LIMIT:
+        _RECENT.popitem(last=False)

@@ -1,0 +1,78 @@
+"""The source adapters ContextLab knows, and the one that reads a given upload.
+
+An upload is offered to every adapter: each says from the first records of its first file how
+sure it is that they are its agent's (``SourceAdapter.detect``), and the surest one parses it.
+When none recognises the content, the first adapter reads it anyway, so the reasons nothing is
+usable (not JSON, not a transcript record) are still reported line by line.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from typing import Any
+
+from contextlab.engine.input.json_line import decode_json_line
+from contextlab.engine.input.loading import Upload, read_head
+from contextlab.engine.input.session import Session
+from contextlab.engine.input.sources import SourceAdapter
+from contextlab.engine.input.upload_chain import EarlierUpload, open_upload_chain
+
+from .claude_code.adapter import ClaudeCodeAdapter
+
+#: Every adapter, the default (the one that reads what no adapter recognises) first.
+ADAPTERS: tuple[SourceAdapter, ...] = (ClaudeCodeAdapter(),)
+#: Lines of an upload's first file each adapter sees to recognise it.
+HEAD_LINES = 20
+
+
+def head_records(upload: Upload) -> list[Any]:
+    """The JSON values of the first lines of the upload's session file (else of its first
+    subagent's), lines that are not JSON left out."""
+    first = upload.main or next(iter(upload.subagents), None)
+    if first is None:
+        return []
+    records = []
+    for line in read_head(first, HEAD_LINES):
+        try:
+            records.append(decode_json_line(line)[0])
+        except ValueError:
+            continue
+    return records
+
+
+def detect_source(upload: Upload, adapters: Sequence[SourceAdapter] = ADAPTERS) -> SourceAdapter:
+    """The adapter surest that the upload is its agent's (the first one on a tie or when none
+    recognises it)."""
+    head = head_records(upload)
+    best, best_confidence = adapters[0], 0.0
+    for adapter in adapters:
+        confidence = adapter.detect(head)
+        if confidence > best_confidence:
+            best, best_confidence = adapter, confidence
+    return best
+
+
+def build_session(upload: Upload) -> Session:
+    """Parse every file of an upload into threads, with the adapter of its agent.
+
+    Raises ``TranscriptError`` when nothing usable was found; otherwise problems are returned on
+    the session and the replay goes on with what was valid.
+    """
+    return detect_source(upload).parse(upload)
+
+
+def load_session(
+    path: str | os.PathLike[str],
+    name: str | None = None,
+    *,
+    earlier: Sequence[str | os.PathLike[str] | EarlierUpload] = (),
+) -> Session:
+    """Open and parse an upload (see ``loading.open_upload`` for the accepted forms); with
+    ``earlier``, stitched to the uploads it continues (``upload_chain.open_upload_chain``)."""
+    upload = open_upload_chain(path, earlier, name)
+    try:
+        return build_session(upload)
+    except BaseException:
+        upload.close()
+        raise

@@ -1,0 +1,464 @@
+"""Anchors on the recorded usage: what a transcript cannot show of the prompt that was sent.
+
+A thread's display count is ``prefix + ratio * raw`` (``tokens.Calibration``), fitted on the
+recorded prompt sizes. Three things break that line, each at a point the records name:
+
+* **earlier history** — the file continues a conversation written elsewhere (its first record's
+  ``parentUuid`` is not in the file): the first prompt holds history the file does not have.
+  Sized from the first recorded prompt minus the system/tools level; it lives until the first
+  compaction, which summarizes it away. It is part of the view (``raw_tokens``).
+* **restart segments** — ``/exit`` and a resume, a change of Claude Code ``version``, or an
+  MCP server reconnected by ``/mcp``: the system prompt and tools are rebuilt, so the unseen prefix is measured again on the first
+  recorded request of the segment. Also part of the view. (A ``cwd`` change is not a restart:
+  the records follow the shell's ``cd`` within one process; on the corpus it split a thread
+  that the recorded cache reads show was one process.)
+* **unrecorded input** — at a file start, restart, turn start or after a compaction the
+  recorded prompt grows by more than the visible content explains (hook output, attachments or
+  post-compaction restoration the version did not write down). Carried as its own span in
+  recorded-token units (``unrecorded_tokens``); a compaction summarizes it away.
+
+A jump is a candidate beyond the fit's per-request scatter (``anchor_margin_share`` of the
+prompt, ``anchor_margin_tokens``), and an anchor only if the recording bears it out
+(``anchor_selection``): the 2-parameter line through the thread's recorded prompts must fit
+better with it, by more than an extra parameter is worth (Bayesian information criterion). A
+margin alone had to be fitted per source (entireio/cli needed 2k, marot/spotter 8k, where a
+4.4k level drift after a compaction was no input); the selection decides from each thread's
+own usage, so anchors stay few: one per phenomenon, not one per request.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TypedDict
+
+from contextlab.engine.config.fields import PipelineConfig
+from contextlab.engine.input.session import RequestInfo, Thread
+
+from .tokens import (
+    DEFAULT_CALIBRATION,
+    Calibration,
+    TokenCounter,
+    block_tokens,
+    fit_calibration,
+    percentile,
+)
+
+EXIT_COMMANDS = ("<command-name>/exit</command-name>", "<command-name>/quit</command-name>")
+#: ``/mcp`` output saying a server (re)connected: Claude Code rebuilt its tool list
+#: and the servers' instructions in the system prompt, so the cache is written again after the
+#: static prefix (marot/spotter tool_heavy: the read fell from 25.8k to the 18k static prefix
+#: on the request after "Reconnected to tidewave.", 2 minutes after a full hit). ``/ide``'s
+#: "Connected to …" is not one: entireio/cli fc_99 read its whole prompt from the cache after it.
+MCP_COMMANDS = ("<command-name>/mcp</command-name>",)
+MCP_RECONNECTED = ("<local-command-stdout>Reconnected to ",)
+
+
+class AnchorJson(TypedDict):
+    """One anchor on the recorded usage (``Anchor.to_json``; part of the result JSON)."""
+
+    request: int
+    #: "earlier_history" | "segment" | "unrecorded"
+    kind: str
+    #: "file_start" | "restart" | "turn_start" | "after_compaction"
+    point: str
+    tokens: int
+    reason: str
+
+
+@dataclass
+class Anchor:
+    """One anchor: where, why and how many recorded tokens it stands for."""
+
+    request: int
+    kind: str  # "earlier_history" | "segment" | "unrecorded"
+    point: str  # "file_start" | "restart" | "turn_start" | "after_compaction"
+    tokens: int
+    reason: str
+
+    def to_json(self) -> AnchorJson:
+        return {
+            "request": self.request,
+            "kind": self.kind,
+            "point": self.point,
+            "tokens": self.tokens,
+            "reason": self.reason,
+        }
+
+
+@dataclass
+class ThreadAnchors:
+    """Per request of a thread: its segment, the extra view tokens and the unrecorded input."""
+
+    segment: list[int]
+    #: earlier-history span, raw (tiktoken) units, until the first compaction
+    history_raw: list[int]
+    #: the segment's unseen prefix minus the first segment's, raw units
+    segment_raw: list[int]
+    #: unrecorded input, recorded-token units
+    unrecorded: list[int]
+    anchors: list[Anchor] = field(default_factory=list)
+    calibration: Calibration | None = None
+
+    @staticmethod
+    def empty(n: int) -> ThreadAnchors:
+        return ThreadAnchors([0] * n, [0] * n, [0] * n, [0] * n)
+
+
+def restart_reason(thread: Thread, start: int, end: int, previous: RequestInfo | None) -> str:
+    """Why messages ``start:end`` (between two requests) hold a process restart, or ""."""
+    msgs = thread.messages
+    mcp = False
+    for m in msgs[start:end]:
+        if m.kind != "command":
+            continue
+        text = "".join(b.text for b in m.blocks)
+        if any(c in text for c in EXIT_COMMANDS):
+            return "/exit, then the session was resumed"
+        if any(c in text for c in MCP_COMMANDS):
+            mcp = True
+        elif mcp and any(text.lstrip().startswith(c) for c in MCP_RECONNECTED):
+            return "/mcp reconnected a server: the tool list was rebuilt"
+    if previous is None:
+        return ""
+    before = previous.message
+    for m in msgs[start:end]:
+        if m.version and before.version and m.version != before.version:
+            return f"Claude Code {before.version} → {m.version}"
+    return ""
+
+
+def _named_points(thread: Thread, requests: Sequence[RequestInfo]) -> list[dict[str, str]]:
+    """Per request, the nameable points right before it (point → reason)."""
+    out: list[dict[str, str]] = []
+    prev_end = 0
+    for k, req in enumerate(requests):
+        points: dict[str, str] = {}
+        between = thread.messages[prev_end : req.position]
+        if k == 0:
+            points["file_start"] = "first request of the file"
+        reason = restart_reason(thread, prev_end, req.position, requests[k - 1] if k else None)
+        if reason and k:
+            points["restart"] = reason
+        if any(m.kind in ("compact_boundary", "summary") for m in between) and k:
+            points["after_compaction"] = "first request after a compaction"
+        if any(m.role == "user" and m.kind in ("prompt", "command") for m in between) and k:
+            points["turn_start"] = "a user turn starts"
+        out.append(points)
+        prev_end = req.position
+    return out
+
+
+def _within_slope(xs: Sequence[int], ys: Sequence[int], groups: Sequence[int]) -> float | None:
+    """Least-squares slope with one intercept per group (jumps between groups do not bias it)."""
+    sums: dict[int, list[float]] = {}
+    for x, y, g in zip(xs, ys, groups, strict=True):
+        acc = sums.setdefault(g, [0.0, 0.0, 0.0])
+        acc[0] += x
+        acc[1] += y
+        acc[2] += 1
+    sxx = sxy = 0.0
+    for x, y, g in zip(xs, ys, groups, strict=True):
+        sx, sy, n = sums[g]
+        dx = x - sx / n
+        sxx += dx * dx
+        sxy += dx * (y - sy / n)
+    if sxx <= 0 or sxy <= 0:
+        return None
+    return sxy / sxx
+
+
+def _stretch_ratio(
+    points: Sequence[dict[str, str]],
+    recorded: Sequence[int],
+    raw: Sequence[int],
+    totals: Sequence[int],
+) -> float | None:
+    """The thread's ratio of recorded to raw tokens, fitted within the stretches between named
+    points (a jump at a restart, turn start or compaction does not tilt it)."""
+    groups: list[int] = []
+    group = 0
+    for k in recorded:
+        if points[k] and k != recorded[0]:
+            group += 1
+        groups.append(group)
+    return _within_slope([raw[k] for k in recorded], [totals[k] for k in recorded], groups)
+
+
+#: A response's thinking text must hold this many tokens to measure what it costs sent back.
+THINKING_SAMPLE_TEXT_TOKENS = 30
+#: The fewest such responses that measure a thread's thinking factor.
+THINKING_GROWTH_SAMPLES = 5
+
+
+def thinking_growth_factor(
+    thread: Thread,
+    requests: Sequence[RequestInfo],
+    raw: Sequence[int],
+    totals: Sequence[int],
+    counter: TokenCounter,
+) -> float:
+    """What a thread's thinking costs when it is sent back, per token of the text the file
+    keeps, measured on the thread's own recording.
+
+    Claude 4 models return summarized thinking, and the next request of the turn sends the
+    whole of it back. A response whose final output count was written is sized from it; one
+    with only a streaming snapshot has nothing but its text. Between two requests of one turn
+    (no prompt, restart or compaction between them) the recorded prompt grows by the response
+    plus the tool results; what the growth holds beyond the view's other new content (at the
+    ratio of the stretches between named points), over the thinking text, is the factor. The
+    median over the thread's responses with at least ``THINKING_SAMPLE_TEXT_TOKENS`` of
+    thinking text; 1.0 (the text as it is) with fewer than ``THINKING_GROWTH_SAMPLES`` of
+    them, never less. The ratio takes up part of the thinking when it is a large share of the
+    growth, so the factor errs low.
+    """
+    recorded = [k for k in range(len(requests)) if totals[k] > 0]
+    points = _named_points(thread, requests)
+    ratio = _stretch_ratio(points, recorded, raw, totals)
+    if ratio is None:
+        return 1.0
+    samples: list[float] = []
+    for k in range(len(requests) - 1):
+        if totals[k] <= 0 or totals[k + 1] <= 0 or points[k + 1]:
+            continue
+        thinking = [b for b in requests[k].message.blocks if b.type == "thinking"]
+        text = sum(counter.count(b.text) for b in thinking)
+        if text < THINKING_SAMPLE_TEXT_TOKENS:
+            continue
+        sized = sum(block_tokens(b, counter) for b in thinking)
+        sent_back = (totals[k + 1] - totals[k]) / ratio - (raw[k + 1] - raw[k] - sized)
+        samples.append(sent_back / text)
+    if len(samples) < THINKING_GROWTH_SAMPLES:
+        return 1.0
+    return max(1.0, statistics.median(samples))
+
+
+def thread_anchors(
+    thread: Thread,
+    requests: Sequence[RequestInfo],
+    raw: Sequence[int],
+    totals: Sequence[int],
+    config: PipelineConfig,
+) -> ThreadAnchors:
+    """Segments, earlier history and unrecorded input of one thread, from pass 1's raw counts."""
+    n = len(requests)
+    result = ThreadAnchors.empty(n)
+    points = _named_points(thread, requests)
+    segment = 0
+    for k in range(n):
+        if "restart" in points[k]:
+            segment += 1
+        result.segment[k] = segment
+    recorded = [k for k in range(n) if totals[k] > 0]
+    if not config.anchors_enabled or not recorded:
+        return result
+    if len(recorded) < 3:
+        return _short_thread(thread, result, recorded[0], raw, totals, config)
+    ratio = _stretch_ratio(points, recorded, raw, totals)
+    if ratio is None or not config.anchor_ratio_min <= ratio <= config.anchor_ratio_max:
+        return result
+
+    def level(k: int) -> float:
+        return totals[k] - ratio * raw[k]
+
+    def margin(k: int) -> float:
+        return max(config.anchor_margin_tokens, config.anchor_margin_share * totals[k])
+
+    first = recorded[0]
+    base = level(first)
+    history = 0.0
+    if thread.starts_outside:
+        after = next((k for k in recorded if k > first and "after_compaction" in points[k]), None)
+        reference = float(config.unseen_prefix_prior_tokens)
+        if after is not None:
+            reference = min(reference, level(after))
+        if base - reference > margin(first):
+            history = base - reference
+            base = reference
+            result.anchors.append(
+                Anchor(
+                    first,
+                    "earlier_history",
+                    "file_start",
+                    round(history),
+                    "the first record's parent is not in this file: earlier history sized from "
+                    "the recorded prompt minus the system/tools level",
+                )
+            )
+    start_history = history
+
+    def walk(take: Callable[[int], bool]) -> tuple[list[tuple[float, float, float]], list[Anchor]]:
+        """Per request (history, segment delta, unrecorded input) and the anchors, taking a
+        jump at a named point past the margin where ``take(k)`` says so."""
+        history = start_history
+        seg_delta = unrecorded = 0.0
+        compacted = False
+        state: list[tuple[float, float, float]] = []
+        found: list[Anchor] = []
+        for k in range(n):
+            named = points[k]
+            has_usage = totals[k] > 0 and k != first
+            if "after_compaction" in named:
+                compacted = True
+                history = 0.0
+                unrecorded = 0.0
+                if has_usage:
+                    jump = level(k) - (base + seg_delta)
+                    if jump > margin(k) and take(k):
+                        unrecorded = jump
+                        found.append(
+                            Anchor(
+                                k,
+                                "unrecorded",
+                                "after_compaction",
+                                round(jump),
+                                "the prompt after the compaction is larger than its summary and "
+                                "kept messages: restored files, plan or todo list not in the "
+                                "transcript",
+                            )
+                        )
+            elif "restart" in named and has_usage:
+                jump = level(k) - (base + seg_delta + history + unrecorded)
+                if abs(jump) > margin(k) and take(k):
+                    seg_delta += jump
+                    found.append(
+                        Anchor(
+                            k,
+                            "segment",
+                            "restart",
+                            round(jump),
+                            f"{named['restart']}: the system prompt and tools were rebuilt",
+                        )
+                    )
+            elif "turn_start" in named and has_usage:
+                jump = level(k) - (base + seg_delta + history + unrecorded)
+                if jump > margin(k) and take(k):
+                    unrecorded += jump
+                    found.append(
+                        Anchor(
+                            k,
+                            "unrecorded",
+                            "turn_start",
+                            round(jump),
+                            "the prompt grew more than the turn's visible content: hook output "
+                            "or attachments the transcript does not record",
+                        )
+                    )
+            state.append((0.0 if compacted else history, seg_delta, unrecorded))
+        return state, found
+
+    def misfit(state: Sequence[tuple[float, float, float]]) -> float:
+        """Squared relative error of the 2-parameter line through the anchored view."""
+        xs = [raw[k] + (state[k][0] + state[k][1]) / ratio for k in recorded]
+        ys = [totals[k] - state[k][2] for k in recorded]
+        line = fit_calibration([round(x) for x in xs], [round(y) for y in ys])
+        if line is None:
+            return math.inf
+        return sum(
+            ((line.prefix_tokens + line.ratio * x - y) / max(1.0, y)) ** 2
+            for x, y in zip(xs, ys, strict=True)
+        )
+
+    # Each jump past the margin is an anchor only if the recording bears it out: the line
+    # through the whole thread must fit better with it, by more than one more parameter is
+    # worth (the Bayesian information criterion), so a level that drifts with the content
+    # (a ratio off for one kind of text) or a jump that the next requests take back is not
+    # carried to the end of the segment. Candidates are decided in time order.
+    if config.anchor_selection:
+        penalty = math.log(len(recorded)) / len(recorded)
+
+        def score(state: Sequence[tuple[float, float, float]]) -> float:
+            return math.log(max(misfit(state), 1e-300))
+
+        taken: set[int] = set()
+        decided = -1
+
+        def eligible() -> list[int]:
+            """Undecided requests whose jump passes the margin, given the anchors taken (a
+            jump depends only on the decisions before it)."""
+            seen: list[int] = []
+
+            def take(k: int) -> bool:
+                seen.append(k)
+                return k in taken
+
+            walk(take)
+            return [k for k in seen if k > decided and k not in taken]
+
+        best = score(walk(taken.__contains__)[0])
+        queue = eligible()
+        while queue:
+            c = queue.pop(0)
+            decided = c
+            trial = taken | {c}
+            state, _ = walk(trial.__contains__)
+            if score(state) + penalty < best:
+                taken, best = trial, score(state)
+                queue = eligible()
+        state, found = walk(taken.__contains__)
+    else:
+        state, found = walk(lambda k: True)
+    result.anchors.extend(found)
+    for k, (hist, seg, unrec) in enumerate(state):
+        result.history_raw[k] = round(hist / ratio)
+        result.segment_raw[k] = round(seg / ratio)
+        result.unrecorded[k] = round(unrec)
+    # the ratio from every request; the unseen prefix anchored on the first recorded request
+    # (of the first segment: later segments carry their own delta), as Claude Code counted it
+    xs = [raw[k] + result.history_raw[k] + result.segment_raw[k] for k in recorded]
+    ys = [totals[k] - result.unrecorded[k] for k in recorded]
+    refit = fit_calibration(xs, ys)
+    if refit is not None:
+        prefix = refit.prefix_tokens
+        errors = sorted(
+            abs(prefix + refit.ratio * x - y) / max(1, y) for x, y in zip(xs, ys, strict=True)
+        )
+        result.calibration = Calibration(
+            prefix,
+            refit.ratio,
+            refit.requests_used,
+            statistics.median(errors),
+            percentile(errors, 0.9),
+            "anchor",
+        )
+    return result
+
+
+def _short_thread(
+    thread: Thread,
+    result: ThreadAnchors,
+    first: int,
+    raw: Sequence[int],
+    totals: Sequence[int],
+    config: PipelineConfig,
+) -> ThreadAnchors:
+    """Too few recorded requests to fit a line: the default ratio, and the unseen prefix
+    anchored on the first recorded request (less the earlier history, when the file continues
+    a conversation that is not in it)."""
+    ratio = DEFAULT_CALIBRATION.ratio
+    level = totals[first] - ratio * raw[first]
+    prefix = level
+    prior = float(config.unseen_prefix_prior_tokens)
+    margin = max(config.anchor_margin_tokens, config.anchor_margin_share * totals[first])
+    if thread.starts_outside and level - prior > margin:
+        prefix = prior
+        history = level - prior
+        result.anchors.append(
+            Anchor(
+                first,
+                "earlier_history",
+                "file_start",
+                round(history),
+                "the first record's parent is not in this file: earlier history sized from the "
+                "recorded prompt minus the system/tools level",
+            )
+        )
+        for k in range(len(result.history_raw)):
+            if k >= first:
+                result.history_raw[k] = round(history / ratio)
+    result.calibration = Calibration(
+        max(0.0, prefix), ratio, sum(1 for t in totals if t > 0), None, None, "anchor"
+    )
+    return result

@@ -1,0 +1,98 @@
+"""The flat prompt (system prefix, head, messages) as prompt-cache blocks, kept in step with a view."""
+
+from __future__ import annotations
+
+from contextlab.engine.measures.tokens import text_key
+from contextlab.engine.pipeline.base import WHOLE_MESSAGE, View
+
+
+class CacheBlocks:
+    """The flat prompt (system prefix, head, messages) as cache blocks, kept in step with a view.
+
+    Per block: a content key, display tokens (raw and calibrated) and the rolling prefix hash.
+    Only the part after the first change is rebuilt, so a request that just appends messages
+    costs only its new blocks.
+    """
+
+    def __init__(self, system_keys: list[int]) -> None:
+        self.system_keys = system_keys
+        self.keys: list[int] = []
+        self.raw: list[int] = []
+        self.cal: list[int] = []
+        self.hashes: list[int] = []
+        self.first_block: dict[int, int] = {}
+        self.built_end = 0
+        self.changed_from = 0
+        self.ratio = -1.0
+        self.seed = 0
+
+    def sync(self, view: View, ratio: float, seed: int) -> None:
+        if view.dirty_from == -1 or not self.keys:
+            self._reset(view)
+        elif view.dirty_from is not None and view.dirty_from < self.built_end:
+            cut_msg = max(view.dirty_from, view.start)
+            pos = next(
+                (
+                    self.first_block[i]
+                    for i in range(cut_msg, self.built_end)
+                    if i in self.first_block
+                ),
+                None,
+            )
+            if pos is not None:
+                del self.keys[pos:]
+                del self.raw[pos:]
+                for i in range(cut_msg, self.built_end):
+                    self.first_block.pop(i, None)
+                self.changed_from = min(self.changed_from, pos)
+            self.built_end = cut_msg
+        view.dirty_from = None
+        self._extend(view, view.end)
+        if ratio != self.ratio or seed != self.seed:
+            self.ratio, self.seed, self.changed_from = ratio, seed, 0
+        start = min(self.changed_from, len(self.keys))
+        del self.cal[start:]
+        del self.hashes[start:]
+        self.cal.extend(round(ratio * t) for t in self.raw[start:])
+        prev = self.hashes[-1] if self.hashes else seed
+        for key in self.keys[start:]:
+            prev = hash((prev, key))
+            self.hashes.append(prev)
+        self.changed_from = len(self.keys)
+
+    def _reset(self, view: View) -> None:
+        self.keys = list(self.system_keys)
+        self.raw = [0] * len(self.system_keys)
+        self.first_block = {}
+        self.changed_from = 0
+        for item in view.head:
+            for block in item.message.blocks:
+                self.keys.append(text_key(block.type + "\x00" + block.text))
+                self.raw.append(view.counter.count(block.text) if block.tok < 0 else block.tok)
+        self.built_end = view.start
+
+    def _extend(self, view: View, end: int) -> None:
+        keys, raw = self.keys, self.raw
+        for i in range(self.built_end, end):
+            if view.is_removed(i):
+                continue
+            msg = view.messages[i]
+            if msg.role == "system":
+                continue
+            self.first_block[i] = len(keys)
+            whole = view.overrides.get((i, WHOLE_MESSAGE))
+            if whole is not None:
+                keys.append(whole.key)
+                raw.append(whole.tok)
+                continue
+            for j, block in enumerate(msg.blocks):
+                ov = view.overrides.get((i, j))
+                base_tok, _, base_key = view.base_block(i, j, block)
+                if ov is None:
+                    keys.append(base_key)
+                    raw.append(base_tok)
+                else:
+                    # a cache edit deletes server-side and keeps the cached prefix intact
+                    keys.append(base_key if ov.cache_preserving else ov.key)
+                    raw.append(ov.tok)
+        self.built_end = max(self.built_end, end)

@@ -1,0 +1,258 @@
+"""The prompt cache of one thread's requests: what each read, wrote and sent uncached.
+
+The cache model (``measures.prompt_cache``) is fed the request's flat prompt as blocks
+(``cache_blocks``), calibrated, with the unseen system prefix first; what the recording shows
+and the transcript cannot explain is taken from it: what the file's first request found warm,
+and the server-side misses of recorded mode (met again at the same request in what-if).
+"""
+
+from __future__ import annotations
+
+from contextlab.engine.config.fields import PipelineConfig
+from contextlab.engine.input.model import Usage
+from contextlab.engine.input.session import RequestInfo, Thread
+from contextlab.engine.measures.anchors import ThreadAnchors
+from contextlab.engine.measures.model_limits import model_info
+from contextlab.engine.measures.prompt_cache import CacheResult, CacheSimulator
+from contextlab.engine.measures.tokens import Calibration, text_key
+from contextlab.engine.pipeline.base import View
+from contextlab.engine.results import CacheRow
+
+from .cache_blocks import CacheBlocks
+from .state import parse_time
+
+#: Recorded requests, none reading or writing the cache, that show caching was off.
+CACHING_OFF_EVIDENCE = 3
+
+
+def blocks_within(tokens: list[int], budget: int) -> int:
+    """How many leading blocks fit in ``budget`` tokens (the one that crosses it counts when
+    more than half of it fits; the read is then capped at the budget)."""
+    total = 0
+    for n, tok in enumerate(tokens):
+        if total + tok > budget:
+            return n + 1 if budget - total > tok / 2 else n
+        total += tok
+    return len(tokens)
+
+
+class CacheEstimator:
+    """The prompt cache as one thread's requests meet it, request after request."""
+
+    def __init__(
+        self,
+        *,
+        thread: Thread,
+        view: View,
+        config: PipelineConfig,
+        mode: str,
+        sim: CacheSimulator | None,
+        anchors: ThreadAnchors | None,
+        server_misses: dict[int, int],
+    ) -> None:
+        self.thread = thread
+        self.view = view
+        self.config = config
+        self.mode = mode
+        # a compaction fork sends the main conversation's system prompt, tools and model
+        self.prompt_family = (
+            "main" if thread.kind in ("main", "branch") or thread.compaction_fork else "agent"
+        )
+        #: the session's cache (threads sharing a prompt share entries), or this thread's own
+        self.sim = sim or CacheSimulator(
+            lookback_blocks=config.cache_lookback_blocks,
+            lookback_enabled=config.cache_lookback_enabled,
+        )
+        # Threads of one family share a system prompt: a subagent can read the prefix an
+        # earlier subagent of the same session wrote moments before (it cannot see the main's).
+        self.blocks = CacheBlocks(
+            [
+                text_key(f"system-static:{self.prompt_family}"),
+                text_key(f"system-dynamic:{thread.id}"),
+            ]
+        )
+        self.anchors = anchors
+        #: what-if: message index → the cache read the recording fell to there with nothing
+        #: changed before it (a server-side miss, measured in recorded mode and carried over)
+        self.server_misses = server_misses
+        recorded = [
+            m.usage for m in thread.messages if m.usage is not None and m.usage.prompt_total > 0
+        ]
+        #: the recording never read or wrote the prompt cache over several requests: caching
+        #: was off (``DISABLE_PROMPT_CACHING``, a provider without it), every token uncached
+        self.caching_off = len(recorded) >= CACHING_OFF_EVIDENCE and not any(
+            u.cache_read or u.cache_write for u in recorded
+        )
+        self.segment = 0
+        #: the thread's first recorded cache read: an upper bound of the static system part
+        self.system_level: int | None = None
+        #: the recorded cache read of the thread's previous request with usage
+        self.previous_read: int | None = None
+
+    def ttl(self, usage: Usage | None, previous: str) -> str:
+        """The cache TTL a request wrote with: the config's, else what its usage shows, else the
+        previous request's."""
+        setting = self.config.cache_ttl
+        if setting in ("5m", "1h"):
+            return setting
+        if usage is not None:
+            if usage.cache_write_1h:
+                return "1h"
+            if usage.cache_write_5m:
+                return "5m"
+        return previous
+
+    def estimate(
+        self,
+        cal: Calibration,
+        model_tokens: int,
+        req: RequestInfo,
+        now: float,
+        ttl: str,
+        anchored: int,
+    ) -> CacheRow:
+        """Request ``req``'s prompt as cache reads, writes and uncached tokens (they add up to
+        ``model_tokens``); ``anchored`` is the part of it that anchors add to the prefix."""
+        view = self.view
+        blocks = self.blocks
+        if self.caching_off:
+            return {
+                "read": 0,
+                "write": 0,
+                "uncached": model_tokens,
+                "hit_blocks": 0,
+                "blocks": 0,
+                "reason": "caching_off",
+                "detail": "the recording never read or wrote the prompt cache: caching was off",
+                "server_miss_tokens": 0,
+            }
+        model = req.message.model or ""
+        segment = self.anchors.segment[req.index] if self.anchors else 0
+        if segment != self.segment:
+            # a restart rebuilds the dynamic system prompt (environment, git status, session
+            # start): the static prefix stays cached, everything after it is written again
+            self.segment = segment
+            blocks.system_keys[1] = text_key(f"system-dynamic:{self.thread.id}:{segment}")
+            blocks.keys = []
+        blocks.sync(view, cal.ratio, text_key(model))
+        # the request was sent when the message before it was written; its response began later
+        sent = (
+            parse_time(self.thread.messages[req.position - 1].timestamp) if req.position else None
+        )
+        ready = now
+        now = min(now, sent) if sent is not None else now
+        prefix = max(0, round(cal.prefix_tokens))
+        usage = req.message.usage
+        system = round(prefix * self.config.cache_system_prefix_share)
+        if req.index == 0 and usage is not None and usage.cache_read > 0:
+            # what the first request found warm (other sessions, an earlier process) holds at
+            # least the part before the system breakpoint, so it bounds the modeled share
+            self.system_level = usage.cache_read
+        if self.system_level is not None:
+            # a read that ends inside the unseen prefix came from another session's entry, and
+            # such an entry ends at the system breakpoint: there it is the static part itself
+            system = (
+                self.system_level if self.system_level <= prefix else min(system, self.system_level)
+            )
+        tokens = blocks.cal
+        # earlier history, a segment's prefix change and unrecorded input sit with the prefix
+        tokens[0], tokens[1] = system, max(0, prefix - system + anchored)
+        prefix_hashes = blocks.hashes
+        cache_key = f"{model}|{self.prompt_family}"
+        last = len(tokens) - 1
+        # the system breakpoint(s): org mode marks the CLI prefix and the rest separately, but both
+        # sit inside the one unseen-prefix block we can model, so one breakpoint stands for them
+        breakpoints = [0]
+        if last > breakpoints[-1]:
+            breakpoints.append(last)
+        warm_blocks = 1 if self.config.cache_global_prefix_warm else 0
+        warm_read: int | None = None
+        if req.index == 0 and usage is not None and usage.cache_read > 0:
+            warm_read = usage.cache_read
+            # file start: what was cached before this file (an earlier process, another
+            # session) is unknowable from it, so the first recorded read anchors it
+            warm_blocks = max(warm_blocks, blocks_within(tokens, usage.cache_read))
+            if 0 < warm_blocks - 1 < last:
+                breakpoints.insert(1, warm_blocks - 1)
+        info = model_info(req.message.model)
+        res = self.sim.request(
+            time=now,
+            model=cache_key,
+            prefix_hashes=prefix_hashes,
+            block_tokens=tokens,
+            breakpoints=breakpoints,
+            ttl=ttl,
+            min_cacheable_tokens=info.min_cacheable_tokens,
+            warm_blocks=warm_blocks,
+            label=str(req.index),
+            ready_time=ready,
+        )
+        read, write, uncached = res.read, res.write, res.uncached
+        if warm_read is not None and read > warm_read:
+            # the file-start anchor reads what was warm, no more
+            write += read - warm_read
+            read = warm_read
+        reason: str = res.reason
+        detail, hit_blocks = res.detail, res.hit_block
+        server_miss = 0
+        level = self._server_miss_level(req.position, usage, res) if warm_read is None else None
+        if usage is not None and usage.prompt_total > 0:
+            self.previous_read = usage.cache_read
+        if level is not None and read > level:
+            server_miss = read - level
+            write += server_miss
+            read = level
+            hit_blocks = min(hit_blocks, blocks_within(tokens, level))
+            reason = "server_miss"
+            detail = (
+                f"the recorded usage read only {level:,} tokens from the cache where this model "
+                f"expected {level + server_miss:,}, with nothing changed before it: the server no "
+                "longer had the entry (Claude Code's own detector calls such drops likely "
+                "server-side)"
+            )
+        # per-block rounding: settle the difference with the calibrated total in the tail
+        diff = model_tokens - (read + write + uncached)
+        if uncached + diff >= 0:
+            uncached += diff
+        else:
+            write = max(0, write + uncached + diff)
+            uncached = 0
+            read = model_tokens - write
+        return {
+            "read": read,
+            "write": write,
+            "uncached": uncached,
+            "hit_blocks": hit_blocks,
+            "blocks": len(tokens),
+            "reason": reason,
+            "detail": detail,
+            "server_miss_tokens": server_miss,
+        }
+
+    def _server_miss_level(
+        self, position: int, usage: Usage | None, res: CacheResult
+    ) -> int | None:
+        """The cache read a server-side miss capped this request at, None without one.
+
+        Recorded mode measures it as Claude Code's own break detector does: the recorded
+        cache read fell below the previous request's by a break (at least
+        ``cache_break_min_miss_tokens`` and more than ``cache_break_min_drop_pct`` of it), and
+        the cache model found nothing changed before it (a hit). Nothing in the transcript
+        explains such a drop, so, like unrecorded input, it is taken from the recording, and a
+        what-if replay meets it at the same request (the server dropped the entry at that
+        moment, whatever the prompt held).
+        """
+        config = self.config
+        if not config.cache_recorded_server_misses:
+            return None
+        if self.mode == "whatif":
+            return self.server_misses.get(position)
+        previous = self.previous_read
+        if res.reason != "hit" or usage is None or usage.prompt_total <= 0 or previous is None:
+            return None
+        drop = previous - usage.cache_read
+        if drop < max(
+            config.cache_break_min_miss_tokens, config.cache_break_min_drop_pct * previous
+        ):
+            return None
+        return usage.cache_read

@@ -1,0 +1,203 @@
+"""What a replay returns: every thread's request rows, and the result JSON built from them."""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from contextlab.engine.config.fields import PipelineConfig
+from contextlab.engine.input.session import Session, Thread
+from contextlab.engine.measures.anchors import ThreadAnchors
+from contextlab.engine.measures.tokens import Calibration
+from contextlab.engine.pipeline import DEFAULT_STEPS
+from contextlab.engine.pipeline.base import TransformLog
+from contextlab.engine.results import (
+    RESULT_VERSION,
+    CalibrationJson,
+    RequestRow,
+    ResultJson,
+    SessionSummary,
+    SubagentResult,
+)
+
+
+@dataclass
+class ThreadResult:
+    thread: Thread
+    requests: list[RequestRow]
+    raw: list[int]
+    recorded_totals: list[int]
+    calibration: Calibration
+    summary_calls: int = 0
+    #: per model, when a thread switched models (each has its own tokenizer and system prompt)
+    model_calibrations: dict[str, Calibration] = field(default_factory=dict)
+    anchors: ThreadAnchors | None = None
+
+
+@dataclass
+class ReplayResult:
+    """Everything a replay computed; ``to_json`` gives the documented JSON shape."""
+
+    session: Session
+    mode: str
+    preset: str
+    config: PipelineConfig
+    threads: list[ThreadResult]
+    log: TransformLog
+    summarizer: str
+
+    def main_requests(self) -> list[RequestRow]:
+        out: list[RequestRow] = []
+        for tr in self.threads:
+            if tr.thread.kind in ("main", "branch"):
+                out.extend(tr.requests)
+        out.sort(key=lambda r: (r["timestamp"] or "", r["thread"] != "main"))
+        for n, req in enumerate(out):
+            req["index"] = n
+        return out
+
+    def to_json(self) -> dict[str, Any]:
+        """``result_json()`` as the plain dict it is, for code that stores or serialises it."""
+        return cast(dict[str, Any], self.result_json())
+
+    def result_json(self) -> ResultJson:
+        """The result in its declared shape (``results.ResultJson``)."""
+        main = self.main_requests()
+        subagents: list[SubagentResult] = [
+            {
+                "thread": tr.thread.id,
+                "kind": tr.thread.kind,
+                "file": tr.thread.file,
+                "compaction_fork": tr.thread.compaction_fork,
+                "requests": tr.requests,
+            }
+            for tr in self.threads
+            if tr.thread.kind in ("subagent", "sidechain")
+        ]
+        main_thread = self.threads[0] if self.threads else None
+        return {
+            "result_version": RESULT_VERSION,
+            "session": {
+                "name": self.session.name,
+                "session_id": self.session.session_id,
+                "version": self.session.version,
+                "versions": self.session.versions,
+                "mode": self.mode,
+                "preset": self.preset,
+                "summarizer": self.summarizer,
+                "config": self.config.to_dict(),
+                "threads": [
+                    {
+                        "id": tr.thread.id,
+                        "kind": tr.thread.kind,
+                        "file": tr.thread.file,
+                        "messages": len(tr.thread.messages),
+                        "requests": len(tr.requests),
+                        "calibration": _calibration_json(tr.calibration),
+                        "model_calibrations": {
+                            m: _calibration_json(c) for m, c in tr.model_calibrations.items()
+                        },
+                        "segments": (max(tr.anchors.segment, default=0) + 1) if tr.anchors else 1,
+                        "anchors": [a.to_json() for a in tr.anchors.anchors] if tr.anchors else [],
+                    }
+                    for tr in self.threads
+                ],
+                "calibration": _calibration_json(main_thread.calibration) if main_thread else None,
+                "problems": [p.to_json() for p in self.session.problems],
+                "modeled_steps": [s.name for s in DEFAULT_STEPS if s.modeled],
+            },
+            "requests": main,
+            "subagents": subagents,
+            "summary": summarize(main, self.threads, self.session.side.claude_code_cost_usd),
+            "views": {"transforms": self.log.transforms, "synthetic": self.log.synthetic},
+            "summaries": self.log.summaries(),
+        }
+
+
+def _calibration_json(calibration: Calibration) -> CalibrationJson:
+    return cast(CalibrationJson, calibration.to_json())
+
+
+def summarize(
+    requests: list[RequestRow],
+    threads: list[ThreadResult],
+    claude_code_cost: float | None = None,
+) -> SessionSummary:
+    """Session totals for the main thread (and its branches), subagents and compaction calls
+    apart; ``claude_code_cost`` is Claude Code's own figure when the transcript has one."""
+    side = _side_costs(requests, threads)
+    read = sum(r["cache"]["read"] for r in requests)
+    write = sum(r["cache"]["write"] for r in requests)
+    uncached = sum(r["cache"]["uncached"] for r in requests)
+    compactions = [
+        r["index"]
+        for r in requests
+        if any(e["step"] == "autocompact" and e["action"] == "compacted" for e in r["events"])
+    ]
+    shares = [r["model_tokens"] / r["repl_tokens"] for r in requests if r["repl_tokens"]]
+    recorded = [r for r in requests if r["recorded"]]
+    return {
+        "requests": len(requests),
+        "compactions": len(compactions),
+        "compaction_requests": compactions,
+        "microcompactions": sum(
+            1 for r in requests for e in r["events"] if e["step"] == "microcompact"
+        ),
+        "summary_calls": sum(
+            t.summary_calls for t in threads if t.thread.kind in ("main", "branch")
+        ),
+        "peak_model_tokens": max((r["model_tokens"] for r in requests), default=0),
+        "cache_read_tokens": read,
+        "cache_write_tokens": write,
+        "uncached_tokens": uncached,
+        "cost_usd": round(sum(r["cost_usd"] for r in requests), 6),
+        "recorded_cost_usd": round(sum(r["recorded_cost_usd"] or 0.0 for r in requests), 6),
+        "iteration_cost_usd": round(sum(r["iteration_cost_usd"] for r in requests), 6),
+        "cache_hit_rate": round(read / (read + write + uncached), 4)
+        if read + write + uncached
+        else 0.0,
+        "mean_history_share": round(statistics.fmean(shares), 4) if shares else 1.0,
+        "requests_above_warning": sum(
+            1 for r in requests if r["decision_tokens"] >= r["thresholds"]["warning"]
+        ),
+        "blocking_hits": sum(1 for r in requests for e in r["events"] if e["step"] == "blocking"),
+        "recorded_requests": len(recorded),
+        "subagent_cost_usd": side["subagent_cost_usd"],
+        "recorded_subagent_cost_usd": side["recorded_subagent_cost_usd"],
+        "compaction_cost_usd": side["compaction_cost_usd"],
+        "recorded_compaction_cost_usd": side["recorded_compaction_cost_usd"],
+        "session_cost_usd": side["session_cost_usd"],
+        "recorded_session_cost_usd": side["recorded_session_cost_usd"],
+        "claude_code_cost": claude_code_cost,
+    }
+
+
+def _side_costs(requests: list[RequestRow], threads: list[ThreadResult]) -> dict[str, float]:
+    """Subagent and compaction-call costs apart, and the session totals that include them."""
+
+    def total(rows: list[RequestRow], recorded: bool) -> float:
+        if recorded:
+            return sum(r["recorded_cost_usd"] or 0.0 for r in rows)
+        return sum(r["cost_usd"] for r in rows)
+
+    subagents = [
+        r
+        for t in threads
+        if t.thread.kind in ("subagent", "sidechain") and not t.thread.compaction_fork
+        for r in t.requests
+    ]
+    compactions = [r for t in threads if t.thread.compaction_fork for r in t.requests]
+    out = {
+        "subagent_cost_usd": total(subagents, False),
+        "recorded_subagent_cost_usd": total(subagents, True),
+        "compaction_cost_usd": total(compactions, False),
+        "recorded_compaction_cost_usd": total(compactions, True),
+        "session_cost_usd": total(requests, False),
+        "recorded_session_cost_usd": total(requests, True),
+    }
+    out["session_cost_usd"] += out["subagent_cost_usd"] + out["compaction_cost_usd"]
+    out["recorded_session_cost_usd"] += (
+        out["recorded_subagent_cost_usd"] + out["recorded_compaction_cost_usd"]
+    )
+    return {key: round(value, 6) for key, value in out.items()}

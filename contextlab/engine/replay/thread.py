@@ -1,0 +1,320 @@
+"""One thread's replay, request by request: the steps change the view, then the request is measured.
+
+Per request: the new messages enter the view, each pipeline step applies (a step waiting for a
+summary stops the replay there; ``run`` resumes it at that step), then the view is counted
+(display count, with the anchors), Claude Code's decision count is taken, the prompt cache is
+estimated and the request priced into its row.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from contextlab.engine.config.presets import thread_window
+from contextlab.engine.input.model import Usage
+from contextlab.engine.input.session import RequestInfo, Thread, thread_requests
+from contextlab.engine.measures.anchors import ThreadAnchors
+from contextlab.engine.measures.cost import PricingTable, iterations_cost, request_cost
+from contextlab.engine.measures.prompt_cache import CacheSimulator
+from contextlab.engine.measures.tokens import Calibration
+from contextlab.engine.pipeline.base import StepContext, TransformLog, View
+from contextlab.engine.results import CacheRow, RecordedUsage, RequestRow
+
+from .cache_estimate import CacheEstimator
+from .decision import DecisionCounter
+from .recording import read_recording, session_dir
+from .state import (
+    Calibrations,
+    ReplayInputs,
+    ThreadTrace,
+    ThresholdsByModel,
+    anchored_tokens,
+    continues_main,
+    parse_time,
+    window_evidence,
+)
+
+
+@dataclass
+class ReplayPosition:
+    """Where a thread's replay is: what a resumed replay picks up."""
+
+    #: the first message whose request is emitted (a branch replays the main chain before it)
+    first_emitted: int
+    next: int = 0
+    prev_end: int = 0
+    last_time: float | None = None
+    ttl: str = "5m"
+    results: list[RequestRow] = field(default_factory=list)
+    #: the request being replayed and the step it stopped at (None between requests)
+    pending: tuple[StepContext, int] | None = None
+
+
+class ThreadReplay:
+    """The replay of one thread under one config and mode."""
+
+    def __init__(
+        self,
+        inputs: ReplayInputs,
+        thread: Thread,
+        log: TransformLog,
+        calibrations: Calibrations,
+        *,
+        recorded_raw: list[int] | None = None,
+        anchors: ThreadAnchors | None = None,
+        cache_sim: CacheSimulator | None = None,
+        server_misses: dict[int, int] | None = None,
+        progress: Callable[[int], None] | None = None,
+    ) -> None:
+        self.inputs = inputs
+        self.thread = thread
+        config = inputs.config
+        if config.window_from_records:
+            window = thread_window(*window_evidence(thread), config.context_window)
+            if window != config.context_window:
+                config = config.replace(context_window=window)
+        #: the session's config, with this thread's own window when it shows one
+        self.config = config
+        self.log = log
+        self.calibrations = calibrations
+        #: pass 1's anchors (None in pass 1 itself, which measures the plain view)
+        self.anchors = anchors
+        self.progress = progress
+        self.requests = thread_requests(thread)
+        self.recording = read_recording(inputs.session, thread, self.requests, inputs.mode)
+        self.view = View(
+            thread, inputs.counter, log, self.recording.base_text, self.recording.hidden
+        )
+        #: what the pipeline steps keep between requests
+        self.state: dict[str, Any] = {"session_dir": session_dir(inputs.session, thread)}
+        self.thresholds = ThresholdsByModel(config)
+        self.trace = ThreadTrace()
+        self.decisions = DecisionCounter(
+            view=self.view,
+            requests=self.requests,
+            recording=self.recording,
+            trace=self.trace,
+            calibrations=calibrations,
+            thresholds=self.thresholds,
+            config=config,
+            mode=inputs.mode,
+            recorded_raw=recorded_raw,
+        )
+        self.cache = CacheEstimator(
+            thread=thread,
+            view=self.view,
+            config=config,
+            mode=inputs.mode,
+            sim=cache_sim,
+            anchors=anchors,
+            server_misses=server_misses or {},
+        )
+        self.summary_calls = 0
+        self._position: ReplayPosition | None = None
+
+    def run(self, *, with_results: bool) -> list[RequestRow]:
+        """Replay the thread's requests; resumable where a ``SummaryPending`` stopped it.
+
+        The loop's state lives on the object, and a request interrupted inside a step is
+        resumed at that step (steps before it already changed the view for this request).
+        """
+        if self._position is None:
+            self._position = self._start()
+        at = self._position
+        steps = self.inputs.steps
+        while at.next < len(self.requests):
+            req = self.requests[at.next]
+            if at.pending is None:
+                at.pending = (self._begin_request(req, at), 0)
+            ctx, first_step = at.pending
+            for i in range(first_step, len(steps)):
+                at.pending = (ctx, i)
+                steps[i].apply(ctx)
+            at.pending = None
+            self._finish_request(req, ctx, at, with_results=with_results)
+            at.next += 1
+        self.summary_calls = int(self.state.get("summary_calls", 0))
+        return at.results
+
+    def _start(self) -> ReplayPosition:
+        self.state["recorded_summaries"] = self.recording.summaries
+        self.state["recorded_preserved"] = self.recording.preserved
+        return ReplayPosition(
+            first_emitted=self.thread.fork_index if continues_main(self.thread) else 0
+        )
+
+    def _begin_request(self, req: RequestInfo, at: ReplayPosition) -> StepContext:
+        view = self.view
+        k = req.index
+        p = req.position
+        new_range = (at.prev_end, p)
+        turn_start = (
+            any(
+                m.role == "user" and m.kind in ("prompt", "command")
+                for m in self.thread.messages[at.prev_end : p]
+            )
+            or k == 0
+        )
+        now = parse_time(req.timestamp) or (at.last_time or 0.0)
+        if turn_start and k > 0:
+            view.drop_turn_overrides(k - 1)
+        view.end = p
+        self.state["last_assistant_time"] = at.last_time
+        cal = self.calibrations.for_model(req.message.model)
+        return StepContext(
+            k=k,
+            request=req,
+            view=view,
+            config=self.config,
+            thresholds=self.thresholds.for_model(req.message.model),
+            mode=self.inputs.mode,
+            new_range=new_range,
+            turn_start=turn_start,
+            now=now,
+            state=self.state,
+            events=[],
+            decision_count=functools.partial(self.decisions.count, k),
+            prompt_estimate=functools.partial(self._prompt_estimate, cal, k),
+            session=self.inputs.session,
+            summarizer=self.inputs.summarizer,
+        )
+
+    def _finish_request(
+        self, req: RequestInfo, ctx: StepContext, at: ReplayPosition, *, with_results: bool
+    ) -> None:
+        view = self.view
+        trace = self.trace
+        k = req.index
+        p = req.position
+        now = ctx.now
+        thresholds = ctx.thresholds
+        events = ctx.events
+        cal = self.calibrations.for_model(req.message.model)
+        raw = view.raw_tokens()
+        if any(e["step"] == "autocompact" and e["action"] == "compacted" for e in events):
+            trace.compacted_once = True
+            trace.compactions_at.append(k)
+        history_raw, segment_raw, unrecorded = anchored_tokens(
+            self.anchors, k, trace.compacted_once
+        )
+        extra_raw = history_raw + segment_raw
+        model_tokens = cal.apply(raw + extra_raw) + unrecorded
+        if self.anchors is not None and with_results:
+            # one event per anchor, on the request it was measured at (both modes: the agent
+            # sent that input whatever the pipeline does)
+            events.extend(
+                {"step": "anchor", "action": a.kind, **cast(dict[str, Any], a.to_json())}
+                for a in self.anchors.anchors
+                if a.request == k
+            )
+        trace.raw.append(raw)
+        trace.model_tokens.append(model_tokens)
+        self.state["last_model_tokens"] = model_tokens
+        at.prev_end = p
+        at.last_time = parse_time(req.timestamp) or at.last_time
+        if not with_results:
+            return
+        decision = self.decisions.count(k) - ctx.snip_freed
+        usage = req.message.usage
+        at.ttl = ttl = self.cache.ttl(usage, at.ttl)
+        cache = self.cache.estimate(cal, model_tokens, req, now, ttl, model_tokens - cal.apply(raw))
+        cost, iteration_cost, recorded, recorded_cost = price_request(
+            req, usage, cache, ttl, self.inputs.pricing
+        )
+        repl_raw = view.cum_tok[p]
+        if p < at.first_emitted:
+            return
+        at.results.append(
+            {
+                "index": k,
+                "thread": self.thread.id,
+                "thread_request": k,
+                "message_id": req.message.message_id,
+                "message": p,
+                "line": req.message.line,
+                "timestamp": req.timestamp,
+                "model": req.message.model,
+                "raw_tokens": raw + extra_raw,
+                "model_tokens": model_tokens,
+                "segment": self.anchors.segment[k] if self.anchors else 0,
+                "unrecorded_tokens": unrecorded,
+                "earlier_history_tokens": round(cal.ratio * history_raw),
+                "repl_tokens": cal.apply(repl_raw),
+                "decision_tokens": decision,
+                "recorded": recorded,
+                "recorded_total": usage.prompt_total if recorded and usage else None,
+                "cache": cache,
+                "ttl": ttl,
+                "cost_usd": round(cost, 6),
+                "recorded_cost_usd": round(recorded_cost, 6) if recorded_cost is not None else None,
+                "iteration_cost_usd": round(iteration_cost, 6),
+                "thresholds": {
+                    "effective": thresholds.effective_window,
+                    "autocompact": thresholds.autocompact_threshold,
+                    "warning": thresholds.warning_threshold,
+                    "blocking": thresholds.blocking_limit,
+                },
+                "events": events,
+                "turn_start": ctx.turn_start,
+                "branch": self.thread.kind == "branch",
+                "blocked": ctx.blocked,
+                "view": {
+                    "head": [h.ref for h in view.head],
+                    "start": view.start,
+                    "end": view.end,
+                },
+            }
+        )
+        if self.progress is not None:
+            self.progress(1)
+
+    def _prompt_estimate(self, cal: Calibration, k: int) -> int:
+        """The display count of the view as it is now, anchors included."""
+        history_raw, segment_raw, unrecorded = anchored_tokens(
+            self.anchors, k, self.trace.compacted_once
+        )
+        return cal.apply(self.view.raw_tokens() + history_raw + segment_raw) + unrecorded
+
+
+def price_request(
+    req: RequestInfo, usage: Usage | None, cache: CacheRow, ttl: str, pricing: PricingTable
+) -> tuple[float, float, RecordedUsage | None, float | None]:
+    """``(cost, iteration cost, recorded usage, recorded cost)`` of a request: its estimated
+    prompt as the cache model split it, and (when it recorded a prompt) its recorded usage."""
+    output = usage.output if usage else 0
+    write_5m = cache["write"] if ttl == "5m" else 0
+    write_1h = cache["write"] - write_5m
+    cost = request_cost(
+        req.message.model,
+        uncached=cache["uncached"],
+        cache_read=cache["read"],
+        cache_write_5m=write_5m,
+        cache_write_1h=write_1h,
+        output=output,
+        pricing=pricing,
+    )
+    # the server's further calls inside the request (an advisor, a tool loop) are taken
+    # as recorded in both modes: the agent made them whatever the pipeline did
+    iteration_cost = (
+        iterations_cost(req.message.model, usage, pricing) if usage is not None else 0.0
+    )
+    cost += iteration_cost
+    recorded: RecordedUsage | None = None
+    recorded_cost = None
+    if usage is not None and usage.prompt_total > 0:
+        recorded = cast(RecordedUsage, usage.to_json())
+        rec_1h = usage.cache_write_1h if usage.cache_write_1h is not None else 0
+        rec_5m = usage.cache_write - rec_1h
+        recorded_cost = iteration_cost + request_cost(
+            req.message.model,
+            uncached=usage.input,
+            cache_read=usage.cache_read,
+            cache_write_5m=rec_5m,
+            cache_write_1h=rec_1h,
+            output=usage.output,
+            pricing=pricing,
+        )
+    return cost, iteration_cost, recorded, recorded_cost
