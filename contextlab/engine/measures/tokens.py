@@ -12,6 +12,7 @@ import importlib.util
 import math
 import os
 import statistics
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Protocol
@@ -49,7 +50,9 @@ class TiktokenCounter:
         encoding = self._encoding
         if encoding is None:
             encoding = self._encoding = _encoding()
-        return len(encoding.encode_ordinary(text))
+        if len(text) <= COUNT_CHUNK_CHARS:
+            return len(encoding.encode_ordinary(text))
+        return sum(len(encoding.encode_ordinary(piece)) for piece in count_pieces(text))
 
     # the encoder is process-wide state: a pickled replay takes it back from this process
     def __getstate__(self) -> dict[str, Any]:
@@ -57,6 +60,29 @@ class TiktokenCounter:
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self._encoding = None
+
+
+#: Longest text encoded in one call. The encoder holds about 20 bytes per character while it
+#: works (a 63 MB one-line tool output took gigabytes), so a longer text is counted in pieces.
+COUNT_CHUNK_CHARS = 256 * 1024
+
+
+def count_pieces(text: str, size: int = COUNT_CHUNK_CHARS) -> Iterator[str]:
+    """``text`` in pieces of at most ``size`` characters, cut where cl100k's pre-tokenizer cuts
+    anyway, so the pieces' counts add up to the whole's: right after a newline that a non-space
+    character follows (no pre-tokenizer pattern runs across that point). A stretch with no such
+    place in the second half of a piece (a one-line blob) is cut at ``size``: a token or so of
+    difference per cut, on a text of over ``size`` characters without a line break."""
+    start, end_of_text = 0, len(text)
+    while end_of_text - start > size:
+        end = start + size
+        cut = text.rfind("\n", start + size // 2, end - 1)
+        while cut != -1 and text[cut + 1].isspace():
+            cut = text.rfind("\n", start + size // 2, cut)
+        cut = end if cut == -1 else cut + 1
+        yield text[start:cut]
+        start = cut
+    yield text[start:]
 
 
 @lru_cache(maxsize=1)
