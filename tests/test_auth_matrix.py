@@ -126,7 +126,7 @@ PAGE_POLICIES: dict[str, str] = {
     "workspaces:member_remove": "workspace:owner",
     "workspaces:invite_create": "workspace:owner",
     "workspaces:invite": "public",
-    "workspaces:move_session": "session:editor",
+    "moving:move_session": "session:editor",
     "sharing:dialog": "session:editor",
     "sharing:comparison_dialog": "item:editor",
     "sharing:sweep_dialog": "item:editor",

@@ -25,6 +25,7 @@ from django.utils import timezone
 
 from contextlab.comments import markdown
 from contextlab.comments.models import Comment
+from contextlab.errors import FieldProblem
 from contextlab.runs import services as run_services
 from contextlab.transcripts.models import Transcript
 from contextlab.workspaces import access
@@ -38,13 +39,8 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 BLOCK = re.compile(r"^b-(?:\d{1,9}-\d{1,9}|s-\d{1,9})$")
 
 
-class CommentError(Exception):
+class CommentError(FieldProblem):
     """Input that cannot be a comment; ``field`` names it (answered 422 beside that field)."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(message)
-        self.field = field
-        self.message = message
 
 
 def clean_body(body: str) -> str:

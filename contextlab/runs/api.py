@@ -9,14 +9,12 @@ from ninja import Field as NinjaField
 from ninja import Query, Router, Schema
 from ninja.responses import Status
 
-from contextlab import engine
 from contextlab.engine import RequestRow, as_result
 from contextlab.http import AuthedRequest
 from contextlab.runs import services
 from contextlab.runs.models import Run
 from contextlab.runs.schemas import RequestPage, RunIn, RunOut
 from contextlab.summaries import services as summaries
-from contextlab.transcripts.api import field_error
 from contextlab.workspaces import access
 
 router = Router(tags=["runs"])
@@ -43,19 +41,16 @@ def _run_out(run: Run) -> dict[str, Any]:
 )
 def create_run(request: AuthedRequest, payload: RunIn) -> Status[dict[str, Any]]:
     transcript = access.session_for(request.user, payload.session_id, access.WRITE)
-    try:
-        run = services.start_run(
-            owner=request.user,
-            transcript=transcript,
-            mode=payload.mode,
-            preset=payload.preset or "",
-            overrides=payload.config,
-            summarizer=payload.summarizer,
-            summary_model=payload.summary_model or "",
-            spend_cap_usd=payload.spend_cap_usd,
-        )
-    except engine.FieldError as exc:
-        return Status(422, field_error(exc.field, exc.message))
+    run = services.start_run(
+        owner=request.user,
+        transcript=transcript,
+        mode=payload.mode,
+        preset=payload.preset or "",
+        overrides=payload.config,
+        summarizer=payload.summarizer,
+        summary_model=payload.summary_model or "",
+        spend_cap_usd=payload.spend_cap_usd,
+    )
     return Status(201, _run_out(run))
 
 

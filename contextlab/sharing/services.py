@@ -21,6 +21,7 @@ from django.utils import timezone
 
 from contextlab import redaction
 from contextlab.comments import services as comments
+from contextlab.errors import FieldProblem
 from contextlab.runs import services as run_services
 from contextlab.runs.models import Run
 from contextlab.sharing.models import ShareLink, ShareSnapshot
@@ -36,14 +37,8 @@ TOKEN_BYTES = 32
 TOKEN_PREFIX = "cls_"
 
 
-class ShareError(Exception):
+class ShareError(FieldProblem):
     """A share request that cannot be done; ``field`` names the bad input."""
-
-    def __init__(self, field: str, message: str, http_status: int = 422) -> None:
-        super().__init__(message)
-        self.field = field
-        self.message = message
-        self.http_status = http_status
 
 
 class ShareBlocked(ShareError):

@@ -16,7 +16,7 @@ from django.views.decorators.http import require_POST
 
 from contextlab.http import AuthedRequest
 from contextlab.runs.models import Run
-from contextlab.transcripts import services
+from contextlab.transcripts import moving, services
 from contextlab.transcripts.models import Transcript
 from contextlab.transcripts.uploads import INCOMPLETE_KEY, OVERSIZE_KEY
 from contextlab.workspaces import access
@@ -166,3 +166,31 @@ def delete(request: AuthedRequest, transcript: Transcript) -> HttpResponse:
         response["HX-Redirect"] = reverse("transcripts:list")
         return response
     return redirect("transcripts:list")
+
+
+@access.session_view(access.WRITE)
+def move_session(request: AuthedRequest, transcript: Transcript) -> HttpResponse:
+    """GET: where the session can go and what moving does; POST: move it."""
+    context = {
+        "transcript": transcript,
+        "targets": moving.move_targets(request.user, transcript),
+        "live_links": transcript.share_links.filter(revoked_at__isnull=True).count(),
+    }
+    if request.method == "POST":
+        raw = request.POST.get("workspace_id", "")
+        try:
+            revoked = moving.move_session(
+                user=request.user,
+                transcript=transcript,
+                workspace_id=int(raw) if raw.isdigit() else 0,
+            )
+        except moving.MoveRefused as exc:
+            context["error"] = exc.message
+            return render(request, "workspaces/move.html", context, status=422)
+        messages.success(
+            request,
+            f"Moved {transcript.name} and its runs to “{transcript.workspace.name}”"
+            + (f"; revoked {revoked} share link{'s' if revoked != 1 else ''}." if revoked else "."),
+        )
+        return redirect(transcript)
+    return render(request, "workspaces/move.html", context)

@@ -9,9 +9,7 @@ from django.http import Http404, HttpResponse
 from ninja import Router
 from ninja.responses import Status
 
-from contextlab import engine
 from contextlab.http import AuthedRequest
-from contextlab.transcripts.api import field_error
 from contextlab.tuning import services
 from contextlab.tuning.models import Comparison, Sweep
 from contextlab.tuning.schemas import (
@@ -53,16 +51,13 @@ def _spec(request: AuthedRequest, side: ConfigIn, prefix: str) -> services.Confi
 )
 def create_comparison(request: AuthedRequest, payload: ComparisonIn) -> Status[dict[str, Any]]:
     transcripts = _sessions(request, payload.session_ids)
-    try:
-        comparison = services.create_comparison(
-            owner=request.user,
-            workspace=services.target_workspace(request.user, payload.workspace_id),
-            transcripts=transcripts,
-            a=_spec(request, payload.a, "a"),
-            b=_spec(request, payload.b, "b"),
-        )
-    except engine.FieldError as exc:
-        return Status(422, field_error(exc.field, exc.message))
+    comparison = services.create_comparison(
+        owner=request.user,
+        workspace=services.target_workspace(request.user, payload.workspace_id),
+        transcripts=transcripts,
+        a=_spec(request, payload.a, "a"),
+        b=_spec(request, payload.b, "b"),
+    )
     return Status(
         201,
         {
@@ -135,17 +130,14 @@ def get_comparison(request: AuthedRequest, comparison_id: int) -> dict[str, Any]
 )
 def create_sweep(request: AuthedRequest, payload: SweepIn) -> Status[dict[str, Any]]:
     transcripts = _sessions(request, payload.session_ids)
-    try:
-        sweep = services.create_sweep(
-            owner=request.user,
-            workspace=services.target_workspace(request.user, payload.workspace_id),
-            transcripts=transcripts,
-            base=_spec(request, payload.base, "base"),
-            field_name=payload.field,
-            values=payload.values,
-        )
-    except engine.FieldError as exc:
-        return Status(422, field_error(exc.field, exc.message))
+    sweep = services.create_sweep(
+        owner=request.user,
+        workspace=services.target_workspace(request.user, payload.workspace_id),
+        transcripts=transcripts,
+        base=_spec(request, payload.base, "base"),
+        field_name=payload.field,
+        values=payload.values,
+    )
     return Status(
         201,
         {"id": sweep.pk, "status": services.sweep_status(sweep), "url": sweep.get_absolute_url()},

@@ -10,7 +10,6 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from contextlab.http import AuthedRequest
-from contextlab.transcripts.models import Transcript
 from contextlab.workspaces import access, services
 from contextlab.workspaces.models import Membership, Role
 
@@ -113,31 +112,3 @@ def invite(request: HttpRequest, token: str) -> HttpResponse:
         )
     messages.success(request, f"You joined “{membership.workspace.name}” as {membership.role}.")
     return redirect("transcripts:list")
-
-
-@access.session_view(access.WRITE)
-def move_session(request: AuthedRequest, transcript: Transcript) -> HttpResponse:
-    """GET: where the session can go and what moving does; POST: move it."""
-    context = {
-        "transcript": transcript,
-        "targets": services.move_targets(request.user, transcript),
-        "live_links": transcript.share_links.filter(revoked_at__isnull=True).count(),
-    }
-    if request.method == "POST":
-        raw = request.POST.get("workspace_id", "")
-        try:
-            revoked = services.move_session(
-                user=request.user,
-                transcript=transcript,
-                workspace_id=int(raw) if raw.isdigit() else 0,
-            )
-        except services.WorkspaceError as exc:
-            context["error"] = exc.message
-            return render(request, "workspaces/move.html", context, status=422)
-        messages.success(
-            request,
-            f"Moved {transcript.name} and its runs to “{transcript.workspace.name}”"
-            + (f"; revoked {revoked} share link{'s' if revoked != 1 else ''}." if revoked else "."),
-        )
-        return redirect(transcript)
-    return render(request, "workspaces/move.html", context)
