@@ -1,7 +1,8 @@
 """``python -m contextlab.devserver``: the one-command local start behind ``make run``.
 
 Migrates, loads the demo sessions, then runs Django's development server and a real Celery
-worker on the embedded broker (no Redis, no PostgreSQL). Ctrl-C (SIGINT) or SIGTERM stops both;
+worker on the embedded broker (no Redis, no PostgreSQL), with Celery beat embedded in it for
+the periodic recovery (``-B``; production runs beat as its own service). Ctrl-C (SIGINT) or SIGTERM stops both;
 if either dies, the other is stopped too.
 """
 
@@ -78,6 +79,7 @@ def main(argv: list[str] | None = None) -> int:
             "-A",
             "contextlab.celery",
             "worker",
+            "--beat",
             "--loglevel=INFO",
             "--pool=prefork",
             f"--concurrency={env.get('WORKER_CONCURRENCY', '1')}",

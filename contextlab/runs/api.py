@@ -10,7 +10,7 @@ from ninja import Query, Router, Schema
 from ninja.responses import Status
 
 from contextlab.engine import RequestRow, as_result
-from contextlab.http import AuthedRequest
+from contextlab.http import AuthedRequest, api_json
 from contextlab.runs import services
 from contextlab.runs.models import Run
 from contextlab.runs.schemas import RequestPage, RunIn, RunOut
@@ -100,6 +100,4 @@ def list_run_requests(
     # them to the declared shape (mypy checks it; tests compare the keys and value types it
     # emits with this schema), and validating every value again made a 1,000-row page about
     # twice as slow to serve.
-    from contextlab.api import api  # the project's API (and renderer); it imports this module
-
-    return api.create_response(request, body, status=200)
+    return api_json(request, body)

@@ -11,7 +11,7 @@ from typing import Any
 from django.contrib.auth.models import User
 
 from contextlab import engine
-from contextlab.runs import lifecycle, tasks
+from contextlab.jobs import lifecycle, tasks
 from contextlab.runs.models import Run, RunResult
 from contextlab.summaries import services as summaries
 from contextlab.transcripts.models import Transcript, TranscriptMessages
@@ -109,13 +109,9 @@ def cancel_run(run: Run) -> bool:
 
 
 def refresh_run(run: Run) -> Run:
-    """The run as stored now, recovered first if its worker died (pages call this when polling)."""
+    """The run as stored now (pages call this when polling; the periodic recovery, not the
+    page, requeues a run whose worker died)."""
     run.refresh_from_db()
-    if run.status == Run.Status.RUNNING and tasks.recover_stale_runs(run_ids=[run.pk]):
-        run.refresh_from_db()
-    elif run.status == Run.Status.QUEUED:
-        # a run queued for too long is sent again (its task may be lost); status unchanged
-        tasks.recover_stale_runs(run_ids=[run.pk])
     return run
 
 

@@ -11,7 +11,7 @@ from ninja.responses import Status
 
 from contextlab import redaction
 from contextlab.comments import services as comments
-from contextlab.http import AuthedRequest
+from contextlab.http import AuthedRequest, api_json
 from contextlab.runs.models import Run
 from contextlab.sharing import export, services, targets
 from contextlab.sharing.models import ShareLink
@@ -164,8 +164,6 @@ def export_session(
             {"category": f["category"], "count": f["count"]} for f in redacted.by_category()
         ]
     body["redaction"] = {"redacted": redact, "findings": findings}
-    from contextlab.api import api  # the project's renderer; it imports this module
-
-    response = api.create_response(request, body, status=200)
+    response = api_json(request, body)
     response["Content-Disposition"] = f'attachment; filename="session-{transcript.pk}.json"'
     return response

@@ -2,8 +2,8 @@
 
 Runs are shared: a comparison or sweep reuses any run of the same session (what-if mode) whose
 resolved config and summarizer are identical and that is queued, running or done; only the
-missing ones are created (by ``runs.lifecycle.create``, as a single run is). New runs are
-enqueued after commit as batches (``tasks.replay_batch``) so a worker parses and tokenizes a
+missing ones are created (by ``jobs.lifecycle.create``, as a single run is). New runs are
+enqueued after commit as batches (``jobs.tasks.replay_batch``) so a worker parses and tokenizes a
 session once for all the configs it replays.
 """
 
@@ -21,13 +21,12 @@ from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
 
 from contextlab import engine
-from contextlab.runs import lifecycle
+from contextlab.jobs import lifecycle, tasks
 from contextlab.runs import services as run_services
 from contextlab.runs.models import Run
 from contextlab.summaries import services as summaries
 from contextlab.summaries.models import Backend
 from contextlab.transcripts.models import MAX_ROW_ID, Transcript
-from contextlab.tuning import tasks
 from contextlab.tuning.models import (
     Comparison,
     ComparisonRun,

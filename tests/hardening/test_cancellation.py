@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from contextlab.runs import lifecycle, runner
+from contextlab.jobs import lifecycle
+from contextlab.jobs import replay as runner
 from contextlab.runs.models import Run
 from contextlab.tuning import services as tuning
 from contextlab.tuning.models import Sweep

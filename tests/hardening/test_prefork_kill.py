@@ -15,14 +15,15 @@ from typing import Any
 import pytest
 
 from contextlab.celery import app
+from contextlab.jobs import tasks as run_tasks
 from contextlab.runs import services
-from contextlab.runs import tasks as run_tasks
 from contextlab.runs.models import Run, RunResult
 from contextlab.summaries.models import SummaryEntry
 from tests.conftest import (
     WorkerProcess,
     flush_broker,
     require_services,
+    start_beat,
     wait_for_run,
     worker_env,
 )
@@ -83,6 +84,9 @@ def prefork(tmp_path: Path) -> Any:
     def start(name: str = "prefork", **env: Any) -> WorkerProcess:
         worker = _prefork_worker(tmp_path, name, **env)
         workers.append(worker)
+        # the periodic recovery, from beat in its own process as docker-compose runs it (a
+        # beat embedded with -B would be one of the children these tests kill)
+        workers.append(start_beat(tmp_path, name, **{**FAST, **env}))
         return worker
 
     yield start

@@ -12,7 +12,7 @@ from django.test import Client
 from django.utils import timezone
 
 from contextlab import redaction
-from contextlab.runs import runner
+from contextlab.jobs import replay as runner
 from contextlab.runs.services import session_messages
 from contextlab.sharing import services
 from contextlab.sharing.models import ShareLink

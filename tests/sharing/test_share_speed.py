@@ -8,7 +8,7 @@ import time
 import pytest
 from django.test import Client
 
-from contextlab.runs import runner
+from contextlab.jobs import replay as runner
 from contextlab.sharing import services
 from tests.conftest import corpus_path
 

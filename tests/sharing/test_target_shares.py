@@ -12,7 +12,7 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from contextlab.runs import runner
+from contextlab.jobs import replay as runner
 from contextlab.runs.models import Run
 from contextlab.sharing import services, targets
 from contextlab.sharing.models import ShareLink

@@ -17,7 +17,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 
-from contextlab.runs import runner
+from contextlab.jobs import replay as runner
 from contextlab.runs import services as run_services
 from contextlab.runs.models import Run, RunResult
 from contextlab.transcripts import continuations, moving, services

@@ -3,11 +3,11 @@ from __future__ import annotations
 import pytest
 
 from contextlab import engine
-from contextlab.runs import lifecycle
+from contextlab.jobs import lifecycle, tasks
 from contextlab.runs import services as run_services
 from contextlab.runs.models import Run
 from contextlab.summaries.models import RunSummarizer
-from contextlab.tuning import services, tasks
+from contextlab.tuning import services
 from contextlab.tuning.models import ComparisonRun, ConfigVersion, SweepRun
 from tests.tuning.conftest import EARLY
 
@@ -328,7 +328,7 @@ def test_the_batch_runner_parses_each_session_once(user, session, monkeypatch):
         field_name="autocompact_pct_override",
         values="20:60:10",
     )
-    from contextlab.tuning import runner
+    from contextlab.jobs import batches as runner
 
     outcomes: list[lifecycle.Outcome] = []
     runner.execute_batch(
@@ -346,7 +346,7 @@ def test_the_batch_runner_skips_finished_runs(user, session, finish, monkeypatch
     )
     finish()
     replays = counting(monkeypatch, "replay")
-    from contextlab.tuning import runner
+    from contextlab.jobs import batches as runner
 
     outcomes: list[lifecycle.Outcome] = []
     runner.execute_batch(

@@ -5,10 +5,11 @@ from celery.exceptions import Retry, SoftTimeLimitExceeded
 from django.db import OperationalError
 
 from contextlab import engine
-from contextlab.runs import lifecycle
-from contextlab.runs import tasks as run_tasks
+from contextlab.jobs import batches as runner
+from contextlab.jobs import lifecycle, tasks
+from contextlab.jobs import tasks as run_tasks
 from contextlab.runs.models import Run
-from contextlab.tuning import runner, services, tasks
+from contextlab.tuning import services
 
 
 def test_task_calls_the_batch_runner_with_the_ids(monkeypatch):

@@ -10,7 +10,7 @@ import pytest
 from django.test import Client
 
 from contextlab.accounts.services import create_api_token
-from contextlab.runs import runner
+from contextlab.jobs import replay as runner
 from contextlab.sharing import services as sharing
 from contextlab.transcripts import services as transcript_services
 from contextlab.tuning import services as tuning
