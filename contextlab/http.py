@@ -1,4 +1,5 @@
-"""The request type of every authenticated view, and the API's JSON answer built by hand.
+"""The request type of every authenticated view, the answer after a page's POST, and the
+API's JSON answer built by hand.
 
 ``login_required`` (pages) and the API's auth classes (routes) guarantee a real ``User`` on
 ``request.user``, and django-htmx's middleware puts ``HtmxDetails`` on ``request.htmx``; this
@@ -11,6 +12,8 @@ from typing import Any
 
 from django.contrib.auth.models import User
 from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django_htmx.http import HttpResponseClientRefresh
 from django_htmx.middleware import HtmxDetails
 from ninja.renderers import JSONRenderer
 
@@ -39,3 +42,12 @@ def api_json(request: HttpRequest, body: Any, status: int = 200) -> HttpResponse
         status=status,
         content_type=f"{renderer.media_type}; charset={renderer.charset}",
     )
+
+
+def back_to(request: AuthedRequest, url: str) -> HttpResponse:
+    """After a POST from a page: htmx reloads the page (its messages show), a form redirects."""
+    if request.htmx:
+        response = HttpResponseClientRefresh()
+        response.status_code = 204  # nothing to swap
+        return response
+    return redirect(url)

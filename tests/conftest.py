@@ -195,7 +195,12 @@ class WorkerProcess:
         raise RuntimeError(f"celery worker not ready after {timeout}s:\n{self.output()}")
 
     def output(self) -> str:
-        return self.log_path.read_bytes().decode(errors="replace")[-4000:]
+        return self.full_log()[-4000:]
+
+    def full_log(self) -> str:
+        """The whole log (``output`` is its tail, for messages): what a test looks for may be
+        followed by many lines, such as the periodic recovery's tasks."""
+        return self.log_path.read_bytes().decode(errors="replace")
 
     def kill(self) -> None:
         """SIGKILL: the worker dies mid-task, as in an out-of-memory kill."""

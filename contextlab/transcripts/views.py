@@ -13,6 +13,7 @@ from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
+from django_htmx.http import HttpResponseClientRedirect
 
 from contextlab.http import AuthedRequest
 from contextlab.runs.models import Run
@@ -162,9 +163,7 @@ def delete(request: AuthedRequest, transcript: Transcript) -> HttpResponse:
     services.delete_transcript(transcript=transcript)
     messages.success(request, f"Deleted {name}.")
     if request.htmx:
-        response = HttpResponse(status=204)
-        response["HX-Redirect"] = reverse("transcripts:list")
-        return response
+        return HttpResponseClientRedirect(reverse("transcripts:list"), status=204)
     return redirect("transcripts:list")
 
 

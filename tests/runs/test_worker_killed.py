@@ -46,7 +46,7 @@ def test_killed_worker_run_is_requeued_and_finished_by_the_next_worker(
     try:
         run = wait_for_run(run.pk, timeout=60)
         assert (run.status, run.attempts) == ("done", 2), run.error + fresh.output()
-        assert "requeued" in fresh.output()
+        assert "requeued" in fresh.full_log()
     finally:
         beat.stop()
         fresh.stop()
