@@ -13,12 +13,10 @@ from typing import Any
 from django.conf import settings
 from django.template.loader import render_to_string
 
-from contextlab import engine
 from contextlab.comments import presenting as comments
 from contextlab.engine import RequestRow, as_result
-from contextlab.runs import charts
+from contextlab.runs import charts, explorer, report
 from contextlab.runs.models import Run
-from contextlab.runs.views import subagent_rows
 from contextlab.sharing import services
 from contextlab.summaries import services as summaries
 from contextlab.transcripts.models import Transcript
@@ -103,15 +101,13 @@ def render_html(
     comment_items = comments.shared_items(snapshot.get("comments") or [], keep, comment_url)
     views = []
     for index in picked:
-        req = requests[index]
-        thread = str(req.get("thread") or "main")
-        messages = snapshot["messages"].get(thread) or []
-        view = engine.side_by_side(messages, data, int(req.get("index", index)))
+        # the explorer's own builder, on the redacted snapshot: every row, none folded
+        shown = explorer.request_view(data, snapshot["messages"], index)
         views.append(
             {
                 "index": index,
-                "req": req,
-                "rows": _cells(view.get("rows") or []),
+                "req": shown["req"],
+                "rows": _cells(shown["rows"]),
                 "comments": [c for c in comment_items if c["request"] == index],
             }
         )
@@ -133,7 +129,7 @@ def render_html(
             "chart-cost-data": charts.figure_json(charts.build_cost_figure(result, url)),
             "chart-fidelity-data": charts.figure_json(charts.build_fidelity_figure(result, url)),
         },
-        "subagents": subagent_rows(data),
+        "subagents": report.subagent_rows(data),
         "summaries": summaries.run_summaries(data, snapshot["messages"]),
         "rows": [
             {
