@@ -15,7 +15,7 @@ from django.urls import reverse
 from contextlab.http import AuthedRequest
 from contextlab.sharing import services, targets
 from contextlab.sharing.models import ShareLink
-from contextlab.tuning import services as tuning
+from contextlab.tuning import reports as tuning_reports
 from contextlab.tuning import verdicts
 from contextlab.tuning.models import Comparison, Sweep
 from contextlab.workspaces import access
@@ -153,7 +153,7 @@ def shared_target(request: HttpRequest, link: ShareLink, base: dict[str, Any]) -
             "sweep": snapshot["sweep"],
             "points": snapshot["points"],
             "figure": snapshot["figure"],
-            "measures": tuning.MEASURES,
+            "measures": tuning_reports.MEASURES,
         }
     )
     return render(request, "sharing/sweep.html", context)

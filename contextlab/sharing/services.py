@@ -7,12 +7,12 @@ import hmac
 import json
 import secrets
 import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from cachetools import LRUCache
 from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import F, Q, QuerySet
@@ -315,8 +315,7 @@ def pick_run(transcript: Transcript, run_id: int | None) -> Run:
 
 #: parsed snapshots kept in the process: a snapshot never changes once written, so a link's
 #: pages (report, explorer, fragments) read it from the database once, not per request
-SNAPSHOT_CACHE_SIZE = 8
-_snapshots: OrderedDict[str, dict[str, Any]] = OrderedDict()
+_snapshots: LRUCache[str, dict[str, Any]] = LRUCache(maxsize=8)
 _snapshots_lock = threading.Lock()
 
 
@@ -326,12 +325,9 @@ def snapshot_data(link: ShareLink) -> dict[str, Any]:
     key = link.token_hash
     with _snapshots_lock:
         cached = _snapshots.get(key)
-        if cached is not None:
-            _snapshots.move_to_end(key)
-            return cached
+    if cached is not None:
+        return cached
     data: dict[str, Any] = ShareSnapshot.objects.values_list("data", flat=True).get(link_id=link.pk)
     with _snapshots_lock:
         _snapshots[key] = data
-        while len(_snapshots) > SNAPSHOT_CACHE_SIZE:
-            _snapshots.popitem(last=False)
     return data

@@ -9,6 +9,7 @@ from contextlab.jobs import batches as runner
 from contextlab.jobs import lifecycle, tasks
 from contextlab.jobs import tasks as run_tasks
 from contextlab.runs.models import Run
+from contextlab.tuning import configs as tuning_configs
 from contextlab.tuning import services
 
 
@@ -56,7 +57,7 @@ def test_a_failing_run_does_not_stop_the_batch(user, session, monkeypatch):
     sweep = services.create_sweep(
         owner=user,
         transcripts=[session],
-        base=services.ConfigSpec(),
+        base=tuning_configs.ConfigSpec(),
         field_name="autocompact_pct_override",
         values=[30, 60],
     )

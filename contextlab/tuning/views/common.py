@@ -16,6 +16,8 @@ from django.views.decorators.http import require_POST
 from contextlab import engine
 from contextlab.http import AuthedRequest, back_to
 from contextlab.transcripts.models import Transcript
+from contextlab.tuning import configs as tuning_configs
+from contextlab.tuning import reports as tuning_reports
 from contextlab.tuning import services
 from contextlab.tuning.models import Comparison, SavedConfig, Sweep
 from contextlab.workspaces import access
@@ -38,7 +40,7 @@ def _config_choices(request: AuthedRequest) -> list[dict[str, str]]:
         }
         for name in engine.PRESET_NAMES
     ]
-    for saved in services.readable_configs(request.user):
+    for saved in tuning_reports.readable_configs(request.user):
         latest = saved.latest
         if latest is not None:
             options.append(
@@ -52,7 +54,7 @@ def _config_choices(request: AuthedRequest) -> list[dict[str, str]]:
     return options
 
 
-def _spec_from_form(request: AuthedRequest, prefix: str) -> services.ConfigSpec:
+def _spec_from_form(request: AuthedRequest, prefix: str) -> tuning_configs.ConfigSpec:
     choice = request.POST.get(f"{prefix}_config", "preset:auto")
     try:
         overrides = engine.parse_overrides(request.POST.get(f"{prefix}_overrides"))
@@ -67,7 +69,7 @@ def _spec_from_form(request: AuthedRequest, prefix: str) -> services.ConfigSpec:
         preset = value
     else:
         raise engine.FieldError(f"{prefix}.preset", "pick a preset or a saved config")
-    return services.config_spec(
+    return tuning_configs.config_spec(
         owner=request.user,
         preset=preset,
         overrides=overrides,
@@ -135,7 +137,7 @@ def _with_status(items: Iterable[Comparison | Sweep], user: User) -> list[dict[s
     return [
         {
             "item": item,
-            "status": services.items_status(item.items.all()),
+            "status": tuning_reports.items_status(item.items.all()),
             "sessions": [s for s in item.sessions.all() if s.pk in readable],
         }
         for item in items
@@ -149,9 +151,9 @@ def index(request: AuthedRequest) -> HttpResponse:
         request,
         "tuning/index.html",
         {
-            "configs": services.readable_configs(user),
-            "comparisons": _with_status(services.workspace_comparisons(user)[:50], user),
-            "sweeps": _with_status(services.workspace_sweeps(user)[:50], user),
+            "configs": tuning_reports.readable_configs(user),
+            "comparisons": _with_status(tuning_reports.workspace_comparisons(user)[:50], user),
+            "sweeps": _with_status(tuning_reports.workspace_sweeps(user)[:50], user),
             "has_sessions": access.sessions(user, access.WRITE).exists(),
         },
     )

@@ -20,6 +20,7 @@ from contextlab.runs import services as run_services
 from contextlab.runs.models import Run
 from contextlab.transcripts.models import Transcript
 from contextlab.tuning import charts, services, verdicts
+from contextlab.tuning import reports as tuning_reports
 from contextlab.tuning.alignment import align_rows
 from contextlab.tuning.models import Comparison
 from contextlab.tuning.views.common import (
@@ -94,8 +95,8 @@ def _pick_session(request: AuthedRequest, comparison: Comparison) -> Transcript:
 
 
 def _pick_pair(
-    request: AuthedRequest, pairs: list[services.SessionPair]
-) -> services.SessionPair | None:
+    request: AuthedRequest, pairs: list[tuning_reports.SessionPair]
+) -> tuning_reports.SessionPair | None:
     wanted = request.GET.get("session", "")
     if wanted:
         for pair in pairs:
@@ -116,7 +117,9 @@ def _comparisons() -> QuerySet[Comparison]:
 def comparison_detail(request: AuthedRequest, pk: int) -> HttpResponse:
     """The compare page; to htmx, the ``compare-progress`` partial (polls until finished)."""
     comparison = access.item_for(request.user, _comparisons(), pk)
-    report = services.comparison_report(comparison, details=not request.htmx, reader=request.user)
+    report = tuning_reports.comparison_report(
+        comparison, details=not request.htmx, reader=request.user
+    )
     goal = verdicts.goal_of(request.GET.get("goal"))
     runs: dict[tuple[int, str], Run] = report["runs"]
     active = report["status"] in (Run.Status.QUEUED, Run.Status.RUNNING)
@@ -125,12 +128,12 @@ def comparison_detail(request: AuthedRequest, pk: int) -> HttpResponse:
         "report": report,
         "active": active,
         "run_rows": sorted(runs.items(), key=lambda item: (item[0][0], item[0][1])),
-        "measures": services.MEASURES,
+        "measures": tuning_reports.MEASURES,
         "goal": goal,
         "goals": [{"key": k, "label": v[0]} for k, v in verdicts.GOALS.items()],
         "readings": verdicts.read_delta(report["delta"], goal) if report.get("delta") else {},
         "headline": verdicts.headline(report["delta"], goal) if report.get("delta") else "",
-        "hidden_sessions": services.hidden_sessions(comparison, request.user),
+        "hidden_sessions": tuning_reports.hidden_sessions(comparison, request.user),
         "can_share": _role_allows(comparison, access.WRITE),
         # whoever may start one may stop it
         "can_cancel": _role_allows(comparison, access.WRITE),
@@ -159,9 +162,9 @@ def compare_request(request: AuthedRequest, pk: int, index: int) -> HttpResponse
     """One request under A and under B: A's model view beside B's, ←/→ to move."""
     comparison = access.item_for(request.user, _comparisons(), pk)
     transcript = _pick_session(request, comparison)
-    runs = services.comparison_runs(comparison)
+    runs = tuning_reports.comparison_runs(comparison)
     run_a, run_b = runs.get((transcript.pk, "a")), runs.get((transcript.pk, "b"))
-    services.refresh(r for r in (run_a, run_b) if r is not None)
+    tuning_reports.refresh(r for r in (run_a, run_b) if r is not None)
     context: dict[str, Any] = {"comparison": comparison, "transcript": transcript}
     data_a = run_services.result_data(run_a) if run_a else None
     data_b = run_services.result_data(run_b) if run_b else None

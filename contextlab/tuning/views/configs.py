@@ -13,6 +13,7 @@ from django.views.decorators.http import require_POST
 
 from contextlab import engine
 from contextlab.http import AuthedRequest
+from contextlab.tuning import configs as tuning_configs
 from contextlab.tuning import services
 from contextlab.tuning.forms import ConfigForm
 from contextlab.tuning.models import SavedConfig
@@ -26,10 +27,12 @@ from contextlab.workspaces import access
 # --- configs -----------------------------------------------------------------------------------
 
 
-def _field_rows(check: services.FormCheck, values: dict[str, Any]) -> list[dict[str, Any]]:
+def _field_rows(check: tuning_configs.FormCheck, values: dict[str, Any]) -> list[dict[str, Any]]:
     """One row per config field for the editor: its input, range, doc and error."""
     base = (
-        services.preset_base(check.preset).to_dict() if check.preset in engine.PRESET_NAMES else {}
+        tuning_configs.preset_base(check.preset).to_dict()
+        if check.preset in engine.PRESET_NAMES
+        else {}
     )
     rows = []
     for spec in engine.field_specs():
@@ -46,8 +49,8 @@ def _field_rows(check: services.FormCheck, values: dict[str, Any]) -> list[dict[
             {
                 **spec,
                 "widget": widget,
-                "value": values.get(name, services.form_value(base.get(name))),
-                "checked": services.parse_field(spec, values.get(name))
+                "value": values.get(name, tuning_configs.form_value(base.get(name))),
+                "checked": tuning_configs.parse_field(spec, values.get(name))
                 if kind == "bool" and name in values
                 else bool(base.get(name)),
                 "preset_value": json.dumps(base.get(name))
@@ -81,7 +84,7 @@ def _config_context(
     name_error: str | None = None,
     refused: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    check = services.check_form(preset, values)
+    check = tuning_configs.check_form(preset, values)
     check.errors.update(refused or {})
     rows = _field_rows(check, values)
     versions = list(saved.versions.all()) if saved else []
@@ -108,12 +111,13 @@ def _config_context(
 def _values_of(preset: str, overrides: dict[str, Any]) -> dict[str, str]:
     """Form values of a stored config: the preset's values with the overrides on top."""
     try:
-        config = services.validate_config(preset, overrides)
+        config = tuning_configs.validate_config(preset, overrides)
     except engine.FieldError:
-        config = services.preset_base("auto")
+        config = tuning_configs.preset_base("auto")
     data = config.to_dict()
     return {
-        spec["name"]: services.form_value(data.get(spec["name"])) for spec in engine.field_specs()
+        spec["name"]: tuning_configs.form_value(data.get(spec["name"]))
+        for spec in engine.field_specs()
     }
 
 
@@ -138,7 +142,7 @@ def _config_page(request: AuthedRequest, saved: SavedConfig | None) -> HttpRespo
         name = form.cleaned_data.get("name", "")
         refused = form.refused()
         name_error = form.name_error()
-        check = services.check_form(preset, values)
+        check = tuning_configs.check_form(preset, values)
         check.errors.update(refused)
         if not check.errors and name_error is None:
             try:

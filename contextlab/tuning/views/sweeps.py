@@ -15,6 +15,7 @@ from contextlab.http import AuthedRequest
 from contextlab.runs.charts import figure_json
 from contextlab.runs.models import Run
 from contextlab.tuning import charts, services
+from contextlab.tuning import reports as tuning_reports
 from contextlab.tuning.models import Sweep
 from contextlab.tuning.views.common import (
     _config_choices,
@@ -71,7 +72,7 @@ def sweep_new(request: AuthedRequest) -> HttpResponse:
 
 def _axis(request: AuthedRequest, name: str, default: str) -> str:
     value = request.GET.get(name, default)
-    return value if value in services.MEASURES else default
+    return value if value in tuning_reports.MEASURES else default
 
 
 @login_required
@@ -82,12 +83,12 @@ def sweep_detail(request: AuthedRequest, pk: int) -> HttpResponse:
         request.user, Sweep.objects.select_related("workspace", "base_version__saved_config"), pk
     )
     polling = bool(request.htmx) and request.htmx.target != "sweep-chart"
-    report = services.sweep_report(sweep, details=not polling, reader=request.user)
+    report = tuning_reports.sweep_report(sweep, details=not polling, reader=request.user)
     active = report["status"] in (Run.Status.QUEUED, Run.Status.RUNNING)
     x = _axis(request, "x", "mean_history_share")
     y = _axis(request, "y", "cost_usd")
     fig = charts.build_sweep_figure(
-        report["points"], field=sweep.field, x=x, y=y, labels=services.MEASURES
+        report["points"], field=sweep.field, x=x, y=y, labels=tuning_reports.MEASURES
     )
     context: dict[str, Any] = {
         "sweep": sweep,
@@ -95,13 +96,13 @@ def sweep_detail(request: AuthedRequest, pk: int) -> HttpResponse:
         "active": active,
         "x": x,
         "y": y,
-        "measures": services.MEASURES,
+        "measures": tuning_reports.MEASURES,
         "figure": figure_json(fig),
         "any_done": any(p["summary"] for p in report["points"]),
         "sessions": list(
             sweep.sessions.filter(pk__in=access.sessions(request.user)).order_by("pk")
         ),
-        "hidden_sessions": services.hidden_sessions(sweep, request.user),
+        "hidden_sessions": tuning_reports.hidden_sessions(sweep, request.user),
         "can_share": _role_allows(sweep, access.WRITE),
         # whoever may start one may stop it
         "can_cancel": _role_allows(sweep, access.WRITE),
