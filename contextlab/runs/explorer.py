@@ -202,7 +202,7 @@ def build(
     model_tokens = int(req.get("model_tokens") or 0)
 
     def url(i: int) -> str:
-        return request_url(i) + flags.query
+        return with_query(request_url(i), flags.query)
 
     count = len(requests)
     overview = _derived(
@@ -229,7 +229,7 @@ def build(
         "rel_error": (model_tokens - recorded_total) / recorded_total if recorded_total else None,
         "show_replaced": flags.show_replaced,
         "changed_only": flags.changed_only,
-        "changed_url": request_url(index) + unchanged.query,
+        "changed_url": with_query(request_url(index), unchanged.query),
         "event_count": len(events),
         **_event_navigator(events, index, count, url, (*cache_key, flags) if cache_key else None),
         "event_kinds": overview["event_kinds"],
@@ -250,6 +250,13 @@ def build(
         ],
         "compacted": shown["compacted"],
     }
+
+
+def with_query(url: str, query: str) -> str:
+    """``url`` with ``query`` (``&a=1&b=2``) added after its own query, or as its query."""
+    if not query:
+        return url
+    return url + ("&" if "?" in url else "?") + query.removeprefix("&")
 
 
 def explorer_page(rows: list[dict[str, Any]], view: dict[str, Any], flags: Flags) -> dict[str, Any]:

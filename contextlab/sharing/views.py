@@ -217,13 +217,14 @@ def shared_explorer(request: HtmxRequest, token: str, index: int) -> HttpRespons
             snapshot["messages"],
             index,
             flags=explorer.Flags.of(request.GET),
-            # the flags and page follow as a query
-            request_url=lambda i: f"{shared_url(i)}?",
+            request_url=shared_url,
             # a snapshot never changes; the token's hash is this link's alone
             cache_key=("share", link.token_hash),
         )
     )
     context["block_prefix"] = reverse("sharing:shared", args=[token]) + "messages/"
+    # the shared template adds to this page's query ("replaced=1", "&page=N")
+    context["self_url"] = shared_url(index) + "?" + context["url_flags"].removeprefix("&")
     partial = request.htmx and not request.htmx.history_restore_request
     if partial and request.GET.get("page"):
         return render(request, "sharing/explorer.html#shared-rows", context)
