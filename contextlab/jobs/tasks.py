@@ -25,8 +25,15 @@ from contextlab.summaries import services as summaries
 
 logger = logging.getLogger(__name__)
 
-#: transient database errors: the task is retried (the runner put its run back in the queue)
-RETRIED = (OperationalError, InterfaceError)
+#: Every job task: acknowledged once done (a worker killed mid-task leaves the message for
+#: another), and retried on transient database errors (the runner put its run back in the
+#: queue); deterministic failures are stored on the run instead.
+JOB_TASK: dict[str, Any] = {
+    "acks_late": True,
+    "autoretry_for": (OperationalError, InterfaceError),
+    "retry_backoff": True,
+    "max_retries": 3,
+}
 
 
 @worker_init.connect
@@ -37,13 +44,7 @@ def _preload_sdks(**_: Any) -> None:
 # --- single runs ----------------------------------------------------------------------------
 
 
-@app.task(
-    name="contextlab.runs.tasks.run_replay",
-    acks_late=True,
-    autoretry_for=RETRIED,
-    retry_backoff=True,
-    max_retries=3,
-)
+@app.task(name="contextlab.runs.tasks.run_replay", **JOB_TASK)
 def run_replay(run_id: int) -> None:
     queue_fetch(replay.execute_run(run_id))
 
@@ -61,13 +62,7 @@ def send_replay(run_id: int) -> None:
 # --- summaries ------------------------------------------------------------------------------
 
 
-@app.task(
-    name="contextlab.summaries.tasks.fetch_summary",
-    acks_late=True,
-    autoretry_for=RETRIED,
-    retry_backoff=True,
-    max_retries=3,
-)
+@app.task(name="contextlab.summaries.tasks.fetch_summary", **JOB_TASK)
 def fetch_summary(run_id: int, key: str = "") -> None:
     # a message without a key (queued by an older version) replays on and asks again
     summary = None
@@ -111,13 +106,7 @@ def wake_runs_waiting_for(key: str, written_by: int) -> None:
 # --- comparison and sweep batches -----------------------------------------------------------
 
 
-@app.task(
-    name="contextlab.tuning.tasks.replay_batch",
-    acks_late=True,
-    autoretry_for=RETRIED,
-    retry_backoff=True,
-    max_retries=3,
-)
+@app.task(name="contextlab.tuning.tasks.replay_batch", **JOB_TASK)
 def replay_batch(run_ids: list[int]) -> None:
     try:
         batches.execute_batch(run_ids, on_outcome=queue_fetch)
