@@ -25,6 +25,7 @@ from django.utils import timezone
 
 from contextlab.comments import markdown
 from contextlab.comments.models import Comment
+from contextlab.engine import as_result
 from contextlab.errors import FieldProblem
 from contextlab.runs import services as run_services
 from contextlab.transcripts.models import Transcript
@@ -70,7 +71,7 @@ def request_count(transcript: Transcript) -> int:
     data = run_services.result_data(run) if run is not None else None
     if data is None:
         return transcript.request_count
-    return len(data.get("requests") or [])
+    return len(as_result(data)["requests"])
 
 
 def role_of(transcript: Transcript) -> Role | None:

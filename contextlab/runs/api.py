@@ -9,7 +9,7 @@ from ninja import Field as NinjaField
 from ninja import Query, Router, Schema
 from ninja.responses import Status
 
-from contextlab.engine import RequestRow, as_result
+from contextlab.engine import as_result
 from contextlab.http import AuthedRequest, api_json
 from contextlab.runs import services
 from contextlab.runs.models import Run
@@ -94,7 +94,7 @@ def list_run_requests(
         return Status(
             409, {"detail": f"run {run.pk} is {run.status}; results exist once it is done"}
         )
-    requests: list[RequestRow] = as_result(data).get("requests") or []
+    requests = as_result(data)["requests"]
     body = {"count": len(requests), "items": requests[page.offset : page.offset + page.limit]}
     # The rows go out as stored, not validated again against RequestPage: the engine builds
     # them to the declared shape (mypy checks it; tests compare the keys and value types it

@@ -118,12 +118,11 @@ def request_view(
     result = as_result(data)
     requests = result["requests"]
     req = requests[index]
-    thread = str(req.get("thread") or "main")
+    thread = req["thread"]
     thread_messages = messages.get(thread) or []
     previous = _previous_in_thread(requests, index)
     compacted = any(
-        e.get("step") == "autocompact" and e.get("action") == "compacted"
-        for e in req.get("events") or []
+        e["step"] == "autocompact" and e["action"] == "compacted" for e in req["events"]
     )
     replaced_from = (
         int(previous["view"]["start"] or 0) if compacted and previous is not None else None
@@ -140,7 +139,7 @@ def request_view(
     view = engine.side_by_side(
         thread_messages,
         data,
-        int(req.get("index", index)),
+        req["index"],
         transforms=transforms,
         history=None if show_replaced else history,
         list_replaced_from=replaced_from,
@@ -151,7 +150,7 @@ def request_view(
     composition = engine.compose(
         rows,
         thread_messages,
-        model_tokens=int(req.get("model_tokens") or 0),
+        model_tokens=req["model_tokens"],
         prefix_tokens=prefix_tokens,
         ratio=ratio,
         replaced_from=replaced_from,
@@ -199,7 +198,7 @@ def build(
     composition = shown["composition"]
     page = explorer_page(rows, view, flags)
     recorded_total = charts.recorded_prompt(req)
-    model_tokens = int(req.get("model_tokens") or 0)
+    model_tokens = req["model_tokens"]
 
     def url(i: int) -> str:
         return with_query(request_url(i), flags.query)
@@ -233,7 +232,7 @@ def build(
         "event_count": len(events),
         **_event_navigator(events, index, count, url, (*cache_key, flags) if cache_key else None),
         "event_kinds": overview["event_kinds"],
-        "request_events": [engine.describe_event(e) for e in req.get("events") or []],
+        "request_events": [engine.describe_event(e) for e in req["events"]],
         "cache_text": engine.cache_sentence(req, shown["previous"], gap),
         "gap": engine.format_duration(gap) if gap is not None else None,
         "mini": charts.mark_request(overview["mini"], index, requests),
@@ -340,11 +339,11 @@ def _calibration(data: ResultJson, req: RequestRow) -> tuple[int, float]:
     """(fitted prefix tokens, ratio) of the request's thread and model: display tokens are
     ``prefix + ratio * tiktoken count``, the prefix standing for the system prompt and tools."""
     session = data["session"]
-    thread = str(req.get("thread") or "main")
-    info = next((t for t in session["threads"] if t["id"] == thread), None)
+    info = next((t for t in session["threads"] if t["id"] == req["thread"]), None)
     fit = None
     if info is not None:
-        fit = info["model_calibrations"].get(req.get("model") or "") or info["calibration"]
+        # a thread that switched models has a fit per model
+        fit = info.get("model_calibrations", {}).get(req["model"] or "") or info.get("calibration")
     fit = fit or session["calibration"]
     if fit is None:
         return 0, 1.0
@@ -408,9 +407,9 @@ def _gap_before(requests: list[RequestRow], index: int) -> float | None:
 
 
 def _previous_in_thread(requests: list[RequestRow], index: int) -> RequestRow | None:
-    thread = requests[index].get("thread")
+    thread = requests[index]["thread"]
     for i in range(index - 1, -1, -1):
-        if requests[i].get("thread") == thread:
+        if requests[i]["thread"] == thread:
             return requests[i]
     return None
 

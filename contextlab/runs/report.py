@@ -30,17 +30,17 @@ def request_url_pattern(transcript: Transcript, run: Run) -> str:
 def subagent_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
     """One line per subagent thread of a result: requests, peak context, costs."""
     rows = []
-    for sub in data.get("subagents") or []:
-        reqs = sub.get("requests") or []
-        recorded = [r["recorded_cost_usd"] for r in reqs if r.get("recorded_cost_usd") is not None]
+    for sub in as_result(data)["subagents"]:
+        reqs = sub["requests"]
+        recorded = [r["recorded_cost_usd"] for r in reqs if r["recorded_cost_usd"] is not None]
         rows.append(
             {
-                "thread": sub.get("thread"),
+                "thread": sub["thread"],
                 # the summarizer call of a recorded compaction, on the main conversation
-                "kind": "compaction fork" if sub.get("compaction_fork") else sub.get("kind"),
+                "kind": "compaction fork" if sub["compaction_fork"] else sub["kind"],
                 "requests": len(reqs),
-                "peak": max((r.get("model_tokens") or 0 for r in reqs), default=0),
-                "cost": sum(r.get("cost_usd") or 0 for r in reqs),
+                "peak": max((r["model_tokens"] for r in reqs), default=0),
+                "cost": sum(r["cost_usd"] for r in reqs),
                 "recorded_cost": sum(recorded) if recorded else None,
             }
         )

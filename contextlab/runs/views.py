@@ -92,16 +92,16 @@ def report(request: AuthedRequest, transcript: Transcript) -> HttpResponse:
                 f"the {run.preset or 'auto'} preset"
             )
             context["differences"] = differences.whatif_differences(
-                data.get("summary") or {}, baseline_data.get("summary") or {}
+                result["summary"], as_result(baseline_data)["summary"]
             )
         # points carry their request's position; the charts' data-request-url makes it a link
         figures = report_parts.report_figures(run, result, baseline, baseline_data)
         context["figure_scripts"] = figures["scripts"]
         context["request_url_pattern"] = report_parts.request_url_pattern(transcript, run)
         context["fidelity"] = figures["fidelity"]
-        context["summary"] = data.get("summary") or {}
-        context["session_info"] = data.get("session") or {}
-        context["first_request_url"] = url(0) if data.get("requests") else None
+        context["summary"] = result["summary"]
+        context["session_info"] = result["session"]
+        context["first_request_url"] = url(0) if result["requests"] else None
         context["subagents"] = report_parts.subagent_rows(data)
         # the session's messages (a large read) only when there are summaries to set beside them
         context["summaries"] = (

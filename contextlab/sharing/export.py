@@ -36,11 +36,9 @@ def _sha256(source: str) -> str:
 def default_picks(requests: list[RequestRow]) -> list[int]:
     """The last main-thread request (it holds the whole history) and every compaction."""
     picks = [
-        i
-        for i, r in enumerate(requests)
-        if any(e.get("action") == "compacted" for e in r.get("events") or [])
+        i for i, r in enumerate(requests) if any(e["action"] == "compacted" for e in r["events"])
     ]
-    main = [i for i, r in enumerate(requests) if (r.get("thread") or "main") == "main"]
+    main = [i for i, r in enumerate(requests) if r["thread"] == "main"]
     if main:
         picks.append(main[-1])
     return sorted(set(picks))
@@ -84,7 +82,7 @@ def render_html(
     snapshot = redacted.data
     data = snapshot["result"]
     result = as_result(data)
-    requests: list[RequestRow] = result.get("requests") or []
+    requests = result["requests"]
 
     def url(i: int) -> str:
         return f"#request-{i}"
@@ -121,7 +119,7 @@ def render_html(
     context = {
         "transcript": snapshot["transcript"],
         "run": snapshot["run"],
-        "summary": data.get("summary") or {},
+        "summary": result["summary"],
         "fidelity": charts.fidelity(result),
         "figures": {
             "chart-context-data": charts.figure_json(charts.build_context_figure(result, url)),
@@ -134,11 +132,11 @@ def render_html(
         "rows": [
             {
                 "index": i,
-                "thread": r.get("thread") or "main",
-                "model_tokens": r.get("model_tokens"),
+                "thread": r["thread"],
+                "model_tokens": r["model_tokens"],
                 "recorded": charts.recorded_prompt(r),
-                "cost_usd": r.get("cost_usd"),
-                "events": ", ".join(str(e.get("action")) for e in r.get("events") or []),
+                "cost_usd": r["cost_usd"],
+                "events": ", ".join(e["action"] for e in r["events"]),
                 "picked": i in picked,
             }
             for i, r in enumerate(requests)

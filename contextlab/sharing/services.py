@@ -21,6 +21,7 @@ from django.utils import timezone
 
 from contextlab import redaction
 from contextlab.comments import services as comments
+from contextlab.engine import as_result
 from contextlab.errors import FieldProblem
 from contextlab.runs import services as run_services
 from contextlab.runs.models import Run
@@ -53,9 +54,8 @@ def _locator(source: dict[str, Any]) -> Callable[[redaction.Path], str]:
     """Where a snapshot string is, in the words the dialog uses: the first request that sent a
     message, with the message and block ("request 12 · message 40, block 2")."""
     first_request: dict[str, list[tuple[int, int]]] = {}
-    for index, request in enumerate((source.get("result") or {}).get("requests") or []):
-        thread = str(request.get("thread") or "main")
-        first_request.setdefault(thread, []).append((int(request.get("message") or 0), index))
+    for index, request in enumerate(as_result(source["result"])["requests"]):
+        first_request.setdefault(request["thread"], []).append((request["message"], index))
 
     def request_of(thread: str, message: int) -> int | None:
         # a request includes every message before the one it was made at

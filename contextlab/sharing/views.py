@@ -165,7 +165,7 @@ def _report_parts(link: ShareLink, token: str, snapshot: dict[str, Any]) -> dict
     result = as_result(data)
     url = _request_url(token)
     parts = {
-        "summary": data.get("summary") or {},
+        "summary": result["summary"],
         "figures": {
             "chart-context-data": charts.figure_json(charts.build_context_figure(result, url)),
             "chart-cache-data": charts.figure_json(charts.build_cache_figure(result, url)),
@@ -175,7 +175,7 @@ def _report_parts(link: ShareLink, token: str, snapshot: dict[str, Any]) -> dict
         "fidelity": charts.fidelity(result),
         "subagents": report.subagent_rows(data),
         "summaries": summaries.run_summaries(data, snapshot["messages"]),
-        "rows": _request_rows(result.get("requests") or [], url),
+        "rows": _request_rows(result["requests"], url),
     }
     cache.set(key, parts, timeout=3600)
     return parts
@@ -186,11 +186,11 @@ def _request_rows(requests: list[RequestRow], url: charts.RequestUrl) -> list[di
         {
             "index": i,
             "url": url(i),
-            "thread": r.get("thread") or "main",
-            "model_tokens": r.get("model_tokens"),
+            "thread": r["thread"],
+            "model_tokens": r["model_tokens"],
             "recorded": charts.recorded_prompt(r),
-            "cost_usd": r.get("cost_usd"),
-            "events": len(r.get("events") or []),
+            "cost_usd": r["cost_usd"],
+            "events": len(r["events"]),
         }
         for i, r in enumerate(requests)
     ]

@@ -14,7 +14,7 @@ from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseClientRefresh
 
 from contextlab import engine
-from contextlab.engine import RequestRow, as_result
+from contextlab.engine import as_result
 from contextlab.http import AuthedRequest
 from contextlab.runs import services as run_services
 from contextlab.runs.models import Run
@@ -171,8 +171,8 @@ def compare_request(request: AuthedRequest, pk: int, index: int) -> HttpResponse
     if data_a is None or data_b is None:
         return render(request, "tuning/compare_request_empty.html", context)
     divergence = engine.compare.first_divergence(data_a, data_b)
-    req_a_list: list[RequestRow] = as_result(data_a).get("requests") or []
-    req_b_list: list[RequestRow] = as_result(data_b).get("requests") or []
+    req_a_list = as_result(data_a)["requests"]
+    req_b_list = as_result(data_b)["requests"]
     count = max(len(req_a_list), len(req_b_list))
     if not 0 <= index < count:
         raise Http404(f"request {index} does not exist (this session has {count})")
