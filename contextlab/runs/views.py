@@ -20,6 +20,7 @@ from contextlab.http import AuthedRequest, back_to
 from contextlab.runs import differences, labels, services
 from contextlab.runs import explorer as explorer_builder
 from contextlab.runs import report as report_parts
+from contextlab.runs.forms import RunForm
 from contextlab.runs.models import Run
 from contextlab.summaries import services as summaries
 from contextlab.transcripts.models import Transcript
@@ -152,30 +153,20 @@ def cancel_run(request: AuthedRequest, run: Run) -> HttpResponse:
 @require_POST
 def create_run(request: AuthedRequest, transcript: Transcript) -> HttpResponse:
     """Queue a what-if run from the report's form; errors come back in the form, by field."""
-    preset = request.POST.get("preset", "auto")
-    raw_config = request.POST.get("config", "").strip()
-    mode = request.POST.get("mode", Run.Mode.WHATIF)
-    summarizer = request.POST.get("summarizer", "extractive")
-    summary_model = request.POST.get("summary_model", "").strip()
-    raw_cap = request.POST.get("spend_cap_usd", "").strip()
-    error: dict[str, str] | None = None
-    spend_cap: float | None = None
-    if raw_cap:
-        try:
-            spend_cap = float(raw_cap)
-        except ValueError:
-            error = {"field": "spend_cap_usd", "message": "must be a number of dollars, e.g. 2.50"}
+    form = RunForm(request.POST)
+    error = None if form.is_valid() else form.first_error()
     if error is None:
+        values = form.cleaned_data
         try:
             run = services.start_run(
                 owner=request.user,
                 transcript=transcript,
-                mode=mode,
-                preset=preset,
-                overrides=engine.parse_overrides(raw_config),
-                summarizer=summarizer,
-                summary_model=summary_model,
-                spend_cap_usd=spend_cap,
+                mode=values["mode"],
+                preset=values["preset"],
+                overrides=engine.parse_overrides(values["config"]),
+                summarizer=values["summarizer"],
+                summary_model=values["summary_model"],
+                spend_cap_usd=values["spend_cap_usd"],
             )
         except engine.FieldError as exc:
             error = {"field": exc.field, "message": exc.message}
@@ -184,17 +175,7 @@ def create_run(request: AuthedRequest, transcript: Transcript) -> HttpResponse:
             if request.htmx:
                 return HttpResponseClientRedirect(target, status=204)
             return redirect(target)
-    context = _run_form_context(
-        transcript,
-        form_values={
-            "preset": preset,
-            "config": raw_config,
-            "summarizer": summarizer,
-            "summary_model": summary_model,
-            "spend_cap_usd": raw_cap,
-        },
-        form_error=error,
-    )
+    context = _run_form_context(transcript, form_values=form.echoed(), form_error=error)
     if request.htmx:
         return render(request, "runs/report.html#run-form", context, status=422)
     return render(request, "runs/run_form_page.html", context, status=422)

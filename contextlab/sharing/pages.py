@@ -14,21 +14,12 @@ from django.urls import reverse
 
 from contextlab.http import AuthedRequest
 from contextlab.sharing import services, targets
+from contextlab.sharing.forms import ShareForm
 from contextlab.sharing.models import ShareLink
 from contextlab.tuning import reports as tuning_reports
 from contextlab.tuning import verdicts
 from contextlab.tuning.models import Comparison, Sweep
 from contextlab.workspaces import access
-
-
-def share_form(request: HttpRequest) -> dict[str, Any]:
-    """The dialog's choices: ``audience``, ``days`` (None: never) and ``keep``."""
-    raw_days = request.POST.get("expires_in_days", "")
-    return {
-        "audience": request.POST.get("audience", ShareLink.Audience.LINK),
-        "days": int(raw_days) if raw_days.isdigit() else None,
-        "keep": request.POST.getlist("keep"),
-    }
 
 
 def dialog_context(
@@ -65,7 +56,7 @@ def dialog_answer(
     dialog again with the reason."""
     if request.method == "POST":
         try:
-            link, token = create(share_form(request))
+            link, token = create(ShareForm(request.POST).choices())
         except services.ShareError as exc:
             context["error"] = exc
             context["findings"] = findings()

@@ -18,6 +18,7 @@ from django_htmx.http import HttpResponseClientRedirect
 from contextlab.http import AuthedRequest
 from contextlab.runs.models import Run
 from contextlab.transcripts import moving, services
+from contextlab.transcripts.forms import MoveForm, UploadForm
 from contextlab.transcripts.models import Transcript
 from contextlab.transcripts.uploads import INCOMPLETE_KEY, OVERSIZE_KEY
 from contextlab.workspaces import access
@@ -48,12 +49,13 @@ def session_list(request: AuthedRequest) -> HttpResponse:
 def upload_workspace(request: AuthedRequest) -> Workspace | None:
     """The workspace the upload form names (``workspace``), checked by the gate; None (the
     personal workspace) when the form names none."""
-    raw = request.POST.get("workspace", "").strip()
-    if not raw:
-        return None
-    if not raw.isdigit():
+    form = UploadForm(request.POST)
+    if not form.is_valid():
         raise Http404("no such workspace")
-    return access.workspace_for(request.user, int(raw), access.WRITE)
+    workspace_id = form.cleaned_data["workspace"]
+    if workspace_id is None:
+        return None
+    return access.workspace_for(request.user, workspace_id, access.WRITE)
 
 
 def _upload_one(
@@ -176,12 +178,13 @@ def move_session(request: AuthedRequest, transcript: Transcript) -> HttpResponse
         "live_links": transcript.share_links.filter(revoked_at__isnull=True).count(),
     }
     if request.method == "POST":
-        raw = request.POST.get("workspace_id", "")
+        form = MoveForm(request.POST)
         try:
             revoked = moving.move_session(
                 user=request.user,
                 transcript=transcript,
-                workspace_id=int(raw) if raw.isdigit() else 0,
+                # not a workspace id: no such workspace
+                workspace_id=form.cleaned_data["workspace_id"] or 0 if form.is_valid() else 0,
             )
         except moving.MoveRefused as exc:
             context["error"] = exc.message

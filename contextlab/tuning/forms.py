@@ -8,6 +8,8 @@ apart the settings the page showed from those it did not.
 
 from __future__ import annotations
 
+from typing import Any
+
 from django import forms
 
 from contextlab import engine
@@ -43,3 +45,41 @@ class ConfigForm(forms.Form):
 
     def name_error(self) -> str | None:
         return str(self.errors["name"][0]) if "name" in self.errors else None
+
+
+class _BatchForm(forms.Form):
+    """What a comparison's and a sweep's forms share: the workspace and the configs' fields
+    (``<side>_config``: ``preset:<name>`` or ``version:<id>``; ``<side>_overrides``: JSON).
+    The sessions are ids checked against what the user may read (``views.common``)."""
+
+    workspace_id = forms.CharField(required=False)
+    sides: tuple[str, ...] = ()
+
+    def __init__(self, data: object) -> None:
+        super().__init__(data)  # type: ignore[arg-type]
+        for side in self.sides:
+            self.fields[f"{side}_config"] = forms.CharField(
+                required=False, empty_value="preset:auto"
+            )
+            self.fields[f"{side}_overrides"] = forms.CharField(required=False, strip=False)
+
+    def values(self) -> dict[str, Any]:
+        """The cleaned values; ``engine.FieldError`` naming the first field refused."""
+        if not self.is_valid():
+            field, errors = next(iter(self.errors.items()))
+            raise engine.FieldError(field, str(errors[0]))
+        return self.cleaned_data
+
+    def workspace_id_value(self) -> int | None:
+        raw = str(self.values()["workspace_id"])
+        return int(raw) if raw.isdigit() else None
+
+
+class ComparisonForm(_BatchForm):
+    sides = ("a", "b")
+
+
+class SweepForm(_BatchForm):
+    sides = ("base",)
+    field = forms.CharField(required=False)
+    sweep_values = forms.CharField(required=False)

@@ -85,3 +85,17 @@ def test_a_new_api_token_named_with_nul_is_refused(alice_client, user):
     assert response.status_code == 400
     assert NUL_REFUSED in response.content.decode()
     assert not ApiToken.objects.filter(user=user).exists()
+
+
+def test_share_dialog_choices_with_nul_are_refused(alice_client, make_transcript, short_jsonl):
+    from contextlab.jobs import replay
+    from contextlab.sharing.models import ShareLink
+
+    transcript = make_transcript(short_jsonl)
+    replay.execute_run(transcript.runs.get().pk)
+    for choices in ({"audience": "li\x00nk"}, {"audience": "link", "keep": ["email\x00"]}):
+        response = alice_client.post(
+            f"/sessions/{transcript.pk}/share/", {"expires_in_days": "7", **choices}
+        )
+        assert response.status_code == 422, choices
+    assert not ShareLink.objects.exists()

@@ -54,10 +54,13 @@ def _config_choices(request: AuthedRequest) -> list[dict[str, str]]:
     return options
 
 
-def _spec_from_form(request: AuthedRequest, prefix: str) -> tuning_configs.ConfigSpec:
-    choice = request.POST.get(f"{prefix}_config", "preset:auto")
+def _spec_from_form(
+    request: AuthedRequest, values: dict[str, Any], prefix: str
+) -> tuning_configs.ConfigSpec:
+    """The config of side ``prefix`` of a comparison's or sweep's form (its cleaned values)."""
+    choice = str(values[f"{prefix}_config"])
     try:
-        overrides = engine.parse_overrides(request.POST.get(f"{prefix}_overrides"))
+        overrides = engine.parse_overrides(values[f"{prefix}_overrides"])
     except engine.FieldError as exc:
         raise exc.within(prefix) from None
     preset: str | None = None
@@ -100,9 +103,12 @@ def _workspace_choices(request: AuthedRequest) -> list[Workspace]:
     return [personal, *others]
 
 
-def _workspace_from_form(request: AuthedRequest) -> Workspace:
-    raw = request.POST.get("workspace_id", "")
-    return services.target_workspace(request.user, int(raw) if raw.isdigit() else None)
+def _workspace_from_form(request: AuthedRequest, workspace_id: int | None = None) -> Workspace:
+    """The workspace a new config, comparison or sweep goes to (None: the personal one)."""
+    if workspace_id is None:
+        raw = request.POST.get("workspace_id", "")
+        workspace_id = int(raw) if raw.isdigit() else None
+    return services.target_workspace(request.user, workspace_id)
 
 
 def _sessions_workspace(request: AuthedRequest) -> str:

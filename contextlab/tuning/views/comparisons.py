@@ -22,6 +22,7 @@ from contextlab.transcripts.models import Transcript
 from contextlab.tuning import charts, services, verdicts
 from contextlab.tuning import reports as tuning_reports
 from contextlab.tuning.alignment import align_rows
+from contextlab.tuning.forms import ComparisonForm
 from contextlab.tuning.models import Comparison
 from contextlab.tuning.views.common import (
     _config_choices,
@@ -57,13 +58,14 @@ def compare_new(request: AuthedRequest) -> HttpResponse:
         transcripts = _selected_sessions(request)
         context["selected"] = {t.pk for t in transcripts}
         context["values"] = request.POST
+        form = ComparisonForm(request.POST)
         try:
             comparison = services.create_comparison(
                 owner=request.user,
-                workspace=_workspace_from_form(request),
+                workspace=_workspace_from_form(request, form.workspace_id_value()),
                 transcripts=transcripts,
-                a=_spec_from_form(request, "a"),
-                b=_spec_from_form(request, "b"),
+                a=_spec_from_form(request, form.values(), "a"),
+                b=_spec_from_form(request, form.values(), "b"),
             )
         except engine.FieldError as exc:
             context["error"] = _error(exc)

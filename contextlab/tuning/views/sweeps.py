@@ -16,6 +16,7 @@ from contextlab.runs.charts import figure_json
 from contextlab.runs.models import Run
 from contextlab.tuning import charts, services
 from contextlab.tuning import reports as tuning_reports
+from contextlab.tuning.forms import SweepForm
 from contextlab.tuning.models import Sweep
 from contextlab.tuning.views.common import (
     _config_choices,
@@ -54,14 +55,15 @@ def sweep_new(request: AuthedRequest) -> HttpResponse:
         transcripts = _selected_sessions(request)
         context["selected"] = {t.pk for t in transcripts}
         context["values"] = request.POST
+        form = SweepForm(request.POST)
         try:
             sweep = services.create_sweep(
                 owner=request.user,
-                workspace=_workspace_from_form(request),
+                workspace=_workspace_from_form(request, form.workspace_id_value()),
                 transcripts=transcripts,
-                base=_spec_from_form(request, "base"),
-                field_name=request.POST.get("field", ""),
-                values=request.POST.get("sweep_values", ""),
+                base=_spec_from_form(request, form.values(), "base"),
+                field_name=form.values()["field"],
+                values=form.values()["sweep_values"],
             )
         except engine.FieldError as exc:
             context["error"] = _error(exc)
