@@ -302,3 +302,7 @@ recover  # the periodic recovery task, sent by Celery beat by name (contextlab/j
 CELERY_BEAT_SCHEDULE  # Celery setting (contextlab/settings.py)
 CELERY_BEAT_SCHEDULER  # Celery setting (contextlab/settings.py)
 rel_error  # a result field the engine writes (contextlab/engine/evaluation.py)
+DeclaredBodySizeMiddleware  # in settings.MIDDLEWARE (contextlab/middleware.py)
+RATELIMIT_FAIL_OPEN  # django-ratelimit setting (contextlab/settings.py)
+_put  # kombu calls Channel._put (contextlab/local_broker.py)
+CELERY_BROKER_TRANSPORT  # Celery setting broker_transport (contextlab/settings.py)

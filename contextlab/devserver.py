@@ -2,8 +2,9 @@
 
 Migrates, loads the demo sessions, then runs Django's development server and a real Celery
 worker on the embedded broker (no Redis, no PostgreSQL), with Celery beat embedded in it for
-the periodic recovery (``-B``; production runs beat as its own service). Ctrl-C (SIGINT) or SIGTERM stops both;
-if either dies, the other is stopped too.
+the periodic recovery (``--beat``; production runs beat as its own service). Ctrl-C (SIGINT)
+or SIGTERM stops both. A worker that dies is started again (a queued run waits seconds, not until someone notices),
+unless it keeps dying (``RESTARTS_PER_MINUTE``); a web server that exits stops everything.
 """
 
 from __future__ import annotations
@@ -49,6 +50,38 @@ def _stop(
         pass
 
 
+#: a worker dying more often than this within a minute is broken, not unlucky: stop
+RESTARTS_PER_MINUTE = 5
+
+
+def _start_worker(env: dict[str, str]) -> subprocess.Popen[bytes]:
+    return _spawn(
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "contextlab.celery",
+            "worker",
+            "--beat",
+            "--loglevel=INFO",
+            "--pool=prefork",
+            f"--concurrency={env.get('WORKER_CONCURRENCY', '1')}",
+            "--without-gossip",
+            "--without-mingle",
+        ],
+        env,
+    )
+
+
+def _stop_worker(worker: subprocess.Popen[bytes]) -> None:
+    # Only the worker's main process gets SIGTERM: it finishes or hands back its task and then
+    # stops its own pool (a group-wide signal would kill the pool children mid-task).
+    _stop(worker, "worker", timeout=30, group=False)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(worker.pid, signal.SIGKILL)  # anything the worker left behind
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--port", type=int, default=int(os.environ.get("PORT", "8000")))
@@ -71,23 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_demo:
         subprocess.run([*manage, "load_demo"], cwd=ROOT, env=env, check=True)
 
-    worker = _spawn(
-        [
-            python,
-            "-m",
-            "celery",
-            "-A",
-            "contextlab.celery",
-            "worker",
-            "--beat",
-            "--loglevel=INFO",
-            "--pool=prefork",
-            f"--concurrency={env.get('WORKER_CONCURRENCY', '1')}",
-            "--without-gossip",
-            "--without-mingle",
-        ],
-        env,
-    )
+    worker = _start_worker(env)
     web = _spawn([*manage, "runserver", f"{args.host}:{args.port}"], env)
     print(
         f"[devserver] ContextLab on http://{args.host}:{args.port}/  (worker pid {worker.pid}, "
@@ -104,20 +121,36 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, on_signal)
     signal.signal(signal.SIGTERM, on_signal)
     code = 0
+    restarts: list[float] = []
     while not stopping:
-        for proc, name in ((web, "web server"), (worker, "worker")):
-            if proc.poll() is not None:
-                print(f"[devserver] the {name} exited with code {proc.returncode}", flush=True)
-                code = proc.returncode or 1
+        if web.poll() is not None:
+            print(f"[devserver] the web server exited with code {web.returncode}", flush=True)
+            code = web.returncode or 1
+            stopping = True
+        elif worker.poll() is not None:
+            now = time.monotonic()
+            restarts = [t for t in restarts if now - t < 60] + [now]
+            if len(restarts) > RESTARTS_PER_MINUTE:
+                print(
+                    f"[devserver] the worker exited with code {worker.returncode}, "
+                    f"{len(restarts)} times within a minute; stopping",
+                    flush=True,
+                )
+                code = worker.returncode or 1
                 stopping = True
+            else:
+                print(
+                    f"[devserver] the worker exited with code {worker.returncode}; "
+                    "starting a new one",
+                    flush=True,
+                )
+                _stop_worker(worker)  # its orphaned pool processes, if any
+                worker = _start_worker(env)
+                print(f"[devserver] worker pid {worker.pid}", flush=True)
         time.sleep(0.3)
     print("[devserver] stopping…", flush=True)
     _stop(web, "web server")
-    # Only the worker's main process gets SIGTERM: it finishes or hands back its task and then
-    # stops its own pool (a group-wide signal would kill the pool children mid-task).
-    _stop(worker, "worker", timeout=30, group=False)
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(worker.pid, signal.SIGKILL)  # anything the worker left behind
+    _stop_worker(worker)
     print("[devserver] stopped", flush=True)
     return code
 

@@ -25,6 +25,7 @@ MESSAGES: dict[int, tuple[str, str]] = {
     403: ("Not allowed", "You do not have access to this page, or your form expired."),
     404: ("Not found", "There is nothing here: the link is wrong, or it was deleted."),
     410: ("Gone", "This was here once, but it has been deleted or has expired."),
+    413: ("Too large", "That request is larger than ContextLab accepts."),
     503: (
         "The database is unavailable",
         "ContextLab cannot reach its database just now (restarting, or overloaded); nothing "
@@ -54,7 +55,9 @@ def error_response(
         return JsonResponse({"detail": detail or API_DETAILS.get(status, title)}, status=status)
     context = {"status": status, "title": title, "message": detail or hint}
     # a 503 is the 500 page's situation (rendered without a database) with its own words
-    template = loader.get_template("500.html" if status == 503 else f"{status}.html")
+    template = loader.get_template(
+        "500.html" if status == 503 else "400.html" if status == 413 else f"{status}.html"
+    )
     html = template.render(context, request if with_context else None)
     return HttpResponse(html, status=status)
 

@@ -8,6 +8,7 @@ class says so to the type checker, once, instead of an ignore at each use.
 
 from __future__ import annotations
 
+import ipaddress
 from typing import Any
 
 from django.contrib.auth.models import User
@@ -51,3 +52,23 @@ def back_to(request: AuthedRequest, url: str) -> HttpResponse:
         response.status_code = 204  # nothing to swap
         return response
     return redirect(url)
+
+
+def client_address(request: HttpRequest) -> str:
+    """The client's address as the rate limits count it (django-ratelimit's ``ip`` key).
+
+    ``CLIENT_ADDRESS_META_KEY`` names where it is: ``REMOTE_ADDR`` when clients connect directly,
+    a header such as ``HTTP_X_FORWARDED_FOR`` behind a proxy. A forwarded list
+    (``client, proxy1``) is read from its right end, the address the trusted proxy itself saw
+    (the left entries are whatever the client claimed); a missing or malformed header falls
+    back to ``REMOTE_ADDR`` instead of failing the request.
+    """
+    from django.conf import settings
+
+    remote = str(request.META.get("REMOTE_ADDR") or "0.0.0.0")
+    raw = str(request.META.get(settings.CLIENT_ADDRESS_META_KEY) or "")
+    candidate = raw.rsplit(",", 1)[-1].strip()
+    try:
+        return str(ipaddress.ip_address(candidate))
+    except ValueError:
+        return remote

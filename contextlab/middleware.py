@@ -30,6 +30,50 @@ class ContentSecurityPolicyMiddleware:
         return response
 
 
+#: what a multipart body may hold beyond its one file: the form fields and part headers
+MULTIPART_OVERHEAD_BYTES = 1024 * 1024
+
+
+class DeclaredBodySizeMiddleware:
+    """Refuses at once a request whose declared ``Content-Length`` is over what any route
+    accepts, before anything waits for its body: a client that only declares a huge body would
+    otherwise hold a sync worker until its timeout. A file upload carries one file
+    (``UPLOAD_MAX_BYTES``) and its fields; any other body is held to Django's own
+    ``DATA_UPLOAD_MAX_MEMORY_SIZE``. Bodies that lie about their size are still cut while they
+    stream in (``transcripts.uploads``)."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        try:
+            declared = int(request.META.get("CONTENT_LENGTH") or 0)
+        except ValueError:
+            declared = 0
+        multipart = request.META.get("CONTENT_TYPE", "").startswith("multipart/form-data")
+        limit = (
+            settings.UPLOAD_MAX_BYTES + MULTIPART_OVERHEAD_BYTES
+            if multipart
+            else settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+        )
+        if limit is not None and declared > limit:
+            advice = (
+                "Upload one transcript file per request."
+                if multipart
+                else "Upload transcripts as multipart files to /api/sessions."
+            )
+            response = errors.error_response(
+                request,
+                413,
+                f"The request declares {declared:,} bytes, over the limit of {limit:,} bytes "
+                f"for {'an upload' if multipart else 'a request body'}. {advice}",
+                with_context=False,  # nothing has run yet: no session, no user
+            )
+            response["Connection"] = "close"  # the unread body must not be taken as a request
+            return response
+        return self.get_response(request)
+
+
 #: statuses whose bare responses (no body) get the friendly error page
 FRIENDLY_STATUSES = frozenset({400, 403, 404, 410})
 

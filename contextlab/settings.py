@@ -122,6 +122,8 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     # /healthz answers before anything else runs (no host check, no session, no redirect)
     "contextlab.health.HealthCheckMiddleware",
+    # a body declared larger than any route takes is refused before anyone waits for it
+    "contextlab.middleware.DeclaredBodySizeMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "contextlab.middleware.ContentSecurityPolicyMiddleware",
@@ -243,7 +245,9 @@ CELERY_BROKER_DIR = VAR_DIR / "broker"
 CELERY_BROKER_URL = env_str("CELERY_BROKER_URL", "filesystem://")
 CELERY_BROKER_TRANSPORT_OPTIONS: dict[str, Any] = {}
 if CELERY_BROKER_URL.startswith("filesystem://"):
-    # Embedded broker: messages are files in one folder shared by producer and worker.
+    # Embedded broker: messages are files in one folder shared by producer and worker, each
+    # written whole before it appears (contextlab/local_broker.py).
+    CELERY_BROKER_TRANSPORT = "contextlab.local_broker:Transport"
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "data_folder_in": str(CELERY_BROKER_DIR / "queue"),
         "data_folder_out": str(CELERY_BROKER_DIR / "queue"),
@@ -311,19 +315,26 @@ SIGNUP_RATE = env_str("SIGNUP_RATE", "10/h")
 #: Comments written or edited per user (pages and API together; contextlab.comments).
 COMMENT_RATE = env_str("COMMENT_RATE", "30/5m")
 # The counts need a cache every web process shares: Redis when the broker is Redis (compose,
-# production), else this process's memory (the single-process dev server).
+# production), else this process's memory (the single-process dev server). A Redis that does not
+# answer is a cache miss, never a 500 (contextlab/resilient_cache.py): pages rebuild what they
+# cached, and the limits fail open (RATELIMIT_FAIL_OPEN) rather than lock everyone out.
 if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
     CACHES = {
         "default": {
-            "BACKEND": "django.core.cache.backends.redis.RedisCache",
+            "BACKEND": "contextlab.resilient_cache.ResilientRedisCache",
             "LOCATION": env_str("CACHE_URL", CELERY_BROKER_URL),
             "KEY_PREFIX": "contextlab",
+            # a Redis that hangs must not hang the page: give up after these many seconds
+            "OPTIONS": {"socket_connect_timeout": 0.5, "socket_timeout": 1.0},
         }
     }
 else:
     CACHES = {"default": {"BACKEND": "django.core.cache.backends.locmem.LocMemCache"}}
-# client address for the limits: REMOTE_ADDR (set RATELIMIT_IP_META_KEY behind a proxy)
-RATELIMIT_IP_META_KEY = env_str("RATELIMIT_IP_META_KEY", "REMOTE_ADDR")
+RATELIMIT_FAIL_OPEN = True
+# The client address the limits count by: REMOTE_ADDR, or behind a proxy the header it sets
+# (RATELIMIT_IP_META_KEY=HTTP_X_FORWARDED_FOR), read by contextlab.http.client_address.
+CLIENT_ADDRESS_META_KEY = env_str("RATELIMIT_IP_META_KEY", "REMOTE_ADDR")
+RATELIMIT_IP_META_KEY = "contextlab.http.client_address"
 
 #: A run still queued after this many seconds is sent to the workers again (its task may have
 #: been lost: a dropped message, a frozen pool); a duplicate message is a no-op.

@@ -232,6 +232,37 @@ def _fileno(stream: IO[str]) -> int | None:
         return None
 
 
+def claude_project_roots() -> list[Path]:
+    """Where Claude Code keeps its transcripts: ``$CLAUDE_CONFIG_DIR/projects`` when set, and
+    ``~/.claude/projects``."""
+    roots = [Path.home() / ".claude" / "projects"]
+    if os.environ.get("CLAUDE_CONFIG_DIR"):
+        roots.insert(0, Path(os.environ["CLAUDE_CONFIG_DIR"]).expanduser() / "projects")
+    return [root.resolve() for root in roots]
+
+
+def hook_transcript(payload: dict[str, Any]) -> Path:
+    """The transcript a hook's input names, if it is one: a ``.jsonl`` file (not a link) in
+    Claude Code's projects folder. The hook runs unattended, so it sends nothing else, whatever
+    path its input holds."""
+    transcript = payload.get("transcript_path")
+    if not isinstance(transcript, str) or not transcript:
+        raise UploadError("the hook's input names no transcript_path", EXIT_USAGE)
+    path = Path(transcript).expanduser()
+    if path.suffix != ".jsonl" or path.is_symlink() or not path.is_file():
+        raise UploadError(
+            f"{path}: the hook sends only a session's .jsonl transcript file", EXIT_USAGE
+        )
+    roots = claude_project_roots()
+    if not any(path.resolve().is_relative_to(root) for root in roots):
+        raise UploadError(
+            f"{path}: the hook sends only transcripts under "
+            + " or ".join(str(root) for root in roots),
+            EXIT_USAGE,
+        )
+    return path
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="contextlab")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -261,10 +292,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "hook":
             payload = read_hook_input(sys.stdin)
-            transcript = payload.get("transcript_path")
-            if not isinstance(transcript, str) or not transcript:
-                raise UploadError("the hook's input names no transcript_path", EXIT_USAGE)
-            path = Path(transcript)
+            path = hook_transcript(payload)
         else:
             path = args.path
         result = upload(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import socket
@@ -92,6 +93,20 @@ def test_devserver_serves_and_stops_everything_on_sigint(tmp_path):
         assert b"css/app.css" in login
         key_file = tmp_path / "var" / "secret_key"
         assert key_file.stat().st_mode & 0o777 == 0o600
+        # the worker dies (an out-of-memory kill of its whole group): a new one starts, and the
+        # web server was never stopped
+        text = (tmp_path / "devserver.log").read_text(errors="replace")
+        worker_pid = int(re.search(r"worker pid (\d+)", text).group(1))  # type: ignore[union-attr]
+        os.killpg(worker_pid, signal.SIGKILL)
+        while time.monotonic() < deadline + 60:
+            text = (tmp_path / "devserver.log").read_text(errors="replace")
+            if "starting a new one" in text and text.count("ready.") >= 2:
+                break
+            time.sleep(0.3)
+        assert "starting a new one" in text, text[-3000:]
+        assert text.count("ready.") >= 2, text[-3000:]
+        assert proc.poll() is None
+        assert urllib.request.urlopen(f"http://127.0.0.1:{port}/accounts/login/", timeout=5)
     finally:
         os.killpg(proc.pid, signal.SIGINT)
         proc.wait(timeout=60)

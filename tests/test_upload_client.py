@@ -70,8 +70,10 @@ def test_a_path_that_is_no_session_is_a_usage_error(tmp_path):
         assert err.value.exit_code == upload_client.EXIT_USAGE
 
 
-def run_cli(*args: str, stdin: str = "", keep_stdin_open: bool = False) -> tuple[int, str, str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+def run_cli(
+    *args: str, stdin: str = "", keep_stdin_open: bool = False, **extra_env: str
+) -> tuple[int, str, str]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT), **extra_env}
     env.pop("CONTEXTLAB_URL", None)
     env.pop("CONTEXTLAB_TOKEN", None)
     command = [sys.executable, "-m", "contextlab.cli", *args]
@@ -155,7 +157,8 @@ def test_missing_settings_are_named():
 def test_the_session_end_hook_uploads_the_transcript_even_with_stdin_left_open(
     live_server, api_token, user, tmp_path
 ):
-    project = session_folder(tmp_path)
+    config = tmp_path / "claude"
+    project = session_folder(config / "projects")
     payload = {
         "session_id": "s1",
         "transcript_path": str(project / "s1.jsonl"),
@@ -172,9 +175,41 @@ def test_the_session_end_hook_uploads_the_transcript_even_with_stdin_left_open(
         api_token,
         stdin=json.dumps(payload),
         keep_stdin_open=True,
+        CLAUDE_CONFIG_DIR=str(config),
     )
     assert code == 0, err
     assert Transcript.objects.filter(owner=user).count() == 1
+
+
+def test_the_hook_sends_only_a_transcript_under_claudes_projects_folder(tmp_path):
+    config = tmp_path / "claude"
+    project = session_folder(config / "projects")
+    secret = tmp_path / "id_ed25519"
+    secret.write_text("not a transcript")
+    outside = session_folder(tmp_path / "elsewhere")
+    (project / "link.jsonl").symlink_to(outside / "s1.jsonl")
+    for path, message in [
+        (secret, "only a session's .jsonl transcript"),
+        (outside / "s1.jsonl", "only transcripts under"),
+        (project / "link.jsonl", "only a session's .jsonl transcript"),
+        (project / "s1", "only a session's .jsonl transcript"),
+        (
+            project / ".." / ".." / ".." / "elsewhere" / "project" / "s1.jsonl",
+            "only transcripts under",
+        ),
+    ]:
+        code, _, err = run_cli(
+            "hook",
+            "session-end",
+            "--url",
+            "http://127.0.0.1:9",
+            "--token",
+            "t",
+            stdin=json.dumps({"transcript_path": str(path)}),
+            CLAUDE_CONFIG_DIR=str(config),
+        )
+        assert code == upload_client.EXIT_USAGE, (path, err)
+        assert message in err, (path, err)
 
 
 @pytest.mark.parametrize(

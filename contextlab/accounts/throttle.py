@@ -1,8 +1,10 @@
 """Rate limits on logging in and signing up (django-ratelimit, counted in the default cache).
 
 A password guesser gets ``LOGIN_RATE`` attempts per client address and ``LOGIN_USER_RATE`` per
-username (whoever sends them), a sign-up script ``SIGNUP_RATE`` accounts per address; past
-that the page answers 429 with a message saying when to try again. The counts live in the
+username from one address, a sign-up script ``SIGNUP_RATE`` accounts per address; past that the
+page answers 429 with a message saying when to try again. The username limit counts per address
+so that nobody can lock a named user out from everywhere by guessing their password; a guesser
+spread over many addresses is held by the per-address limit of each. The counts live in the
 default cache: Redis when the broker is Redis (shared by every web process), else the web
 process's memory (the single-process dev server).
 """
@@ -20,6 +22,7 @@ from django.shortcuts import render
 from django_ratelimit.decorators import ratelimit as _ratelimit  # type: ignore[import-untyped]
 
 from contextlab.accounts import views
+from contextlab.http import client_address
 
 View = Callable[[HttpRequest], HttpResponse]
 
@@ -36,6 +39,10 @@ def _rate(name: str) -> Callable[[str, HttpRequest], str]:
         return str(getattr(settings, name))
 
     return rate
+
+
+def _username_at_address(group: str, request: HttpRequest) -> str:
+    return f"{request.POST.get('username', '').strip().lower()}@{client_address(request)}"
 
 
 def _period(rate: str) -> str:
@@ -64,7 +71,7 @@ _login_view = auth_views.LoginView.as_view(
 
 @ratelimit(key="ip", rate=_rate("LOGIN_RATE"), method="POST", block=False, group="login-ip")
 @ratelimit(
-    key="post:username",
+    key=_username_at_address,
     rate=_rate("LOGIN_USER_RATE"),
     method="POST",
     block=False,

@@ -72,7 +72,7 @@ def create_share(request: AuthedRequest, payload: ShareIn) -> Status[dict[str, A
             transcript=transcript,
             run=run,
             audience=payload.audience,
-            days=payload.expires_in_days,
+            days=payload.expiry_days(),
             keep=keep,
         )
     else:
@@ -89,7 +89,7 @@ def create_share(request: AuthedRequest, payload: ShareIn) -> Status[dict[str, A
             user=request.user,
             target=target,
             audience=payload.audience,
-            days=payload.expires_in_days,
+            days=payload.expiry_days(),
             keep=keep,
         )
     return Status(

@@ -5,6 +5,9 @@ from typing import Literal
 
 from ninja import Field, Schema
 
+#: a link anyone can open must expire: this many days when the request does not say
+LINK_DEFAULT_EXPIRY_DAYS = 7
+
 
 class ShareIn(Schema):
     """Exactly one of ``session_id``, ``comparison_id`` and ``sweep_id``."""
@@ -17,10 +20,18 @@ class ShareIn(Schema):
     )
     audience: Literal["link", "workspace"] = "link"
     expires_in_days: int | None = Field(
-        7, description="1, 7 or 30; null (never) only for audience workspace"
+        None,
+        description="1, 7 or 30; null (never) only for audience workspace. Left out: 7 for "
+        "audience link (a link anyone can open must expire), never for audience workspace",
     )
     redact: bool = Field(True, description="false keeps every category (nothing redacted)")
     keep: list[str] = Field(default_factory=list, description="redaction categories to keep")
+
+    def expiry_days(self) -> int | None:
+        """The expiry asked for, or the audience's default when it was left out."""
+        if "expires_in_days" in self.model_fields_set:
+            return self.expires_in_days
+        return LINK_DEFAULT_EXPIRY_DAYS if self.audience == "link" else None
 
 
 class FindingOut(Schema):

@@ -14,6 +14,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
+from django_ratelimit.core import is_ratelimited  # type: ignore[import-untyped]
 
 from contextlab.engine import RequestRow, as_result
 from contextlab.errors import error_response
@@ -73,18 +74,24 @@ def _findings_or_none(transcript: Transcript, run: Run | None) -> list[dict[str,
         return None
 
 
-def _client_key(request: HttpRequest) -> str:
-    return "share-miss:" + str(request.META.get("REMOTE_ADDR", "?"))
+def _wrong_token_limited(request: HttpRequest) -> bool:
+    """Count one wrong token from the request's client (its address as ``RATELIMIT_IP_META_KEY``
+    names it, so behind a proxy each client counts apart); True past the limit."""
+    return bool(
+        is_ratelimited(
+            request,
+            group="share-miss",
+            key="ip",
+            rate=f"{WRONG_TOKENS_PER_MINUTE}/m",
+            increment=True,
+        )
+    )
 
 
 def _open(request: HttpRequest, token: str) -> ShareLink | HttpResponse:
     """The live link of a token, or the answer: 404 unknown, 410 revoked/expired, 429 after a
-    burst of wrong tokens, 404 for a workspace-only link opened by a non-member."""
-    key = _client_key(request)
-    if (cache.get(key) or 0) >= WRONG_TOKENS_PER_MINUTE:
-        response = error_response(request, 404, "Too many wrong links from here; wait a minute.")
-        response.status_code = 429
-        return response
+    burst of wrong tokens (a right token is always served: the limit counts and refuses only
+    wrong ones), 404 for a workspace-only link opened by a non-member."""
     try:
         link = services.resolve(token)
     except services.LinkGone as gone:
@@ -101,8 +108,12 @@ def _open(request: HttpRequest, token: str) -> ShareLink | HttpResponse:
             + " Ask whoever shared it for a new one.",
         )
     if link is None:
-        cache.add(key, 0, 60)
-        cache.incr(key)
+        if _wrong_token_limited(request):
+            response = error_response(
+                request, 404, "Too many wrong links from here; wait a minute."
+            )
+            response.status_code = 429
+            return response
         raise Http404("no such shared link")
     if not services.can_open(link, request.user):
         if not request.user.is_authenticated:

@@ -31,16 +31,20 @@ FILES = corpus_files()
 RECENT = [p for p in FILES if p.relative_to(CORPUS).parts[0] == "recent"]
 #: The files the accuracy targets were first set on (the corpus's top folder).
 OLDER = [p for p in FILES if p.parent == CORPUS]
+#: The four 2.1.42–2.1.227 sessions added 2026-12-06 (``recent2/``).
+RECENT2 = [p for p in FILES if p.relative_to(CORPUS).parts[0] == "recent2"]
+WITH_RECENT = OLDER + RECENT
 
 
 def short(path: Path) -> str:
     name = path.relative_to(CORPUS).as_posix()
-    return name[:47] if name.startswith("recent/") else name[:40]
+    return name[:48] if name.startswith("recent") else name[:40]
 
 
 def test_corpus_is_present():
     assert len(OLDER) >= 18, f"expected the corpus's top folder at {CORPUS}"
     assert len(RECENT) >= 7, f"expected the corpus's recent/ folder at {CORPUS / 'recent'}"
+    assert len(RECENT2) >= 4, f"expected the corpus's recent2/ folder at {CORPUS / 'recent2'}"
 
 
 @cache
@@ -112,7 +116,7 @@ def test_fidelity_targets_over_the_whole_corpus():
 
 
 def test_fidelity_targets_over_the_whole_corpus_with_recent():
-    check_fidelity_targets(FILES)
+    check_fidelity_targets(FILES)  # recent/ and recent2/
 
 
 def check_cache_estimate_targets(files: list[Path]) -> None:
@@ -136,6 +140,15 @@ def test_cache_estimate_targets_over_the_whole_corpus():
 
 
 def test_cache_estimate_targets_over_the_whole_corpus_with_recent():
+    check_cache_estimate_targets(WITH_RECENT)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="recent2/ (2.1.42–2.1.227): the cache model finds 5 of its 17 recorded misses, so "
+    "over the whole corpus recall is 69.5 % (57 of 82), precision 93.4 % (57 of 61) (issue #20)",
+)
+def test_cache_estimate_targets_over_the_whole_corpus_with_recent2():
     check_cache_estimate_targets(FILES)
 
 
@@ -161,7 +174,8 @@ def test_every_recorded_auto_compaction_is_predicted_in_whatif_auto():
 
 def test_every_recorded_auto_compaction_is_predicted_in_whatif_auto_with_recent():
     rows = compaction_rows(FILES)
-    assert len(rows) == 13  # 6 above, and recent/: gmeligio 4, FSM1 2, PackmindHub 1
+    # 6 above, recent/: gmeligio 4, FSM1 2, PackmindHub 1; recent2/: repiq 1 + 1
+    assert len(rows) == 15
     for row in rows:
         assert row["predicted"], row
         assert row["rel_error"] <= 0.03, row

@@ -78,3 +78,49 @@ def test_get_pages_are_not_counted(user):
     for _ in range(20):
         assert client.get("/accounts/login/", REMOTE_ADDR="10.0.0.3").status_code == 200
     assert login(client, "alice", "pw-alice-123", ip="10.0.0.3").status_code == 302
+
+
+def test_guessing_from_one_address_does_not_lock_the_user_out_elsewhere(user):
+    for i in range(3):
+        login(Client(), "alice", f"wrong-{i}", ip="10.0.0.66")
+    assert login(Client(), "alice", "pw-alice-123", ip="10.0.0.66").status_code == 429
+    # the user, from their own address, still logs in
+    assert login(Client(), "alice", "pw-alice-123", ip="10.0.0.7").status_code == 302
+
+
+@pytest.mark.parametrize(
+    ("forwarded", "counted_as"),
+    [
+        ("203.0.113.5", "203.0.113.5"),
+        ("198.51.100.1, 203.0.113.5", "203.0.113.5"),  # the proxy's own entry, not the claim
+        ("not an address", "10.0.0.1"),
+        ("", "10.0.0.1"),
+    ],
+)
+def test_behind_a_proxy_clients_are_counted_by_the_forwarded_address(
+    settings, rf, forwarded, counted_as
+):
+    from contextlab.http import client_address
+
+    settings.CLIENT_ADDRESS_META_KEY = "HTTP_X_FORWARDED_FOR"
+    request = rf.get("/", REMOTE_ADDR="10.0.0.1", HTTP_X_FORWARDED_FOR=forwarded)
+    assert client_address(request) == counted_as
+
+
+def test_behind_a_proxy_one_clients_guesses_do_not_limit_another(settings, user):
+    settings.CLIENT_ADDRESS_META_KEY = "HTTP_X_FORWARDED_FOR"
+    proxy = "10.0.0.250"  # every request arrives from the proxy
+    for i in range(5):
+        Client().post(
+            "/accounts/login/",
+            {"username": f"user{i}", "password": "x"},
+            REMOTE_ADDR=proxy,
+            HTTP_X_FORWARDED_FOR="203.0.113.9",
+        )
+    other = Client().post(
+        "/accounts/login/",
+        {"username": "alice", "password": "pw-alice-123"},
+        REMOTE_ADDR=proxy,
+        HTTP_X_FORWARDED_FOR="203.0.113.10",
+    )
+    assert other.status_code == 302

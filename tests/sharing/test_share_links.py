@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 import pytest
 from django.test import Client
@@ -273,10 +273,33 @@ def test_a_burst_of_wrong_tokens_is_rate_limited(shared):
     statuses = [client.get(f"/s/{services.TOKEN_PREFIX}guess{i}/").status_code for i in range(40)]
     assert statuses[:30] == [404] * 30
     assert set(statuses[30:]) == {429}
-    # the right token is refused too while the client is throttled (it cannot be told apart)
-    assert client.get(f"/s/{token}/").status_code == 429
-    cache.clear()
+    # the limit never refuses a right token: the link works for everyone, this client included
     assert client.get(f"/s/{token}/").status_code == 200
+    assert Client().get(f"/s/{token}/").status_code == 200
+    # the limit counts per client: another address still gets its plain 404
+    assert Client().get("/s/guess-more/", REMOTE_ADDR="10.9.9.9").status_code == 404
+
+
+def test_behind_a_proxy_the_wrong_token_limit_counts_each_client(shared, settings):
+    from django.core.cache import cache
+
+    cache.clear()
+    settings.CLIENT_ADDRESS_META_KEY = "HTTP_X_FORWARDED_FOR"
+    _link, token = shared
+    proxy = {"REMOTE_ADDR": "10.0.0.250"}
+    for i in range(31):
+        Client().get(f"/s/guess{i}/", HTTP_X_FORWARDED_FOR="203.0.113.66", **proxy)
+    assert (
+        Client().get("/s/guess-x/", HTTP_X_FORWARDED_FOR="203.0.113.66", **proxy).status_code == 429
+    )
+    # everyone else behind the same proxy: unaffected
+    assert (
+        Client().get("/s/guess-y/", HTTP_X_FORWARDED_FOR="203.0.113.67", **proxy).status_code == 404
+    )
+    assert (
+        Client().get(f"/s/{token}/", HTTP_X_FORWARDED_FOR="203.0.113.66", **proxy).status_code
+        == 200
+    )
 
 
 def test_workspace_links_need_a_member(seeded, user, bob_team):
@@ -418,3 +441,29 @@ def test_the_shared_explorer_has_the_owners_navigator_and_breakdown(shared, seed
         assert marker in owner_page, marker
     assert f'href="/s/{token}/requests/{count - 1}/?changed=1"' in shared_page
     assert "/sessions/" not in shared_page
+
+
+@pytest.mark.parametrize(
+    ("audience", "expiry", "days"),
+    [
+        ("link", {}, 7),  # left out: a link anyone can open must expire
+        ("workspace", {}, None),  # left out: no expiry, as the dialog offers
+        ("workspace", {"expires_in_days": None}, None),
+        ("workspace", {"expires_in_days": 30}, 30),
+    ],
+)
+def test_share_api_expiry_when_left_out_follows_the_audience(
+    seeded, alice_client, audience, expiry, days
+):
+    response = alice_client.post(
+        "/api/shares",
+        {"session_id": seeded.pk, "audience": audience, **expiry},
+        content_type="application/json",
+    )
+    assert response.status_code == 201, response.content
+    expires_at = response.json()["expires_at"]
+    if days is None:
+        assert expires_at is None
+    else:
+        left = datetime.fromisoformat(expires_at) - timezone.now()
+        assert timedelta(days=days) - timedelta(minutes=5) < left <= timedelta(days=days)
