@@ -8,7 +8,6 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.views import redirect_to_login
-from django.core.cache import cache
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -16,14 +15,13 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 from django_ratelimit.core import is_ratelimited  # type: ignore[import-untyped]
 
-from contextlab.engine import RequestRow, as_result
+from contextlab.engine import as_result
 from contextlab.errors import error_response
 from contextlab.http import AuthedRequest, HtmxRequest
-from contextlab.runs import charts, explorer, report
+from contextlab.runs import charts, explorer
 from contextlab.runs.models import Run
 from contextlab.sharing import export, pages, services
 from contextlab.sharing.models import ShareLink
-from contextlab.summaries import services as summaries
 from contextlab.transcripts.models import Transcript
 from contextlab.workspaces import access
 
@@ -161,50 +159,8 @@ def shared_report(request: HttpRequest, token: str) -> HttpResponse:
     if link.kind != "session":
         return pages.shared_target(request, link, _link_base(link, token))
     context = _base(link, token)
-    context.update(_report_parts(link, token, context["snapshot"]))
+    context.update(pages.report_parts(link, context["snapshot"], _request_url(token)))
     return render(request, "sharing/report.html", context)
-
-
-def _report_parts(link: ShareLink, token: str, snapshot: dict[str, Any]) -> dict[str, Any]:
-    """What the shared report computes from its snapshot (charts above all), once per link: a
-    snapshot never changes. Keyed by the token's hash, which no other link ever has."""
-    key = f"share-report:{link.token_hash}"
-    parts: dict[str, Any] | None = cache.get(key)
-    if parts is not None:
-        return parts
-    data = snapshot["result"]
-    result = as_result(data)
-    url = _request_url(token)
-    parts = {
-        "summary": result["summary"],
-        "figures": {
-            "chart-context-data": charts.figure_json(charts.build_context_figure(result, url)),
-            "chart-cache-data": charts.figure_json(charts.build_cache_figure(result, url)),
-            "chart-cost-data": charts.figure_json(charts.build_cost_figure(result, url)),
-            "chart-fidelity-data": charts.figure_json(charts.build_fidelity_figure(result, url)),
-        },
-        "fidelity": charts.fidelity(result),
-        "subagents": report.subagent_rows(data),
-        "summaries": summaries.run_summaries(data, snapshot["messages"]),
-        "rows": _request_rows(result["requests"], url),
-    }
-    cache.set(key, parts, timeout=3600)
-    return parts
-
-
-def _request_rows(requests: list[RequestRow], url: charts.RequestUrl) -> list[dict[str, Any]]:
-    return [
-        {
-            "index": i,
-            "url": url(i),
-            "thread": r["thread"],
-            "model_tokens": r["model_tokens"],
-            "recorded": charts.recorded_prompt(r),
-            "cost_usd": r["cost_usd"],
-            "events": len(r["events"]),
-        }
-        for i, r in enumerate(requests)
-    ]
 
 
 @never_cache  # a revoked link must not live on in a cache
