@@ -1,7 +1,7 @@
 """The config editor's form: a name, a preset and one text field per pipeline setting.
 
 What a setting's value must be (its type, range, choices) is the engine's to say
-(``services.check_form``); this form reads what was sent, refusing NUL characters (Django's
+(``configs.check_form``); this form reads what was sent, refusing NUL characters (Django's
 ``CharField`` validator: PostgreSQL cannot store them) with an error on that field, and keeps
 apart the settings the page showed from those it did not.
 """
