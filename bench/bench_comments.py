@@ -49,7 +49,7 @@ def measure(runs: int, counts: list[int]) -> list[dict[str, Any]]:
     from contextlab.comments import services
     from contextlab.comments.models import Comment
     from contextlab.comments.templatetags import comment_tags
-    from contextlab.runs import runner
+    from contextlab.jobs import replay as runner
     from contextlab.transcripts import services as transcripts
     from contextlab.workspaces import access
 

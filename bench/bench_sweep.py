@@ -218,6 +218,7 @@ def real_workers(path: Path, rounds: int, tmp: Path, batches: int | None) -> dic
 
     from contextlab.runs import services as run_services
     from contextlab.transcripts import services as transcript_services
+    from contextlab.tuning import configs as tuning_configs
     from contextlab.tuning import services
 
     if batches is not None:
@@ -235,7 +236,7 @@ def real_workers(path: Path, rounds: int, tmp: Path, batches: int | None) -> dic
         warm = services.create_sweep(
             owner=user,
             transcripts=[transcript],
-            base=services.ConfigSpec(),
+            base=tuning_configs.ConfigSpec(),
             field_name=FIELD,
             values=[14_001, 14_003],
         )
@@ -257,7 +258,7 @@ def real_workers(path: Path, rounds: int, tmp: Path, batches: int | None) -> dic
             created = services.create_sweep(
                 owner=user,
                 transcripts=[sweep_session],
-                base=services.ConfigSpec(),
+                base=tuning_configs.ConfigSpec(),
                 field_name=FIELD,
                 values=sweep_values(r),
             )

@@ -12,7 +12,8 @@ from ninja.errors import AuthenticationError
 from ninja.parser import Parser
 
 from contextlab.accounts.auth import BearerTokenAuth, SessionAuth
-from contextlab.engine import decode_json_line
+from contextlab.engine import FieldError, decode_json_line
+from contextlab.errors import FieldProblem, field_error_body
 
 
 class StrictJSONParser(Parser):
@@ -46,7 +47,6 @@ api.add_router("/shares", "contextlab.sharing.api.router")
 api.add_router("/sessions", "contextlab.sharing.api.exports")
 api.add_router("/sessions", "contextlab.comments.api.sessions")
 api.add_router("/comments", "contextlab.comments.api.router")
-api.add_router("/sessions", "contextlab.workspaces.api.sessions")
 
 
 @api.exception_handler(AuthenticationError)
@@ -58,6 +58,16 @@ def _unauthorized(request: HttpRequest, exc: AuthenticationError) -> HttpRespons
     )
     response["WWW-Authenticate"] = 'Bearer realm="contextlab"'
     return response
+
+
+@api.exception_handler(FieldError)
+def _field_error(request: HttpRequest, exc: FieldError) -> HttpResponse:
+    """Every wrong input an operation lets through, from the engine or an app, answered 422
+    with the field in ``detail[].loc`` (409 for an app's target that is not ready)."""
+    status = exc.http_status if isinstance(exc, FieldProblem) else 422
+    return api.create_response(
+        request, field_error_body(exc.field, exc.message), status=status if status == 409 else 422
+    )
 
 
 @api.exception_handler(PermissionDenied)

@@ -1,8 +1,8 @@
 """The Celery app. Tasks bind to it explicitly (``from contextlab.celery import app``).
 
 It is not imported from ``contextlab/__init__.py`` on purpose: importing ``contextlab.engine``
-must never pull in Celery or Django. Nor does it import the apps: their tasks modules import
-it (the worker's recovery of abandoned runs is ``runs.tasks``'s).
+must never pull in Celery or Django. Nor does it import the apps: ``contextlab.jobs.tasks``
+imports it, and Celery beat sends its periodic recovery (``CELERY_BEAT_SCHEDULE``) by name.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from celery import Celery
-from celery.signals import task_postrun, task_prerun, worker_ready, worker_shutdown
+from celery.signals import beat_init, task_postrun, task_prerun, worker_ready, worker_shutdown
 from celery.worker import state
 
 logger = logging.getLogger(__name__)
@@ -40,6 +40,18 @@ def _close_old_connections(**_: Any) -> None:
     from django.db import close_old_connections
 
     close_old_connections()
+
+
+@beat_init.connect
+def _recover_at_start(**_: Any) -> None:
+    """Send the recovery once as beat starts, then on its schedule: a stack starting again
+    after a crash finds what the crash left behind without waiting a whole period."""
+    for name, entry in app.conf.beat_schedule.items():
+        try:
+            app.send_task(entry["task"])
+        except Exception:
+            # the broker not up yet: the schedule sends it again soon
+            logger.warning("beat could not send %s at start-up", name, exc_info=True)
 
 
 @worker_ready.connect
@@ -70,8 +82,8 @@ def _stop_heartbeat(**_: Any) -> None:
 
 # --- pool watchdog (brokers without an event loop) ----------------------------------------
 
-#: called before a frozen worker restarts itself (``runs.tasks`` marks queued runs due, so the
-#: restarted worker sends again any message this one had taken and may not hand back)
+#: called before a frozen worker restarts itself (``jobs.tasks`` marks queued runs due, so the
+#: next recovery pass sends again any message this one had taken and may not hand back)
 before_pool_restart: list[Callable[[], None]] = []
 #: seconds between looks at the pool's processes
 POOL_WATCH_EVERY = 1.0
@@ -90,8 +102,8 @@ def watch_shared_queue_pool(pool: Any) -> threading.Thread:
     are not affected). Nothing can release the lock safely, so the worker restarts itself,
     as Celery's own SIGHUP restart does (same pid, so a supervisor sees no exit): a warm
     stop, the remaining processes killed if they cannot stop in POOL_RESTART_GRACE seconds,
-    then ``exec`` of the same command. Its start-up recovery sends the queued runs again
-    and requeues the ones left running.
+    then ``exec`` of the same command. The periodic recovery then sends the queued runs
+    again (a restart hook marks them due) and requeues the ones left running.
     """
     known = {proc.pid for proc in list(pool._pool)}
 

@@ -1,8 +1,9 @@
 """``python -m contextlab.devserver``: the one-command local start behind ``make run``.
 
 Migrates, loads the demo sessions, then runs Django's development server and a real Celery
-worker on the embedded broker (no Redis, no PostgreSQL). Ctrl-C (SIGINT) or SIGTERM stops both.
-A worker that dies is started again (a queued run waits seconds, not until someone notices),
+worker on the embedded broker (no Redis, no PostgreSQL), with Celery beat embedded in it for
+the periodic recovery (``--beat``; production runs beat as its own service). Ctrl-C (SIGINT)
+or SIGTERM stops both. A worker that dies is started again (a queued run waits seconds, not until someone notices),
 unless it keeps dying (``RESTARTS_PER_MINUTE``); a web server that exits stops everything.
 """
 
@@ -62,6 +63,7 @@ def _start_worker(env: dict[str, str]) -> subprocess.Popen[bytes]:
             "-A",
             "contextlab.celery",
             "worker",
+            "--beat",
             "--loglevel=INFO",
             "--pool=prefork",
             f"--concurrency={env.get('WORKER_CONCURRENCY', '1')}",

@@ -9,10 +9,13 @@ still render when the database, the session or a context processor is what faile
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 from django.db import InterfaceError, OperationalError
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.template import loader
+
+from contextlab import engine
 
 API_PREFIX = "/api/"
 
@@ -92,3 +95,25 @@ def csrf_failure(request: HttpRequest, reason: str = "") -> HttpResponse:
         403,
         "This form expired or was sent from another site. Reload the page and try again.",
     )
+
+
+class FieldProblem(engine.FieldError):
+    """A request an app cannot carry out, naming the input at fault: the apps' own errors
+    (workspaces, comments, shares) are these, so the API's one handler answers them all as it
+    answers the engine's ``FieldError``. ``http_status``: 422, or 409 for a target not ready."""
+
+    def __init__(self, field: str, message: str, http_status: int = 422) -> None:
+        super().__init__(field, message)
+        self.http_status = http_status
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def field_error_body(field: str, message: str, **extra: Any) -> dict[str, Any]:
+    """The 422 body shape ninja itself uses, so every validation error names its field
+    (``field`` dotted for a nested one: ``config.context_window``)."""
+    return {
+        "detail": [{"loc": ["body", *field.split(".")], "msg": message, "type": "value_error"}],
+        **extra,
+    }

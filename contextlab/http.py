@@ -1,4 +1,5 @@
-"""The request type of every authenticated view.
+"""The request type of every authenticated view, the answer after a page's POST, and the
+API's JSON answer built by hand.
 
 ``login_required`` (pages) and the API's auth classes (routes) guarantee a real ``User`` on
 ``request.user``, and django-htmx's middleware puts ``HtmxDetails`` on ``request.htmx``; this
@@ -8,10 +9,14 @@ class says so to the type checker, once, instead of an ignore at each use.
 from __future__ import annotations
 
 import ipaddress
+from typing import Any
 
 from django.contrib.auth.models import User
-from django.http import HttpRequest
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django_htmx.http import HttpResponseClientRefresh
 from django_htmx.middleware import HtmxDetails
+from ninja.renderers import JSONRenderer
 
 
 class AuthedRequest(HttpRequest):
@@ -25,6 +30,28 @@ class HtmxRequest(HttpRequest):
     """An ``HttpRequest`` of a view that may be anonymous (share links), with htmx details."""
 
     htmx: HtmxDetails
+
+
+def api_json(request: HttpRequest, body: Any, status: int = 200) -> HttpResponse:
+    """``body`` rendered as the API renders its answers (django-ninja's JSON renderer: dates,
+    decimals and UUIDs as it encodes them), for an operation that returns its rows as stored
+    rather than validated again against its schema. The API object itself is not needed, so
+    an app's router never imports the project's API module (which imports every router)."""
+    renderer = JSONRenderer()
+    return HttpResponse(
+        renderer.render(request, body, response_status=status),
+        status=status,
+        content_type=f"{renderer.media_type}; charset={renderer.charset}",
+    )
+
+
+def back_to(request: AuthedRequest, url: str) -> HttpResponse:
+    """After a POST from a page: htmx reloads the page (its messages show), a form redirects."""
+    if request.htmx:
+        response = HttpResponseClientRefresh()
+        response.status_code = 204  # nothing to swap
+        return response
+    return redirect(url)
 
 
 def client_address(request: HttpRequest) -> str:

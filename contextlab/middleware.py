@@ -10,7 +10,7 @@ from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 
 from contextlab import errors
-from contextlab.runs import lifecycle
+from contextlab.jobs import lifecycle
 
 
 class ContentSecurityPolicyMiddleware:
@@ -110,7 +110,7 @@ QUEUE_DOWN_NOTICE = (
 
 class QueueNoticeMiddleware:
     """Says so when a request saved work whose tasks could not be sent (the broker down):
-    the request still succeeds (``runs.lifecycle.publish`` keeps the runs queued for the
+    the request still succeeds (``jobs.lifecycle.publish`` keeps the runs queued for the
     recovery), and the answer carries ``QUEUE_DOWN_NOTICE``: a ``notice`` in a JSON object,
     a message on the next page for a form, and an ``X-Task-Queue: unreachable`` header."""
 

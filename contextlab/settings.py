@@ -115,6 +115,8 @@ INSTALLED_APPS = [
     "contextlab.summaries",
     "contextlab.sharing",
     "contextlab.comments",
+    # not a Django app of models: listed so Celery finds its tasks and manage.py its command
+    "contextlab.jobs",
 ]
 
 MIDDLEWARE = [
@@ -227,6 +229,14 @@ FILE_UPLOAD_HANDLERS = [
     "django.core.files.uploadhandler.TemporaryFileUploadHandler",
 ]
 FILE_UPLOAD_TEMP_DIR = env_str("FILE_UPLOAD_TEMP_DIR", "") or None
+if FILE_UPLOAD_TEMP_DIR:
+    # Django writes there without creating it (docker-compose names one on the shared volume)
+    Path(FILE_UPLOAD_TEMP_DIR).mkdir(parents=True, exist_ok=True)
+#: A temporary upload file (Django's, in FILE_UPLOAD_TEMP_DIR, or a partial copy under
+#: MEDIA_ROOT/uploads) untouched for this many seconds belongs to a request that died (a web
+#: process killed mid-upload): the periodic recovery and each web process's start remove it.
+#: A live upload writes to its file all the time, so it never gets this old.
+UPLOAD_TEMP_STALE_AFTER = env_int("UPLOAD_TEMP_STALE_AFTER", 3600, minimum=1)
 # Non-file form fields stay small (the default); files are governed by UPLOAD_MAX_BYTES.
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("DATA_UPLOAD_MAX_MEMORY_SIZE", 2_621_440)
 
@@ -255,7 +265,7 @@ if CELERY_BROKER_URL.startswith(("redis://", "rediss://")):
     CELERY_BROKER_TRANSPORT_OPTIONS = {
         "visibility_timeout": CELERY_TASK_TIME_LIMIT + 600,
         # Redis keeps one list per priority step and workers take from the higher one first:
-        # comparison and sweep batches go below uploads and single runs (runs.tasks), so a
+        # comparison and sweep batches go below uploads and single runs (jobs.tasks), so a
         # big sweep never makes someone else's upload wait behind all of it
         "priority_steps": list(range(10)),
         "sep": ":",
@@ -266,7 +276,7 @@ CELERY_TASK_DEFAULT_QUEUE = env_str("CELERY_TASK_DEFAULT_QUEUE", "celery")
 CELERY_TASK_ACKS_LATE = True
 #: Redis priority of comparison and sweep batches (0, the default, is taken first): uploads'
 #: replays and single runs pass ahead of bulk work queued before them. Other brokers ignore it.
-CELERY_TASK_ROUTES = {"contextlab.tuning.tasks.replay_batch": {"priority": 6}}
+CELERY_TASK_ROUTES = {"contextlab.tuning.tasks.replay_batch": {"priority": 6}}  # jobs.tasks
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_IGNORE_RESULT = True  # run state lives on the Run row, not in a result backend
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
@@ -282,6 +292,17 @@ RUN_STALE_AFTER = env_int("RUN_STALE_AFTER", 120, minimum=1)
 RUN_HEARTBEAT_EVERY = env_int("RUN_HEARTBEAT_EVERY", 10, minimum=1)
 #: How many times an abandoned run is requeued before it is marked failed.
 RUN_MAX_ATTEMPTS = env_int("RUN_MAX_ATTEMPTS", 2, minimum=1)
+#: Seconds between two passes of the periodic recovery (contextlab.jobs.tasks.recover, sent
+#: by Celery beat, and once when beat starts): runs whose worker died are requeued, runs whose
+#: task was lost or could not be sent are sent again, stale temporary uploads are removed.
+#: Half RUN_STALE_AFTER by default, so an abandoned run is requeued within 1.5 × that.
+RUN_RECOVER_EVERY = env_int("RUN_RECOVER_EVERY", max(1, RUN_STALE_AFTER // 2), minimum=1)
+CELERY_BEAT_SCHEDULE = {
+    "recover": {"task": "contextlab.jobs.tasks.recover", "schedule": float(RUN_RECOVER_EVERY)}
+}
+# The schedule holds one interval task that is safe to run at any time: no state to keep
+# between beat restarts, so beat writes no schedule file.
+CELERY_BEAT_SCHEDULER = "celery.beat:Scheduler"
 #: Days an API token works after it is created (0: never expires); a user revokes tokens on
 #: /accounts/tokens/.
 API_TOKEN_DAYS = env_int("API_TOKEN_DAYS", 90, minimum=0)

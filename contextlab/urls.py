@@ -10,6 +10,7 @@ from django.views.generic import RedirectView
 
 from contextlab import health
 from contextlab.api import api
+from contextlab.transcripts.urls import moving
 
 urlpatterns = [
     path("", RedirectView.as_view(pattern_name="transcripts:list", permanent=False)),
@@ -17,6 +18,7 @@ urlpatterns = [
     path("accounts/", include("contextlab.accounts.urls")),
     path("sessions/", include("contextlab.transcripts.urls")),
     path("workspaces/", include("contextlab.workspaces.urls")),
+    path("workspaces/", include(moving)),
     path("", include("contextlab.sharing.urls")),
     path("", include("contextlab.comments.urls")),
     path("", include("contextlab.runs.urls")),

@@ -184,18 +184,23 @@ class WorkerProcess:
             argv, env=env, stdout=self.log, stderr=subprocess.STDOUT, cwd=ROOT
         )
 
-    def wait_ready(self, timeout: float = 60) -> None:
+    def wait_ready(self, timeout: float = 60, marker: bytes = b"ready.") -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"celery worker exited early:\n{self.output()}")
-            if b"ready." in self.log_path.read_bytes():
+            if marker in self.log_path.read_bytes():
                 return
             time.sleep(0.2)
         raise RuntimeError(f"celery worker not ready after {timeout}s:\n{self.output()}")
 
     def output(self) -> str:
-        return self.log_path.read_bytes().decode(errors="replace")[-4000:]
+        return self.full_log()[-4000:]
+
+    def full_log(self) -> str:
+        """The whole log (``output`` is its tail, for messages): what a test looks for may be
+        followed by many lines, such as the periodic recovery's tasks."""
+        return self.log_path.read_bytes().decode(errors="replace")
 
     def kill(self) -> None:
         """SIGKILL: the worker dies mid-task, as in an out-of-memory kill."""
@@ -254,6 +259,19 @@ def start_worker(tmp: Path, name: str, *, script: Path | None = None, **env: str
         worker.stop()
         raise
     return worker
+
+
+def start_beat(tmp: Path, name: str, **env: str) -> WorkerProcess:
+    """``celery beat``, as docker-compose's beat service runs it: it sends the periodic
+    recovery (at start, then every RUN_RECOVER_EVERY s) to the workers of this run's queue."""
+    argv = [sys.executable, "-m", "celery", "-A", "contextlab.celery", "beat", "--loglevel=INFO"]
+    beat = WorkerProcess(tmp / f"{name}-beat.log", worker_env(**env), argv)
+    try:
+        beat.wait_ready(marker=b"beat: Starting")
+    except Exception:
+        beat.stop()
+        raise
+    return beat
 
 
 def flush_broker() -> None:

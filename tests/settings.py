@@ -13,6 +13,9 @@ os.environ.setdefault("DATABASE_URL", "postgres://postgres@127.0.0.1:5432/contex
 os.environ.setdefault("CELERY_BROKER_URL", "redis://127.0.0.1:6379/15")
 _TMP = Path(tempfile.mkdtemp(prefix="contextlab-tests-"))
 os.environ.setdefault("VAR_DIR", str(_TMP / "var"))
+# Uploads stream to a folder of this run (the recovery removes stale files there, never in
+# the shared system temp folder).
+os.environ.setdefault("FILE_UPLOAD_TEMP_DIR", str(_TMP / "upload-tmp"))
 # DEBUG is off by default, as in production: the tests need a key of their own.
 os.environ.setdefault("SECRET_KEY", "test-only-secret-key-" + "x" * 40)
 # Several test runs may share one PostgreSQL and one Redis (developers, CI, agents): each run

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -37,22 +38,29 @@ def test_every_contract_is_kept():
 @pytest.mark.parametrize(
     ("module", "line", "contract"),
     [
+        (
+            "contextlab/workspaces/services.py",
+            "from contextlab.transcripts import services",
+            "The apps are layered",
+        ),
+        ("contextlab/summaries/services.py", "import contextlab.tuning.verdicts", "The apps are"),
+        ("contextlab/workspaces/models.py", "from contextlab.runs import models", "The models are"),
         ("contextlab/engine/measures/tokens.py", "import django", "The engine is framework-free"),
         (
             "contextlab/engine/measures/cost.py",
             "from contextlab.runs import models",
             "The engine knows nothing of the web apps",
         ),
-        ("contextlab/celery.py", "import contextlab.runs.tasks", "The Celery app imports no app"),
-        ("contextlab/runs/services.py", "import celery", "Only the Celery app, the tasks modules"),
+        ("contextlab/celery.py", "import contextlab.jobs.tasks", "The Celery app imports no app"),
+        ("contextlab/runs/services.py", "import celery", "Only the Celery app, the tasks module"),
         (
             "contextlab/summaries/services.py",
-            "from contextlab.runs import runner",
+            "from contextlab.jobs import replay",
             "The job wing is layered",
         ),
         (
             "contextlab/runs/views.py",
-            "from contextlab.runs import lifecycle",
+            "from contextlab.jobs import lifecycle",
             "Pages and the API parse and render",
         ),
         (
@@ -81,7 +89,8 @@ def test_a_breach_of_each_contract_is_reported(tmp_path, module, line, contract)
     target.write_text(target.read_text() + f"\n{line}  # noqa\n")
     proc = lint_imports(tmp_path)
     assert proc.returncode != 0
-    broken = [text for text in proc.stdout.splitlines() if text.endswith("BROKEN")]
+    # a contract with ignored imports says how many after its verdict
+    broken = [text for text in proc.stdout.splitlines() if re.search(r" BROKEN( \(.*\))?$", text)]
     assert any(text.startswith(contract) for text in broken), proc.stdout
 
 
@@ -154,7 +163,7 @@ def test_the_cycle_finder_finds_a_cycle():
 
 def test_no_import_cycle_anywhere_in_contextlab():
     graph = import_graph()
-    assert graph["contextlab.runs.tasks"]  # the graph does hold edges
+    assert graph["contextlab.jobs.tasks"]  # the graph does hold edges
     assert cycles(graph) == []
 
 

@@ -126,7 +126,7 @@ PAGE_POLICIES: dict[str, str] = {
     "workspaces:member_remove": "workspace:owner",
     "workspaces:invite_create": "workspace:owner",
     "workspaces:invite": "public",
-    "workspaces:move_session": "session:editor",
+    "moving:move_session": "session:editor",
     "sharing:dialog": "session:editor",
     "sharing:comparison_dialog": "item:editor",
     "sharing:sweep_dialog": "item:editor",
@@ -219,7 +219,7 @@ def test_every_route_declares_a_policy(client):
 def team(django_user_model, make_transcript, short_jsonl):
     """A team workspace owned by olive with a viewer, an editor, a session and its run, plus a
     user who is not a member; the tuning objects are olive's, in the team workspace."""
-    from contextlab.runs import runner
+    from contextlab.jobs import replay as runner
     from contextlab.transcripts import services as transcript_services
     from contextlab.tuning.models import Comparison, SavedConfig, Sweep
     from contextlab.workspaces import services

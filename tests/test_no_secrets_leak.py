@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from django.test import Client
 
-from contextlab.runs import runner
+from contextlab.jobs import replay as runner
 from contextlab.runs.models import Run
 
 pytestmark = pytest.mark.django_db

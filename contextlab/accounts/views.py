@@ -15,7 +15,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 from django.views.decorators.http import require_POST
 
 from contextlab.accounts import services
-from contextlab.accounts.forms import SignupForm
+from contextlab.accounts.forms import SignupForm, TokenForm
 from contextlab.accounts.models import ApiToken
 from contextlab.http import AuthedRequest
 from contextlab.workspaces import services as workspaces
@@ -80,20 +80,21 @@ def tokens(request: AuthedRequest) -> HttpResponse:
     error = ""
     status = 200
     if request.method == "POST":
-        raw_days = request.POST.get("days", "").strip()
-        try:
-            days = int(raw_days) if raw_days else None
-            _row, new_token = services.issue_token(
-                user=request.user,
-                name=request.POST.get("name", "").strip(),
-                days=days,
-            )
-        except ValueError as exc:
-            # int() says "invalid literal…"; the service says the allowed range
-            error = "Days: " + (
-                str(exc) if raw_days.lstrip("-").isdigit() else "a whole number (0: never)"
-            )
+        form = TokenForm(request.POST)
+        if not form.is_valid():
+            field, errors = next(iter(form.errors.items()))
+            error = f"{field.capitalize()}: {errors[0]}"
             status = 400
+        else:
+            try:
+                _row, new_token = services.issue_token(
+                    user=request.user,
+                    name=form.cleaned_data["name"],
+                    days=form.cleaned_data["days"],
+                )
+            except ValueError as exc:  # the allowed range of days
+                error = f"Days: {exc}"
+                status = 400
     rows = ApiToken.objects.filter(user=request.user)
     return render(
         request,

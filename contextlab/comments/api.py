@@ -12,7 +12,6 @@ from contextlab.comments import limits, markdown, services
 from contextlab.comments.models import Comment
 from contextlab.comments.schemas import CommentEdit, CommentIn, CommentOut
 from contextlab.http import AuthedRequest
-from contextlab.transcripts.api import field_error
 from contextlab.workspaces import access
 
 sessions = Router(tags=["comments"])
@@ -72,16 +71,13 @@ def create_comment(
     transcript = access.session_for(request.user, session_id, access.WRITE)
     if limits.limited(request):
         return _throttled()
-    try:
-        comment = services.create_comment(
-            user=request.user,
-            transcript=transcript,
-            request_index=payload.request,
-            block=payload.block,
-            body=payload.body,
-        )
-    except services.CommentError as exc:
-        return Status(422, field_error(exc.field, exc.message))
+    comment = services.create_comment(
+        user=request.user,
+        transcript=transcript,
+        request_index=payload.request,
+        block=payload.block,
+        body=payload.body,
+    )
     return Status(201, _out(comment))
 
 
@@ -98,10 +94,7 @@ def update_comment(
     services.require_edit(request.user, gated)
     if limits.limited(request):
         return _throttled()
-    try:
-        comment = services.edit_comment(user=request.user, gated=gated, body=payload.body)
-    except services.CommentError as exc:
-        return Status(422, field_error(exc.field, exc.message))
+    comment = services.edit_comment(user=request.user, gated=gated, body=payload.body)
     return Status(200, _out(comment))
 
 

@@ -25,6 +25,8 @@ from django.utils import timezone
 
 from contextlab.comments import markdown
 from contextlab.comments.models import Comment
+from contextlab.engine import as_result
+from contextlab.errors import FieldProblem
 from contextlab.runs import services as run_services
 from contextlab.transcripts.models import Transcript
 from contextlab.workspaces import access
@@ -38,13 +40,8 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 BLOCK = re.compile(r"^b-(?:\d{1,9}-\d{1,9}|s-\d{1,9})$")
 
 
-class CommentError(Exception):
+class CommentError(FieldProblem):
     """Input that cannot be a comment; ``field`` names it (answered 422 beside that field)."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(message)
-        self.field = field
-        self.message = message
 
 
 def clean_body(body: str) -> str:
@@ -74,7 +71,7 @@ def request_count(transcript: Transcript) -> int:
     data = run_services.result_data(run) if run is not None else None
     if data is None:
         return transcript.request_count
-    return len(data.get("requests") or [])
+    return len(as_result(data)["requests"])
 
 
 def role_of(transcript: Transcript) -> Role | None:

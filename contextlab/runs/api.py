@@ -9,14 +9,12 @@ from ninja import Field as NinjaField
 from ninja import Query, Router, Schema
 from ninja.responses import Status
 
-from contextlab import engine
-from contextlab.engine import RequestRow, as_result
-from contextlab.http import AuthedRequest
+from contextlab.engine import as_result
+from contextlab.http import AuthedRequest, api_json
 from contextlab.runs import services
 from contextlab.runs.models import Run
 from contextlab.runs.schemas import RequestPage, RunIn, RunOut
 from contextlab.summaries import services as summaries
-from contextlab.transcripts.api import field_error
 from contextlab.workspaces import access
 
 router = Router(tags=["runs"])
@@ -43,19 +41,16 @@ def _run_out(run: Run) -> dict[str, Any]:
 )
 def create_run(request: AuthedRequest, payload: RunIn) -> Status[dict[str, Any]]:
     transcript = access.session_for(request.user, payload.session_id, access.WRITE)
-    try:
-        run = services.start_run(
-            owner=request.user,
-            transcript=transcript,
-            mode=payload.mode,
-            preset=payload.preset or "",
-            overrides=payload.config,
-            summarizer=payload.summarizer,
-            summary_model=payload.summary_model or "",
-            spend_cap_usd=payload.spend_cap_usd,
-        )
-    except engine.FieldError as exc:
-        return Status(422, field_error(exc.field, exc.message))
+    run = services.start_run(
+        owner=request.user,
+        transcript=transcript,
+        mode=payload.mode,
+        preset=payload.preset or "",
+        overrides=payload.config,
+        summarizer=payload.summarizer,
+        summary_model=payload.summary_model or "",
+        spend_cap_usd=payload.spend_cap_usd,
+    )
     return Status(201, _run_out(run))
 
 
@@ -99,12 +94,10 @@ def list_run_requests(
         return Status(
             409, {"detail": f"run {run.pk} is {run.status}; results exist once it is done"}
         )
-    requests: list[RequestRow] = as_result(data).get("requests") or []
+    requests = as_result(data)["requests"]
     body = {"count": len(requests), "items": requests[page.offset : page.offset + page.limit]}
     # The rows go out as stored, not validated again against RequestPage: the engine builds
     # them to the declared shape (mypy checks it; tests compare the keys and value types it
     # emits with this schema), and validating every value again made a 1,000-row page about
     # twice as slow to serve.
-    from contextlab.api import api  # the project's API (and renderer); it imports this module
-
-    return api.create_response(request, body, status=200)
+    return api_json(request, body)

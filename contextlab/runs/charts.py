@@ -98,7 +98,7 @@ def _layout(title: str, yaxis: str) -> dict[str, Any]:
 
 
 def has_event(req: RequestRow, step: str) -> bool:
-    return any(e.get("step") == step for e in req.get("events") or [])
+    return any(e["step"] == step for e in req["events"])
 
 
 def recorded_prompt(req: RequestRow) -> int | None:
@@ -106,11 +106,7 @@ def recorded_prompt(req: RequestRow) -> int | None:
     rec: RecordedUsage | None = req.get("recorded")
     if not rec:
         return None
-    return (
-        int(rec.get("input") or 0)
-        + int(rec.get("cache_read") or 0)
-        + int(rec.get("cache_write") or 0)
-    )
+    return rec["input"] + rec["cache_read"] + rec["cache_write"]
 
 
 def sample_positions(
@@ -151,7 +147,7 @@ def threshold_trace(
     **extra: Any,
 ) -> go.Scatter | None:
     """One threshold level per request as a step line; None when no request has that level."""
-    ys = [(r.get("thresholds") or {}).get(level) for r in rows]
+    ys = [r["thresholds"].get(level) for r in rows]
     if all(y is None for y in ys):
         return None
     return go.Scatter(
@@ -173,12 +169,12 @@ def build_context_figure(
 ) -> go.Figure:
     """Context size per request: full history, model view, recorded, thresholds, compactions;
     with ``baseline`` (a what-if's recorded replay) that replay's model view as well."""
-    requests: list[RequestRow] = result.get("requests") or []
+    requests = result["requests"]
     pos = _positions(requests)
     rows = [requests[i] for i in pos]
     urls = _point_data(pos, request_url)
     fig = go.Figure(layout=_layout("Context size per request", "tokens"))
-    base_rows: list[RequestRow] = (baseline.get("requests") or []) if baseline else []
+    base_rows = baseline["requests"] if baseline else []
     if base_rows:
         shared = [p for p in pos if p < len(base_rows)]
         fig.add_trace(
@@ -260,7 +256,7 @@ def build_context_figure(
 
 def build_cache_figure(result: ResultJson, request_url: RequestUrl | None = None) -> go.Figure:
     """Estimated cache read / write / uncached tokens per request, with the recorded values."""
-    requests: list[RequestRow] = result.get("requests") or []
+    requests = result["requests"]
     pos = _positions(requests)
     rows = [requests[i] for i in pos]
     urls = _point_data(pos, request_url)
@@ -277,7 +273,7 @@ def build_cache_figure(result: ResultJson, request_url: RequestUrl | None = None
     layout["barmode"] = "stack"
     fig = go.Figure(layout=layout)
     for key, label in (("read", "cache read"), ("write", "cache write"), ("uncached", "uncached")):
-        ys = [(r.get("cache") or {}).get(key, 0) for r in rows]
+        ys = [r["cache"].get(key, 0) for r in rows]
         name = f"{label} (est.)"
         if bars:
             fig.add_trace(
@@ -324,14 +320,14 @@ def build_cache_figure(result: ResultJson, request_url: RequestUrl | None = None
 
 def build_cost_figure(result: ResultJson, request_url: RequestUrl | None = None) -> go.Figure:
     """Cumulative cost in USD: the replay's estimate and, where known, the recorded usage's."""
-    requests: list[RequestRow] = result.get("requests") or []
+    requests = result["requests"]
     est: list[float] = []
     rec: list[float | None] = []
     total_est = 0.0
     total_rec = 0.0
     any_rec = False
     for r in requests:
-        total_est += float(r.get("cost_usd") or 0.0)
+        total_est += r["cost_usd"]
         est.append(round(total_est, 6))
         recorded_cost = r.get("recorded_cost_usd")
         if recorded_cost is not None:
@@ -380,16 +376,13 @@ def fidelity(result: ResultJson) -> dict[str, Any]:
         "p90_rel_error": fid["p90_rel_error"],
         "max_rel_error": fid["max_rel_error"],
         "threads": fid["threads"],
-        "calibration": (result.get("session") or {}).get("calibration") or {},
+        "calibration": result["session"]["calibration"] or {},
     }
 
 
 def fidelity_points(result: ResultJson) -> list[tuple[int, float]]:
     """(position in ``requests``, signed relative error) of each main-conversation request."""
-    position = {
-        (r.get("thread") or "main", r.get("thread_request", i)): i
-        for i, r in enumerate(result.get("requests") or [])
-    }
+    position = {(r["thread"], r["thread_request"]): i for i, r in enumerate(result["requests"])}
     points = [
         (position[(p["thread"], p["thread_request"])], p["rel_error"])
         for p in result_fidelity(result)["points"]
@@ -439,10 +432,10 @@ def mini_chart(requests: Sequence[RequestRow], current: int) -> dict[str, Any]:
     count = len(requests)
     pos = sample_positions(count, [current], max_points=MINI_POINTS)
     top = max(
-        (max(int(r.get("repl_tokens") or 0), int(r.get("model_tokens") or 0)) for r in requests),
+        (max(r["repl_tokens"], r["model_tokens"]) for r in requests),
         default=0,
     )
-    levels = [int((r.get("thresholds") or {}).get("autocompact") or 0) for r in requests]
+    levels = [r["thresholds"]["autocompact"] for r in requests]
     top = max(top, max(levels, default=0), 1)
 
     def x(i: int) -> float:
@@ -462,7 +455,7 @@ def mini_chart(requests: Sequence[RequestRow], current: int) -> dict[str, Any]:
         "repl": line("repl_tokens"),
         "level": " ".join(f"{x(i)},{y(levels[i])}" for i in pos if levels[i]),
         "current_x": x(current),
-        "current_y": y(int(requests[current].get("model_tokens") or 0)) if count else 0,
+        "current_y": y(requests[current]["model_tokens"]) if count else 0,
         "peak": top,
     }
 
@@ -473,7 +466,7 @@ def mark_request(
     """``mini_chart``'s lines (shared by a run's pages) with the current request marked."""
     count = len(requests)
     top = max(1, int(mini.get("peak") or 1))
-    tokens = int(requests[current].get("model_tokens") or 0) if count else 0
+    tokens = requests[current]["model_tokens"] if count else 0
     return {
         **mini,
         "current_x": round(current / max(1, count - 1) * MINI_WIDTH, 1),

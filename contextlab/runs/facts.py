@@ -9,6 +9,7 @@ from typing import Any
 from django.core.cache import cache
 
 from contextlab import engine
+from contextlab.engine import as_result
 from contextlab.runs import services
 from contextlab.runs.models import Run
 
@@ -38,13 +39,13 @@ def session_facts(run: Run | None) -> dict[str, Any]:
     key = f"session-facts:{run.pk}:{run.finished_at.isoformat()}"
     facts: dict[str, Any] | None = cache.get(key)
     if facts is None:
-        data = services.result_data(run) or {}
-        requests = data.get("requests") or []
-        stamps = [r.get("timestamp") for r in requests if r.get("timestamp")]
+        data = services.result_data(run)
+        requests = as_result(data)["requests"] if data else []
+        stamps = [r["timestamp"] for r in requests if r["timestamp"]]
         first = engine.parse_time(stamps[0]) if stamps else None
         last = engine.parse_time(stamps[-1]) if stamps else None
         seconds = (last - first).total_seconds() if first and last else 0.0
-        models = sorted({str(r.get("model")) for r in requests if r.get("model")})
+        models = sorted({r["model"] for r in requests if r["model"]})
         facts = {
             "title": run.transcript.title
             or first_prompt(services.session_messages(run.transcript).get("main") or []),

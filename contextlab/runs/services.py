@@ -5,18 +5,20 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections import OrderedDict
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
+from cachetools import LRUCache
 from django.contrib.auth.models import User
 
 from contextlab import engine
-from contextlab.runs import lifecycle, tasks
+from contextlab.jobs import lifecycle, tasks
 from contextlab.runs.models import Run, RunResult
 from contextlab.summaries import services as summaries
 from contextlab.transcripts.models import Transcript, TranscriptMessages
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 #: The name this module used for a bad run request; the engine's one field-error type.
@@ -109,33 +111,26 @@ def cancel_run(run: Run) -> bool:
 
 
 def refresh_run(run: Run) -> Run:
-    """The run as stored now, recovered first if its worker died (pages call this when polling)."""
+    """The run as stored now (pages call this when polling; the periodic recovery, not the
+    page, requeues a run whose worker died)."""
     run.refresh_from_db()
-    if run.status == Run.Status.RUNNING and tasks.recover_stale_runs(run_ids=[run.pk]):
-        run.refresh_from_db()
-    elif run.status == Run.Status.QUEUED:
-        # a run queued for too long is sent again (its task may be lost); status unchanged
-        tasks.recover_stale_runs(run_ids=[run.pk])
     return run
 
 
 # Finished results never change, so a parsed copy per process saves re-reading megabytes of
-# JSON on every explorer step. Keyed by (kind, pk); small LRU.
-_CACHE: OrderedDict[tuple[str, int, str], Any] = OrderedDict()
+# JSON on every explorer step. Keyed by (kind, pk, version); least recently used dropped.
+_CACHE: LRUCache[tuple[str, int, str], Any] = LRUCache(maxsize=6)
 _CACHE_LOCK = threading.Lock()
-_CACHE_SIZE = 6
 
 
-def _cached(key: tuple[str, int, str], load: Any) -> Any:
+def _cached(key: tuple[str, int, str], load: Callable[[], T]) -> T:
     with _CACHE_LOCK:
         if key in _CACHE:
-            _CACHE.move_to_end(key)
-            return _CACHE[key]
+            found: T = _CACHE[key]
+            return found
     value = load()
     with _CACHE_LOCK:
         _CACHE[key] = value
-        while len(_CACHE) > _CACHE_SIZE:
-            _CACHE.popitem(last=False)
     return value
 
 

@@ -11,12 +11,11 @@ from ninja.responses import Status
 
 from contextlab import redaction
 from contextlab.comments import services as comments
-from contextlab.http import AuthedRequest
+from contextlab.http import AuthedRequest, api_json
 from contextlab.runs.models import Run
 from contextlab.sharing import export, services, targets
 from contextlab.sharing.models import ShareLink
 from contextlab.sharing.schemas import ShareCreatedOut, ShareIn, ShareOut
-from contextlab.transcripts.api import field_error
 from contextlab.tuning.models import Comparison, Sweep
 from contextlab.workspaces import access
 
@@ -57,47 +56,42 @@ def create_share(request: AuthedRequest, payload: ShareIn) -> Status[dict[str, A
         if getattr(payload, name) is not None
     ]
     if len(named) != 1:
-        return Status(
-            422,
-            field_error("session_id", "name exactly one of session_id, comparison_id, sweep_id"),
+        raise services.ShareError(
+            "session_id", "name exactly one of session_id, comparison_id, sweep_id"
         )
     keep = redaction.categories() if not payload.redact else payload.keep
-    try:
-        if payload.session_id is not None:
-            transcript = access.session_for(request.user, payload.session_id, access.WRITE)
-            run = None
-            if payload.run_id is not None:
-                run = Run.objects.filter(pk=payload.run_id, transcript=transcript).first()
-                if run is None:
-                    raise Http404("no such run")
-            link, token = services.create_share(
-                user=request.user,
-                transcript=transcript,
-                run=run,
-                audience=payload.audience,
-                days=payload.expiry_days(),
-                keep=keep,
+    if payload.session_id is not None:
+        transcript = access.session_for(request.user, payload.session_id, access.WRITE)
+        run = None
+        if payload.run_id is not None:
+            run = Run.objects.filter(pk=payload.run_id, transcript=transcript).first()
+            if run is None:
+                raise Http404("no such run")
+        link, token = services.create_share(
+            user=request.user,
+            transcript=transcript,
+            run=run,
+            audience=payload.audience,
+            days=payload.expiry_days(),
+            keep=keep,
+        )
+    else:
+        target: Comparison | Sweep
+        if payload.comparison_id is not None:
+            target = access.item_for(
+                request.user, Comparison.objects.all(), payload.comparison_id, access.WRITE
             )
         else:
-            target: Comparison | Sweep
-            if payload.comparison_id is not None:
-                target = access.item_for(
-                    request.user, Comparison.objects.all(), payload.comparison_id, access.WRITE
-                )
-            else:
-                target = access.item_for(
-                    request.user, Sweep.objects.all(), payload.sweep_id or 0, access.WRITE
-                )
-            link, token = targets.create_share(
-                user=request.user,
-                target=target,
-                audience=payload.audience,
-                days=payload.expiry_days(),
-                keep=keep,
+            target = access.item_for(
+                request.user, Sweep.objects.all(), payload.sweep_id or 0, access.WRITE
             )
-    except services.ShareError as exc:
-        body = field_error(exc.field, exc.message)
-        return Status(exc.http_status if exc.http_status in (409, 422) else 422, body)
+        link, token = targets.create_share(
+            user=request.user,
+            target=target,
+            audience=payload.audience,
+            days=payload.expiry_days(),
+            keep=keep,
+        )
     return Status(
         201,
         {
@@ -142,7 +136,7 @@ def export_session(
     run = services.pick_run(transcript, run_id)
     if format == "html":
         if not redact:
-            return Status(422, field_error("redact", "the HTML export is always redacted"))
+            raise services.ShareError("redact", "the HTML export is always redacted")
         try:
             html, _ = export.html_export(transcript, run)
         except services.ShareError as exc:
@@ -170,8 +164,6 @@ def export_session(
             {"category": f["category"], "count": f["count"]} for f in redacted.by_category()
         ]
     body["redaction"] = {"redacted": redact, "findings": findings}
-    from contextlab.api import api  # the project's renderer; it imports this module
-
-    response = api.create_response(request, body, status=200)
+    response = api_json(request, body)
     response["Content-Disposition"] = f'attachment; filename="session-{transcript.pk}.json"'
     return response

@@ -13,12 +13,10 @@ from typing import Any
 from django.conf import settings
 from django.template.loader import render_to_string
 
-from contextlab import engine
 from contextlab.comments import presenting as comments
 from contextlab.engine import RequestRow, as_result
-from contextlab.runs import charts
+from contextlab.runs import charts, explorer, report
 from contextlab.runs.models import Run
-from contextlab.runs.views import subagent_rows
 from contextlab.sharing import services
 from contextlab.summaries import services as summaries
 from contextlab.transcripts.models import Transcript
@@ -38,11 +36,9 @@ def _sha256(source: str) -> str:
 def default_picks(requests: list[RequestRow]) -> list[int]:
     """The last main-thread request (it holds the whole history) and every compaction."""
     picks = [
-        i
-        for i, r in enumerate(requests)
-        if any(e.get("action") == "compacted" for e in r.get("events") or [])
+        i for i, r in enumerate(requests) if any(e["action"] == "compacted" for e in r["events"])
     ]
-    main = [i for i, r in enumerate(requests) if (r.get("thread") or "main") == "main"]
+    main = [i for i, r in enumerate(requests) if r["thread"] == "main"]
     if main:
         picks.append(main[-1])
     return sorted(set(picks))
@@ -86,7 +82,7 @@ def render_html(
     snapshot = redacted.data
     data = snapshot["result"]
     result = as_result(data)
-    requests: list[RequestRow] = result.get("requests") or []
+    requests = result["requests"]
 
     def url(i: int) -> str:
         return f"#request-{i}"
@@ -103,15 +99,13 @@ def render_html(
     comment_items = comments.shared_items(snapshot.get("comments") or [], keep, comment_url)
     views = []
     for index in picked:
-        req = requests[index]
-        thread = str(req.get("thread") or "main")
-        messages = snapshot["messages"].get(thread) or []
-        view = engine.side_by_side(messages, data, int(req.get("index", index)))
+        # the explorer's own builder, on the redacted snapshot: every row, none folded
+        shown = explorer.request_view(data, snapshot["messages"], index)
         views.append(
             {
                 "index": index,
-                "req": req,
-                "rows": _cells(view.get("rows") or []),
+                "req": shown["req"],
+                "rows": _cells(shown["rows"]),
                 "comments": [c for c in comment_items if c["request"] == index],
             }
         )
@@ -125,7 +119,7 @@ def render_html(
     context = {
         "transcript": snapshot["transcript"],
         "run": snapshot["run"],
-        "summary": data.get("summary") or {},
+        "summary": result["summary"],
         "fidelity": charts.fidelity(result),
         "figures": {
             "chart-context-data": charts.figure_json(charts.build_context_figure(result, url)),
@@ -133,16 +127,16 @@ def render_html(
             "chart-cost-data": charts.figure_json(charts.build_cost_figure(result, url)),
             "chart-fidelity-data": charts.figure_json(charts.build_fidelity_figure(result, url)),
         },
-        "subagents": subagent_rows(data),
+        "subagents": report.subagent_rows(data),
         "summaries": summaries.run_summaries(data, snapshot["messages"]),
         "rows": [
             {
                 "index": i,
-                "thread": r.get("thread") or "main",
-                "model_tokens": r.get("model_tokens"),
+                "thread": r["thread"],
+                "model_tokens": r["model_tokens"],
                 "recorded": charts.recorded_prompt(r),
-                "cost_usd": r.get("cost_usd"),
-                "events": ", ".join(str(e.get("action")) for e in r.get("events") or []),
+                "cost_usd": r["cost_usd"],
+                "events": ", ".join(e["action"] for e in r["events"]),
                 "picked": i in picked,
             }
             for i, r in enumerate(requests)

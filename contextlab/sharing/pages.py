@@ -1,5 +1,6 @@
 """The Share dialog's parts used by every kind of link, the dialog of a comparison and of a
-sweep, and their read-only shared pages (tables and charts; no forms)."""
+sweep, their read-only shared pages (tables and charts; no forms), and what a session link's
+report computes from its snapshot."""
 
 from __future__ import annotations
 
@@ -7,28 +8,23 @@ from collections.abc import Callable
 from typing import Any
 
 from django.contrib.auth.decorators import login_required
+from django.core.cache import cache
 from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.urls import reverse
 
+from contextlab.engine import RequestRow, as_result
 from contextlab.http import AuthedRequest
+from contextlab.runs import charts, report
 from contextlab.sharing import services, targets
+from contextlab.sharing.forms import ShareForm
 from contextlab.sharing.models import ShareLink
-from contextlab.tuning import services as tuning
+from contextlab.summaries import services as summaries
+from contextlab.tuning import reports as tuning_reports
 from contextlab.tuning import verdicts
 from contextlab.tuning.models import Comparison, Sweep
 from contextlab.workspaces import access
-
-
-def share_form(request: HttpRequest) -> dict[str, Any]:
-    """The dialog's choices: ``audience``, ``days`` (None: never) and ``keep``."""
-    raw_days = request.POST.get("expires_in_days", "")
-    return {
-        "audience": request.POST.get("audience", ShareLink.Audience.LINK),
-        "days": int(raw_days) if raw_days.isdigit() else None,
-        "keep": request.POST.getlist("keep"),
-    }
 
 
 def dialog_context(
@@ -65,7 +61,7 @@ def dialog_answer(
     dialog again with the reason."""
     if request.method == "POST":
         try:
-            link, token = create(share_form(request))
+            link, token = create(ShareForm(request.POST).choices())
         except services.ShareError as exc:
             context["error"] = exc
             context["findings"] = findings()
@@ -153,7 +149,50 @@ def shared_target(request: HttpRequest, link: ShareLink, base: dict[str, Any]) -
             "sweep": snapshot["sweep"],
             "points": snapshot["points"],
             "figure": snapshot["figure"],
-            "measures": tuning.MEASURES,
+            "measures": tuning_reports.MEASURES,
         }
     )
     return render(request, "sharing/sweep.html", context)
+
+
+def report_parts(
+    link: ShareLink, snapshot: dict[str, Any], url: charts.RequestUrl
+) -> dict[str, Any]:
+    """What the shared report computes from its snapshot (charts above all), once per link: a
+    snapshot never changes. Keyed by the token's hash, which no other link ever has."""
+    key = f"share-report:{link.token_hash}"
+    parts: dict[str, Any] | None = cache.get(key)
+    if parts is not None:
+        return parts
+    data = snapshot["result"]
+    result = as_result(data)
+    parts = {
+        "summary": result["summary"],
+        "figures": {
+            "chart-context-data": charts.figure_json(charts.build_context_figure(result, url)),
+            "chart-cache-data": charts.figure_json(charts.build_cache_figure(result, url)),
+            "chart-cost-data": charts.figure_json(charts.build_cost_figure(result, url)),
+            "chart-fidelity-data": charts.figure_json(charts.build_fidelity_figure(result, url)),
+        },
+        "fidelity": charts.fidelity(result),
+        "subagents": report.subagent_rows(data),
+        "summaries": summaries.run_summaries(data, snapshot["messages"]),
+        "rows": request_rows(result["requests"], url),
+    }
+    cache.set(key, parts, timeout=3600)
+    return parts
+
+
+def request_rows(requests: list[RequestRow], url: charts.RequestUrl) -> list[dict[str, Any]]:
+    return [
+        {
+            "index": i,
+            "url": url(i),
+            "thread": r["thread"],
+            "model_tokens": r["model_tokens"],
+            "recorded": charts.recorded_prompt(r),
+            "cost_usd": r["cost_usd"],
+            "events": len(r["events"]),
+        }
+        for i, r in enumerate(requests)
+    ]

@@ -7,12 +7,12 @@ import hmac
 import json
 import secrets
 import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
+from cachetools import LRUCache
 from django.contrib.auth.models import User
 from django.db import transaction
 from django.db.models import F, Q, QuerySet
@@ -21,6 +21,8 @@ from django.utils import timezone
 
 from contextlab import redaction
 from contextlab.comments import services as comments
+from contextlab.engine import as_result
+from contextlab.errors import FieldProblem
 from contextlab.runs import services as run_services
 from contextlab.runs.models import Run
 from contextlab.sharing.models import ShareLink, ShareSnapshot
@@ -36,14 +38,8 @@ TOKEN_BYTES = 32
 TOKEN_PREFIX = "cls_"
 
 
-class ShareError(Exception):
+class ShareError(FieldProblem):
     """A share request that cannot be done; ``field`` names the bad input."""
-
-    def __init__(self, field: str, message: str, http_status: int = 422) -> None:
-        super().__init__(message)
-        self.field = field
-        self.message = message
-        self.http_status = http_status
 
 
 class ShareBlocked(ShareError):
@@ -58,9 +54,8 @@ def _locator(source: dict[str, Any]) -> Callable[[redaction.Path], str]:
     """Where a snapshot string is, in the words the dialog uses: the first request that sent a
     message, with the message and block ("request 12 · message 40, block 2")."""
     first_request: dict[str, list[tuple[int, int]]] = {}
-    for index, request in enumerate((source.get("result") or {}).get("requests") or []):
-        thread = str(request.get("thread") or "main")
-        first_request.setdefault(thread, []).append((int(request.get("message") or 0), index))
+    for index, request in enumerate(as_result(source["result"])["requests"]):
+        first_request.setdefault(request["thread"], []).append((request["message"], index))
 
     def request_of(thread: str, message: int) -> int | None:
         # a request includes every message before the one it was made at
@@ -320,8 +315,7 @@ def pick_run(transcript: Transcript, run_id: int | None) -> Run:
 
 #: parsed snapshots kept in the process: a snapshot never changes once written, so a link's
 #: pages (report, explorer, fragments) read it from the database once, not per request
-SNAPSHOT_CACHE_SIZE = 8
-_snapshots: OrderedDict[str, dict[str, Any]] = OrderedDict()
+_snapshots: LRUCache[str, dict[str, Any]] = LRUCache(maxsize=8)
 _snapshots_lock = threading.Lock()
 
 
@@ -331,12 +325,9 @@ def snapshot_data(link: ShareLink) -> dict[str, Any]:
     key = link.token_hash
     with _snapshots_lock:
         cached = _snapshots.get(key)
-        if cached is not None:
-            _snapshots.move_to_end(key)
-            return cached
+    if cached is not None:
+        return cached
     data: dict[str, Any] = ShareSnapshot.objects.values_list("data", flat=True).get(link_id=link.pk)
     with _snapshots_lock:
         _snapshots[key] = data
-        while len(_snapshots) > SNAPSHOT_CACHE_SIZE:
-            _snapshots.popitem(last=False)
     return data

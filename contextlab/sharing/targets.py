@@ -20,7 +20,7 @@ from contextlab.runs.models import Run
 from contextlab.sharing.models import ShareLink
 from contextlab.sharing.services import DEFAULT_EXPIRY_DAYS, Redacted, ShareError, publish
 from contextlab.tuning import charts
-from contextlab.tuning import services as tuning
+from contextlab.tuning import reports as tuning_reports
 from contextlab.tuning.models import Comparison, Sweep
 
 
@@ -31,7 +31,7 @@ def _no_request_view(_index: int) -> str:
 
 def comparison_source(comparison: Comparison, reader: User) -> dict[str, Any]:
     """What a shared comparison shows, before redaction (409 while its runs are not done)."""
-    report = tuning.comparison_report(comparison, reader=reader)
+    report = tuning_reports.comparison_report(comparison, reader=reader)
     if report["status"] != Run.Status.DONE:
         raise ShareError(
             "comparison",
@@ -79,7 +79,7 @@ def comparison_source(comparison: Comparison, reader: User) -> dict[str, Any]:
 
 def sweep_source(sweep: Sweep, reader: User) -> dict[str, Any]:
     """What a shared sweep shows, before redaction (409 while its runs are not done)."""
-    report = tuning.sweep_report(sweep, reader=reader)
+    report = tuning_reports.sweep_report(sweep, reader=reader)
     if report["status"] != Run.Status.DONE:
         raise ShareError(
             "sweep", f"the sweep is {report['status']}: share it when its replays are done", 409
@@ -89,7 +89,7 @@ def sweep_source(sweep: Sweep, reader: User) -> dict[str, Any]:
         for point in report["points"]
     ]
     figure = figure_json(
-        charts.build_sweep_figure(points, field=sweep.field, labels=tuning.MEASURES)
+        charts.build_sweep_figure(points, field=sweep.field, labels=tuning_reports.MEASURES)
     )
     names = sorted({s["name"] for p in points for s in p["sessions"]})
     return {

@@ -8,7 +8,6 @@ from typing import Any
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required
 from django.contrib.auth.views import redirect_to_login
-from django.core.cache import cache
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -16,16 +15,13 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_POST
 from django_ratelimit.core import is_ratelimited  # type: ignore[import-untyped]
 
-from contextlab import engine
-from contextlab.engine import RequestRow, as_result
+from contextlab.engine import as_result
 from contextlab.errors import error_response
 from contextlab.http import AuthedRequest, HtmxRequest
-from contextlab.runs import charts
+from contextlab.runs import charts, explorer
 from contextlab.runs.models import Run
-from contextlab.runs.views import explorer_page, render_block_text, subagent_rows
 from contextlab.sharing import export, pages, services
 from contextlab.sharing.models import ShareLink
-from contextlab.summaries import services as summaries
 from contextlab.transcripts.models import Transcript
 from contextlab.workspaces import access
 
@@ -163,93 +159,44 @@ def shared_report(request: HttpRequest, token: str) -> HttpResponse:
     if link.kind != "session":
         return pages.shared_target(request, link, _link_base(link, token))
     context = _base(link, token)
-    context.update(_report_parts(link, token, context["snapshot"]))
+    context.update(pages.report_parts(link, context["snapshot"], _request_url(token)))
     return render(request, "sharing/report.html", context)
-
-
-def _report_parts(link: ShareLink, token: str, snapshot: dict[str, Any]) -> dict[str, Any]:
-    """What the shared report computes from its snapshot (charts above all), once per link: a
-    snapshot never changes. Keyed by the token's hash, which no other link ever has."""
-    key = f"share-report:{link.token_hash}"
-    parts: dict[str, Any] | None = cache.get(key)
-    if parts is not None:
-        return parts
-    data = snapshot["result"]
-    result = as_result(data)
-    url = _request_url(token)
-    parts = {
-        "summary": data.get("summary") or {},
-        "figures": {
-            "chart-context-data": charts.figure_json(charts.build_context_figure(result, url)),
-            "chart-cache-data": charts.figure_json(charts.build_cache_figure(result, url)),
-            "chart-cost-data": charts.figure_json(charts.build_cost_figure(result, url)),
-            "chart-fidelity-data": charts.figure_json(charts.build_fidelity_figure(result, url)),
-        },
-        "fidelity": charts.fidelity(result),
-        "subagents": subagent_rows(data),
-        "summaries": summaries.run_summaries(data, snapshot["messages"]),
-        "rows": _request_rows(result.get("requests") or [], url),
-    }
-    cache.set(key, parts, timeout=3600)
-    return parts
-
-
-def _request_rows(requests: list[RequestRow], url: charts.RequestUrl) -> list[dict[str, Any]]:
-    return [
-        {
-            "index": i,
-            "url": url(i),
-            "thread": r.get("thread") or "main",
-            "model_tokens": r.get("model_tokens"),
-            "recorded": charts.recorded_prompt(r),
-            "cost_usd": r.get("cost_usd"),
-            "events": len(r.get("events") or []),
-        }
-        for i, r in enumerate(requests)
-    ]
 
 
 @never_cache  # a revoked link must not live on in a cache
 def shared_explorer(request: HtmxRequest, token: str, index: int) -> HttpResponse:
+    """The read-only explorer of a link's redacted snapshot: the owner's explorer (navigator,
+    breakdown, rows) built by the same builder, on the snapshot only, with no forms."""
     opened = _open(request, token)
     if isinstance(opened, HttpResponse):
         return opened
     link = opened
     context = _base(link, token)
     snapshot = context["snapshot"]
-    data = snapshot["result"]
-    requests: list[RequestRow] = as_result(data).get("requests") or []
-    if not 0 <= index < len(requests):
-        raise Http404(f"request {index} does not exist (this run has {len(requests)})")
+    count = len(as_result(snapshot["result"])["requests"])
+    if not 0 <= index < count:
+        raise Http404(f"request {index} does not exist (this run has {count})")
     services.record_view(link)
-    req = requests[index]
-    thread = str(req.get("thread") or "main")
-    session_messages = snapshot["messages"].get(thread) or []
-    view = engine.side_by_side(session_messages, data, int(req.get("index", index)))
-    show_replaced = request.GET.get("replaced") == "1"
-    shown = explorer_page(request, view.get("rows") or [], view, show_replaced=show_replaced)
-    url = _request_url(token)
+    shared_url = _request_url(token)
     context.update(
-        {
-            "index": index,
-            "count": len(requests),
-            "req": req,
-            "rows": shown["rows"],
-            "row_count": shown["row_count"],
-            "page": shown["page"],
-            "next_page": shown["next_page"],
-            "prev_url": url(index - 1) if index > 0 else None,
-            "next_url": url(index + 1) if index + 1 < len(requests) else None,
-            "self_url": url(index) + ("?replaced=1" if show_replaced else "?"),
-            "thread": thread,
-            "replaced_count": len(shown["replaced"]),
-            "show_replaced": show_replaced,
-            "summary_start": view.get("start", 0),
-            "block_prefix": reverse("sharing:shared", args=[token]) + "messages/",
-        }
+        explorer.build(
+            snapshot["result"],
+            snapshot["messages"],
+            index,
+            flags=explorer.Flags.of(request.GET),
+            request_url=shared_url,
+            # a snapshot never changes; the token's hash is this link's alone
+            cache_key=("share", link.token_hash),
+        )
     )
-    if request.htmx and request.GET.get("page"):
+    context["block_prefix"] = reverse("sharing:shared", args=[token]) + "messages/"
+    # the shared template adds to this page's query ("replaced=1", "&page=N")
+    context["self_url"] = shared_url(index) + "?" + context["url_flags"].removeprefix("&")
+    partial = request.htmx and not request.htmx.history_restore_request
+    if partial and request.GET.get("page"):
         return render(request, "sharing/explorer.html#shared-rows", context)
+    if partial:
+        return render(request, "sharing/explorer.html#explorer", context)
     return render(request, "sharing/explorer.html", context)
 
 
@@ -264,7 +211,7 @@ def shared_block(
     if opened.kind != "session":
         raise Http404("this shared link has no request pages")
     messages = services.snapshot_data(opened)["messages"].get(thread)
-    return render_block_text(request, messages, message, block)
+    return explorer.block_text_response(request, messages, message, block)
 
 
 @login_required

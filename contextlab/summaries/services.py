@@ -2,7 +2,7 @@
 cache, which summary it waits for, and what the pages and the API show about them.
 
 A replay that needs a summary the cache does not have stops with ``engine.SummaryPending``;
-``runs.lifecycle`` parks the run (``mark_waiting``) and ``summaries.tasks`` queues a fetch task
+``jobs.lifecycle`` parks the run (``mark_waiting``) and ``jobs.tasks`` queues a fetch task
 for that summary. The task resumes the replay, which rebuilds the request and has
 ``summaries.runner`` call the backend for that one summary (retries, prompt-too-long truncation
 and the circuit breaker are the engine's), store it and go on. Nothing of a run's status is
@@ -16,6 +16,7 @@ from functools import partial
 from typing import Any
 
 from contextlab import engine
+from contextlab.engine import as_result
 from contextlab.runs.models import Run
 from contextlab.summaries.models import Backend, RunSummarizer, SummaryEntry
 
@@ -136,7 +137,7 @@ def run_summaries(
     requests just before and just after the one the simulated summary precedes.
     """
     out: list[dict[str, Any]] = []
-    requests = {(r["thread"], r["thread_request"]): r for r in data.get("requests") or []}
+    requests = {(r["thread"], r["thread_request"]): r for r in as_result(data)["requests"]}
     for item in data.get("summaries") or []:
         row = dict(item)
         thread = row.get("thread") or "main"

@@ -9,10 +9,12 @@ from ninja import File, Form, Router
 from ninja.files import UploadedFile
 from ninja.responses import Status
 
+from contextlab.engine import FieldError
+from contextlab.errors import field_error_body
 from contextlab.http import AuthedRequest
-from contextlab.transcripts import services
+from contextlab.transcripts import moving, services
 from contextlab.transcripts.models import Transcript
-from contextlab.transcripts.schemas import SessionDetailOut, SessionOut
+from contextlab.transcripts.schemas import MovedOut, MoveIn, SessionDetailOut, SessionOut
 from contextlab.transcripts.uploads import INCOMPLETE_KEY, OVERSIZE_KEY
 from contextlab.workspaces import access
 
@@ -38,14 +40,6 @@ def _session_out(
         "created_at": transcript.created_at,
         "duplicate": duplicate,
         "grew": grew,
-    }
-
-
-def field_error(field: str, message: str, **extra: Any) -> dict[str, Any]:
-    """The 422 body shape ninja itself uses, so every validation error names its field."""
-    return {
-        "detail": [{"loc": ["body", *field.split(".")], "msg": message, "type": "value_error"}],
-        **extra,
     }
 
 
@@ -81,9 +75,7 @@ def create_session(
     if file is None and incomplete:
         return Status(400, {"detail": services.interrupted_message(incomplete[0])})
     if file is None:
-        return Status(
-            422, field_error("file", "a transcript file is required (multipart field `file`)")
-        )
+        raise FieldError("file", "a transcript file is required (multipart field `file`)")
     try:
         transcript, stored = services.store_upload(
             owner=request.user,
@@ -94,7 +86,7 @@ def create_session(
     except services.UploadRejected as exc:
         if exc.status in (413, 507):  # too large; the server could not store it
             return Status(exc.status, {"detail": exc.message})
-        return Status(422, field_error("file", exc.message, problems=exc.problems[:100]))
+        return Status(422, field_error_body("file", exc.message, problems=exc.problems[:100]))
     created = stored is services.Stored.CREATED
     out = _session_out(
         transcript,
@@ -135,3 +127,23 @@ def delete_session(request: AuthedRequest, session_id: int) -> HttpResponse:
     transcript = access.session_for(request.user, session_id, access.MANAGE)
     services.delete_transcript(transcript=transcript)
     return HttpResponse(status=204)
+
+
+@router.post(
+    "/{session_id}/move",
+    response={200: MovedOut, 403: dict[str, Any], 422: dict[str, Any]},
+    operation_id="move_session",
+    summary="Move a session and its runs to another workspace (editor of both); its live "
+    "share links are revoked",
+)
+def move_session(
+    request: AuthedRequest, session_id: int, payload: MoveIn
+) -> Status[dict[str, Any]]:
+    transcript = access.session_for(request.user, session_id, access.WRITE)
+    revoked = moving.move_session(
+        user=request.user, transcript=transcript, workspace_id=payload.workspace_id
+    )
+    return Status(
+        200,
+        {"id": transcript.pk, "workspace_id": transcript.workspace_id, "revoked_links": revoked},
+    )

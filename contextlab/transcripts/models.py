@@ -48,7 +48,7 @@ class Transcript(models.Model):
     #: not in the file (a resumed session's new file); empty for a file that starts the session
     continues_uuid = models.CharField(max_length=100, blank=True, default="")
     #: the session of the same workspace whose transcript holds that record: replays read the
-    #: two as one conversation (``runs.runner.load_session``)
+    #: two as one conversation (``jobs.replay.load_session``)
     continues = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="continued_by"
     )

@@ -3,7 +3,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from ninja import Schema
+from ninja import Field, Schema
 
 
 class ProblemOut(Schema):
@@ -52,3 +52,14 @@ class RunBrief(Schema):
 class SessionDetailOut(SessionOut):
     threads: list[dict[str, Any]]
     runs: list[RunBrief]
+
+
+class MoveIn(Schema):
+    workspace_id: int = Field(..., ge=1, description="the workspace to move to (you: editor)")
+
+
+class MovedOut(Schema):
+    id: int
+    workspace_id: int
+    #: live share links of the session revoked by the move (their audience would change)
+    revoked_links: int

@@ -13,10 +13,12 @@ from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
+from django_htmx.http import HttpResponseClientRedirect
 
 from contextlab.http import AuthedRequest
 from contextlab.runs.models import Run
-from contextlab.transcripts import services
+from contextlab.transcripts import moving, services
+from contextlab.transcripts.forms import MoveForm, UploadForm
 from contextlab.transcripts.models import Transcript
 from contextlab.transcripts.uploads import INCOMPLETE_KEY, OVERSIZE_KEY
 from contextlab.workspaces import access
@@ -47,12 +49,13 @@ def session_list(request: AuthedRequest) -> HttpResponse:
 def upload_workspace(request: AuthedRequest) -> Workspace | None:
     """The workspace the upload form names (``workspace``), checked by the gate; None (the
     personal workspace) when the form names none."""
-    raw = request.POST.get("workspace", "").strip()
-    if not raw:
-        return None
-    if not raw.isdigit():
+    form = UploadForm(request.POST)
+    if not form.is_valid():
         raise Http404("no such workspace")
-    return access.workspace_for(request.user, int(raw), access.WRITE)
+    workspace_id = form.cleaned_data["workspace"]
+    if workspace_id is None:
+        return None
+    return access.workspace_for(request.user, workspace_id, access.WRITE)
 
 
 def _upload_one(
@@ -162,7 +165,34 @@ def delete(request: AuthedRequest, transcript: Transcript) -> HttpResponse:
     services.delete_transcript(transcript=transcript)
     messages.success(request, f"Deleted {name}.")
     if request.htmx:
-        response = HttpResponse(status=204)
-        response["HX-Redirect"] = reverse("transcripts:list")
-        return response
+        return HttpResponseClientRedirect(reverse("transcripts:list"), status=204)
     return redirect("transcripts:list")
+
+
+@access.session_view(access.WRITE)
+def move_session(request: AuthedRequest, transcript: Transcript) -> HttpResponse:
+    """GET: where the session can go and what moving does; POST: move it."""
+    context = {
+        "transcript": transcript,
+        "targets": moving.move_targets(request.user, transcript),
+        "live_links": transcript.share_links.filter(revoked_at__isnull=True).count(),
+    }
+    if request.method == "POST":
+        form = MoveForm(request.POST)
+        try:
+            revoked = moving.move_session(
+                user=request.user,
+                transcript=transcript,
+                # not a workspace id: no such workspace
+                workspace_id=form.cleaned_data["workspace_id"] or 0 if form.is_valid() else 0,
+            )
+        except moving.MoveRefused as exc:
+            context["error"] = exc.message
+            return render(request, "workspaces/move.html", context, status=422)
+        messages.success(
+            request,
+            f"Moved {transcript.name} and its runs to “{transcript.workspace.name}”"
+            + (f"; revoked {revoked} share link{'s' if revoked != 1 else ''}." if revoked else "."),
+        )
+        return redirect(transcript)
+    return render(request, "workspaces/move.html", context)

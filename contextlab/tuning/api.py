@@ -9,9 +9,9 @@ from django.http import Http404, HttpResponse
 from ninja import Router
 from ninja.responses import Status
 
-from contextlab import engine
 from contextlab.http import AuthedRequest
-from contextlab.transcripts.api import field_error
+from contextlab.tuning import configs as tuning_configs
+from contextlab.tuning import reports as tuning_reports
 from contextlab.tuning import services
 from contextlab.tuning.models import Comparison, Sweep
 from contextlab.tuning.schemas import (
@@ -36,8 +36,8 @@ def _sessions(request: AuthedRequest, ids: list[int]) -> list[Any]:
     return transcripts
 
 
-def _spec(request: AuthedRequest, side: ConfigIn, prefix: str) -> services.ConfigSpec:
-    return services.config_spec(
+def _spec(request: AuthedRequest, side: ConfigIn, prefix: str) -> tuning_configs.ConfigSpec:
+    return tuning_configs.config_spec(
         owner=request.user,
         preset=side.preset,
         overrides=side.config,
@@ -53,21 +53,18 @@ def _spec(request: AuthedRequest, side: ConfigIn, prefix: str) -> services.Confi
 )
 def create_comparison(request: AuthedRequest, payload: ComparisonIn) -> Status[dict[str, Any]]:
     transcripts = _sessions(request, payload.session_ids)
-    try:
-        comparison = services.create_comparison(
-            owner=request.user,
-            workspace=services.target_workspace(request.user, payload.workspace_id),
-            transcripts=transcripts,
-            a=_spec(request, payload.a, "a"),
-            b=_spec(request, payload.b, "b"),
-        )
-    except engine.FieldError as exc:
-        return Status(422, field_error(exc.field, exc.message))
+    comparison = services.create_comparison(
+        owner=request.user,
+        workspace=services.target_workspace(request.user, payload.workspace_id),
+        transcripts=transcripts,
+        a=_spec(request, payload.a, "a"),
+        b=_spec(request, payload.b, "b"),
+    )
     return Status(
         201,
         {
             "id": comparison.pk,
-            "status": services.comparison_status(comparison),
+            "status": tuning_reports.comparison_status(comparison),
             "url": comparison.get_absolute_url(),
         },
     )
@@ -76,13 +73,13 @@ def create_comparison(request: AuthedRequest, payload: ComparisonIn) -> Status[d
 @router.get("/comparisons", response=list[ComparisonListOut], operation_id="list_comparisons")
 def list_comparisons(request: AuthedRequest) -> list[dict[str, Any]]:
     """The caller's comparisons, newest first."""
-    comparisons = services.workspace_comparisons(request.user)
+    comparisons = tuning_reports.workspace_comparisons(request.user)
     readable = set(access.sessions(request.user).values_list("pk", flat=True))
     return [
         {
             "id": c.pk,
             "workspace_id": c.workspace_id,
-            "status": services.items_status(c.items.all()),
+            "status": tuning_reports.items_status(c.items.all()),
             "url": c.get_absolute_url(),
             "a_label": c.a_label,
             "b_label": c.b_label,
@@ -96,7 +93,7 @@ def list_comparisons(request: AuthedRequest) -> list[dict[str, Any]]:
 @router.get("/comparisons/{comparison_id}", response=ComparisonOut, operation_id="get_comparison")
 def get_comparison(request: AuthedRequest, comparison_id: int) -> dict[str, Any]:
     comparison = access.item_for(request.user, Comparison.objects.all(), comparison_id)
-    report = services.comparison_report(comparison, reader=request.user)
+    report = tuning_reports.comparison_report(comparison, reader=request.user)
 
     def side(name: str) -> dict[str, Any]:
         return {
@@ -135,33 +132,34 @@ def get_comparison(request: AuthedRequest, comparison_id: int) -> dict[str, Any]
 )
 def create_sweep(request: AuthedRequest, payload: SweepIn) -> Status[dict[str, Any]]:
     transcripts = _sessions(request, payload.session_ids)
-    try:
-        sweep = services.create_sweep(
-            owner=request.user,
-            workspace=services.target_workspace(request.user, payload.workspace_id),
-            transcripts=transcripts,
-            base=_spec(request, payload.base, "base"),
-            field_name=payload.field,
-            values=payload.values,
-        )
-    except engine.FieldError as exc:
-        return Status(422, field_error(exc.field, exc.message))
+    sweep = services.create_sweep(
+        owner=request.user,
+        workspace=services.target_workspace(request.user, payload.workspace_id),
+        transcripts=transcripts,
+        base=_spec(request, payload.base, "base"),
+        field_name=payload.field,
+        values=payload.values,
+    )
     return Status(
         201,
-        {"id": sweep.pk, "status": services.sweep_status(sweep), "url": sweep.get_absolute_url()},
+        {
+            "id": sweep.pk,
+            "status": tuning_reports.sweep_status(sweep),
+            "url": sweep.get_absolute_url(),
+        },
     )
 
 
 @router.get("/sweeps", response=list[SweepListOut], operation_id="list_sweeps")
 def list_sweeps(request: AuthedRequest) -> list[dict[str, Any]]:
     """The caller's sweeps, newest first."""
-    sweeps = services.workspace_sweeps(request.user)
+    sweeps = tuning_reports.workspace_sweeps(request.user)
     readable = set(access.sessions(request.user).values_list("pk", flat=True))
     return [
         {
             "id": s.pk,
             "workspace_id": s.workspace_id,
-            "status": services.items_status(s.items.all()),
+            "status": tuning_reports.items_status(s.items.all()),
             "url": s.get_absolute_url(),
             "field": s.field,
             "values": s.values,
@@ -176,7 +174,7 @@ def list_sweeps(request: AuthedRequest) -> list[dict[str, Any]]:
 @router.get("/sweeps/{sweep_id}", response=SweepOut, operation_id="get_sweep")
 def get_sweep(request: AuthedRequest, sweep_id: int) -> dict[str, Any]:
     sweep = access.item_for(request.user, Sweep.objects.all(), sweep_id)
-    report = services.sweep_report(sweep, reader=request.user)
+    report = tuning_reports.sweep_report(sweep, reader=request.user)
     return {
         "id": sweep.pk,
         "workspace_id": sweep.workspace_id,

@@ -35,7 +35,7 @@ def _layout(title: str, xaxis: str, yaxis: str) -> dict[str, Any]:
 
 def _requests(result: Mapping[str, Any] | None) -> list[RequestRow]:
     """The main conversation's request rows of a stored result (none for a missing side)."""
-    return list(as_result(result or {}).get("requests") or [])
+    return list(as_result(result)["requests"]) if result else []
 
 
 def _positions(a: list[RequestRow], b: list[RequestRow]) -> list[int]:
@@ -155,7 +155,7 @@ def build_cache_compare_figure(
                 _request_line(
                     key,
                     xs,
-                    [(requests[p].get("cache") or {}).get(part, 0) for p in xs],
+                    [requests[p]["cache"].get(part, 0) for p in xs],
                     request_url,
                     name=f"{label}: cache {part}",
                     kind=f"cache_{part}",
@@ -168,7 +168,7 @@ def build_cache_compare_figure(
 
 def cumulative_cost(requests: list[RequestRow]) -> list[float]:
     """Running total of each request's estimated cost, in USD."""
-    totals = accumulate(float(r.get("cost_usd") or 0.0) for r in requests)
+    totals = accumulate(r["cost_usd"] for r in requests)
     return [round(total, 6) for total in totals]
 
 

@@ -2,8 +2,8 @@
 
 Runs are shared: a comparison or sweep reuses any run of the same session (what-if mode) whose
 resolved config and summarizer are identical and that is queued, running or done; only the
-missing ones are created (by ``runs.lifecycle.create``, as a single run is). New runs are
-enqueued after commit as batches (``tasks.replay_batch``) so a worker parses and tokenizes a
+missing ones are created (by ``jobs.lifecycle.create``, as a single run is). New runs are
+enqueued after commit as batches (``jobs.tasks.replay_batch``) so a worker parses and tokenizes a
 session once for all the configs it replays.
 """
 
@@ -12,22 +12,21 @@ from __future__ import annotations
 import json
 import math
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
-from django.db.models import QuerySet
 
 from contextlab import engine
-from contextlab.runs import lifecycle
+from contextlab.jobs import lifecycle, tasks
 from contextlab.runs import services as run_services
 from contextlab.runs.models import Run
 from contextlab.summaries import services as summaries
 from contextlab.summaries.models import Backend
 from contextlab.transcripts.models import MAX_ROW_ID, Transcript
-from contextlab.tuning import tasks
+from contextlab.tuning.configs import ConfigSpec, prefixed, validate_config
 from contextlab.tuning.models import (
     Comparison,
     ComparisonRun,
@@ -36,8 +35,6 @@ from contextlab.tuning.models import (
     Side,
     Sweep,
     SweepRun,
-    config_label,
-    derived_status,
 )
 from contextlab.workspaces import access
 from contextlab.workspaces import services as workspace_services
@@ -51,18 +48,6 @@ MAX_SESSIONS = 50
 #: Most runs one sweep may queue (sessions x values): a 50 x 50 sweep held the only worker
 #: for hours while other users' uploads waited.
 MAX_SWEEP_RUNS = 250
-#: Measures a sweep chart may put on an axis (the engine's comparison measures).
-MEASURES: dict[str, str] = {key: label for key, (label, _) in engine.compare.MEASURES.items()}
-#: Keys the API promises in every summary (a subset of MEASURES).
-SUMMARY_KEYS = (
-    "requests",
-    "compactions",
-    "peak_model_tokens",
-    "cache_read_tokens",
-    "cache_write_tokens",
-    "uncached_tokens",
-    "cost_usd",
-)
 
 
 #: The name this module used for a bad tuning request (``a.config.<name>``, ``values``…); the
@@ -71,152 +56,6 @@ TuningError = engine.FieldError
 
 
 # --- configs ----------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ConfigSpec:
-    """A side of a comparison or the base of a sweep: a preset plus overrides."""
-
-    preset: str = "auto"
-    overrides: dict[str, Any] = field(default_factory=dict)
-    version: ConfigVersion | None = None
-
-    @property
-    def label(self) -> str:
-        if self.version is not None:
-            return self.version.label
-        return config_label(self.preset, self.overrides)
-
-
-def _prefixed(prefix: str, name: str) -> str:
-    return f"{prefix}.{name}" if prefix else name
-
-
-def validate_config(
-    preset: str, overrides: dict[str, Any] | None, *, prefix: str = ""
-) -> engine.PipelineConfig:
-    """The config a preset and overrides resolve to (latest Claude Code for "auto").
-
-    Raises ``engine.FieldError`` naming ``<prefix>.preset`` or ``<prefix>.config.<field>``.
-    """
-    try:
-        config, _ = engine.resolve_request_config(preset, overrides)
-    except engine.FieldError as exc:
-        raise exc.within(prefix) from None
-    return config
-
-
-def config_spec(
-    *,
-    owner: User,
-    preset: str | None = None,
-    overrides: dict[str, Any] | None = None,
-    version_id: int | None = None,
-    prefix: str = "",
-) -> ConfigSpec:
-    """A validated ``ConfigSpec``; a saved config version supplies the preset and overrides,
-    and explicit overrides then apply on top of it."""
-    version = None
-    if version_id is not None:
-        # any version of a config the user can read (viewers may use a team's configs)
-        version = (
-            ConfigVersion.objects.select_related("saved_config")
-            .filter(
-                pk=version_id,
-                saved_config__in=access.items(owner, SavedConfig.objects.all()).values("pk"),
-            )
-            .first()
-        )
-        if version is None:
-            raise engine.FieldError(_prefixed(prefix, "version_id"), "no such saved config version")
-        merged = {**version.overrides, **(overrides or {})}
-        preset = preset or version.base_preset
-        if merged != version.overrides or preset != version.base_preset:
-            version = None  # edited on top: no longer exactly that version
-        overrides = merged
-    preset = preset or "auto"
-    run_services.check_overrides_size(overrides, _prefixed(prefix, "config"))
-    validate_config(preset, overrides, prefix=prefix)
-    return ConfigSpec(preset=preset, overrides=dict(overrides or {}), version=version)
-
-
-def preset_base(preset: str) -> engine.PipelineConfig:
-    """What a preset stands for before overrides ("auto" = the latest Claude Code)."""
-    config, _ = engine.resolve_config(preset or "auto")
-    return config
-
-
-def config_diff(preset: str, overrides: dict[str, Any]) -> list[dict[str, Any]]:
-    """``[{field, preset, config}]``: where the config differs from the preset it came from."""
-    base = preset_base(preset)
-    config = validate_config(preset, overrides)
-    return [
-        {"field": name, "preset": ours, "config": theirs}
-        for name, (ours, theirs) in sorted(base.diff(config).items())
-    ]
-
-
-def parse_field(spec: dict[str, Any], raw: str | None) -> Any:
-    """A form value (always text) as the field's type; ``engine.FieldError`` names the field."""
-    return engine.setting_from_text(spec["name"], raw)
-
-
-def form_value(value: Any) -> str:
-    """A config value as the text a form input holds."""
-    if value is None:
-        return ""
-    if isinstance(value, bool):
-        return "on" if value else ""
-    if isinstance(value, dict | list):
-        return json.dumps(value, sort_keys=isinstance(value, dict))
-    return str(value)
-
-
-@dataclass
-class FormCheck:
-    """The outcome of checking a config form: overrides, per-field errors and the diff."""
-
-    preset: str
-    overrides: dict[str, Any]
-    errors: dict[str, str]
-    diff: list[dict[str, Any]]
-
-
-def check_form(preset: str, values: dict[str, str]) -> FormCheck:
-    """Check every submitted field against the preset; overrides are the fields that differ.
-
-    Each field is validated on its own (so every bad field gets its message, with its allowed
-    range), then the whole config (so cross-field rules such as "buffer smaller than the
-    window" name the field they fail on).
-    """
-    preset = preset or "auto"
-    errors: dict[str, str] = {}
-    try:
-        base = preset_base(preset)
-    except engine.FieldError as exc:
-        return FormCheck(preset, {}, {exc.field: exc.message}, [])
-    base_values = base.to_dict()
-    overrides: dict[str, Any] = {}
-    for spec in engine.field_specs():
-        name = spec["name"]
-        if name not in values:
-            continue
-        try:
-            value = parse_field(spec, values.get(name))
-            if value != base_values.get(name):
-                normalized = base.replace(**{name: value}).to_dict()[name]
-                if normalized != base_values.get(name):
-                    overrides[name] = normalized
-        except engine.FieldError as exc:
-            # the field itself, or the one a cross-field rule failed on
-            errors[exc.field or name] = exc.message
-    diff: list[dict[str, Any]] = []
-    if not errors:
-        try:
-            diff = config_diff(preset, overrides)
-        except engine.FieldError as exc:
-            errors[exc.field.removeprefix("config.")] = exc.message
-    return FormCheck(preset, overrides, errors, diff)
 
 
 def target_workspace(user: User, workspace_id: int | None) -> Workspace:
@@ -378,7 +217,7 @@ def resolved_for(
         )
     except engine.FieldError as exc:
         raise engine.FieldError(
-            _prefixed(prefix, exc.field), f"{exc.message} (session {transcript.name})"
+            prefixed(prefix, exc.field), f"{exc.message} (session {transcript.name})"
         ) from None
     return config.to_dict(), preset_name
 
@@ -586,207 +425,3 @@ def create_sweep(
 
 
 # --- reports ----------------------------------------------------------------------------------
-
-
-def refresh(runs: Iterable[Run]) -> list[Run]:
-    """The runs as stored now (abandoned ones recovered), for a status poll."""
-    out = []
-    for run in runs:
-        if run.status == Run.Status.RUNNING:
-            run_services.refresh_run(run)
-        out.append(run)
-    return out
-
-
-def measures(run: Run) -> dict[str, Any] | None:
-    """``engine.compare.summary_measures`` of a finished run, or None."""
-    data = run_services.result_data(run)
-    return engine.compare.summary_measures(data) if data else None
-
-
-def totals(items: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    return engine.compare.add_measures(list(items))
-
-
-@dataclass
-class SessionPair:
-    transcript: Transcript
-    a: Run | None
-    b: Run | None
-    a_measures: dict[str, Any] | None = None
-    b_measures: dict[str, Any] | None = None
-    delta: dict[str, dict[str, Any]] | None = None
-    divergence: int | None = None
-
-    @property
-    def done(self) -> bool:
-        return self.a_measures is not None and self.b_measures is not None
-
-
-def comparison_runs(comparison: Comparison) -> dict[tuple[int, str], Run]:
-    """``{(session id, side): run}`` of a comparison."""
-    items = ComparisonRun.objects.filter(comparison=comparison).select_related("run__transcript")
-    return {(item.run.transcript_id, item.side): item.run for item in items}
-
-
-def workspace_comparisons(reader: User) -> QuerySet[Comparison]:
-    """The comparisons of every workspace ``reader`` is a member of, newest first, with what a
-    list shows prefetched."""
-    return (
-        access.items(reader, Comparison.objects.all())
-        .select_related("workspace", "a_version__saved_config", "b_version__saved_config")
-        .prefetch_related("sessions", "items__run")
-    )
-
-
-def workspace_sweeps(reader: User) -> QuerySet[Sweep]:
-    """The sweeps of every workspace ``reader`` is a member of, newest first, with what a list
-    shows prefetched."""
-    return (
-        access.items(reader, Sweep.objects.all())
-        .select_related("workspace", "base_version__saved_config")
-        .prefetch_related("sessions", "items__run")
-    )
-
-
-def readable_configs(reader: User) -> QuerySet[SavedConfig]:
-    """The saved configs of every workspace ``reader`` is a member of."""
-    return (
-        access.items(reader, SavedConfig.objects.all())
-        .select_related("workspace")
-        .prefetch_related("versions")
-    )
-
-
-def hidden_sessions(item: Comparison | Sweep, reader: User) -> int:
-    """How many of a comparison's or sweep's sessions ``reader`` can no longer read (moved to
-    another workspace, or in one they left): the page says so instead of silently shrinking."""
-    readable = access.sessions(reader).values("pk")
-    return item.sessions.exclude(pk__in=readable).count()
-
-
-def items_status(items: Iterable[ComparisonRun | SweepRun]) -> str:
-    """The derived status of a comparison's or sweep's (prefetched) run links."""
-    return derived_status(refresh(item.run for item in items))
-
-
-def comparison_status(comparison: Comparison) -> str:
-    return derived_status(refresh(comparison_runs(comparison).values()))
-
-
-def _readable(reader: User | None) -> set[int] | None:
-    """The ids of the sessions ``reader`` may still read (None: no reader, no filter)."""
-    if reader is None:
-        return None
-    return set(access.sessions(reader).values_list("pk", flat=True))
-
-
-def comparison_report(
-    comparison: Comparison,
-    *,
-    details: bool = True,
-    divergence: bool = True,
-    reader: User | None = None,
-) -> dict[str, Any]:
-    """Everything the compare page and API show: status, per-session pairs, totals, delta.
-
-    With ``details=False`` (a progress poll) no result is read: pairs carry their runs only.
-    With a ``reader``, only the sessions they can still read count (leaving a workspace takes
-    its sessions out of one's comparisons).
-    """
-    readable = _readable(reader)
-    runs = {
-        key: run
-        for key, run in comparison_runs(comparison).items()
-        if readable is None or key[0] in readable
-    }
-    refresh(runs.values())
-    pairs: list[SessionPair] = []
-    sessions = comparison.sessions.order_by("pk")
-    if readable is not None:
-        sessions = sessions.filter(pk__in=readable)
-    for transcript in sessions:
-        pair = SessionPair(
-            transcript, runs.get((transcript.pk, Side.A)), runs.get((transcript.pk, Side.B))
-        )
-        if details and pair.a is not None and pair.b is not None:
-            pair.a_measures = measures(pair.a)
-            pair.b_measures = measures(pair.b)
-            if pair.done:
-                assert pair.a_measures is not None
-                assert pair.b_measures is not None
-                pair.delta = engine.compare.delta(pair.a_measures, pair.b_measures)
-                if divergence:
-                    data_a = run_services.result_data(pair.a)
-                    data_b = run_services.result_data(pair.b)
-                    if data_a and data_b:
-                        pair.divergence = engine.compare.first_divergence(data_a, data_b)
-        pairs.append(pair)
-    done = [p for p in pairs if p.done]
-    total_a = totals([p.a_measures for p in done if p.a_measures is not None])
-    total_b = totals([p.b_measures for p in done if p.b_measures is not None])
-    return {
-        "status": derived_status(runs.values()),
-        "pairs": pairs,
-        "done_sessions": len(done),
-        "a": {
-            "run_ids": sorted({r.pk for (_, side), r in runs.items() if side == Side.A}),
-            "summary": total_a,
-        },
-        "b": {
-            "run_ids": sorted({r.pk for (_, side), r in runs.items() if side == Side.B}),
-            "summary": total_b,
-        },
-        "delta": engine.compare.delta(total_a, total_b) if done else {},
-        "runs": runs,
-    }
-
-
-def sweep_items(sweep: Sweep) -> list[SweepRun]:
-    return list(SweepRun.objects.filter(sweep=sweep).select_related("run", "run__transcript"))
-
-
-def sweep_status(sweep: Sweep) -> str:
-    return items_status(sweep_items(sweep))
-
-
-def sweep_report(
-    sweep: Sweep, *, details: bool = True, reader: User | None = None
-) -> dict[str, Any]:
-    """Status and one point per value: summed measures over the sessions, when all are done.
-
-    With ``details=False`` (a progress poll) no result is read and summaries are None. With a
-    ``reader``, only the sessions they can still read count.
-    """
-    readable = _readable(reader)
-    items = [
-        item
-        for item in sweep_items(sweep)
-        if readable is None or item.run.transcript_id in readable
-    ]
-    refresh(item.run for item in items)
-    by_value: dict[str, list[SweepRun]] = defaultdict(list)
-    for item in items:
-        by_value[json.dumps(item.value)].append(item)
-    points = []
-    for value in sweep.values:
-        group = by_value.get(json.dumps(value), [])
-        found = [measures(item.run) if details else None for item in group]
-        complete = bool(group) and all(m is not None for m in found)
-        points.append(
-            {
-                "value": value,
-                "status": derived_status(item.run for item in group),
-                "run_ids": [item.run.pk for item in group],
-                "summary": totals([m for m in found if m is not None]) if complete else None,
-                # each session's own measures, for the chart's per-session series
-                "sessions": [
-                    {"name": item.run.transcript.name, "summary": m}
-                    for item, m in zip(group, found, strict=True)
-                    if m is not None
-                ]
-                if complete
-                else [],
-            }
-        )
-    return {"status": derived_status(item.run for item in items), "points": points}

@@ -10,7 +10,6 @@ from ninja import Router
 from ninja.responses import Status
 
 from contextlab.http import AuthedRequest
-from contextlab.transcripts.api import field_error
 from contextlab.workspaces import access, services
 from contextlab.workspaces.models import Membership, Workspace
 from contextlab.workspaces.schemas import (
@@ -18,15 +17,11 @@ from contextlab.workspaces.schemas import (
     InviteOut,
     MemberIn,
     MemberOut,
-    MovedOut,
-    MoveIn,
     WorkspaceIn,
     WorkspaceOut,
 )
 
 router = Router(tags=["workspaces"])
-#: mounted under /sessions: moving a session is an action on the session
-sessions = Router(tags=["sessions"])
 
 
 def workspace_out(workspace: Workspace, role: str) -> dict[str, Any]:
@@ -42,10 +37,7 @@ def workspace_out(workspace: Workspace, role: str) -> dict[str, Any]:
 
 @router.post("", response={201: WorkspaceOut, 422: dict[str, Any]}, operation_id="create_workspace")
 def create_workspace(request: AuthedRequest, payload: WorkspaceIn) -> Status[dict[str, Any]]:
-    try:
-        workspace = services.create_workspace(creator=request.user, name=payload.name)
-    except services.WorkspaceError as exc:
-        return Status(422, field_error(exc.field, exc.message))
+    workspace = services.create_workspace(creator=request.user, name=payload.name)
     return Status(201, workspace_out(workspace, "owner"))
 
 
@@ -71,12 +63,9 @@ def add_member(
     request: AuthedRequest, workspace_id: int, payload: MemberIn
 ) -> Status[dict[str, Any]]:
     workspace = access.workspace_for(request.user, workspace_id, access.MANAGE)
-    try:
-        membership = services.set_member(
-            workspace=workspace, username=payload.username, role=payload.role
-        )
-    except services.WorkspaceError as exc:
-        return Status(422, field_error(exc.field, exc.message))
+    membership = services.set_member(
+        workspace=workspace, username=payload.username, role=payload.role
+    )
     return Status(201, {"username": membership.user.username, "role": membership.role})
 
 
@@ -90,10 +79,7 @@ def remove_member(
     request: AuthedRequest, workspace_id: int, username: str
 ) -> Status[dict[str, Any]] | HttpResponse:
     workspace = access.workspace_for(request.user, workspace_id, access.MANAGE)
-    try:
-        services.remove_member(workspace=workspace, username=username)
-    except services.WorkspaceError as exc:
-        return Status(422, field_error(exc.field, exc.message))
+    services.remove_member(workspace=workspace, username=username)
     return HttpResponse(status=204)
 
 
@@ -107,36 +93,10 @@ def create_invite(
     request: AuthedRequest, workspace_id: int, payload: InviteIn
 ) -> Status[dict[str, Any]]:
     workspace = access.workspace_for(request.user, workspace_id, access.MANAGE)
-    try:
-        invite, token = services.create_invite(
-            workspace=workspace, creator=request.user, role=payload.role, days=payload.days
-        )
-    except services.WorkspaceError as exc:
-        return Status(422, field_error(exc.field, exc.message))
+    invite, token = services.create_invite(
+        workspace=workspace, creator=request.user, role=payload.role, days=payload.days
+    )
     url = request.build_absolute_uri(reverse("workspaces:invite", args=[token]))
     return Status(
         201, {"id": invite.pk, "role": invite.role, "expires_at": invite.expires_at, "url": url}
-    )
-
-
-@sessions.post(
-    "/{session_id}/move",
-    response={200: MovedOut, 403: dict[str, Any], 422: dict[str, Any]},
-    operation_id="move_session",
-    summary="Move a session and its runs to another workspace (editor of both); its live "
-    "share links are revoked",
-)
-def move_session(
-    request: AuthedRequest, session_id: int, payload: MoveIn
-) -> Status[dict[str, Any]]:
-    transcript = access.session_for(request.user, session_id, access.WRITE)
-    try:
-        revoked = services.move_session(
-            user=request.user, transcript=transcript, workspace_id=payload.workspace_id
-        )
-    except services.WorkspaceError as exc:
-        return Status(422, field_error(exc.field, exc.message))
-    return Status(
-        200,
-        {"id": transcript.pk, "workspace_id": transcript.workspace_id, "revoked_links": revoked},
     )

@@ -39,14 +39,3 @@ class InviteOut(Schema):
     expires_at: datetime
     #: the invite link; shown once, only its hash is stored
     url: str
-
-
-class MoveIn(Schema):
-    workspace_id: int = Field(..., ge=1, description="the workspace to move to (you: editor)")
-
-
-class MovedOut(Schema):
-    id: int
-    workspace_id: int
-    #: live share links of the session revoked by the move (their audience would change)
-    revoked_links: int

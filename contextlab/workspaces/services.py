@@ -10,9 +10,7 @@ from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from contextlab.sharing.models import ShareLink
-from contextlab.transcripts import continuations
-from contextlab.transcripts.models import Transcript
+from contextlab.errors import FieldProblem
 from contextlab.workspaces.models import Invite, Membership, Role, Workspace
 
 #: how long an invite link works unless told otherwise
@@ -20,13 +18,8 @@ INVITE_DAYS = 7
 INVITE_PREFIX = "clw_"
 
 
-class WorkspaceError(Exception):
+class WorkspaceError(FieldProblem):
     """A request about a workspace that cannot be done; ``field`` names the bad input."""
-
-    def __init__(self, field: str, message: str) -> None:
-        super().__init__(message)
-        self.field = field
-        self.message = message
 
 
 def _hash(token: str) -> str:
@@ -161,54 +154,3 @@ def accept_invite(*, token: str, user: User) -> Membership:
             membership.role = invite.role
             membership.save(update_fields=["role"])
     return membership
-
-
-def move_targets(user: User, transcript: Transcript) -> list[Workspace]:
-    """The workspaces ``user`` may move a session to: where they are an editor, but its own."""
-    return list(
-        Workspace.objects.filter(
-            memberships__user=user,
-            memberships__role__in=[Role.EDITOR, Role.OWNER],
-        ).exclude(pk=transcript.workspace_id)
-    )
-
-
-def move_session(*, user: User, transcript: Transcript, workspace_id: int) -> int:
-    """Move a session (and so its runs, which belong to it) to another workspace where
-    ``user`` is an editor; the caller checked they are an editor of its current one.
-
-    Its live share links are revoked: whoever it was shared with was chosen for the old
-    workspace (a "members only" link would silently change audience). Comparisons and sweeps
-    of the old workspace keep the session; members who cannot read the new workspace no
-    longer see it there, and those pages say how many sessions are left out. Links between
-    sessions that continue each other stay within a workspace (``continuations.relink_moved``). Returns how
-    many share links were revoked.
-    """
-    target = Workspace.objects.filter(
-        pk=workspace_id,
-        memberships__user=user,
-    ).first()
-    if target is None:
-        raise WorkspaceError("workspace_id", "no such workspace")
-    role = Role(Membership.objects.get(workspace=target, user=user).role)
-    if not role.allows(Role.EDITOR):
-        raise WorkspaceError(
-            "workspace_id",
-            f"you are a {role} of {target.name}; moving a session there needs editor",
-        )
-    if target.pk == transcript.workspace_id:
-        raise WorkspaceError("workspace_id", f"the session is already in {target.name}")
-    with transaction.atomic():
-        locked = Transcript.objects.select_for_update().get(pk=transcript.pk)
-        if Transcript.objects.filter(workspace=target, sha256=locked.sha256).exists():
-            raise WorkspaceError(
-                "workspace_id", f"{target.name} already has a session with the same transcript"
-            )
-        locked.workspace = target
-        locked.save(update_fields=["workspace"])
-        revoked = ShareLink.objects.filter(transcript=locked, revoked_at__isnull=True).update(
-            revoked_at=timezone.now()
-        )
-    transcript.workspace = target
-    continuations.relink_moved(transcript=transcript)
-    return revoked

@@ -11,5 +11,4 @@ urlpatterns = [
     path("<int:pk>/members/remove/", views.member_remove, name="member_remove"),
     path("<int:pk>/invites/", views.invite_create, name="invite_create"),
     path("invite/<str:token>/", views.invite, name="invite"),
-    path("sessions/<int:pk>/move/", views.move_session, name="move_session"),
 ]

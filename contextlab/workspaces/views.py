@@ -10,8 +10,14 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from contextlab.http import AuthedRequest
-from contextlab.transcripts.models import Transcript
 from contextlab.workspaces import access, services
+from contextlab.workspaces.forms import (
+    InviteForm,
+    MemberForm,
+    MemberRemoveForm,
+    WorkspaceForm,
+    first_error,
+)
 from contextlab.workspaces.models import Membership, Role
 
 
@@ -38,10 +44,12 @@ def workspace_list(request: AuthedRequest) -> HttpResponse:
 @login_required
 @require_POST
 def workspace_create(request: AuthedRequest) -> HttpResponse:
+    form = WorkspaceForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, f"Workspace not created: {first_error(form)}.")
+        return redirect("workspaces:list")
     try:
-        workspace = services.create_workspace(
-            creator=request.user, name=request.POST.get("name", "")
-        )
+        workspace = services.create_workspace(creator=request.user, name=form.cleaned_data["name"])
     except services.WorkspaceError as exc:
         messages.error(request, f"Workspace not created: {exc.message}.")
     else:
@@ -53,10 +61,15 @@ def workspace_create(request: AuthedRequest) -> HttpResponse:
 @require_POST
 def member_set(request: AuthedRequest, pk: int) -> HttpResponse:
     workspace = access.workspace_for(request.user, pk, access.MANAGE)
-    username = request.POST.get("username", "").strip()
+    form = MemberForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, f"{first_error(form)}.")
+        return redirect("workspaces:list")
     try:
         membership = services.set_member(
-            workspace=workspace, username=username, role=request.POST.get("role", "viewer")
+            workspace=workspace,
+            username=form.cleaned_data["username"],
+            role=form.cleaned_data["role"],
         )
     except services.WorkspaceError as exc:
         messages.error(request, f"{exc.message}.")
@@ -69,7 +82,11 @@ def member_set(request: AuthedRequest, pk: int) -> HttpResponse:
 @require_POST
 def member_remove(request: AuthedRequest, pk: int) -> HttpResponse:
     workspace = access.workspace_for(request.user, pk, access.MANAGE)
-    username = request.POST.get("username", "")
+    form = MemberRemoveForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, f"{first_error(form)}.")
+        return redirect("workspaces:list")
+    username = form.cleaned_data["username"]
     try:
         services.remove_member(workspace=workspace, username=username)
     except services.WorkspaceError as exc:
@@ -83,9 +100,13 @@ def member_remove(request: AuthedRequest, pk: int) -> HttpResponse:
 @require_POST
 def invite_create(request: AuthedRequest, pk: int) -> HttpResponse:
     workspace = access.workspace_for(request.user, pk, access.MANAGE)
+    form = InviteForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, f"{first_error(form)}.")
+        return redirect("workspaces:list")
     try:
         _, token = services.create_invite(
-            workspace=workspace, creator=request.user, role=request.POST.get("role", "viewer")
+            workspace=workspace, creator=request.user, role=form.cleaned_data["role"]
         )
     except services.WorkspaceError as exc:
         messages.error(request, f"{exc.message}.")
@@ -113,31 +134,3 @@ def invite(request: HttpRequest, token: str) -> HttpResponse:
         )
     messages.success(request, f"You joined “{membership.workspace.name}” as {membership.role}.")
     return redirect("transcripts:list")
-
-
-@access.session_view(access.WRITE)
-def move_session(request: AuthedRequest, transcript: Transcript) -> HttpResponse:
-    """GET: where the session can go and what moving does; POST: move it."""
-    context = {
-        "transcript": transcript,
-        "targets": services.move_targets(request.user, transcript),
-        "live_links": transcript.share_links.filter(revoked_at__isnull=True).count(),
-    }
-    if request.method == "POST":
-        raw = request.POST.get("workspace_id", "")
-        try:
-            revoked = services.move_session(
-                user=request.user,
-                transcript=transcript,
-                workspace_id=int(raw) if raw.isdigit() else 0,
-            )
-        except services.WorkspaceError as exc:
-            context["error"] = exc.message
-            return render(request, "workspaces/move.html", context, status=422)
-        messages.success(
-            request,
-            f"Moved {transcript.name} and its runs to “{transcript.workspace.name}”"
-            + (f"; revoked {revoked} share link{'s' if revoked != 1 else ''}." if revoked else "."),
-        )
-        return redirect(transcript)
-    return render(request, "workspaces/move.html", context)

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
-from contextlab.runs import runner
+from contextlab.jobs import replay as runner
 from tests.conftest import corpus_file
 
 pytestmark = [

@@ -12,7 +12,8 @@ import pytest
 from playwright.sync_api import expect
 
 from contextlab import engine
-from contextlab.runs import runner, services
+from contextlab.jobs import replay as runner
+from contextlab.runs import services
 from contextlab.runs.models import Run
 from tests.browser.test_browser import sign_up
 from tests.conftest import wait_for_run

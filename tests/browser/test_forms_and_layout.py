@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
-from contextlab.runs import runner
+from contextlab.jobs import replay as runner
 from contextlab.transcripts.models import Transcript
 from tests.browser.test_browser import sign_up
 from tests.conftest import wait_for_run

@@ -11,7 +11,7 @@ from django.test import Client
 
 @pytest.fixture
 def team(django_user_model: Any, tool_heavy_jsonl: Any) -> dict[str, Any]:
-    from contextlab.runs import runner
+    from contextlab.jobs import replay as runner
     from contextlab.transcripts import services as transcript_services
     from contextlab.workspaces import services
 

@@ -14,7 +14,7 @@ import schemathesis
 from django.core.handlers.wsgi import WSGIHandler
 from hypothesis import HealthCheck, given, settings
 
-from contextlab.runs import runner
+from contextlab.jobs import replay as runner
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 

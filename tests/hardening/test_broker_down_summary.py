@@ -17,10 +17,10 @@ SCRIPT = textwrap.dedent(
     django.setup()
     call_command("migrate", verbosity=0)
     from django.contrib.auth.models import User
-    from contextlab.runs import lifecycle
+    from contextlab.jobs import lifecycle
     from contextlab.runs.models import Run
     from contextlab.summaries.models import RunSummarizer
-    from contextlab.summaries import tasks as summary_tasks
+    from contextlab.jobs import tasks as summary_tasks
     from contextlab.transcripts import services
     logging.basicConfig(level=logging.WARNING)
     user = User.objects.create_user("u", password="pw-u-123456")

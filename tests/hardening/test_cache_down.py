@@ -29,7 +29,7 @@ WEB = textwrap.dedent(
     from django.contrib.auth.models import User
     from django.test import Client
     from contextlab.runs.models import Run
-    from contextlab.runs.runner import execute_run
+    from contextlab.jobs.replay import execute_run
     from contextlab.sharing import services as sharing
     from contextlab.transcripts import services as transcripts
 

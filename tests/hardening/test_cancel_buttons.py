@@ -14,6 +14,7 @@ from django.contrib.messages import get_messages
 from django.test import Client
 
 from contextlab.runs.models import Run
+from contextlab.tuning import configs as tuning_configs
 from contextlab.tuning import services as tuning
 from contextlab.workspaces import services as workspaces
 from tests.conftest import flush_broker
@@ -32,7 +33,7 @@ def _sweep(user: Any, session: Any) -> Any:
     return tuning.create_sweep(
         owner=user,
         transcripts=[session],
-        base=tuning.ConfigSpec(),
+        base=tuning_configs.ConfigSpec(),
         field_name="autocompact_pct_override",
         values="50, 60",
     )
@@ -100,8 +101,8 @@ def test_cancel_a_sweep_and_a_comparison_from_their_pages(
     comparison = tuning.create_comparison(
         owner=user,
         transcripts=[session],
-        a=tuning.ConfigSpec(preset="aggressive"),
-        b=tuning.ConfigSpec(preset="budget-on"),
+        a=tuning_configs.ConfigSpec(preset="aggressive"),
+        b=tuning_configs.ConfigSpec(preset="budget-on"),
     )
     other = _sweep(user, session)  # shares nothing with the comparison
     assert alice_client.post(f"/compare/{comparison.pk}/cancel/").status_code == 302

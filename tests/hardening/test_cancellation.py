@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from contextlab.runs import lifecycle, runner
+from contextlab.jobs import lifecycle
+from contextlab.jobs import replay as runner
 from contextlab.runs.models import Run
+from contextlab.tuning import configs as tuning_configs
 from contextlab.tuning import services as tuning
 from contextlab.tuning.models import Sweep
 
@@ -23,7 +25,7 @@ def make_sweep(user, session, values: str) -> Sweep:
     return tuning.create_sweep(
         owner=user,
         transcripts=[session],
-        base=tuning.ConfigSpec(),
+        base=tuning_configs.ConfigSpec(),
         field_name="autocompact_pct_override",
         values=values,
     )

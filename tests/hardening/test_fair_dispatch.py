@@ -12,6 +12,7 @@ import redis
 from django.conf import settings
 
 from contextlab.runs import services
+from contextlab.tuning import configs as tuning_configs
 from contextlab.tuning import services as tuning
 from tests.conftest import REDIS_URL, flush_broker, require_services, start_worker, wait_for_run
 
@@ -39,7 +40,7 @@ def test_an_upload_queued_after_a_sweep_is_replayed_before_the_sweeps_batches(
     sweep = tuning.create_sweep(
         owner=user,
         transcripts=[make_transcript(tool_heavy_jsonl)],
-        base=tuning.ConfigSpec(),
+        base=tuning_configs.ConfigSpec(),
         field_name="autocompact_pct_override",
         values="50:90:5",
     )

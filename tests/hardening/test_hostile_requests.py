@@ -276,7 +276,7 @@ ATTACKS = [
 
 @pytest.fixture
 def ctx(user, alice_client, auth_header, make_transcript, short_jsonl) -> Ctx:
-    from contextlab.runs import runner
+    from contextlab.jobs import replay as runner
 
     transcript = make_transcript(short_jsonl)
     runner.execute_run(transcript.runs.get().pk)

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from contextlab.runs import runner
+from contextlab.jobs import replay as runner
 from contextlab.runs.models import Run
 from contextlab.transcripts.models import Transcript
 from tests.hardening.conftest import SMALL_EXPANSION

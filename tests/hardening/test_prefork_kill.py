@@ -15,14 +15,15 @@ from typing import Any
 import pytest
 
 from contextlab.celery import app
+from contextlab.jobs import tasks as run_tasks
 from contextlab.runs import services
-from contextlab.runs import tasks as run_tasks
 from contextlab.runs.models import Run, RunResult
 from contextlab.summaries.models import SummaryEntry
 from tests.conftest import (
     WorkerProcess,
     flush_broker,
     require_services,
+    start_beat,
     wait_for_run,
     worker_env,
 )
@@ -80,9 +81,12 @@ def prefork(tmp_path: Path) -> Any:
     flush_broker()
     workers: list[WorkerProcess] = []
 
-    def start(name: str = "prefork", **env: Any) -> WorkerProcess:
-        worker = _prefork_worker(tmp_path, name, **env)
+    def start(name: str = "prefork", *, slow: bool = False, **env: Any) -> WorkerProcess:
+        worker = _prefork_worker(tmp_path, name, slow=slow, **env)
         workers.append(worker)
+        # the periodic recovery, from beat in its own process as docker-compose runs it (a
+        # beat embedded with -B would be one of the children these tests kill)
+        workers.append(start_beat(tmp_path, name, **{**FAST, **env}))
         return worker
 
     yield start
@@ -136,7 +140,7 @@ def test_idle_pool_processes_killed_do_not_freeze_the_worker(
     elapsed = time.monotonic() - killed
     assert RunResult.objects.filter(run__in=runs).count() == len(runs)
     if broker == "filesystem":
-        assert "the worker restarts" in worker.output()
+        assert "the worker restarts" in worker.full_log()
     print(f"{broker}: 3 runs done {elapsed:.1f} s after both idle pool processes were killed")
 
 
@@ -157,7 +161,7 @@ def test_a_pool_process_killed_mid_replay_leaves_a_run_that_completes_once(
     elapsed = time.monotonic() - killed
     assert (finished.status, finished.attempts) == ("done", 2), (finished.error, worker.output())
     assert RunResult.objects.filter(run=finished).count() == 1
-    assert "requeued" in worker.output()
+    assert "requeued" in worker.full_log()
     print(f"run killed mid-replay done {elapsed:.1f} s later")
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from contextlab.runs.models import Run, RunResult
-from tests.conftest import DEMO, ROOT, require_services, start_worker, worker_env
+from tests.conftest import DEMO, ROOT, require_services, start_beat, start_worker, worker_env
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -107,18 +107,15 @@ def test_work_created_with_redis_down_is_kept_and_replayed_once_when_it_is_back(
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    worker = None
+    worker = beat = None
     try:
         _wait_listening(port)
         back = time.monotonic()
-        # the worker's recovery pass runs at start and every RUN_STALE_AFTER / 2 seconds
-        worker = start_worker(
-            tmp_path,
-            "queue-down",
-            CELERY_BROKER_URL=broker,
-            CELERY_TASK_DEFAULT_QUEUE=queue,
-            RUN_STALE_AFTER="6",
-        )
+        # beat sends the recovery pass as it starts and every RUN_RECOVER_EVERY (= half
+        # RUN_STALE_AFTER) seconds; the worker runs it
+        stack = {"CELERY_BROKER_URL": broker, "CELERY_TASK_DEFAULT_QUEUE": queue}
+        worker = start_worker(tmp_path, "queue-down", RUN_STALE_AFTER="6", **stack)
+        beat = start_beat(tmp_path, "queue-down", RUN_STALE_AFTER="6", **stack)
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline:
             if not Run.objects.exclude(status__in=["done", "failed"]).exists():
@@ -135,6 +132,8 @@ def test_work_created_with_redis_down_is_kept_and_replayed_once_when_it_is_back(
         assert {run.attempts for run in runs} == {1}
         print(f"all {len(runs)} runs done {elapsed:.1f} s after Redis came back")
     finally:
+        if beat is not None:
+            beat.stop()
         if worker is not None:
             worker.stop()
         redis.terminate()

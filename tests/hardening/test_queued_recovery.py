@@ -11,7 +11,8 @@ from functools import partial
 import pytest
 from django.utils import timezone
 
-from contextlab.runs import services, tasks
+from contextlab.jobs import tasks
+from contextlab.runs import services
 from contextlab.runs.models import Run
 from contextlab.summaries.models import RunSummarizer
 
@@ -41,16 +42,22 @@ def lost_run(make_transcript, short_jsonl) -> Run:
 
 def test_recovery_sends_a_lost_queued_run_again(lost_run, django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks(execute=False) as sent:
-        tasks.recover_stale_runs()
+        tasks.recover_runs()
     assert sent_runs(sent) == [lost_run.pk]
     deliver(sent)
     lost_run.refresh_from_db()
     assert lost_run.status == Run.Status.DONE
 
 
-def test_a_page_polling_a_lost_run_sends_it_again(lost_run, django_capture_on_commit_callbacks):
+def test_a_page_polling_a_lost_run_leaves_it_to_the_periodic_recovery(
+    lost_run, django_capture_on_commit_callbacks
+):
+    # one trigger: beat's recovery task, not every page that polls the run
     with django_capture_on_commit_callbacks(execute=False) as sent:
         run = services.refresh_run(lost_run)
+    assert sent_runs(sent) == []
+    with django_capture_on_commit_callbacks(execute=False) as sent:
+        tasks.recover()
     assert sent_runs(sent) == [lost_run.pk]
     deliver(sent)
     run.refresh_from_db()
@@ -62,7 +69,7 @@ def test_a_run_queued_recently_is_not_sent_again(
 ):
     run = make_transcript(short_jsonl).runs.get()
     with django_capture_on_commit_callbacks(execute=False) as sent:
-        tasks.recover_stale_runs()
+        tasks.recover_runs()
     assert sent == []
     run.refresh_from_db()
     assert run.status == Run.Status.QUEUED
@@ -70,8 +77,8 @@ def test_a_run_queued_recently_is_not_sent_again(
 
 def fetches_sent(callbacks: list) -> list[tuple[int, str]]:
     """(run id, summary key) of the summary fetch tasks the callbacks publish."""
-    from contextlab.runs import lifecycle
-    from contextlab.summaries import tasks as summary_tasks
+    from contextlab.jobs import lifecycle
+    from contextlab.jobs import tasks as summary_tasks
 
     return [
         tuple(cb.args[0].args)
@@ -88,7 +95,7 @@ def test_a_run_parked_for_a_summary_recently_is_left_to_its_fetch_task(
     run = make_transcript(short_jsonl).runs.get()
     RunSummarizer.objects.update_or_create(run=run, defaults={"pending_key": "k1"})
     with django_capture_on_commit_callbacks(execute=False) as sent:
-        tasks.recover_stale_runs()
+        tasks.recover_runs()
     assert sent == []
 
 
@@ -99,8 +106,8 @@ def test_a_run_parked_for_a_summary_too_long_gets_its_fetch_task_again(
     recovery sends that fetch again, not a replay from the start, once per period."""
     RunSummarizer.objects.update_or_create(run=lost_run, defaults={"pending_key": "k1"})
     with django_capture_on_commit_callbacks(execute=False) as sent:
-        tasks.recover_stale_runs()
-        tasks.recover_stale_runs()
+        tasks.recover_runs()
+        tasks.recover_runs()
     assert fetches_sent(sent) == [(lost_run.pk, "k1")]
     assert sent_runs(sent) == []
     lost_run.refresh_from_db()
@@ -109,17 +116,17 @@ def test_a_run_parked_for_a_summary_too_long_gets_its_fetch_task_again(
 
 def test_a_lost_run_is_sent_once_per_period(lost_run, django_capture_on_commit_callbacks):
     with django_capture_on_commit_callbacks(execute=False) as sent:
-        tasks.recover_stale_runs()
-        tasks.recover_stale_runs()
+        tasks.recover_runs()
+        tasks.recover_runs()
     assert sent_runs(sent) == [lost_run.pk]
     lost_run.refresh_from_db()
     assert lost_run.status == Run.Status.QUEUED  # sending again changes no status
 
 
 def test_a_claimed_run_is_not_sent_again(lost_run, django_capture_on_commit_callbacks):
-    from contextlab.runs import lifecycle
+    from contextlab.jobs import lifecycle
 
     assert lifecycle.claim(lost_run.pk)
     with django_capture_on_commit_callbacks(execute=False) as sent:
-        tasks.recover_stale_runs()
+        tasks.recover_runs()
     assert sent == []

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 from django.db import DataError
 
-from contextlab.runs import lifecycle, runner
+from contextlab.jobs import lifecycle
+from contextlab.jobs import replay as runner
 from contextlab.runs.models import Run
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clean_media")]

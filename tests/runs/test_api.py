@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 
 from contextlab.engine.results import RESULT_VERSION
-from contextlab.runs import runner
+from contextlab.jobs import replay as runner
 from contextlab.runs.models import Run
 from contextlab.runs.schemas import RequestRowOut
 

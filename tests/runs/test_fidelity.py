@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from contextlab.runs import runner
+from contextlab.jobs import replay as runner
 from tests.conftest import corpus_file, corpus_path
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clean_media")]

@@ -6,6 +6,7 @@ import pytest
 from django.utils import timezone
 
 from contextlab import engine
+from contextlab.jobs import tasks
 from contextlab.runs import services
 from contextlab.runs.models import Run
 
@@ -64,9 +65,11 @@ def test_a_polled_fresh_running_run_is_left_alone(transcript):
     assert services.refresh_run(run).status == Run.Status.RUNNING
 
 
-def test_refresh_run_recovers_a_stale_run(transcript):
+def test_the_periodic_recovery_requeues_a_stale_run_a_page_only_reads(transcript):
     run = transcript.runs.get()
     _stale(run, attempts=1)
+    assert services.refresh_run(run).status == Run.Status.RUNNING
+    tasks.recover()
     assert services.refresh_run(run).status == Run.Status.QUEUED
 
 

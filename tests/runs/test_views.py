@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from contextlab.runs import labels, runner, services
+from contextlab.jobs import replay as runner
+from contextlab.runs import labels, services
 from contextlab.runs.models import Run
 from contextlab.runs.templatetags import humanize_tokens
 

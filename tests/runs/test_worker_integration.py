@@ -8,6 +8,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.utils import timezone
 
+from contextlab.jobs import tasks
 from contextlab.runs import services
 from contextlab.runs.models import Run, RunResult
 from tests.conftest import wait_for_run
@@ -92,50 +93,7 @@ def test_a_run_abandoned_by_a_dead_worker_is_requeued_and_finished(
         status="running", attempts=1, heartbeat_at=timezone.now() - timedelta(hours=1)
     )
     RunResult.objects.filter(run=run).delete()
-    # the page that polls the run notices, requeues it, and the real worker finishes it
-    alice_client.get(f"/runs/{run.pk}/", HTTP_HX_REQUEST="true")
+    # the periodic recovery (beat's task, run here) requeues it, and the real worker finishes it
+    tasks.recover()
     run = wait_for_run(run.pk)
     assert (run.status, run.attempts) == ("done", 2), run.error
-
-
-def _backends(application: str) -> set[int]:
-    """PostgreSQL backends on the test database opened by ``application``."""
-    from django.db import connection
-
-    with connection.cursor() as cursor:
-        cursor.execute(
-            "SELECT pid FROM pg_stat_activity "
-            "WHERE datname = current_database() AND application_name = %s",
-            [application],
-        )
-        return {row[0] for row in cursor.fetchall()}
-
-
-@pytest.mark.parametrize("max_age", ["60", "0"])
-def test_a_worker_keeps_its_database_connection_between_tasks_as_conn_max_age_says(
-    max_age, tmp_path, make_transcript, short_jsonl
-):
-    """Celery's Django fix-up would close it around every task; Django's rules apply instead."""
-    from tests.conftest import flush_broker, require_services, start_worker, worker_env
-
-    require_services()
-    flush_broker()
-    application = f"contextlab-conn-test-{max_age}"
-    url = f"{worker_env()['DATABASE_URL']}?application_name={application}"
-    worker = start_worker(tmp_path, f"conn{max_age}", CONN_MAX_AGE=max_age, DATABASE_URL=url)
-    try:
-        transcript = make_transcript(short_jsonl)
-        assert wait_for_run(transcript.runs.get().pk).status == "done", worker.output()
-        after_first = _backends(application)
-        run = services.start_run(
-            owner=transcript.owner, transcript=transcript, mode="whatif", preset="aggressive"
-        )
-        assert wait_for_run(run.pk).status == "done", worker.output()
-        after_second = _backends(application)
-    finally:
-        worker.stop()
-    # (the worker's start-up check for abandoned runs may hold a connection of its own)
-    if max_age == "60":
-        assert after_first & after_second  # the same backend served both tasks
-    else:
-        assert not after_first & after_second  # closed after each task

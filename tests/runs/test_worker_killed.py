@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from contextlab.runs.models import Run
-from tests.conftest import flush_broker, require_services, start_worker, wait_for_run
+from tests.conftest import flush_broker, require_services, start_beat, start_worker, wait_for_run
 
 pytestmark = [
     pytest.mark.integration,
@@ -41,12 +41,14 @@ def test_killed_worker_run_is_requeued_and_finished_by_the_next_worker(
     assert 0 < run.progress_done < run.progress_total
 
     time.sleep(2.5)  # its heartbeat is now stale
-    fresh = start_worker(tmp_path, "fresh", **fast_beats)  # recovers abandoned runs when ready
+    fresh = start_worker(tmp_path, "fresh", **fast_beats)
+    beat = start_beat(tmp_path, "fresh", **fast_beats)  # sends the recovery as it starts
     try:
         run = wait_for_run(run.pk, timeout=60)
         assert (run.status, run.attempts) == ("done", 2), run.error + fresh.output()
-        assert "requeued" in fresh.output()
+        assert "requeued" in fresh.full_log()
     finally:
+        beat.stop()
         fresh.stop()
 
 
@@ -58,7 +60,7 @@ def test_a_run_that_keeps_killing_workers_is_failed_with_a_message(
 
     from django.utils import timezone
 
-    from contextlab.runs import tasks
+    from contextlab.jobs import tasks
 
     settings.RUN_MAX_ATTEMPTS = 2
     transcript = make_transcript(short_jsonl)
@@ -66,7 +68,7 @@ def test_a_run_that_keeps_killing_workers_is_failed_with_a_message(
     Run.objects.filter(pk=run.pk).update(
         status="running", attempts=2, heartbeat_at=timezone.now() - timedelta(hours=1)
     )
-    tasks.recover_stale_runs()
+    tasks.recover_runs()
     run.refresh_from_db()
     assert run.status == "failed"
     assert "stopped responding" in run.error
@@ -75,7 +77,8 @@ def test_a_run_that_keeps_killing_workers_is_failed_with_a_message(
 def test_a_live_worker_recovers_runs_abandoned_while_it_runs(
     make_transcript, short_jsonl, tmp_path, settings
 ):
-    """A pool process killed under a live worker: nobody polls, the worker requeues it itself."""
+    """A pool process killed under a live worker: nobody polls, beat's periodic recovery
+    requeues it."""
     require_services()
     flush_broker()
     from datetime import timedelta
@@ -84,6 +87,7 @@ def test_a_live_worker_recovers_runs_abandoned_while_it_runs(
 
     settings.RUN_STALE_AFTER = 2
     worker = start_worker(tmp_path, "watchful", RUN_STALE_AFTER="2", RUN_HEARTBEAT_EVERY="1")
+    beat = start_beat(tmp_path, "watchful", RUN_STALE_AFTER="2")
     try:
         transcript = make_transcript(short_jsonl)
         run = wait_for_run(transcript.runs.get().pk, timeout=60)
@@ -94,4 +98,5 @@ def test_a_live_worker_recovers_runs_abandoned_while_it_runs(
         run = wait_for_run(run.pk, timeout=60)
         assert (run.status, run.attempts) == ("done", 2), run.error + worker.output()
     finally:
+        beat.stop()
         worker.stop()

@@ -12,7 +12,7 @@ from django.test import Client
 from django.utils import timezone
 
 from contextlab import redaction
-from contextlab.runs import runner
+from contextlab.jobs import replay as runner
 from contextlab.runs.services import session_messages
 from contextlab.sharing import services
 from contextlab.sharing.models import ShareLink
@@ -418,6 +418,29 @@ def test_findings_say_which_request_and_block(shared):
     assert any(re.fullmatch(r"request \d+ · message \d+, block \d+", loc) for loc in locations)
     emails = next(f for f in link.findings if f["category"] == "email")
     assert "session name" in emails["locations"]
+
+
+def test_the_shared_explorer_has_the_owners_navigator_and_breakdown(shared, seeded, alice_client):
+    """One builder serves both explorers: the link's shows the event navigator, the mini chart
+    and the prompt's breakdown too, built from the redacted snapshot (nothing leaks there,
+    nor in its changed-rows and htmx answers), with its links under the link's path."""
+    link, token = shared
+    anonymous = Client()
+    count = len(link.snapshot.data["result"]["requests"])
+    for index in range(count):
+        for query in ("?changed=1", "?replaced=1&changed=1"):
+            body = anonymous.get(f"/s/{token}/requests/{index}/{query}").content
+            assert leaks(body) == [], (index, query)
+        partial = anonymous.get(f"/s/{token}/requests/{index}/", HTTP_HX_REQUEST="true")
+        assert b"<html" not in partial.content
+        assert leaks(partial.content) == [], index
+    shared_page = anonymous.get(f"/s/{token}/requests/{count - 1}/").content.decode()
+    owner_page = alice_client.get(f"/sessions/{seeded.pk}/requests/{count - 1}/").content.decode()
+    for marker in ('id="navigator"', 'id="breakdown"', 'id="mini-chart"', 'id="stack-bar"'):
+        assert marker in shared_page, marker
+        assert marker in owner_page, marker
+    assert f'href="/s/{token}/requests/{count - 1}/?changed=1"' in shared_page
+    assert "/sessions/" not in shared_page
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,7 @@ import time
 import pytest
 from django.test import Client
 
-from contextlab.runs import runner
+from contextlab.jobs import replay as runner
 from contextlab.sharing import services
 from tests.conftest import corpus_path
 
@@ -53,19 +53,20 @@ def test_shared_comparison_and_sweep_pages_load_within_1_5_x_the_owners(
     early-compacting B, and a three-value sweep)."""
     from contextlab.runs.models import Run
     from contextlab.sharing import targets
+    from contextlab.tuning import configs as tuning_configs
     from contextlab.tuning import services as tuning
 
     transcript = make_transcript(corpus_path("marot__spotter__tool_heavy.jsonl"))
     comparison = tuning.create_comparison(
         owner=user,
         transcripts=[transcript],
-        a=tuning.ConfigSpec(),
-        b=tuning.ConfigSpec(overrides={"autocompact_pct_override": 10}),
+        a=tuning_configs.ConfigSpec(),
+        b=tuning_configs.ConfigSpec(overrides={"autocompact_pct_override": 10}),
     )
     sweep = tuning.create_sweep(
         owner=user,
         transcripts=[transcript],
-        base=tuning.ConfigSpec(),
+        base=tuning_configs.ConfigSpec(),
         field_name="autocompact_pct_override",
         values=[10, 50, 90],
     )

@@ -12,11 +12,12 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from contextlab.runs import runner
+from contextlab.jobs import replay as runner
 from contextlab.runs.models import Run
 from contextlab.sharing import services, targets
 from contextlab.sharing.models import ShareLink
 from contextlab.transcripts import services as transcript_services
+from contextlab.tuning import configs as tuning_configs
 from contextlab.tuning import services as tuning
 from contextlab.workspaces import services as workspace_services
 from tests.sharing.seeded import make_secrets
@@ -62,8 +63,8 @@ def comparison(user, session):
     comparison = tuning.create_comparison(
         owner=user,
         transcripts=[session],
-        a=tuning.ConfigSpec(),
-        b=tuning.config_spec(owner=user, version_id=version.pk),
+        a=tuning_configs.ConfigSpec(),
+        b=tuning_configs.config_spec(owner=user, version_id=version.pk),
     )
     finish_all()
     return comparison
@@ -75,7 +76,7 @@ def sweep(user, session):
     sweep = tuning.create_sweep(
         owner=user,
         transcripts=[session],
-        base=tuning.config_spec(owner=user, version_id=version.pk),
+        base=tuning_configs.config_spec(owner=user, version_id=version.pk),
         field_name="autocompact_pct_override",
         values=[40, 80],
     )
@@ -184,8 +185,8 @@ def test_unfinished_comparisons_cannot_be_shared(user, session, alice_client):
     pending = tuning.create_comparison(
         owner=user,
         transcripts=[session],
-        a=tuning.ConfigSpec(),
-        b=tuning.ConfigSpec(overrides={"autocompact_pct_override": 33}),
+        a=tuning_configs.ConfigSpec(),
+        b=tuning_configs.ConfigSpec(overrides={"autocompact_pct_override": 33}),
     )
     with pytest.raises(services.ShareError, match="share it when its replays are done"):
         targets.create_share(user=user, target=pending)

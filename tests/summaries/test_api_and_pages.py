@@ -92,7 +92,7 @@ def test_the_run_page_says_which_summary_the_run_waits_for(
     alice_client, make_transcript, tmp_path, llm_stub, django_capture_on_commit_callbacks
 ):
     """Queued for its fetch task or running the call: the progress line names the backend."""
-    from contextlab.runs import runner as run_runner
+    from contextlab.jobs import replay as run_runner
     from tests.engine.test_pipeline import long_session
     from tests.summaries.test_runner import whatif_run
 
@@ -118,7 +118,7 @@ def test_the_run_page_says_which_summary_the_run_waits_for(
 def test_the_run_api_says_who_writes_the_summaries_and_whether_the_run_waits(
     client, auth_header, make_transcript, tmp_path, django_capture_on_commit_callbacks
 ):
-    from contextlab.runs import runner as run_runner
+    from contextlab.jobs import replay as run_runner
     from tests.engine.test_pipeline import long_session
     from tests.summaries.test_runner import whatif_run
 

@@ -9,10 +9,10 @@ import time
 
 import pytest
 
-from contextlab.runs import tasks as run_tasks
+from contextlab.jobs import tasks as run_tasks
 from contextlab.runs.models import Run, RunResult
 from contextlab.summaries.models import RunSummarizer, SummaryEntry
-from tests.conftest import flush_broker, require_services, start_worker, wait_for_run
+from tests.conftest import flush_broker, require_services, start_beat, start_worker, wait_for_run
 from tests.engine.conftest import ANTHROPIC_TEST_KEY
 from tests.llm_stub import LLMStub
 from tests.summaries.test_runner import SUMMARY, whatif_run
@@ -95,12 +95,14 @@ def test_a_worker_killed_during_a_summary_call_leaves_a_run_the_next_worker_fini
         finally:
             doomed.stop()
         time.sleep(2.5)  # its heartbeat is now stale
-        fresh = start_worker(tmp_path, "fresh", **env)  # requeues abandoned runs when ready
+        fresh = start_worker(tmp_path, "fresh", **env)
+        beat = start_beat(tmp_path, "fresh", **env)  # sends the recovery as it starts
         try:
             run = wait_for_run(run.pk, timeout=120)
             assert run.status == Run.Status.DONE, run.error + fresh.output()
             assert run.attempts >= 2
         finally:
+            beat.stop()
             fresh.stop()
         data = RunResult.objects.get(run=run).data
         summaries = [s for s in data["views"]["synthetic"] if s["kind"] == "summary"]

@@ -11,10 +11,11 @@ import json
 import pytest
 
 from contextlab import engine
-from contextlab.runs import lifecycle
-from contextlab.runs import tasks as run_tasks
+from contextlab.jobs import lifecycle, tasks
+from contextlab.jobs import summary_fetch as runner
+from contextlab.jobs import tasks as run_tasks
 from contextlab.runs.models import Run, RunResult
-from contextlab.summaries import runner, services, tasks
+from contextlab.summaries import services
 from contextlab.summaries.models import RunSummarizer, SummaryEntry
 from tests.engine.conftest import ANTHROPIC_TEST_KEY
 from tests.engine.test_pipeline import SMALL_WINDOW, long_session

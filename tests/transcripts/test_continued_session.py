@@ -17,10 +17,10 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 
-from contextlab.runs import runner
+from contextlab.jobs import replay as runner
 from contextlab.runs import services as run_services
 from contextlab.runs.models import Run, RunResult
-from contextlab.transcripts import continuations, services
+from contextlab.transcripts import continuations, moving, services
 from contextlab.transcripts.models import Transcript, TranscriptMessages
 from contextlab.workspaces import services as workspaces
 from tests.engine.builders import TranscriptBuilder
@@ -314,13 +314,13 @@ def test_a_moved_session_leaves_its_links_and_finds_them_in_its_new_workspace(us
     assert child.continues is None  # another workspace
     replay(child)
 
-    workspaces.move_session(user=user, transcript=parent, workspace_id=team.pk)
+    moving.move_session(user=user, transcript=parent, workspace_id=team.pk)
     child.refresh_from_db()
     assert child.continues == parent
     assert_stitched(child)
 
     personal = workspaces.personal_workspace(user)
-    workspaces.move_session(user=user, transcript=parent, workspace_id=personal.pk)
+    moving.move_session(user=user, transcript=parent, workspace_id=personal.pk)
     child.refresh_from_db()
     assert child.continues is None
     assert_alone(child)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from contextlab.runs import runner
+from contextlab.jobs import replay as runner
 from contextlab.runs.models import Run, RunResult
 from contextlab.transcripts import services
 from contextlab.transcripts.models import Transcript, TranscriptMessages

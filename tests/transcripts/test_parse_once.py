@@ -11,7 +11,7 @@ from django.conf import settings
 
 from contextlab import engine
 from contextlab.engine import session_cache
-from contextlab.runs import runner
+from contextlab.jobs import replay as runner
 from contextlab.runs.models import Run
 from contextlab.transcripts import services
 

@@ -7,7 +7,7 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from contextlab import engine
-from contextlab.runs import runner
+from contextlab.jobs import replay as runner
 from contextlab.runs import services as run_services
 from contextlab.runs.templatetags.humanize_tokens import tokens
 from contextlab.transcripts.models import Transcript

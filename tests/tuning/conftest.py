@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
+from contextlab.jobs import tasks
 from contextlab.runs.models import Run
-from contextlab.tuning import tasks
 
 #: B compacts early on the tool-heavy session, so A and B diverge at request 1
 EARLY = {"autocompact_pct_override": 10}

@@ -3,6 +3,8 @@ from __future__ import annotations
 import pytest
 
 from contextlab.runs.models import Run
+from contextlab.tuning import configs as tuning_configs
+from contextlab.tuning import reports as tuning_reports
 from contextlab.tuning import services
 from contextlab.tuning.models import Comparison, Sweep
 from tests.tuning.conftest import EARLY
@@ -50,7 +52,7 @@ def test_get_comparison_shape_once_done(client, auth_header, session, second_ses
     assert body["status"] == "done"
     for side in ("a", "b"):
         assert len(body[side]["run_ids"]) == 2
-        for key in services.SUMMARY_KEYS:
+        for key in tuning_reports.SUMMARY_KEYS:
             assert key in body[side]["summary"], key
     assert body["b"]["summary"]["compactions"] > body["a"]["summary"]["compactions"]
     assert body["delta"]["cost_usd"]["a"] == body["a"]["summary"]["cost_usd"]
@@ -174,7 +176,7 @@ def test_create_and_read_a_sweep(client, auth_header, session, finish):
     for point in body["points"]:
         assert point["status"] == "done"
         assert len(point["run_ids"]) == 1
-        for key in services.SUMMARY_KEYS:
+        for key in tuning_reports.SUMMARY_KEYS:
             assert key in point["summary"]
 
 
@@ -207,13 +209,13 @@ def test_delete_comparison_and_sweep_only_for_the_owner(
     comparison = services.create_comparison(
         owner=user,
         transcripts=[session],
-        a=services.ConfigSpec(),
-        b=services.ConfigSpec(overrides=EARLY),
+        a=tuning_configs.ConfigSpec(),
+        b=tuning_configs.ConfigSpec(overrides=EARLY),
     )
     sweep = services.create_sweep(
         owner=user,
         transcripts=[session],
-        base=services.ConfigSpec(),
+        base=tuning_configs.ConfigSpec(),
         field_name="autocompact_pct_override",
         values=[40, 60],
     )
@@ -245,13 +247,13 @@ def test_list_comparisons_and_sweeps_newest_first_owner_only(
     first = services.create_comparison(
         owner=user,
         transcripts=[session, second_session],
-        a=services.ConfigSpec(),
-        b=services.ConfigSpec(overrides=EARLY),
+        a=tuning_configs.ConfigSpec(),
+        b=tuning_configs.ConfigSpec(overrides=EARLY),
     )
     sweep = services.create_sweep(
         owner=user,
         transcripts=[session],
-        base=services.ConfigSpec(),
+        base=tuning_configs.ConfigSpec(),
         field_name="autocompact_pct_override",
         values=[40, 60],
     )
@@ -274,7 +276,10 @@ def test_list_comparisons_and_sweeps_newest_first_owner_only(
     finish()
     later = [
         services.create_comparison(
-            owner=user, transcripts=[session], a=services.ConfigSpec(), b=services.ConfigSpec()
+            owner=user,
+            transcripts=[session],
+            a=tuning_configs.ConfigSpec(),
+            b=tuning_configs.ConfigSpec(),
         )
         for _ in range(5)
     ]

@@ -3,11 +3,13 @@ from __future__ import annotations
 import pytest
 
 from contextlab import engine
-from contextlab.runs import lifecycle
+from contextlab.jobs import lifecycle, tasks
 from contextlab.runs import services as run_services
 from contextlab.runs.models import Run
 from contextlab.summaries.models import RunSummarizer
-from contextlab.tuning import services, tasks
+from contextlab.tuning import configs as tuning_configs
+from contextlab.tuning import reports as tuning_reports
+from contextlab.tuning import services
 from contextlab.tuning.models import ComparisonRun, ConfigVersion, SweepRun
 from tests.tuning.conftest import EARLY
 
@@ -19,7 +21,7 @@ def one_run(comparison):
 
 
 def spec(preset="auto", **overrides):
-    return services.ConfigSpec(preset=preset, overrides=overrides)
+    return tuning_configs.ConfigSpec(preset=preset, overrides=overrides)
 
 
 # --- configs and versions ------------------------------------------------------------------------
@@ -69,7 +71,7 @@ def test_config_names_are_unique_per_owner(user, other_user):
 
 def test_editing_a_config_does_not_change_runs_made_with_the_old_version(user, session, finish):
     v1 = services.save_config(owner=user, name="c", preset="auto", overrides=EARLY)
-    a = services.config_spec(owner=user, version_id=v1.pk, prefix="a")
+    a = tuning_configs.config_spec(owner=user, version_id=v1.pk, prefix="a")
     comparison = services.create_comparison(owner=user, transcripts=[session], a=a, b=spec("auto"))
     finish()
     run = ComparisonRun.objects.get(comparison=comparison, side="a").run
@@ -89,7 +91,7 @@ def test_editing_a_config_does_not_change_runs_made_with_the_old_version(user, s
     later = services.create_comparison(
         owner=user,
         transcripts=[session],
-        a=services.config_spec(owner=user, version_id=v2.pk),
+        a=tuning_configs.config_spec(owner=user, version_id=v2.pk),
         b=spec("auto"),
     )
     assert ComparisonRun.objects.get(comparison=later, side="a").run != run
@@ -106,25 +108,25 @@ def test_editing_a_config_does_not_change_runs_made_with_the_old_version(user, s
 )
 def test_invalid_configs_name_the_field(overrides, field):
     with pytest.raises(engine.FieldError) as exc:
-        services.validate_config("auto", overrides, prefix="a")
+        tuning_configs.validate_config("auto", overrides, prefix="a")
     assert exc.value.field == f"a.{field}"
     assert exc.value.message
 
 
 def test_unknown_preset_is_refused():
     with pytest.raises(engine.FieldError) as exc:
-        services.validate_config("nope", None, prefix="b")
+        tuning_configs.validate_config("nope", None, prefix="b")
     assert exc.value.field == "b.preset"
 
 
 def test_config_diff_lists_changes_from_the_preset():
-    diff = services.config_diff("claude-code-2.1.88", {"autocompact_pct_override": 70})
+    diff = tuning_configs.config_diff("claude-code-2.1.88", {"autocompact_pct_override": 70})
     assert diff == [{"field": "autocompact_pct_override", "preset": None, "config": 70.0}]
-    assert services.config_diff("aggressive", {}) == []
+    assert tuning_configs.config_diff("aggressive", {}) == []
 
 
 def test_check_form_collects_one_error_per_field_with_the_range():
-    check = services.check_form(
+    check = tuning_configs.check_form(
         "auto",
         {
             "autocompact_buffer_tokens": "-1",
@@ -137,17 +139,17 @@ def test_check_form_collects_one_error_per_field_with_the_range():
 
 
 def test_check_form_reports_cross_field_rules_on_their_field():
-    check = services.check_form("auto", {"autocompact_buffer_tokens": "190000"})
+    check = tuning_configs.check_form("auto", {"autocompact_buffer_tokens": "190000"})
     assert "autocompact_buffer_tokens" in check.errors
     assert "effective window" in check.errors["autocompact_buffer_tokens"]
 
 
 def test_check_form_keeps_only_changed_fields_as_overrides():
-    base = services.preset_base("auto").to_dict()
-    values = {s["name"]: services.form_value(base[s["name"]]) for s in engine.field_specs()}
+    base = tuning_configs.preset_base("auto").to_dict()
+    values = {s["name"]: tuning_configs.form_value(base[s["name"]]) for s in engine.field_specs()}
     values["autocompact_pct_override"] = "70"
     values["snip_enabled"] = "on"
-    check = services.check_form("auto", values)
+    check = tuning_configs.check_form("auto", values)
     assert check.errors == {}
     assert check.overrides == {"autocompact_pct_override": 70.0, "snip_enabled": True}
     assert [d["field"] for d in check.diff] == ["autocompact_pct_override", "snip_enabled"]
@@ -328,7 +330,7 @@ def test_the_batch_runner_parses_each_session_once(user, session, monkeypatch):
         field_name="autocompact_pct_override",
         values="20:60:10",
     )
-    from contextlab.tuning import runner
+    from contextlab.jobs import batches as runner
 
     outcomes: list[lifecycle.Outcome] = []
     runner.execute_batch(
@@ -337,7 +339,7 @@ def test_the_batch_runner_parses_each_session_once(user, session, monkeypatch):
     assert [type(o) for o in outcomes] == [lifecycle.Done] * 5
     assert len(replays) == 5
     assert len(load) == 1
-    assert services.sweep_status(sweep) == "done"
+    assert tuning_reports.sweep_status(sweep) == "done"
 
 
 def test_the_batch_runner_skips_finished_runs(user, session, finish, monkeypatch):
@@ -346,7 +348,7 @@ def test_the_batch_runner_skips_finished_runs(user, session, finish, monkeypatch
     )
     finish()
     replays = counting(monkeypatch, "replay")
-    from contextlab.tuning import runner
+    from contextlab.jobs import batches as runner
 
     outcomes: list[lifecycle.Outcome] = []
     runner.execute_batch(
@@ -364,12 +366,12 @@ def test_comparison_report_has_totals_delta_and_divergence(user, session, finish
     comparison = services.create_comparison(
         owner=user, transcripts=[session], a=spec("auto"), b=spec("auto", **EARLY)
     )
-    assert services.comparison_report(comparison)["status"] == "queued"
+    assert tuning_reports.comparison_report(comparison)["status"] == "queued"
     finish()
-    report = services.comparison_report(comparison)
+    report = tuning_reports.comparison_report(comparison)
     assert report["status"] == "done"
     a, b = report["a"]["summary"], report["b"]["summary"]
-    for key in services.SUMMARY_KEYS:
+    for key in tuning_reports.SUMMARY_KEYS:
         assert key in a
         assert key in b
     assert b["compactions"] > a["compactions"]
@@ -387,7 +389,7 @@ def test_totals_over_many_sessions_add_up(user, session, second_session, finish)
         b=spec("auto", **EARLY),
     )
     finish()
-    report = services.comparison_report(comparison)
+    report = tuning_reports.comparison_report(comparison)
     assert report["done_sessions"] == 2
     per_session = [p.a_measures for p in report["pairs"]]
     total = report["a"]["summary"]
@@ -409,7 +411,7 @@ def test_sweep_makes_one_run_per_value_per_session_and_reuses(
     assert SweepRun.objects.filter(sweep=sweep).count() == 6
     assert Run.objects.filter(mode="whatif").count() == 6
     finish()
-    report = services.sweep_report(sweep)
+    report = tuning_reports.sweep_report(sweep)
     assert report["status"] == "done"
     assert [p["value"] for p in report["points"]] == [30.0, 60.0, 90.0]
     assert all(p["summary"]["requests"] > 0 for p in report["points"])
@@ -421,7 +423,7 @@ def test_sweep_makes_one_run_per_value_per_session_and_reuses(
         values="30,60",
     )
     assert Run.objects.filter(mode="whatif").count() == 6
-    assert services.sweep_status(again) == "done"
+    assert tuning_reports.sweep_status(again) == "done"
     # the run of the sweep is the one a comparison with the same config uses
     comparison = services.create_comparison(
         owner=user,
@@ -429,7 +431,7 @@ def test_sweep_makes_one_run_per_value_per_session_and_reuses(
         a=spec("auto", autocompact_pct_override=30),
         b=spec("auto", autocompact_pct_override=60),
     )
-    assert services.comparison_status(comparison) == "done"
+    assert tuning_reports.comparison_status(comparison) == "done"
 
 
 @pytest.mark.parametrize(
@@ -459,4 +461,4 @@ def test_result_data_is_what_reports_read(user, session, finish):
     run.refresh_from_db()
     data = run_services.result_data(run)
     assert data is not None
-    assert services.measures(run) == engine.compare.summary_measures(data)
+    assert tuning_reports.measures(run) == engine.compare.summary_measures(data)

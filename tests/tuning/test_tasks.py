@@ -5,10 +5,12 @@ from celery.exceptions import Retry, SoftTimeLimitExceeded
 from django.db import OperationalError
 
 from contextlab import engine
-from contextlab.runs import lifecycle
-from contextlab.runs import tasks as run_tasks
+from contextlab.jobs import batches as runner
+from contextlab.jobs import lifecycle, tasks
+from contextlab.jobs import tasks as run_tasks
 from contextlab.runs.models import Run
-from contextlab.tuning import runner, services, tasks
+from contextlab.tuning import configs as tuning_configs
+from contextlab.tuning import services
 
 
 def test_task_calls_the_batch_runner_with_the_ids(monkeypatch):
@@ -55,7 +57,7 @@ def test_a_failing_run_does_not_stop_the_batch(user, session, monkeypatch):
     sweep = services.create_sweep(
         owner=user,
         transcripts=[session],
-        base=services.ConfigSpec(),
+        base=tuning_configs.ConfigSpec(),
         field_name="autocompact_pct_override",
         values=[30, 60],
     )

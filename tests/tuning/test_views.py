@@ -5,6 +5,7 @@ import re
 import pytest
 
 from contextlab.runs.models import Run
+from contextlab.tuning import configs as tuning_configs
 from contextlab.tuning import services
 from contextlab.tuning.models import Comparison, ConfigVersion, SavedConfig, Sweep
 from tests.tuning.conftest import EARLY
@@ -15,7 +16,7 @@ HX = {"HTTP_HX_REQUEST": "true"}
 
 
 def spec(preset="auto", **overrides):
-    return services.ConfigSpec(preset=preset, overrides=overrides)
+    return tuning_configs.ConfigSpec(preset=preset, overrides=overrides)
 
 
 @pytest.fixture
@@ -494,7 +495,9 @@ def test_deleting_a_config_keeps_the_comparisons_that_used_it(alice_client, user
     built = services.create_comparison(
         owner=user,
         transcripts=[session],
-        a=services.ConfigSpec(preset="auto", overrides=dict(version.overrides), version=version),
+        a=tuning_configs.ConfigSpec(
+            preset="auto", overrides=dict(version.overrides), version=version
+        ),
         b=spec("auto"),
     )
     assert built.a_label == "early v1"

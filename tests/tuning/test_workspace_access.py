@@ -11,6 +11,7 @@ from django.test import Client
 
 from contextlab.accounts.services import create_api_token
 from contextlab.transcripts import services as transcript_services
+from contextlab.tuning import configs as tuning_configs
 from contextlab.tuning import services
 from contextlab.tuning.models import Comparison, SavedConfig, Sweep
 from contextlab.workspaces import services as workspaces
@@ -19,8 +20,8 @@ from tests.tuning.conftest import EARLY
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clean_media")]
 
 
-def spec(preset: str = "auto", **overrides: Any) -> services.ConfigSpec:
-    return services.ConfigSpec(preset=preset, overrides=overrides)
+def spec(preset: str = "auto", **overrides: Any) -> tuning_configs.ConfigSpec:
+    return tuning_configs.ConfigSpec(preset=preset, overrides=overrides)
 
 
 @pytest.fixture

@@ -10,9 +10,10 @@ import pytest
 from django.test import Client
 
 from contextlab.accounts.services import create_api_token
-from contextlab.runs import runner
+from contextlab.jobs import replay as runner
 from contextlab.sharing import services as sharing
 from contextlab.transcripts import services as transcript_services
+from contextlab.tuning import configs as tuning_configs
 from contextlab.tuning import services as tuning
 from contextlab.workspaces import services
 
@@ -40,8 +41,8 @@ def world(django_user_model, short_jsonl) -> dict[str, Any]:
     comparison = tuning.create_comparison(
         owner=users["eddie"],
         transcripts=[session],
-        a=tuning.ConfigSpec(),
-        b=tuning.ConfigSpec(preset="aggressive"),
+        a=tuning_configs.ConfigSpec(),
+        b=tuning_configs.ConfigSpec(preset="aggressive"),
         workspace=source,
     )
     return {

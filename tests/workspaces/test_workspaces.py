@@ -234,7 +234,7 @@ def test_workspaces_page_manages_members(team, user, bob):
 def test_leaving_a_workspace_takes_its_sessions_out_of_ones_comparisons(
     team, bob, user, short_jsonl
 ):
-    from contextlab.runs import runner
+    from contextlab.jobs import replay as runner
     from contextlab.transcripts import services as transcript_services
 
     services.set_member(workspace=team, username="bob", role="editor")
@@ -265,7 +265,7 @@ def test_leaving_a_workspace_takes_its_sessions_out_of_ones_comparisons(
 
 
 def test_a_viewer_sees_no_controls_they_cannot_use(team, bob, user, short_jsonl):
-    from contextlab.runs import runner
+    from contextlab.jobs import replay as runner
     from contextlab.transcripts import services as transcript_services
 
     with short_jsonl.open("rb") as fh:

@@ -9,7 +9,7 @@ workers never both own a run (a redelivered message, a recovery racing a slow wo
 
 Nothing here sends a task. The worker side gets one ``Outcome`` per replay from ``conclude``
 (done, waiting for summary K, failed), and recovery returns the runs it changed; the tasks
-modules queue what follows (a fetch task, a replay).
+module (``jobs.tasks``) queues what follows (a fetch task, a replay).
 """
 
 from __future__ import annotations
@@ -305,7 +305,7 @@ def requeue(run_id: int) -> None:
         )
 
 
-def recover_stale(*, now: datetime | None = None, run_ids: list[int] | None = None) -> list[Run]:
+def recover_stale(*, now: datetime | None = None) -> list[Run]:
     """Requeue (or fail, after RUN_MAX_ATTEMPTS) runs whose worker stopped heartbeating.
 
     A worker killed mid-run leaves its row "running" with a heartbeat that no longer moves;
@@ -315,8 +315,6 @@ def recover_stale(*, now: datetime | None = None, run_ids: list[int] | None = No
     now = now or timezone.now()
     cutoff = now - timedelta(seconds=settings.RUN_STALE_AFTER)
     stale = Run.objects.filter(status=Run.Status.RUNNING, heartbeat_at__lt=cutoff)
-    if run_ids is not None:
-        stale = stale.filter(pk__in=run_ids)
     changed: list[Run] = []
     for run in stale:
         still_stale = Run.objects.filter(
@@ -348,7 +346,7 @@ def recover_stale(*, now: datetime | None = None, run_ids: list[int] | None = No
     return changed
 
 
-def queued_too_long(*, now: datetime | None = None, run_ids: list[int] | None = None) -> list[int]:
+def queued_too_long(*, now: datetime | None = None) -> list[int]:
     """Queued runs whose task may have been lost, to send again: queued for longer than
     RUN_QUEUED_RESEND_AFTER. A run parked for a summary counts too: its fetch task can be lost
     the same ways (the broker down when it was sent, a frozen pool); ``pending_summaries``
@@ -363,8 +361,6 @@ def queued_too_long(*, now: datetime | None = None, run_ids: list[int] | None = 
     now = now or timezone.now()
     cutoff = now - timedelta(seconds=settings.RUN_QUEUED_RESEND_AFTER)
     due = Run.objects.filter(status=Run.Status.QUEUED, updated_at__lt=cutoff)
-    if run_ids is not None:
-        due = due.filter(pk__in=run_ids)
     ids = list(due.values_list("pk", flat=True)[:1000])
     # conditional: a run claimed meanwhile is not sent again
     Run.objects.filter(pk__in=ids, status=Run.Status.QUEUED, updated_at__lt=cutoff).update(
@@ -416,8 +412,8 @@ def publish(send: Callable[[], object], run_ids: list[int]) -> bool:
 
     The broker being down must not lose what was just committed, nor turn the request that
     committed it into a 500: the runs stay queued, marked due for sending again, and the
-    recovery loop (every RUN_STALE_AFTER / 2 seconds) or a page polling a run sends them
-    once the broker answers.
+    periodic recovery (Celery beat, every RUN_RECOVER_EVERY seconds) sends them once the
+    broker answers.
     """
     try:
         send()
@@ -429,7 +425,7 @@ def publish(send: Callable[[], object], run_ids: list[int]) -> bool:
             "again within %s s of the queue coming back",
             ",".join(map(str, run_ids[:20])),
             exc,
-            max(1, settings.RUN_STALE_AFTER // 2),
+            settings.RUN_RECOVER_EVERY,
         )
         return False
     return True

@@ -1,7 +1,7 @@
 """Worker side: replay one run (load the session, replay it) and hand its outcome over.
 
 Claiming the run, the heartbeat, progress and how the replay ended (done, waiting for a
-summary, failed) are ``runs.lifecycle``'s; the tasks modules queue what follows.
+summary, failed) are ``jobs.lifecycle``'s; ``jobs.tasks`` queues what follows.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 from django.conf import settings
 
 from contextlab import engine
-from contextlab.runs import lifecycle
+from contextlab.jobs import lifecycle
 from contextlab.runs.models import Run
 from contextlab.summaries import services as summaries
 from contextlab.transcripts.models import Transcript, TranscriptMessages

@@ -1,4 +1,4 @@
-"""A run's life: claim, recovery of abandoned runs, and the rule that only ``runs.lifecycle``
+"""A run's life: claim, recovery of abandoned runs, and the rule that only ``jobs.lifecycle``
 changes a run's status (with no import cycle among the job modules)."""
 
 from __future__ import annotations
@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
-from contextlab.runs import lifecycle, tasks
+from contextlab.jobs import lifecycle, tasks
 from contextlab.runs.models import Run
 
 ROOT = Path(__file__).resolve().parents[2]
 CONTEXTLAB = ROOT / "contextlab"
-LIFECYCLE = CONTEXTLAB / "runs" / "lifecycle.py"
+LIFECYCLE = CONTEXTLAB / "jobs" / "lifecycle.py"
 
 # --- claim and recovery ---------------------------------------------------------------------------
 
@@ -50,11 +50,11 @@ def test_stale_running_run_is_requeued_then_failed_after_max_attempts(
     settings.RUN_MAX_ATTEMPTS = 2
     _stale(run, attempts=1)
     with django_capture_on_commit_callbacks() as callbacks:
-        changed = tasks.recover_stale_runs()
+        changed = tasks.recover_runs()
     assert [r.status for r in changed] == [Run.Status.QUEUED]
     assert len(callbacks) == 1  # re-published for a worker
     _stale(run, attempts=2)
-    changed = tasks.recover_stale_runs()
+    changed = tasks.recover_runs()
     run.refresh_from_db()
     assert run.status == Run.Status.FAILED
     assert "stopped responding" in run.error
@@ -67,7 +67,7 @@ def test_fresh_running_run_is_left_alone(run):
     Run.objects.filter(pk=run.pk).update(
         status=Run.Status.RUNNING, attempts=1, heartbeat_at=timezone.now()
     )
-    assert tasks.recover_stale_runs() == []
+    assert tasks.recover_runs() == []
 
 
 # --- one writer of Run.status ---------------------------------------------------------------------
@@ -147,7 +147,7 @@ payload = {"status": run.status}
 
 
 def test_only_the_lifecycle_module_writes_a_run_status():
-    """Every change of a run's status lives in ``runs/lifecycle.py``. The engine is left out:
+    """Every change of a run's status lives in ``jobs/lifecycle.py``. The engine is left out:
     it cannot import Django (a test enforces it), and its ``status`` are HTTP statuses."""
     offenders = {}
     for path in sorted(CONTEXTLAB.rglob("*.py")):
@@ -157,7 +157,7 @@ def test_only_the_lifecycle_module_writes_a_run_status():
         lines = status_writes(path.read_text())
         if lines:
             offenders[str(relative)] = lines
-    assert offenders == {}, f"status written outside runs/lifecycle.py: {offenders}"
+    assert offenders == {}, f"status written outside jobs/lifecycle.py: {offenders}"
     assert status_writes(LIFECYCLE.read_text())  # the finder does see the writes there
 
 

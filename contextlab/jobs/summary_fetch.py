@@ -1,6 +1,6 @@
 """Worker side: call the backend for the one summary a fetch task is for, and store it.
 
-``fetch_summary`` runs inside the run's replay (``runs.runner.execute_run`` with a summary):
+``fetch_summary`` runs inside the run's replay (``jobs.replay.execute_run`` with a summary):
 the replay resumes from its checkpoint, reaches the summary it stopped at, and this module calls
 the backend for it there, with the spend cap, the circuit breaker and the extractive fallback.
 The request is never serialized: the resumed replay rebuilds it. Any other missing summary

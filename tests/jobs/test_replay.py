@@ -7,7 +7,7 @@ from django.db import OperationalError
 from django.utils import timezone
 
 from contextlab import engine
-from contextlab.runs import runner
+from contextlab.jobs import replay as runner
 from contextlab.runs.models import Run, RunResult
 from contextlab.transcripts.models import TranscriptMessages
 

@@ -1,4 +1,5 @@
-"""``manage.py recover_runs``: requeue or fail runs left "running" by a dead worker (cron-able)."""
+"""``manage.py recover_runs``: the periodic recovery pass (``jobs.tasks.recover_runs``) run once,
+by hand: runs left "running" by a dead worker requeued or failed, lost tasks sent again."""
 
 from __future__ import annotations
 
@@ -6,12 +7,12 @@ from typing import Any
 
 from django.core.management.base import BaseCommand
 
-from contextlab.runs import tasks
+from contextlab.jobs import tasks
 
 
 class Command(BaseCommand):
     help = "Requeue or fail runs whose worker stopped heartbeating."
 
     def handle(self, *args: Any, **options: Any) -> None:
-        for run in tasks.recover_stale_runs():
+        for run in tasks.recover_runs():
             self.stdout.write(f"run {run.pk}: {run.status}")

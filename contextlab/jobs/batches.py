@@ -1,7 +1,7 @@
 """Worker-side: replay several runs of the same sessions, parsing each session once.
 
 A sweep or comparison queues its new runs in batches; for each run this claims it and hands
-the replay, on the already-loaded session, to ``runs.lifecycle.conclude``: the same claim and
+the replay, on the already-loaded session, to ``jobs.lifecycle.conclude``: the same claim and
 the same outcomes as a single run, so a run is replayed once whichever task gets it and ends
 the same way. The loaded session keeps its token counts, so the second and later configs skip
 parsing and tokenizing.
@@ -15,8 +15,7 @@ from functools import partial
 from typing import Any
 
 from contextlab import engine
-from contextlab.runs import lifecycle
-from contextlab.runs import runner as run_runner
+from contextlab.jobs import lifecycle, replay
 from contextlab.runs.models import Run
 
 logger = logging.getLogger(__name__)
@@ -62,5 +61,5 @@ def execute_batch(run_ids: list[int], *, on_outcome: Callable[[lifecycle.Outcome
 def _replay(run: Run, sessions: dict[int, engine.Session]) -> dict[str, Any]:
     session = sessions.get(run.transcript_id)
     if session is None:
-        session = sessions[run.transcript_id] = run_runner.load_session(run.transcript)
-    return run_runner.replay_run(run, session)
+        session = sessions[run.transcript_id] = replay.load_session(run.transcript)
+    return replay.replay_run(run, session)

@@ -4,7 +4,8 @@ import pytest
 from celery.exceptions import Retry
 from django.db import OperationalError
 
-from contextlab.runs import runner, tasks
+from contextlab.jobs import replay as runner
+from contextlab.jobs import tasks
 
 
 def test_task_calls_the_runner_with_the_id(monkeypatch):
