@@ -307,6 +307,39 @@ def wait_for_run(
     raise AssertionError(f"run {run_id} still {Run.objects.get(pk=run_id).status} after {timeout}s")
 
 
+def settle_runs(timeout: float = 30) -> None:
+    """Before a test's database is flushed under a live worker: cancel the runs still queued or
+    running (a replay stops at its next progress write), then wait until no other connection to
+    the test database is inside a statement or a transaction. A flush (TRUNCATE of every table)
+    racing a replay's writes deadlocks in PostgreSQL, and the flush is the one aborted."""
+    from django.db import connection
+
+    from contextlab.jobs import lifecycle
+    from contextlab.runs.models import Run
+
+    active = list(
+        Run.objects.filter(status__in=[Run.Status.QUEUED, Run.Status.RUNNING]).values_list(
+            "pk", flat=True
+        )
+    )
+    if active:
+        lifecycle.cancel(active, "Cancelled: the test is over.")
+    if connection.vendor != "postgresql":
+        return
+    deadline = time.monotonic() + timeout
+    quiet = 0
+    while time.monotonic() < deadline and quiet < 2:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                "AND pid <> pg_backend_pid() AND state IN "
+                "('active', 'idle in transaction', 'idle in transaction (aborted)')"
+            )
+            busy = cursor.fetchone()[0]
+        quiet = quiet + 1 if busy == 0 else 0
+        time.sleep(0.2)
+
+
 @pytest.fixture
 def clean_media() -> Iterator[None]:
     yield

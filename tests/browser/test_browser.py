@@ -12,7 +12,7 @@ import pytest
 from playwright.sync_api import expect
 
 from contextlab.runs.models import Run
-from tests.conftest import corpus_file, require_services, wait_for_run
+from tests.conftest import corpus_file, require_services, settle_runs, wait_for_run
 
 pytestmark = [
     pytest.mark.browser,
@@ -67,6 +67,7 @@ def page(browser: Any, live_server: Any, celery_worker_process: Any) -> Iterator
     page.on("dialog", lambda dialog: (page.dialogs.append(dialog.message), dialog.dismiss()))
     yield page
     context.close()
+    settle_runs()  # the worker must not be writing while the test's database is flushed
 
 
 def sign_up(page: Any, username: str = "browser-user") -> None:
