@@ -142,7 +142,7 @@ def make_planted(seed: int = SEED) -> list[Planted]:
     add("stripe-webhook-secret", f"whsec_{c}", c)
     c = d.chars(35, B64URL)
     add("google-api-key", f"AIza{c}", c)
-    c = d.chars(30, B64URL)
+    c = d.chars(28, B64URL)
     add("google-oauth-secret", f"GOCSPX-{c}", c)
     c = d.chars(36)
     add("npm-token", f"npm_{c}", c)
@@ -205,13 +205,13 @@ def make_planted(seed: int = SEED) -> list[Planted]:
     add("postman-api-key", f"PMAK-{c}", c)
     c = d.chars(43, B64URL)
     add("planetscale-password", f"pscale_pw_{c}", c)
-    c = d.chars(58, UPPER + DIGITS)
+    c = d.chars(58, "QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L")  # bech32
     add("age-secret-key", f"AGE-SECRET-KEY-1{c}", c)
     c = d.chars(42, B64URL)
     add("okta-ssws", f"Authorization: SSWS {c}", c)
     c = "A" * 22 + d.chars(90, ALNUM + "%")
     add("twitter-bearer", f"TWITTER_BEARER_TOKEN={c}", c[22:])
-    c = d.chars(43, B64URL)
+    c = d.digits(11) + d.chars(35)
     add("notion-token", f"ntn_{c}", c)
 
     # --- private keys and signed tokens ----------------------------------------------------
