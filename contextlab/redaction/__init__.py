@@ -101,12 +101,12 @@ def _direct_spans(text: str, lowered: str) -> list[Span]:
 
 
 def _decoded_secret(decoded: str) -> bool:
-    """Decoded Base64 that holds a finding of a secret category."""
+    """Decoded Base64 that holds a secret of a known shape or a named one (the catalogue
+    decodes Base64 on its own)."""
+    if any(span.category != HOME for span in patterns.own_spans(decoded, shapes_only=True)):
+        return True
     lowered = decoded.lower()
-    return any(
-        span.category != HOME and span.category not in PERSONAL
-        for span in _direct_spans(decoded, lowered if len(lowered) == len(decoded) else decoded)
-    )
+    return any(keywords.hits(decoded)) if len(lowered) == len(decoded) else False
 
 
 def _spans(text: str) -> list[Span]:
@@ -156,13 +156,11 @@ def readable(payload: str) -> str:
 
 
 def scan_outgoing(payload: str, keep: Collection[str] = ()) -> list[str]:
-    """The categories (not kept) still found in bytes about to be published: the bytes as they
-    are, and as a reader decodes them (entities and escapes undone), so that a secret the
-    rendering joined up or escaped is seen too."""
-    found = {span.category for span in find(payload)}
-    decoded = readable(payload)
-    if decoded != payload:
-        found |= {span.category for span in find(decoded)}
+    """The categories (not kept) still found in bytes about to be published, as a reader
+    decodes them (entities and escapes undone), so that a secret the rendering joined up or
+    escaped is seen too."""
+    # decoding only joins what escapes split, so the decoded bytes hold all the raw ones show
+    found = {span.category for span in find(readable(payload))}
     return sorted(found - set(keep))
 
 

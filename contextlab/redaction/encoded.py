@@ -12,9 +12,10 @@ from dataclasses import dataclass
 
 CATEGORY = "base64-secret"
 #: padded or not; shorter runs decode to too little to judge, longer ones are data (images)
-CANDIDATE = re.compile(r"[A-Za-z0-9+/]{12,1024}={0,2}|[A-Za-z0-9_-]{16,1024}={0,2}")
+CANDIDATE = re.compile(r"[A-Za-z0-9+/_-]{12,1024}={0,2}")
 #: decoded "user:password" (a Basic or Docker credential)
 USER_PASSWORD = re.compile(r"[A-Za-z][\w.@+-]{0,127}:[^\s]{6,256}")
+_DIGIT = re.compile(r"\d")
 _PRINTABLE = frozenset(range(0x20, 0x7F)) | {0x09, 0x0A, 0x0D}
 
 
@@ -46,9 +47,12 @@ def hits(text: str, secret_in: Callable[[str], bool]) -> Iterator[Hit]:
     for match in CANDIDATE.finditer(text):
         run = match.group(0)
         core = run.rstrip("=")
-        # a name or a word decodes to bytes, not text; skip the obvious ones before decoding
-        if core.isalpha() and (core.islower() or core.isupper()):
+        # Base64 of text has mixed case and, almost always, a digit or padding; names, words,
+        # hex digests and numbers are skipped before decoding
+        if core.islower() or core.isupper() or not (run[-1] == "=" or _DIGIT.search(core)):
             continue
+        if len(core) % 4 == 1:
+            continue  # not Base64
         decoded = _decode(core)
         if decoded is None:
             continue

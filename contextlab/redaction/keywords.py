@@ -78,8 +78,8 @@ NOT_VALUE_FIRST = frozenset(
 def name_strength(name: str) -> int:
     """2: names a secret; 1: names a secret when the value looks random; 0: not a secret."""
     parts = [p.lower() for p in _PARTS.findall(name)]
-    if not parts:
-        return 0
+    if not parts or sum(c.isdigit() for c in name) >= 3:
+        return 0  # no name, or an id ("msg_011CdqKVdZBBzrNKvRDw8PwK"), not a variable
     if parts[-1] in NOT_VALUE_PARTS or parts[0] in NOT_VALUE_FIRST:
         return 0
     # joined pairs catch camelCase and run-together names (apiKey, PGPASSWORD, secret_key)
@@ -147,7 +147,7 @@ def _is_path(value: str) -> bool:
 
 def looks_random(value: str) -> bool:
     """Letters and digits mixed, long enough: a generated value rather than a word."""
-    if len(value) < 12 or DOTTED.fullmatch(value):
+    if len(value) < 12 or (DOTTED.fullmatch(value) and _wordlike(value)):
         return False
     has_digit = any(c.isdigit() for c in value)
     has_alpha = any(c.isalpha() for c in value)
@@ -391,6 +391,8 @@ COMMAND_RULES: tuple[Rule, ...] = (
 
 
 def command_hits(text: str, lowered: str) -> Iterator[Hit]:
+    # one pass per rule: each trigger starts with a literal that the search skips to, which
+    # one alternation of them all would not
     for rule in COMMAND_RULES:
         for trigger in rule.trigger.finditer(lowered):
             at = trigger.start()

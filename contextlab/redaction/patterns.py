@@ -337,19 +337,31 @@ _KEYWORD_TRIGGER = re.compile(
 )
 
 
+#: what follows a keyword before a quoted value in detect-secrets' patterns
+_KEYWORD_SHAPE = re.compile(r"\w{0,40}[\]'\"]{0,2}\s{0,5}(?:[:=!]{1,3}>?|\.assign\(|\()\s{0,5}@?[\"'`]")
+
+
 def _keyword_spans(text: str, lowered: str, priority: int) -> Iterator[Span]:
     """detect-secrets' keyword detector (its quoted-value patterns, as it runs them on code), on
     the line around each keyword, filtered as detect-secrets filters it (templates,
     ``$``-references, indirect references) and by our test for literals."""
     done: set[int] = set()
     for trigger in _KEYWORD_TRIGGER.finditer(lowered):
-        line_start = text.rfind("\n", max(0, trigger.start() - BEFORE), trigger.start()) + 1
+        # its patterns want a quoted value after the name: look for the quote first
+        if not _KEYWORD_SHAPE.match(text, trigger.end()):
+            continue
+        # the name and the value after it: its patterns are quadratic in the line's length
+        window_start = max(0, trigger.start() - 20)
+        line_start = max(window_start, text.rfind("\n", window_start, trigger.start()) + 1)
         if line_start in done:
             continue
         done.add(line_start)
-        line_end = text.find("\n", trigger.start(), trigger.start() + AFTER)
-        if line_end == -1:
-            line_end = min(len(text), trigger.start() + AFTER)
+        # a line ends at a newline, written or JSON-escaped ("\\n")
+        line_end = min(len(text), trigger.start() + 120)
+        for end_mark in ("\n", "\\n"):
+            found = text.find(end_mark, trigger.start(), line_end)
+            if found != -1:
+                line_end = found
         line = text[line_start:line_end]
         if heuristic.is_indirect_reference(line):
             continue
@@ -366,7 +378,8 @@ def _keyword_spans(text: str, lowered: str, priority: int) -> Iterator[Span]:
                 yield Span(line_start + at, line_start + at + len(value), "secret-keyword", priority)
 
 
-def own_spans(text: str) -> Iterator[Span]:
+def own_spans(text: str, shapes_only: bool = False) -> Iterator[Span]:
+    """Our rules; ``shapes_only``: the token shapes alone (no e-mail, entropy or paths)."""
     for priority, rule in enumerate(OWN_RULES):
         if rule.needs and not any(needed in text for needed in rule.needs):
             continue
@@ -378,6 +391,8 @@ def own_spans(text: str) -> Iterator[Span]:
                 yield Span(*match.span("secret"), rule.category, priority)
             else:
                 yield Span(*match.span(), rule.category, priority)
+    if shapes_only:
+        return
     priority = len(OWN_RULES)
     for match in EMAIL_DOMAIN.finditer(text):
         at = match.start()
