@@ -45,6 +45,7 @@ __all__ = [
     "find",
     "kind_of",
     "mask",
+    "mask_emails",
     "redact",
     "redact_tree",
     "replacement",
@@ -159,9 +160,14 @@ def scan_outgoing(payload: str, keep: Collection[str] = ()) -> list[str]:
     """The categories (not kept) still found in bytes about to be published, as a reader
     decodes them (entities and escapes undone), so that a secret the rendering joined up or
     escaped is seen too."""
-    # decoding only joins what escapes split, so the decoded bytes hold all the raw ones show
-    found = {span.category for span in find(readable(payload))}
+    # decoding only joins what escapes split, so the decoded bytes hold all the raw ones show;
+    # our own markers are no secret (a rule reading "--user [REDACTED:…]" would think so)
+    decoded = _MARKER.sub("\u2588", readable(payload))
+    found = {span.category for span in find(decoded)}
     return sorted(found - set(keep))
+
+
+_MARKER = re.compile(r"\[REDACTED:[a-z0-9-]+\]")
 
 
 def mask(value: str, category: str) -> str:
@@ -172,6 +178,16 @@ def mask(value: str, category: str) -> str:
         return f"e-mail ({len(value)} chars)"
     shown = value[:4] if len(value) >= 16 else ""
     return f"{shown}… ({len(value)} chars)"
+
+
+def mask_emails(text: str) -> str:
+    """``text`` with each e-mail address shown as its first letter and top-level domain only
+    (``c…@….io``): enough to tell people apart, never the address."""
+    # every address, documentation domains included: a username is not documentation
+    return _ANY_EMAIL.sub(lambda m: f"{m.group(1)[0]}…@….{m.group(2)}", text)
+
+
+_ANY_EMAIL = re.compile(r"([^\s@]+)@[^\s@]+\.([A-Za-z]{2,24})(?![\w-])")
 
 
 def replacement(category: str) -> str:

@@ -70,7 +70,7 @@ NOT_VALUE_PARTS = frozenset(
     " suffix".split()
 )
 NOT_VALUE_FIRST = frozenset(
-    "max min num n is has use enable enabled show validate check should must can total"
+    "max min num is has use enable enabled show validate check should must can total"
     " input output cache prompt".split()
 )
 
@@ -260,6 +260,8 @@ def keyword_hits(text: str, lowered: str) -> Iterator[Hit]:
     for match in KEYWORD.finditer(lowered):
         start, end = match.span()
         while start > 0 and text[start - 1] in NAME_CHARS:
+            if start >= 2 and text[start - 2] == "\\":
+                break  # an escape ("\nDB_PASS=…" in JSON text) is not part of the name
             start -= 1
         while end < len(text) and text[end] in NAME_CHARS:
             end += 1

@@ -394,6 +394,13 @@ def own_spans(text: str, shapes_only: bool = False) -> Iterator[Span]:
     if shapes_only:
         return
     priority = len(OWN_RULES)
+    yield from email_spans(text, priority)
+    yield from _entropy_spans(text, priority + 1)
+    yield from _quoted_entropy_spans(text, priority + 1)
+
+
+def email_spans(text: str, priority: int = 0) -> Iterator[Span]:
+    """E-mail addresses, found from their "@", the local part read leftwards."""
     for match in EMAIL_DOMAIN.finditer(text):
         at = match.start()
         local = at
@@ -404,8 +411,6 @@ def own_spans(text: str, shapes_only: bool = False) -> Iterator[Span]:
         if EMAIL_ALLOWED.match(text[local : match.end()]):
             continue
         yield Span(local, match.end(), "email", priority)
-    yield from _entropy_spans(text, priority + 1)
-    yield from _quoted_entropy_spans(text, priority + 1)
 
 
 def plugin_spans(text: str, lowered: str) -> Iterator[Span]:

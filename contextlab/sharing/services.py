@@ -50,6 +50,15 @@ class ShareBlocked(ShareError):
     """The outgoing bytes still hold a finding of a category the user chose to drop."""
 
 
+def display_name(user: User) -> str:
+    """How a share names its sharer: their first and last name, else their username with any
+    e-mail address in it masked (``c…@….io``), never a raw address."""
+    full = user.get_full_name().strip()
+    if full:
+        return full
+    return redaction.mask_emails(user.username)
+
+
 def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
@@ -147,8 +156,9 @@ def redact_snapshot(source: dict[str, Any], keep: list[str]) -> Redacted:
 
 
 def check_outgoing(payload: str, keep: list[str]) -> None:
-    """Scan the bytes about to be published again; any finding not kept blocks them."""
-    remaining = sorted({s.category for s in redaction.find(payload) if s.category not in keep})
+    """Scan the bytes about to be published again, as a reader decodes them; any finding not
+    kept blocks them."""
+    remaining = redaction.scan_outgoing(payload, keep)
     if remaining:
         raise ShareBlocked(
             "redaction",
