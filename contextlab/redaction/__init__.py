@@ -111,13 +111,23 @@ def _decoded_secret(decoded: str) -> bool:
 
 
 def _spans(text: str) -> list[Span]:
-    """Every raw span of every detector, overlaps included."""
+    """Every raw span of every detector, overlaps included.
+
+    JSON text (a tool call's input) writes line breaks as "\\n": the detectors read it with
+    each such escape's letter turned into the break it stands for (same length, so offsets
+    hold), so that "\\nkey-…" starts a word and a line as it does for a reader."""
+    original = text
+    if "\\" in text:
+        text = text.replace("\\n", "\\\n").replace("\\t", "\\\t").replace("\\r", "\\\r")
     lowered = text.lower()
     if len(lowered) != len(text):  # lower() changed lengths (rare scripts): keep offsets
         lowered = "".join(c.lower() if len(c.lower()) == 1 else c for c in text)
     spans = _direct_spans(text, lowered)
     last = len(patterns.OWN_RULES) + 20
     spans += [Span(h.start, h.end, h.category, last) for h in encoded.hits(text, _decoded_secret)]
+    if text is not original:
+        # a Windows home folder's name may start with n, t or r: C:\Users\tom
+        spans += patterns.windows_home_spans(original)
     return spans
 
 
@@ -162,12 +172,14 @@ def scan_outgoing(payload: str, keep: Collection[str] = ()) -> list[str]:
     escaped is seen too."""
     # decoding only joins what escapes split, so the decoded bytes hold all the raw ones show;
     # our own markers are no secret (a rule reading "--user [REDACTED:…]" would think so)
-    decoded = _MARKER.sub("\u2588", readable(payload))
-    found = {span.category for span in find(decoded)}
+    decoded = _MARKER.sub(_MARK, readable(payload))
+    found = {span.category for span in find(decoded) if _MARK not in decoded[span.start : span.end]}
     return sorted(found - set(keep))
 
 
 _MARKER = re.compile(r"\[REDACTED:[a-z0-9-]+\]")
+#: what a marker becomes for the scan: a span holding it is a value already redacted
+_MARK = "\u2588"
 
 
 def mask(value: str, category: str) -> str:

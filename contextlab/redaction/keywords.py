@@ -277,6 +277,9 @@ def keyword_hits(text: str, lowered: str) -> Iterator[Hit]:
 
 #: a flag's value: quoted (anything up to the same quote) or bare (up to a space or a shell
 #: operator); never a reference ($VAR, <placeholder>, {template}) or another flag
+#: between the words of a file's lines: spaces, line breaks (escaped in JSON text) and the
+#: line numbers the Read tool puts before each line
+_GAP = r"(?:\s|\\|\d{1,7}\u2192)+"
 _V = (
     r"(?:(?P<q>\\{0,3}[\"'])(?P<quoted>(?![$<{])[^\"'\n\\]{4,300})(?P=q)"
     r"|(?P<bare>(?![$<{`\-]|\\[nrt])[^\s\"'\\;|&<>`]{4,200}))"
@@ -351,7 +354,9 @@ COMMAND_RULES: tuple[Rule, ...] = (
     _r(
         PASSWORD,
         r"machine",
-        r"machine\s+\S+(?:\s+(?:login|account)\s+\S+)*\s+password\s+" + _V,
+        # (in JSON text the line breaks are "\n" escapes)
+        # (in JSON text the line breaks are "\n" escapes; the Read tool numbers lines "184→")
+        rf"machine{_GAP}[^\s\\]+(?:{_GAP}(?:login|account){_GAP}[^\s\\]+)*{_GAP}password\s+" + _V,
     ),
     # Authorization: Bearer|Basic|token|SSWS|Bot|Digest SECRET (headers, JSON, curl -H)
     _r(

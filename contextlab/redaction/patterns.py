@@ -71,6 +71,8 @@ OWN_RULES: tuple[Rule, ...] = (
     _rule("anthropic-key", r"sk-ant-[A-Za-z0-9_\-]{16,}", _TOKEN_CHARS, ("sk-ant-",)),
     _rule("openai-key", r"sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}", _TOKEN_CHARS),
     _rule("github-token", r"gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{20,}", _TOKEN_CHARS),
+    _rule("huggingface-token", r"hf_[A-Za-z]{34}(?![A-Za-z0-9])", _TOKEN_CHARS, ("hf_",)),
+    _rule("databricks-token", r"dapi[a-f0-9]{32}(?:-\d)?(?![A-Za-z0-9])", _TOKEN_CHARS, ("dapi",)),
     _rule("google-oauth-secret", r"GOCSPX-[A-Za-z0-9_-]{28}", _TOKEN_CHARS, ("GOCSPX-",)),
     _rule("newrelic-key", r"NR(?:AK|AA|II)-[A-Z0-9]{27}(?![A-Z0-9])", _TOKEN_CHARS, ("NRAK-", "NRAA-", "NRII-")),
     _rule("mailgun-key", r"key-[0-9a-f]{32}(?![0-9a-zA-Z])", _TOKEN_CHARS, ("key-",)),
@@ -397,6 +399,15 @@ def own_spans(text: str, shapes_only: bool = False) -> Iterator[Span]:
     yield from email_spans(text, priority)
     yield from _entropy_spans(text, priority + 1)
     yield from _quoted_entropy_spans(text, priority + 1)
+
+
+def windows_home_spans(text: str) -> list[Span]:
+    """Windows home folders only (``C:\\Users\\<name>``), as the rules find them."""
+    rule = next(r for r in OWN_RULES if r.category == HOME and r.needs)
+    if not any(needed in text for needed in rule.needs):
+        return []
+    priority = OWN_RULES.index(rule)
+    return [Span(*m.span(), HOME, priority) for m in rule.pattern.finditer(text)]
 
 
 def email_spans(text: str, priority: int = 0) -> Iterator[Span]:

@@ -661,7 +661,7 @@ def planted_session(path: Path, planted: list[Planted]) -> Path:
         },
     )
     # tool_use inputs: every secret in a command, and secrets as keys and values of the input
-    as_keys = {p.cores[0][:60]: "value" for p in planted if p.kind in SHORT_KINDS}
+    as_keys = {p.text[:80]: "value" for p in planted if p.kind in SHORT_KINDS}
     w.assistant(
         [
             {
