@@ -23,7 +23,6 @@ bytes of a share or an export, as a reader would decode them, before anything is
 from __future__ import annotations
 
 import html
-import json
 import re
 from bisect import bisect_right
 from collections.abc import Callable, Collection
@@ -288,9 +287,7 @@ class TreeRedaction:
                 group["hints"].append(finding.hint)
         # secrets first, then personal data, then home folders; the most found first
         order = {"secret": 0, "personal data": 1, "home folder": 2}
-        return sorted(
-            groups.values(), key=lambda g: (order[g["kind"]], -g["count"], g["category"])
-        )
+        return sorted(groups.values(), key=lambda g: (order[g["kind"]], -g["count"], g["category"]))
 
 
 def redact_tree(

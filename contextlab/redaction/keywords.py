@@ -61,17 +61,109 @@ STRONG_PARTS = frozenset({"pass", "pw", "pwd", "passwd", "password", "secret", "
 WEAK_PARTS = frozenset({"auth", "sig", "key"})
 #: a name ending in one of these is about a secret, not one (``token_url``, ``password_min``)
 NOT_VALUE_PARTS = frozenset(
-    "url uri urls endpoint path file filename files dir name names type types count counts"
-    " length len limit limits min max size field fields label prompt policy hint hints required"
-    " expiry expires expiration expired ttl timeout format env var vars header headers param"
-    " params regex pattern input inputs id_token_hint usage used budget window estimate"
-    " estimator counter encoding encoder tokenizer cache store manager provider helper class"
-    " service handler validator reset strength rules mode source method kind scheme prefix"
-    " suffix".split()
+    [
+        "url",
+        "uri",
+        "urls",
+        "endpoint",
+        "path",
+        "file",
+        "filename",
+        "files",
+        "dir",
+        "name",
+        "names",
+        "type",
+        "types",
+        "count",
+        "counts",
+        "length",
+        "len",
+        "limit",
+        "limits",
+        "min",
+        "max",
+        "size",
+        "field",
+        "fields",
+        "label",
+        "prompt",
+        "policy",
+        "hint",
+        "hints",
+        "required",
+        "expiry",
+        "expires",
+        "expiration",
+        "expired",
+        "ttl",
+        "timeout",
+        "format",
+        "env",
+        "var",
+        "vars",
+        "header",
+        "headers",
+        "param",
+        "params",
+        "regex",
+        "pattern",
+        "input",
+        "inputs",
+        "id_token_hint",
+        "usage",
+        "used",
+        "budget",
+        "window",
+        "estimate",
+        "estimator",
+        "counter",
+        "encoding",
+        "encoder",
+        "tokenizer",
+        "cache",
+        "store",
+        "manager",
+        "provider",
+        "helper",
+        "class",
+        "service",
+        "handler",
+        "validator",
+        "reset",
+        "strength",
+        "rules",
+        "mode",
+        "source",
+        "method",
+        "kind",
+        "scheme",
+        "prefix",
+        "suffix",
+    ]
 )
 NOT_VALUE_FIRST = frozenset(
-    "max min num is has use enable enabled show validate check should must can total"
-    " input output cache prompt".split()
+    [
+        "max",
+        "min",
+        "num",
+        "is",
+        "has",
+        "use",
+        "enable",
+        "enabled",
+        "show",
+        "validate",
+        "check",
+        "should",
+        "must",
+        "can",
+        "total",
+        "input",
+        "output",
+        "cache",
+        "prompt",
+    ]
 )
 
 
@@ -124,9 +216,7 @@ NOT_A_SECRET = re.compile(
     r"|[A-Z]?[a-z]*(?:Int|int|Float|float)\d+(?:Array)?$)"
 )
 #: a lower-case phrase that says it is a stand-in ("test-only-secret", "dev-key-not-for-prod")
-STAND_IN = re.compile(
-    r"[a-z0-9]+(?:[-_][a-z0-9]+)+"
-)
+STAND_IN = re.compile(r"[a-z0-9]+(?:[-_][a-z0-9]+)+")
 STAND_IN_WORD = re.compile(
     r"(?:^|[-_])(?:test|tests|dev|development|example|sample|dummy|fake|placeholder|local"
     r"|changeme|production|insecure-default|my|your|foo|bar|token|secret|password|passwd|key)"

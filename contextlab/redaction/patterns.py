@@ -74,7 +74,12 @@ OWN_RULES: tuple[Rule, ...] = (
     _rule("huggingface-token", r"hf_[A-Za-z]{34}(?![A-Za-z0-9])", _TOKEN_CHARS, ("hf_",)),
     _rule("databricks-token", r"dapi[a-f0-9]{32}(?:-\d)?(?![A-Za-z0-9])", _TOKEN_CHARS, ("dapi",)),
     _rule("google-oauth-secret", r"GOCSPX-[A-Za-z0-9_-]{28}", _TOKEN_CHARS, ("GOCSPX-",)),
-    _rule("newrelic-key", r"NR(?:AK|AA|II)-[A-Z0-9]{27}(?![A-Z0-9])", _TOKEN_CHARS, ("NRAK-", "NRAA-", "NRII-")),
+    _rule(
+        "newrelic-key",
+        r"NR(?:AK|AA|II)-[A-Z0-9]{27}(?![A-Z0-9])",
+        _TOKEN_CHARS,
+        ("NRAK-", "NRAA-", "NRII-"),
+    ),
     _rule("mailgun-key", r"key-[0-9a-f]{32}(?![0-9a-zA-Z])", _TOKEN_CHARS, ("key-",)),
     _rule(
         "aws-access-key",
@@ -340,7 +345,9 @@ _KEYWORD_TRIGGER = re.compile(
 
 
 #: what follows a keyword before a quoted value in detect-secrets' patterns
-_KEYWORD_SHAPE = re.compile(r"\w{0,40}[\]'\"]{0,2}\s{0,5}(?:[:=!]{1,3}>?|\.assign\(|\()\s{0,5}@?[\"'`]")
+_KEYWORD_SHAPE = re.compile(
+    r"\w{0,40}[\]'\"]{0,2}\s{0,5}(?:[:=!]{1,3}>?|\.assign\(|\()\s{0,5}@?[\"'`]"
+)
 
 
 def _keyword_spans(text: str, lowered: str, priority: int) -> Iterator[Span]:
@@ -377,7 +384,9 @@ def _keyword_spans(text: str, lowered: str, priority: int) -> Iterator[Span]:
                 continue
             at = line.find(value)
             if at != -1:
-                yield Span(line_start + at, line_start + at + len(value), "secret-keyword", priority)
+                yield Span(
+                    line_start + at, line_start + at + len(value), "secret-keyword", priority
+                )
 
 
 def own_spans(text: str, shapes_only: bool = False) -> Iterator[Span]:
@@ -448,5 +457,3 @@ def plugin_spans(text: str, lowered: str) -> Iterator[Span]:
                         category,
                         first + index,
                     )
-
-

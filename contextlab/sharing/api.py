@@ -33,6 +33,7 @@ def _share_out(link: ShareLink) -> dict[str, Any]:
         "comparison_id": link.comparison_id,
         "sweep_id": link.sweep_id,
         "audience": link.audience,
+        "mode": link.mode,
         "created_by": link.created_by.username,
         "created_at": link.created_at,
         "expires_at": link.expires_at,
@@ -77,6 +78,7 @@ def create_share(request: AuthedRequest, payload: ShareIn) -> Status[dict[str, A
                 audience=payload.audience,
                 days=payload.expires_in_days,
                 keep=keep,
+                mode=payload.mode,
             )
         else:
             target: Comparison | Sweep
@@ -94,6 +96,7 @@ def create_share(request: AuthedRequest, payload: ShareIn) -> Status[dict[str, A
                 audience=payload.audience,
                 days=payload.expires_in_days,
                 keep=keep,
+                mode=payload.mode,
             )
     except services.ShareError as exc:
         body = field_error(exc.field, exc.message)
@@ -104,6 +107,7 @@ def create_share(request: AuthedRequest, payload: ShareIn) -> Status[dict[str, A
             "id": link.pk,
             "url": request.build_absolute_uri(reverse("sharing:shared", args=[token])),
             "expires_at": link.expires_at,
+            "mode": link.mode,
             "findings": [{"category": f["category"], "count": f["count"]} for f in link.findings],
         },
     )

@@ -22,12 +22,13 @@ from contextlab.workspaces import access
 
 
 def share_form(request: HttpRequest) -> dict[str, Any]:
-    """The dialog's choices: ``audience``, ``days`` (None: never) and ``keep``."""
+    """The dialog's choices: ``audience``, ``days`` (None: never), ``keep`` and ``mode``."""
     raw_days = request.POST.get("expires_in_days", "")
     return {
         "audience": request.POST.get("audience", ShareLink.Audience.LINK),
         "days": int(raw_days) if raw_days.isdigit() else None,
         "keep": request.POST.getlist("keep"),
+        "mode": request.POST.get("mode", ShareLink.Mode.FULL),
     }
 
 

@@ -17,7 +17,7 @@ import re
 import secrets
 import string
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -72,7 +72,9 @@ class _Draw:
         return "".join(self.rng.choice(HEX) for _ in range(n))
 
     def digits(self, n: int) -> str:
-        return str(self.rng.randrange(1, 10)) + "".join(self.rng.choice(DIGITS) for _ in range(n - 1))
+        return str(self.rng.randrange(1, 10)) + "".join(
+            self.rng.choice(DIGITS) for _ in range(n - 1)
+        )
 
     def word(self) -> str:
         return self.rng.choice(["alice", "bob", "deploy", "svc", "admin", "ci", "app"])
@@ -190,7 +192,11 @@ def make_planted(seed: int = SEED) -> list[Planted]:
         c[:-2],
     )
     c = d.chars(60, B64URL)
-    add("azure-sas-token", f"https://acme.blob.core.windows.net/c/x.zip?sv=2022-11-02&sp=r&sig={c}", c)
+    add(
+        "azure-sas-token",
+        f"https://acme.blob.core.windows.net/c/x.zip?sv=2022-11-02&sp=r&sig={c}",
+        c,
+    )
     c = d.chars(3) + "8Q~" + d.chars(31, ALNUM + "~._-")
     add("azure-client-secret", f"AZURE_CLIENT_SECRET={c}", c)
     c = d.chars(90, B64URL)
@@ -225,7 +231,8 @@ def make_planted(seed: int = SEED) -> list[Planted]:
     body = [d.chars(64, B64) for _ in range(4)]
     add(
         "pgp-private-key",
-        "-----BEGIN PGP PRIVATE KEY BLOCK-----\n\n" + "\n".join(body)
+        "-----BEGIN PGP PRIVATE KEY BLOCK-----\n\n"
+        + "\n".join(body)
         + "\n-----END PGP PRIVATE KEY BLOCK-----",
         *body,
     )
@@ -235,14 +242,18 @@ def make_planted(seed: int = SEED) -> list[Planted]:
         "type": "service_account",
         "project_id": "acme-prod",
         "private_key_id": key_id,
-        "private_key": "-----BEGIN PRIVATE KEY-----\n" + "\n".join(body) + "\n-----END PRIVATE KEY-----\n",
+        "private_key": "-----BEGIN PRIVATE KEY-----\n"
+        + "\n".join(body)
+        + "\n-----END PRIVATE KEY-----\n",
         "client_email": "deployer@acme-prod.iam.gserviceaccount.com",
         "client_id": d.digits(21),
     }
     add("gcp-service-account", json.dumps(service_account, indent=2), key_id, *body)
-    payload = base64.urlsafe_b64encode(
-        json.dumps({"sub": d.chars(16), "iat": 1_700_000_000}).encode()
-    ).decode().rstrip("=")
+    payload = (
+        base64.urlsafe_b64encode(json.dumps({"sub": d.chars(16), "iat": 1_700_000_000}).encode())
+        .decode()
+        .rstrip("=")
+    )
     signature = d.chars(43, B64URL)
     add("jwt", f"eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.{payload}.{signature}", payload, signature)
 
@@ -381,7 +392,11 @@ def make_planted(seed: int = SEED) -> list[Planted]:
     c = d.password()
     add("docker-login-password", f"docker login --username deploy --password {c} ghcr.io", c)
     c = _b64(f"deploy:{d.password()}")
-    add("docker-config-auth", f'{{"auths": {{"registry.acme.io": {{"auth": "{c}"}}}}}}', c.rstrip("="))
+    add(
+        "docker-config-auth",
+        f'{{"auths": {{"registry.acme.io": {{"auth": "{c}"}}}}}}',
+        c.rstrip("="),
+    )
     c = d.password()
     add("netrc", f"machine api.heroku.com\n  login deploy@acme.io\n  password {c}", c)
     c = d.password()
@@ -762,8 +777,16 @@ def planted_session(path: Path, planted: list[Planted]) -> Path:
     w.user("thanks, " + _lines(planted, "last prompt"))
     w.assistant([{"type": "text", "text": "Done."}])
     titles = [
-        {"type": "custom-title", "customTitle": "deploy " + _lines(planted, "title"), "sessionId": SESSION_ID},
-        {"type": "ai-title", "aiTitle": "fix " + _lines(planted, "ai title"), "sessionId": SESSION_ID},
+        {
+            "type": "custom-title",
+            "customTitle": "deploy " + _lines(planted, "title"),
+            "sessionId": SESSION_ID,
+        },
+        {
+            "type": "ai-title",
+            "aiTitle": "fix " + _lines(planted, "ai title"),
+            "sessionId": SESSION_ID,
+        },
         {"type": "summary", "summary": "summary " + _lines(planted, "side"), "leafUuid": w.parent},
     ]
     w.records.extend(titles)
@@ -777,7 +800,3 @@ def kinds(planted: list[Planted]) -> set[str]:
 
 def by_kind(planted: list[Planted]) -> dict[str, Planted]:
     return {p.kind: p for p in planted}
-
-
-def first_with(planted: list[Planted], test: Callable[[Planted], bool]) -> Planted:
-    return next(p for p in planted if test(p))

@@ -163,4 +163,8 @@ def test_home_folders_are_not_announced_as_secrets(planted_world, sharer):
     findings = services.preview_findings(transcript)
     kinds = {f["category"]: f["kind"] for f in findings}
     assert kinds.get("home-path") == "home folder", findings
-    assert all(kind == "secret" for category, kind in kinds.items() if category not in ("home-path", "email"))
+    assert all(
+        kind == "secret"
+        for category, kind in kinds.items()
+        if category not in ("home-path", "email")
+    )
