@@ -91,10 +91,14 @@ def kind_of(category: str) -> str:
     return "personal data" if category in PERSONAL else "secret"
 
 
-def _direct_spans(text: str, lowered: str) -> list[Span]:
-    """Every detector but the Base64 decoding one."""
+def _direct_spans(text: str, lowered: str, final: bool = False) -> list[Span]:
+    """Every detector but the Base64 decoding one; ``final``: those of the final scan."""
     first = len(patterns.OWN_RULES) + 10
-    spans = [*patterns.own_spans(text), *patterns.plugin_spans(text, lowered)]
+    if final:
+        spans = list(patterns.own_spans(text, shapes_only=True))
+        spans += list(patterns.email_spans(text, first))
+    else:
+        spans = [*patterns.own_spans(text), *patterns.plugin_spans(text, lowered)]
     spans += [Span(h.start, h.end, h.category, first) for h in catalog.hits(text)]
     spans += [Span(h.start, h.end, h.category, first + 1) for h in keywords.hits(text)]
     return spans
@@ -109,7 +113,7 @@ def _decoded_secret(decoded: str) -> bool:
     return any(keywords.hits(decoded)) if len(lowered) == len(decoded) else False
 
 
-def _spans(text: str) -> list[Span]:
+def _spans(text: str, final: bool = False) -> list[Span]:
     """Every raw span of every detector, overlaps included.
 
     JSON text (a tool call's input) writes line breaks as "\\n": the detectors read it with
@@ -121,9 +125,12 @@ def _spans(text: str) -> list[Span]:
     lowered = text.lower()
     if len(lowered) != len(text):  # lower() changed lengths (rare scripts): keep offsets
         lowered = "".join(c.lower() if len(c.lower()) == 1 else c for c in text)
-    spans = _direct_spans(text, lowered)
-    last = len(patterns.OWN_RULES) + 20
-    spans += [Span(h.start, h.end, h.category, last) for h in encoded.hits(text, _decoded_secret)]
+    spans = _direct_spans(text, lowered, final)
+    if not final:
+        last = len(patterns.OWN_RULES) + 20
+        spans += [
+            Span(h.start, h.end, h.category, last) for h in encoded.hits(text, _decoded_secret)
+        ]
     if text is not original:
         # a Windows home folder's name may start with n, t or r: C:\Users\tom
         spans += patterns.windows_home_spans(original)
@@ -144,11 +151,17 @@ def _merge(spans: list[Span]) -> list[Span]:
     return merged
 
 
-def find(text: str) -> list[Span]:
-    """The secrets and personal data in ``text``, as non-overlapping spans in order."""
+def find(text: str, final: bool = False) -> list[Span]:
+    """The secrets and personal data in ``text``, as non-overlapping spans in order.
+
+    ``final``: the final scan of bytes that already went through redaction, with the
+    detectors that read what serializing and rendering can change (the catalogue, which also
+    decodes Base64, our token shapes, the keyword, flag and header rules, e-mail addresses);
+    the entropy rules and detect-secrets' plugins judge tokens that serializing leaves whole,
+    and already read them in the redaction pass."""
     if not text:
         return []
-    return _merge(_spans(text))
+    return _merge(_spans(text, final))
 
 
 _UNICODE_ESCAPE = re.compile(r"\\u([0-9a-fA-F]{4})")
@@ -172,7 +185,11 @@ def scan_outgoing(payload: str, keep: Collection[str] = ()) -> list[str]:
     # decoding only joins what escapes split, so the decoded bytes hold all the raw ones show;
     # our own markers are no secret (a rule reading "--user [REDACTED:…]" would think so)
     decoded = _MARKER.sub(_MARK, readable(payload))
-    found = {span.category for span in find(decoded) if _MARK not in decoded[span.start : span.end]}
+    found = {
+        span.category
+        for span in find(decoded, final=True)
+        if _MARK not in decoded[span.start : span.end]
+    }
     return sorted(found - set(keep))
 
 
@@ -290,6 +307,13 @@ class TreeRedaction:
         return sorted(groups.values(), key=lambda g: (order[g["kind"]], -g["count"], g["category"]))
 
 
+@lru_cache(maxsize=8192)
+def _names_a_secret(key: str) -> bool:
+    """A JSON key whose value is a secret ("password", "api_key"); keys repeat, hence the
+    cache."""
+    return bool(keywords.KEYWORD.search(key.lower())) and keywords.name_strength(key) == 2
+
+
 def redact_tree(
     tree: Any,
     keep: Collection[str] = (),
@@ -314,7 +338,7 @@ def redact_tree(
         if (
             isinstance(key, str)
             and (len(path) < 2 or path[-2] != "\x01key")
-            and keywords.name_strength(key) == 2
+            and _names_a_secret(key)
             and keywords.is_literal(text, quoted=True)
         ):
             category = keywords.PASSWORD if keywords.is_password_name(key) else keywords.ASSIGNMENT

@@ -11,8 +11,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 CATEGORY = "base64-secret"
-#: padded or not; shorter runs decode to too little to judge, longer ones are data (images)
-CANDIDATE = re.compile(r"[A-Za-z0-9+/_-]{12,1024}={0,2}")
+#: padded or not; shorter runs decode to too little to judge (12 bytes: "user:password" is
+#: longer), longer ones are data (images)
+CANDIDATE = re.compile(r"[A-Za-z0-9+/_-]{16,1024}={0,2}")
 #: decoded "user:password" (a Basic or Docker credential)
 USER_PASSWORD = re.compile(r"[A-Za-z][\w.@+-]{0,127}:[^\s]{6,256}")
 _DIGIT = re.compile(r"\d")

@@ -24,6 +24,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
+from functools import lru_cache
 
 PASSWORD = "password"
 ASSIGNMENT = "secret-assignment"
@@ -167,6 +168,7 @@ NOT_VALUE_FIRST = frozenset(
 )
 
 
+@lru_cache(maxsize=8192)
 def name_strength(name: str) -> int:
     """2: names a secret; 1: names a secret when the value looks random; 0: not a secret."""
     parts = [p.lower() for p in _PARTS.findall(name)]
@@ -266,10 +268,13 @@ def is_literal(value: str, quoted: bool) -> bool:
 def _wordlike(value: str) -> bool:
     """Made of words (``get_token``, ``ConvertTo-SecureString``), not of random letters."""
     letters = sum(c.isalpha() for c in value)
+    # words, and a leading vowel-less abbreviation of the kind code is full of (csrfToken)
+    parts = _PARTS.findall(value)
     words = sum(
         len(part)
-        for part in _PARTS.findall(value)
-        if len(part) >= 3 and re.search(r"[aeiouyAEIOUY]", part)
+        for index, part in enumerate(parts)
+        if (len(part) >= 3 and re.search(r"[aeiouyAEIOUY]", part))
+        or (index == 0 and part.islower() and 3 <= len(part) <= 4)
     )
     return words >= 0.7 * letters
 
@@ -296,12 +301,12 @@ def _value_at(text: str, at: int) -> tuple[int, int, bool] | None:
 def _assignment(text: str, name_start: int, name_end: int) -> Hit | None:
     if text[max(0, name_start - 2) : name_start] == "${":
         return None  # a shell reference with its default: ${DB_PASSWORD:-postgres}
+    sep = SEPARATOR.match(text, name_end)
+    if not sep:
+        return None
     name = text[name_start:name_end].strip(".-")
     strength = name_strength(name)
     if not strength:
-        return None
-    sep = SEPARATOR.match(text, name_end)
-    if not sep:
         return None
     separator = sep.group("sep").strip()
     if separator == "==":
@@ -344,17 +349,25 @@ def _xml(text: str, name_start: int, name_end: int) -> Hit | None:
     return Hit(name_end + 1, close, PASSWORD if is_password_name(name) else ASSIGNMENT)
 
 
+_NAME_REST = re.compile(r"[A-Za-z0-9_.-]*")
+#: what may follow a name: a closing quote or bracket, a separator, a tag's end
+_AFTER_NAME = frozenset("\"'`\\]=:,>")
+_IS_SEPARATOR = re.compile(r"[ \t]{1,3}(?:[=:]|is |was |are )")
+
+
 def keyword_hits(text: str, lowered: str) -> Iterator[Hit]:
     """Values of secret-named assignments (``lowered``: ``text.lower()``, same length)."""
     seen: set[int] = set()
     for match in KEYWORD.finditer(lowered):
-        start, end = match.span()
+        start = match.start()
+        end = _NAME_REST.match(text, match.end()).end()
+        # most keywords are words of prose ("tokens are"): a name needs a separator or a tag
+        if end < len(text) and text[end] not in _AFTER_NAME and not _IS_SEPARATOR.match(text, end):
+            continue
         while start > 0 and text[start - 1] in NAME_CHARS:
             if start >= 2 and text[start - 2] == "\\":
                 break  # an escape ("\nDB_PASS=…" in JSON text) is not part of the name
             start -= 1
-        while end < len(text) and text[end] in NAME_CHARS:
-            end += 1
         if start in seen:
             continue
         seen.add(start)
@@ -408,8 +421,8 @@ COMMAND_RULES: tuple[Rule, ...] = (
     # curl -u user:SECRET, --user user:SECRET, smbclient -U user%SECRET
     _r(
         PASSWORD,
-        r"curl|wget|http|smbclient|rpcclient|--user",
-        r"(?:(?:curl|wget|https?|smbclient|rpcclient)\b[^\n|;]{0,200}?\s)?(?:-[uU]|--user)[ =]?\s{0,3}(?P<q>\\{0,3}[\"']?)[^\s:\"'$%]{1,64}[:%]"
+        r"curl|wget|smbclient|rpcclient|--user",
+        r"(?:(?:curl|wget|smbclient|rpcclient)\b[^\n|;]{0,200}?\s)?(?:-[uU]|--user)[ =]?\s{0,3}(?P<q>\\{0,3}[\"']?)[^\s:\"'$%]{1,64}[:%]"
         r"(?P<secret>(?![$<{])[^\s\"'\\;|&<>`@]{3,200})(?P=q)",
     ),
     # sshpass -p SECRET, docker login … -p SECRET, sqlcmd -P, redis-cli -a, ldapsearch -w
@@ -427,7 +440,12 @@ COMMAND_RULES: tuple[Rule, ...] = (
         word=True,
     ),
     # openssl … pass:SECRET
-    _r(PASSWORD, r"pass:", r"pass:" + _V, word=True),
+    _r(
+        PASSWORD,
+        r"pass:",
+        r"pass:(?P<bare>(?![$<{`\-]|\\[nrt])[^\s\"'\\;|&<>`,()]{4,200})",
+        word=True,
+    ),
     # htpasswd -b[c] file user SECRET
     _r(
         PASSWORD,
@@ -480,19 +498,41 @@ COMMAND_RULES: tuple[Rule, ...] = (
     # .pgpass: host:port:database:user:SECRET
     _r(
         PASSWORD,
-        r":\d{1,5}:",
+        # (the port, then database and user fields: not a clock's "12:30:45")
+        r":\d{1,5}:(?=[^\s:\"',]{1,64}:[^\s:\"',]{1,64}:)",
         r"[^\s:\"',]{1,253}:\d{1,5}:[^\s:\"',]{1,64}:[^\s:\"',]{1,64}:(?P<secret>[^\s\\\"',]{4,200})(?=[\s\\\"']|$)",
         line=True,
     ),
 )
 
 
+def _literals(trigger: re.Pattern[str]) -> tuple[str, ...] | None:
+    """The words of a trigger that is an alternation of plain words (searched one by one:
+    Python's search skips to a literal, not to the first of several)."""
+    words = trigger.pattern.split("|")
+    if all(re.fullmatch(r"[a-z-]+", word) for word in words):
+        return tuple(words)
+    return None
+
+
+def _trigger_starts(rule: Rule, lowered: str) -> list[int]:
+    words = _literals(rule.trigger)
+    if words is None:
+        return [m.start() for m in rule.trigger.finditer(lowered)]
+    starts: list[int] = []
+    for word in words:
+        at = lowered.find(word)
+        while at != -1:
+            starts.append(at)
+            at = lowered.find(word, at + 1)
+    return sorted(starts)
+
+
 def command_hits(text: str, lowered: str) -> Iterator[Hit]:
     # one pass per rule: each trigger starts with a literal that the search skips to, which
     # one alternation of them all would not
     for rule in COMMAND_RULES:
-        for trigger in rule.trigger.finditer(lowered):
-            at = trigger.start()
+        for at in _trigger_starts(rule, lowered):
             if rule.word_start and at > 0 and text[at - 1] not in " \t\n\"'=":
                 continue
             if rule.from_line_start:

@@ -71,6 +71,8 @@ OWN_RULES: tuple[Rule, ...] = (
     _rule("anthropic-key", r"sk-ant-[A-Za-z0-9_\-]{16,}", _TOKEN_CHARS, ("sk-ant-",)),
     _rule("openai-key", r"sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}", _TOKEN_CHARS),
     _rule("github-token", r"gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{20,}", _TOKEN_CHARS),
+    _rule("gitlab-token", r"gl(?:pat|rt|dt|ptt|cbt|oas)-[A-Za-z0-9_-]{16,}", _TOKEN_CHARS, ("gl",)),
+    _rule("square-token", r"sq0(?:atp|csp)-[A-Za-z0-9_-]{22,43}", _TOKEN_CHARS, ("sq0",)),
     _rule("huggingface-token", r"hf_[A-Za-z]{34}(?![A-Za-z0-9])", _TOKEN_CHARS, ("hf_",)),
     _rule("databricks-token", r"dapi[a-f0-9]{32}(?:-\d)?(?![A-Za-z0-9])", _TOKEN_CHARS, ("dapi",)),
     _rule("google-oauth-secret", r"GOCSPX-[A-Za-z0-9_-]{28}", _TOKEN_CHARS, ("GOCSPX-",)),
