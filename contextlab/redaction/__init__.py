@@ -104,9 +104,15 @@ def _direct_spans(text: str, lowered: str, final: bool = False) -> list[Span]:
     return spans
 
 
+#: what a secret's decoded text holds somewhere: a separator or a key prefix
+_DECODED_HINT = re.compile(r"[:=_\-.@/]|AKIA|ASIA|AIza")
+
+
 def _decoded_secret(decoded: str) -> bool:
     """Decoded Base64 that holds a secret of a known shape or a named one (the catalogue
     decodes Base64 on its own)."""
+    if not _DECODED_HINT.search(decoded):
+        return False  # no separator, no key prefix: nothing a shape or a name could match
     if any(span.category != HOME for span in patterns.own_spans(decoded, shapes_only=True)):
         return True
     lowered = decoded.lower()

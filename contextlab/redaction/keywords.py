@@ -360,7 +360,8 @@ def keyword_hits(text: str, lowered: str) -> Iterator[Hit]:
     seen: set[int] = set()
     for match in KEYWORD.finditer(lowered):
         start = match.start()
-        end = _NAME_REST.match(text, match.end()).end()
+        rest = _NAME_REST.match(text, match.end())
+        end = rest.end() if rest else match.end()
         # most keywords are words of prose ("tokens are"): a name needs a separator or a tag
         if end < len(text) and text[end] not in _AFTER_NAME and not _IS_SEPARATOR.match(text, end):
             continue
