@@ -38,12 +38,19 @@ def _cache_dir() -> str | None:
 
 
 @lru_cache(maxsize=1)
-def _scanner() -> Any:
-    from kingfisher_sdk import Rules, Scanner
+def _rules() -> Any:
+    """The whole catalogue ("low" confidence included: a share errs on the side of hiding)."""
+    from kingfisher_sdk import Rules
 
     cache_dir = _cache_dir()
-    rules = Rules(confidence="low", cache=cache_dir is not None, cache_dir=cache_dir)
-    return Scanner(rules, base64=True)
+    return Rules(confidence="low", cache=cache_dir is not None, cache_dir=cache_dir)
+
+
+@lru_cache(maxsize=1)
+def _scanner() -> Any:
+    from kingfisher_sdk import Scanner
+
+    return Scanner(_rules(), base64=True)
 
 
 def _slug(rule_id: str) -> str:
@@ -53,11 +60,7 @@ def _slug(rule_id: str) -> str:
 @lru_cache(maxsize=1)
 def categories() -> tuple[str, ...]:
     """Every category a catalogue finding can have."""
-    from kingfisher_sdk import Rules
-
-    cache_dir = _cache_dir()
-    rules = Rules(confidence="low", cache=cache_dir is not None, cache_dir=cache_dir)
-    return tuple(sorted({_slug(rule["id"]) for rule in rules.metadata()}))
+    return tuple(sorted({_slug(rule["id"]) for rule in _rules().metadata()}))
 
 
 def hits(text: str) -> Iterator[Hit]:
