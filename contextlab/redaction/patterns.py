@@ -22,7 +22,7 @@ from detect_secrets.plugins.base import RegexBasedDetector
 from detect_secrets.plugins.high_entropy_strings import Base64HighEntropyString
 from detect_secrets.plugins.keyword import KeywordDetector
 
-from contextlab.redaction import keywords
+from contextlab.redaction.keywords import is_literal
 
 #: detect-secrets plugins run on windows of at most this many characters (lines longer than
 #: that are cut with an overlap), so a pattern that backtracks stays bounded
@@ -381,7 +381,7 @@ def _keyword_spans(text: str, lowered: str, priority: int) -> Iterator[Span]:
             if (
                 heuristic.is_templated_secret(value)
                 or heuristic.is_prefixed_with_dollar_sign(value)
-                or not keywords.is_literal(value, quoted=True)
+                or not is_literal(value, quoted=True)
             ):
                 continue
             at = line.find(value)
