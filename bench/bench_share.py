@@ -7,7 +7,8 @@ Both sides run in this one process, alternating, the median of ``--runs`` runs e
   resolved "auto" config of the session, mode recorded) + ``to_json``;
 * share: what ``contextlab.sharing.services.create_share`` does with the run's result and
   the session's messages: build the snapshot (result + ``expand_messages(messages_json)``),
-  ``redact_tree`` it, serialize it and scan the outgoing bytes again (``check_outgoing``).
+  ``redact_tree`` it, serialize it and scan the outgoing bytes again (``check_outgoing``:
+  ``redaction.scan_outgoing``, on the bytes as a reader decodes them).
   The two database writes (link row, snapshot row) are left out: they do not depend on
   redaction and the web benchmark (bench_web.py) measures the database.
 
@@ -79,7 +80,7 @@ def share(data: dict[str, Any], session: Any) -> tuple[float, int, int]:
     source = _source(data, session)
     redacted = redaction.redact_tree(source)
     payload = json.dumps(redacted.tree, ensure_ascii=False)
-    remaining = redaction.find(payload)
+    remaining = redaction.scan_outgoing(payload)
     elapsed = time.perf_counter() - started
     return elapsed, len(redacted.findings), len(remaining)
 

@@ -130,7 +130,7 @@ def corpus_texts(path):
             record = json.loads(line)
         except ValueError:
             continue
-        redaction._strings(record, (), strings)
+        redaction.strings_of(record, (), strings)
     return redaction.SEPARATOR.join(text for _, text in strings)
 
 

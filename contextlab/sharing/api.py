@@ -32,6 +32,7 @@ def _share_out(link: ShareLink) -> dict[str, Any]:
         "comparison_id": link.comparison_id,
         "sweep_id": link.sweep_id,
         "audience": link.audience,
+        "mode": link.mode,
         "created_by": link.created_by.username,
         "created_at": link.created_at,
         "expires_at": link.expires_at,
@@ -74,6 +75,7 @@ def create_share(request: AuthedRequest, payload: ShareIn) -> Status[dict[str, A
             audience=payload.audience,
             days=payload.expiry_days(),
             keep=keep,
+            mode=payload.mode,
         )
     else:
         target: Comparison | Sweep
@@ -91,6 +93,7 @@ def create_share(request: AuthedRequest, payload: ShareIn) -> Status[dict[str, A
             audience=payload.audience,
             days=payload.expiry_days(),
             keep=keep,
+            mode=payload.mode,
         )
     return Status(
         201,
@@ -98,6 +101,7 @@ def create_share(request: AuthedRequest, payload: ShareIn) -> Status[dict[str, A
             "id": link.pk,
             "url": request.build_absolute_uri(reverse("sharing:shared", args=[token])),
             "expires_at": link.expires_at,
+            "mode": link.mode,
             "findings": [{"category": f["category"], "count": f["count"]} for f in link.findings],
         },
     )

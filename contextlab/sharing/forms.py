@@ -1,4 +1,5 @@
-"""The Share dialog's form: who sees the link, its expiry and the redaction categories kept.
+"""The Share dialog's form: who sees the link, its expiry, the redaction categories kept and
+what the link shows (the share mode).
 What each must be (an audience, an allowed expiry) is ``services.create_share``'s to say."""
 
 from __future__ import annotations
@@ -15,6 +16,9 @@ class ShareForm(forms.Form):
     audience = forms.CharField(required=False, empty_value=ShareLink.Audience.LINK)
     expires_in_days = forms.CharField(required=False)
     keep = forms.MultipleChoiceField(required=False)
+    mode = forms.ChoiceField(
+        required=False, choices=ShareLink.Mode.choices, initial=ShareLink.Mode.FULL
+    )
 
     def __init__(self, data: Any) -> None:
         super().__init__(data)
@@ -25,7 +29,7 @@ class ShareForm(forms.Form):
         keep.choices = [(value, value) for value in data.getlist("keep") if "\x00" not in value]
 
     def choices(self) -> dict[str, Any]:
-        """``audience``, ``days`` (None: never) and ``keep``; a refused field raises
+        """``audience``, ``days`` (None: never), ``keep`` and ``mode``; a refused field raises
         ``services.ShareError`` naming it."""
         if not self.is_valid():
             field, errors = next(iter(self.errors.items()))
@@ -35,4 +39,5 @@ class ShareForm(forms.Form):
             "audience": self.cleaned_data["audience"],
             "days": int(raw_days) if raw_days.isdigit() else None,
             "keep": self.cleaned_data["keep"],
+            "mode": self.cleaned_data["mode"] or ShareLink.Mode.FULL,
         }

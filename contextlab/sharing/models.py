@@ -20,6 +20,15 @@ class ShareLink(models.Model):
         LINK = "link", "anyone with the link"
         WORKSPACE = "workspace", "members of the workspace"
 
+    class Mode(models.TextChoices):
+        """What the snapshot keeps, chosen before redaction runs."""
+
+        FULL = "full", "everything, redacted"
+        CONVERSATION = (
+            "conversation",
+            "the conversation: tool outputs, thinking and file contents left out",
+        )
+
     token_hash = models.CharField(max_length=64, unique=True)
     transcript = models.ForeignKey(
         "transcripts.Transcript",
@@ -54,6 +63,9 @@ class ShareLink(models.Model):
     revoked_at = models.DateTimeField(null=True, blank=True)
     views = models.PositiveIntegerField(default=0)
     last_viewed_at = models.DateTimeField(null=True, blank=True)
+    #: what the snapshot keeps: everything, or the conversation without tool outputs,
+    #: thinking and file contents (left out before redaction runs)
+    mode = models.CharField(max_length=12, choices=Mode.choices, default=Mode.FULL)
     #: redaction categories the creator chose to keep (not redacted)
     kept: models.JSONField[list[str]] = models.JSONField(default=list, blank=True)
     #: [{category, count, locations, hints}] found when the link was made

@@ -26,6 +26,11 @@ class ShareIn(Schema):
     )
     redact: bool = Field(True, description="false keeps every category (nothing redacted)")
     keep: list[str] = Field(default_factory=list, description="redaction categories to keep")
+    mode: Literal["full", "conversation"] = Field(
+        "full",
+        description="full: everything, redacted; conversation: tool outputs, thinking and file "
+        "contents left out before redaction runs",
+    )
 
     def expiry_days(self) -> int | None:
         """The expiry asked for, or the audience's default when it was left out."""
@@ -44,6 +49,7 @@ class ShareCreatedOut(Schema):
     #: opens without login (for audience link); shown once, only its hash is stored
     url: str
     expires_at: datetime | None
+    mode: str
     findings: list[FindingOut]
 
 
@@ -55,6 +61,7 @@ class ShareOut(Schema):
     comparison_id: int | None
     sweep_id: int | None
     audience: str
+    mode: str
     created_by: str
     created_at: datetime
     expires_at: datetime | None

@@ -46,6 +46,15 @@ class ShareBlocked(ShareError):
     """The outgoing bytes still hold a finding of a category the user chose to drop."""
 
 
+def display_name(user: User) -> str:
+    """How a share names its sharer: their first and last name, else their username with any
+    e-mail address in it masked (``c…@….io``), never a raw address."""
+    full = user.get_full_name().strip()
+    if full:
+        return full
+    return redaction.mask_emails(user.username)
+
+
 def hash_token(token: str) -> str:
     return hashlib.sha256(token.encode()).hexdigest()
 
@@ -136,14 +145,82 @@ class Redacted:
     findings: list[dict[str, Any]]
 
 
-def redact_snapshot(source: dict[str, Any], keep: list[str]) -> Redacted:
+#: tools whose input is a file's contents (what the conversation mode leaves out of them)
+FILE_WRITING_TOOLS = frozenset({"Write", "Edit", "MultiEdit", "NotebookEdit"})
+#: what a block left out by the share mode says instead of its text
+LEFT_OUT = "[left out of this share: {what}, {size:,} characters]"
+
+
+def _left_out(what: str, text: str) -> str:
+    return LEFT_OUT.format(what=what, size=len(text))
+
+
+def apply_mode(source: dict[str, Any], mode: str) -> dict[str, Any]:
+    """The snapshot source with what ``mode`` leaves out replaced by a line saying so (token
+    counts stay): for the conversation mode, tool outputs (persisted ones too), thinking and
+    the file contents a tool wrote. The input is not changed. Also records, under
+    ``left_out``, how many blocks of each kind went, for the shared pages to say."""
+    if mode == ShareLink.Mode.FULL:
+        return source
+    if mode != ShareLink.Mode.CONVERSATION:
+        raise ShareError("mode", "mode must be full or conversation")
+    counts = {"tool outputs": 0, "thinking": 0, "file contents": 0}
+    threads: dict[str, list[dict[str, Any]]] = {}
+    # a thread's shared prefix is the very same row objects as the main thread's: one copy each
+    copies: dict[int, dict[str, Any]] = {}
+    for thread, messages in (source.get("messages") or {}).items():
+        rows = []
+        for message in messages:
+            copy = copies.get(id(message))
+            if copy is None:
+                copy = _conversation_only(message, counts)
+                copies[id(message)] = copy
+            rows.append(copy)
+        threads[thread] = rows
+    left_out = [{"what": what, "blocks": n} for what, n in counts.items() if n]
+    return {**source, "messages": threads, "mode": mode, "left_out": left_out}
+
+
+def _conversation_only(message: dict[str, Any], counts: dict[str, int]) -> dict[str, Any]:
+    blocks = []
+    for block in message.get("blocks") or []:
+        kind = block.get("type")
+        text = str(block.get("text") or "")
+        what = None
+        if kind == "tool_result":
+            what = "tool outputs"
+        elif kind in ("thinking", "redacted_thinking"):
+            what = "thinking"
+        elif kind == "tool_use" and block.get("tool_name") in FILE_WRITING_TOOLS:
+            what = "file contents"
+        if what is None:
+            blocks.append(block)
+            continue
+        counts[what] += 1
+        shown = _left_out(what, text)
+        if kind == "tool_use":
+            shown = f"{block.get('tool_name')} {shown}"
+        blocks.append({**block, "text": shown})
+    out = {**message, "blocks": blocks}
+    if out.get("original_output") is not None:
+        counts["tool outputs"] += 1
+        out["original_output"] = _left_out("tool outputs", str(out["original_output"]))
+    return out
+
+
+def redact_snapshot(
+    source: dict[str, Any], keep: list[str], mode: str = ShareLink.Mode.FULL
+) -> Redacted:
+    """The snapshot with what ``mode`` leaves out gone, then redacted."""
+    source = apply_mode(source, mode)
     result = redaction.redact_tree(source, keep=keep, locate=_locator(source))
     return Redacted(result.tree, result.by_category())
 
 
 def check_outgoing(payload: str, keep: list[str]) -> None:
-    """Scan the bytes about to be published again; any finding not kept blocks them."""
-    remaining = sorted({s.category for s in redaction.find(payload) if s.category not in keep})
+    """Scan the bytes about to be published again, as a reader decodes them; any finding not
+    kept blocks them."""
+    remaining = redaction.scan_outgoing(payload, keep)
     if remaining:
         raise ShareBlocked(
             "redaction",
@@ -176,10 +253,11 @@ def create_share(
     audience: str = ShareLink.Audience.LINK,
     days: int | None = DEFAULT_EXPIRY_DAYS,
     keep: list[str] | None = None,
+    mode: str = ShareLink.Mode.FULL,
 ) -> tuple[ShareLink, str]:
     """Make a link to a redacted snapshot of the session's report (the default run unless
-    told). The caller checked ``user`` may share (editor). Returns the link and its token,
-    which is shown once and never stored."""
+    told), keeping what ``mode`` keeps. The caller checked ``user`` may share (editor).
+    Returns the link and its token, which is shown once and never stored."""
     run = run or run_services.default_run(transcript)
     if run is None or run.transcript_id != transcript.pk:
         raise ShareError("run", "this session has no finished run to share", 409)
@@ -190,7 +268,8 @@ def create_share(
         audience=audience,
         days=days,
         keep=keep,
-        redact=lambda kept: redact_snapshot(snapshot_source(transcript, chosen), kept),
+        redact=lambda kept: redact_snapshot(snapshot_source(transcript, chosen), kept, mode),
+        mode=mode,
         transcript=transcript,
         run=run,
     )
@@ -204,6 +283,7 @@ def publish(
     days: int | None,
     keep: list[str] | None,
     redact: Callable[[list[str]], Redacted],
+    mode: str = ShareLink.Mode.FULL,
     **target: Any,
 ) -> tuple[ShareLink, str]:
     """What every kind of link goes through: check the audience, expiry and kept categories,
@@ -211,6 +291,8 @@ def publish(
     its transcript and run, its comparison or its sweep) and its snapshot. Returns the link and
     its token, which is never stored."""
     expiry = parse_expiry(audience, days)
+    if mode not in ShareLink.Mode.values:
+        raise ShareError("mode", "mode must be full or conversation")
     kept = sorted(set(keep or []))
     unknown = set(kept) - set(redaction.categories())
     if unknown:
@@ -226,6 +308,7 @@ def publish(
             audience=audience,
             expires_at=timezone.now() + expiry if expiry else None,
             kept=kept,
+            mode=mode,
             findings=redacted.findings,
             **target,
         )
@@ -233,12 +316,14 @@ def publish(
     return link, token
 
 
-def preview_findings(transcript: Transcript, run: Run | None = None) -> list[dict[str, Any]]:
+def preview_findings(
+    transcript: Transcript, run: Run | None = None, mode: str = ShareLink.Mode.FULL
+) -> list[dict[str, Any]]:
     """What redaction would find in a share of this session (for the dialog)."""
     run = run or run_services.default_run(transcript)
     if run is None:
         raise ShareError("run", "this session has no finished run to share", 409)
-    return redact_snapshot(snapshot_source(transcript, run), []).findings
+    return redact_snapshot(snapshot_source(transcript, run), [], mode).findings
 
 
 class LinkGone(Exception):

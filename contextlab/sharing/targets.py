@@ -145,8 +145,10 @@ def create_share(
     audience: str = ShareLink.Audience.LINK,
     days: int | None = DEFAULT_EXPIRY_DAYS,
     keep: list[str] | None = None,
+    mode: str = ShareLink.Mode.FULL,
 ) -> tuple[ShareLink, str]:
-    """A link to a redacted snapshot of a comparison or sweep. The caller checked ``user`` is
+    """A link to a redacted snapshot of a comparison or sweep (no message text: ``mode`` has
+    nothing to leave out, and is stored as chosen). The caller checked ``user`` is
     an editor of its workspace. Returns the link and its token (shown once, never stored)."""
     return publish(
         user=user,
@@ -155,6 +157,7 @@ def create_share(
         days=days,
         keep=keep,
         redact=lambda kept: redact_source(source_of(target, user), kept),
+        mode=mode,
         comparison=target if isinstance(target, Comparison) else None,
         sweep=target if isinstance(target, Sweep) else None,
     )

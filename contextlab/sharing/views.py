@@ -126,6 +126,8 @@ def _link_base(link: ShareLink, token: str) -> dict[str, Any]:
         "link": link,
         "token": token,
         "share_root": reverse("sharing:shared", args=[token]),
+        # never the raw username: it may be an e-mail address
+        "shared_by": services.display_name(link.created_by),
         "kept": link.kept,
         "redacted_count": sum(f["count"] for f in link.findings if f["category"] not in link.kept),
     }

@@ -1,33 +1,28 @@
-"""Find and redact secrets and personal data in texts before they leave the server.
+"""Detectors with a known shape: our own rules for coding-agent transcripts, detect-secrets'
+plugins (its regex catalogue, its keyword detector and its Base64 entropy detector, each run on
+bounded windows), high-entropy tokens, e-mail addresses and home folders.
 
-Two sources of rules:
-
-* detect-secrets' regex plugins (a maintained catalogue: AWS, GitHub, GitLab, Slack, Stripe,
-  JWT, private keys, npm, PyPI, SendGrid, Twilio, Telegram, Discord, …), run through
-  ``_PLUGINS`` with a cheap prefilter each, on bounded windows: some of their patterns
-  backtrack badly on long lines (an earlier attempt hung on a 4 MB transcript);
-* our own rules (``OWN_RULES``) for what matters most in coding-agent transcripts:
-  Anthropic/OpenAI keys, ``KEY=``/``TOKEN=``/``SECRET=``/``PASSWORD=`` assignments,
-  ``user:password@`` URLs, high-entropy tokens, home directories and e-mail addresses.
-
-A finding carries its category, where it is (the caller's location label) and a masked hint,
-never the value. ``redact`` replaces each dropped category's spans with
-``[REDACTED:<category>]`` (home directories become ``~``).
+detect-secrets' patterns backtrack badly on long lines (an earlier attempt hung on a 4 MB
+transcript), so each plugin only ever sees a short window around a literal trigger.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from bisect import bisect_right
 from collections import Counter
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
 from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
+from detect_secrets.filters import heuristic
 from detect_secrets.plugins.base import RegexBasedDetector
+from detect_secrets.plugins.high_entropy_strings import Base64HighEntropyString
+from detect_secrets.plugins.keyword import KeywordDetector
+
+from contextlab.redaction.keywords import is_literal
 
 #: detect-secrets plugins run on windows of at most this many characters (lines longer than
 #: that are cut with an overlap), so a pattern that backtracks stays bounded
@@ -42,15 +37,6 @@ class Span:
     end: int
     category: str
     priority: int
-
-
-@dataclass(frozen=True)
-class Finding:
-    category: str
-    #: where the text is, as the caller labels it (e.g. "request 3 · message 12, block 0")
-    location: str
-    #: a masked hint (prefix and length), never the value
-    hint: str
 
 
 @dataclass(frozen=True)
@@ -85,6 +71,18 @@ OWN_RULES: tuple[Rule, ...] = (
     _rule("anthropic-key", r"sk-ant-[A-Za-z0-9_\-]{16,}", _TOKEN_CHARS, ("sk-ant-",)),
     _rule("openai-key", r"sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_\-]{20,}", _TOKEN_CHARS),
     _rule("github-token", r"gh[pousr]_[A-Za-z0-9]{30,}|github_pat_[A-Za-z0-9_]{20,}", _TOKEN_CHARS),
+    _rule("gitlab-token", r"gl(?:pat|rt|dt|ptt|cbt|oas)-[A-Za-z0-9_-]{16,}", _TOKEN_CHARS, ("gl",)),
+    _rule("square-token", r"sq0(?:atp|csp)-[A-Za-z0-9_-]{22,43}", _TOKEN_CHARS, ("sq0",)),
+    _rule("huggingface-token", r"hf_[A-Za-z]{34}(?![A-Za-z0-9])", _TOKEN_CHARS, ("hf_",)),
+    _rule("databricks-token", r"dapi[a-f0-9]{32}(?:-\d)?(?![A-Za-z0-9])", _TOKEN_CHARS, ("dapi",)),
+    _rule("google-oauth-secret", r"GOCSPX-[A-Za-z0-9_-]{28}", _TOKEN_CHARS, ("GOCSPX-",)),
+    _rule(
+        "newrelic-key",
+        r"NR(?:AK|AA|II)-[A-Z0-9]{27}(?![A-Z0-9])",
+        _TOKEN_CHARS,
+        ("NRAK-", "NRAA-", "NRII-"),
+    ),
+    _rule("mailgun-key", r"key-[0-9a-f]{32}(?![0-9a-zA-Z])", _TOKEN_CHARS, ("key-",)),
     _rule(
         "aws-access-key",
         r"A(?:KIA|SIA|BIA|CCA|3T[A-Z0-9])[A-Z0-9]{16}(?![A-Z0-9])",
@@ -104,18 +102,7 @@ OWN_RULES: tuple[Rule, ...] = (
     _rule("jwt", r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}", needs=("eyJ",)),
     _rule(
         "url-credentials",
-        r"://(?P<secret>[^\s:/@\"'<>\\]{1,100}:[^\s@/\"'<>\\]{1,200})@",
-    ),
-    _rule(
-        "secret-assignment",
-        # an upper-case env-style name ending in KEY, TOKEN, SECRET, PASSWORD … given a literal
-        # value (quoted or bare); references (os.environ, $VAR, ${…}, <…>) are not secrets
-        # (quotes may come JSON-escaped: the tool inputs of a transcript are JSON text)
-        r"(?:KEY|TOKEN|SECRET|PASSWORD|PASSWD|PWD|CREDENTIALS?)[A-Z0-9_]{0,30}(?:\\?[\"'])?"
-        r"\s{0,3}(?::=|=|:)\s{0,3}(?:\\?[\"'])?"
-        r"(?P<secret>(?![$<{(\[*/+-]|\\[unrt]|os\.|process\.|env\.|true\b|false\b|null\b|None\b)"
-        r"[^\s\"',;()}\]\\\x00-\x1f]{6,300})",
-        "abcdefghijklmnopqrstuvwxyz",
+        r"://(?P<secret>[^\s:/@\"'<>\\]{0,100}:[^\s@/\"'<>\\]{1,200})@",
     ),
     _rule(HOME, r"/(?:Users|home)/(?!Shared\b|runner\b)[A-Za-z0-9._-]{1,64}"),
     _rule(HOME, r"\\{1,2}Users\\{1,2}(?!Public\b)[A-Za-z0-9._-]{1,64}", needs=("Users\\",)),
@@ -131,13 +118,6 @@ EMAIL_LOCAL_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvw
 EMAIL_ALLOWED = re.compile(
     r"(?i)^(?:noreply@anthropic\.com|git@[\w.-]+|[^@]+@(?:example\.(?:com|org|net)|test\.com|users\.noreply\.github\.com))$"
 )
-#: a secret-assignment "value" that is code, not a secret: a bare dotted name, a CONSTANT,
-#: a number or a lower-case word
-ASSIGNMENT_CODE = re.compile(
-    r"[A-Za-z_][A-Za-z_]*(?:\.[A-Za-z_][A-Za-z_0-9]*)+|[A-Z_]+|[\d_.]+|[a-z_]+"
-    r"|.*(?:xxxx|XXXX|\.\.\.|REDACTED|<[a-z_-]+>|your[-_]).*"
-)
-
 #: high-entropy candidates: maximal base64/url-safe runs, judged by ``_high_entropy``
 ENTROPY_CANDIDATE = re.compile(r"[A-Za-z0-9+/=_-]{24,}")
 ENTROPY_MIN = 4.3
@@ -148,9 +128,11 @@ PUBLIC_IDS = re.compile(r"(?:agent_)?(?:toolu|srvtoolu|msg|req|call|file|chatcmp
 _MIXED = re.compile(r"(?=[^0-9]*[0-9])(?=[^A-Z]*[A-Z])(?=[^a-z]*[a-z])")
 _VOWELS = frozenset("aeiouAEIOU")
 _WORD_SPLIT = re.compile(r"[/_\-.=+]")
+#: a part of an identifier: a word, a short name, a number
+_WORDY = re.compile(r"[A-Z]?[a-z]+|[A-Z]+|[A-Z]?[a-z]*\d{1,4}|[A-Z][a-z]+(?:[A-Z][a-z]+)+")
 
-#: detect-secrets plugins we do not use: IP addresses are not secrets; the keyword and entropy
-#: plugins are replaced by OWN_RULES' assignment rule and ``_high_entropy``
+#: detect-secrets plugins we do not run as regex plugins: IP addresses are not secrets; the
+#: keyword detector runs on its own (``_keyword_spans``: its patterns want one line each)
 SKIPPED_PLUGINS = {"Public IP (ipv4)", "Secret Keyword"}
 
 
@@ -236,9 +218,10 @@ def _plugins() -> tuple[tuple[str, tuple[Trigger, ...], tuple[re.Pattern[str], .
 
 
 def categories() -> list[str]:
-    """Every category a finding can have."""
+    """Every category these detectors give."""
     own = [rule.category for rule in OWN_RULES]
-    return sorted({*own, "email", "high-entropy", *(category for category, _, _ in _plugins())})
+    plugins = [category for category, _, _ in _plugins()]
+    return sorted({*own, "email", "high-entropy", "secret-keyword", *plugins})
 
 
 def _all_windows(text: str) -> Iterator[tuple[int, int]]:
@@ -280,7 +263,7 @@ def _entropy(value: str) -> float:
     return -sum(c / length * math.log2(c / length) for c in Counter(value).values())
 
 
-def _high_entropy(value: str) -> bool:
+def _high_entropy(value: str, split: re.Pattern[str] = _WORD_SPLIT) -> bool:
     """A token that looks like a random credential: mixed case and digits, not shaped like
     words (identifiers have few digits and many vowels), Shannon entropy (detect-secrets'
     measure) of at least ENTROPY_MIN bits per character."""
@@ -288,9 +271,12 @@ def _high_entropy(value: str) -> bool:
         return False
     if PUBLIC_IDS.fullmatch(value):
         return False
-    # identifiers split into words are not random
-    if max(len(part) for part in _WORD_SPLIT.split(value)) < 16:
-        return False
+    # identifiers split into words are not random; a random token split by "-" or "_" is
+    parts = [part for part in split.split(value) if part]
+    if max(len(part) for part in parts) < 16:
+        words = sum(1 for part in parts if _WORDY.fullmatch(part))
+        if words * 2 >= len(parts):
+            return False
     digits = sum(c.isdigit() for c in value)
     vowels = sum(c in _VOWELS for c in value) / len(value)
     if digits < 2 and vowels >= 0.2:
@@ -298,25 +284,115 @@ def _high_entropy(value: str) -> bool:
     return _entropy(value) >= ENTROPY_MIN
 
 
+#: Base64 uses "+" and "/" as letters: a random key judged whole splits only at word marks
+_B64_WORD_SPLIT = re.compile(r"[_\-.=]")
+#: a path's segment is a word or a name ("src", "RequestExplorer", "v2")
+_PATH_SEGMENT = re.compile(r"[A-Za-z][a-z]{2,}(?:[A-Z][a-z]+)*\d{0,2}|[a-z]{1,3}\d{0,2}|")
+
+
 def _entropy_spans(text: str, priority: int) -> Iterator[Span]:
-    """High-entropy tokens; a run with "/" (a path, a URL, base64) is judged part by part, so
-    a random folder name in a path does not take the whole path with it."""
+    """High-entropy tokens. A run with "/" is a path, a URL or Base64: a path (most segments
+    words) is judged segment by segment, so a random folder name does not take the whole path
+    with it; otherwise the run is judged whole (an AWS secret key holds "/" and "+")."""
     for match in ENTROPY_CANDIDATE.finditer(text):
         run = match.group(0)
         if len(run) > ENTROPY_MAX_LEN:
             continue  # data (an image, an archive), not a credential
         if "/" not in run:
-            if _high_entropy(run):
+            if _high_entropy(run, _B64_WORD_SPLIT if "+" in run else _WORD_SPLIT):
                 yield Span(match.start(), match.end(), "high-entropy", priority)
             continue
+        # a key or a Base64 run has a "/" or two where a path has many, and words
+        segments = run.split("/")
+        words = sum(1 for part in segments if _PATH_SEGMENT.fullmatch(part))
+        if (
+            run.count("/") <= 2
+            and not run.startswith("/")
+            and words * 2 < len(segments)
+            and _high_entropy(run, _B64_WORD_SPLIT)
+        ):
+            yield Span(match.start(), match.end(), "high-entropy", priority)
+            continue
         offset = match.start()
-        for part in run.split("/"):
+        for part in segments:
             if len(part) >= 24 and _high_entropy(part):
                 yield Span(offset, offset + len(part), "high-entropy", priority)
             offset += len(part) + 1
 
 
-def _own_spans(text: str) -> Iterator[Span]:
+#: detect-secrets' Base64 entropy detector (quoted strings, 4.5 bits a character)
+_QUOTED_ENTROPY = Base64HighEntropyString()
+
+
+def _quoted_entropy_spans(text: str, priority: int) -> Iterator[Span]:
+    """detect-secrets' Base64 entropy detector, with its own heuristic filters (uuids,
+    sequences, ids) and ours (public API ids, data too long to be a credential)."""
+    plugin = _QUOTED_ENTROPY
+    for match in plugin.regex.finditer(text):
+        value = match.group(2)
+        if not 20 <= len(value) <= ENTROPY_MAX_LEN or PUBLIC_IDS.fullmatch(value):
+            continue
+        if heuristic.is_potential_uuid(value) or heuristic.is_sequential_string(value):
+            continue
+        if plugin.calculate_shannon_entropy(value) > plugin.entropy_limit and _MIXED.match(value):
+            yield Span(match.start(2), match.end(2), "high-entropy", priority)
+
+
+_KEYWORD_DETECTOR = KeywordDetector()
+#: where detect-secrets' keyword detector can match (its denylist, lower-cased)
+_KEYWORD_TRIGGER = re.compile(
+    r"api_?key|auth_?key|service_?key|account_?key|db_?key|database_?key|priv_?key|private_?key"
+    r"|client_?key|db_?pass|database_?pass|key_?pass|password|passwd|pwd|secret|contrase"
+)
+
+
+#: what follows a keyword before a quoted value in detect-secrets' patterns
+_KEYWORD_SHAPE = re.compile(
+    r"\w{0,40}[\]'\"]{0,2}\s{0,5}(?:[:=!]{1,3}>?|\.assign\(|\()\s{0,5}@?[\"'`]"
+)
+
+
+def _keyword_spans(text: str, lowered: str, priority: int) -> Iterator[Span]:
+    """detect-secrets' keyword detector (its quoted-value patterns, as it runs them on code), on
+    the line around each keyword, filtered as detect-secrets filters it (templates,
+    ``$``-references, indirect references) and by our test for literals."""
+    done: set[int] = set()
+    for trigger in _KEYWORD_TRIGGER.finditer(lowered):
+        # its patterns want a quoted value after the name: look for the quote first
+        if not _KEYWORD_SHAPE.match(text, trigger.end()):
+            continue
+        # the name and the value after it: its patterns are quadratic in the line's length
+        window_start = max(0, trigger.start() - 20)
+        line_start = max(window_start, text.rfind("\n", window_start, trigger.start()) + 1)
+        if line_start in done:
+            continue
+        done.add(line_start)
+        # a line ends at a newline, written or JSON-escaped ("\\n")
+        line_end = min(len(text), trigger.start() + 120)
+        for end_mark in ("\n", "\\n"):
+            found = text.find(end_mark, trigger.start(), line_end)
+            if found != -1:
+                line_end = found
+        line = text[line_start:line_end]
+        if heuristic.is_indirect_reference(line):
+            continue
+        for value in _KEYWORD_DETECTOR.analyze_string(line):
+            value = value.strip()
+            if (
+                heuristic.is_templated_secret(value)
+                or heuristic.is_prefixed_with_dollar_sign(value)
+                or not is_literal(value, quoted=True)
+            ):
+                continue
+            at = line.find(value)
+            if at != -1:
+                yield Span(
+                    line_start + at, line_start + at + len(value), "secret-keyword", priority
+                )
+
+
+def own_spans(text: str, shapes_only: bool = False) -> Iterator[Span]:
+    """Our rules; ``shapes_only``: the token shapes alone (no e-mail, entropy or paths)."""
     for priority, rule in enumerate(OWN_RULES):
         if rule.needs and not any(needed in text for needed in rule.needs):
             continue
@@ -325,13 +401,28 @@ def _own_spans(text: str) -> Iterator[Span]:
             if rule.not_after and start > 0 and text[start - 1] in rule.not_after:
                 continue
             if "secret" in rule.pattern.groupindex:
-                value = match.group("secret")
-                if rule.category == "secret-assignment" and ASSIGNMENT_CODE.fullmatch(value):
-                    continue
                 yield Span(*match.span("secret"), rule.category, priority)
             else:
                 yield Span(*match.span(), rule.category, priority)
+    if shapes_only:
+        return
     priority = len(OWN_RULES)
+    yield from email_spans(text, priority)
+    yield from _entropy_spans(text, priority + 1)
+    yield from _quoted_entropy_spans(text, priority + 1)
+
+
+def windows_home_spans(text: str) -> list[Span]:
+    """Windows home folders only (``C:\\Users\\<name>``), as the rules find them."""
+    rule = next(r for r in OWN_RULES if r.category == HOME and r.needs)
+    if not any(needed in text for needed in rule.needs):
+        return []
+    priority = OWN_RULES.index(rule)
+    return [Span(*m.span(), HOME, priority) for m in rule.pattern.finditer(text)]
+
+
+def email_spans(text: str, priority: int = 0) -> Iterator[Span]:
+    """E-mail addresses, found from their "@", the local part read leftwards."""
     for match in EMAIL_DOMAIN.finditer(text):
         at = match.start()
         local = at
@@ -342,12 +433,11 @@ def _own_spans(text: str) -> Iterator[Span]:
         if EMAIL_ALLOWED.match(text[local : match.end()]):
             continue
         yield Span(local, match.end(), "email", priority)
-    yield from _entropy_spans(text, priority + 1)
 
 
-def _plugin_spans(text: str) -> Iterator[Span]:
+def plugin_spans(text: str, lowered: str) -> Iterator[Span]:
     first = len(OWN_RULES) + 2
-    lowered = text.lower()
+    yield from _keyword_spans(text, lowered, first)
     for index, (category, triggers, patterns) in enumerate(_plugins()):
         windows = _trigger_windows(text, lowered, triggers) if triggers else _all_windows(text)
         for window_start, window_end in windows:
@@ -369,168 +459,3 @@ def _plugin_spans(text: str) -> Iterator[Span]:
                         category,
                         first + index,
                     )
-
-
-def _spans(text: str) -> list[Span]:
-    """Every raw span of every rule, overlaps included."""
-    return [*_own_spans(text), *_plugin_spans(text)]
-
-
-def _merge(spans: list[Span]) -> list[Span]:
-    """Non-overlapping spans: a span inside a higher-priority one goes; partial overlaps join,
-    keeping the category of the higher-priority rule."""
-    merged: list[Span] = []
-    for span in sorted(spans, key=lambda s: (s.start, -s.end, s.priority)):
-        if merged and span.start < merged[-1].end:
-            last = merged[-1]
-            winner = last if last.priority <= span.priority else span
-            merged[-1] = Span(last.start, max(last.end, span.end), winner.category, winner.priority)
-        else:
-            merged.append(span)
-    return merged
-
-
-def find(text: str) -> list[Span]:
-    """The secrets and personal data in ``text``, as non-overlapping spans in order."""
-    if not text:
-        return []
-    return _merge(_spans(text))
-
-
-def mask(value: str, category: str) -> str:
-    """A hint that tells findings apart without revealing them: a short prefix and the length."""
-    if category == HOME:
-        return value.split("/")[1] if "/" in value else "Users"
-    if category == "email":
-        return f"e-mail ({len(value)} chars)"
-    shown = value[:4] if len(value) >= 16 else ""
-    return f"{shown}… ({len(value)} chars)"
-
-
-def replacement(category: str) -> str:
-    return "~" if category == HOME else f"[REDACTED:{category}]"
-
-
-def redact(text: str, keep: Collection[str] = ()) -> tuple[str, list[Span]]:
-    """``text`` with every finding not in a ``keep`` category replaced; and the spans replaced."""
-    spans = [span for span in find(text) if span.category not in keep]
-    if not spans:
-        return text, []
-    out: list[str] = []
-    position = 0
-    for span in spans:
-        out.append(text[position : span.start])
-        out.append(replacement(span.category))
-        position = span.end
-    out.append(text[position:])
-    return "".join(out), spans
-
-
-# --- JSON trees (snapshots, exports) -----------------------------------------------------------
-
-#: joins a tree's strings for one pass of ``find``; no rule matches across it (a span that
-#: would is cut at it)
-SEPARATOR = "\n\x00\n"
-
-Path = tuple[str | int, ...]
-
-
-def _strings(tree: Any, path: Path, out: list[tuple[Path, str]]) -> None:
-    if isinstance(tree, str):
-        out.append((path, tree))
-    elif isinstance(tree, dict):
-        for key, value in tree.items():
-            if isinstance(key, str):
-                out.append(((*path, "\x01key", key), key))
-            _strings(value, (*path, key), out)
-    elif isinstance(tree, list):
-        for index, value in enumerate(tree):
-            _strings(value, (*path, index), out)
-
-
-def _replace(tree: Any, replaced: dict[Path, str], path: Path) -> Any:
-    if isinstance(tree, str):
-        return replaced.get(path, tree)
-    if isinstance(tree, dict):
-        out = {}
-        for key, value in tree.items():
-            new_key = replaced.get((*path, "\x01key", key), key) if isinstance(key, str) else key
-            out[new_key] = _replace(value, replaced, (*path, key))
-        return out
-    if isinstance(tree, list):
-        return [_replace(value, replaced, (*path, i)) for i, value in enumerate(tree)]
-    return tree
-
-
-@dataclass
-class TreeRedaction:
-    tree: Any
-    findings: list[Finding]
-
-    def by_category(self, max_locations: int = 5) -> list[dict[str, Any]]:
-        """[{category, count, locations, hints}] sorted by count: what a dialog shows."""
-        groups: dict[str, dict[str, Any]] = {}
-        for finding in self.findings:
-            group = groups.setdefault(
-                finding.category,
-                {"category": finding.category, "count": 0, "locations": [], "hints": []},
-            )
-            group["count"] += 1
-            if (
-                finding.location not in group["locations"]
-                and len(group["locations"]) < max_locations
-            ):
-                group["locations"].append(finding.location)
-            if finding.hint not in group["hints"] and len(group["hints"]) < 3:
-                group["hints"].append(finding.hint)
-        return sorted(groups.values(), key=lambda g: (-g["count"], g["category"]))
-
-
-def redact_tree(
-    tree: Any,
-    keep: Collection[str] = (),
-    locate: Callable[[Path], str] = lambda path: ".".join(map(str, path)),
-) -> TreeRedaction:
-    """Redact every string (values and keys) of a JSON-like tree in one pass.
-
-    Returns the new tree (the input is not changed) and every finding, kept categories
-    included (a kept finding is reported, not replaced)."""
-    strings: list[tuple[Path, str]] = []
-    _strings(tree, (), strings)
-    joined = SEPARATOR.join(text for _, text in strings)
-    starts: list[int] = []
-    position = 0
-    for _, text in strings:
-        starts.append(position)
-        position += len(text) + len(SEPARATOR)
-    per_string: dict[int, list[Span]] = {}
-    for span in find(joined):
-        first = bisect_right(starts, span.start) - 1
-        last = bisect_right(starts, span.end - 1) - 1
-        for index in range(max(first, 0), last + 1):
-            offset = starts[index]
-            length = len(strings[index][1])
-            start, end = max(span.start - offset, 0), min(span.end - offset, length)
-            if start < end:
-                per_string.setdefault(index, []).append(
-                    Span(start, end, span.category, span.priority)
-                )
-    findings: list[Finding] = []
-    replaced: dict[Path, str] = {}
-    for index, spans in per_string.items():
-        path, text = strings[index]
-        location = locate(tuple(p for p in path if p != "\x01key"))
-        out: list[str] = []
-        cursor = 0
-        for span in spans:
-            findings.append(
-                Finding(span.category, location, mask(text[span.start : span.end], span.category))
-            )
-            if span.category in keep:
-                continue
-            out.append(text[cursor : span.start])
-            out.append(replacement(span.category))
-            cursor = span.end
-        out.append(text[cursor:])
-        replaced[path] = "".join(out)
-    return TreeRedaction(_replace(tree, replaced, ()), findings)
