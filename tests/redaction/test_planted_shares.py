@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
-from contextlab.runs import runner
+from contextlab.jobs import replay
 from contextlab.runs.models import Run
 from contextlab.sharing import services, targets
 from contextlab.transcripts import services as transcript_services
@@ -49,7 +49,7 @@ def planted_world(tmp_path, sharer):
             content=fh,
             workspace=workspace,
         )
-    runner.execute_run(transcript.runs.get().pk)
+    replay.execute_run(transcript.runs.get().pk)
     gated = access.session_for(sharer, transcript.pk)
     # a comment holds at most 10,000 characters: as many comments as that takes
     lines = [f"{item.kind}: {item.text}" for item in PLANTED]
@@ -88,7 +88,7 @@ def planted_world(tmp_path, sharer):
         workspace=workspace,
     )
     for pk in Run.objects.filter(status=Run.Status.QUEUED).values_list("pk", flat=True):
-        runner.execute_run(pk)
+        replay.execute_run(pk)
     return transcript, comparison, sweep
 
 

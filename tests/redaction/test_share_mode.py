@@ -9,7 +9,7 @@ import json
 import pytest
 from django.test import Client
 
-from contextlab.runs import runner
+from contextlab.jobs import replay
 from contextlab.sharing import services
 from contextlab.sharing.models import ShareLink
 from contextlab.transcripts import services as transcript_services
@@ -27,7 +27,7 @@ def session(tmp_path, user):
         transcript, _ = transcript_services.create_transcript(
             owner=user, name="planted.jsonl", content=fh
         )
-    runner.execute_run(transcript.runs.get().pk)
+    replay.execute_run(transcript.runs.get().pk)
     return transcript
 
 
