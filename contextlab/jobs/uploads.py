@@ -19,6 +19,8 @@ from pathlib import Path
 
 from django.conf import settings
 
+from contextlab import blobs
+
 logger = logging.getLogger(__name__)
 
 #: Django's temporary upload files: ``tempfile.NamedTemporaryFile(suffix=".upload" + ext)``
@@ -31,6 +33,8 @@ def _candidates() -> Iterator[Path]:
     temp_dir = Path(settings.FILE_UPLOAD_TEMP_DIR or tempfile.gettempdir())
     yield from temp_dir.glob(DJANGO_TEMP_PATTERN)
     yield from (Path(settings.MEDIA_ROOT) / "uploads").glob(PARTIAL_PATTERN)
+    # with an object store, uploads are spooled among this host's copies instead
+    yield from (blobs.copies_dir() / "uploads").glob(PARTIAL_PATTERN)
 
 
 def remove_stale_temp_files(*, now: float | None = None) -> list[Path]:

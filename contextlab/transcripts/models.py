@@ -8,6 +8,8 @@ from django.conf import settings
 from django.db import models
 from django.urls import reverse
 
+from contextlab import blobs
+
 #: The largest id a row can have (BigAutoField); ids past it name nothing, and SQLite cannot
 #: even bind them (OverflowError), so inputs are checked against it before any query.
 MAX_ROW_ID = 2**63 - 1
@@ -76,7 +78,9 @@ class Transcript(models.Model):
 
     @property
     def path(self) -> str:
-        return str(settings.MEDIA_ROOT / self.file)
+        """A local path holding the stored transcript (``blobs.local_path``: with an object
+        store, this host's copy, fetched on first use)."""
+        return str(blobs.local_path(self.file))
 
     def earlier_sessions(self) -> list[Transcript]:
         """The sessions this one continues, earliest first: ``continues`` followed back within
