@@ -22,7 +22,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import IO
+from typing import IO, Protocol, cast
 
 from django.conf import settings
 from django.core.files import File
@@ -135,10 +135,16 @@ def _is_missing(exc: Exception) -> bool:
     return code in {"404", "NoSuchKey", "NotFound"}
 
 
-def save_stream(name: str, stream: IO[bytes]) -> None:
+class Readable(Protocol):
+    """Anything with ``read(n)``: a file, a request body."""
+
+    def read(self, size: int = -1, /) -> bytes: ...
+
+
+def save_stream(name: str, stream: Readable) -> None:
     """Store what ``stream`` yields as ``name``, streamed (the object store uploads it in
     parts; nothing is held whole)."""
-    storage().save(name, File(stream, name=name))
+    storage().save(name, File(cast(IO[bytes], stream), name=name))
 
 
 def write_bytes(name: str, data: bytes) -> bool:

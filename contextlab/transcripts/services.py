@@ -225,6 +225,25 @@ def _replace_with_longer(transcript: Transcript, fields: dict[str, Any]) -> Tran
     return transcript
 
 
+def clean_upload_name(name: str) -> str:
+    """The upload's file name as stored and shown (no folders, no control characters), or
+    ``UploadRejected`` for none or a kind of file ContextLab cannot read."""
+    name = _CONTROL_CHARS.sub("", os.path.basename(name.replace("\\", "/"))).strip()[:200]
+    if not name:
+        raise UploadRejected("The upload has no file name.")
+    if accepted_suffix(name) is None:
+        raise UploadRejected(
+            f"{name}: unsupported file type. Upload a .jsonl or .jsonl.gz transcript, "
+            "or a .zip / .tar.gz of a session folder."
+        )
+    return name
+
+
+def quota_refusal(*, owner: User, workspace: Workspace, name: str, size: int) -> str | None:
+    """Why ``size`` more bytes would pass the owner's or the workspace's quota, else None."""
+    return quotas.refusal(owner=owner, workspace=workspace, name=name, size=size)
+
+
 class Stored(enum.Enum):
     """What an upload did: a new session, the bytes of one already there, or a longer version
     of one already there (the same ``sessionId``, the old transcript its start)."""
@@ -262,15 +281,8 @@ def store_upload(
     """
     if workspace is None:
         workspace = personal_workspace(owner)
-    name = _CONTROL_CHARS.sub("", os.path.basename(name.replace("\\", "/"))).strip()[:200]
-    suffix = accepted_suffix(name)
-    if not name:
-        raise UploadRejected("The upload has no file name.")
-    if suffix is None:
-        raise UploadRejected(
-            f"{name}: unsupported file type. Upload a .jsonl or .jsonl.gz transcript, "
-            "or a .zip / .tar.gz of a session folder."
-        )
+    name = clean_upload_name(name)
+    suffix = accepted_suffix(name) or ""
     stored_folder = f"uploads/{owner.pk}"
     # spooled beside its final place (or, with an object store, among this host's copies)
     partial = blobs.new_spool_name(blobs.spool_dir(f"{stored_folder}/upload"), suffix)
