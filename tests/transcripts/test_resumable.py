@@ -76,13 +76,15 @@ def test_pieces_in_order_make_the_session_a_single_upload_makes(client, auth_hea
     assert upload.status == ResumableUpload.Status.COMPLETE
     # what the worker's task does
     finished = resumable.finish(upload.pk)
-    assert finished is not None and finished.status == ResumableUpload.Status.STORED
+    assert finished is not None
+    assert finished.status == ResumableUpload.Status.STORED
     transcript = Transcript.objects.get(pk=finished.transcript_id)
     assert blobs.read_bytes(transcript.file) == data
     assert transcript.request_count > 0
     assert blobs.listdir(f"incoming/{upload.pk}") == ([], [])
     state = client.get(location, **auth_header).json()
-    assert state["status"] == "stored" and state["session"]["id"] == transcript.pk
+    assert state["status"] == "stored"
+    assert state["session"]["id"] == transcript.pk
 
 
 def test_a_wrong_offset_is_409_with_where_the_upload_stands(client, auth_header, short_jsonl):
@@ -143,7 +145,8 @@ def test_a_rejected_upload_says_why_and_keeps_nothing(client, auth_header):
     created = create(client, auth_header, len(data), name="junk.jsonl")
     patch(client, auth_header, created["Location"], 0, data)
     finished = resumable.finish(upload_id(created))
-    assert finished is not None and finished.status == ResumableUpload.Status.REJECTED
+    assert finished is not None
+    assert finished.status == ResumableUpload.Status.REJECTED
     assert "not a Claude Code transcript" in finished.error
     assert not Transcript.objects.exists()
     assert blobs.listdir(f"incoming/{finished.pk}") == ([], [])
