@@ -193,6 +193,7 @@ def _upload_for(request: AuthedRequest, upload_id: uuid.UUID) -> ResumableUpload
 
 
 def _upload_out(upload: ResumableUpload) -> dict[str, Any]:
+    run = upload.transcript.runs.first() if upload.transcript is not None else None
     return {
         "id": str(upload.pk),
         "name": upload.name,
@@ -202,7 +203,12 @@ def _upload_out(upload: ResumableUpload) -> dict[str, Any]:
         "outcome": upload.outcome,
         "error": upload.error,
         "session": (
-            {"id": upload.transcript_id, "url": upload.transcript.get_absolute_url()}
+            {
+                "id": upload.transcript_id,
+                "url": upload.transcript.get_absolute_url(),
+                # the recorded replay's progress (what the page's upload list shows next)
+                "run_url": run.get_absolute_url() if run is not None else None,
+            }
             if upload.transcript is not None
             else None
         ),
