@@ -301,7 +301,7 @@ def _wait_until_stored(
         if response.status_code != 200:
             reason = _reason(body) or response.reason_phrase
             raise UploadError(f"{base}: HTTP {response.status_code}: {reason}", EXIT_REFUSED)
-        if body.get("status") == "stored" and body.get("session"):
+        if body.get("state") == "stored" and body.get("session"):
             session_id = int(body["session"]["id"])
             return Uploaded(
                 session_id=session_id,
@@ -310,7 +310,7 @@ def _wait_until_stored(
                 grew=body.get("outcome") == "grew",
                 url=f"{base}/sessions/{session_id}/",
             )
-        if body.get("status") == "rejected":
+        if body.get("state") == "rejected":
             raise UploadError(f"{base}: {body.get('error') or 'refused'}", EXIT_REFUSED)
         time.sleep(0.5)
     raise UploadError(

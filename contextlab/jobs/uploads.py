@@ -65,7 +65,7 @@ def remove_stale_resumable(*, now: datetime | None = None) -> list[str]:
     rejected) are forgotten after the same time. Returns the ids removed."""
     cutoff = (now or timezone.now()) - timedelta(seconds=settings.UPLOAD_RESUMABLE_STALE_AFTER)
     stale = ResumableUpload.objects.filter(updated_at__lt=cutoff).exclude(
-        status=ResumableUpload.Status.COMPLETE
+        state=ResumableUpload.State.COMPLETE
     )
     removed = []
     for upload in stale:
@@ -88,6 +88,6 @@ def unfinished_uploads(*, now: datetime | None = None) -> list[str]:
     return [
         str(pk)
         for pk in ResumableUpload.objects.filter(
-            status=ResumableUpload.Status.COMPLETE, updated_at__lt=cutoff
+            state=ResumableUpload.State.COMPLETE, updated_at__lt=cutoff
         ).values_list("pk", flat=True)
     ]

@@ -199,7 +199,7 @@ def _upload_out(upload: ResumableUpload) -> dict[str, Any]:
         "name": upload.name,
         "length": upload.length,
         "offset": upload.offset,
-        "status": upload.status,
+        "state": upload.state,
         "outcome": upload.outcome,
         "error": upload.error,
         "session": (

@@ -119,7 +119,7 @@ class ResumableUpload(models.Model):
     piece is stored as it streams in (``incoming/<id>/<offset>``), so a dropped connection
     costs one piece, not the upload. Once whole, a worker joins the pieces into a session."""
 
-    class Status(models.TextChoices):
+    class State(models.TextChoices):
         RECEIVING = "receiving"
         #: every byte arrived: queued for a worker to store it as a session
         COMPLETE = "complete"
@@ -140,7 +140,7 @@ class ResumableUpload(models.Model):
     offset = models.BigIntegerField(default=0)
     #: [[offset, size, stored name], …] of the pieces, in order
     pieces: models.JSONField[list[list[Any]]] = models.JSONField(default=list)
-    status = models.CharField(max_length=16, choices=Status.choices, default=Status.RECEIVING)
+    state = models.CharField(max_length=16, choices=State.choices, default=State.RECEIVING)
     #: the session it became (or the one it duplicated or grew)
     transcript = models.ForeignKey(
         Transcript, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
@@ -152,7 +152,7 @@ class ResumableUpload(models.Model):
     updated_at = models.DateTimeField(auto_now=True)
 
     class Meta:
-        indexes = (models.Index(fields=["status", "updated_at"]),)
+        indexes = (models.Index(fields=["state", "updated_at"]),)
 
     def __str__(self) -> str:
         return f"{self.name} ({self.offset}/{self.length})"

@@ -137,9 +137,9 @@ def append(
     than ``UPLOAD_CHUNK_MAX_BYTES`` or past the declared length (413), no ``Content-Length``
     (411). A piece cut short is dropped whole; the client sends it again from the offset.
     """
-    if upload.status != ResumableUpload.Status.RECEIVING:
+    if upload.state != ResumableUpload.State.RECEIVING:
         raise TusError(
-            409, f"This upload is already {upload.status}; nothing more is taken.", upload.offset
+            409, f"This upload is already {upload.state}; nothing more is taken.", upload.offset
         )
     if offset != upload.offset:
         raise TusError(
@@ -185,14 +185,14 @@ def append(
         ) from None
     with transaction.atomic():
         current = ResumableUpload.objects.select_for_update().get(pk=upload.pk)
-        if current.status != ResumableUpload.Status.RECEIVING or current.offset != offset:
+        if current.state != ResumableUpload.State.RECEIVING or current.offset != offset:
             # another request stored the same piece meanwhile (a client's retry)
             transaction.on_commit(lambda: blobs.delete(name))
             raise TusError(409, "This piece was already received.", current.offset)
         current.pieces = [*current.pieces, [offset, size, name]]
         current.offset = offset + size
         if current.offset == current.length:
-            current.status = ResumableUpload.Status.COMPLETE
+            current.state = ResumableUpload.State.COMPLETE
             transaction.on_commit(lambda: _send_finish(current.pk))
         current.save()
     return current
@@ -224,7 +224,7 @@ def finish(upload_id: uuid.UUID | str) -> ResumableUpload | None:
     with transaction.atomic():
         upload = (
             ResumableUpload.objects.select_for_update(skip_locked=True)
-            .filter(pk=upload_id, status=ResumableUpload.Status.COMPLETE)
+            .filter(pk=upload_id, state=ResumableUpload.State.COMPLETE)
             .first()
         )
         if upload is None:
@@ -239,10 +239,10 @@ def finish(upload_id: uuid.UUID | str) -> ResumableUpload | None:
             workspace=upload.workspace,
         )
     except services.UploadRejected as exc:
-        upload.status = ResumableUpload.Status.REJECTED
+        upload.state = ResumableUpload.State.REJECTED
         upload.error = exc.message[:4000]
     else:
-        upload.status = ResumableUpload.Status.STORED
+        upload.state = ResumableUpload.State.STORED
         upload.transcript = transcript
         upload.outcome = stored.value
     upload.save()

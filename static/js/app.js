@@ -457,7 +457,7 @@
       fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } })
         .then(function (response) { return response.json(); })
         .then(function (state) {
-          if (state.status === "stored" && state.session) {
+          if (state.state === "stored" && state.session) {
             item.bar.value = 100;
             item.li.classList.add("ok");
             item.msg.textContent = fileName + ": " + (state.outcome === "duplicate"
@@ -470,7 +470,7 @@
             link.className = "open-session";
             item.li.appendChild(link);
             if (state.session.run_url) showRun(item, state.session.run_url);
-          } else if (state.status === "rejected" || state.detail) {
+          } else if (state.state === "rejected" || state.detail) {
             refuse(item, state.error || state.detail);
           } else {
             setTimeout(function () { waitUntilStored(item, url, fileName); }, 1000);

@@ -43,5 +43,5 @@ def test_a_cut_connection_resumes_and_the_worker_stores_the_session(
     overhead = 64 * 1024
     assert proxy.sent < len(data) + 32 * 1024 + overhead, (proxy.sent, len(data))
     upload = ResumableUpload.objects.get()
-    assert upload.status == ResumableUpload.Status.STORED
+    assert upload.state == ResumableUpload.State.STORED
     assert blobs.listdir(f"incoming/{upload.pk}") == ([], [])

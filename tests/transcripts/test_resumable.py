@@ -73,17 +73,17 @@ def test_pieces_in_order_make_the_session_a_single_upload_makes(client, auth_hea
     last = patch(client, auth_header, location, half, data[half:])
     assert last.status_code == 204
     upload = ResumableUpload.objects.get(pk=upload_id(created))
-    assert upload.status == ResumableUpload.Status.COMPLETE
+    assert upload.state == ResumableUpload.State.COMPLETE
     # what the worker's task does
     finished = resumable.finish(upload.pk)
     assert finished is not None
-    assert finished.status == ResumableUpload.Status.STORED
+    assert finished.state == ResumableUpload.State.STORED
     transcript = Transcript.objects.get(pk=finished.transcript_id)
     assert blobs.read_bytes(transcript.file) == data
     assert transcript.request_count > 0
     assert blobs.listdir(f"incoming/{upload.pk}") == ([], [])
     state = client.get(location, **auth_header).json()
-    assert state["status"] == "stored"
+    assert state["state"] == "stored"
     assert state["session"]["id"] == transcript.pk
 
 
@@ -146,7 +146,7 @@ def test_a_rejected_upload_says_why_and_keeps_nothing(client, auth_header):
     patch(client, auth_header, created["Location"], 0, data)
     finished = resumable.finish(upload_id(created))
     assert finished is not None
-    assert finished.status == ResumableUpload.Status.REJECTED
+    assert finished.state == ResumableUpload.State.REJECTED
     assert "not a Claude Code transcript" in finished.error
     assert not Transcript.objects.exists()
     assert blobs.listdir(f"incoming/{finished.pk}") == ([], [])
