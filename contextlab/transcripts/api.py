@@ -14,7 +14,7 @@ from ninja.responses import Status
 from contextlab.engine import FieldError
 from contextlab.errors import field_error_body
 from contextlab.http import AuthedRequest
-from contextlab.transcripts import moving, resumable, services
+from contextlab.transcripts import moving, resumable, services, tasks
 from contextlab.transcripts.models import ResumableUpload, Transcript
 from contextlab.transcripts.schemas import MovedOut, MoveIn, SessionDetailOut, SessionOut
 from contextlab.transcripts.uploads import INCOMPLETE_KEY, OVERSIZE_KEY
@@ -295,6 +295,8 @@ def append_upload(request: AuthedRequest, upload_id: uuid.UUID) -> HttpResponse:
         upload = resumable.append(
             upload, offset=offset, size=_header_int(request, "Content-Length"), body=request
         )
+        if upload.state == ResumableUpload.State.COMPLETE:
+            tasks.send_finish(upload.pk)  # the last piece: a worker joins them into a session
     except resumable.TusError as exc:
         response = _tus_error(exc)
         if exc.status in (400, 411, 413, 415):

@@ -192,16 +192,10 @@ def append(
         current.pieces = [*current.pieces, [offset, size, name]]
         current.offset = offset + size
         if current.offset == current.length:
+            # the caller (the only request that gets this state back) queues the worker's task
             current.state = ResumableUpload.State.COMPLETE
-            transaction.on_commit(lambda: _send_finish(current.pk))
         current.save()
     return current
-
-
-def _send_finish(upload_id: uuid.UUID) -> None:
-    from contextlab.transcripts import tasks  # the task module imports Celery; only here
-
-    tasks.send_finish(upload_id)
 
 
 def stream_pieces(upload: ResumableUpload) -> Iterator[bytes]:
