@@ -292,11 +292,18 @@ def _wait_until_stored(
 ) -> Uploaded:
     """Every byte is on the server: a worker now stores it as a session. Waits for that."""
     deadline = time.monotonic() + STORE_WAIT
+    failures = 0
     while time.monotonic() < deadline:
         try:
             response = client.get(location, headers=headers)
         except httpx.HTTPError as exc:
-            raise UploadError(f"{base}: no answer ({exc})", EXIT_UNREACHABLE) from exc
+            # a kept-alive connection the server closed meanwhile: ask again on a new one
+            failures += 1
+            if failures > RESUME_RETRIES:
+                raise UploadError(f"{base}: no answer ({exc})", EXIT_UNREACHABLE) from exc
+            time.sleep(RESUME_DELAY)
+            continue
+        failures = 0
         body = _json(response)
         if response.status_code != 200:
             reason = _reason(body) or response.reason_phrase
