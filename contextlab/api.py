@@ -40,6 +40,7 @@ api = NinjaAPI(
     "Authenticate with `Authorization: Bearer <token>` (`manage.py create_api_token USERNAME`).",
 )
 api.add_router("/sessions", "contextlab.transcripts.api.router")
+api.add_router("/uploads", "contextlab.transcripts.api.uploads")
 api.add_router("/runs", "contextlab.runs.api.router")
 api.add_router("", "contextlab.tuning.api.router")
 api.add_router("/workspaces", "contextlab.workspaces.api.router")

@@ -50,16 +50,23 @@ class DeclaredBodySizeMiddleware:
             declared = int(request.META.get("CONTENT_LENGTH") or 0)
         except ValueError:
             declared = 0
-        multipart = request.META.get("CONTENT_TYPE", "").startswith("multipart/form-data")
+        content_type = request.META.get("CONTENT_TYPE", "")
+        multipart = content_type.startswith("multipart/form-data")
+        # a piece of a resumable (tus) upload, streamed to the storage as it comes
+        piece = content_type.startswith("application/offset+octet-stream")
         limit = (
             settings.UPLOAD_MAX_BYTES + MULTIPART_OVERHEAD_BYTES
             if multipart
+            else settings.UPLOAD_CHUNK_MAX_BYTES
+            if piece
             else settings.DATA_UPLOAD_MAX_MEMORY_SIZE
         )
         if limit is not None and declared > limit:
             advice = (
                 "Upload one transcript file per request."
                 if multipart
+                else "Send pieces of at most UPLOAD_CHUNK_MAX_BYTES."
+                if piece
                 else "Upload transcripts as multipart files to /api/sessions."
             )
             response = errors.error_response(

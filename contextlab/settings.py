@@ -207,8 +207,42 @@ SESSION_CACHE_DIR = Path(env_str("SESSION_CACHE_DIR", str(VAR_DIR / "session-cac
 #: it false: whitenoise then serves static/ straight from the source tree, with DEBUG off too.
 STATIC_MANIFEST = env_bool("STATIC_MANIFEST", not DEBUG)
 WHITENOISE_USE_FINDERS = DEBUG or not STATIC_MANIFEST
+# --- storage: every file a worker reads or writes (uploads, parsed sessions, checkpoints) ------
+#: ``filesystem`` (MEDIA_ROOT, one disk shared by web and workers: ``make run``) or ``s3``
+#: (any S3-compatible object store through django-storages: no two processes share a disk).
+STORAGE_BACKEND = env_str("STORAGE_BACKEND", "filesystem").strip().lower()
+if STORAGE_BACKEND not in {"filesystem", "s3"}:
+    raise ImproperlyConfigured(f"STORAGE_BACKEND must be filesystem or s3, got {STORAGE_BACKEND!r}")
+_DEFAULT_STORAGE: dict[str, Any] = (
+    {
+        "BACKEND": "storages.backends.s3.S3Storage",
+        "OPTIONS": {
+            "bucket_name": env_str("S3_BUCKET", "contextlab"),
+            "endpoint_url": env_str("S3_ENDPOINT_URL", "") or None,
+            "region_name": env_str("S3_REGION", "") or None,
+            "access_key": env_str("S3_ACCESS_KEY_ID", "") or None,
+            "secret_key": env_str("S3_SECRET_ACCESS_KEY", "") or None,
+            # names are content-addressed or owned by one writer: a rewrite replaces the object
+            "file_overwrite": True,
+            "default_acl": None,
+            "querystring_auth": True,
+        },
+    }
+    if STORAGE_BACKEND == "s3"
+    else {
+        "BACKEND": "django.core.files.storage.FileSystemStorage",
+        # a parsed session or a checkpoint written again replaces the old one (never "_x1y2")
+        "OPTIONS": {"allow_overwrite": True},
+    }
+)
+#: The worker's (and, with ``s3``, the web's) own scratch folder: local copies of stored files
+#: that the engine reads by path, and uploads being spooled before they are stored. Never shared.
+WORKER_DIR = Path(env_str("WORKER_DIR", str(VAR_DIR / "worker")))
+#: Local copies of stored files kept in WORKER_DIR (``s3`` only), least recently used dropped
+#: first past this many bytes (a file in use is never dropped).
+WORKER_DIR_MAX_BYTES = env_int("WORKER_DIR_MAX_BYTES", 20 * 1024**3, minimum=0)
 STORAGES: dict[str, dict[str, Any]] = {
-    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "default": _DEFAULT_STORAGE,
     "staticfiles": {
         "BACKEND": (
             "whitenoise.storage.CompressedManifestStaticFilesStorage"
@@ -220,7 +254,13 @@ STORAGES: dict[str, dict[str, Any]] = {
 
 # --- uploads -------------------------------------------------------------------------------
 #: Largest accepted transcript upload, bytes (per file). Enforced in the browser and the server.
-UPLOAD_MAX_BYTES = env_int("UPLOAD_MAX_BYTES", 512 * 1024 * 1024, minimum=1)
+UPLOAD_MAX_BYTES = env_int("UPLOAD_MAX_BYTES", 5 * 1024**3, minimum=1)
+#: Largest piece of a resumable (tus) upload, bytes: one PATCH request's body. A dropped
+#: connection costs at most this much sent again.
+UPLOAD_CHUNK_MAX_BYTES = env_int("UPLOAD_CHUNK_MAX_BYTES", 64 * 1024**2, minimum=1024)
+#: A resumable upload untouched for this many seconds is given up: the periodic recovery
+#: removes its pieces, and a client that comes back is told to start again (404).
+UPLOAD_RESUMABLE_STALE_AFTER = env_int("UPLOAD_RESUMABLE_STALE_AFTER", 24 * 3600, minimum=1)
 # Uploaded files always stream to a temporary file on disk (never held in memory), through the
 # size-limit handler first so an oversize body is cut off as soon as it passes the limit.
 FILE_UPLOAD_MAX_MEMORY_SIZE = 0

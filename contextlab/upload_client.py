@@ -15,17 +15,20 @@ short timeout (Claude Code may leave it open) and the upload with a bounded one.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import os
 import select
 import sys
 import tarfile
 import tempfile
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 import httpx
 
@@ -40,6 +43,15 @@ SESSION_PARTS = ("subagents", "tool-results")
 HOOK_STDIN_TIMEOUT = 2.0
 #: Largest hook payload read, bytes (it is a few hundred).
 HOOK_STDIN_MAX = 1024 * 1024
+#: Sessions (packed) of this many bytes or more are sent resumably, in pieces (tus).
+RESUMABLE_FROM = 8 * 1024**2
+#: Bytes per piece of a resumable upload (the server takes up to UPLOAD_CHUNK_MAX_BYTES).
+CHUNK_SIZE = 16 * 1024**2
+#: Tries of one piece after a dropped connection, and seconds between them.
+RESUME_RETRIES = 10
+RESUME_DELAY = 1.0
+#: Seconds to wait for a worker to store a resumable upload once every byte is sent.
+STORE_WAIT = 3600.0
 
 
 class UploadError(Exception):
@@ -137,8 +149,15 @@ def upload(
     workspace: str | None = None,
     timeout: float = 300.0,
     transport: httpx.BaseTransport | None = None,
+    resumable_from: int | None = RESUMABLE_FROM,
+    chunk_size: int = CHUNK_SIZE,
 ) -> Uploaded:
-    """Send the session at ``path``; raises ``UploadError`` with the server's reason."""
+    """Send the session at ``path``; raises ``UploadError`` with the server's reason.
+
+    A packed session of ``resumable_from`` bytes or more goes over tus (``/api/uploads``) in
+    pieces of ``chunk_size``: a dropped connection resumes at the server's offset, and a
+    command killed mid-upload resumes where it stopped when run again (the upload's address
+    is kept in ``~/.cache/contextlab/uploads.json`` until it is done)."""
     if not url:
         raise UploadError("no server: set CONTEXTLAB_URL or pass --url", EXIT_USAGE)
     if not token:
@@ -150,6 +169,11 @@ def upload(
     base = url.rstrip("/")
     data = {"workspace_id": workspace} if workspace else {}
     with packed(path) as (name, fh), httpx.Client(timeout=timeout, transport=transport) as client:
+        size = os.fstat(fh.fileno()).st_size
+        if resumable_from is not None and size >= resumable_from:
+            return _upload_resumable(
+                client, base, token, name, fh, workspace=workspace, chunk_size=chunk_size
+            )
         try:
             response = client.post(
                 f"{base}/api/sessions",
@@ -172,6 +196,154 @@ def upload(
     reason = _reason(body) or response.reason_phrase or "no reason given"
     code = EXIT_UNREACHABLE if response.status_code >= 500 else EXIT_REFUSED
     raise UploadError(f"{base}: HTTP {response.status_code}: {reason}", code)
+
+
+def _upload_resumable(
+    client: httpx.Client,
+    base: str,
+    token: str,
+    name: str,
+    fh: IO[bytes],
+    *,
+    workspace: str | None,
+    chunk_size: int,
+) -> Uploaded:
+    from tusclient import client as tus
+    from tusclient.exceptions import TusCommunicationError
+    from tusclient.storage.filestorage import FileStorage
+
+    headers = {"Authorization": f"Bearer {token}"}
+    state = _resume_state_file()
+    metadata = {"filename": name, **({"workspace_id": workspace} if workspace else {})}
+    storage = FileStorage(str(state)) if state is not None else None  # type: ignore[no-untyped-call]
+    try:
+        for attempt in range(2):
+            uploader = tus.TusClient(f"{base}/api/uploads", headers=headers).uploader(
+                # tuspy closes the stream after reading its fingerprint; we still need it
+                file_stream=_KeepOpen(fh),
+                chunk_size=chunk_size,
+                metadata=metadata,
+                retries=RESUME_RETRIES,
+                retry_delay=RESUME_DELAY,
+                store_url=storage is not None,
+                url_storage=storage,
+            )
+            try:
+                uploader.upload()
+                break
+            except TusCommunicationError as exc:
+                # an upload a run of this command left, which the server has since given up
+                # (UPLOAD_RESUMABLE_STALE_AFTER): forget it and start a new one
+                if attempt or storage is None or getattr(exc, "status_code", None) != 404:
+                    raise
+                storage.remove_item(
+                    uploader.fingerprinter.get_fingerprint(cast(IO[bytes], _KeepOpen(fh)))
+                )
+    except TusCommunicationError as exc:
+        status = getattr(exc, "status_code", None)
+        body = _json_bytes(getattr(exc, "response_content", None))
+        reason = _reason(body) or str(exc)
+        code = EXIT_REFUSED if status is not None and 400 <= status < 500 else EXIT_UNREACHABLE
+        raise UploadError(
+            f"{base}: {'HTTP ' + str(status) + ': ' if status else ''}{reason}", code
+        ) from exc
+    if storage is not None:
+        # done: a later run of the same file must start a new upload, not find this one
+        with contextlib.suppress(Exception):
+            storage.remove_item(
+                uploader.fingerprinter.get_fingerprint(cast(IO[bytes], _KeepOpen(fh)))
+            )
+    return _wait_until_stored(client, base, str(uploader.url), headers, name)
+
+
+class _KeepOpen(io.RawIOBase):
+    """``stream`` for a reader that closes what it reads (tuspy): closing does nothing."""
+
+    def __init__(self, stream: IO[bytes]) -> None:
+        super().__init__()
+        self.stream = stream
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1, /) -> bytes:
+        return self.stream.read(size)
+
+    def readinto(self, buffer: Any, /) -> int:
+        data = self.stream.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+    def seek(self, offset: int, whence: int = 0, /) -> int:
+        return self.stream.seek(offset, whence)
+
+    def tell(self) -> int:
+        return self.stream.tell()
+
+    def close(self) -> None:
+        pass
+
+
+def _wait_until_stored(
+    client: httpx.Client, base: str, location: str, headers: dict[str, str], name: str
+) -> Uploaded:
+    """Every byte is on the server: a worker now stores it as a session. Waits for that."""
+    deadline = time.monotonic() + STORE_WAIT
+    failures = 0
+    while time.monotonic() < deadline:
+        try:
+            response = client.get(location, headers=headers)
+        except httpx.HTTPError as exc:
+            # a kept-alive connection the server closed meanwhile: ask again on a new one
+            failures += 1
+            if failures > RESUME_RETRIES:
+                raise UploadError(f"{base}: no answer ({exc})", EXIT_UNREACHABLE) from exc
+            time.sleep(RESUME_DELAY)
+            continue
+        failures = 0
+        body = _json(response)
+        if response.status_code != 200:
+            reason = _reason(body) or response.reason_phrase
+            raise UploadError(f"{base}: HTTP {response.status_code}: {reason}", EXIT_REFUSED)
+        if body.get("state") == "stored" and body.get("session"):
+            session_id = int(body["session"]["id"])
+            return Uploaded(
+                session_id=session_id,
+                name=str(body.get("name") or name),
+                created=body.get("outcome") == "created",
+                grew=body.get("outcome") == "grew",
+                url=f"{base}/sessions/{session_id}/",
+            )
+        if body.get("state") == "rejected":
+            raise UploadError(f"{base}: {body.get('error') or 'refused'}", EXIT_REFUSED)
+        time.sleep(0.5)
+    raise UploadError(
+        f"{base}: sent, but not stored after {STORE_WAIT:.0f} s; see {location}", EXIT_UNREACHABLE
+    )
+
+
+def _resume_state_file() -> Path | None:
+    """Where the addresses of unfinished uploads are kept between runs (None if unwritable)."""
+    folder = Path(
+        os.environ.get("CONTEXTLAB_CACHE_DIR")
+        or Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "contextlab"
+    )
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    return folder / "uploads.json"
+
+
+def _json_bytes(content: object) -> dict[str, Any]:
+    try:
+        body = json.loads(content) if isinstance(content, bytes | str) else {}
+    except ValueError:
+        return {}
+    return body if isinstance(body, dict) else {}
 
 
 def _json(response: httpx.Response) -> dict[str, Any]:

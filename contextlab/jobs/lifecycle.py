@@ -23,7 +23,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from pathlib import Path
 from typing import Any, TypeAlias
 
 from celery.exceptions import SoftTimeLimitExceeded
@@ -34,7 +33,7 @@ from django.db.models import F, Q
 from django.utils import timezone
 from kombu.exceptions import OperationalError as KombuOperationalError
 
-from contextlab import engine
+from contextlab import blobs, engine
 from contextlab.runs.models import Run, RunResult
 from contextlab.summaries import services as summaries
 from contextlab.transcripts.models import Transcript
@@ -262,7 +261,7 @@ def finish(run_id: int, data: dict[str, Any]) -> Done:
             error="",
             finished_at=timezone.now(),
         )
-    checkpoint_path(run_id).unlink(missing_ok=True)
+    blobs.delete(checkpoint_name(run_id))
     logger.info("run %s: done (%s requests)", run_id, total)
     return Done(run_id, total)
 
@@ -278,14 +277,13 @@ def fail(run_id: int, message: str, *, out_of_time: bool = False) -> Failed:
 def park(run: Run, pending: engine.SummaryPending) -> WaitingForSummary:
     """Put the run back in the queue until the summary it needs is fetched.
 
-    The replay's state at that point is kept on disk, so the fetch task resumes there (and
-    rebuilds the summary's input) instead of replaying the session from the start.
+    The replay's state at that point is kept in the storage, so the fetch task (on any worker
+    host) resumes there (and rebuilds the summary's input) instead of replaying the session
+    from the start.
     """
     if pending.checkpoint is not None:
         # a checkpoint that cannot be written only costs the resume: the replay starts over
-        engine.disk_cache.write_bytes_atomic(
-            checkpoint_path(run.pk), _checkpoint_owner(run) + pending.checkpoint
-        )
+        blobs.write_bytes(checkpoint_name(run.pk), _checkpoint_owner(run) + pending.checkpoint)
     with transaction.atomic():
         summaries.mark_waiting(run.pk, pending.key)
         # update() skips auto_now: the resend period (queued_too_long) counts from parking
@@ -480,13 +478,14 @@ def replay_again(run_ids: list[int]) -> list[int]:
             updated_at=now,
         )
     for run_id in ids:
-        checkpoint_path(run_id).unlink(missing_ok=True)
+        blobs.delete(checkpoint_name(run_id))
     return ids
 
 
-def checkpoint_path(run_id: int) -> Path:
-    """Where a run waiting for a summary keeps its replay state (worker-side disk)."""
-    return Path(settings.SESSION_CACHE_DIR).parent / "checkpoints" / f"run-{run_id}.pickle"
+def checkpoint_name(run_id: int) -> str:
+    """The stored name under which a run waiting for a summary keeps its replay state (in the
+    storage every worker host reads: its fetch task may run on another host)."""
+    return f"checkpoints/run-{run_id}.pickle"
 
 
 def load_checkpoint(run: Run) -> bytes | None:
@@ -496,7 +495,7 @@ def load_checkpoint(run: Run) -> bytes | None:
     again: a checkpoint left by a deleted run must never resume another run's replay. So each
     checkpoint starts with its run's identity, and one written for another run is ignored.
     """
-    data = engine.disk_cache.read_bytes(checkpoint_path(run.pk))
+    data = blobs.read_bytes(checkpoint_name(run.pk))
     owner = _checkpoint_owner(run)
     if data is None or not data.startswith(owner):
         return None

@@ -13,7 +13,7 @@ from typing import Any
 
 from django.conf import settings
 
-from contextlab import engine
+from contextlab import blobs, engine
 from contextlab.jobs import lifecycle
 from contextlab.runs.models import Run
 from contextlab.summaries import services as summaries
@@ -46,6 +46,7 @@ def load_session(transcript: Transcript, *, store_messages: bool = True) -> engi
             engine.EarlierUpload(earlier.path, name=earlier.name, sha256=earlier.sha256)
             for earlier in transcript.earlier_sessions()
         ],
+        mirror=blobs.session_cache_mirror(),
     )
     if store_messages and not TranscriptMessages.objects.filter(transcript=transcript).exists():
         TranscriptMessages.objects.update_or_create(

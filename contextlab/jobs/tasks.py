@@ -25,6 +25,9 @@ from contextlab.summaries import services as summaries
 
 logger = logging.getLogger(__name__)
 
+#: ``contextlab.transcripts.tasks.finish_upload``: a worker joins a resumable upload's pieces
+FINISH_UPLOAD = "contextlab.transcripts.tasks.finish_upload"
+
 #: Every job task: acknowledged once done (a worker killed mid-task leaves the message for
 #: another), and retried on transient database errors (the runner put its run back in the
 #: queue); deterministic failures are stored on the run instead.
@@ -129,10 +132,15 @@ def queue_batches(groups: Iterable[list[int]]) -> None:
 @app.task(name="contextlab.jobs.tasks.recover", ignore_result=True)
 def recover() -> None:
     """The one periodic recovery pass (beat, every RUN_RECOVER_EVERY seconds): runs whose
-    worker died, runs whose task was lost or could not be sent, and temporary upload files
-    that a killed web process left behind."""
+    worker died, runs whose task was lost or could not be sent, temporary upload files that a
+    killed web process left behind, resumable uploads given up, and complete ones whose task
+    was lost."""
     recover_runs()
     uploads.remove_stale_temp_files()
+    uploads.remove_stale_resumable()
+    for upload_id in uploads.unfinished_uploads():
+        # by name: the task lives with the uploads (transcripts), above this module
+        app.send_task(FINISH_UPLOAD, (upload_id,))
 
 
 def recover_runs() -> list[Run]:

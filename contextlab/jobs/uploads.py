@@ -15,9 +15,14 @@ import logging
 import tempfile
 import time
 from collections.abc import Iterator
+from datetime import datetime, timedelta
 from pathlib import Path
 
 from django.conf import settings
+from django.utils import timezone
+
+from contextlab import blobs
+from contextlab.transcripts.models import ResumableUpload
 
 logger = logging.getLogger(__name__)
 
@@ -31,6 +36,8 @@ def _candidates() -> Iterator[Path]:
     temp_dir = Path(settings.FILE_UPLOAD_TEMP_DIR or tempfile.gettempdir())
     yield from temp_dir.glob(DJANGO_TEMP_PATTERN)
     yield from (Path(settings.MEDIA_ROOT) / "uploads").glob(PARTIAL_PATTERN)
+    # with an object store, uploads are spooled among this host's copies instead
+    yield from (blobs.copies_dir() / "uploads").glob(PARTIAL_PATTERN)
 
 
 def remove_stale_temp_files(*, now: float | None = None) -> list[Path]:
@@ -50,3 +57,37 @@ def remove_stale_temp_files(*, now: float | None = None) -> list[Path]:
             ", ".join(p.name for p in removed[:10]),
         )
     return removed
+
+
+def remove_stale_resumable(*, now: datetime | None = None) -> list[str]:
+    """Give up on resumable uploads untouched for UPLOAD_RESUMABLE_STALE_AFTER: their pieces
+    and rows go (a client that comes back gets 404 and starts again). Finished ones (stored,
+    rejected) are forgotten after the same time. Returns the ids removed."""
+    cutoff = (now or timezone.now()) - timedelta(seconds=settings.UPLOAD_RESUMABLE_STALE_AFTER)
+    stale = ResumableUpload.objects.filter(updated_at__lt=cutoff).exclude(
+        state=ResumableUpload.State.COMPLETE
+    )
+    removed = []
+    for upload in stale:
+        for _offset, _size, name in upload.pieces:
+            blobs.delete(name)
+        _folders, files = blobs.listdir(f"incoming/{upload.pk}")
+        for name in files:  # a piece whose request died before it was counted
+            blobs.delete(f"incoming/{upload.pk}/{name}")
+        removed.append(str(upload.pk))
+        upload.delete()
+    if removed:
+        logger.warning("removed %s stale resumable upload(s): %s", len(removed), removed[:10])
+    return removed
+
+
+def unfinished_uploads(*, now: datetime | None = None) -> list[str]:
+    """Complete uploads that no worker has stored for RUN_QUEUED_RESEND_AFTER (their task was
+    lost, or the broker was down when the last piece came): their task is sent again."""
+    cutoff = (now or timezone.now()) - timedelta(seconds=settings.RUN_QUEUED_RESEND_AFTER)
+    return [
+        str(pk)
+        for pk in ResumableUpload.objects.filter(
+            state=ResumableUpload.State.COMPLETE, updated_at__lt=cutoff
+        ).values_list("pk", flat=True)
+    ]

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from django.conf import settings
 from django.db import models
 from django.urls import reverse
+
+from contextlab import blobs
 
 #: The largest id a row can have (BigAutoField); ids past it name nothing, and SQLite cannot
 #: even bind them (OverflowError), so inputs are checked against it before any query.
@@ -76,7 +79,9 @@ class Transcript(models.Model):
 
     @property
     def path(self) -> str:
-        return str(settings.MEDIA_ROOT / self.file)
+        """A local path holding the stored transcript (``blobs.local_path``: with an object
+        store, this host's copy, fetched on first use)."""
+        return str(blobs.local_path(self.file))
 
     def earlier_sessions(self) -> list[Transcript]:
         """The sessions this one continues, earliest first: ``continues`` followed back within
@@ -107,3 +112,47 @@ class TranscriptMessages(models.Model):
 
     def __str__(self) -> str:
         return f"messages of session {self.transcript_id}"
+
+
+class ResumableUpload(models.Model):
+    """A transcript arriving in pieces over the tus protocol (``transcripts.resumable``): each
+    piece is stored as it streams in (``incoming/<id>/<offset>``), so a dropped connection
+    costs one piece, not the upload. Once whole, a worker joins the pieces into a session."""
+
+    class State(models.TextChoices):
+        RECEIVING = "receiving"
+        #: every byte arrived: queued for a worker to store it as a session
+        COMPLETE = "complete"
+        STORED = "stored"
+        REJECTED = "rejected"
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="resumable_uploads"
+    )
+    workspace = models.ForeignKey(
+        "workspaces.Workspace", on_delete=models.CASCADE, related_name="resumable_uploads"
+    )
+    name = models.CharField(max_length=255)
+    #: the declared total (``Upload-Length``), bytes
+    length = models.BigIntegerField()
+    #: bytes received and stored so far (``Upload-Offset``)
+    offset = models.BigIntegerField(default=0)
+    #: [[offset, size, stored name], …] of the pieces, in order
+    pieces: models.JSONField[list[list[Any]]] = models.JSONField(default=list)
+    state = models.CharField(max_length=16, choices=State.choices, default=State.RECEIVING)
+    #: the session it became (or the one it duplicated or grew)
+    transcript = models.ForeignKey(
+        Transcript, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    #: ``created``, ``duplicate`` or ``grew`` once stored
+    outcome = models.CharField(max_length=16, blank=True, default="")
+    error = models.TextField(blank=True, default="")
+    created_at = models.DateTimeField(auto_now_add=True)
+    updated_at = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        indexes = (models.Index(fields=["state", "updated_at"]),)
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.offset}/{self.length})"

@@ -7,7 +7,6 @@ import hashlib
 import logging
 import os
 import re
-import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,7 +16,7 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 
-from contextlab import engine
+from contextlab import blobs, engine
 from contextlab.engine import dropped_problems, keep_parsed
 from contextlab.runs import services as run_services
 from contextlab.transcripts import continuations, quotas
@@ -130,12 +129,12 @@ def _request_count(session: engine.Session) -> int:
 
 
 def _session_fields(
-    session: engine.Session, *, final: Path, name: str, size: int, sha256: str
+    session: engine.Session, *, stored_name: str, name: str, size: int, sha256: str
 ) -> dict[str, Any]:
     """A session row's columns from the file and what the engine read in it."""
     return {
         "name": name,
-        "file": str(final.relative_to(settings.MEDIA_ROOT)),
+        "file": stored_name,
         "size": size,
         "sha256": sha256,
         # what the file says, cut to the columns (a hostile file may say anything)
@@ -211,7 +210,6 @@ def _read_exactly(stream: IO[bytes], size: int) -> bytes:
 def _replace_with_longer(transcript: Transcript, fields: dict[str, Any]) -> Transcript:
     """Point ``transcript`` at its longer file and replay its finished runs again."""
     old_file = transcript.file
-    old_path = Path(transcript.path)
     with transaction.atomic():
         for key, value in fields.items():
             setattr(transcript, key, value)
@@ -222,9 +220,28 @@ def _replace_with_longer(transcript: Transcript, fields: dict[str, Any]) -> Tran
             run_services.start_run(owner=transcript.owner, transcript=transcript, mode="recorded")
         shared = Transcript.objects.filter(file=old_file).exclude(pk=transcript.pk).exists()
         if not shared and old_file != transcript.file:
-            transaction.on_commit(lambda: old_path.unlink(missing_ok=True))
+            transaction.on_commit(lambda: blobs.delete(old_file))
     logger.info("session %s grew: now %s bytes", transcript.pk, transcript.size)
     return transcript
+
+
+def clean_upload_name(name: str) -> str:
+    """The upload's file name as stored and shown (no folders, no control characters), or
+    ``UploadRejected`` for none or a kind of file ContextLab cannot read."""
+    name = _CONTROL_CHARS.sub("", os.path.basename(name.replace("\\", "/"))).strip()[:200]
+    if not name:
+        raise UploadRejected("The upload has no file name.")
+    if accepted_suffix(name) is None:
+        raise UploadRejected(
+            f"{name}: unsupported file type. Upload a .jsonl or .jsonl.gz transcript, "
+            "or a .zip / .tar.gz of a session folder."
+        )
+    return name
+
+
+def quota_refusal(*, owner: User, workspace: Workspace, name: str, size: int) -> str | None:
+    """Why ``size`` more bytes would pass the owner's or the workspace's quota, else None."""
+    return quotas.refusal(owner=owner, workspace=workspace, name=name, size=size)
 
 
 class Stored(enum.Enum):
@@ -264,19 +281,13 @@ def store_upload(
     """
     if workspace is None:
         workspace = personal_workspace(owner)
-    name = _CONTROL_CHARS.sub("", os.path.basename(name.replace("\\", "/"))).strip()[:200]
-    suffix = accepted_suffix(name)
-    if not name:
-        raise UploadRejected("The upload has no file name.")
-    if suffix is None:
-        raise UploadRejected(
-            f"{name}: unsupported file type. Upload a .jsonl or .jsonl.gz transcript, "
-            "or a .zip / .tar.gz of a session folder."
-        )
-    folder = Path(settings.MEDIA_ROOT) / "uploads" / str(owner.pk)
-    folder.mkdir(parents=True, exist_ok=True)
-    partial = folder / f".partial-{uuid.uuid4().hex}{suffix}"
+    name = clean_upload_name(name)
+    suffix = accepted_suffix(name) or ""
+    stored_folder = f"uploads/{owner.pk}"
+    # spooled beside its final place (or, with an object store, among this host's copies)
+    partial = blobs.new_spool_name(blobs.spool_dir(f"{stored_folder}/upload"), suffix)
     final: Path | None = None
+    stored_name = ""
     handed: Path | None = None
     try:
         try:
@@ -300,8 +311,16 @@ def store_upload(
         over = quotas.refusal(owner=owner, workspace=workspace, name=name, size=size)
         if over is not None:
             raise UploadRejected(over, status=413)
-        final = folder / f"{sha256}{suffix}"
-        os.replace(partial, final)
+        stored_name = f"{stored_folder}/{sha256}{suffix}"
+        try:
+            final = blobs.store_file(partial, stored_name)
+        except Exception as exc:
+            logger.exception("could not store upload %s", name)
+            raise UploadRejected(
+                f"The server could not store {name} ({exc}); nothing was kept. Try again "
+                "later, or tell the administrator the storage may be full or unreachable.",
+                status=507,
+            ) from None
         try:
             session = engine.load_session(str(final), name=name)
         except engine.TranscriptError as exc:
@@ -317,7 +336,9 @@ def store_upload(
             raise UploadRejected(
                 f"{name}: ContextLab could not read this file (internal error; see the server log)."
             ) from None
-        fields = _session_fields(session, final=final, name=name, size=size, sha256=sha256)
+        fields = _session_fields(
+            session, stored_name=stored_name, name=name, size=size, sha256=sha256
+        )
         scanned: set[int] = set()
         try:
             grown = _grown_from(workspace, session, final)
@@ -371,9 +392,12 @@ def store_upload(
     finally:
         partial.unlink(missing_ok=True)
         if final is not None:
-            final.unlink(missing_ok=True)
+            blobs.delete(stored_name)
             if handed is not None:
                 handed.unlink(missing_ok=True)
+                mirror = blobs.session_cache_mirror()
+                if mirror is not None:
+                    mirror.discard(handed.name)
 
 
 def _hand_over(final: Path, session: engine.Session, sha256: str) -> Path | None:
@@ -381,7 +405,13 @@ def _hand_over(final: Path, session: engine.Session, sha256: str) -> Path | None
     so the worker tokenizes it instead of reading and parsing the file a second time. Only
     a speed-up: any failure leaves the worker to parse the file itself."""
     try:
-        return keep_parsed(final, session, cache_dir=settings.SESSION_CACHE_DIR, sha256=sha256)
+        return keep_parsed(
+            final,
+            session,
+            cache_dir=settings.SESSION_CACHE_DIR,
+            sha256=sha256,
+            mirror=blobs.session_cache_mirror(),
+        )
     except Exception:  # an unpicklable oddity must not refuse a good upload
         logger.exception("could not keep the parsed session of %s for its replay", final.name)
         return None
@@ -405,12 +435,12 @@ def rename_transcript(*, transcript: Transcript, title: str) -> Transcript:
 def delete_transcript(*, transcript: Transcript) -> None:
     """Delete a session, its runs and results, and (after commit) its stored file. The sessions
     that continued it start outside their files again, and replay so."""
-    path = Path(transcript.path)
+    stored_name = transcript.file
     shared = Transcript.objects.filter(file=transcript.file).exclude(pk=transcript.pk).exists()
     later = list(transcript.continued_by.all())
     transcript.delete()  # their ``continues`` is set to null
     if not shared:
-        transaction.on_commit(lambda: path.unlink(missing_ok=True))
+        transaction.on_commit(lambda: blobs.delete(stored_name))
     for each in later:
         each.continues = None
         continuations.replay_with_new_history(each)

@@ -399,7 +399,84 @@
     function send(file) {
       var item = addItem(file.name, file.size);
       if (file.size > maxBytes) { tooLarge(item); return; }
-      post(item, file, file.name);
+      transfer(item, file, file.name);
+    }
+
+    // Files of RESUMABLE_FROM bytes or more go over tus (tus-js-client, vendored): pieces of
+    // CHUNK_BYTES, each stored as it arrives, so a dropped connection resumes at the server's
+    // offset (and a reloaded page resumes the same file) instead of sending it all again.
+    var RESUMABLE_FROM = 8 * 1024 * 1024;
+    var CHUNK_BYTES = 16 * 1024 * 1024;
+    function transfer(item, blob, fileName) {
+      if (blob.size >= RESUMABLE_FROM && window.tus && window.tus.isSupported && form.dataset.resumableUrl) {
+        sendResumable(item, blob, fileName);
+      } else {
+        post(item, blob, fileName);
+      }
+    }
+
+    function tusReason(err) {
+      var response = err && err.originalResponse;
+      if (response) {
+        try { return JSON.parse(response.getBody()).detail; } catch (e) { /* not JSON */ }
+        return "HTTP " + response.getStatus();
+      }
+      return "the server could not be reached (network error)";
+    }
+
+    function sendResumable(item, blob, fileName) {
+      var metadata = { filename: fileName };
+      var workspace = form.querySelector("[name=workspace]");
+      if (workspace && workspace.value) metadata.workspace_id = workspace.value;
+      var upload = new window.tus.Upload(blob, {
+        endpoint: form.dataset.resumableUrl,
+        chunkSize: CHUNK_BYTES,
+        retryDelays: [0, 1000, 3000, 5000, 10000, 20000, 30000, 60000],
+        metadata: metadata,
+        headers: { "X-CSRFToken": csrfToken() },
+        removeFingerprintOnSuccess: true,
+        onProgress: function (sent, total) {
+          item.bar.value = Math.round((sent / total) * 100);
+        },
+        onError: function (err) {
+          refuse(item, "The upload of " + fileName + " stopped: " + tusReason(err) + ".");
+        },
+        onSuccess: function () {
+          item.bar.removeAttribute("value");  // indeterminate while a worker stores it
+          item.msg.textContent = "uploaded; reading the session…";
+          waitUntilStored(item, upload.url, fileName);
+        }
+      });
+      upload.findPreviousUploads().then(function (previous) {
+        if (previous.length) upload.resumeFromPreviousUpload(previous[0]);
+        upload.start();
+      });
+    }
+
+    function waitUntilStored(item, url, fileName) {
+      fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } })
+        .then(function (response) { return response.json(); })
+        .then(function (state) {
+          if (state.state === "stored" && state.session) {
+            item.bar.value = 100;
+            item.li.classList.add("ok");
+            item.msg.textContent = fileName + ": " + (state.outcome === "duplicate"
+              ? "already uploaded; showing that session."
+              : state.outcome === "grew" ? "the session was updated and is replayed again." : "stored.");
+            refreshSessions();
+            var link = document.createElement("a");
+            link.href = state.session.url;
+            link.textContent = "open session";
+            link.className = "open-session";
+            item.li.appendChild(link);
+            if (state.session.run_url) showRun(item, state.session.run_url);
+          } else if (state.state === "rejected" || state.detail) {
+            refuse(item, state.error || state.detail);
+          } else {
+            setTimeout(function () { waitUntilStored(item, url, fileName); }, 1000);
+          }
+        })
+        .catch(function () { setTimeout(function () { waitUntilStored(item, url, fileName); }, 3000); });
     }
 
     function post(item, blob, fileName) {
@@ -472,7 +549,7 @@
         setSize(item, blob.size);
         item.bar.value = 0;
         item.msg.textContent = "";
-        post(item, blob, fileName);
+        transfer(item, blob, fileName);
       }).catch(function (err) {
         // the chain goes on: the next session is packed all the same
         refuse(item, fileName + " could not be packed (" + (err && err.message || err) + "); nothing was sent.");

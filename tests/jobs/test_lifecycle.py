@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
+from contextlab import blobs
 from contextlab.jobs import lifecycle, tasks
 from contextlab.runs.models import Run
 
@@ -177,5 +178,5 @@ def test_a_checkpoint_left_by_another_run_with_the_same_id_is_never_resumed(run)
     assert lifecycle.load_checkpoint(run) == b"this run's state"
     stranger = Run(pk=run.pk, created_at=run.created_at + timedelta(seconds=1))
     assert lifecycle.load_checkpoint(stranger) is None
-    lifecycle.checkpoint_path(run.pk).write_bytes(b"a checkpoint of an older release")
+    blobs.write_bytes(lifecycle.checkpoint_name(run.pk), b"a checkpoint of an older release")
     assert lifecycle.load_checkpoint(run) is None

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from contextlab import engine
+from contextlab import blobs, engine
 from contextlab.jobs import lifecycle, tasks
 from contextlab.jobs import summary_fetch as runner
 from contextlab.jobs import tasks as run_tasks
@@ -271,7 +271,7 @@ def test_a_waiting_run_resumes_from_its_checkpoint_instead_of_replaying(
     assert run.status == Run.Status.DONE, run.error
     assert calls["replay"] == 1  # the session was replayed once, then resumed at each summary
     assert calls["resume"] == len(llm_stub.requests) >= 1
-    assert not lifecycle.checkpoint_path(run.pk).exists()
+    assert not blobs.exists(lifecycle.checkpoint_name(run.pk))
 
 
 def test_a_fetch_message_without_a_key_makes_the_replay_ask_again(

@@ -29,7 +29,7 @@ def test_empty_state_explains_what_to_do(alice_client):
     response = alice_client.get("/sessions/")
     assert b"No sessions yet" in response.content
     assert b'id="upload-form"' in response.content
-    assert b'data-max-bytes="536870912"' in response.content
+    assert b'data-max-bytes="5368709120"' in response.content
 
 
 def test_list_shows_only_own_sessions(

@@ -6,7 +6,9 @@ under ``cache_dir``, keyed by the file's SHA-256 (a session stitched to the uplo
 continues: every file's) and the engine's cache version. Another replay of the same file, in
 this process or another worker on the same disk, loads it instead of parsing and preparing it
 again. The web side, which parses an upload to check it, leaves its parsed copy for the first
-replay (``keep_parsed``), so a new file is parsed once.
+replay (``keep_parsed``), so a new file is parsed once. Hosts that share no disk share the
+cache through a ``CacheMirror`` (the app's object store): a file missing here is looked for
+there, and a file written here is copied there.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import os
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Protocol
 
 from .disk_cache import read_pickle, stream_pickle_atomic, write_pickle_atomic
 from .loading import Upload
@@ -30,6 +33,19 @@ CACHE_VERSION = "8"
 #: LLM summary, or an A/B pair), newest last.
 _RECENT: OrderedDict[str, Session] = OrderedDict()
 RECENT_LIMIT = 2
+
+
+class CacheMirror(Protocol):
+    """A second home for cache files, shared by hosts that share no disk: ``fetch`` copies
+    the file called ``name`` to ``target`` (False when the mirror has none), ``store`` copies
+    ``source`` there, ``discard`` removes it. Failures are the mirror's to swallow: a cache
+    never changes a result."""
+
+    def fetch(self, name: str, target: Path) -> bool: ...
+
+    def store(self, name: str, source: Path) -> None: ...
+
+    def discard(self, name: str) -> None: ...
 
 
 def file_sha256(path: str | os.PathLike[str]) -> str:
@@ -48,6 +64,7 @@ def cached_session(
     name: str | None = None,
     sha256: str | None = None,
     earlier: Sequence[str | os.PathLike[str] | EarlierUpload] = (),
+    mirror: CacheMirror | None = None,
 ) -> Session:
     """Like ``load_session`` but served from (and written to) ``cache_dir`` when possible;
     ``prepare`` runs once on a session just parsed, before it is cached (every caller of one
@@ -78,6 +95,8 @@ def cached_session(
         recent.upload = reopen()  # the last replay closed its archive handles
         return recent
     session = read_pickle(target, Session)
+    if session is None and mirror is not None and mirror.fetch(target.name, target):
+        session = read_pickle(target, Session)  # another host prepared it
     if session is not None:
         session.upload = reopen()  # archives: tool-results read on demand
         if name:
@@ -86,6 +105,8 @@ def cached_session(
         return session
     parsed = Path(cache_dir) / f"{key}{PARSED_SUFFIX}"
     session = read_pickle(parsed, Session)
+    if session is None and mirror is not None and mirror.fetch(parsed.name, parsed):
+        session = read_pickle(parsed, Session)  # the web host's upload check parsed it
     if session is not None:
         # parsed by whoever stored the upload (``keep_parsed``): only ``prepare`` is left
         session.upload = reopen()
@@ -96,10 +117,14 @@ def cached_session(
     prepare(session)
     upload, session.upload = session.upload, None
     try:
-        write_pickle_atomic(target, session)  # a read-only or full disk only costs the reuse
+        # a read-only or full disk only costs the reuse
+        if write_pickle_atomic(target, session) and mirror is not None:
+            mirror.store(target.name, target)
     finally:
         session.upload = upload
     parsed.unlink(missing_ok=True)  # the prepared copy supersedes it
+    if mirror is not None:
+        mirror.discard(parsed.name)
     _remember(key, session)
     return session
 
@@ -120,6 +145,7 @@ def keep_parsed(
     *,
     cache_dir: str | os.PathLike[str],
     sha256: str | None = None,
+    mirror: CacheMirror | None = None,
 ) -> Path | None:
     """Hand a session just parsed from ``path`` (by an upload's check) to the first
     ``cached_session`` of the same file, in any process sharing ``cache_dir``: it then
@@ -129,9 +155,13 @@ def keep_parsed(
     target = Path(cache_dir) / f"{_key(path, sha256)}{PARSED_SUFFIX}"
     upload, session.upload = session.upload, None  # open archive handles do not pickle
     try:
-        return target if stream_pickle_atomic(target, session) else None
+        if not stream_pickle_atomic(target, session):
+            return None
     finally:
         session.upload = upload
+    if mirror is not None:
+        mirror.store(target.name, target)
+    return target
 
 
 def _remember(key: str, session: Session) -> None:

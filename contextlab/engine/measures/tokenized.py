@@ -11,7 +11,7 @@ import os
 from collections.abc import Sequence
 
 from contextlab.engine.input.session import Session
-from contextlab.engine.input.session_cache import cached_session
+from contextlab.engine.input.session_cache import CacheMirror, cached_session
 from contextlab.engine.input.upload_chain import EarlierUpload
 
 from .tokens import TiktokenCounter, TokenCounter, block_key, block_rough, block_tokens
@@ -38,9 +38,10 @@ def load_session_cached(
     name: str | None = None,
     sha256: str | None = None,
     earlier: Sequence[str | os.PathLike[str] | EarlierUpload] = (),
+    mirror: CacheMirror | None = None,
 ) -> Session:
     """Like ``load_session`` but served from (and written to) ``cache_dir`` when possible,
-    tokenized (``tokenize_session``).
+    tokenized (``tokenize_session``); ``mirror`` shares the cache with hosts on other disks.
 
     With ``earlier`` (the uploads this one continues, earliest first), the session is the
     stitched one (``upload_chain.open_upload_chain``), cached under a key made of every file's;
@@ -55,4 +56,5 @@ def load_session_cached(
         name=name,
         sha256=sha256,
         earlier=earlier,
+        mirror=mirror,
     )

@@ -1,0 +1,259 @@
+"""Every file a worker reads or writes, through Django's ``STORAGES["default"]``.
+
+Stored files are named by their role: ``uploads/<owner>/<sha256><suffix>`` (a transcript,
+content-addressed, never rewritten), ``session-cache/<key>.pickle`` (a parsed session),
+``checkpoints/run-<id>.pickle`` (a replay waiting for a summary) and ``incoming/<id>/…`` (the
+pieces of a resumable upload). With the local filesystem (``STORAGE_BACKEND=filesystem``, the
+default) the storage's folder is MEDIA_ROOT and a stored file is read where it lies. With an
+object store (``s3``) no process shares a disk with another: the engine reads by path, so a
+file it needs is copied once into this host's own ``WORKER_DIR`` (``local_path``), and the
+copies are dropped least recently used first past ``WORKER_DIR_MAX_BYTES``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import os
+import shutil
+import tempfile
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Protocol, cast
+
+from django.conf import settings
+from django.core.files import File
+from django.core.files.storage import FileSystemStorage, Storage, storages
+
+from contextlab.engine import disk_cache
+
+logger = logging.getLogger(__name__)
+
+#: The modification time of every local copy of an object: a parsed session is cached under
+#: the file's size and mtime (``engine.input.session_cache``), and content-addressed files have
+#: no time of their own, so every host gets the same key for the same bytes.
+PINNED_MTIME = 1_000_000_000
+#: Bytes read or written at a time when a file is streamed.
+COPY_CHUNK = 8 * 1024**2
+
+
+def storage() -> Storage:
+    return storages["default"]
+
+
+def is_local() -> bool:
+    """Whether stored files lie on this host's disk (the filesystem backend)."""
+    return isinstance(storage(), FileSystemStorage)
+
+
+def _local_root() -> Path:
+    return Path(storage().path(""))  # type: ignore[no-untyped-call]
+
+
+def copies_dir() -> Path:
+    """This host's copies of stored objects (object store only)."""
+    return Path(settings.WORKER_DIR) / "objects"
+
+
+def spool_dir(name: str) -> Path:
+    """Where a file that will be stored as ``name`` is written first: beside its final place
+    on the filesystem backend (a rename then stores it), else among this host's copies (it
+    becomes the copy once stored)."""
+    root = _local_root() if is_local() else copies_dir()
+    folder = (root / name).parent
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def store_file(local: Path, name: str) -> Path:
+    """Store the finished file ``local`` (written in ``spool_dir(name)``) as ``name``; returns
+    the local path it is read from afterwards. The file is moved, never copied, on disk."""
+    if is_local():
+        final = _local_root() / name
+        os.replace(local, final)
+        return final
+    with local.open("rb") as fh:
+        storage().save(name, File(fh, name=name))
+    copy = copies_dir() / name
+    copy.parent.mkdir(parents=True, exist_ok=True)
+    os.utime(local, (time.time(), PINNED_MTIME))
+    os.replace(local, copy)
+    _prune_copies()
+    return copy
+
+
+def local_path(name: str) -> Path:
+    """A path on this host holding the stored file ``name`` (copied from the object store
+    the first time). Raises ``FileNotFoundError`` when nothing is stored under that name."""
+    if is_local():
+        return _local_root() / name
+    copy = copies_dir() / name
+    if copy.is_file():
+        with contextlib.suppress(OSError):
+            os.utime(copy, (time.time(), PINNED_MTIME))  # atime: recently used; mtime pinned
+        return copy
+    fetch(name, copy)
+    _prune_copies(keep=copy)
+    return copy
+
+
+def fetch(name: str, target: Path) -> None:
+    """Copy stored ``name`` to ``target`` atomically (a unique temporary file, then a rename),
+    streamed. Raises ``FileNotFoundError`` when it is not stored."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=".fetch-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as out, open_stored(name) as source:
+            shutil.copyfileobj(source, out, COPY_CHUNK)
+        os.utime(tmp, (time.time(), PINNED_MTIME))
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def open_stored(name: str) -> IO[bytes]:
+    """The stored file ``name`` for reading, streamed (never held whole)."""
+    try:
+        return storage().open(name, "rb")  # type: ignore[return-value]
+    except FileNotFoundError:
+        raise
+    except OSError as exc:  # the object store's "no such key"
+        raise FileNotFoundError(name) from exc
+    except Exception as exc:
+        if _is_missing(exc):
+            raise FileNotFoundError(name) from exc
+        raise
+
+
+def _is_missing(exc: Exception) -> bool:
+    response = getattr(exc, "response", None)
+    code = (response or {}).get("Error", {}).get("Code") if isinstance(response, dict) else None
+    return code in {"404", "NoSuchKey", "NotFound"}
+
+
+class Readable(Protocol):
+    """Anything with ``read(n)``: a file, a request body."""
+
+    def read(self, size: int = -1, /) -> bytes: ...
+
+
+def save_stream(name: str, stream: Readable) -> None:
+    """Store what ``stream`` yields as ``name``, streamed (the object store uploads it in
+    parts; nothing is held whole)."""
+    storage().save(name, File(cast(IO[bytes], stream), name=name))
+
+
+def write_bytes(name: str, data: bytes) -> bool:
+    """Store small ``data`` as ``name`` (a checkpoint), so that a reader sees the old file or
+    the new one, never half of one; False when the storage refused."""
+    if is_local():
+        return disk_cache.write_bytes_atomic(_local_root() / name, data)
+    try:
+        save_stream(name, io.BytesIO(data))
+    except Exception:
+        logger.warning("could not store %s", name, exc_info=True)
+        return False
+    return True
+
+
+def read_bytes(name: str) -> bytes | None:
+    """Stored ``name``'s bytes, or None when it is not there (or cannot be read)."""
+    try:
+        with open_stored(name) as fh:
+            return fh.read()
+    except Exception:
+        return None
+
+
+def exists(name: str) -> bool:
+    return bool(storage().exists(name))
+
+
+def delete(name: str) -> None:
+    """Remove ``name`` from the storage and this host's copy of it; a missing one is fine."""
+    with contextlib.suppress(FileNotFoundError):
+        storage().delete(name)
+    if not is_local():
+        (copies_dir() / name).unlink(missing_ok=True)
+
+
+def listdir(prefix: str) -> tuple[list[str], list[str]]:
+    """``(folders, files)`` stored under ``prefix``; both empty when there is nothing."""
+    try:
+        folders, files = storage().listdir(prefix)
+    except FileNotFoundError:
+        return [], []
+    return list(folders), list(files)
+
+
+def new_spool_name(folder: Path, suffix: str) -> Path:
+    return folder / f".partial-{uuid.uuid4().hex}{suffix}"
+
+
+def _copies() -> Iterator[tuple[float, int, Path]]:
+    root = copies_dir()
+    if not root.is_dir():
+        return
+    for path in root.rglob("*"):
+        if path.is_file() and not path.name.startswith((".fetch-", ".partial-")):
+            with contextlib.suppress(OSError):
+                stat = path.stat()
+                yield stat.st_atime, stat.st_size, path
+
+
+def _prune_copies(keep: Path | None = None) -> None:
+    """Drop this host's least recently used copies past WORKER_DIR_MAX_BYTES; the engine
+    holds a file it reads open, so removing a copy never cuts a reader short (POSIX)."""
+    limit = settings.WORKER_DIR_MAX_BYTES
+    if not limit:
+        return
+    copies = sorted(_copies(), key=lambda item: item[0])
+    total = sum(size for _, size, _ in copies)
+    for _, size, path in copies:
+        if total <= limit:
+            break
+        if path == keep:
+            continue
+        path.unlink(missing_ok=True)
+        total -= size
+
+
+class SessionCacheMirror:
+    """The parsed-session cache's shared home in the object store (``session-cache/``), for
+    hosts that share no disk (``engine.input.session_cache.CacheMirror``). Every failure only
+    costs a parse: it is logged and swallowed."""
+
+    prefix = "session-cache/"
+
+    def fetch(self, name: str, target: Path) -> bool:
+        try:
+            fetch(self.prefix + name, target)
+        except FileNotFoundError:
+            return False
+        except Exception:
+            logger.warning("could not fetch cached session %s", name, exc_info=True)
+            return False
+        return True
+
+    def store(self, name: str, source: Path) -> None:
+        try:
+            with source.open("rb") as fh:
+                save_stream(self.prefix + name, fh)
+        except Exception:
+            logger.warning("could not store cached session %s", name, exc_info=True)
+
+    def discard(self, name: str) -> None:
+        try:
+            storage().delete(self.prefix + name)
+        except Exception:
+            logger.warning("could not remove cached session %s", name, exc_info=True)
+
+
+def session_cache_mirror() -> SessionCacheMirror | None:
+    """The mirror of the parsed-session cache: none on the filesystem backend, where every
+    process already shares SESSION_CACHE_DIR's disk."""
+    return None if is_local() else SessionCacheMirror()
