@@ -173,6 +173,13 @@ API_POLICIES: dict[str, str] = {
     "create_comment": "session:editor",
     "update_comment": "comment:author",
     "delete_comment": "comment:author-or-owner",
+    # resumable uploads (tus): anyone logged in starts one; only its creator sees or feeds it
+    "tus_options": "user",
+    "create_upload": "user",
+    "upload_offset": "owned",
+    "append_upload": "owned",
+    "get_upload": "owned",
+    "delete_upload": "owned",
 }
 
 ROLES = ("nonmember", "viewer", "editor", "owner")
@@ -220,6 +227,7 @@ def team(django_user_model, make_transcript, short_jsonl):
     """A team workspace owned by olive with a viewer, an editor, a session and its run, plus a
     user who is not a member; the tuning objects are olive's, in the team workspace."""
     from contextlab.jobs import replay as runner
+    from contextlab.transcripts import resumable
     from contextlab.transcripts import services as transcript_services
     from contextlab.tuning.models import Comparison, SavedConfig, Sweep
     from contextlab.workspaces import services
@@ -278,6 +286,7 @@ def team(django_user_model, make_transcript, short_jsonl):
             ),
             "share": share,
             "token": create_api_token(username=owner.username)[0],
+            "upload": resumable.create(owner=owner, length=10, name="s.jsonl", workspace=None),
         },
     }
 
@@ -441,6 +450,7 @@ def test_api_operation_answers_each_role_as_its_policy_says(operation, policy, t
             "username": "u-viewer",
             "share_id": team["owned"]["share"].pk,
             "comment_id": team["new_comment"](destructive).pk,
+            "upload_id": team["owned"]["upload"].pk,
         }
         url = re.sub(r"\{(\w+)\}", lambda m, ids=ids: str(ids[m.group(1)]), template)
         headers = {}

@@ -282,9 +282,10 @@ def upload_offset(request: AuthedRequest, upload_id: uuid.UUID) -> HttpResponse:
 )
 def append_upload(request: AuthedRequest, upload_id: uuid.UUID) -> HttpResponse:
     try:
+        # whose upload first: anyone else's is 404 whatever else the request gets wrong
+        upload = _upload_for(request, upload_id)
         if request.headers.get("Tus-Resumable") != resumable.TUS_VERSION:
             raise resumable.TusError(412, f"Send Tus-Resumable: {resumable.TUS_VERSION}.")
-        upload = _upload_for(request, upload_id)
         if request.content_type != resumable.PIECE_CONTENT_TYPE:
             raise resumable.TusError(
                 415, f"A piece's Content-Type is {resumable.PIECE_CONTENT_TYPE}.", upload.offset

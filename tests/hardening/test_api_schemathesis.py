@@ -30,6 +30,11 @@ def _check(case: Any, response: Any, problems: list[str]) -> None:
         return
     if status < 400:
         return
+    if case.method.upper() == "HEAD":
+        # a HEAD answer carries no body (RFC 9110 §9.3.2): its status is the whole answer
+        if status not in (400, 401, 403, 404, 405, 409, 412, 422, 429):
+            problems.append(f"unexpected {status} from {where}")
+        return
     try:
         body = json.loads(response.text)
     except ValueError:
