@@ -92,7 +92,7 @@ def print_table(result: ReplayResult, out: TextIO) -> None:
     s = data["summary"]
     print(
         f"requests {s['requests']}, compactions {s['compactions']}, peak {s['peak_model_tokens']:,} tokens, "
-        f"cache hit {s['cache_hit_rate']:.1%}, estimated ${s['cost_usd']:.2f} (recorded ${s['recorded_cost_usd']:.2f})",
+        f"cache hit {s['cache_hit_rate']:.1%}, cost ${s['cost_usd']:.2f} (replay estimate ${s['estimate']['cost_usd']:.2f}; {s['recorded_cache_requests']} requests as recorded)",
         file=out,
     )
     for sub in data["subagents"]:

@@ -127,9 +127,8 @@ def summarize(
     """Session totals for the main thread (and its branches), subagents and compaction calls
     apart; ``claude_code_cost`` is Claude Code's own figure when the transcript has one."""
     side = _side_costs(requests, threads)
-    read = sum(r["cache"]["read"] for r in requests)
-    write = sum(r["cache"]["write"] for r in requests)
-    uncached = sum(r["cache"]["uncached"] for r in requests)
+    read, write, uncached = _cache_totals(requests, "cache")
+    est_read, est_write, est_uncached = _cache_totals(requests, "cache_estimate")
     compactions = [
         r["index"]
         for r in requests
@@ -154,9 +153,17 @@ def summarize(
         "cost_usd": round(sum(r["cost_usd"] for r in requests), 6),
         "recorded_cost_usd": round(sum(r["recorded_cost_usd"] or 0.0 for r in requests), 6),
         "iteration_cost_usd": round(sum(r["iteration_cost_usd"] for r in requests), 6),
-        "cache_hit_rate": round(read / (read + write + uncached), 4)
-        if read + write + uncached
-        else 0.0,
+        "cache_hit_rate": _hit_rate(read, write, uncached),
+        "recorded_cache_requests": sum(1 for r in requests if r["cache"]["source"] == "recorded"),
+        "cache_disagreements": sum(1 for r in requests if r["cache_disagrees"]),
+        "estimate": {
+            "cost_usd": round(sum(r["cost_estimate_usd"] for r in requests), 6),
+            "session_cost_usd": side["session_cost_estimate_usd"],
+            "cache_read_tokens": est_read,
+            "cache_write_tokens": est_write,
+            "uncached_tokens": est_uncached,
+            "cache_hit_rate": _hit_rate(est_read, est_write, est_uncached),
+        },
         "mean_history_share": round(statistics.fmean(shares), 4) if shares else 1.0,
         "requests_above_warning": sum(
             1 for r in requests if r["decision_tokens"] >= r["thresholds"]["warning"]
@@ -173,6 +180,20 @@ def summarize(
     }
 
 
+def _cache_totals(requests: list[RequestRow], key: str) -> tuple[int, int, int]:
+    """(read, write, uncached) summed over ``requests``' ``cache`` or ``cache_estimate``."""
+    rows = [r["cache"] if key == "cache" else r["cache_estimate"] for r in requests]
+    return (
+        sum(c["read"] for c in rows),
+        sum(c["write"] for c in rows),
+        sum(c["uncached"] for c in rows),
+    )
+
+
+def _hit_rate(read: int, write: int, uncached: int) -> float:
+    return round(read / (read + write + uncached), 4) if read + write + uncached else 0.0
+
+
 def _side_costs(requests: list[RequestRow], threads: list[ThreadResult]) -> dict[str, float]:
     """Subagent and compaction-call costs apart, and the session totals that include them."""
 
@@ -180,6 +201,9 @@ def _side_costs(requests: list[RequestRow], threads: list[ThreadResult]) -> dict
         if recorded:
             return sum(r["recorded_cost_usd"] or 0.0 for r in rows)
         return sum(r["cost_usd"] for r in rows)
+
+    def estimated(rows: list[RequestRow]) -> float:
+        return sum(r["cost_estimate_usd"] for r in rows)
 
     subagents = [
         r
@@ -197,6 +221,7 @@ def _side_costs(requests: list[RequestRow], threads: list[ThreadResult]) -> dict
         "recorded_session_cost_usd": total(requests, True),
     }
     out["session_cost_usd"] += out["subagent_cost_usd"] + out["compaction_cost_usd"]
+    out["session_cost_estimate_usd"] = estimated(requests) + estimated(subagents + compactions)
     out["recorded_session_cost_usd"] += (
         out["recorded_subagent_cost_usd"] + out["recorded_compaction_cost_usd"]
     )
