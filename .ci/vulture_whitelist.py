@@ -85,6 +85,7 @@ band_share  # a WhatifCost key, in the API and the report (contextlab/engine/res
 baseline_estimate_usd  # a WhatifCost key, read by the report template (contextlab/engine/results/compare.py)
 whatif_estimate_usd  # a WhatifCost key, read by the report template (contextlab/engine/results/compare.py)
 change_usd  # a WhatifCost key (contextlab/engine/results/compare.py)
+long_context_requests  # a SessionSummary key, read by the report template (contextlab/engine/results/__init__.py)
 blocking_hits  # unused variable (contextlab/engine/results/__init__.py:203)
 recorded_requests  # unused variable (contextlab/engine/results/__init__.py:204)
 result_version  # unused variable (contextlab/engine/results/__init__.py:228)

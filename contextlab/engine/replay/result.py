@@ -9,6 +9,7 @@ from typing import Any, cast
 from contextlab.engine.config.fields import PipelineConfig
 from contextlab.engine.input.session import Session, Thread
 from contextlab.engine.measures.anchors import ThreadAnchors
+from contextlab.engine.measures.cost import load_pricing
 from contextlab.engine.measures.tokens import Calibration
 from contextlab.engine.pipeline import DEFAULT_STEPS
 from contextlab.engine.pipeline.base import TransformLog
@@ -127,6 +128,7 @@ def summarize(
     """Session totals for the main thread (and its branches), subagents and compaction calls
     apart; ``claude_code_cost`` is Claude Code's own figure when the transcript has one."""
     side = _side_costs(requests, threads)
+    pricing_notes, long_context = _pricing_facts(requests, threads)
     read, write, uncached = _cache_totals(requests, "cache")
     est_read, est_write, est_uncached = _cache_totals(requests, "cache_estimate")
     compactions = [
@@ -170,6 +172,8 @@ def summarize(
         ),
         "blocking_hits": sum(1 for r in requests for e in r["events"] if e["step"] == "blocking"),
         "recorded_requests": len(recorded),
+        "pricing_notes": pricing_notes,
+        "long_context_requests": long_context,
         "subagent_cost_usd": side["subagent_cost_usd"],
         "recorded_subagent_cost_usd": side["recorded_subagent_cost_usd"],
         "compaction_cost_usd": side["compaction_cost_usd"],
@@ -178,6 +182,31 @@ def summarize(
         "recorded_session_cost_usd": side["recorded_session_cost_usd"],
         "claude_code_cost": claude_code_cost,
     }
+
+
+def _pricing_facts(
+    requests: list[RequestRow], threads: list[ThreadResult]
+) -> tuple[list[str], int]:
+    """What the session's costs rest on that a reader must be told: a model priced on assumed
+    rates (``PricingTable.pricing_note``), and requests priced at long-context rates."""
+    pricing = load_pricing()
+    rows = [
+        *requests,
+        *(r for t in threads if t.thread.kind not in ("main", "branch") for r in t.requests),
+    ]
+    notes: dict[str, str] = {}
+    long_context = 0
+    for r in rows:
+        model = r["model"]
+        if model and model not in notes:
+            note = pricing.pricing_note(model)
+            if note:
+                notes[model] = note
+        price, _, _ = pricing.price_for(model)
+        cache = r["cache"]
+        if price.rates_for(cache["read"] + cache["write"] + cache["uncached"]) is not price:
+            long_context += 1
+    return list(notes.values()), long_context
 
 
 def _cache_totals(requests: list[RequestRow], key: str) -> tuple[int, int, int]:

@@ -241,6 +241,10 @@ class SessionSummary(TypedDict):
     #: requests whose estimate and recording disagree (``RequestRow.cache_disagrees``)
     cache_disagreements: int
     estimate: EstimateSummary
+    #: one sentence per model priced on assumed rates (not in the price table), for the pages
+    pricing_notes: list[str]
+    #: requests (subagents' included) whose ``cache`` is priced at long-context rates
+    long_context_requests: int
     mean_history_share: float
     requests_above_warning: int
     blocking_hits: int
