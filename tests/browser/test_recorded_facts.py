@@ -93,3 +93,56 @@ def test_list_report_and_request_page_show_the_recording_first(page: Any) -> Non
     expect(flagged).to_have_count(1 if row["cache_disagrees"] else 0)
     _shoot(page, "request-recorded-cache")
     assert page.csp_errors == []
+
+
+def test_an_unknown_model_is_priced_by_the_stated_rule_on_every_page(
+    page: Any, tmp_path: Path
+) -> None:
+    source = (DEMO / "marot__spotter__tool_heavy.jsonl").read_text(encoding="utf-8")
+    assert "claude-opus-4-6" in source
+    renamed = tmp_path / "unknown_model.jsonl"
+    renamed.write_text(source.replace("claude-opus-4-6", "claude-opus-4-4"), encoding="utf-8")
+    sign_up(page, "price-user")
+    upload(page, renamed)
+    transcript = Transcript.objects.get()
+    run = wait_for_run(transcript.runs.get().pk)
+    (note,) = run.summary["pricing_notes"]
+    assert note.startswith("claude-opus-4-4 is not in the price table: priced as Claude Opus 4.5")
+    page.goto("/sessions/")
+    badge = page.locator("#session-table tr.session-row td.session-cost .price-assumed")
+    expect(badge).to_have_text("assumed price")
+    expect(badge).to_have_attribute("title", note)
+    page.goto(f"/sessions/{transcript.pk}/?run={run.pk}")
+    expect(page.locator("#pricing-notes")).to_contain_text(note)
+    page.goto(f"/sessions/{transcript.pk}/requests/1/?run={run.pk}")
+    expect(page.locator(".cost-figure .price-note")).to_have_text(note)
+    _shoot(page, "request-unknown-model")
+    assert page.csp_errors == []
+
+
+def test_a_whatif_shows_recorded_cost_plus_its_change_with_a_band(page: Any) -> None:
+    from contextlab.jobs import replay as runner
+    from contextlab.runs.models import Run
+
+    sign_up(page, "whatif-cost-user")
+    upload(page, DEMO / "marot__spotter__tool_heavy.jsonl")
+    transcript = Transcript.objects.get()
+    recorded = wait_for_run(transcript.runs.get().pk)
+    whatif = services.start_run(
+        owner=recorded.owner,
+        transcript=transcript,
+        mode="whatif",
+        overrides={"autocompact_pct_override": 70},
+    )
+    runner.execute_run(whatif.pk)
+    whatif = Run.objects.get(pk=whatif.pk)
+    paid = recorded.summary["cost_usd"]
+    change = whatif.summary["estimate"]["cost_usd"] - recorded.summary["estimate"]["cost_usd"]
+    page.goto(f"/sessions/{transcript.pk}/?run={whatif.pk}")
+    headline = page.locator("#cost-headline")
+    expect(headline.locator(".stat")).to_have_text(usd(paid + change))
+    expect(headline).to_contain_text(f"recorded {usd(paid)}")
+    expect(headline).to_contain_text("±")
+    expect(page.locator("#cost-estimate")).to_contain_text("what-if estimate")
+    _shoot(page, "report-whatif-cost")
+    assert page.csp_errors == []

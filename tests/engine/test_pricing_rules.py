@@ -159,3 +159,68 @@ def test_an_unknown_model_s_session_carries_the_note(tmp_path):
     row = result["requests"][0]
     assert row["cost_usd"] == pytest.approx((150_000 * 6.25 + 5 * 5 + 100 * 25) / 1e6)
     json.dumps(result)  # plain JSON
+
+
+LONG_TABLE = """
+[default]
+input = 3
+cache_write_5m = 3.75
+cache_write_1h = 6
+cache_read = 0.3
+output = 15
+
+[models.m]
+match = ["model-m"]
+source = "https://example.test/prices"
+input = 1
+cache_write_5m = 1
+cache_write_1h = 1
+cache_read = 1
+output = 1
+
+[models.m.long_context]
+above = 100
+input = 2
+cache_write_5m = 2
+cache_write_1h = 2
+cache_read = 2
+output = 2
+"""
+
+
+def test_a_custom_table_s_long_context_applies_above_its_threshold(tmp_path: Path):
+    path = tmp_path / "prices.toml"
+    path.write_text(LONG_TABLE)
+    price, _, _ = load_pricing(str(path)).price_for("model-m")
+    assert price.source == "https://example.test/prices"
+    assert price.cost(
+        uncached=100, cache_read=0, cache_write_5m=0, cache_write_1h=0, output=10
+    ) == (pytest.approx(110 / 1e6))
+    assert price.cost(
+        uncached=101, cache_read=0, cache_write_5m=0, cache_write_1h=0, output=10
+    ) == (pytest.approx(222 / 1e6))
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (("above = 100", "above = -1"), "'long_context.above' must be an integer > 0"),
+        (("above = 100", "above = true"), "'long_context.above' must be an integer > 0"),
+        (("input = 2", 'input = "2"'), "long_context: 'input' must be a number >= 0"),
+        (("[models.m.long_context]\n", "[models.m]\nlong_context = 5\n[x]\n"), "not valid TOML"),
+    ],
+)
+def test_a_broken_long_context_table_names_the_problem(tmp_path: Path, edit, message):
+    path = tmp_path / "prices.toml"
+    old, new = edit
+    path.write_text(LONG_TABLE.replace(old, new, 1))
+    with pytest.raises(ValueError, match=message.replace("[", r"\[")):
+        load_pricing(str(path))
+
+
+def test_a_long_context_that_is_not_a_table_is_refused(tmp_path: Path):
+    path = tmp_path / "prices.toml"
+    without = LONG_TABLE.split("[models.m.long_context]")[0]
+    path.write_text(without.replace("output = 1\n", "output = 1\nlong_context = 5\n"))
+    with pytest.raises(ValueError, match="'long_context' must be a table of rates"):
+        load_pricing(str(path))
