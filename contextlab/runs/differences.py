@@ -115,6 +115,9 @@ def whatif_cost(whatif: Mapping[str, Any], recorded: Mapping[str, Any]) -> dict[
     change = cost["change_usd"]
     return {
         **cost,
+        # where the cache model strayed from the recording: what a what-if leans on
+        "baseline_disagreements": recorded.get("cache_disagreements"),
+        "baseline_requests": recorded.get("recorded_cache_requests"),
         "rule": compare.WHATIF_BAND_RULE,
         "change_sign": "−" if change < 0 else "+",
         "change_abs": abs(change),

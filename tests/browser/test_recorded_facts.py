@@ -143,6 +143,13 @@ def test_a_whatif_shows_recorded_cost_plus_its_change_with_a_band(page: Any) -> 
     expect(headline.locator(".stat")).to_have_text(usd(paid + change))
     expect(headline).to_contain_text(f"recorded {usd(paid)}")
     expect(headline).to_contain_text("±")
-    expect(page.locator("#cost-estimate")).to_contain_text("what-if estimate")
+    estimate = page.locator("#cost-estimate")
+    expect(estimate).to_contain_text("what-if estimate")
+    flagged = recorded.summary["cache_disagreements"]
+    if flagged:
+        expect(estimate).to_contain_text(
+            f"disagreed with the recording on {flagged} of "
+            f"{recorded.summary['recorded_cache_requests']} recorded requests"
+        )
     _shoot(page, "report-whatif-cost")
     assert page.csp_errors == []
