@@ -40,6 +40,7 @@ from .measures.cost import PricingTable, load_pricing, request_cost
 from .measures.model_limits import ModelInfo, model_info
 from .measures.tokens import TiktokenCounter, rough_text
 from .replay.driver import MODES, replay, resume
+from .replay.forecast import check_usage_until, forecast_session
 from .replay.result import ReplayResult
 from .results import RecordedUsage, RequestRow, ResultJson, as_result
 from .summarizing import (
@@ -197,6 +198,7 @@ __all__ = [
     "build_session",
     "cache_accuracy",
     "cache_sentence",
+    "check_usage_until",
     "compact_prompt",
     "compaction_accuracy",
     "compare",
@@ -212,6 +214,7 @@ __all__ = [
     "fidelity",
     "field_specs",
     "file_sha256",
+    "forecast_session",
     "format_duration",
     "format_summary",
     "gaps",

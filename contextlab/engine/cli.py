@@ -18,7 +18,9 @@ from .config.resolve import resolve_config
 from .input.model import TranscriptError
 from .input.session import Session
 from .input.sources.registry import load_session
+from .measures.tokens import TiktokenCounter
 from .replay.driver import MODES, replay
+from .replay.forecast import check_usage_until, forecast_session
 from .replay.result import ReplayResult
 from .summarizing import SUMMARIZER_NAMES, ExtractiveSummarizer, Summarizer
 
@@ -71,6 +73,12 @@ def print_table(result: ReplayResult, out: TextIO) -> None:
         f"{session['name']}  version {session['version']}  mode {session['mode']}  preset {session['preset']}",
         file=out,
     )
+    if session["usage_until"] < 1:
+        print(
+            f"forecast: recorded figures read for the first {session['usage_until']:.0%} of each "
+            "thread's requests only; every later request is estimated",
+            file=out,
+        )
     if cal:
         print(
             f"calibration: prefix {cal['prefix_tokens']:,} + {cal['ratio']} × raw  ({cal['source']}, "
@@ -104,9 +112,16 @@ def _pct(value: float | None) -> str:
 
 
 def cmd_replay(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    try:
+        usage_until = check_usage_until(args.usage_until)
+    except ValueError as exc:
+        print(f"error: --usage-until: {exc}", file=err)
+        return EXIT_USAGE
     session = _load(args.file, err)
     if session is None:
         return EXIT_UNUSABLE
+    # a forecast reads the later requests' figures nowhere, the config's inference included
+    session = forecast_session(session, usage_until, TiktokenCounter())
     try:
         config, preset = _config(args, session)
     except ConfigError as exc:
@@ -274,6 +289,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     group.add_argument("--config", help="TOML or JSON file of PipelineConfig fields")
     rp.add_argument("--json", action="store_true", help="print the full JSON result")
+    rp.add_argument(
+        "--usage-until",
+        metavar="F",
+        default="1",
+        help="forecast: read the recorded usage and compaction figures only for the first F "
+        "(0 < F <= 1) of each thread's requests, rounded up, and estimate every later request "
+        "(default 1: all)",
+    )
     rp.add_argument(
         "--summarizer",
         choices=SUMMARIZER_NAMES,

@@ -106,6 +106,7 @@ class ReplayResult:
                 "calibration": _calibration_json(main_thread.calibration) if main_thread else None,
                 "problems": [p.to_json() for p in self.session.problems],
                 "modeled_steps": [s.name for s in DEFAULT_STEPS if s.modeled],
+                "usage_until": self.session.usage_until,
             },
             "requests": main,
             "subagents": subagents,

@@ -25,6 +25,7 @@ from contextlab.engine.results import CacheRow, RecordedUsage, RequestRow
 
 from .cache_estimate import CacheEstimator
 from .decision import DecisionCounter
+from .forecast import ESTIMATED_OUTPUT
 from .recording import read_recording, session_dir
 from .state import (
     Calibrations,
@@ -284,7 +285,8 @@ def price_request(
 ) -> tuple[float, float, RecordedUsage | None, float | None]:
     """``(cost, iteration cost, recorded usage, recorded cost)`` of a request: its estimated
     prompt as the cache model split it, and (when it recorded a prompt) its recorded usage."""
-    output = usage.output if usage else 0
+    # a response whose usage a forecast left out: its output as estimated from its content
+    output = usage.output if usage else int(req.message.metadata.get(ESTIMATED_OUTPUT, 0))
     write_5m = cache["write"] if ttl == "5m" else 0
     write_1h = cache["write"] - write_5m
     cost = request_cost(

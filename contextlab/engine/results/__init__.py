@@ -168,6 +168,9 @@ class SessionInfo(TypedDict):
     calibration: CalibrationJson | None
     problems: list[dict[str, Any]]
     modeled_steps: list[str]
+    #: share of each thread's requests whose recorded figures were read (1: all; below 1, a
+    #: forecast: every later request is estimated, its ``recorded`` null)
+    usage_until: float
 
 
 class SubagentResult(TypedDict):
