@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import shutil
+import statistics
 from pathlib import Path
 from typing import Any
 
@@ -167,3 +168,21 @@ def test_the_engine_refuses_a_share_outside_0_to_1(value):
     config, _ = engine.resolve_config("auto", version=session.version)
     with pytest.raises(ValueError, match="usage_until"):
         engine.replay(session, config, usage_until=value)
+
+
+def test_fidelity_reports_what_users_act_on_and_the_forecast():
+    proc = cli("fidelity", "--quiet", "--forecast", "0.2", "--json", str(SOURCE))
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    (session,) = data["sessions"]
+    assert session["prompt_median"] <= session["prompt_p90"]
+    forecast = session["forecast"]
+    n = data["overall"]["requests"]
+    assert forecast["requests"] == n - math.ceil(0.2 * n)
+    assert data["overall"]["forecast_prompt_median"] == statistics.median(forecast["prompt_errors"])
+    table = cli("fidelity", "--quiet", "--forecast", "0.2", str(SOURCE))
+    assert "forecast 0.2: " in table.stdout
+    assert "as shown: prompt tokens median" in table.stdout
+    bad = cli("fidelity", "--forecast", "0", str(SOURCE))
+    assert bad.returncode == 64
+    assert "error: --forecast" in bad.stderr
