@@ -317,3 +317,4 @@ prompt_median  # UsageFidelity keys, read by name (contextlab/engine/cli.py, ben
 prompt_p90  # UsageFidelity (contextlab/engine/cli.py, bench/truth.py)
 session_read  # UsageFidelity (contextlab/engine/cli.py, bench/truth.py)
 session_cost  # UsageFidelity (contextlab/engine/cli.py, bench/truth.py)
+compaction_call_cost_usd  # SessionSummary, read by name (contextlab/engine/results/compare.py)

@@ -144,9 +144,11 @@ def _hide(
     visible = _visible(msg.blocks, counter)
     texts = [counter.count(b.text) for b in thinking]
     ratio = ratios.ratio(bool(thinking)) or pooled.ratio(bool(thinking)) or 1.0
-    output = max(round(ratio * visible), visible + sum(texts))
+    # the ratio as the read responses recorded it (their output is often a streaming
+    # snapshot, below what the response holds): what the recording would have said
+    output = round(ratio * visible)
     msg.metadata[ESTIMATED_OUTPUT] = output
-    if thinking:
+    if thinking and output > visible + sum(texts):
         # sized as ``tokens.size_thinking`` sizes it from a recorded output
         hidden = output - visible
         weights = texts if sum(texts) else [1] * len(thinking)
