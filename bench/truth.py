@@ -476,7 +476,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 loso_files or whole,
                 whole_figs,
                 {"chosen": chosen},
-                str(root),
+                f"{root.resolve().parent.name}/{root.resolve().name}",
                 FORECAST_SHARE,
             )
         )

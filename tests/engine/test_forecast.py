@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from contextlab import engine
+from contextlab.engine.results.usage_fidelity import estimate_of
 from tests.conftest import FIXTURES
 from tests.engine.builders import TranscriptBuilder
 from tests.engine.test_cli import cli
@@ -94,7 +95,7 @@ def test_the_cli_prints_the_same_for_later_requests_whatever_they_recorded(tmp_p
     for r in later:
         assert r["model_tokens"] > 0
         assert r["decision_tokens"] > 0
-        cache = r["cache"]
+        cache = estimate_of(r)
         assert cache["read"] + cache["write"] + cache["uncached"] == r["model_tokens"]
         assert r["cost_usd"] > 0
     assert a == b

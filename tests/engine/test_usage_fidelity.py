@@ -7,7 +7,11 @@ import math
 import pytest
 
 from contextlab import engine
-from contextlab.engine.results.usage_fidelity import weighted_estimate, weighted_recorded
+from contextlab.engine.results.usage_fidelity import (
+    estimate_of,
+    weighted_estimate,
+    weighted_recorded,
+)
 from tests.conftest import FIXTURES
 
 SOURCE = FIXTURES / "entireio__cli__9f_d2fc39aa5f_0_full.jsonl"
@@ -29,9 +33,12 @@ def test_price_free_weights_are_claudes_multipliers():
         "output": 10,
     }
     assert weighted_recorded(rec) == pytest.approx(100 + 100 + 150 * 1.25 + 50 * 2 + 10 * 5)
-    row = {"cache": {"read": 1_000, "write": 200, "uncached": 100}, "ttl": "1h"}
+    row = _replay().threads[0].requests[0]
+    estimate_of(row).update(read=1_000, write=200, uncached=100)
+    row["ttl"] = "1h"
     assert weighted_estimate(row, 10) == pytest.approx(100 + 100 + 200 * 2 + 50)
-    assert weighted_estimate({**row, "ttl": "5m"}, 0) == pytest.approx(100 + 100 + 200 * 1.25)
+    row["ttl"] = "5m"
+    assert weighted_estimate(row, 0) == pytest.approx(100 + 100 + 200 * 1.25)
 
 
 def test_usage_fidelity_measures_every_recorded_request_against_its_usage():
@@ -44,8 +51,9 @@ def test_usage_fidelity_measures_every_recorded_request_against_its_usage():
         rec = row["recorded"]
         total = rec["input"] + rec["cache_read"] + rec["cache_write"]
         assert point["prompt"] == pytest.approx((row["model_tokens"] - total) / total)
-        assert point["read"] == pytest.approx((row["cache"]["read"] - rec["cache_read"]) / total)
-        read += row["cache"]["read"]
+        estimate = estimate_of(row)
+        assert point["read"] == pytest.approx((estimate["read"] - rec["cache_read"]) / total)
+        read += estimate["read"]
         recorded_read += rec["cache_read"]
     assert figs["session_read"] == pytest.approx((read - recorded_read) / recorded_read)
     assert 0 <= figs["prompt_median"] <= figs["prompt_p90"]
