@@ -100,7 +100,8 @@ def print_table(result: ReplayResult, out: TextIO) -> None:
     s = data["summary"]
     print(
         f"requests {s['requests']}, compactions {s['compactions']}, peak {s['peak_model_tokens']:,} tokens, "
-        f"cache hit {s['cache_hit_rate']:.1%}, estimated ${s['cost_usd']:.2f} (recorded ${s['recorded_cost_usd']:.2f})",
+        f"cache hit {s['cache_hit_rate']:.1%}, estimated ${s['cost_usd']:.2f} (recorded ${s['recorded_cost_usd']:.2f}"
+        f"{' over the requests read' if session['usage_until'] < 1 else ''})",
         file=out,
     )
     for sub in data["subagents"]:
