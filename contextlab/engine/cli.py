@@ -104,6 +104,12 @@ def print_table(result: ReplayResult, out: TextIO) -> None:
         f"{' over the requests read' if session['usage_until'] < 1 else ''})",
         file=out,
     )
+    if s["compactions"]:
+        print(
+            f"compaction calls ${s['compaction_call_cost_usd']:.2f} as Claude Code pays them "
+            "(the context as input at its cache state, the summary as output), not in the total",
+            file=out,
+        )
     for sub in data["subagents"]:
         print(f"  {sub['kind']} {sub['thread']}: {len(sub['requests'])} requests", file=out)
 

@@ -6,12 +6,14 @@ call: the whole context as input at its cache state, the summary as output.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
 
 from contextlab import engine
 from tests.engine.builders import TranscriptBuilder
+from tests.engine.test_cli import cli
 from tests.engine.test_pipeline import SMALL_WINDOW, events, long_session, run
 
 
@@ -48,6 +50,16 @@ def test_an_offline_summary_is_billed_as_claude_codes_own_compaction_call(tmp_pa
     # what a comparison shows as the summaries' cost: no longer $0.00 for offline summaries
     measures = engine.compare.summary_measures(result)
     assert measures["summary_cost_usd"] == result["summary"]["compaction_call_cost_usd"] > 0
+
+
+def test_the_replay_table_states_the_compaction_calls(tmp_path):
+    path = long_session(30).write(tmp_path / "s.jsonl")
+    config = tmp_path / "small.json"
+    config.write_text(json.dumps({"context_window": 100_000}))
+    proc = cli("replay", str(path), "--mode", "whatif", "--config", str(config))
+    assert proc.returncode == 0, proc.stderr
+    line = next(x for x in proc.stdout.splitlines() if x.startswith("compaction calls $"))
+    assert float(line.split("$")[1].split()[0]) > 0
 
 
 def test_a_compaction_after_the_ttl_reads_only_the_system_prompt(tmp_path):
