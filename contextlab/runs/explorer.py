@@ -234,6 +234,8 @@ def build(
         "event_kinds": overview["event_kinds"],
         "request_events": [engine.describe_event(e) for e in req["events"]],
         "cache_text": engine.cache_sentence(req, shown["previous"], gap),
+        # a model priced on assumed rates says so wherever its cost shows
+        "price_note": engine.load_pricing().pricing_note(req.get("model")),
         "gap": engine.format_duration(gap) if gap is not None else None,
         "mini": charts.mark_request(overview["mini"], index, requests),
         "composition": composition,

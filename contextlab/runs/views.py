@@ -92,9 +92,12 @@ def report(request: AuthedRequest, transcript: Transcript) -> HttpResponse:
             context["changed"] = labels.describe_overrides(run.overrides) or (
                 f"the {run.preset or 'auto'} preset"
             )
+            baseline_summary = as_result(baseline_data)["summary"]
             context["differences"] = differences.whatif_differences(
-                result["summary"], as_result(baseline_data)["summary"]
+                result["summary"], baseline_summary
             )
+            # one cost answer: what was paid plus what the change changes, with its band
+            context["whatif_cost"] = differences.whatif_cost(result["summary"], baseline_summary)
         # points carry their request's position; the charts' data-request-url makes it a link
         figures = report_parts.report_figures(run, result, baseline, baseline_data)
         context["figure_scripts"] = figures["scripts"]
