@@ -17,7 +17,7 @@ from contextlab import engine
 from contextlab.engine.measures.tokens import percentile
 from tests.conftest import CORPUS, corpus_files, needs_corpus
 
-pytestmark = needs_corpus
+pytestmark = [needs_corpus, pytest.mark.slow]
 
 FILES = corpus_files()
 #: The four 2.1.42–2.1.227 sessions added 2026-12-06 (``recent2/``): targets they miss are
