@@ -149,6 +149,7 @@ def _corpus_folder(tmp_path: Path, session_id: str, fork: str) -> Path:
         ("ae4a77f8-aedd-4bc1-888f-c94edc91af04", "acompact-946d2b", False),
     ],
 )
+@pytest.mark.slow
 def test_the_corpus_compaction_forks_match_their_recording(
     tmp_path, session_id, fork, recorded_hit
 ):
