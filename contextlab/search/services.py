@@ -210,6 +210,12 @@ def index_after_run(run_id: int) -> None:
     index_session(run.transcript, run)
 
 
+def forget(transcript_id: int) -> None:
+    """Drop a session's index (its stored messages are gone; the next replay indexes it)."""
+    Entry.objects.filter(transcript_id=transcript_id).delete()
+    IndexedSession.objects.filter(transcript_id=transcript_id).delete()
+
+
 def unindexed(limit: int | None = None) -> QuerySet[Transcript]:
     """Sessions with a finished run but no index rows yet, oldest first."""
     sessions = (

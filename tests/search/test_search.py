@@ -260,3 +260,15 @@ def test_sqlite_backend_passes(tmp_path: Path):
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
     assert " passed" in out.stdout
     assert "failed" not in out.stdout
+
+
+def test_a_session_whose_messages_go_is_indexed_again_by_its_next_replay(done_session):
+    from contextlab.runs import services as runs
+    from contextlab.transcripts.models import TranscriptMessages
+
+    TranscriptMessages.objects.filter(transcript=done_session).delete()  # its file grew
+    assert not IndexedSession.objects.filter(transcript=done_session).exists()
+    assert not Entry.objects.filter(transcript=done_session).exists()
+    assert runs.replay_again(done_session)
+    runner.execute_run(done_session.runs.get().pk)
+    assert IndexedSession.objects.get(transcript=done_session).blocks > 0
