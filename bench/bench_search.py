@@ -74,6 +74,8 @@ def build_workspace(count: int) -> tuple[Any, Any, dict[str, Any]]:
     user = User.objects.create_user(username="bench", password="pw-bench-123")
     files = sources()
     first: dict[Path, Any] = {}
+    #: (seconds, bytes) of each copy's indexing (what the worker adds after a replay)
+    indexing: list[tuple[float, int]] = []
     started = time.perf_counter()
     for k in range(count):
         path = files[k % len(files)]
@@ -96,7 +98,9 @@ def build_workspace(count: int) -> tuple[Any, Any, dict[str, Any]]:
         Run.objects.filter(pk=run.pk).update(
             status=Run.Status.DONE, summary=origin_run.summary, finished_at=origin_run.finished_at
         )
+        tick = time.perf_counter()
         search.index_session(session)
+        indexing.append((time.perf_counter() - tick, len(data)))
     elapsed = time.perf_counter() - started
     workspace = session.workspace
     facts = {
@@ -105,6 +109,10 @@ def build_workspace(count: int) -> tuple[Any, Any, dict[str, Any]]:
         "index_rows": Entry.objects.count(),
         "indexed_chars": sum(len(b) for b in Entry.objects.values_list("body", flat=True)),
         "build_s": round(elapsed, 1),
+        "index_s_max": round(max((t for t, _ in indexing), default=0), 2),
+        "index_s_per_mb": round(
+            sum(t for t, _ in indexing) / max(1e-9, sum(b for _, b in indexing) / 1e6), 3
+        ),
     }
     return user, workspace, facts
 
@@ -135,7 +143,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     print(
         f"workspace: {facts['sessions']} sessions from {facts['distinct_files']} files, "
         f"{facts['index_rows']:,} index rows, {facts['indexed_chars'] / 1e6:.1f} M characters "
-        f"(built in {facts['build_s']} s)"
+        f"(built in {facts['build_s']} s; indexing a session took at most "
+        f"{facts['index_s_max']} s, {facts['index_s_per_mb']} s per MB of transcript)"
     )
     client = Client()
     client.force_login(user)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -174,6 +175,7 @@ def index_session(transcript: Transcript, run: Run | None = None) -> IndexedSess
         return None
     requests = result.get("requests") or []
     messages = stored.data
+    started = time.perf_counter()
     with transaction.atomic():
         Entry.objects.filter(transcript=transcript).delete()
         count = 0
@@ -198,7 +200,12 @@ def index_session(transcript: Transcript, run: Run | None = None) -> IndexedSess
                 "first_prompt": _first_prompt(messages),
             },
         )
-    logger.info("session %s: %s search rows indexed", transcript.pk, count)
+    logger.info(
+        "session %s: %s search rows indexed in %.2f s",
+        transcript.pk,
+        count,
+        time.perf_counter() - started,
+    )
     return state
 
 

@@ -30,15 +30,17 @@ def _results(request: AuthedRequest, session_ids: list[int]) -> dict[str, Any]:
         "kind": kind if kind in services.KINDS else "",
         "tool": tool,
         "kinds": services.KIND_LABELS,
-        "searched": "q" in request.GET,
         "not_indexed": services.not_indexed(session_ids),
     }
-    if not context["searched"]:
+    if "q" not in request.GET:
         return context
     try:
         query = parse(q)
     except QueryError as exc:
         context["error"] = str(exc)
+        return context
+    if query.empty:
+        context["no_words"] = True
         return context
     context["results"] = services.search(
         query, session_ids, tool=tool.replace("\x00", ""), kind=context["kind"], limit=PAGE_HITS

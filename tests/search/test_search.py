@@ -272,3 +272,45 @@ def test_a_session_whose_messages_go_is_indexed_again_by_its_next_replay(done_se
     assert runs.replay_again(done_session)
     runner.execute_run(done_session.runs.get().pk)
     assert IndexedSession.objects.get(transcript=done_session).blocks > 0
+
+
+def test_search_pages_answer_htmx_and_plain_requests(done_session, alice_client, mallory_client):
+    _, text = _prompts(done_session)[-1]
+    phrase = _phrase(text)
+    hx = {"HTTP_HX_REQUEST": "true"}
+    url = f"/sessions/{done_session.pk}/search/"
+    partial = alice_client.get(url, {"q": phrase}, **hx)
+    assert partial.status_code == 200
+    body = partial.content.decode()
+    assert body.lstrip().startswith('<div id="search-results"')
+    assert "<mark>" in body
+    assert "?block=b-" in body
+    whole = alice_client.get(url, {"q": phrase, "kind": "prompt"}).content.decode()
+    assert "<html" in whole
+    assert "Request " in whole
+    for bad in ("", "x" * 600, "a\x00b"):
+        refused = alice_client.get(url, {"q": bad}, **hx)
+        assert refused.status_code == 422
+        assert 'class="form-problem"' in refused.content.decode()
+    nothing = alice_client.get(url, {"q": "!!! ***"}, **hx).content.decode()
+    assert "No words to search for" in nothing
+    page = alice_client.get("/search/", {"q": phrase, "workspace": done_session.workspace_id})
+    assert page.status_code == 200
+    assert "<mark>" in page.content.decode()
+    assert alice_client.get("/search/", {"workspace": "abc"}).status_code == 404
+    assert alice_client.get("/search/", {"workspace": str(2**64)}).status_code == 404
+    assert mallory_client.get(url, {"q": phrase}).status_code == 404
+    other = mallory_client.get("/search/", {"q": phrase, "workspace": done_session.workspace_id})
+    assert other.status_code == 404
+    assert "<mark>" not in mallory_client.get("/search/", {"q": phrase}).content.decode()
+
+
+def test_hostile_transcript_text_is_escaped_on_the_page(done_session, alice_client):
+    entry = Entry.objects.filter(transcript=done_session, kind="prompt").first()
+    entry.body = HOSTILE
+    entry.save()
+    body = alice_client.get(
+        f"/sessions/{done_session.pk}/search/", {"q": "needle"}, HTTP_HX_REQUEST="true"
+    ).content.decode()
+    assert "<script>alert" not in body
+    assert "&lt;script&gt;alert" in body
