@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from django.utils.html import escape
 from django.utils.safestring import SafeString, mark_safe
@@ -55,13 +56,16 @@ class Query:
 
     def pattern(self) -> re.Pattern[str] | None:
         """A regex finding any term in the original text (for the snippet)."""
-        if self.empty:
-            return None
-        parts = [r"[\W_]+".join(re.escape(w) for w in words) for words in self.terms]
-        return re.compile(
-            r"(?<![^\W_])(?:" + "|".join(sorted(parts, key=len, reverse=True)) + r")(?![^\W_])",
-            re.IGNORECASE,
-        )
+        return _pattern(self.terms) if self.terms else None
+
+
+@lru_cache(maxsize=64)
+def _pattern(terms: tuple[tuple[str, ...], ...]) -> re.Pattern[str]:
+    parts = [r"[\W_]+".join(re.escape(w) for w in words) for words in terms]
+    return re.compile(
+        r"(?<![^\W_])(?:" + "|".join(sorted(parts, key=len, reverse=True)) + r")(?![^\W_])",
+        re.IGNORECASE,
+    )
 
 
 def parse(text: str | None) -> Query:

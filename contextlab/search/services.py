@@ -13,6 +13,7 @@ import time
 from bisect import bisect_right
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from django.db import transaction
@@ -248,6 +249,16 @@ def index_missing(limit: int | None = None) -> list[int]:
 # --- searching ------------------------------------------------------------------------------
 
 
+@lru_cache(maxsize=1)
+def _request_url() -> str:
+    """The explorer's address with ``{session}`` and ``{request}`` to fill (reversed once)."""
+    return (
+        reverse("runs:request", args=[111111111, 222222222])
+        .replace("111111111", "{session}")
+        .replace("222222222", "{request}")
+    )
+
+
 @dataclass(frozen=True)
 class Hit:
     session_id: int
@@ -277,7 +288,7 @@ class Hit:
     @property
     def url(self) -> str:
         """The explorer at the hit's request, with the block in view and marked."""
-        base = reverse("runs:request", args=[self.session_id, self.request])
+        base = _request_url().format(session=self.session_id, request=self.request)
         return f"{base}?block={self.block_id}#{self.block_id}"
 
 
@@ -286,6 +297,21 @@ class Results:
     hits: list[Hit]
     #: more hits than shown
     more: bool
+
+
+#: the fields of an index row a hit shows
+HIT_FIELDS = (
+    "id",
+    "transcript",
+    "thread",
+    "message",
+    "block",
+    "request",
+    "kind",
+    "tool",
+    "path",
+    "body",
+)
 
 
 def session_name(transcript: Transcript, first_prompt: str = "") -> str:
@@ -326,7 +352,12 @@ def search(
             break
         seen.add(key)
         keep.append(entry_id)
-    rows = Entry.objects.filter(id__in=keep).select_related("transcript")
+    # only the names of the session (its problems and threads are large JSON)
+    rows = (
+        Entry.objects.filter(id__in=keep)
+        .select_related("transcript")
+        .only(*HIT_FIELDS, "transcript__title", "transcript__name")
+    )
     names = dict(
         IndexedSession.objects.filter(
             transcript_id__in={r.transcript_id for r in rows}
