@@ -47,7 +47,12 @@ class Entry(models.Model):
     body = models.TextField()
 
     class Meta:
-        indexes = (models.Index(fields=["transcript", "request", "message", "block"]),)
+        # the order hits are listed in (newest session first, then request order)
+        indexes = (
+            models.Index(
+                fields=["-transcript", "request", "message", "block"], name="search_entry_order"
+            ),
+        )
         verbose_name_plural = "entries"
 
     def __str__(self) -> str:

@@ -337,7 +337,7 @@ def search(
         entries = entries.filter(kind=kind)
     found = (
         backends.matching(entries, query)
-        .order_by("-transcript_id", "request", "thread", "message", "block", "id")
+        .order_by("-transcript_id", "request", "message", "block", "id")
         .values_list("id", "transcript_id", "thread", "message", "block")[: limit * 4 + 1]
     )
     seen: set[tuple[int, str, int, int]] = set()

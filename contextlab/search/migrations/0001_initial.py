@@ -59,7 +59,6 @@ class Migration(migrations.Migration):
                 ("kind", models.CharField(max_length=16)),
                 ("tool", models.CharField(blank=True, default="", max_length=100)),
                 ("path", models.CharField(blank=True, default="", max_length=500)),
-                ("body", models.TextField()),
                 (
                     "transcript",
                     models.ForeignKey(
@@ -68,13 +67,16 @@ class Migration(migrations.Migration):
                         to="transcripts.transcript",
                     ),
                 ),
+                # last: a long text's row is read past it only when the text is wanted
+                # (SQLite keeps the columns in this order, overflow pages after the text)
+                ("body", models.TextField()),
             ],
             options={
                 "verbose_name_plural": "entries",
                 "indexes": [
                     models.Index(
-                        fields=["transcript", "request", "message", "block"],
-                        name="search_entr_transcr_ffb262_idx",
+                        fields=["-transcript", "request", "message", "block"],
+                        name="search_entry_order",
                     )
                 ],
             },
