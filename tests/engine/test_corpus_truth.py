@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from contextlab import engine
+from contextlab.engine.measures.tokens import percentile
 from tests.conftest import CORPUS, corpus_files, needs_corpus
 
 pytestmark = needs_corpus
@@ -168,3 +169,95 @@ def test_the_cache_model_alone_differs_only_where_a_server_side_miss_was_taken()
                     r["cache"]["read"]
                     == other["cache"]["read"] + other["cache"]["server_miss_tokens"]
                 )
+
+
+# ---------------------------------------------------------------- forecast (issue #20 item 4)
+
+FORECAST_SHARE = 0.2
+
+
+@cache
+def forecast(path: Path) -> dict[str, Any]:
+    """``forecast_fidelity`` of a ``--usage-until 0.2`` replay against a replay reading all."""
+    session = engine.load_session(str(path))
+    config, preset = engine.resolve_config(
+        "auto",
+        version=session.version,
+        max_recorded_prompt=session.max_recorded_prompt,
+        recorded_auto_compactions=session.recorded_auto_compactions,
+    )
+    full = engine.replay(session, config, mode="recorded", preset_name=preset)
+    early = engine.forecast_session(session, FORECAST_SHARE, engine.TiktokenCounter())
+    config, preset = engine.resolve_config(
+        "auto",
+        version=early.version,
+        max_recorded_prompt=early.max_recorded_prompt,
+        recorded_auto_compactions=early.recorded_auto_compactions,
+    )
+    predicted = engine.replay(early, config, mode="recorded", preset_name=preset)
+    figures = dict(engine.forecast_fidelity(predicted, full))
+    figures["unread_recorded"] = [
+        r for tr in predicted.threads for r in tr.requests if r["recorded"] is not None
+    ]
+    figures["threads"] = {tr.thread.id: len(tr.requests) for tr in predicted.threads}
+    return figures
+
+
+@pytest.mark.parametrize("path", FILES, ids=_name)
+def test_a_forecast_reads_the_first_fifth_of_each_thread_only(path):
+    figures = forecast(path)
+    read: dict[str, int] = {}
+    for row in figures["unread_recorded"]:
+        read[row["thread"]] = read.get(row["thread"], 0) + 1
+    for thread, count in read.items():
+        assert count <= -(-figures["threads"][thread] * FORECAST_SHARE // 1), thread
+
+
+def forecast_prompt_errors() -> list[float]:
+    return sorted(abs(r["prompt"]) for path in FILES for r in forecast(path)["requests"])
+
+
+def forecast_costs() -> list[float]:
+    return [
+        abs(forecast(path)["session_cost"])
+        for path in FILES
+        if forecast(path)["session_cost"] is not None
+    ]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="forecast --usage-until 0.2: prompt tokens median 3.57 % over the corpus's later "
+    "requests (target 2.5 %; issue #20): a calibration fitted on the first fifth drifts, and "
+    "restarts and unrecorded input later in a session are unknown to it",
+)
+def test_forecast_prompt_tokens_median_within_2_5_percent():
+    assert statistics.median(forecast_prompt_errors()) <= 0.025
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="forecast --usage-until 0.2: prompt tokens p90 19.74 % (target 8 %; issue #20); worst "
+    "sessions recent2/yutakobayashidev__repiq__24 36.4 %, recent/FSM1__cipher-box 26.2 %",
+)
+def test_forecast_prompt_tokens_p90_within_8_percent():
+    assert percentile(forecast_prompt_errors(), 0.9) <= 0.08
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="forecast --usage-until 0.2: price-free cost of the later requests, session median "
+    "6.70 % (target 5 %; issue #20): recorded output is often a streaming snapshot and the "
+    "later server-side cache misses are unknown to the forecast",
+)
+def test_forecast_price_free_cost_median_within_5_percent():
+    assert statistics.median(forecast_costs()) <= 0.05
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="forecast --usage-until 0.2: price-free cost of the later requests, worst session "
+    "31.2 % (Brads3290__cclogviewer, 5 later requests; target 15 %; issue #20)",
+)
+def test_forecast_price_free_cost_within_15_percent_on_every_session():
+    assert max(forecast_costs()) <= 0.15

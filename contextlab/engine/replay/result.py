@@ -106,6 +106,7 @@ class ReplayResult:
                 "calibration": _calibration_json(main_thread.calibration) if main_thread else None,
                 "problems": [p.to_json() for p in self.session.problems],
                 "modeled_steps": [s.name for s in DEFAULT_STEPS if s.modeled],
+                "usage_until": self.session.usage_until,
             },
             "requests": main,
             "subagents": subagents,
@@ -166,6 +167,15 @@ def summarize(
         "subagent_cost_usd": side["subagent_cost_usd"],
         "recorded_subagent_cost_usd": side["recorded_subagent_cost_usd"],
         "compaction_cost_usd": side["compaction_cost_usd"],
+        "compaction_call_cost_usd": round(
+            sum(
+                float(e["call"]["cost_usd"])
+                for r in requests
+                for e in r["events"]
+                if e["step"] == "autocompact" and "call" in e
+            ),
+            6,
+        ),
         "recorded_compaction_cost_usd": side["recorded_compaction_cost_usd"],
         "session_cost_usd": side["session_cost_usd"],
         "recorded_session_cost_usd": side["recorded_session_cost_usd"],

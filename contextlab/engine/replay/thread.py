@@ -24,7 +24,9 @@ from contextlab.engine.pipeline.base import StepContext, TransformLog, View
 from contextlab.engine.results import CacheRow, RecordedUsage, RequestRow
 
 from .cache_estimate import CacheEstimator
+from .compaction_bill import bill_compaction
 from .decision import DecisionCounter
+from .forecast import ESTIMATED_OUTPUT
 from .recording import read_recording, session_dir
 from .state import (
     Calibrations,
@@ -227,6 +229,7 @@ class ThreadReplay:
         repl_raw = view.cum_tok[p]
         if p < at.first_emitted:
             return
+        self._bill_compactions(req, ctx, cal, events, ttl)
         at.results.append(
             {
                 "index": k,
@@ -271,6 +274,42 @@ class ThreadReplay:
         if self.progress is not None:
             self.progress(1)
 
+    def _bill_compactions(
+        self,
+        req: RequestInfo,
+        ctx: StepContext,
+        cal: Calibration,
+        events: list[dict[str, Any]],
+        ttl: str,
+    ) -> None:
+        """Attach to each compaction of this request its own call's bill (``compaction_bill``)."""
+        k = req.index
+        for event in events:
+            if event["step"] != "autocompact" or event["action"] != "compacted":
+                continue
+            summary = event.get("summary_message")
+            raw = (
+                self.view.msg_tok[summary]
+                if isinstance(summary, int)
+                else int(event.get("summary_tokens") or 0)
+            )
+            sent = (
+                parse_time(self.thread.messages[req.position - 1].timestamp)
+                if req.position
+                else None
+            )
+            previous = self.state.get("last_assistant_time")
+            event["call"] = bill_compaction(
+                event,
+                model=req.message.model,
+                previous_prompt=self.trace.model_tokens[k - 1] if k > 0 else None,
+                gap_seconds=(sent or ctx.now) - previous if previous is not None else None,
+                ttl=ttl,
+                summary_tokens=round(cal.ratio * raw),
+                system_tokens=self.cache.system_tokens(cal),
+                pricing=self.inputs.pricing,
+            )
+
     def _prompt_estimate(self, cal: Calibration, k: int) -> int:
         """The display count of the view as it is now, anchors included."""
         history_raw, segment_raw, unrecorded = anchored_tokens(
@@ -284,7 +323,8 @@ def price_request(
 ) -> tuple[float, float, RecordedUsage | None, float | None]:
     """``(cost, iteration cost, recorded usage, recorded cost)`` of a request: its estimated
     prompt as the cache model split it, and (when it recorded a prompt) its recorded usage."""
-    output = usage.output if usage else 0
+    # a response whose usage a forecast left out: its output as estimated from its content
+    output = usage.output if usage else int(req.message.metadata.get(ESTIMATED_OUTPUT, 0))
     write_5m = cache["write"] if ttl == "5m" else 0
     write_1h = cache["write"] - write_5m
     cost = request_cost(

@@ -168,6 +168,9 @@ class SessionInfo(TypedDict):
     calibration: CalibrationJson | None
     problems: list[dict[str, Any]]
     modeled_steps: list[str]
+    #: share of each thread's requests whose recorded figures were read (1: all; below 1, a
+    #: forecast: every later request is estimated, its ``recorded`` null)
+    usage_until: float
 
 
 class SubagentResult(TypedDict):
@@ -208,6 +211,10 @@ class SessionSummary(TypedDict):
     #: Claude Code's summarizer calls of recorded compactions (``agent-acompact-*`` files)
     compaction_cost_usd: float
     recorded_compaction_cost_usd: float
+    #: every compaction of the main conversation billed as Claude Code pays its call (the
+    #: context as input at its cache state, the summary as output), whoever wrote the summary
+    #: (``replay.compaction_bill``); a recorded compaction fork is that same call, replayed
+    compaction_call_cost_usd: float
     #: main conversation + subagents + compaction calls
     session_cost_usd: float
     recorded_session_cost_usd: float

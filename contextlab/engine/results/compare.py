@@ -44,7 +44,11 @@ def summary_measures(result: Mapping[str, Any]) -> dict[str, Any]:
         "compactions": summary["compactions"],
         "compaction_requests": summary.get("compaction_requests", []),
         "summary_calls": summary.get("summary_calls", len(summaries)),
-        "summary_cost_usd": round(sum(float(s.get("cost_usd") or 0.0) for s in summaries), 6),
+        # the compaction calls as Claude Code pays them, whoever wrote the summaries (results
+        # stored before that figure existed: what the summarizer itself cost)
+        "summary_cost_usd": summary.get("compaction_call_cost_usd")
+        if "compaction_call_cost_usd" in summary
+        else round(sum(float(s.get("cost_usd") or 0.0) for s in summaries), 6),
         "peak_model_tokens": summary["peak_model_tokens"],
         "uncached_tokens": summary["uncached_tokens"],
         "cache_write_tokens": summary["cache_write_tokens"],
