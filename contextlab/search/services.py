@@ -92,13 +92,15 @@ def parts(text: str) -> Iterator[str]:
 
 def _request_finder(requests: list[dict[str, Any]]) -> dict[str, tuple[list[int], list[int]]]:
     """Per thread: the history lengths of its requests (running maximum, so bisectable) and
-    their indexes."""
+    their positions in the result."""
     out: dict[str, tuple[list[int], list[int]]] = {}
-    for req in sorted(requests, key=lambda r: (r["thread"], r["thread_request"])):
+    # a request's place in the result is its explorer address (and its number, from 1)
+    ordered = sorted(enumerate(requests), key=lambda p: (p[1]["thread"], p[1]["thread_request"]))
+    for position, req in ordered:
         ends, indexes = out.setdefault(str(req["thread"]), ([], []))
         end = int((req.get("view") or {}).get("end") or 0)
         ends.append(max(end, ends[-1]) if ends else end)
-        indexes.append(int(req["index"]))
+        indexes.append(position)
     return out
 
 
