@@ -41,6 +41,8 @@ class HitOut(Schema):
     request: int
     #: the 0-based index the explorer's address uses
     request_index: int
+    #: false for a block after the last request (its last answer): no request's prompt holds it
+    in_prompt: bool
     thread: str
     block_id: str
     kind: str
@@ -81,6 +83,7 @@ def run_search(params: SearchParams, session_ids: list[int]) -> dict[str, Any]:
                 "session_name": hit.session_name,
                 "request": hit.number,
                 "request_index": hit.request,
+                "in_prompt": hit.in_prompt,
                 "thread": hit.thread,
                 "block_id": hit.block_id,
                 "kind": hit.kind,

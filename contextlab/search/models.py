@@ -39,6 +39,9 @@ class Entry(models.Model):
     block = models.PositiveIntegerField()
     #: 0-based index of the first request whose history holds the block (the page address)
     request = models.PositiveIntegerField()
+    #: False for a block after the thread's last request (its last answer): no request's
+    #: prompt holds it, so ``request`` is that last request and the explorer cannot show it
+    in_prompt = models.BooleanField(default=True)
     #: prompt, assistant, thinking, tool_input, tool_output, summary or other
     kind = models.CharField(max_length=16)
     tool = models.CharField(max_length=100, blank=True, default="")

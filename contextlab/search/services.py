@@ -2,7 +2,8 @@
 command and the periodic recovery for sessions stored before) and searching it.
 
 A block's request is the first request of its thread whose history holds it (the explorer
-shows it there); a block after the thread's last request gets that last request.
+shows it there); a block after the thread's last request (its last answer) gets that last
+request, marked as coming after it.
 """
 
 from __future__ import annotations
@@ -118,8 +119,9 @@ def entries_for(
         for row in rows:
             m = int(row.get("index") or 0)
             # the first request whose history (messages 0..end-1) holds message m
-            position = min(bisect_right(ends, m), len(ends) - 1)
-            request = indexes[position]
+            position = bisect_right(ends, m)
+            in_prompt = position < len(ends)
+            request = indexes[min(position, len(ends) - 1)]
             for b, block in enumerate(row.get("blocks") or []):
                 text = str(block.get("text") or "").replace("\x00", "")
                 kind = block_kind(
@@ -139,6 +141,7 @@ def entries_for(
                         message=m,
                         block=b,
                         request=request,
+                        in_prompt=in_prompt,
                         kind=kind,
                         tool=tool,
                         path=path,
@@ -266,6 +269,8 @@ class Hit:
     session_id: int
     session_name: str
     request: int
+    #: False: the block comes after the last request (no request's prompt holds it)
+    in_prompt: bool
     thread: str
     message: int
     block: int
@@ -291,6 +296,8 @@ class Hit:
     def url(self) -> str:
         """The explorer at the hit's request, with the block in view and marked."""
         base = _request_url().format(session=self.session_id, request=self.request)
+        if not self.in_prompt:
+            return base  # the last request: the block came after it
         return f"{base}?block={self.block_id}#{self.block_id}"
 
 
@@ -309,6 +316,7 @@ HIT_FIELDS = (
     "message",
     "block",
     "request",
+    "in_prompt",
     "kind",
     "tool",
     "path",
@@ -374,6 +382,7 @@ def search(
                 session_id=row.transcript_id,
                 session_name=session_name(row.transcript, names.get(row.transcript_id, "")),
                 request=row.request,
+                in_prompt=row.in_prompt,
                 thread=row.thread,
                 message=row.message,
                 block=row.block,

@@ -314,3 +314,23 @@ def test_hostile_transcript_text_is_escaped_on_the_page(done_session, alice_clie
     ).content.decode()
     assert "<script>alert" not in body
     assert "&lt;script&gt;alert" in body
+
+
+def test_a_block_after_the_last_request_is_named_as_such(done_session, alice_client):
+    data = done_session.runs.get().result.data["requests"]
+    last_end = max(r["view"]["end"] for r in data if r["thread"] == "main")
+    after = Entry.objects.filter(transcript=done_session, thread="main", message__gte=last_end)
+    before = Entry.objects.filter(transcript=done_session, thread="main", message__lt=last_end)
+    assert after.exists()
+    assert not after.filter(in_prompt=True).exists()
+    assert not before.filter(in_prompt=False).exists()
+    assert {e.request for e in after} == {len(data) - 1}
+    entry, word = next(
+        (e, w) for e in after.order_by("id") for w in e.body.split() if w.isalpha() and len(w) > 3
+    )
+    hits = alice_client.get(
+        f"/api/sessions/{done_session.pk}/search", {"q": word, "limit": 100}
+    ).json()["hits"]
+    hit = next(h for h in hits if h["block_id"] == f"b-{entry.message}-{entry.block}")
+    assert hit["in_prompt"] is False
+    assert "?block=" not in hit["url"]

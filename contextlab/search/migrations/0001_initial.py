@@ -56,6 +56,7 @@ class Migration(migrations.Migration):
                 ("message", models.PositiveIntegerField()),
                 ("block", models.PositiveIntegerField()),
                 ("request", models.PositiveIntegerField()),
+                ("in_prompt", models.BooleanField(default=True)),
                 ("kind", models.CharField(max_length=16)),
                 ("tool", models.CharField(blank=True, default="", max_length=100)),
                 ("path", models.CharField(blank=True, default="", max_length=500)),
