@@ -22,6 +22,7 @@ from contextlab.runs import explorer as explorer_builder
 from contextlab.runs import report as report_parts
 from contextlab.runs.forms import RunForm
 from contextlab.runs.models import Run
+from contextlab.search import services as search
 from contextlab.summaries import services as summaries
 from contextlab.transcripts.models import Transcript
 from contextlab.workspaces import access
@@ -208,6 +209,9 @@ def explorer(request: AuthedRequest, transcript: Transcript, index: int) -> Http
         transcript=transcript,
         run=run,
         url_prefix=reverse("runs:report", args=[transcript.pk]) + "requests/",
+        # the search box above the explorer
+        kinds=search.KIND_LABELS,
+        tools=search.tools_of(transcript.pk),
     )
     # htmx restoring history (back button, cache miss) wants the whole page
     partial = request.htmx and not request.htmx.history_restore_request
