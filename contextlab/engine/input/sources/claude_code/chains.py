@@ -36,8 +36,10 @@ def _messages_from_records(records: Iterable[Record], thread: Thread) -> None:
     by_id: dict[str, Message] = {}
     messages: list[Message] = []
     seen_results: set[str] = set()
+    resumed = False
     for rec in records:
         msg = rec.message
+        resumed = resumed or rec.resumed
         if msg is None:
             continue
         if rec.synthetic:
@@ -60,6 +62,9 @@ def _messages_from_records(records: Iterable[Record], thread: Thread) -> None:
                     continue  # a duplicate result for a tool_use already answered
                 seen_results.update(ids)
             msg = _copy_message(msg)
+        if resumed:
+            msg.metadata["resumed"] = True  # the first message after a resume
+            resumed = False
         messages.append(msg)
     for index, msg in enumerate(messages):
         msg.index = index
