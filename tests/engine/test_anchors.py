@@ -196,13 +196,23 @@ def test_a_restart_starts_a_segment_with_its_own_prefix(tmp_path):
     assert fid["p90_rel_error"] < 0.02
 
 
-@pytest.mark.parametrize("hook", ["SessionStart:resume", "SessionStart:compact"])
-def test_a_resume_hook_starts_a_segment_without_splitting_the_thread(tmp_path, hook):
+@pytest.mark.parametrize(
+    ("hook", "record"),
+    [
+        ("SessionStart:resume", "progress"),
+        ("SessionStart:resume", "attachment"),
+        ("SessionStart:compact", "progress"),
+    ],
+)
+def test_a_resume_hook_starts_a_segment_without_splitting_the_thread(tmp_path, hook, record):
     b = conversation(10, resume_after=5)
     for rec in b.records:
         if rec["type"] == "progress":
             rec["data"]["hookName"] = hook
             resume_line = b.records.index(rec) + 1
+            if record == "attachment":  # as 2.1.143 writes it
+                rec["type"] = "attachment"
+                rec["attachment"] = {**rec.pop("data"), "type": "hook_success", "content": ""}
     probe = plain_replay(b.write(tmp_path / "probe.jsonl")).to_json()["requests"]
     restart = next(r["thread_request"] for r in probe if r["line"] > resume_line)
     jump = -12_000  # the resumed process sent a smaller prefix (2.1.52: 96.8k → 75.5k)

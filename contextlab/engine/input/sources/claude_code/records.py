@@ -210,8 +210,9 @@ class RecordParser:
             rec.message = self.system_message(number, obj, rec.subtype)
         elif rtype == "attachment":
             rec.message = self.attachment_message(number, obj)
-        elif rtype == "progress":
-            data = obj.get("data")
+        if rtype in ("progress", "attachment"):
+            # 2.1.5x writes the hook as a progress record, later versions as an attachment
+            data = obj.get("data") if rtype == "progress" else obj.get("attachment")
             rec.resumed = isinstance(data, dict) and data.get("hookName") == RESUME_HOOK
         self.records.append(rec)
         self.usable += 1
