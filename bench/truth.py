@@ -3,6 +3,8 @@
     python bench/truth.py                 # table of all targets (corpus incl. recent/)
     python bench/truth.py --json OUT.json # the same figures as JSON
     python bench/truth.py --files         # plus one line per file
+    python bench/truth.py --extra DIR     # the corpus plus the transcripts under DIR
+    python bench/truth.py --extra DIR --only-extra   # those transcripts alone
 
 Figures (each on the whole corpus, ``$CONTEXTLAB_CORPUS`` or ``../shared/corpus`` with its
 subfolders):
@@ -410,9 +412,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="leave out the figures beside the targets (estimate alone, cache model alone)",
     )
+    parser.add_argument(
+        "--extra",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="also measure the transcripts under DIR (gathered files; name them owner__repo__… "
+        "so leave-one-source-out knows their source); repeatable",
+    )
+    parser.add_argument(
+        "--only-extra",
+        action="store_true",
+        help="measure the --extra folders alone, without the corpus",
+    )
     args = parser.parse_args(argv)
     root = corpus_root()
-    paths = sorted(root.rglob("*.jsonl"))
+    paths = [] if args.only_extra else sorted(root.rglob("*.jsonl"))
+    for folder in args.extra:
+        paths.extend(sorted(Path(folder).rglob("*.jsonl")))
     if not paths:
         print(f"no transcripts under {root}", file=sys.stderr)
         return 2

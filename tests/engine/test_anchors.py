@@ -33,9 +33,24 @@ def conversation(
     exit_after: int | None = None,
     new_version: str = "",
     mcp_reconnect_after: int | None = None,
+    resume_after: int | None = None,
 ) -> TranscriptBuilder:
     b = TranscriptBuilder()
     for n in range(turns):
+        if n == resume_after:
+            # `claude --resume` in the same file, no /exit written: the SessionStart hook's
+            # progress record, which the next prompt hangs from (2.1.52)
+            b.add(
+                b.envelope(
+                    "progress",
+                    b.last_uuid,
+                    data={
+                        "type": "hook_progress",
+                        "hookEvent": "SessionStart",
+                        "hookName": "SessionStart:resume",
+                    },
+                )
+            )
         if n == mcp_reconnect_after:
             # /mcp as Claude Code 2.1.38 writes it: the command, then its output
             b.prompt("<command-name>/mcp</command-name>\n<command-message>mcp</command-message>")
@@ -172,6 +187,51 @@ def test_a_restart_starts_a_segment_with_its_own_prefix(tmp_path):
     assert "/exit" in anchor["reason"]
     # the rebuilt prefix is part of the view, not unrecorded input
     assert all(r["unrecorded_tokens"] == 0 for r in rows)
+    fid = engine.fidelity(
+        engine.replay(
+            engine.load_session(str(tmp_path / "session.jsonl")),
+            engine.get_preset("claude-code-2.1.88"),
+        )
+    )
+    assert fid["p90_rel_error"] < 0.02
+
+
+@pytest.mark.parametrize(
+    ("hook", "record"),
+    [
+        ("SessionStart:resume", "progress"),
+        ("SessionStart:resume", "attachment"),
+        ("SessionStart:compact", "progress"),
+    ],
+)
+def test_a_resume_hook_starts_a_segment_without_splitting_the_thread(tmp_path, hook, record):
+    b = conversation(10, resume_after=5)
+    for rec in b.records:
+        if rec["type"] == "progress":
+            rec["data"]["hookName"] = hook
+            resume_line = b.records.index(rec) + 1
+            if record == "attachment":  # as 2.1.143 writes it
+                rec["type"] = "attachment"
+                rec["attachment"] = {**rec.pop("data"), "type": "hook_success", "content": ""}
+    probe = plain_replay(b.write(tmp_path / "probe.jsonl")).to_json()["requests"]
+    restart = next(r["thread_request"] for r in probe if r["line"] > resume_line)
+    jump = -12_000  # the resumed process sent a smaller prefix (2.1.52: 96.8k → 75.5k)
+
+    def total(k: int, raw: int) -> int:
+        return round(PREFIX + RATIO * raw + (jump if k >= restart else 0))
+
+    result = replayed(with_usage(b, tmp_path, total))
+    rows = result["requests"]
+    assert [t["id"] for t in result["session"]["threads"]] == ["main"]
+    anchors = anchors_of(result)
+    if hook != "SessionStart:resume":  # no restart: nothing names the jump
+        assert not [a for a in anchors if a["point"] == "restart"]
+        return
+    assert [r["segment"] for r in rows] == [0] * restart + [1] * (len(rows) - restart)
+    (anchor,) = anchors
+    assert (anchor["kind"], anchor["point"], anchor["request"]) == ("segment", "restart", restart)
+    assert abs(anchor["tokens"] - jump) < 1_500
+    assert "resumed" in anchor["reason"]
     fid = engine.fidelity(
         engine.replay(
             engine.load_session(str(tmp_path / "session.jsonl")),
