@@ -121,6 +121,9 @@ def get_comparison(request: AuthedRequest, comparison_id: int) -> dict[str, Any]
                 "b": pair.b_measures,
                 "delta": pair.delta,
                 "first_divergence": pair.divergence,
+                "first_divergence_number": (
+                    pair.divergence + 1 if pair.divergence is not None else None
+                ),
             }
             for pair in report["pairs"]
         ],

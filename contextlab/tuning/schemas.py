@@ -72,7 +72,10 @@ class ComparisonSessionOut(Schema):
     a: dict[str, Any] | None
     b: dict[str, Any] | None
     delta: dict[str, Any] | None
+    #: 0-based index of the first request whose model views differ (the explorer's URL index)
     first_divergence: int | None
+    #: the same request as the pages number it, from 1
+    first_divergence_number: int | None
 
 
 class ComparisonOut(Schema):
