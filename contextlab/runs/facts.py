@@ -31,6 +31,16 @@ def first_prompt(messages: list[dict[str, Any]]) -> str:
     return ""
 
 
+def _display_name(run: Run) -> str:
+    """The session's display name; for a session stored before its first prompt was, that
+    prompt read from its messages (in memory only)."""
+    transcript = run.transcript
+    if not transcript.title and not transcript.first_prompt:
+        messages = services.session_messages(transcript).get("main") or []
+        transcript.first_prompt = first_prompt(messages)
+    return transcript.display_name
+
+
 def session_facts(run: Run | None) -> dict[str, Any]:
     """``started`` (ISO timestamp), ``duration`` (text), ``seconds``, ``models`` of the
     session a finished run replayed; ``{}`` when there is no finished run."""
@@ -47,8 +57,7 @@ def session_facts(run: Run | None) -> dict[str, Any]:
         seconds = (last - first).total_seconds() if first and last else 0.0
         models = sorted({r["model"] for r in requests if r["model"]})
         facts = {
-            "title": run.transcript.title
-            or first_prompt(services.session_messages(run.transcript).get("main") or []),
+            "title": _display_name(run),
             "started": stamps[0] if stamps else "",
             "seconds": seconds or 0.0,
             "duration": engine.format_duration(seconds) if seconds else "",

@@ -101,9 +101,12 @@ def _locator(source: dict[str, Any]) -> Callable[[redaction.Path], str]:
             block = _anchor_words(str(comment.get("block") or ""))
             return f"comment on request {int(comment['request']) + 1}{block}"
         if head == "transcript" and len(path) >= 2:
-            return {"name": "session name", "problems": "transcript problems"}.get(
-                str(path[1]), f"session {path[1]}"
-            )
+            return {
+                "name": "session name",
+                "display_name": "session name",
+                "project": "project folder",
+                "problems": "transcript problems",
+            }.get(str(path[1]), f"session {path[1]}")
         # anything else in words: the part of the replay it sits in, never the result's keys
         if head == "result":
             return {
@@ -131,6 +134,9 @@ def snapshot_source(transcript: Transcript, run: Run) -> dict[str, Any]:
     return {
         "transcript": {
             "name": transcript.name,
+            "display_name": transcript.display_name,
+            "project": transcript.project,
+            "started_at": transcript.when.isoformat(),
             "version": transcript.version,
             "session_id": transcript.session_id,
             "request_count": transcript.request_count,

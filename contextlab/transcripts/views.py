@@ -78,11 +78,9 @@ def _upload_one(
     run = transcript.runs.first()
     created = stored is services.Stored.CREATED
     if stored is services.Stored.GREW:
-        message = f"{upload.name} continues “{transcript.name}”: the session was updated and is replayed again"
+        message = f"{upload.name} continues “{transcript.display_name}”: the session was updated and is replayed again"
     elif not created:
-        message = (
-            f"{upload.name} was already uploaded as “{transcript.name}”; showing that session."
-        )
+        message = f"{upload.name} was already uploaded as “{transcript.display_name}”; showing that session."
     else:
         message = f"{upload.name}: {transcript.request_count} requests" + (
             f", {len(transcript.problems)} problem(s) reported" if transcript.problems else ""
@@ -161,7 +159,7 @@ def rename(request: AuthedRequest, transcript: Transcript) -> HttpResponse:
 @access.session_view(access.MANAGE)
 @require_POST
 def delete(request: AuthedRequest, transcript: Transcript) -> HttpResponse:
-    name = transcript.name
+    name = transcript.display_name
     services.delete_transcript(transcript=transcript)
     messages.success(request, f"Deleted {name}.")
     if request.htmx:
@@ -191,7 +189,7 @@ def move_session(request: AuthedRequest, transcript: Transcript) -> HttpResponse
             return render(request, "workspaces/move.html", context, status=422)
         messages.success(
             request,
-            f"Moved {transcript.name} and its runs to “{transcript.workspace.name}”"
+            f"Moved {transcript.display_name} and its runs to “{transcript.workspace.name}”"
             + (f"; revoked {revoked} share link{'s' if revoked != 1 else ''}." if revoked else "."),
         )
         return redirect(transcript)

@@ -67,6 +67,7 @@ class SideOut(Schema):
 class ComparisonSessionOut(Schema):
     session_id: int
     name: str
+    display_name: str
     a_run_id: int | None
     b_run_id: int | None
     a: dict[str, Any] | None

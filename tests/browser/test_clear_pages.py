@@ -101,3 +101,133 @@ def test_request_numbers_count_from_one(
         shown = re.findall(r"#(\d+)", item.locator(".req").inner_text())
         assert shown
         assert int(shown[0]) == int(re.findall(r"/requests/(\d+)/", href)[0]) + 1
+
+
+UUID_NAME = "5c0375b4-57a5-4f26-b12d-d022ee4e51b7.jsonl"
+MARKED_UP = '<teammate-message teammate_id="lead">Fix the flaky login test</teammate-message>'
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_one_name_per_session_on_every_page(
+    page: Any, make_transcript: Any, django_user_model: Any, width: int
+) -> None:
+    """A session uploaded as ``<uuid>.jsonl`` with a title in markup is called by the title's
+    words on the list, report, explorer, pickers, share page and export; the file name shows
+    as a detail, never as the name."""
+    _viewport(page, width)
+    username = f"names-{width}"
+    sign_up(page, username)
+    owner = django_user_model.objects.get(username=username)
+    transcript = make_transcript(corpus_file(SMALL), owner=owner, name=UUID_NAME)
+    run = _replayed(transcript.runs.get())
+    transcript.title = MARKED_UP
+    transcript.save(update_fields=["title"])
+    name = "Fix the flaky login test"
+
+    def named(selector: str) -> None:
+        text = page.locator(selector).first.inner_text()
+        assert name in text, f"{page.url} {selector}: {text!r}"
+        assert UUID_NAME not in text, f"{page.url} {selector}: {text!r}"
+        assert "teammate" not in page.locator("body").inner_text()
+
+    page.goto("/sessions/")
+    named(".session-row td:first-child a")
+    page.goto(f"/sessions/{transcript.pk}/")
+    named("h1")
+    assert UUID_NAME in page.locator(".session-details").inner_text()  # the file: a detail
+    assert name in page.title()
+    page.goto(f"/sessions/{transcript.pk}/requests/0/?run={run.pk}")
+    named(".crumbs")
+    assert name in page.title()
+    for picker in ("/compare/new/", "/sweeps/new/"):
+        page.goto(picker)
+        named("#session-picker .session-name")
+        assert UUID_NAME in page.locator("#session-picker .file-name").first.inner_text()
+    from contextlab.sharing import services as sharing
+
+    _, token = sharing.create_share(user=owner, transcript=transcript, run=run)
+    page.goto(f"/s/{token}/")
+    named("h1")
+    exported = page.request.get(f"/sessions/{transcript.pk}/export.html").text()
+    heading = re.findall(r"<h1>(.*?)</h1>", exported)
+    assert heading == [name], heading
+    assert "&lt;teammate" not in exported
+
+
+#: what a page must not say: the result's keys and ids, not words (issue 21 item 4)
+INTERNAL = [
+    (re.compile(r"\b[a-z][a-z0-9]*_[a-z0-9_]*[a-z0-9]\b"), "a snake_case key"),
+    (
+        re.compile(r"\b(?:result|session|request|views|cache)\.[a-z_]+(?:\.[a-z_]+)*\b"),
+        "a dotted key",
+    ),
+    (re.compile(r"\bb-(?:s-)?\d+(?:-\d+)?\b"), "a block id"),
+    (re.compile(r"\banswers \d{3}\b"), "an HTTP status"),
+]
+#: transcript content and the user's own names (shown as they are), the glossary's quoted fields
+NOT_OURS = (
+    "details.span, pre, code, kbd, .quote, .tool-name, .file-name, .project, .session-about, "
+    ".session-name, h1, .crumbs a, .session-row td:first-child a, .workspace-name, "
+    "input, textarea, select, script, style"
+)
+
+
+def _our_words(page: Any) -> str:
+    """The page's visible text without transcript content and user-given names."""
+    return str(
+        page.evaluate(
+            """(skip) => { const body = document.body.cloneNode(true);
+                body.querySelectorAll(skip).forEach(e => e.remove());
+                body.style.display = 'block'; document.documentElement.appendChild(body);
+                const text = body.innerText; body.remove(); return text; }""",
+            NOT_OURS,
+        )
+    )
+
+
+def _internal_names(text: str) -> list[str]:
+    """Each internal name found, with the words around it (to find where it is said)."""
+    return [
+        f"{why}: {m[0]!r} in …{text[max(0, m.start() - 60) : m.end() + 30]!r}"
+        for pattern, why in INTERNAL
+        for m in pattern.finditer(text)
+    ]
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_pages_speak_plain_words(
+    page: Any, make_transcript: Any, django_user_model: Any, width: int
+) -> None:
+    """Replay a corpus session with a compaction, then read every page of it: no page says
+    one of the result's internal names (``after_compaction``, ``result.views``, ``b-116-0``,
+    "answers 410", snake_case keys)."""
+    _viewport(page, width)
+    username = f"words-{width}"
+    sign_up(page, username)
+    transcript = _session(username, COMPACTED, make_transcript, django_user_model)
+    run = transcript.runs.get()
+    count = transcript.request_count
+    pages = [
+        "/sessions/",
+        f"/sessions/{transcript.pk}/",
+        f"/runs/{run.pk}/",
+        f"/sessions/{transcript.pk}/share/",
+        "/tune/",
+        "/compare/new/",
+        "/glossary/",
+        "/accounts/tokens/",
+        *(
+            f"/sessions/{transcript.pk}/requests/{i}/?run={run.pk}"
+            for i in sorted({0, 1, 70, 71, 72, count // 2, count - 1})
+        ),
+    ]
+    found: dict[str, list[str]] = {}
+    for url in pages:
+        response = page.goto(url)
+        assert response is not None
+        assert response.ok, url
+        page.locator("body").wait_for()
+        names = _internal_names(_our_words(page))
+        if names:
+            found[url] = sorted(set(names))
+    assert found == {}, found
