@@ -316,3 +316,4 @@ seekable  # the io protocol (contextlab/transcripts/resumable.py, contextlab/upl
 request_number  # an API response field (contextlab/comments/schemas.py)
 first_divergence_number  # an API response field (contextlab/tuning/schemas.py)
 block_kind  # template filter (contextlab/runs/templatetags/humanize_tokens.py)
+problem_count  # used by templates (contextlab/transcripts/models.py)

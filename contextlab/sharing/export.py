@@ -144,7 +144,7 @@ def render_html(
         "views": views,
         "comments": comment_items,
         "kept": keep,
-        "redacted_count": sum(f["count"] for f in redacted.findings if f["category"] not in keep),
+        "redaction_note": services.redaction_note(redacted.findings, keep),
         "plotly_js": plotly_js,
         "export_js": export_js,
         "css": css,

@@ -118,6 +118,29 @@ def _locator(source: dict[str, Any]) -> Callable[[redaction.Path], str]:
     return locate
 
 
+def redaction_note(findings: list[dict[str, Any]], kept: list[str]) -> str:
+    """What redaction did to a copy, each kind counted apart: secrets and personal details
+    replaced, home folders shortened to ``~`` (a home folder is not a secret)."""
+    counts = {"secret": 0, "personal data": 0, "home folder": 0}
+    for f in findings:
+        if f["category"] not in kept:
+            counts[redaction.kind_of(str(f["category"]))] += int(f["count"])
+
+    def some(n: int, one: str, many: str) -> str:
+        return f"{n:,} {one if n == 1 else many}"
+
+    replaced = [
+        some(counts["secret"], "secret", "secrets"),
+        some(counts["personal data"], "personal detail", "personal details"),
+    ]
+    homes = counts["home folder"]
+    verb = "was" if counts["secret"] + counts["personal data"] == 1 else "were"
+    note = f"{replaced[0]} and {replaced[1]} {verb} redacted"
+    if homes:
+        note += f"; {some(homes, 'home-folder path', 'home-folder paths')} shortened to ~"
+    return note
+
+
 def _anchor_words(anchor: str) -> str:
     """An explorer row anchor (``b-12-0``) in the words the dialog uses: ", message 13, block 1"."""
     found = re.fullmatch(r"b-(\d+)-(\d+)", anchor)

@@ -85,6 +85,12 @@ class Transcript(models.Model):
         return naming.display_name(self.title, self.first_prompt, self.name)
 
     @property
+    def problem_count(self) -> int:
+        """Problems a person should look at: an info notice (such as "N more problems not
+        listed", or a record kept as-is) is listed, not counted."""
+        return sum(1 for p in self.problems if p.get("severity") != "info")
+
+    @property
     def when(self) -> datetime:
         """When the session ran (its first record), else when it was uploaded."""
         return self.started_at or self.created_at

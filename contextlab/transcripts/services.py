@@ -260,6 +260,18 @@ def quota_refusal(*, owner: User, workspace: Workspace, name: str, size: int) ->
     return quotas.refusal(owner=owner, workspace=workspace, name=name, size=size)
 
 
+#: the session a new user is offered to try, bundled with the app (``demo/README.md``)
+DEMO_SESSION = Path(__file__).resolve().parent.parent / "demo" / "marot__spotter__tool_heavy.jsonl"
+
+
+def load_demo_session(owner: User) -> Transcript:
+    """The bundled demo session in ``owner``'s personal workspace, replayed like an upload
+    (loading it twice gives the same session back)."""
+    with DEMO_SESSION.open("rb") as fh:
+        transcript, _ = store_upload(owner=owner, name=DEMO_SESSION.name, content=fh)
+    return transcript
+
+
 class Stored(enum.Enum):
     """What an upload did: a new session, the bytes of one already there, or a longer version
     of one already there (the same ``sessionId``, the old transcript its start)."""

@@ -156,6 +156,21 @@ def rename(request: AuthedRequest, transcript: Transcript) -> HttpResponse:
     return redirect(transcript.get_absolute_url())
 
 
+@login_required
+@require_POST
+def load_demo(request: AuthedRequest) -> HttpResponse:
+    """Put the bundled demo session in the user's personal workspace and open it."""
+    try:
+        transcript = services.load_demo_session(request.user)
+    except services.UploadRejected as exc:
+        messages.error(request, f"The demo session could not be loaded: {exc}")
+        return redirect("transcripts:list")
+    messages.success(
+        request, f"The demo session “{transcript.display_name}” is in your personal workspace."
+    )
+    return redirect(transcript.get_absolute_url())
+
+
 @access.session_view(access.MANAGE)
 @require_POST
 def delete(request: AuthedRequest, transcript: Transcript) -> HttpResponse:

@@ -6,7 +6,11 @@ divergence, notes and events on a request); page addresses keep the 0-based inde
 
 from __future__ import annotations
 
+import json
+import os
 import re
+from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -231,3 +235,191 @@ def test_pages_speak_plain_words(
         if names:
             found[url] = sorted(set(names))
     assert found == {}, found
+
+
+def _screenshot(page: Any, name: str, width: int, tmp_path: Path) -> None:
+    out = Path(os.environ.get("SCREENSHOTS_DIR") or tmp_path)
+    out.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(out / f"{name}-{width}.png"), full_page=True)
+
+
+def _fits(page: Any, width: int) -> None:
+    """The document is no wider than the screen; at 1280 px no table is wider than its room
+    (on a phone a wide table may scroll inside its card, except the ones made to stack)."""
+    assert page.evaluate("document.documentElement.scrollWidth") <= width, page.url
+    cut = page.evaluate(
+        """(sel) => Array.from(document.querySelectorAll(sel)).filter(t => t.offsetParent)
+            .filter(t => t.scrollWidth > t.parentElement.clientWidth + 1
+                      || t.getBoundingClientRect().right > window.innerWidth + 1)
+            .map(t => {
+                const room = t.parentElement.getBoundingClientRect().right;
+                const wide = Array.from(t.querySelectorAll('*'))
+                    .filter(e => e.getBoundingClientRect().right > room + 1).slice(-3)
+                    .map(e => `${e.tagName}.${e.className}`);
+                return `${t.id || t.className}: ${t.scrollWidth}px in ${t.parentElement.clientWidth}px (${wide})`;
+            })""",
+        "table" if width >= 1000 else "table.stack",
+    )
+    assert cut == [], f"{page.url}: {cut}"
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_tables_fit_and_a_new_link_can_be_copied(
+    page: Any, make_transcript: Any, django_user_model: Any, width: int, tmp_path: Path
+) -> None:
+    """The sessions table and the share dialog's redaction table fit at 1280 px and at 390 px
+    (each row a block of labelled values there), the keep boxes are on screen, a new link has a
+    copy button, and home folders are counted apart from secrets."""
+    _viewport(page, width)
+    page.context.grant_permissions(["clipboard-read", "clipboard-write"])
+    username = f"layout21-{width}"
+    sign_up(page, username)
+    transcript = _session(username, COMPACTED, make_transcript, django_user_model)
+    owner = django_user_model.objects.get(username=username)
+    other = make_transcript(corpus_file(SMALL), owner=owner, name=UUID_NAME)
+    _replayed(other.runs.get())
+
+    page.goto("/sessions/")
+    _fits(page, width)
+    for cell in page.locator("#session-table tr.session-row").first.locator("td").all():
+        box = cell.bounding_box()
+        assert box is not None
+        assert box["x"] + box["width"] <= width + 1, cell.inner_text()
+    _screenshot(page, "sessions", width, tmp_path)
+
+    page.goto(f"/sessions/{transcript.pk}/share/")
+    findings = page.locator("#share-findings")
+    findings.wait_for()
+    _fits(page, width)
+    for box in page.locator("#share-findings input[name=keep]").all():
+        where = box.bounding_box()
+        assert where is not None
+        assert where["x"] >= 0, where
+        assert where["x"] + where["width"] <= width, where
+    home = page.locator("#share-findings tr[data-category=home-path]")
+    expect(home).to_contain_text("home folder, not a secret")
+    _screenshot(page, "share-dialog", width, tmp_path)
+
+    page.click("#share-submit")
+    page.locator("#share-url").wait_for()
+    link = page.locator("#share-url").input_value()
+    page.click("#copy-share-url")
+    expect(page.locator("#copy-status")).to_have_text("Copied.")
+    assert page.evaluate("navigator.clipboard.readText()") == link
+    _fits(page, width)
+    _screenshot(page, "share-created", width, tmp_path)
+
+    page.goto(link)
+    note = page.locator("#redaction-note").inner_text()
+    assert re.search(r"[\d,]+ home-folder paths? shortened to ~", note), note
+    _fits(page, width)
+
+
+def _with_a_pause(source: Path, target: Path, days: int = 2) -> Path:
+    """The transcript with every record from its middle on moved ``days`` later: a session
+    resumed after a long pause (wall-clock span days, active time minutes)."""
+    lines = source.read_text().splitlines()
+    middle = len(lines) // 2
+    out = []
+    for n, line in enumerate(lines):
+        record = json.loads(line)
+        stamp = record.get("timestamp")
+        if n >= middle and isinstance(stamp, str):
+            moved = datetime.fromisoformat(stamp.replace("Z", "+00:00")) + timedelta(days=days)
+            record["timestamp"] = moved.isoformat().replace("+00:00", "Z")
+        out.append(json.dumps(record))
+    target.write_text("\n".join(out) + "\n")
+    return target
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_no_dead_ends_for_a_new_user_or_a_viewer(
+    page: Any, make_transcript: Any, django_user_model: Any, width: int, tmp_path: Path
+) -> None:
+    """A logged-out visitor learns what ContextLab is; a new user loads the demo session into
+    their personal workspace; an info notice is not a problem; a session resumed after days
+    shows its active time; a viewer is not sent to Compare; the config hint is not stale; the
+    API says where tokens come from."""
+    _viewport(page, width)
+    page.goto("/accounts/login/")
+    welcome = page.locator("#welcome")
+    expect(welcome).to_contain_text("model actually saw")
+    image = welcome.locator("img")
+    image.scroll_into_view_if_needed()
+    expect(image).to_have_js_property("complete", True)
+    assert image.evaluate("i => i.naturalWidth") > 0
+    assert page.locator("#id_username").is_visible()
+    _fits(page, width)
+    _screenshot(page, "login", width, tmp_path)
+
+    username = f"newcomer-{width}"
+    sign_up(page, username)
+    _screenshot(page, "sessions-empty", width, tmp_path)
+    page.click("#load-demo")
+    page.wait_for_url(re.compile(r".*/sessions/\d+/$"))
+    owner = django_user_model.objects.get(username=username)
+    demo = Transcript.objects.get(owner=owner)
+    assert demo.workspace.is_personal
+    expect(page.locator("h1").first).not_to_contain_text(".jsonl")
+    _replayed(demo.runs.get())
+    # the report reloads itself when its replay is done: wait for that before leaving it
+    page.wait_for_timeout(1500)
+    page.goto("about:blank")
+
+    # an info notice is listed, not counted as a problem
+    demo.problems = [
+        {"file": "", "line": 3, "code": "kept", "message": "kept as-is", "severity": "info"}
+    ]
+    demo.save(update_fields=["problems"])
+    page.goto("/sessions/")
+    expect(page.locator(".session-row")).to_have_count(1)
+    assert page.locator(".session-row .badge.warn").count() == 0
+    page.goto(f"/sessions/{demo.pk}/")
+    expect(page.locator("#notice-count")).to_have_text("1 notice")
+    assert page.locator("#problem-count").count() == 0
+
+    # resumed two days later: the wall-clock span and, beside it, the active time
+    paused = make_transcript(
+        _with_a_pause(corpus_file(SMALL), tmp_path / "paused.jsonl"), owner=owner
+    )
+    _replayed(paused.runs.get())
+    page.goto("/sessions/")
+    row = page.locator(".session-row", has=page.locator(f"a[href='/sessions/{paused.pk}/']"))
+    duration = row.locator("td[data-label=Duration]")
+    expect(duration).to_contain_text("2 d")
+    active = duration.locator(".active-time").inner_text()
+    assert re.fullmatch(r"active (\d+ min( \d+ s)?|\d+ s)", active), active
+    _fits(page, width)
+    _screenshot(page, "sessions-active-time", width, tmp_path)
+
+    # the config hint follows what the user has
+    page.goto("/compare/new/")
+    expect(page.locator("#config-hint")).to_contain_text("No config of your own yet?")
+    tuning.save_config(owner=owner, name="mine", preset="auto", overrides={"snip_enabled": True})
+    page.goto("/compare/new/")
+    expect(page.locator("#config-hint")).not_to_contain_text("No config of your own yet?")
+
+    # the API's own page points to the Tokens page, not to a server command
+    docs = page.request.get("/api/openapi.json").json()
+    assert "/accounts/tokens/" in docs["info"]["description"]
+    assert "manage.py" not in docs["info"]["description"]
+
+    # a viewer of a team's session reads it, and is not sent to Compare
+    from contextlab.workspaces import services as workspaces
+
+    team = workspaces.create_workspace(creator=owner, name="Team")
+    demo.workspace = team
+    demo.save(update_fields=["workspace"])
+    django_user_model.objects.create_user(username=f"viewer-{width}", password="a-long-pass-42")
+    workspaces.set_member(workspace=team, username=f"viewer-{width}", role="viewer")
+    page.context.clear_cookies()
+    page.goto("/accounts/login/")
+    page.fill("#id_username", f"viewer-{width}")
+    page.fill("#id_password", "a-long-pass-42")
+    page.click("button[type=submit]")
+    page.wait_for_url("**/sessions/")
+    page.goto(f"/sessions/{demo.pk}/")
+    expect(page.locator("#viewer-note")).to_be_visible()
+    assert page.locator("#compare-configs").count() == 0
+    assert page.locator("a[href^='/compare/new/']").count() == 0
+    _fits(page, width)
