@@ -6,6 +6,7 @@ divergence, notes and events on a request); page addresses keep the 0-based inde
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import re
@@ -423,3 +424,31 @@ def test_no_dead_ends_for_a_new_user_or_a_viewer(
     assert page.locator("#compare-configs").count() == 0
     assert page.locator("a[href^='/compare/new/']").count() == 0
     _fits(page, width)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_request_rows_download_as_csv(
+    page: Any, make_transcript: Any, django_user_model: Any, width: int, tmp_path: Path
+) -> None:
+    """The report's "Requests as CSV" downloads one line per request, numbered from 1 as the
+    pages are, with the figures the explorer shows; another user gets a 404."""
+    _viewport(page, width)
+    username = f"csv-{width}"
+    sign_up(page, username)
+    transcript = _session(username, COMPACTED, make_transcript, django_user_model)
+    run = transcript.runs.get()
+    page.goto(f"/sessions/{transcript.pk}/")
+    with page.expect_download() as download:
+        page.click("#requests-csv")
+    rows = list(csv.DictReader(Path(download.value.path()).read_text().splitlines()))
+    count = Run.objects.get(pk=run.pk).summary["requests"]
+    assert len(rows) >= count
+    assert [int(r["request"]) for r in rows] == [int(r["index"]) + 1 for r in rows]
+    compacted = [r for r in rows if "Compacted" in r["events"]]
+    assert compacted, "the recorded compaction is named in its request's events"
+    assert all(float(r["cost_usd"]) >= 0 for r in rows)
+    assert all(int(r["model_tokens"]) > 0 for r in rows)
+    _fits(page, width)
+    page.context.clear_cookies()
+    sign_up(page, f"other-{width}")
+    assert page.request.get(f"/runs/{run.pk}/requests.csv").status == 404
