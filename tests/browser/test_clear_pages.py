@@ -452,3 +452,39 @@ def test_request_rows_download_as_csv(
     page.context.clear_cookies()
     sign_up(page, f"other-{width}")
     assert page.request.get(f"/runs/{run.pk}/requests.csv").status == 404
+
+
+def _luminance(page: Any, selector: str, prop: str) -> float:
+    """Relative luminance (0 black … 1 white) of an element's computed colour ``prop``."""
+    rgb = page.locator(selector).first.evaluate(f"e => getComputedStyle(e).{prop}")
+    r, g, b = (int(v) / 255 for v in re.findall(r"\d+", rgb)[:3])
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_dark_theme_follows_the_system(
+    page: Any, make_transcript: Any, django_user_model: Any, width: int, tmp_path: Path
+) -> None:
+    """With the system set to dark, pages are dark with light text (and light without it)."""
+    _viewport(page, width)
+    page.goto("/accounts/login/")
+    assert _luminance(page, "body", "backgroundColor") > 0.8
+    page.emulate_media(color_scheme="dark")
+    username = f"dark-{width}"
+    sign_up(page, username)
+    transcript = _session(username, SMALL, make_transcript, django_user_model)
+    run = transcript.runs.get()
+    for name, url in {
+        "login-dark": "/accounts/login/",
+        "report-dark": f"/sessions/{transcript.pk}/",
+        "explorer-dark": f"/sessions/{transcript.pk}/requests/1/?run={run.pk}",
+    }.items():
+        page.goto(url)
+        for surface in ("body", ".card", "button, .button"):
+            assert _luminance(page, surface, "backgroundColor") < 0.25, (url, surface)
+        assert _luminance(page, ".card", "color") > 0.7, url
+        if page.locator("input[type=text], input:not([type])").count():
+            field = "input[type=text], input:not([type])"
+            assert _luminance(page, field, "backgroundColor") < 0.25, url
+        _fits(page, width)
+        _screenshot(page, name, width, tmp_path)
