@@ -338,3 +338,7 @@ indexed_at  # shown in the admin and kept for operators (contextlab/search/model
 verbose_name_plural  # Django model Meta (contextlab/search/models.py)
 kind_label  # read by templates/search/_results.html (contextlab/search/services.py)
 _forget_index  # a post_delete receiver (contextlab/search/signals.py)
+request_number  # an API response field (contextlab/comments/schemas.py)
+first_divergence_number  # an API response field (contextlab/tuning/schemas.py)
+block_kind  # template filter (contextlab/runs/templatetags/humanize_tokens.py)
+problem_count  # used by templates (contextlab/transcripts/models.py)

@@ -37,7 +37,8 @@ api = NinjaAPI(
     auth=[BearerTokenAuth(), SessionAuth()],
     parser=StrictJSONParser(),
     description="Upload Claude Code transcripts, queue replays, read per-request results. "
-    "Authenticate with `Authorization: Bearer <token>` (`manage.py create_api_token USERNAME`).",
+    "Authenticate with `Authorization: Bearer <token>`: create a token on the Tokens page "
+    "(/accounts/tokens/) while logged in.",
 )
 api.add_router("/sessions", "contextlab.transcripts.api.router")
 api.add_router("/uploads", "contextlab.transcripts.api.uploads")

@@ -17,7 +17,7 @@ from django_htmx.http import HttpResponseClientRedirect, HttpResponseClientRefre
 from contextlab import engine
 from contextlab.engine import as_result
 from contextlab.http import AuthedRequest, back_to
-from contextlab.runs import differences, labels, services
+from contextlab.runs import differences, labels, request_csv, services
 from contextlab.runs import explorer as explorer_builder
 from contextlab.runs import report as report_parts
 from contextlab.runs.forms import RunForm
@@ -135,6 +135,20 @@ def run_detail(request: AuthedRequest, run: Run) -> HttpResponse:
             return HttpResponseClientRefresh()  # the report shows the finished results
         return render(request, "runs/run_detail.html#run-progress", context)
     return render(request, "runs/run_detail.html", context)
+
+
+@access.run_view(access.READ)
+def run_requests_csv(request: AuthedRequest, run: Run) -> HttpResponse:
+    """The run's request rows as a CSV download (``request_csv``); 409 until it is done."""
+    data = services.result_data(run)
+    if data is None:
+        return HttpResponse(f"run {run.pk} is {run.status}: no rows yet", status=409)
+    response = HttpResponse(
+        request_csv.request_csv(as_result(data)["requests"]),
+        content_type="text/csv; charset=utf-8",
+    )
+    response["Content-Disposition"] = f'attachment; filename="run-{run.pk}-requests.csv"'
+    return response
 
 
 def _may_edit(run: Run) -> bool:

@@ -872,7 +872,28 @@
     seek();
   }
 
+  // a copy button beside a value to copy (data-copy: the input's selector), e.g. a new link
+  function setupCopy() {
+    document.addEventListener("click", function (e) {
+      var button = e.target.closest ? e.target.closest("button[data-copy]") : null;
+      if (!button) return;
+      var field = document.querySelector(button.dataset.copy);
+      if (!field) return;
+      function done(ok) {
+        var status = document.getElementById(button.dataset.status || "");
+        if (status) status.textContent = ok ? "Copied." : "Select the link and copy it (Ctrl+C).";
+      }
+      field.select();
+      if (navigator.clipboard && window.isSecureContext) {
+        navigator.clipboard.writeText(field.value).then(function () { done(true); }, function () { done(document.execCommand("copy")); });
+      } else {
+        done(document.execCommand("copy"));
+      }
+    });
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
+    setupCopy();
     setupErrors();
     setupUpload();
     setupSessions();

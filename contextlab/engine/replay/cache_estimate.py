@@ -193,7 +193,7 @@ class CacheEstimator:
             ttl=ttl,
             min_cacheable_tokens=info.min_cacheable_tokens,
             warm_blocks=warm_blocks,
-            label=str(req.index),
+            label=f"request {req.index + 1}",
             ready_time=ready,
         )
         read, write, uncached = res.read, res.write, res.uncached

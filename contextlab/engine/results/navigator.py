@@ -202,23 +202,51 @@ def _event_text(event: RequestEvent) -> tuple[str, str] | None:
         return "snip", f"Snipped {count} message{'s' if count != 1 else ''}{recorded}"
     if step == "collapse":
         first, last = event.get("first"), event.get("last")
-        span = f" {first}–{last}" if first is not None and last is not None else ""
-        return "collapse", f"Collapsed messages{span} into a summary"
+        count = last - first + 1 if isinstance(first, int) and isinstance(last, int) else 0
+        span = f" {count} message{'s' if count != 1 else ''}" if count > 0 else " messages"
+        return "collapse", f"Collapsed{span} into a summary"
     if step == "blocking":
         return "blocking", "Blocking limit hit: Claude Code would answer 'Prompt is too long'"
     return None
 
 
+#: what an anchor stands for, and where it was measured, in words (``measures.anchors``)
+ANCHOR_KINDS = {
+    "earlier_history": "history written before this file (the file continues a conversation)",
+    "segment": "a rebuilt system prompt and tool list",
+    "unrecorded": "input the transcript does not record (hook output, attachments, files "
+    "restored after a compaction)",
+}
+ANCHOR_POINTS = {
+    "file_start": "at the start of the file",
+    "restart": "after Claude Code restarted",
+    "turn_start": "as a user turn starts",
+    "after_compaction": "right after a compaction",
+}
+
+
+def _anchor_text(event: RequestEvent) -> str:
+    """An anchor on the recorded usage in words (its request is the page's own: not repeated)."""
+    what = ANCHOR_KINDS.get(str(event.get("kind")), "input the transcript does not show")
+    where = ANCHOR_POINTS.get(str(event.get("point")), "")
+    tokens = event.get("tokens")
+    size = f"{_tokens(int(tokens))} tokens of " if isinstance(tokens, int) and tokens else ""
+    because = str(event.get("reason") or "")
+    return f"The recorded prompt holds {size}{what}{' ' + where if where else ''}" + (
+        f" ({because})" if because else ""
+    )
+
+
 def describe_event(event: RequestEvent) -> str:
-    """One pipeline event of a request as a sentence (any step, listed or not)."""
+    """One pipeline event of a request as a sentence (any step, listed or not); never the
+    result's own keys: a step without a sentence is named in words."""
     found = _event_text(event)
     if found is not None:
         return found[1]
-    detail = ", ".join(
-        f"{k.replace('_', ' ')} {v}" for k, v in event.items() if k not in ("step", "action")
-    )
+    if event.get("step") == "anchor":
+        return _anchor_text(event)
     name = f"{event.get('step', '')} {event.get('action', '')}".strip().replace("_", " ")
-    return f"{name[:1].upper()}{name[1:]}" + (f" ({detail})" if detail else "")
+    return f"{name[:1].upper()}{name[1:]}" if name else "A pipeline step changed this request"
 
 
 def request_events(requests: Sequence[RequestRow]) -> list[NavigatorEvent]:
