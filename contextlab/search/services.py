@@ -325,8 +325,12 @@ HIT_FIELDS = (
 
 
 def session_name(transcript: Transcript, first_prompt: str = "") -> str:
-    """The name a hit shows: the session's title, else its first prompt, else its file."""
-    return transcript.title or first_prompt or transcript.name
+    """The name a hit shows: the session's one display name (title, else first prompt markup
+    stripped, else its file), with the index's first prompt for a session stored before
+    transcripts kept theirs."""
+    if not transcript.first_prompt and first_prompt:
+        transcript.first_prompt = first_prompt  # in memory only, for this answer
+    return transcript.display_name
 
 
 def search(
@@ -366,7 +370,7 @@ def search(
     rows = (
         Entry.objects.filter(id__in=keep)
         .select_related("transcript")
-        .only(*HIT_FIELDS, "transcript__title", "transcript__name")
+        .only(*HIT_FIELDS, "transcript__title", "transcript__name", "transcript__first_prompt")
     )
     names = dict(
         IndexedSession.objects.filter(
