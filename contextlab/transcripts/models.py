@@ -40,6 +40,9 @@ class Transcript(models.Model):
     sha256 = models.CharField(max_length=64)
     session_id = models.CharField(max_length=100, blank=True)
     version = models.CharField(max_length=40, blank=True)
+    #: the agent that wrote the transcript: the engine's source adapter that read it
+    #: (``claude_code``, ``codex``), recognised from the content
+    agent = models.CharField(max_length=40, default="claude_code", db_index=True)
     request_count = models.PositiveIntegerField(default=0)
     #: the largest prompt a response recorded: over 200k means the session had the 1M window
     max_prompt_tokens = models.PositiveIntegerField(default=0)

@@ -142,6 +142,7 @@ def _session_fields(
         "title": _CONTROL_CHARS.sub(" ", session.title or "").strip()[:200],
         "project": _CONTROL_CHARS.sub(" ", session.project or "").strip()[:500],
         "version": (session.version or "")[:40],
+        "agent": session.agent[:40],
         "request_count": min(_request_count(session), MAX_INT32),
         "max_prompt_tokens": min(session.max_recorded_prompt, MAX_INT32),
         "threads": [

@@ -1,0 +1,229 @@
+"""The Codex adapter on rollouts in the shapes Codex wrote across versions (fixtures written for
+ContextLab in tests/fixtures/codex/, shapes as seen in public rollouts: docs/codex-provenance.md)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from contextlab import engine
+from contextlab.engine.input.loading import open_upload
+from contextlab.engine.input.sources.claude_code.adapter import ClaudeCodeAdapter
+from contextlab.engine.input.sources.codex.adapter import CodexAdapter
+from contextlab.engine.input.sources.registry import detect_source, head_records
+from tests.engine.builders import TranscriptBuilder
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "codex"
+ROLLOUTS = sorted(FIXTURES.glob("*.jsonl"))
+CODEX = CodexAdapter()
+
+
+def raw_records(path: Path) -> list[dict[str, Any]]:
+    out = []
+    for line in path.read_text().splitlines():
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            continue
+    return out
+
+
+def recorded_calls(path: Path) -> tuple[list[dict[str, int]], dict[str, int] | None]:
+    """The de-duplicated ``token_count`` figures of a rollout, read independently of the
+    adapter: each event whose cumulative total differs from the previous one, less the
+    context-size markers (no input, no output); and the final cumulative total."""
+    calls, previous = [], None
+    for record in raw_records(path):
+        payload = record.get("payload") or {}
+        if record.get("type") != "event_msg" or payload.get("type") != "token_count":
+            continue
+        info = payload.get("info")
+        if not info:
+            continue
+        total = info["total_token_usage"]
+        if total == previous:
+            continue
+        previous = total
+        last = info["last_token_usage"]
+        if last["input_tokens"] or last["output_tokens"]:
+            calls.append(last)
+    return calls, previous
+
+
+def test_codex_recognises_rollouts_of_every_shape_and_nothing_else(tmp_path):
+    for path in ROLLOUTS:
+        head = head_records(open_upload(path))
+        assert CODEX.detect(head) > 0.9, path.name
+        assert ClaudeCodeAdapter().detect(head) == 0, path.name
+    b = TranscriptBuilder()
+    b.prompt("hello")
+    b.assistant([{"type": "text", "text": "hi"}])
+    claude = b.write(tmp_path / "claude.jsonl")
+    assert CODEX.detect(head_records(open_upload(claude))) == 0
+    hostile = [{"type": ["session_meta"]}, {"type": "session_meta", "payload": [1]}, 3, None]
+    assert CODEX.detect(hostile) == 0
+
+
+@pytest.mark.parametrize("name", ["session.jsonl", "notes.txt", "rollout.jsonl.gz"])
+def test_the_registry_picks_codex_by_content_whatever_the_file_is_called(tmp_path, name):
+    source = FIXTURES / "v0_58_calls.jsonl"
+    target = tmp_path / name
+    if name.endswith(".gz"):
+        target.write_bytes(gzip.compress(source.read_bytes()))
+    else:
+        shutil.copy(source, target)
+    assert detect_source(open_upload(target)).name == "codex"
+    session = engine.load_session(target)
+    assert session.agent == "codex"
+    assert session.versions == ["0.58.0"]
+
+
+@pytest.mark.parametrize("path", ROLLOUTS, ids=lambda p: p.name)
+def test_per_call_figures_and_totals_are_the_recorded_ones(path):
+    session = engine.load_session(path)
+    calls = [m for m in session.main.messages if m.role == "assistant" and m.usage]
+    expected, final = recorded_calls(path)
+    assert len(calls) == len(expected)
+    for message, last in zip(calls, expected, strict=True):
+        usage = message.usage
+        assert usage is not None
+        assert usage.prompt_total == last["input_tokens"]  # input includes the cached part
+        assert usage.cache_read == last["cached_input_tokens"]
+        assert usage.output == last["output_tokens"]  # reasoning is part of output
+        assert message.metadata["reasoning_output_tokens"] == last["reasoning_output_tokens"]
+    assert session.side.recorded_totals == final
+    if final is not None:
+        assert sum(m.usage.prompt_total for m in calls if m.usage) == final["input_tokens"]
+        assert sum(m.usage.cache_read for m in calls if m.usage) == final["cached_input_tokens"]
+        assert sum(m.usage.output for m in calls if m.usage) == final["output_tokens"]
+    assert not [p for p in session.problems if p.code == "usage_gap"]
+
+
+def test_repeated_counts_and_the_first_null_count_make_no_calls():
+    path = FIXTURES / "v0_58_calls.jsonl"
+    events = [r for r in raw_records(path) if r.get("payload", {}).get("type") == "token_count"]
+    session = engine.load_session(path)
+    calls = [m for m in session.main.messages if m.role == "assistant"]
+    assert events[0]["payload"]["info"] is None
+    assert len(events) > len(calls) == 4
+    # the counts come before their output items in this version: each call holds its own
+    assert [m.blocks[0].type for m in calls] == ["thinking", "thinking", "text", "text"]
+
+
+def test_a_model_switch_in_turn_context_is_the_next_calls_model():
+    session = engine.load_session(FIXTURES / "v0_58_calls.jsonl")
+    models = [m.model for m in session.main.messages if m.role == "assistant"]
+    assert models == ["gpt-5-codex", "gpt-5-codex", "gpt-5-codex", "gpt-5"]
+
+
+def test_a_cut_last_line_is_reported_and_the_rest_kept():
+    path = FIXTURES / "v0_46_local_compaction_cut.jsonl"
+    assert not path.read_text().endswith("\n")
+    session = engine.load_session(path)
+    cut = [p for p in session.problems if p.code == "truncated_line"]
+    assert len(cut) == 1
+    assert cut[0].line == len(path.read_text().splitlines())
+    assert sum(1 for m in session.main.messages if m.usage) == 4
+
+
+def test_a_local_compaction_is_a_boundary_with_its_readable_summary():
+    session = engine.load_session(FIXTURES / "v0_46_local_compaction_cut.jsonl")
+    messages = session.main.messages
+    (at,) = [m.index for m in messages if m.kind == "compact_boundary"]
+    boundary, summary = messages[at], messages[at + 1]
+    assert boundary.metadata["codex_compaction"] == "local"
+    assert boundary.metadata["trigger"] == "auto"
+    assert boundary.metadata["trigger_inferred"]
+    assert boundary.metadata["trigger_reason"].startswith("inferred:")
+    assert summary.kind == "summary"
+    assert "ported to Rust" in summary.blocks[0].text
+    # the summarising call is an ordinary count with no items of its own, before the boundary
+    summarizer = messages[at - 1]
+    assert summarizer.role == "assistant"
+    assert summarizer.metadata.get("no_output_items")
+    assert boundary.metadata["preTokens"] == summarizer.usage.prompt_total + summarizer.usage.output
+
+
+def test_a_remote_compaction_keeps_its_history_and_an_opaque_summary_sized_from_the_next_count():
+    session = engine.load_session(FIXTURES / "v0_64_remote_compaction.jsonl")
+    messages = session.main.messages
+    (at,) = [m.index for m in messages if m.kind == "compact_boundary"]
+    boundary, summary = messages[at], messages[at + 1]
+    assert boundary.metadata["codex_compaction"] == "remote"
+    assert boundary.metadata["postTokens"] == 15200
+    assert boundary.metadata["kept_items"] == 2
+    block = summary.blocks[0]
+    assert block.data["opaque"]
+    assert block.data["encrypted_bytes"] > 9000
+    assert block.data["sized_from"] == 15200
+    assert 0 < block.tok < 15200
+    kept = [m.blocks[0].text for m in messages[at + 2 : at + 4]]
+    assert kept[1] == "Refactor the storage layer."
+
+
+def test_the_older_bare_item_form_loads_without_counts():
+    session = engine.load_session(FIXTURES / "v0_2x_bare_items.jsonl")
+    kinds = [m.kind for m in session.main.messages]
+    assert kinds == ["prompt", "assistant", "tool_result", "assistant"]
+    assert session.session_id == "6b0a2b9e-1111-4222-8333-444455556666"
+    assert [p.code for p in session.problems] == ["no_token_counts"]
+
+
+def test_unknown_shapes_are_warnings_never_failures(tmp_path):
+    lines = (FIXTURES / "v0_58_calls.jsonl").read_text().splitlines()
+    lines.insert(3, json.dumps({"type": "future_record", "payload": {"x": 1}}))
+    lines.insert(4, json.dumps({"type": "response_item", "payload": {"type": "hologram"}}))
+    lines.insert(
+        5,
+        json.dumps(
+            {
+                "type": "event_msg",
+                "payload": {
+                    "type": "token_count",
+                    "info": {"total_token_usage": "lots", "last_token_usage": [1]},
+                },
+            }
+        ),
+    )
+    lines.insert(
+        6,
+        json.dumps(
+            {
+                "type": "compacted",
+                "payload": {"message": 5, "replacement_history": [7, {"type": ["x"]}]},
+            }
+        ),
+    )
+    path = tmp_path / "odd.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    session = engine.load_session(path)
+    shapes = [p for p in session.problems if p.code == "unknown_codex_shape"]
+    assert shapes
+    assert all(p.severity == "warning" for p in shapes)
+    assert any("hologram" in p.message for p in shapes)
+    assert sum(1 for m in session.main.messages if m.usage) == 4
+
+
+def test_a_file_of_no_codex_content_fails_with_its_reasons(tmp_path):
+    path = tmp_path / "x.jsonl"
+    path.write_text(json.dumps({"type": "session_meta", "payload": {"id": "a"}}) + "\nnot json\n")
+    with pytest.raises(engine.TranscriptError) as err:
+        engine.load_session(path)
+    assert "no conversation items" in str(err.value)
+
+
+@pytest.mark.parametrize("path", ROLLOUTS, ids=lambda p: p.name)
+def test_recorded_replay_has_one_request_per_call_and_the_compactions_at_their_request(path):
+    session = engine.load_session(path)
+    config, preset = engine.resolve_config("auto", version=session.version)
+    data = engine.replay(session, config, mode="recorded", preset_name=preset).to_json()
+    calls = [m for m in session.main.messages if m.role == "assistant"]
+    assert len(data["requests"]) == len(calls)
+    boundaries = [m.index for m in session.main.messages if m.kind == "compact_boundary"]
+    expected = [next(i for i, c in enumerate(calls) if c.index > b) for b in boundaries]
+    assert data["summary"]["compaction_requests"] == expected
