@@ -56,6 +56,7 @@ def _config(args: argparse.Namespace, session: Session) -> tuple[PipelineConfig,
         version=session.version,
         max_recorded_prompt=session.max_recorded_prompt,
         recorded_auto_compactions=session.recorded_auto_compactions,
+        recorded_window=session.context_window,
     )
 
 
@@ -170,6 +171,7 @@ def cmd_fidelity(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             version=session.version,
             max_recorded_prompt=session.max_recorded_prompt,
             recorded_auto_compactions=session.recorded_auto_compactions,
+            recorded_window=session.context_window,
         )
         recorded = replay(session, config, mode="recorded", preset_name=preset)
         fid = fidelity(recorded)

@@ -153,6 +153,12 @@ def _session_fields(
                 # the main thread's recorded auto compactions (preTokens): the evidence
                 # resolve_config uses for the window "auto" picks
                 **({"auto_compactions": session.recorded_auto_compactions} if n == 0 else {}),
+                # the window the agent recorded (Codex), "auto"'s window for the session
+                **(
+                    {"context_window": session.context_window}
+                    if n == 0 and session.context_window
+                    else {}
+                ),
             }
             for n, t in enumerate(session.threads)
         ],

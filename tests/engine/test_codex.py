@@ -14,7 +14,7 @@ import pytest
 from contextlab import engine
 from contextlab.engine.input.loading import open_upload
 from contextlab.engine.input.sources.claude_code.adapter import ClaudeCodeAdapter
-from contextlab.engine.input.sources.codex.adapter import CodexAdapter
+from contextlab.engine.input.sources.codex.adapter import CodexAdapter, window_for_version
 from contextlab.engine.input.sources.registry import detect_source, head_records
 from tests.engine.builders import TranscriptBuilder
 
@@ -227,3 +227,37 @@ def test_recorded_replay_has_one_request_per_call_and_the_compactions_at_their_r
     boundaries = [m.index for m in session.main.messages if m.kind == "compact_boundary"]
     expected = [next(i for i, c in enumerate(calls) if c.index > b) for b in boundaries]
     assert data["summary"]["compaction_requests"] == expected
+
+
+def test_the_window_is_the_recorded_one_else_the_versions():
+    assert engine.load_session(FIXTURES / "v0_64_remote_compaction.jsonl").context_window == 258_400
+    assert (
+        engine.load_session(FIXTURES / "v0_46_local_compaction_cut.jsonl").context_window == 272_000
+    )
+    assert window_for_version("0.46.0") == 272_000
+    assert window_for_version("0.58.0") == 258_400
+    assert window_for_version("1.2") is None
+    assert window_for_version(None) is None
+    session = engine.load_session(FIXTURES / "v0_58_calls.jsonl")
+    config, _ = engine.resolve_config(
+        "auto", version=session.version, recorded_window=session.context_window
+    )
+    assert config.context_window == 258_400
+    overridden, _ = engine.resolve_config(
+        "auto", {"context_window": 300_000}, recorded_window=session.context_window
+    )
+    assert overridden.context_window == 300_000
+
+
+def test_codex_calls_are_priced_at_the_gpt5_prices():
+    session = engine.load_session(FIXTURES / "v0_58_calls.jsonl")
+    config, preset = engine.resolve_config("auto", recorded_window=session.context_window)
+    data = engine.replay(session, config, mode="recorded", preset_name=preset).to_json()
+    expected = 0.0
+    for message in session.main.messages:
+        if message.usage is not None:
+            u = message.usage
+            assert message.model is not None
+            assert message.model.startswith("gpt-5")
+            expected += (u.input * 1.25 + u.cache_read * 0.125 + u.output * 10.0) / 1e6
+    assert data["summary"]["recorded_cost_usd"] == pytest.approx(expected, abs=1e-6)

@@ -24,6 +24,7 @@ def resolve_config(
     version: str | None = None,
     max_recorded_prompt: int | None = None,
     recorded_auto_compactions: Sequence[int] | None = None,
+    recorded_window: int | None = None,
 ) -> tuple[PipelineConfig, str]:
     """The config to run with and the name of the preset it started from.
 
@@ -32,6 +33,8 @@ def resolve_config(
     unless ``recorded_auto_compactions`` (the ``preTokens`` of the session's recorded automatic
     compactions, ``Session.recorded_auto_compactions``) show the 200k window
     (``ran_with_1m_window``).
+    ``recorded_window`` (the window the agent itself recorded, ``Session.context_window``:
+    Codex writes its ``model_context_window``) is ``"auto"``'s window when the overrides set none.
     ``overrides`` (settings, e.g. from ``config.read_settings``) are applied on top and
     validated. A ``preset`` key in the overrides replaces an ``"auto"`` argument, so a saved
     settings file keeps its base; naming two different presets is an error.
@@ -48,7 +51,9 @@ def resolve_config(
         preset = named
     auto = preset == AUTO
     name = preset_for_version(version) if auto else preset
-    if auto and "context_window" not in values:
+    if auto and "context_window" not in values and recorded_window:
+        values["context_window"] = recorded_window
+    elif auto and "context_window" not in values:
         if ran_with_1m_window(max_recorded_prompt, recorded_auto_compactions):
             values["context_window"] = 1_000_000
         if max_recorded_prompt is not None and max_recorded_prompt > ONE_MILLION_EVIDENCE_TOKENS:
@@ -66,6 +71,7 @@ def resolve_request_config(
     version: str | None = None,
     max_recorded_prompt: int | None = None,
     recorded_auto_compactions: Sequence[int] | None = None,
+    recorded_window: int | None = None,
 ) -> tuple[PipelineConfig, str]:
     """``resolve_config`` for a submitted form or API body, whose fields are ``preset`` and
     ``config``: a ``FieldError`` names ``preset``, ``config`` or ``config.<setting>``, the
@@ -79,6 +85,7 @@ def resolve_request_config(
             version=version,
             max_recorded_prompt=max_recorded_prompt,
             recorded_auto_compactions=recorded_auto_compactions,
+            recorded_window=recorded_window,
         )
     except FieldError as exc:
         if exc.field == "preset":

@@ -133,7 +133,7 @@ class RolloutReader:
             upload=self.upload,
             record_count=self.records,
             agent="codex",
-            context_window=self.window,
+            context_window=self.window or window_for_version(self.version),
         )
 
     def problem(self, line: int, code: str, message: str, severity: str = "warning") -> None:
@@ -488,6 +488,15 @@ class RolloutReader:
                 + " (session totals are the final total_token_usage)",
                 "info",
             )
+
+
+def window_for_version(version: str | None) -> int | None:
+    """The window Codex used for the gpt-5 family, for a rollout that records none: 272,000
+    up to 0.47, then 258,400 (95 % of it); None for a version that is not ``0.N…``."""
+    parts = (version or "").split(".")
+    if len(parts) < 2 or parts[0] != "0" or not parts[1].isdigit():
+        return None
+    return 272_000 if int(parts[1]) <= 47 else 258_400
 
 
 def _text(value: Any) -> str:
