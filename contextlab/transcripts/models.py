@@ -9,7 +9,7 @@ from django.conf import settings
 from django.db import models
 from django.urls import reverse
 
-from contextlab import blobs
+from contextlab import blobs, engine
 
 #: The largest id a row can have (BigAutoField); ids past it name nothing, and SQLite cannot
 #: even bind them (OverflowError), so inputs are checked against it before any query.
@@ -74,6 +74,11 @@ class Transcript(models.Model):
 
     def get_absolute_url(self) -> str:
         return reverse("runs:report", args=[self.pk])
+
+    @property
+    def agent_label(self) -> str:
+        """The agent's name as people know it (``Claude Code``, ``Codex``)."""
+        return engine.AGENT_LABELS.get(self.agent, self.agent)
 
     @property
     def project_name(self) -> str:
@@ -159,3 +164,16 @@ class ResumableUpload(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.offset}/{self.length})"
+
+
+def of_agent(
+    queryset: models.QuerySet[Transcript], agent: str | None
+) -> models.QuerySet[Transcript]:
+    """The sessions of ``queryset`` that ``agent`` wrote (all of them for None); an agent the
+    engine does not know is a ``FieldError`` on ``agent``."""
+    if agent is None:
+        return queryset
+    if agent not in engine.AGENT_LABELS:
+        known = ", ".join(engine.AGENT_LABELS)
+        raise engine.FieldError("agent", f"unknown agent {agent[:40]!r}: one of {known}")
+    return queryset.filter(agent=agent)
