@@ -125,10 +125,11 @@ def _folder_members(
 
 @contextmanager
 def packed(path: Path) -> Iterator[tuple[str, IO[bytes]]]:
-    """The upload as (file name, open file): a single ``.jsonl`` as it is, else a ``.tar.gz``
+    """The upload as (file name, open file): a single ``.jsonl`` (or ``.jsonl.gz``: a Codex
+    rollout kept compressed, an archived session) as it is, else a ``.tar.gz``
     written to a temporary file (removed afterwards)."""
     name, members = session_members(path)
-    if len(members) == 1 and members[0][0].suffix == ".jsonl":
+    if len(members) == 1 and members[0][0].name.endswith((".jsonl", ".jsonl.gz")):
         with members[0][0].open("rb") as fh:
             yield name, fh
         return
