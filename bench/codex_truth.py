@@ -92,7 +92,10 @@ def parse_floor(path: Path, counter: TiktokenCounter) -> int:
 def measure(path: Path, runs: int, counter: TiktokenCounter) -> dict[str, Any]:
     records = raw_lines(path)
     session = load_session(path)
-    calls = [m for m in session.main.messages if m.role == "assistant" and m.usage]
+    own = [*session.main.messages]
+    for fork in session.threads[1:]:  # local compactions' summarising calls
+        own += fork.messages[fork.fork_index :]
+    calls = [m for m in own if m.role == "assistant" and m.usage]
     final = final_total(records)
     summed = {
         "input_tokens": sum(m.usage.prompt_total for m in calls if m.usage),

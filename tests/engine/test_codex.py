@@ -55,6 +55,15 @@ def recorded_calls(path: Path) -> tuple[list[dict[str, int]], dict[str, int] | N
     return calls, previous
 
 
+def calls_of(session: Any) -> list[Any]:
+    """Every recorded call of a session in file order: the main thread's and the compaction
+    forks' own (a fork starts with the main conversation up to its ``fork_index``)."""
+    own = [*session.main.messages]
+    for fork in session.threads[1:]:
+        own += fork.messages[fork.fork_index :]
+    return sorted((m for m in own if m.role == "assistant" and m.usage), key=lambda m: m.line)
+
+
 def test_codex_recognises_rollouts_of_every_shape_and_nothing_else(tmp_path):
     for path in ROLLOUTS:
         head = head_records(open_upload(path))
@@ -86,7 +95,7 @@ def test_the_registry_picks_codex_by_content_whatever_the_file_is_called(tmp_pat
 @pytest.mark.parametrize("path", ROLLOUTS, ids=lambda p: p.name)
 def test_per_call_figures_and_totals_are_the_recorded_ones(path):
     session = engine.load_session(path)
-    calls = [m for m in session.main.messages if m.role == "assistant" and m.usage]
+    calls = calls_of(session)
     expected, final = recorded_calls(path)
     assert len(calls) == len(expected)
     for message, last in zip(calls, expected, strict=True):
@@ -128,7 +137,7 @@ def test_a_cut_last_line_is_reported_and_the_rest_kept():
     cut = [p for p in session.problems if p.code == "truncated_line"]
     assert len(cut) == 1
     assert cut[0].line == len(path.read_text().splitlines())
-    assert sum(1 for m in session.main.messages if m.usage) == 4
+    assert len(calls_of(session)) == 4
 
 
 def test_a_local_compaction_is_a_boundary_with_its_readable_summary():
@@ -142,10 +151,18 @@ def test_a_local_compaction_is_a_boundary_with_its_readable_summary():
     assert boundary.metadata["trigger_reason"].startswith("inferred:")
     assert summary.kind == "summary"
     assert "ported to Rust" in summary.blocks[0].text
-    # the summarising call is an ordinary count with no items of its own, before the boundary
-    summarizer = messages[at - 1]
+    # the summarising call (an ordinary count, no items of its own) is a compaction fork: the
+    # main conversation up to the boundary, then the call, whose reply is the summary
+    assert messages[at - 1].kind == "tool_result"
+    (fork,) = session.threads[1:]
+    assert fork.compaction_fork
+    assert fork.fork_index == at
+    assert fork.messages[:at] == messages[:at]
+    summarizer = fork.messages[-1]
     assert summarizer.role == "assistant"
-    assert summarizer.metadata.get("no_output_items")
+    assert summarizer.metadata["no_output_items"]
+    assert "ported to Rust" in summarizer.blocks[0].text
+    assert [m.index for m in fork.messages] == list(range(len(fork.messages)))
     assert boundary.metadata["preTokens"] == summarizer.usage.prompt_total + summarizer.usage.output
 
 

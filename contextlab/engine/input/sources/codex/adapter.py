@@ -87,6 +87,8 @@ class RolloutReader:
         self.opaque: list[Block] = []
         self.opaque_rough = 0
         self.last_boundary: Message | None = None
+        #: local compactions' summarising calls, as compaction forks of the main thread
+        self.forks: list[Thread] = []
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -119,6 +121,7 @@ class RolloutReader:
         threads = [Thread(id="main", kind="main", messages=self.messages, file=self.file)]
         for index, message in enumerate(self.messages):
             message.index = index
+        threads += self.forks
         link_tool_results(threads, self.problems)
         side = SideRecords()
         side.recorded_totals = self.counter.final_total
@@ -349,6 +352,8 @@ class RolloutReader:
             if last_call and last_call.usage
             else 0
         )
+        if not remote:
+            self.fork_summarizer(summary_text, number, stamp)
         mid_turn = before is not None and (
             before.kind == "tool_result" or (before.role == "assistant" and _calls_tool(before))
         )
@@ -419,6 +424,42 @@ class RolloutReader:
                 else self.kept_call(item, number, stamp)
             )
 
+    def fork_summarizer(self, summary: str, number: int, stamp: str) -> None:
+        """A local compaction's summarising call (the call just before it, with no output
+        items of its own) as a compaction fork: the main conversation up to it, Codex's
+        compaction prompt (not in the rollout: an empty placeholder) and the summary as its
+        reply, as Claude Code's compaction fork is. It leaves the main thread's requests."""
+        if not self.messages or not self.messages[-1].metadata.get("no_output_items"):
+            return
+        call = self.messages.pop()
+        at = len(self.messages)
+        prompt = Message(
+            uuid=f"codex:{number}:compaction-prompt",
+            role="user",
+            kind="meta",
+            blocks=[Block("text", "")],
+            timestamp=stamp,
+            line=number,
+            file=self.file,
+            version=self.version,
+            is_meta=True,
+            metadata={"codex_compaction_prompt": "not recorded in the rollout"},
+            index=at,
+        )
+        call.blocks = [Block("text", summary)]
+        call.index = at + 1
+        call.metadata["compaction_call"] = True
+        self.forks.append(
+            Thread(
+                id=f"compaction-{len(self.forks) + 1}",
+                kind="subagent",
+                messages=[*self.messages, prompt, call],
+                file=self.file,
+                fork_index=at,
+                compaction_fork=True,
+            )
+        )
+
     def kept_call(self, item: Item, number: int, stamp: str) -> Message:
         """An assistant item a compaction kept: history, not a call (no request of its own)."""
         return Message(
@@ -472,7 +513,8 @@ class RolloutReader:
             if self.calls:
                 self.problem(0, "no_token_counts", "the rollout records no token counts", "info")
             return
-        calls = [m.usage for m in self.messages if m.role == "assistant" and m.usage]
+        forks = (m for fork in self.forks for m in fork.messages[fork.fork_index :])
+        calls = [m.usage for m in (*self.messages, *forks) if m.role == "assistant" and m.usage]
         summed = {
             "input_tokens": sum(u.input + u.cache_read for u in calls),
             "cached_input_tokens": sum(u.cache_read for u in calls),
