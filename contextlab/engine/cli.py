@@ -57,6 +57,7 @@ def _config(args: argparse.Namespace, session: Session) -> tuple[PipelineConfig,
         max_recorded_prompt=session.max_recorded_prompt,
         recorded_auto_compactions=session.recorded_auto_compactions,
         recorded_window=session.context_window,
+        agent=session.agent,
     )
 
 
@@ -172,6 +173,7 @@ def cmd_fidelity(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             max_recorded_prompt=session.max_recorded_prompt,
             recorded_auto_compactions=session.recorded_auto_compactions,
             recorded_window=session.context_window,
+            agent=session.agent,
         )
         recorded = replay(session, config, mode="recorded", preset_name=preset)
         fid = fidelity(recorded)

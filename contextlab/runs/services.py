@@ -90,6 +90,7 @@ def start_run(
         max_recorded_prompt=transcript.max_prompt_tokens or None,
         recorded_auto_compactions=recorded_auto_compactions(transcript),
         recorded_window=recorded_window(transcript),
+        agent=transcript.agent,
     )
     summaries.validate_summarizer(summarizer, summary_model, spend_cap_usd)
     run = lifecycle.create(

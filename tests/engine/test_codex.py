@@ -278,3 +278,48 @@ def test_codex_calls_are_priced_at_the_gpt5_prices():
             assert message.model.startswith("gpt-5")
             expected += (u.input * 1.25 + u.cache_read * 0.125 + u.output * 10.0) / 1e6
     assert data["summary"]["recorded_cost_usd"] == pytest.approx(expected, abs=1e-6)
+
+
+@pytest.mark.parametrize("path", ROLLOUTS, ids=lambda p: p.name)
+def test_a_whatif_with_the_sessions_own_limit_puts_automatic_compactions_on_their_request(path):
+    session = engine.load_session(path)
+    config, preset = engine.resolve_config(
+        "auto",
+        version=session.version,
+        recorded_window=session.context_window,
+        recorded_auto_compactions=session.recorded_auto_compactions,
+        agent=session.agent,
+    )
+    assert preset == "codex"
+    recorded = engine.replay(session, config, mode="recorded", preset_name=preset).to_json()
+    whatif = engine.replay(session, config, mode="whatif", preset_name=preset).to_json()
+    boundaries = [m for m in session.main.messages if m.kind == "compact_boundary"]
+    automatic = [
+        request
+        for request, b in zip(recorded["summary"]["compaction_requests"], boundaries, strict=True)
+        if b.metadata["trigger"] == "auto"
+    ]
+    predicted = whatif["summary"]["compaction_requests"]
+    for request in automatic:
+        assert request in predicted or request + 1 in predicted, (automatic, predicted)
+
+
+def test_the_codex_preset_compacts_at_90_percent_of_the_window_without_a_reserve():
+    config, preset = engine.resolve_config("auto", agent="codex", recorded_window=258_400)
+    thresholds = engine.compute_thresholds(config, "gpt-5.1-codex")
+    assert preset == "codex"
+    assert thresholds.effective_window == 258_399
+    assert thresholds.autocompact_threshold == 232_559
+    # a Claude Code session's auto is unchanged by the agent argument
+    assert engine.resolve_config("auto", version="2.1.88", agent="claude_code")[1] == (
+        "claude-code-2.1.88"
+    )
+    # a threshold the user sets wins over the session's own compactions
+    own, _ = engine.resolve_config(
+        "auto",
+        {"autocompact_pct_override": 50.0},
+        agent="codex",
+        recorded_window=258_400,
+        recorded_auto_compactions=[200_000],
+    )
+    assert own.autocompact_pct_override == 50.0

@@ -100,3 +100,16 @@ def test_a_rollout_uploaded_over_http_is_replayed_by_the_worker(
     assert data["session"]["config"]["context_window"] == 258_400
     rows = client.get(f"/api/runs/{run.pk}/requests?limit=10", **auth_header).json()["items"]
     assert [r["model"] for r in rows] == ["gpt-5.1-codex"] * 4
+    # a what-if on the Codex session: "auto" is Codex's preset, its compaction where it was
+    response = client.post(
+        "/api/runs",
+        {"session_id": session["id"], "mode": "whatif"},
+        content_type="application/json",
+        **auth_header,
+    )
+    assert response.status_code == 201, response.content
+    whatif = wait_for_run(response.json()["id"])
+    assert whatif.status == "done", whatif.error
+    assert whatif.resolved_preset == "codex"
+    data = RunResult.objects.get(run=whatif).data
+    assert data["summary"]["compaction_requests"] == [2]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -10,6 +11,9 @@ from .fields import PipelineConfig, preset_configs, preset_descriptions
 from .presets import AUTO, ONE_MILLION_EVIDENCE_TOKENS, preset_for_version, ran_with_1m_window
 
 PRESETS: dict[str, PipelineConfig] = preset_configs()
+
+#: The preset of Codex sessions under "auto" (its name is the Codex adapter's agent name).
+CODEX_PRESET = "codex"
 
 PRESET_DESCRIPTIONS: dict[str, str] = preset_descriptions()
 
@@ -25,6 +29,7 @@ def resolve_config(
     max_recorded_prompt: int | None = None,
     recorded_auto_compactions: Sequence[int] | None = None,
     recorded_window: int | None = None,
+    agent: str | None = None,
 ) -> tuple[PipelineConfig, str]:
     """The config to run with and the name of the preset it started from.
 
@@ -35,6 +40,9 @@ def resolve_config(
     (``ran_with_1m_window``).
     ``recorded_window`` (the window the agent itself recorded, ``Session.context_window``:
     Codex writes its ``model_context_window``) is ``"auto"``'s window when the overrides set none.
+    ``agent`` (``Session.agent``): a Codex session's ``"auto"`` is the ``codex`` preset, its
+    automatic compactions just under the smallest recorded one (``recorded_auto_compactions``,
+    inferred from the rollout) when the overrides set no threshold.
     ``overrides`` (settings, e.g. from ``config.read_settings``) are applied on top and
     validated. A ``preset`` key in the overrides replaces an ``"auto"`` argument, so a saved
     settings file keeps its base; naming two different presets is an error.
@@ -51,7 +59,23 @@ def resolve_config(
         preset = named
     auto = preset == AUTO
     name = preset_for_version(version) if auto else preset
-    if auto and "context_window" not in values and recorded_window:
+    if auto and agent == CODEX_PRESET:
+        name = CODEX_PRESET
+        if recorded_window and "context_window" not in values:
+            values["context_window"] = recorded_window
+        window = values.get("context_window", recorded_window)
+        pre = [p for p in recorded_auto_compactions or () if p > 0]
+        own = {
+            "autocompact_pct_override",
+            "autocompact_buffer_tokens",
+            "max_output_tokens_for_summary",
+        }
+        if pre and isinstance(window, int) and window > 1 and not own & set(values):
+            # T = floor(E·pct/100) with E = W − 1 (the preset reserves one token)
+            values["autocompact_pct_override"] = max(
+                0.001, min(100.0, math.floor(min(pre) * 100_000 / (window - 1)) / 1000)
+            )
+    elif auto and "context_window" not in values and recorded_window:
         values["context_window"] = recorded_window
     elif auto and "context_window" not in values:
         if ran_with_1m_window(max_recorded_prompt, recorded_auto_compactions):
@@ -72,6 +96,7 @@ def resolve_request_config(
     max_recorded_prompt: int | None = None,
     recorded_auto_compactions: Sequence[int] | None = None,
     recorded_window: int | None = None,
+    agent: str | None = None,
 ) -> tuple[PipelineConfig, str]:
     """``resolve_config`` for a submitted form or API body, whose fields are ``preset`` and
     ``config``: a ``FieldError`` names ``preset``, ``config`` or ``config.<setting>``, the
@@ -86,6 +111,7 @@ def resolve_request_config(
             max_recorded_prompt=max_recorded_prompt,
             recorded_auto_compactions=recorded_auto_compactions,
             recorded_window=recorded_window,
+            agent=agent,
         )
     except FieldError as exc:
         if exc.field == "preset":
