@@ -16,6 +16,7 @@ from contextlab.engine.input.loading import open_upload
 from contextlab.engine.input.sources.claude_code.adapter import ClaudeCodeAdapter
 from contextlab.engine.input.sources.codex.adapter import CodexAdapter, window_for_version
 from contextlab.engine.input.sources.registry import detect_source, head_records
+from contextlab.engine.pipeline.truncation import truncate
 from tests.engine.builders import TranscriptBuilder
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "codex"
@@ -323,3 +324,37 @@ def test_the_codex_preset_compacts_at_90_percent_of_the_window_without_a_reserve
         recorded_auto_compactions=[200_000],
     )
     assert own.autocompact_pct_override == 50.0
+
+
+def test_truncation_keeps_the_head_and_tail_around_a_marker():
+    text = "".join(f"line {n}\n" for n in range(1000))
+    cut = truncate(text, 200)
+    assert cut.startswith(text[:100])
+    assert cut.endswith(text[-100:])
+    assert f"…{len(text) - 200} characters truncated…" in cut
+    assert truncate("short", 200) == "short"
+
+
+def test_a_whatif_tool_output_limit_cuts_the_outputs_the_model_sees():
+    session = engine.load_session(FIXTURES / "v0_64_remote_compaction.jsonl")
+
+    def run(mode: str, limit: int | None) -> dict[str, Any]:
+        config, preset = engine.resolve_config(
+            "auto",
+            {"tool_output_limit_chars": limit} if limit else None,
+            agent=session.agent,
+            recorded_window=session.context_window,
+        )
+        return engine.replay(session, config, mode=mode, preset_name=preset).to_json()
+
+    full, cut = run("whatif", None), run("whatif", 2_000)
+    # the second call sees the first call's 6 KB output: cut to 2,000 characters
+    assert cut["requests"][1]["raw_tokens"] < full["requests"][1]["raw_tokens"] - 500
+    assert full["requests"][0]["raw_tokens"] == cut["requests"][0]["raw_tokens"]
+    # the recorded replay shows what was sent, whatever the limit says
+    assert (
+        run("recorded", 2_000)["requests"][1]["raw_tokens"]
+        == (run("recorded", None)["requests"][1]["raw_tokens"])
+    )
+    with pytest.raises(engine.FieldError):  # a limit is at least 100 characters
+        engine.resolve_config("auto", {"tool_output_limit_chars": 10}, agent="codex")

@@ -19,6 +19,7 @@ PERSISTED_OPEN = "<persisted-output>"
 BADGES = {
     "persisted": "persisted",
     "budget": "persisted",
+    "truncated": "persisted",  # Codex cut the output: the model saw part of it
     "cleared": "cleared",
     "snipped": "snipped",
     "collapsed": "collapsed",
