@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -358,3 +359,33 @@ def test_a_whatif_tool_output_limit_cuts_the_outputs_the_model_sees():
     )
     with pytest.raises(engine.FieldError):  # a limit is at least 100 characters
         engine.resolve_config("auto", {"tool_output_limit_chars": 10}, agent="codex")
+
+
+#: Real rollouts gathered for measuring (docs/codex-provenance.md), never committed:
+#: ``$CONTEXTLAB_CODEX_ROLLOUTS``, else ``../data/codex`` beside the checkout.
+REAL = Path(
+    os.environ.get("CONTEXTLAB_CODEX_ROLLOUTS")
+    or Path(__file__).resolve().parents[2].parent / "data" / "codex"
+)
+REAL_ROLLOUTS = sorted(REAL.glob("*.jsonl")) if REAL.is_dir() else []
+
+
+@pytest.mark.skipif(not REAL_ROLLOUTS, reason=f"no real Codex rollouts at {REAL}")
+@pytest.mark.parametrize("path", REAL_ROLLOUTS, ids=lambda p: p.name[:40])
+def test_real_rollouts_load_with_their_recorded_totals_and_replay_within_target(path):
+    session = engine.load_session(path)
+    expected, final = recorded_calls(path)
+    calls = calls_of(session)
+    assert len(calls) == len(expected)
+    assert session.side.recorded_totals == final
+    config, preset = engine.resolve_config(
+        "auto",
+        agent=session.agent,
+        recorded_window=session.context_window,
+        recorded_auto_compactions=session.recorded_auto_compactions,
+    )
+    result = engine.replay(session, config, mode="recorded", preset_name=preset)
+    fid = engine.evaluation.fidelity(result)
+    assert fid["median_rel_error"] is not None
+    assert fid["median_rel_error"] <= 0.03
+    assert fid["p90_rel_error"] <= 0.08
