@@ -316,6 +316,11 @@ def test_the_codex_preset_compacts_at_90_percent_of_the_window_without_a_reserve
     assert engine.resolve_config("auto", version="2.1.88", agent="claude_code")[1] == (
         "claude-code-2.1.88"
     )
+    # a compaction well under the window (a /compact taken for automatic) sets no limit
+    low, _ = engine.resolve_config(
+        "auto", agent="codex", recorded_window=258_400, recorded_auto_compactions=[16_000]
+    )
+    assert low.autocompact_pct_override == 90.0
     # a threshold the user sets wins over the session's own compactions
     own, _ = engine.resolve_config(
         "auto",

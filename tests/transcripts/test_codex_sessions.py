@@ -4,6 +4,7 @@ carry their agent in the list, the API and their filters."""
 from __future__ import annotations
 
 import gzip
+import re
 from pathlib import Path
 
 import pytest
@@ -113,3 +114,27 @@ def test_a_rollout_uploaded_over_http_is_replayed_by_the_worker(
     assert whatif.resolved_preset == "codex"
     data = RunResult.objects.get(run=whatif).data
     assert data["summary"]["compaction_requests"] == [2]
+
+
+@pytest.mark.django_db
+@pytest.mark.usefixtures("clean_media")
+def test_the_explorer_shows_a_codex_compaction_with_its_inferred_trigger(
+    alice_client, make_transcript
+):
+    from contextlab.jobs import replay as runner
+
+    transcript = make_transcript(ROLLOUT)
+    run = transcript.runs.get()
+    runner.execute_run(run.pk)
+    run.refresh_from_db()
+    assert run.status == "done", run.error
+    # the boundary is history the summary replaced: among the rows "Show them" opens
+    page = alice_client.get(f"/sessions/{transcript.pk}/requests/2/?run={run.pk}&replaced=1")
+    assert page.status_code == 200
+    html = page.content.decode()
+    assert "Codex compacted its context here (remote compaction" in html
+    assert "Automatic: inferred (mid-turn, after a tool call)" in html
+    report = alice_client.get(f"/sessions/{transcript.pk}/?run={run.pk}")
+    assert report.status_code == 200
+    text = " ".join(re.sub(r"<[^>]+>", " ", report.content.decode()).split())
+    assert "1 compactions" in text

@@ -14,6 +14,9 @@ PRESETS: dict[str, PipelineConfig] = preset_configs()
 
 #: The preset of Codex sessions under "auto" (its name is the Codex adapter's agent name).
 CODEX_PRESET = "codex"
+#: A Codex session's recorded automatic compaction sets its what-if limit only from this share
+#: of the window up: one below was not the limit (Codex's default limit is near 90 %).
+CODEX_LIMIT_EVIDENCE = 0.5
 
 PRESET_DESCRIPTIONS: dict[str, str] = preset_descriptions()
 
@@ -64,7 +67,12 @@ def resolve_config(
         if recorded_window and "context_window" not in values:
             values["context_window"] = recorded_window
         window = values.get("context_window", recorded_window)
-        pre = [p for p in recorded_auto_compactions or () if p > 0]
+        # a compaction well under the window was no limit's (a /compact inferred as automatic)
+        pre = [
+            p
+            for p in recorded_auto_compactions or ()
+            if isinstance(window, int) and p >= window * CODEX_LIMIT_EVIDENCE
+        ]
         own = {
             "autocompact_pct_override",
             "autocompact_buffer_tokens",

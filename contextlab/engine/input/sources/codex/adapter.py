@@ -367,11 +367,17 @@ class RolloutReader:
             )
         else:
             trigger, reason = "manual", "between turns, well under the window"
+        how = "automatic" if trigger == "auto" else "asked for (/compact)"
+        label = (
+            f"Codex compacted its context here ({'remote' if remote else 'local'} compaction "
+            f"at {pre:,} tokens). {how.capitalize()}: inferred ({reason}); a rollout does not "
+            "record whether a compaction was asked for."
+        )
         boundary = Message(
             uuid=f"codex:{number}:boundary",
             role="system",
             kind="compact_boundary",
-            blocks=[],
+            blocks=[Block("text", label)],
             timestamp=stamp,
             line=number,
             file=self.file,
@@ -381,6 +387,7 @@ class RolloutReader:
                 "trigger": trigger,
                 "trigger_inferred": True,
                 "trigger_reason": f"inferred: {reason}",
+                "label": label,
                 "preTokens": pre,
                 "codex_compaction": "remote" if remote else "local",
                 "kept_items": len(kept),
