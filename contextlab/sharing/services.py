@@ -117,6 +117,7 @@ def snapshot_source(transcript: Transcript, run: Run) -> dict[str, Any]:
         "transcript": {
             "name": transcript.name,
             "version": transcript.version,
+            "agent": transcript.agent,
             "session_id": transcript.session_id,
             "request_count": transcript.request_count,
             "size": transcript.size,
