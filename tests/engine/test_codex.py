@@ -394,3 +394,38 @@ def test_real_rollouts_load_with_their_recorded_totals_and_replay_within_target(
     assert fid["median_rel_error"] is not None
     assert fid["median_rel_error"] <= 0.03
     assert fid["p90_rel_error"] <= 0.08
+
+
+class RecordingSummarizer:
+    """Writes a fixed summary and keeps the requests it got (no network: the prompt is what is
+    checked here; summarizers are tested in test_llm.py)."""
+
+    name = "recording"
+
+    def __init__(self) -> None:
+        self.requests: list[Any] = []
+
+    def summarize(self, request: Any) -> Any:
+        from contextlab.engine.summarizing import SummaryResult
+
+        self.requests.append(request)
+        return SummaryResult(text="<summary>where things stand</summary>", backend=self.name)
+
+
+def test_a_whatif_compaction_of_a_codex_session_asks_for_a_codex_style_hand_off():
+    session = engine.load_session(FIXTURES / "v0_58_calls.jsonl")
+    config, preset = engine.resolve_config(
+        "auto",
+        {"autocompact_pct_override": 4.0},
+        agent=session.agent,
+        recorded_window=session.context_window,
+    )
+    summarizer = RecordingSummarizer()
+    data = engine.replay(
+        session, config, mode="whatif", preset_name=preset, summarizer=summarizer
+    ).to_json()
+    assert data["summary"]["compactions"] >= 1
+    compactions = [r for r in summarizer.requests if r.kind == "codex_compact"]
+    assert compactions
+    assert "hand-off note" in compactions[0].prompt
+    assert "Primary Request and Intent" not in compactions[0].prompt  # Claude Code's sections

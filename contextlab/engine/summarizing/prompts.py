@@ -11,6 +11,8 @@ import re
 
 #: In every stored summary's key: bump it when the compaction wording changes.
 PROMPT_VERSION = "contextlab-compact-1"
+#: Bumped whenever the wording of ``codex_compact_prompt`` changes.
+CODEX_PROMPT_VERSION = "contextlab-codex-compact-1"
 #: Bumped whenever the wording of ``collapse_prompt`` changes, so stored summaries say which one.
 COLLAPSE_PROMPT_VERSION = "contextlab-collapse-1"
 
@@ -67,6 +69,28 @@ def compact_prompt(custom_instructions: str = "") -> str:
     if custom_instructions.strip():
         parts.append("Additional Instructions:\n" + custom_instructions.strip())
     parts.append(CLOSING_REMINDER)
+    return "\n\n".join(parts)
+
+
+# A Codex session's what-if compaction: our own wording of what Codex's compaction asks for (a
+# hand-off note for the model that carries on), not its text. Codex's summaries are shorter and
+# looser than Claude Code's nine sections; this asks for the same four things Codex's does.
+CODEX_COMPACT_BODY = (
+    "Your context is nearly full. Write a hand-off note for the model that will carry on this "
+    "task from your note alone; the conversation above will be replaced by it.\n\n"
+    "Cover, briefly and concretely: where the work stands and the key decisions taken; the "
+    "context, constraints and preferences of the user that still apply; what remains to be "
+    "done, as clear next steps; and the exact data the next model needs to continue (file "
+    "paths, identifiers, commands, error messages, examples), quoted rather than paraphrased.\n\n"
+    "Answer with the note only, inside <summary> tags."
+)
+
+
+def codex_compact_prompt(custom_instructions: str = "") -> str:
+    """The compaction request of a what-if compaction in a Codex session."""
+    parts = [CODEX_COMPACT_BODY]
+    if custom_instructions.strip():
+        parts.append("Additional Instructions:\n" + custom_instructions.strip())
     return "\n\n".join(parts)
 
 
