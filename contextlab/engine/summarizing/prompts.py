@@ -11,8 +11,6 @@ import re
 
 #: In every stored summary's key: bump it when the compaction wording changes.
 PROMPT_VERSION = "contextlab-compact-1"
-#: Bumped whenever the wording of ``codex_compact_prompt`` changes.
-CODEX_PROMPT_VERSION = "contextlab-codex-compact-1"
 #: Bumped whenever the wording of ``collapse_prompt`` changes, so stored summaries say which one.
 COLLAPSE_PROMPT_VERSION = "contextlab-collapse-1"
 
