@@ -11,6 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from contextlab import engine
 from contextlab.engine.input.loading import open_upload
@@ -429,3 +431,76 @@ def test_a_whatif_compaction_of_a_codex_session_asks_for_a_codex_style_hand_off(
     assert compactions
     assert "hand-off note" in compactions[0].prompt
     assert "Primary Request and Intent" not in compactions[0].prompt  # Claude Code's sections
+
+
+_JSON = st.recursive(
+    st.none() | st.booleans() | st.integers(-5, 10**6) | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+_FIELDS = st.sampled_from(
+    [
+        "type",
+        "message",
+        "replacement_history",
+        "info",
+        "content",
+        "role",
+        "call_id",
+        "output",
+        "encrypted_content",
+        "summary",
+        "model",
+        "cli_version",
+        "total_token_usage",
+        "last_token_usage",
+        "input_tokens",
+        "model_context_window",
+        "name",
+        "arguments",
+    ]
+)
+_PAYLOAD = st.dictionaries(
+    _FIELDS,
+    _JSON
+    | st.sampled_from(
+        [
+            "message",
+            "reasoning",
+            "function_call",
+            "function_call_output",
+            "token_count",
+            "compaction",
+            "user",
+            "assistant",
+            "developer",
+        ]
+    ),
+    max_size=6,
+)
+_RECORD = st.fixed_dictionaries(
+    {
+        "type": st.sampled_from(
+            ["session_meta", "turn_context", "response_item", "event_msg", "compacted"]
+        ),
+        "payload": _PAYLOAD,
+    }
+)
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(records=st.lists(_RECORD, min_size=1, max_size=12))
+def test_any_rollout_shaped_input_loads_or_says_why(tmp_path, records):
+    path = tmp_path / "fuzz.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
+    try:
+        session = engine.load_session(path)
+    except engine.TranscriptError:
+        return
+    assert session.agent == "codex"
+    config, preset = engine.resolve_config("auto", agent="codex")
+    engine.replay(session, config, mode="recorded", preset_name=preset)

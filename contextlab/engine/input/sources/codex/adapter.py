@@ -20,7 +20,7 @@ from contextlab.engine.input.model import Block, Message, Problem, ProblemList, 
 from contextlab.engine.input.session import Session, SideRecords, Thread, link_tool_results
 
 from .calls import CallFigures, TokenCounter
-from .items import READ_EVENTS, RECORD_TYPES, Item, item_of
+from .items import RECORD_TYPES, Item, item_of
 
 #: Bare item types of the older (≤ 0.4x) rollouts, one item per line after the header line.
 _BARE_ITEMS = frozenset(
@@ -170,9 +170,8 @@ class RolloutReader:
             self.usable += 1
             self.response_item(number, obj, stamp)
         else:
-            self.unknown[f"record type {kind!r}" if isinstance(kind, str) else "no type"] = (
-                self.unknown.get(str(kind), 0) + 1
-            )
+            key = f"record type {kind!r}" if isinstance(kind, str) else "no type"
+            self.unknown[key] = self.unknown.get(key, 0) + 1
 
     def record(self, number: int, kind: str, payload: dict[str, Any], stamp: str) -> None:
         if kind == "session_meta":
@@ -192,8 +191,9 @@ class RolloutReader:
             event = payload.get("type")
             if event == "token_count":
                 self.token_count(number, payload.get("info"), stamp)
-            elif event not in READ_EVENTS and not isinstance(event, str):
-                self.unknown["event without a type"] = self.unknown.get("event", 0) + 1
+            elif not isinstance(event, str):  # a list or object is no type (nor hashable)
+                key = "event without a type"
+                self.unknown[key] = self.unknown.get(key, 0) + 1
 
     def meta(self, payload: dict[str, Any]) -> None:
         if self.session_id is None and isinstance(payload.get("id"), str):
@@ -214,7 +214,8 @@ class RolloutReader:
         if item is None:
             return
         if isinstance(item, str):
-            self.unknown[f"response item {item!r}"] = self.unknown.get(item, 0) + 1
+            key = f"response item {item!r}"
+            self.unknown[key] = self.unknown.get(key, 0) + 1
             return
         if item.side == "assistant":
             if self.run is None:

@@ -37,8 +37,6 @@ TOOL_OUTPUT_ITEMS = frozenset(
 )
 #: Response items that are bookkeeping, never sent to the model.
 IGNORED_ITEMS = frozenset({"ghost_snapshot"})
-#: Event types the adapter reads; the others are the client's (agent_message, exec events …).
-READ_EVENTS = frozenset({"token_count", "context_compacted"})
 #: Text that opens a user message Codex injects itself (context, not a person's prompt).
 INJECTED_PREFIXES = (
     "<environment_context",
