@@ -490,6 +490,7 @@ _RECORD = st.fixed_dictionaries(
 )
 
 
+@pytest.mark.slow
 @settings(
     max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )

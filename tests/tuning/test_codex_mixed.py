@@ -13,7 +13,7 @@ from contextlab.tuning import reports as tuning_reports
 from contextlab.tuning import services
 from contextlab.tuning.models import ComparisonRun
 
-pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clean_media")]
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clean_media"), pytest.mark.slow]
 
 ROLLOUT = (
     Path(__file__).resolve().parents[1] / "fixtures" / "codex" / "v0_64_remote_compaction.jsonl"
