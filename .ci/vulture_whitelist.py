@@ -303,6 +303,7 @@ LOGIN_USER_RATE  # read by getattr in contextlab/accounts/throttle.py
 CACHES  # Django setting (contextlab/settings.py)
 RATELIMIT_IP_META_KEY  # django-ratelimit setting (contextlab/settings.py)
 _.project_name  # used by templates/transcripts/session_list.html (contextlab/transcripts/models.py:61)
+_.agent_label  # used by templates/transcripts/session_list.html (contextlab/transcripts/models.py)
 target_url  # read by templates/sharing/links.html (contextlab/sharing/models.py)
 revoked_links  # unused variable (contextlab/transcripts/schemas.py: an API response field)
 _watch_pool  # a Celery worker_ready receiver (contextlab/celery.py)

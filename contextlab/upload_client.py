@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gzip
 import io
 import json
 import os
@@ -125,10 +126,11 @@ def _folder_members(
 
 @contextmanager
 def packed(path: Path) -> Iterator[tuple[str, IO[bytes]]]:
-    """The upload as (file name, open file): a single ``.jsonl`` as it is, else a ``.tar.gz``
+    """The upload as (file name, open file): a single ``.jsonl`` (or ``.jsonl.gz``: a Codex
+    rollout kept compressed, an archived session) as it is, else a ``.tar.gz``
     written to a temporary file (removed afterwards)."""
     name, members = session_members(path)
-    if len(members) == 1 and members[0][0].suffix == ".jsonl":
+    if len(members) == 1 and members[0][0].name.endswith((".jsonl", ".jsonl.gz")):
         with members[0][0].open("rb") as fh:
             yield name, fh
         return
@@ -448,7 +450,11 @@ def build_parser() -> argparse.ArgumentParser:
     up = sub.add_parser(
         "upload", parents=[common], help="send a session file or folder to a ContextLab server"
     )
-    up.add_argument("path", type=Path, help="<id>.jsonl, its <id>/ folder, or a folder")
+    up.add_argument(
+        "path",
+        type=Path,
+        help="<id>.jsonl, its <id>/ folder, or a folder (~/.codex/sessions: each rollout a session)",
+    )
     hook = sub.add_parser("hook", help="entry points for Claude Code's hooks")
     hook_sub = hook.add_subparsers(dest="hook", required=True)
     hook_sub.add_parser(
@@ -459,20 +465,62 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def is_codex_rollout(path: Path) -> bool:
+    """Whether ``path`` (``.jsonl`` or ``.jsonl.gz``) is a Codex rollout, by its first line: a
+    ``session_meta`` record, or an older rollout's header (``id`` and ``instructions``)."""
+    try:
+        opener = gzip.open if path.name.endswith(".gz") else open
+        with opener(path, "rb") as fh:
+            first = json.loads(fh.readline(1024 * 1024) or b"null")
+    except (OSError, EOFError, ValueError):
+        return False
+    if not isinstance(first, dict):
+        return False
+    if first.get("type") == "session_meta":
+        return isinstance(first.get("payload"), dict)
+    return "type" not in first and isinstance(first.get("id"), str) and "instructions" in first
+
+
+def codex_rollouts(path: Path) -> list[Path]:
+    """The Codex rollouts in a folder (``~/.codex/sessions/`` or a day of it), recognised by
+    their content: each is a session of its own. Empty for a file or a Claude Code folder."""
+    if not path.is_dir() or path.is_symlink():
+        return []
+    found = [
+        file
+        for file, _ in _folder_members(path, path.name, only=None)
+        if file.name.endswith((".jsonl", ".jsonl.gz")) and is_codex_rollout(file)
+    ]
+    return sorted(found)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         if args.command == "hook":
             payload = read_hook_input(sys.stdin)
-            path = hook_transcript(payload)
+            paths = [hook_transcript(payload)]
         else:
-            path = args.path
-        result = upload(
-            path, url=args.url, token=args.token, workspace=args.workspace, timeout=args.timeout
-        )
+            paths = codex_rollouts(args.path.expanduser()) or [args.path]
+        results = [
+            upload(
+                path,
+                url=args.url,
+                token=args.token,
+                workspace=args.workspace,
+                timeout=args.timeout,
+            )
+            for path in paths
+        ]
     except UploadError as exc:
         print(f"contextlab: {exc}", file=sys.stderr)
         return exc.exit_code
+    for result in results:
+        _report(result)
+    return EXIT_OK
+
+
+def _report(result: Uploaded) -> None:
     if result.created:
         verb = "uploaded"
     elif result.grew:
@@ -480,4 +528,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     else:
         verb = "already there, unchanged"
     print(f"{result.name}: {verb}: {result.url}")
-    return EXIT_OK

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import io
 import json
 import os
@@ -251,3 +252,44 @@ def test_a_longer_version_of_the_session_updates_it(live_server, api_token, user
     assert "updated (the session grew" in out
     transcript = Transcript.objects.get(owner=user)
     assert transcript.size == full.stat().st_size
+
+
+def test_codex_rollouts_upload_plain_and_gzipped(live_server, api_token, user, tmp_path):
+    rollout = ROOT / "tests" / "fixtures" / "codex" / "v0_64_remote_compaction.jsonl"
+    day = tmp_path / "sessions" / "2025" / "10" / "01"
+    day.mkdir(parents=True)
+    plain = day / "rollout-2025-10-01T09-00-00-0199a000.jsonl"
+    shutil.copy(rollout, plain)
+    packed = tmp_path / "archived.jsonl.gz"
+    packed.write_bytes(gzip.compress((rollout.parent / "v0_58_calls.jsonl").read_bytes()))
+    for path in (plain, packed):
+        code, _, err = run_cli("upload", str(path), "--url", live_server.url, "--token", api_token)
+        assert code == 0, err
+    rows = dict(Transcript.objects.filter(owner=user).values_list("name", "agent"))
+    assert rows == {plain.name: "codex", packed.name: "codex"}
+    assert Transcript.objects.get(name=packed.name).version == "0.58.0"
+
+
+def test_a_codex_sessions_folder_sends_each_rollout_as_a_session(
+    live_server, api_token, user, tmp_path
+):
+    fixtures = ROOT / "tests" / "fixtures" / "codex"
+    sessions = tmp_path / "sessions"
+    for day, name in (("01", "v0_58_calls.jsonl"), ("02", "v0_64_remote_compaction.jsonl")):
+        folder = sessions / "2025" / "10" / day
+        folder.mkdir(parents=True)
+        shutil.copy(fixtures / name, folder / f"rollout-2025-10-{day}T09-00-00.jsonl")
+    (sessions / "notes.jsonl").write_text('{"kind": "not a rollout"}\n')
+    code, out, err = run_cli(
+        "upload", str(sessions), "--url", live_server.url, "--token", api_token
+    )
+    assert code == 0, err
+    assert out.count("uploaded") == 2
+    rows = Transcript.objects.filter(owner=user).order_by("name")
+    assert [(t.name, t.agent, t.request_count) for t in rows] == [
+        ("rollout-2025-10-01T09-00-00.jsonl", "codex", 4),
+        ("rollout-2025-10-02T09-00-00.jsonl", "codex", 4),
+    ]
+    assert not upload_client.codex_rollouts(fixtures / "v0_58_calls.jsonl")  # a file: itself
+    assert upload_client.is_codex_rollout(fixtures / "v0_2x_bare_items.jsonl")
+    assert not upload_client.is_codex_rollout(SHORT)

@@ -34,7 +34,7 @@ from .input.json_line import decode_json_line
 from .input.loading import open_upload
 from .input.model import Block, Message, Problem, TranscriptError, Usage, dropped_problems
 from .input.session import Session, Thread
-from .input.sources.registry import build_session, load_session
+from .input.sources.registry import ADAPTERS, build_session, load_session
 from .input.upload_chain import EarlierUpload, open_upload_chain
 from .measures.cost import PricingTable, load_pricing, request_cost
 from .measures.model_limits import ModelInfo, model_info
@@ -154,7 +154,11 @@ def __getattr__(name: str) -> Any:
     return value
 
 
+#: The agents whose transcripts the engine reads: adapter name → the agent's name as people know it.
+AGENT_LABELS: dict[str, str] = {adapter.name: adapter.label for adapter in ADAPTERS}
+
 __all__ = [
+    "AGENT_LABELS",
     "BADGES",
     "EVENT_KINDS",
     "MODES",

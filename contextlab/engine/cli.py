@@ -58,6 +58,8 @@ def _config(args: argparse.Namespace, session: Session) -> tuple[PipelineConfig,
         version=session.version,
         max_recorded_prompt=session.max_recorded_prompt,
         recorded_auto_compactions=session.recorded_auto_compactions,
+        recorded_window=session.context_window,
+        agent=session.agent,
     )
 
 
@@ -201,6 +203,8 @@ def cmd_fidelity(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             version=session.version,
             max_recorded_prompt=session.max_recorded_prompt,
             recorded_auto_compactions=session.recorded_auto_compactions,
+            recorded_window=session.context_window,
+            agent=session.agent,
         )
         recorded = replay(session, config, mode="recorded", preset_name=preset)
         fid = fidelity(recorded)

@@ -47,6 +47,16 @@ def recorded_auto_compactions(transcript: Transcript) -> list[int]:
     return []
 
 
+def recorded_window(transcript: Transcript) -> int | None:
+    """The context window the agent recorded for the session (Codex's
+    ``model_context_window``), as the upload stored it on its main thread; None otherwise."""
+    for thread in transcript.threads or []:
+        if isinstance(thread, dict) and thread.get("kind") == "main":
+            window = thread.get("context_window")
+            return window if isinstance(window, int) and window > 0 else None
+    return None
+
+
 def start_run(
     *,
     owner: User,
@@ -79,6 +89,8 @@ def start_run(
         version=transcript.version or None,
         max_recorded_prompt=transcript.max_prompt_tokens or None,
         recorded_auto_compactions=recorded_auto_compactions(transcript),
+        recorded_window=recorded_window(transcript),
+        agent=transcript.agent,
     )
     summaries.validate_summarizer(summarizer, summary_model, spend_cap_usd)
     run = lifecycle.create(

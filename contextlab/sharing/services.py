@@ -161,6 +161,7 @@ def snapshot_source(transcript: Transcript, run: Run) -> dict[str, Any]:
             "project": transcript.project,
             "started_at": transcript.when.isoformat(),
             "version": transcript.version,
+            "agent": transcript.agent,
             "session_id": transcript.session_id,
             "request_count": transcript.request_count,
             "size": transcript.size,

@@ -15,7 +15,7 @@ from contextlab.engine import FieldError
 from contextlab.errors import field_error_body
 from contextlab.http import AuthedRequest
 from contextlab.transcripts import moving, resumable, services, tasks
-from contextlab.transcripts.models import ResumableUpload, Transcript
+from contextlab.transcripts.models import ResumableUpload, Transcript, of_agent
 from contextlab.transcripts.schemas import MovedOut, MoveIn, SessionDetailOut, SessionOut
 from contextlab.transcripts.uploads import INCOMPLETE_KEY, OVERSIZE_KEY
 from contextlab.workspaces import access
@@ -39,6 +39,7 @@ def _session_out(
         "sha256": transcript.sha256,
         "session_id": transcript.session_id,
         "version": transcript.version,
+        "agent": transcript.agent,
         "workspace_id": transcript.workspace_id,
         "continues": transcript.continues_id,
         "created_at": transcript.created_at,
@@ -101,8 +102,10 @@ def create_session(
 
 
 @router.get("", response=list[SessionOut], operation_id="list_sessions")
-def list_sessions(request: AuthedRequest) -> list[dict[str, Any]]:
-    return [_session_out(t) for t in access.sessions(request.user)]
+def list_sessions(request: AuthedRequest, agent: str | None = None) -> list[dict[str, Any]]:
+    """The sessions the caller may read; ``agent`` (``claude_code``, ``codex``) keeps one
+    agent's."""
+    return [_session_out(t) for t in of_agent(access.sessions(request.user), agent)]
 
 
 @router.get("/{session_id}", response=SessionDetailOut, operation_id="get_session")

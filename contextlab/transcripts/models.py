@@ -10,7 +10,7 @@ from django.conf import settings
 from django.db import models
 from django.urls import reverse
 
-from contextlab import blobs
+from contextlab import blobs, engine
 from contextlab.transcripts import naming
 
 #: The largest id a row can have (BigAutoField); ids past it name nothing, and SQLite cannot
@@ -47,6 +47,9 @@ class Transcript(models.Model):
     sha256 = models.CharField(max_length=64)
     session_id = models.CharField(max_length=100, blank=True)
     version = models.CharField(max_length=40, blank=True)
+    #: the agent that wrote the transcript: the engine's source adapter that read it
+    #: (``claude_code``, ``codex``), recognised from the content
+    agent = models.CharField(max_length=40, default="claude_code", db_index=True)
     request_count = models.PositiveIntegerField(default=0)
     #: the largest prompt a response recorded: over 200k means the session had the 1M window
     max_prompt_tokens = models.PositiveIntegerField(default=0)
@@ -94,6 +97,11 @@ class Transcript(models.Model):
     def when(self) -> datetime:
         """When the session ran (its first record), else when it was uploaded."""
         return self.started_at or self.created_at
+
+    @property
+    def agent_label(self) -> str:
+        """The agent's name as people know it (``Claude Code``, ``Codex``)."""
+        return engine.AGENT_LABELS.get(self.agent, self.agent)
 
     @property
     def project_name(self) -> str:
@@ -179,3 +187,16 @@ class ResumableUpload(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.offset}/{self.length})"
+
+
+def of_agent(
+    queryset: models.QuerySet[Transcript], agent: str | None
+) -> models.QuerySet[Transcript]:
+    """The sessions of ``queryset`` that ``agent`` wrote (all of them for None); an agent the
+    engine does not know is a ``FieldError`` on ``agent``."""
+    if agent is None:
+        return queryset
+    if agent not in engine.AGENT_LABELS:
+        known = ", ".join(engine.AGENT_LABELS)
+        raise engine.FieldError("agent", f"unknown agent {agent[:40]!r}: one of {known}")
+    return queryset.filter(agent=agent)

@@ -32,6 +32,9 @@ class SessionOut(Schema):
     sha256: str
     session_id: str
     version: str
+    #: the agent that wrote the transcript, recognised from its content: ``claude_code``,
+    #: ``codex`` (the version is that agent's)
+    agent: str = "claude_code"
     #: the workspace whose members see the session
     workspace_id: int
     #: the session of the same workspace this one continues (a resumed session's file, linked

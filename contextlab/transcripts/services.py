@@ -158,6 +158,7 @@ def _session_fields(
         "started_at": _started(session),
         "project": _CONTROL_CHARS.sub(" ", session.project or "").strip()[:500],
         "version": (session.version or "")[:40],
+        "agent": session.agent[:40],
         "request_count": min(_request_count(session), MAX_INT32),
         "max_prompt_tokens": min(session.max_recorded_prompt, MAX_INT32),
         "threads": [
@@ -168,6 +169,12 @@ def _session_fields(
                 # the main thread's recorded auto compactions (preTokens): the evidence
                 # resolve_config uses for the window "auto" picks
                 **({"auto_compactions": session.recorded_auto_compactions} if n == 0 else {}),
+                # the window the agent recorded (Codex), "auto"'s window for the session
+                **(
+                    {"context_window": session.context_window}
+                    if n == 0 and session.context_window
+                    else {}
+                ),
             }
             for n, t in enumerate(session.threads)
         ],

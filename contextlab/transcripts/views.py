@@ -15,11 +15,12 @@ from django.urls import reverse
 from django.views.decorators.http import require_POST
 from django_htmx.http import HttpResponseClientRedirect
 
+from contextlab import engine
 from contextlab.http import AuthedRequest
 from contextlab.runs.models import Run
 from contextlab.transcripts import moving, services
 from contextlab.transcripts.forms import MoveForm, UploadForm
-from contextlab.transcripts.models import Transcript
+from contextlab.transcripts.models import Transcript, of_agent
 from contextlab.transcripts.uploads import INCOMPLETE_KEY, OVERSIZE_KEY
 from contextlab.workspaces import access
 from contextlab.workspaces.models import Workspace
@@ -27,16 +28,21 @@ from contextlab.workspaces.models import Workspace
 
 @login_required
 def session_list(request: AuthedRequest) -> HttpResponse:
-    transcripts = (
-        access.sessions(request.user)
-        .select_related("workspace")
-        .prefetch_related(Prefetch("runs", queryset=Run.objects.order_by("-created_at")))
+    agent = request.GET.get("agent") or None
+    try:
+        mine = of_agent(access.sessions(request.user), agent)
+    except engine.FieldError as exc:
+        return HttpResponse(exc.message, status=400, content_type="text/plain; charset=utf-8")
+    transcripts = mine.select_related("workspace").prefetch_related(
+        Prefetch("runs", queryset=Run.objects.order_by("-created_at"))
     )
     return render(
         request,
         "transcripts/session_list.html",
         {
             "transcripts": transcripts,
+            "agents": engine.AGENT_LABELS,
+            "agent": agent,
             # the personal workspace first: it is the default
             "upload_workspaces": sorted(
                 access.workspaces(request.user, access.WRITE),

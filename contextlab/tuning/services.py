@@ -214,6 +214,8 @@ def resolved_for(
             version=transcript.version or None,
             max_recorded_prompt=transcript.max_prompt_tokens or None,
             recorded_auto_compactions=run_services.recorded_auto_compactions(transcript),
+            recorded_window=run_services.recorded_window(transcript),
+            agent=transcript.agent,
         )
     except engine.FieldError as exc:
         raise engine.FieldError(

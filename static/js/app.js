@@ -569,7 +569,8 @@
       }
       if (!count && !groups.loose.length) {
         note.classList.add("error");
-        text += ". A project folder holds <session>.jsonl files: pick one in ~/.claude/projects/.";
+        text += ". A project folder holds <session>.jsonl files: pick one in ~/.claude/projects/ " +
+          "(Claude Code) or ~/.codex/sessions/ (Codex).";
       }
       note.textContent = text;
       list.appendChild(note);

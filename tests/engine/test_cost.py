@@ -34,6 +34,12 @@ MODEL_IDS = [
     ("claude-mythos-5", "mythos-5", 10.0),
     ("claude-mythos-5-1", "mythos-5-1", 10.0),
     ("Claude-Opus-4-6", "opus-4-6", 5.0),
+    # OpenAI's, for Codex sessions
+    ("gpt-5-codex", "gpt-5", 1.25),
+    ("gpt-5.1-codex-max", "gpt-5", 1.25),
+    ("gpt-5.1-codex-mini", "gpt-5-mini", 0.25),
+    ("gpt-5-nano", "gpt-5-nano", 0.05),
+    ("gpt-5.2-codex", "gpt-5-2", 1.75),
 ]
 
 
@@ -67,7 +73,7 @@ def test_every_family_in_the_table_is_reachable():
     assert {key for _, key, _ in MODEL_IDS} == set(load_pricing().prices)
 
 
-@pytest.mark.parametrize("model", ["gpt-5", "", None])
+@pytest.mark.parametrize("model", ["gpt-4o", "", None])
 def test_models_of_no_known_family_get_sonnet_prices_flagged_as_fallback(model):
     price, key, fallback = load_pricing().price_for(model)
     assert (key, fallback) == (DEFAULT_KEY, True)

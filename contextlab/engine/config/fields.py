@@ -481,6 +481,21 @@ class PipelineConfig:
             le=1_000_000,
         ),
     ] = 2_000
+    tool_output_limit_chars: (
+        Annotated[
+            int,
+            _setting(
+                "Codex: a tool output longer than this many characters is cut to its head and "
+                "tail around a marker before the model sees it (what-if only); null = off.",
+                source="Codex CLI truncates tool outputs for the model (a rollout records them "
+                "as sent, already cut: a what-if can only cut further)",
+                group=_TR,
+                ge=100,
+                le=CHARS_MAX,
+            ),
+        ]
+        | None
+    ) = None
     per_message_budget_enabled: Annotated[
         bool,
         _setting(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -10,6 +11,12 @@ from .fields import PipelineConfig, preset_configs, preset_descriptions
 from .presets import AUTO, ONE_MILLION_EVIDENCE_TOKENS, preset_for_version, ran_with_1m_window
 
 PRESETS: dict[str, PipelineConfig] = preset_configs()
+
+#: The preset of Codex sessions under "auto" (its name is the Codex adapter's agent name).
+CODEX_PRESET = "codex"
+#: A Codex session's recorded automatic compaction sets its what-if limit only from this share
+#: of the window up: one below was not the limit (Codex's default limit is near 90 %).
+CODEX_LIMIT_EVIDENCE = 0.5
 
 PRESET_DESCRIPTIONS: dict[str, str] = preset_descriptions()
 
@@ -24,6 +31,8 @@ def resolve_config(
     version: str | None = None,
     max_recorded_prompt: int | None = None,
     recorded_auto_compactions: Sequence[int] | None = None,
+    recorded_window: int | None = None,
+    agent: str | None = None,
 ) -> tuple[PipelineConfig, str]:
     """The config to run with and the name of the preset it started from.
 
@@ -32,6 +41,11 @@ def resolve_config(
     unless ``recorded_auto_compactions`` (the ``preTokens`` of the session's recorded automatic
     compactions, ``Session.recorded_auto_compactions``) show the 200k window
     (``ran_with_1m_window``).
+    ``recorded_window`` (the window the agent itself recorded, ``Session.context_window``:
+    Codex writes its ``model_context_window``) is ``"auto"``'s window when the overrides set none.
+    ``agent`` (``Session.agent``): a Codex session's ``"auto"`` is the ``codex`` preset, its
+    automatic compactions just under the smallest recorded one (``recorded_auto_compactions``,
+    inferred from the rollout) when the overrides set no threshold.
     ``overrides`` (settings, e.g. from ``config.read_settings``) are applied on top and
     validated. A ``preset`` key in the overrides replaces an ``"auto"`` argument, so a saved
     settings file keeps its base; naming two different presets is an error.
@@ -48,7 +62,30 @@ def resolve_config(
         preset = named
     auto = preset == AUTO
     name = preset_for_version(version) if auto else preset
-    if auto and "context_window" not in values:
+    if auto and agent == CODEX_PRESET:
+        name = CODEX_PRESET
+        if recorded_window and "context_window" not in values:
+            values["context_window"] = recorded_window
+        window = values.get("context_window", recorded_window)
+        # a compaction well under the window was no limit's (a /compact inferred as automatic)
+        pre = [
+            p
+            for p in recorded_auto_compactions or ()
+            if isinstance(window, int) and p >= window * CODEX_LIMIT_EVIDENCE
+        ]
+        own = {
+            "autocompact_pct_override",
+            "autocompact_buffer_tokens",
+            "max_output_tokens_for_summary",
+        }
+        if pre and isinstance(window, int) and window > 1 and not own & set(values):
+            # T = floor(E·pct/100) with E = W − 1 (the preset reserves one token)
+            values["autocompact_pct_override"] = max(
+                0.001, min(100.0, math.floor(min(pre) * 100_000 / (window - 1)) / 1000)
+            )
+    elif auto and "context_window" not in values and recorded_window:
+        values["context_window"] = recorded_window
+    elif auto and "context_window" not in values:
         if ran_with_1m_window(max_recorded_prompt, recorded_auto_compactions):
             values["context_window"] = 1_000_000
         if max_recorded_prompt is not None and max_recorded_prompt > ONE_MILLION_EVIDENCE_TOKENS:
@@ -66,6 +103,8 @@ def resolve_request_config(
     version: str | None = None,
     max_recorded_prompt: int | None = None,
     recorded_auto_compactions: Sequence[int] | None = None,
+    recorded_window: int | None = None,
+    agent: str | None = None,
 ) -> tuple[PipelineConfig, str]:
     """``resolve_config`` for a submitted form or API body, whose fields are ``preset`` and
     ``config``: a ``FieldError`` names ``preset``, ``config`` or ``config.<setting>``, the
@@ -79,6 +118,8 @@ def resolve_request_config(
             version=version,
             max_recorded_prompt=max_recorded_prompt,
             recorded_auto_compactions=recorded_auto_compactions,
+            recorded_window=recorded_window,
+            agent=agent,
         )
     except FieldError as exc:
         if exc.field == "preset":

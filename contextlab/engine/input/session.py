@@ -28,6 +28,9 @@ class SideRecords:
     titles: list[tuple[str, str]] = field(default_factory=list)
     #: Claude Code's own session cost, from the newest ``cost-state`` record (2.1.1xx+)
     claude_code_cost_usd: float | None = None
+    #: the agent's own cumulative usage at the end of the session, where it records one
+    #: (Codex: the final ``total_token_usage``): the session's totals, exactly as recorded
+    recorded_totals: dict[str, int] | None = None
 
 
 @dataclass
@@ -72,6 +75,10 @@ class Session:
     #: share of each thread's requests whose recorded figures the replay reads (a forecast
     #: copy, ``replay.forecast``, below 1)
     usage_until: float = 1.0
+    #: the source adapter that read it (``sources.SourceAdapter.name``)
+    agent: str = "claude_code"
+    #: the model's context window as the agent recorded it (Codex's ``model_context_window``)
+    context_window: int | None = None
 
     @property
     def main(self) -> Thread:

@@ -11,12 +11,15 @@ from .collapse import ContextCollapse
 from .microcompact import Microcompact
 from .persistence import ToolResultPersistence
 from .snip import Snip
+from .truncation import ToolOutputTruncation
 
 #: The steps in Claude Code's order (spec §3): boundary slice, per-tool persistence (tool time),
-#: aggregate budget, snip, microcompact, context collapse, autocompact, blocking limit.
+#: aggregate budget, snip, microcompact, context collapse, autocompact, blocking limit; Codex's
+#: tool-output truncation (off unless set) at tool time, beside persistence.
 DEFAULT_STEPS: tuple[Step, ...] = (
     BoundarySlice(),
     ToolResultPersistence(),
+    ToolOutputTruncation(),
     ToolResultBudget(),
     Snip(),
     Microcompact(),

@@ -177,10 +177,10 @@ class Autocompact:
         else:
             summarized = [view.messages[i] for i in view.view_indices()]
             try:
+                # a Codex session's compaction asks for what Codex's asks for
+                kind = "codex_compact" if ctx.session.agent == "codex" else "compact"
                 result = ctx.summarizer.summarize(
-                    SummaryRequest(
-                        messages=summarized, kind="compact", model=ctx.request.message.model
-                    )
+                    SummaryRequest(messages=summarized, kind=kind, model=ctx.request.message.model)
                 )
             except ReplayInterrupted:
                 raise  # the caller fetches the summary and replays again, or stops

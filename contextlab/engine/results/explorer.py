@@ -19,6 +19,7 @@ PERSISTED_OPEN = "<persisted-output>"
 BADGES = {
     "persisted": "persisted",
     "budget": "persisted",
+    "truncated": "persisted",  # Codex cut the output: the model saw part of it
     "cleared": "cleared",
     "snipped": "snipped",
     "collapsed": "collapsed",
@@ -227,13 +228,18 @@ def side_by_side(
             rows.extend(_synthetic_row(syn) for syn in head_synthetic)
         msg = messages[mi]
         if msg["role"] == "system":
+            # an adapter may say in words what its marker was (Codex: the inferred trigger)
+            label = (msg.get("metadata") or {}).get("label")
             rows.append(
                 {
                     "message": mi,
                     "block": 0,
                     "role": "system",
                     "kind": msg["kind"],
-                    "repl": {"type": "marker", "text": msg["kind"].replace("_", " ")},
+                    "repl": {
+                        "type": "marker",
+                        "text": label if isinstance(label, str) else msg["kind"].replace("_", " "),
+                    },
                     "model": None,
                     "badge": "boundary",
                     "metadata": msg.get("metadata"),

@@ -12,7 +12,7 @@ from typing import Protocol
 
 from contextlab.engine.input.model import Message
 
-from .prompts import collapse_prompt, compact_prompt
+from .prompts import codex_compact_prompt, collapse_prompt, compact_prompt
 
 #: The summarizer backends a replay can use (the LLM ones have a module each in this package).
 SUMMARIZER_NAMES = ("extractive", "anthropic", "openai")
@@ -23,7 +23,7 @@ class SummaryRequest:
     """What a summarizer gets: the messages to summarize and why."""
 
     messages: list[Message]
-    kind: str = "compact"  # "compact" | "collapse" | "session_memory"
+    kind: str = "compact"  # "compact" | "codex_compact" | "collapse" | "session_memory"
     model: str | None = None
     custom_instructions: str = ""
     prompt: str = field(default="")
@@ -32,6 +32,8 @@ class SummaryRequest:
         if not self.prompt:
             if self.kind == "collapse":
                 self.prompt = collapse_prompt(self.custom_instructions)
+            elif self.kind == "codex_compact":
+                self.prompt = codex_compact_prompt(self.custom_instructions)
             else:
                 self.prompt = compact_prompt(self.custom_instructions)
 

@@ -70,6 +70,28 @@ def compact_prompt(custom_instructions: str = "") -> str:
     return "\n\n".join(parts)
 
 
+# A Codex session's what-if compaction: our own wording of what Codex's compaction asks for (a
+# hand-off note for the model that carries on), not its text. Codex's summaries are shorter and
+# looser than Claude Code's nine sections; this asks for the same four things Codex's does.
+CODEX_COMPACT_BODY = (
+    "Your context is nearly full. Write a hand-off note for the model that will carry on this "
+    "task from your note alone; the conversation above will be replaced by it.\n\n"
+    "Cover, briefly and concretely: where the work stands and the key decisions taken; the "
+    "context, constraints and preferences of the user that still apply; what remains to be "
+    "done, as clear next steps; and the exact data the next model needs to continue (file "
+    "paths, identifiers, commands, error messages, examples), quoted rather than paraphrased.\n\n"
+    "Answer with the note only, inside <summary> tags."
+)
+
+
+def codex_compact_prompt(custom_instructions: str = "") -> str:
+    """The compaction request of a what-if compaction in a Codex session."""
+    parts = [CODEX_COMPACT_BODY]
+    if custom_instructions.strip():
+        parts.append("Additional Instructions:\n" + custom_instructions.strip())
+    return "\n\n".join(parts)
+
+
 # Context collapse replaces one span of the history in place (spec §4.5); the real prompt is not
 # in the public build, so this one is ours. It differs from the compaction prompt on purpose: the
 # messages around the span stay visible, so the summary must be short and cover the span only,

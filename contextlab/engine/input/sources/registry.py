@@ -19,9 +19,10 @@ from contextlab.engine.input.sources import SourceAdapter
 from contextlab.engine.input.upload_chain import EarlierUpload, open_upload_chain
 
 from .claude_code.adapter import ClaudeCodeAdapter
+from .codex.adapter import CodexAdapter
 
 #: Every adapter, the default (the one that reads what no adapter recognises) first.
-ADAPTERS: tuple[SourceAdapter, ...] = (ClaudeCodeAdapter(),)
+ADAPTERS: tuple[SourceAdapter, ...] = (ClaudeCodeAdapter(), CodexAdapter())
 #: Lines of an upload's first file each adapter sees to recognise it.
 HEAD_LINES = 20
 

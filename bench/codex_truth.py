@@ -1,0 +1,328 @@
+"""Issue 24's figures on Codex rollouts: loads, totals, compactions, fidelity, replay speed.
+
+    python bench/codex_truth.py                      # /work/data/codex/*.jsonl + the fixtures
+    python bench/codex_truth.py FILE.jsonl ...       # these rollouts
+    python bench/codex_truth.py --json OUT.json
+
+Per rollout:
+
+* loads — the adapter reads it (problems counted by code);
+* totals — the session's ``side.recorded_totals`` and the sum of its calls' usage against the
+  final ``total_token_usage`` read here independently (input, cached, output): exact or not;
+* compactions — ``compacted`` records in the file against ``compact_boundary`` messages, and
+  each boundary's request in the recorded replay (the first call after it);
+* fidelity — recorded mode, ``evaluation.fidelity`` (per-thread, per-model 2-parameter fit of
+  the replayed prompt against the recorded input, as ``bench/truth.py`` does for Claude Code):
+  median and p90 of |relative error| (pooled over the rollouts too);
+* speed — replay (load + recorded replay) against the parse floor of the same file
+  (``json.loads`` of every line and one tiktoken count of the text a model call could see),
+  both in this process, median of ``--runs``: the ratio, target ≤ 2.
+
+Fixtures are written by ContextLab (figures invented): their fidelity says nothing about
+Codex; they are listed apart ("fixture") from real rollouts ("real").
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from contextlab.engine.config.resolve import resolve_config
+from contextlab.engine.input.sources.registry import load_session
+from contextlab.engine.measures.tokens import TiktokenCounter, percentile
+from contextlab.engine.replay.driver import replay
+from contextlab.engine.results.evaluation import fidelity
+
+ROOT = Path(__file__).resolve().parents[1]
+REAL = Path("/work/data/codex")
+FIXTURES = ROOT / "tests" / "fixtures" / "codex"
+KEYS = ("input_tokens", "cached_input_tokens", "output_tokens")
+
+
+def raw_lines(path: Path) -> list[Any]:
+    out = []
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            out.append(json.loads(line))
+        except ValueError:
+            continue
+    return out
+
+
+def final_total(records: list[Any]) -> dict[str, int] | None:
+    total = None
+    for record in records:
+        payload = record.get("payload") if isinstance(record, dict) else None
+        if isinstance(payload, dict) and payload.get("type") == "token_count":
+            info = payload.get("info")
+            if isinstance(info, dict) and isinstance(info.get("total_token_usage"), dict):
+                total = info["total_token_usage"]
+    return total
+
+
+def parse_floor(path: Path, counter: TiktokenCounter) -> int:
+    """json.loads every line, count the model-visible text of each item once."""
+    tokens = 0
+    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        payload = record.get("payload", record) if isinstance(record, dict) else None
+        if not isinstance(payload, dict):
+            continue
+        for key in ("content", "summary", "arguments", "input", "output"):
+            value = payload.get(key)
+            if isinstance(value, str):
+                tokens += counter.count(value)
+            elif isinstance(value, list):
+                for part in value:
+                    if isinstance(part, dict) and isinstance(part.get("text"), str):
+                        tokens += counter.count(part["text"])
+    return tokens
+
+
+def measure(path: Path, runs: int, counter: TiktokenCounter) -> dict[str, Any]:
+    records = raw_lines(path)
+    session = load_session(path)
+    own = [*session.main.messages]
+    for fork in session.threads[1:]:  # local compactions' summarising calls
+        own += fork.messages[fork.fork_index :]
+    calls = [m for m in own if m.role == "assistant" and m.usage]
+    final = final_total(records)
+    summed = {
+        "input_tokens": sum(m.usage.prompt_total for m in calls if m.usage),
+        "cached_input_tokens": sum(m.usage.cache_read for m in calls if m.usage),
+        "output_tokens": sum(m.usage.output for m in calls if m.usage),
+    }
+    recorded = session.side.recorded_totals
+    totals_exact = final is None or (
+        recorded is not None
+        and all(recorded[k] == final[k] for k in KEYS)
+        and all(summed[k] == final[k] for k in KEYS)
+    )
+    compacted = sum(1 for r in records if isinstance(r, dict) and r.get("type") == "compacted")
+    boundaries = [m for m in session.main.messages if m.kind == "compact_boundary"]
+    config, preset = resolve_config(
+        "auto", version=session.version, recorded_window=session.context_window
+    )
+    result = replay(session, config, mode="recorded", preset_name=preset)
+    data = result.to_json()
+    fid = fidelity(result)
+    replay_s, floor_s = [], []
+    for _ in range(runs):
+        start = time.perf_counter()
+        again = load_session(path)
+        c, p = resolve_config("auto", version=again.version, recorded_window=again.context_window)
+        replay(again, c, mode="recorded", preset_name=p).to_json()
+        replay_s.append(time.perf_counter() - start)
+        start = time.perf_counter()
+        parse_floor(path, counter)
+        floor_s.append(time.perf_counter() - start)
+    problems: dict[str, int] = {}
+    for problem in session.problems:
+        problems[problem.code] = problems.get(problem.code, 0) + 1
+    return {
+        "file": path.name,
+        "kind": "fixture"
+        if path.parent == FIXTURES
+        else "synthetic"
+        if path.name.startswith("synthetic-")
+        else "real",
+        "version": session.version,
+        "calls": len(calls),
+        "problems": problems,
+        "totals_exact": totals_exact,
+        "final_total": final,
+        "compacted_records": compacted,
+        "boundaries": len(boundaries),
+        "triggers": [b.metadata.get("trigger") for b in boundaries],
+        "compaction_requests": data["summary"]["compaction_requests"],
+        "median_rel_error": fid["median_rel_error"],
+        "p90_rel_error": fid["p90_rel_error"],
+        "errors": fid["errors"],
+        "replay_s": statistics.median(replay_s),
+        "floor_s": statistics.median(floor_s),
+    }
+
+
+def synthetic_rollout(path: Path, megabytes: float, seed: int = 1) -> Path:
+    """A Codex 0.58-shaped rollout of about ``megabytes`` MB for the speed figure only: turns of
+    a prompt, then calls of reasoning + a shell call + its output (1-12 KB of code-like
+    text), counts before their items with a repeat after each output, a remote compaction
+    every 200,000 tokens of context. Figures follow the text (chars / 4 + a 10,000 prefix)."""
+    import random
+
+    rng = random.Random(seed)
+    words = ["def", "return", "self", "value", "import", "class", "for", "in", "if", "None"]
+    out = path.open("w", encoding="utf-8")
+    written = 0
+    total = dict.fromkeys((*KEYS, "reasoning_output_tokens", "total_tokens"), 0)
+    context, call = 10_000, 0
+
+    def emit(kind: str, payload: dict[str, Any]) -> None:
+        nonlocal written
+        line = (
+            json.dumps(
+                {
+                    "timestamp": f"2025-11-17T10:{call // 60 % 60:02d}:{call % 60:02d}.000Z",
+                    "type": kind,
+                    "payload": payload,
+                }
+            )
+            + "\n"
+        )
+        written += len(line)
+        out.write(line)
+
+    def count(inp: int, cached: int, output: int) -> None:
+        last = {
+            "input_tokens": inp,
+            "cached_input_tokens": cached,
+            "output_tokens": output,
+            "reasoning_output_tokens": output // 2,
+            "total_tokens": inp + output,
+        }
+        for k in total:
+            total[k] += last[k]
+        emit(
+            "event_msg",
+            {
+                "type": "token_count",
+                "info": {
+                    "total_token_usage": dict(total),
+                    "last_token_usage": last,
+                    "model_context_window": 258_400,
+                },
+            },
+        )
+
+    def repeat() -> None:
+        emit("event_msg", {"type": "token_count", "info": {"total_token_usage": dict(total)}})
+
+    emit("session_meta", {"id": "synthetic", "cli_version": "0.58.0", "cwd": "/w"})
+    emit("turn_context", {"model": "gpt-5.1-codex", "cwd": "/w"})
+    while written < megabytes * 1_000_000:
+        prompt = " ".join(rng.choices(words, k=40))
+        emit(
+            "response_item",
+            {
+                "type": "message",
+                "role": "user",
+                "content": [{"type": "input_text", "text": prompt}],
+            },
+        )
+        context += len(prompt) // 4
+        for _ in range(rng.randint(2, 8)):
+            call += 1
+            count(context, max(0, context - 600), 120)
+            emit(
+                "response_item",
+                {
+                    "type": "reasoning",
+                    "summary": [{"type": "summary_text", "text": "**Next step**"}],
+                    "encrypted_content": "gAAAA",
+                },
+            )
+            emit(
+                "response_item",
+                {
+                    "type": "function_call",
+                    "name": "shell",
+                    "call_id": f"c{call}",
+                    "arguments": json.dumps({"command": ["bash", "-lc", "cat f.py"]}),
+                },
+            )
+            body = "\n".join(
+                " ".join(rng.choices(words, k=12)) for _ in range(rng.randint(15, 180))
+            )
+            emit(
+                "response_item",
+                {
+                    "type": "function_call_output",
+                    "call_id": f"c{call}",
+                    "output": json.dumps({"output": body}),
+                },
+            )
+            context += 120 + len(body) // 4
+            repeat()  # the same figures again after the tool ran
+            if context > 200_000:
+                emit("event_msg", {"type": "context_compacted"})
+                emit(
+                    "compacted",
+                    {
+                        "message": "",
+                        "replacement_history": [
+                            {
+                                "type": "message",
+                                "role": "user",
+                                "content": [{"type": "input_text", "text": prompt}],
+                            },
+                            {"type": "compaction", "encrypted_content": "gAAAA" + "z" * 8000},
+                        ],
+                    },
+                )
+                context = 14_000
+                count(0, 0, 0)
+    out.close()
+    return path
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("files", nargs="*", type=Path)
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--json", type=Path)
+    parser.add_argument(
+        "--synthetic",
+        type=float,
+        default=0,
+        metavar="MB",
+        help="also a generated rollout of this size (speed only)",
+    )
+    args = parser.parse_args()
+    files = args.files or sorted(REAL.glob("*.jsonl")) + sorted(FIXTURES.glob("*.jsonl"))
+    if args.synthetic:
+        import tempfile
+
+        folder = Path(tempfile.mkdtemp(prefix="codex-bench-"))
+        files.append(
+            synthetic_rollout(folder / f"synthetic-{args.synthetic:g}MB.jsonl", args.synthetic)
+        )
+    counter = TiktokenCounter()
+    rows = [measure(path, args.runs, counter) for path in files]
+    print(
+        f"{'file':58} {'kind':7} {'ver':7} {'calls':>5} {'totals':>6} {'cmp':>7} "
+        f"{'med':>6} {'p90':>6} {'replay/floor':>12}  problems"
+    )
+    for r in rows:
+        med = "-" if r["median_rel_error"] is None else f"{r['median_rel_error']:.1%}"
+        p90 = "-" if r["p90_rel_error"] is None else f"{r['p90_rel_error']:.1%}"
+        ratio = r["replay_s"] / r["floor_s"] if r["floor_s"] else float("nan")
+        print(
+            f"{r['file'][:58]:58} {r['kind']:7} {r['version']!s:7} {r['calls']:>5} "
+            f"{'exact' if r['totals_exact'] else 'OFF':>6} "
+            f"{r['boundaries']}/{r['compacted_records']:<5} {med:>6} {p90:>6} {ratio:>12.2f}  "
+            + ", ".join(f"{k}×{v}" for k, v in sorted(r["problems"].items()))
+        )
+    for kind in ("real", "fixture", "synthetic"):
+        errors = sorted(e for r in rows if r["kind"] == kind for e in r["errors"])
+        if errors:
+            print(
+                f"pooled {kind}: {len(errors)} calls, median {statistics.median(errors):.1%}, "
+                f"p90 {percentile(errors, 0.9):.1%}"
+            )
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

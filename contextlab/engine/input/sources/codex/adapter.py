@@ -1,0 +1,557 @@
+"""The Codex adapter: recognises a rollout by its content and builds the engine's ``Session``.
+
+The conversation is the stream of response items (``items``); model calls are the
+de-duplicated ``token_count`` events (``calls``), each an assistant message holding the output
+items of that call, with its recorded figures as usage. A ``compacted`` record is a
+``compact_boundary`` (its trigger inferred, and labelled so: rollouts do not say whether the
+user asked for it) followed by the summary: the readable ``message`` of a local compaction, or
+for a remote one an opaque span (the ``compaction`` item's encrypted content) sized from the
+next recorded count; the history it kept (``replacement_history``) follows the summary.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from contextlab.engine.input.json_line import decode_json_line
+from contextlab.engine.input.loading import Upload, iter_lines
+from contextlab.engine.input.model import Block, Message, Problem, ProblemList, TranscriptError
+from contextlab.engine.input.session import Session, SideRecords, Thread, link_tool_results
+
+from .calls import CallFigures, TokenCounter
+from .items import RECORD_TYPES, Item, item_of
+
+#: Bare item types of the older (≤ 0.4x) rollouts, one item per line after the header line.
+_BARE_ITEMS = frozenset(
+    {"message", "reasoning", "function_call", "function_call_output", "local_shell_call"}
+)
+#: A local compaction keeps the newest user prompts up to about this many characters
+#: (Codex keeps about 20,000 tokens of them; modelled where no ``replacement_history`` says).
+KEPT_PROMPT_CHARS = 80_000
+#: Share of the window past which a compaction between turns is taken as automatic.
+AUTO_SHARE = 0.7
+
+
+class CodexAdapter:
+    """OpenAI Codex CLI rollouts, as a ``sources.SourceAdapter``."""
+
+    name = "codex"
+    label = "Codex"
+
+    def detect(self, head: Sequence[Any]) -> float:
+        """The share of the first records that are Codex's: ``{type, payload}`` records of
+        the rollout types, or an older rollout's header line and bare response items."""
+        records = [record for record in head if isinstance(record, dict)]
+        if not records:
+            return 0.0
+        hits = sum(1 for i, record in enumerate(records) if _is_codex_record(record, i))
+        return hits / len(records)
+
+    def parse(self, upload: Upload) -> Session:
+        return RolloutReader(upload).session()
+
+
+def _is_codex_record(record: dict[str, Any], index: int) -> bool:
+    kind = record.get("type")
+    if isinstance(kind, str) and kind in RECORD_TYPES:
+        return isinstance(record.get("payload"), dict) and "uuid" not in record
+    if index == 0 and kind is None:
+        return isinstance(record.get("id"), str) and "instructions" in record
+    if isinstance(kind, str) and kind in _BARE_ITEMS:
+        return "uuid" not in record and "payload" not in record
+    return record.get("record_type") == "state"
+
+
+class RolloutReader:
+    """Reads one rollout into messages, line by line."""
+
+    def __init__(self, upload: Upload) -> None:
+        self.upload = upload
+        self.problems = ProblemList(upload.problems)
+        self.file = upload.main.name if upload.main else ""
+        self.messages: list[Message] = []
+        self.counter = TokenCounter()
+        self.run: Message | None = None
+        self.pending: list[CallFigures] = []
+        self.session_id: str | None = None
+        self.version: str | None = None
+        self.cwd: str | None = None
+        self.model: str | None = None
+        self.window: int | None = None
+        self.calls = 0
+        self.records = 0
+        self.usable = 0
+        self.unknown: dict[str, int] = {}
+        self.baseline: int | None = None
+        self.opaque: list[Block] = []
+        self.opaque_rough = 0
+        self.last_boundary: Message | None = None
+        #: local compactions' summarising calls, as compaction forks of the main thread
+        self.forks: list[Thread] = []
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def session(self) -> Session:
+        main = self.upload.main or next(iter(self.upload.subagents), None)
+        if main is None:
+            raise TranscriptError("the upload has no rollout file", self.problems)
+        self.file = main.name
+        for number, text, is_last in iter_lines(main, self.problems):
+            self.line(number, text, is_last)
+        self.close_run()
+        self.flush_pending(self.counter.final_total is not None and self.records)
+        for extra in (*self.upload.siblings, *self.upload.subagents):
+            if extra is not main:
+                self.problem(0, "other_file_ignored", f"{extra.name}: only one rollout is read")
+        for kind, count in sorted(self.unknown.items()):
+            self.problem(
+                0,
+                "unknown_codex_shape",
+                f"{count} record(s) of a shape this version of ContextLab does not know "
+                f"({kind}) kept out of the replay",
+            )
+        if not self.messages:
+            reason = (
+                "not a Codex rollout: no conversation item found"
+                if not self.usable
+                else "no conversation items found in the rollout"
+            )
+            raise TranscriptError(reason, self.problems)
+        threads = [Thread(id="main", kind="main", messages=self.messages, file=self.file)]
+        for index, message in enumerate(self.messages):
+            message.index = index
+        threads += self.forks
+        link_tool_results(threads, self.problems)
+        side = SideRecords()
+        side.recorded_totals = self.counter.final_total
+        self.check_totals()
+        return Session(
+            name=self.upload.name,
+            session_id=self.session_id,
+            threads=threads,
+            problems=self.problems,
+            side=side,
+            versions=[self.version] if self.version else [],
+            upload=self.upload,
+            record_count=self.records,
+            agent="codex",
+            context_window=self.window or window_for_version(self.version),
+        )
+
+    def problem(self, line: int, code: str, message: str, severity: str = "warning") -> None:
+        self.problems.append(Problem(line, code, message, self.file, severity))  # type: ignore[arg-type]
+
+    def line(self, number: int, text: str, is_last: bool) -> None:
+        try:
+            obj, _ = decode_json_line(text)
+        except ValueError as exc:
+            if is_last and not text.endswith("\n"):
+                self.problem(number, "truncated_line", "the last line is cut off (incomplete JSON)")
+            else:
+                self.problem(number, "invalid_json", f"not valid JSON: {exc}")
+            return
+        if not isinstance(obj, dict):
+            self.problem(number, "not_an_object", f"a JSON {type(obj).__name__}, not a record")
+            return
+        self.records += 1
+        kind = obj.get("type")
+        payload = obj.get("payload")
+        stamp = _text(obj.get("timestamp"))
+        if isinstance(kind, str) and kind in RECORD_TYPES and isinstance(payload, dict):
+            self.usable += 1
+            self.record(number, kind, payload, stamp)
+        elif kind is None and self.records == 1 and isinstance(obj.get("id"), str):
+            self.usable += 1  # the older rollouts' header line
+            self.meta(obj)
+        elif obj.get("record_type") == "state":
+            self.usable += 1
+        elif isinstance(kind, str) and "payload" not in obj:
+            self.usable += 1
+            self.response_item(number, obj, stamp)
+        else:
+            key = f"record type {kind!r}" if isinstance(kind, str) else "no type"
+            self.unknown[key] = self.unknown.get(key, 0) + 1
+
+    def record(self, number: int, kind: str, payload: dict[str, Any], stamp: str) -> None:
+        if kind == "session_meta":
+            self.meta(payload)
+        elif kind == "turn_context":
+            model = payload.get("model")
+            if isinstance(model, str) and model:
+                self.model = model
+            cwd = payload.get("cwd")
+            if isinstance(cwd, str):
+                self.cwd = cwd
+        elif kind == "response_item":
+            self.response_item(number, payload, stamp)
+        elif kind == "compacted":
+            self.compacted(number, payload, stamp)
+        elif kind == "event_msg":
+            event = payload.get("type")
+            if event == "token_count":
+                self.token_count(number, payload.get("info"), stamp)
+            elif not isinstance(event, str):  # a list or object is no type (nor hashable)
+                key = "event without a type"
+                self.unknown[key] = self.unknown.get(key, 0) + 1
+
+    def meta(self, payload: dict[str, Any]) -> None:
+        if self.session_id is None and isinstance(payload.get("id"), str):
+            self.session_id = payload["id"]
+        version = payload.get("cli_version")
+        if isinstance(version, str) and version:
+            self.version = version
+        if self.cwd is None and isinstance(payload.get("cwd"), str):
+            self.cwd = payload["cwd"]
+        model = payload.get("model")
+        if self.model is None and isinstance(model, str):
+            self.model = model
+
+    # -- items -----------------------------------------------------------------------------
+
+    def response_item(self, number: int, payload: dict[str, Any], stamp: str) -> None:
+        item = item_of(payload)
+        if item is None:
+            return
+        if isinstance(item, str):
+            key = f"response item {item!r}"
+            self.unknown[key] = self.unknown.get(key, 0) + 1
+            return
+        if item.side == "assistant":
+            if self.run is None:
+                self.run = self.new_call(
+                    number, stamp, self.pending.pop(0) if self.pending else None
+                )
+            self.run.blocks.extend(item.blocks)
+            return
+        self.close_run()
+        self.flush_pending(True)
+        self.append(self.user_message(item, number, stamp))
+
+    def append(self, message: Message) -> None:
+        message.index = len(self.messages)
+        self.messages.append(message)
+
+    def user_message(self, item: Item, number: int, stamp: str) -> Message:
+        kind = (
+            "tool_result" if item.side == "tool_output" else "meta" if item.injected else "prompt"
+        )
+        return Message(
+            uuid=f"codex:{number}:{len(self.messages)}",
+            role="user",
+            kind=kind,  # type: ignore[arg-type]
+            blocks=item.blocks,
+            timestamp=stamp,
+            line=number,
+            file=self.file,
+            version=self.version,
+            cwd=self.cwd,
+            is_meta=item.injected,
+        )
+
+    def new_call(self, number: int, stamp: str, figures: CallFigures | None) -> Message:
+        self.calls += 1
+        message = Message(
+            uuid=f"codex:{number}:{len(self.messages)}",
+            role="assistant",
+            kind="assistant",
+            blocks=[],
+            timestamp=stamp,
+            line=number,
+            file=self.file,
+            message_id=f"call-{self.calls}",
+            model=self.model,
+            version=self.version,
+            cwd=self.cwd,
+        )
+        self.append(message)
+        if figures is not None:
+            self.give(message, figures)
+        return message
+
+    def give(self, message: Message, figures: CallFigures) -> None:
+        message.usage = figures.usage()
+        message.metadata["reasoning_output_tokens"] = figures.reasoning
+        message.metadata["usage_line"] = figures.line
+        if figures.window:
+            message.metadata["model_context_window"] = figures.window
+        if self.baseline is None:
+            seen = sum(len(b.text) for m in self.messages[:-1] for b in m.blocks)
+            self.baseline = max(0, figures.input - seen // 4)
+        self.size_opaque(figures.input)
+
+    def close_run(self) -> None:
+        self.run = None
+
+    def flush_pending(self, flush: Any) -> None:
+        """Calls whose output items the rollout does not hold (a local compaction's
+        summarising call, an aborted call): empty assistant messages, where they happened."""
+        if not flush:
+            return
+        while self.pending:
+            figures = self.pending.pop(0)
+            call = self.new_call(figures.line, figures.timestamp, figures)
+            call.metadata["no_output_items"] = True
+
+    def token_count(self, number: int, info: Any, stamp: str) -> None:
+        figures = self.counter.read(info, number, stamp)
+        if figures is None:
+            return
+        if figures.window:
+            self.window = figures.window
+        if figures.is_context_marker:
+            if self.last_boundary is not None:
+                self.last_boundary.metadata["postTokens"] = figures.total
+            self.size_opaque(figures.total)
+            return
+        if self.run is not None and self.run.usage is None:
+            self.give(self.run, figures)
+            return
+        self.close_run()
+        last = next((m for m in reversed(self.messages) if m.role == "assistant"), None)
+        after_last = (
+            last is not None
+            and last.usage is None
+            and not self.pending
+            and all(m.kind == "tool_result" for m in self.messages[last.index + 1 :])
+            if last is not None
+            else False
+        )
+        if after_last and last is not None:
+            self.give(last, figures)
+        else:
+            self.pending.append(figures)
+
+    # -- compaction ------------------------------------------------------------------------
+
+    def compacted(self, number: int, payload: dict[str, Any], stamp: str) -> None:
+        """A ``compacted`` record: boundary, summary, then the history it kept."""
+        before = self.messages[-1] if self.messages else None
+        self.close_run()
+        self.flush_pending(True)
+        summary_text = _text(payload.get("message"))
+        history = payload.get("replacement_history")
+        kept: list[Item] = []
+        opaque_bytes = 0
+        if isinstance(history, list):
+            for entry in history:
+                item = item_of(entry) if isinstance(entry, dict) else "(not an object)"
+                if isinstance(item, Item):
+                    if item.side == "opaque":
+                        opaque_bytes += item.opaque_bytes
+                    else:
+                        kept.append(item)
+                elif isinstance(item, str):
+                    key = f"kept item {item!r}"
+                    self.unknown[key] = self.unknown.get(key, 0) + 1
+        remote = not summary_text.strip()
+        last_call = next(
+            (m for m in reversed(self.messages) if m.role == "assistant" and m.usage), None
+        )
+        pre = (
+            last_call.usage.prompt_total + last_call.usage.output
+            if last_call and last_call.usage
+            else 0
+        )
+        if not remote:
+            self.fork_summarizer(summary_text, number, stamp)
+        mid_turn = before is not None and (
+            before.kind == "tool_result" or (before.role == "assistant" and _calls_tool(before))
+        )
+        window = self.window or 0
+        if mid_turn:
+            trigger, reason = "auto", "mid-turn, after a tool call"
+        elif window and pre >= AUTO_SHARE * window:
+            trigger, reason = (
+                "auto",
+                f"between turns at {pre:,} tokens, past {AUTO_SHARE:.0%} of the window",
+            )
+        else:
+            trigger, reason = "manual", "between turns, well under the window"
+        how = "automatic" if trigger == "auto" else "asked for (/compact)"
+        label = (
+            f"Codex compacted its context here ({'remote' if remote else 'local'} compaction "
+            f"at {pre:,} tokens). {how.capitalize()}: inferred ({reason}); a rollout does not "
+            "record whether a compaction was asked for."
+        )
+        boundary = Message(
+            uuid=f"codex:{number}:boundary",
+            role="system",
+            kind="compact_boundary",
+            blocks=[Block("text", label)],
+            timestamp=stamp,
+            line=number,
+            file=self.file,
+            version=self.version,
+            cwd=self.cwd,
+            metadata={
+                "trigger": trigger,
+                "trigger_inferred": True,
+                "trigger_reason": f"inferred: {reason}",
+                "label": label,
+                "preTokens": pre,
+                "codex_compaction": "remote" if remote else "local",
+                "kept_items": len(kept),
+                "kept_modeled": not isinstance(history, list),
+            },
+        )
+        self.append(boundary)
+        self.last_boundary = boundary
+        kept_texts = [b.text for item in kept for b in item.blocks]
+        if remote:
+            block = Block(
+                "text", f"[compaction summary: {opaque_bytes:,} bytes of encrypted content]"
+            )
+            block.data = {"opaque": True, "encrypted_bytes": opaque_bytes}
+            self.opaque = [block]
+            self.opaque_rough = sum(len(t) for t in kept_texts) // 4
+        elif any(summary_text[:200] in text for text in kept_texts):
+            block = Block("text", "")  # the summary is among the kept items
+        else:
+            block = Block("text", summary_text)
+        self.append(
+            Message(
+                uuid=f"codex:{number}:summary",
+                role="user",
+                kind="summary",
+                blocks=[block],
+                timestamp=stamp,
+                line=number,
+                file=self.file,
+                version=self.version,
+                cwd=self.cwd,
+                metadata={"opaque": remote},
+            )
+        )
+        if not isinstance(history, list):
+            kept = self.modeled_kept(boundary.index)
+        for item in kept:
+            self.append(
+                self.user_message(item, number, stamp)
+                if item.side != "assistant"
+                else self.kept_call(item, number, stamp)
+            )
+
+    def fork_summarizer(self, summary: str, number: int, stamp: str) -> None:
+        """A local compaction's summarising call (the call just before it, with no output
+        items of its own) as a compaction fork: the main conversation up to it, Codex's
+        compaction prompt (not in the rollout: an empty placeholder) and the summary as its
+        reply, as Claude Code's compaction fork is. It leaves the main thread's requests."""
+        if not self.messages or not self.messages[-1].metadata.get("no_output_items"):
+            return
+        call = self.messages.pop()
+        at = len(self.messages)
+        prompt = Message(
+            uuid=f"codex:{number}:compaction-prompt",
+            role="user",
+            kind="meta",
+            blocks=[Block("text", "")],
+            timestamp=stamp,
+            line=number,
+            file=self.file,
+            version=self.version,
+            is_meta=True,
+            metadata={"codex_compaction_prompt": "not recorded in the rollout"},
+            index=at,
+        )
+        call.blocks = [Block("text", summary)]
+        call.index = at + 1
+        call.metadata["compaction_call"] = True
+        self.forks.append(
+            Thread(
+                id=f"compaction-{len(self.forks) + 1}",
+                kind="subagent",
+                messages=[*self.messages, prompt, call],
+                file=self.file,
+                fork_index=at,
+                compaction_fork=True,
+            )
+        )
+
+    def kept_call(self, item: Item, number: int, stamp: str) -> Message:
+        """An assistant item a compaction kept: history, not a call (no request of its own)."""
+        return Message(
+            uuid=f"codex:{number}:{len(self.messages)}",
+            role="user",
+            kind="meta",
+            blocks=[Block("text", b.text) for b in item.blocks],
+            timestamp=stamp,
+            line=number,
+            file=self.file,
+            version=self.version,
+            cwd=self.cwd,
+            is_meta=True,
+        )
+
+    def modeled_kept(self, boundary: int) -> list[Item]:
+        """A local compaction without ``replacement_history``: the newest user prompts since
+        the previous compaction, up to ``KEPT_PROMPT_CHARS`` (modelled on what Codex keeps)."""
+        kept: list[Item] = []
+        size = 0
+        for message in reversed(self.messages[:boundary]):
+            if message.kind == "compact_boundary":
+                break
+            if message.kind != "prompt":
+                continue
+            text = "\n".join(b.text for b in message.blocks)
+            if size + len(text) > KEPT_PROMPT_CHARS:
+                break
+            size += len(text)
+            kept.append(Item("user", [Block("text", text)]))
+        kept.reverse()
+        return kept
+
+    def size_opaque(self, context: int) -> None:
+        """Size a remote compaction's opaque summary from the first count after it: the
+        context then, less what the session sends before any message (the first call's input
+        less its messages, roughly) and the kept history (roughly)."""
+        if not self.opaque:
+            return
+        baseline = self.baseline or 0
+        for block in self.opaque:
+            block.tok = max(0, context - baseline - self.opaque_rough)
+            block.rough = block.tok
+            block.data["sized_from"] = context
+        self.opaque = []
+
+    def check_totals(self) -> None:
+        """The calls' figures should add up to the file's final cumulative totals."""
+        final = self.counter.final_total
+        if final is None:
+            if self.calls:
+                self.problem(0, "no_token_counts", "the rollout records no token counts", "info")
+            return
+        forks = (m for fork in self.forks for m in fork.messages[fork.fork_index :])
+        calls = [m.usage for m in (*self.messages, *forks) if m.role == "assistant" and m.usage]
+        summed = {
+            "input_tokens": sum(u.input + u.cache_read for u in calls),
+            "cached_input_tokens": sum(u.cache_read for u in calls),
+            "output_tokens": sum(u.output for u in calls),
+        }
+        gaps = [k for k, v in summed.items() if v != final[k]]
+        if gaps:
+            self.problem(
+                0,
+                "usage_gap",
+                "the calls' recorded figures do not add up to the final total_token_usage "
+                + ", ".join(f"{k}: {summed[k]:,} vs {final[k]:,}" for k in gaps)
+                + " (session totals are the final total_token_usage)",
+                "info",
+            )
+
+
+def window_for_version(version: str | None) -> int | None:
+    """The window Codex used for the gpt-5 family, for a rollout that records none: 272,000
+    up to 0.47, then 258,400 (95 % of it); None for a version that is not ``0.N…``."""
+    parts = (version or "").split(".")
+    if len(parts) < 2 or parts[0] != "0" or not parts[1].isdigit():
+        return None
+    return 272_000 if int(parts[1]) <= 47 else 258_400
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _calls_tool(message: Message) -> bool:
+    return any(block.type == "tool_use" for block in message.blocks)

@@ -1,0 +1,100 @@
+"""The rollout cut into model calls: one per de-duplicated ``token_count`` event.
+
+Codex writes a ``token_count`` event after each model call, and many more that repeat the
+previous figures (after a tool ran, at a turn's end): a call is an event whose cumulative
+``total_token_usage`` differs from the previous one (``info: null`` events, the first of a
+session among them, carry nothing). Its own figures are ``last_token_usage`` (else the
+difference of the totals). The output items of the call (reasoning, messages, tool calls) are
+written after its event by some versions and before it by others: an event is the call of the
+open run of output items when that run has no figures yet, else of the next run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from contextlab.engine.input.model import Usage
+
+from .items import usage_of
+
+USAGE_KEYS = ("input_tokens", "cached_input_tokens", "output_tokens", "reasoning_output_tokens")
+
+
+@dataclass
+class CallFigures:
+    """One model call's recorded figures (``last_token_usage``)."""
+
+    line: int
+    timestamp: str
+    input: int
+    cached: int
+    output: int
+    reasoning: int
+    total: int
+    window: int | None
+
+    def usage(self) -> Usage:
+        """As the engine's usage: input without its cached part, the cached part as cache
+        read (OpenAI's prefix cache has no write), output with its reasoning part."""
+        cached = min(self.cached, self.input)
+        return Usage(input=self.input - cached, cache_read=cached, output=self.output)
+
+    @property
+    def is_context_marker(self) -> bool:
+        """No input and no output, only a ``total_tokens``: not a call but the size of the
+        context after a remote compaction."""
+        return self.input == 0 and self.output == 0
+
+
+class TokenCounter:
+    """De-duplicates ``token_count`` events and keeps the session's final totals."""
+
+    def __init__(self) -> None:
+        self.last_total: dict[str, int] | None = None
+        self.final_total: dict[str, int] | None = None
+        self.last_marker: dict[str, int] | None = None
+
+    def read(self, info: Any, line: int, timestamp: str) -> CallFigures | None:
+        """The figures of a new call (or context marker) in a ``token_count``'s ``info``;
+        None for an event that repeats the previous one or carries nothing."""
+        if not isinstance(info, dict):
+            return None
+        total = usage_of(info.get("total_token_usage"))
+        last = usage_of(info.get("last_token_usage"))
+        if total is None and last is None:
+            return None
+        if total is not None:
+            if self.last_total is not None and _same(total, self.last_total):
+                # the same cumulative figures: a repeat, unless ``last_token_usage`` carries
+                # only a context size (the count after a remote compaction)
+                marker = last is not None and _is_marker(last) and last != self.last_marker
+                if not marker:
+                    return None
+                self.last_marker = last
+            previous = self.last_total
+            self.last_total = total
+            self.final_total = total
+            if last is None:
+                last = {k: total[k] - (previous or {}).get(k, 0) for k in total}
+        assert last is not None
+        window = info.get("model_context_window")
+        window_ok = isinstance(window, int) and not isinstance(window, bool) and window > 0
+        return CallFigures(
+            line=line,
+            timestamp=timestamp,
+            input=max(0, last["input_tokens"]),
+            cached=max(0, last["cached_input_tokens"]),
+            output=max(0, last["output_tokens"]),
+            reasoning=max(0, last["reasoning_output_tokens"]),
+            total=max(0, last["total_tokens"]),
+            window=window if window_ok else None,
+        )
+
+
+def _is_marker(last: dict[str, int]) -> bool:
+    return last["input_tokens"] == 0 and last["output_tokens"] == 0 and last["total_tokens"] > 0
+
+
+def _same(a: dict[str, int], b: dict[str, int]) -> bool:
+    return all(a[k] == b[k] for k in (*USAGE_KEYS, "total_tokens"))

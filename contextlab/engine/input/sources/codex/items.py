@@ -1,0 +1,172 @@
+"""One rollout line as an item of the conversation Codex keeps (its shape, per version).
+
+A rollout mixes what the model saw (``response_item``: messages, reasoning, tool calls and
+their outputs), what Codex did around it (``turn_context``, ``compacted``) and events for the
+client (``event_msg``, of which only ``token_count`` and ``context_compacted`` matter here).
+Everything here is framework-free and reads untrusted JSON: a field of the wrong type is as
+good as a missing one, never an exception.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from contextlab.engine.input.model import Block
+
+#: Top-level record types of the ``{timestamp, type, payload}`` form (0.45 onward).
+RECORD_TYPES = frozenset(
+    {"session_meta", "turn_context", "response_item", "event_msg", "compacted"}
+)
+#: Response items the model produces (the assistant side of a call).
+OUTPUT_ITEMS = frozenset(
+    {
+        "reasoning",
+        "function_call",
+        "custom_tool_call",
+        "local_shell_call",
+        "web_search_call",
+        "tool_search_call",
+        "image_generation_call",
+    }
+)
+#: Response items that answer a tool call (the user side).
+TOOL_OUTPUT_ITEMS = frozenset(
+    {"function_call_output", "custom_tool_call_output", "local_shell_call_output"}
+)
+#: Response items that are bookkeeping, never sent to the model.
+IGNORED_ITEMS = frozenset({"ghost_snapshot"})
+#: Text that opens a user message Codex injects itself (context, not a person's prompt).
+INJECTED_PREFIXES = (
+    "<environment_context",
+    "<user_instructions",
+    "# AGENTS.md instructions",
+    "<permissions instructions",
+    "<user_shell_command",
+    "<turn_aborted",
+    "<collaboration_mode",
+)
+
+
+def text_of(content: Any) -> str:
+    """The text of a message's ``content``: a string, or a list of ``input_text`` /
+    ``output_text`` parts (anything else in the list left out)."""
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, list):
+        return ""
+    parts = []
+    for part in content:
+        if isinstance(part, dict) and isinstance(part.get("text"), str):
+            parts.append(part["text"])
+        elif isinstance(part, str):
+            parts.append(part)
+    return "\n".join(parts)
+
+
+def images_in(content: Any) -> int:
+    if not isinstance(content, list):
+        return 0
+    return sum(
+        1 for part in content if isinstance(part, dict) and part.get("type") == "input_image"
+    )
+
+
+def output_text(output: Any) -> str:
+    """What the model saw of a tool output: the string (older versions wrapped it as JSON
+    ``{"output": …, "metadata": …}``, which is what was sent), or a list of content parts."""
+    if isinstance(output, str):
+        return output
+    if isinstance(output, dict):
+        content = output.get("content")
+        if isinstance(content, str):
+            return content
+        return text_of(content) or json.dumps(output, ensure_ascii=False)
+    return text_of(output)
+
+
+@dataclass
+class Item:
+    """A conversation item, already as the engine's blocks."""
+
+    #: "user" (a prompt or injected context), "developer", "assistant" (output of a call),
+    #: "tool_output"
+    side: str
+    blocks: list[Block]
+    #: a user message Codex injected (environment, AGENTS.md, permissions)
+    injected: bool = False
+    #: the item is a remote compaction's opaque summary (``compaction`` item)
+    opaque_bytes: int = 0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def item_of(payload: dict[str, Any]) -> Item | str | None:
+    """The item of a response-item payload; None when it is bookkeeping; the item type (a
+    string) when the shape is not one this adapter knows."""
+    kind = payload.get("type")
+    if not isinstance(kind, str):
+        return "(no type)"
+    if kind in IGNORED_ITEMS:
+        return None
+    if kind == "message":
+        role = payload.get("role")
+        content = payload.get("content")
+        text = text_of(content)
+        if role == "assistant":
+            return Item("assistant", [Block("text", text)])
+        if role in ("user", "developer", "system"):
+            blocks = [Block("text", text)]
+            blocks += [Block("image") for _ in range(images_in(content))]
+            injected = role != "user" or text.lstrip().startswith(INJECTED_PREFIXES)
+            return Item("developer" if role != "user" else "user", blocks, injected=injected)
+        return f"message/{role}"
+    if kind == "reasoning":
+        summary = payload.get("summary")
+        text = text_of(summary) if isinstance(summary, list) else ""
+        content = payload.get("content")
+        if isinstance(content, list):
+            text = "\n".join(t for t in (text, text_of(content)) if t)
+        return Item("assistant", [Block("thinking", text)])
+    if kind in ("function_call", "custom_tool_call"):
+        name = payload.get("name") if isinstance(payload.get("name"), str) else "tool"
+        args = payload.get("arguments", payload.get("input", ""))
+        args_text = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
+        call_id = payload.get("call_id") if isinstance(payload.get("call_id"), str) else None
+        return Item(
+            "assistant",
+            [Block("tool_use", f"{name} {args_text}", tool_use_id=call_id, tool_name=name)],
+        )
+    if kind in OUTPUT_ITEMS:
+        call_id = payload.get("call_id") if isinstance(payload.get("call_id"), str) else None
+        data = {k: v for k, v in payload.items() if k not in ("id", "encrypted_content")}
+        text = json.dumps(data, ensure_ascii=False)
+        return Item("assistant", [Block("tool_use", text, tool_use_id=call_id, tool_name=kind)])
+    if kind in TOOL_OUTPUT_ITEMS:
+        call_id = payload.get("call_id") if isinstance(payload.get("call_id"), str) else None
+        text = output_text(payload.get("output"))
+        return Item("tool_output", [Block("tool_result", text, tool_use_id=call_id)])
+    if kind == "compaction" or kind == "compaction_summary":
+        encrypted = payload.get("encrypted_content")
+        size = len(encrypted) if isinstance(encrypted, str) else 0
+        return Item("opaque", [], opaque_bytes=size)
+    return kind
+
+
+def usage_of(value: Any) -> dict[str, int] | None:
+    """A ``token_usage`` object as ints (missing or malformed figures are 0); None when it is
+    not an object."""
+    if not isinstance(value, dict):
+        return None
+    out = {}
+    for key in (
+        "input_tokens",
+        "cached_input_tokens",
+        "output_tokens",
+        "reasoning_output_tokens",
+        "total_tokens",
+    ):
+        figure: Any = value.get(key)
+        ok = isinstance(figure, int | float) and not isinstance(figure, bool) and figure >= 0
+        out[key] = int(figure) if ok else 0
+    return out
