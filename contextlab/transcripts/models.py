@@ -8,6 +8,7 @@ from typing import Any
 from django.conf import settings
 from django.db import models
 from django.urls import reverse
+from django.utils import timezone
 
 from contextlab import blobs
 
@@ -55,6 +56,12 @@ class Transcript(models.Model):
     continues = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="continued_by"
     )
+    #: a live session's bytes past its last whole line (``transcripts.live``): kept until the
+    #: append that ends the line; the client's offset counts them (``size + len(live_tail)``)
+    live_tail = models.BinaryField(blank=True, default=b"")
+    #: when bytes were last appended (``contextlab watch``); pages poll a session appended
+    #: to within ``LIVE_SESSION_WINDOW`` seconds
+    appended_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -71,6 +78,20 @@ class Transcript(models.Model):
 
     def get_absolute_url(self) -> str:
         return reverse("runs:report", args=[self.pk])
+
+    @property
+    def received(self) -> int:
+        """Bytes of the transcript the server holds, a partial last line included: where the
+        next append starts."""
+        return self.size + len(self.live_tail)
+
+    @property
+    def is_live(self) -> bool:
+        """Appended to within the last ``LIVE_SESSION_WINDOW`` seconds."""
+        if self.appended_at is None:
+            return False
+        age = (timezone.now() - self.appended_at).total_seconds()
+        return age < settings.LIVE_SESSION_WINDOW
 
     @property
     def project_name(self) -> str:

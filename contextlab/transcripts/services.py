@@ -128,7 +128,7 @@ def _request_count(session: engine.Session) -> int:
     return len(ids)
 
 
-def _session_fields(
+def session_fields(
     session: engine.Session, *, stored_name: str, name: str, size: int, sha256: str
 ) -> dict[str, Any]:
     """A session row's columns from the file and what the engine read in it."""
@@ -207,7 +207,7 @@ def _read_exactly(stream: IO[bytes], size: int) -> bytes:
     return b"".join(parts)
 
 
-def _replace_with_longer(transcript: Transcript, fields: dict[str, Any]) -> Transcript:
+def replace_with_longer(transcript: Transcript, fields: dict[str, Any]) -> Transcript:
     """Point ``transcript`` at its longer file and replay its finished runs again."""
     old_file = transcript.file
     with transaction.atomic():
@@ -336,7 +336,7 @@ def store_upload(
             raise UploadRejected(
                 f"{name}: ContextLab could not read this file (internal error; see the server log)."
             ) from None
-        fields = _session_fields(
+        fields = session_fields(
             session, stored_name=stored_name, name=name, size=size, sha256=sha256
         )
         scanned: set[int] = set()
@@ -363,7 +363,7 @@ def store_upload(
                 # every file of the conversation, so it has no use for this one's parse)
                 handed = _hand_over(final, session, sha256)
             if grown is not None:
-                transcript = _replace_with_longer(grown, fields)
+                transcript = replace_with_longer(grown, fields)
                 final = None  # the grown session's row now owns the file
                 stored = Stored.GREW
                 # the sessions continuing it read its file as their earlier history
