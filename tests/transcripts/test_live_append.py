@@ -167,3 +167,36 @@ def test_an_append_larger_than_a_form_body_is_taken(client, auth_header, setting
     response = append(client, auth_header, first["id"], len(START), REST)
     assert response.status_code == 200, response.content
     assert response.json()["taken"] == len(REST)
+
+
+def test_a_session_that_grows_while_its_run_replays_is_replayed_again(
+    client, auth_header, monkeypatch, django_capture_on_commit_callbacks
+):
+    """An append leaves a running run alone (``replay_again`` requeues finished ones): the run
+    sees, when it stores its result, that the file changed, and replays the grown one."""
+    with django_capture_on_commit_callbacks(execute=False):
+        first = create(client, auth_header)
+    run = Run.objects.get(transcript_id=first["id"])
+    real = runner.replay_run
+    replayed: list[int] = []
+
+    def replay_while_claude_writes(run, session, summary=None):
+        data = real(run, session, summary)
+        if not replayed:  # Claude Code wrote on while the worker replayed: an append lands
+            with django_capture_on_commit_callbacks(execute=False):
+                response = append(client, auth_header, first["id"], len(START), REST)
+            assert response.status_code == 200, response.content
+            assert response.json()["replays"] == []  # the run is running: not requeued
+        replayed.append(len(data["requests"]))
+        return data
+
+    monkeypatch.setattr(runner, "replay_run", replay_while_claude_writes)
+    runner.execute_run(run.pk)
+    assert replayed == [2, 4]
+    run.refresh_from_db()
+    assert run.status == Run.Status.DONE
+    assert len(RunResult.objects.get(run=run).data["requests"]) == 4
+    transcript = Transcript.objects.get(pk=first["id"])
+    stored = TranscriptMessages.objects.get(transcript=transcript).data
+    main = next(t for t in transcript.threads if t["kind"] == "main")
+    assert len(stored[main["id"]]) == main["messages"]  # the grown file's messages
