@@ -4,8 +4,9 @@ requests alone, and against a replay of the whole session, in the same run.
 A corpus session is cut before its last ``--tail`` requests (at a line end); the update is what
 ContextLab does for the append that brings them (``transcripts.live.append`` then the worker's
 recorded replay): the web reads the grown file (``engine.load_session``, for the session's
-columns), the worker parses and tokenizes it (a new file: the session cache misses) and replays
-every request again. "Appended alone" replays a file of only the appended lines, parsed and
+columns) and leaves its parse for the worker (``keep_parsed``); the worker counts the tokens of
+the blocks the earlier version's cached copy does not hold (``seed_sha256``) and replays every
+request again. "Appended alone" replays a file of only the appended lines, parsed and
 tokenized the same way; "whole" is a fresh upload's replay of the grown file. Each figure is the
 median of ``--runs``.
 
@@ -87,10 +88,39 @@ def replay_file(path: Path, cache: Path) -> tuple[float, int]:
     return time.perf_counter() - start, len(result.to_json()["requests"])
 
 
-def web_read(path: Path) -> float:
+def web_read(path: Path, cache: Path, sha256: str) -> float:
+    """The append's read of the grown file (the session's columns), its parse left for the
+    worker (``keep_parsed``), as ``transcripts.live`` does."""
     start = time.perf_counter()
-    engine.load_session(str(path), name=path.name).close()
+    session = engine.load_session(str(path), name=path.name)
+    engine.keep_parsed(path, session, cache_dir=str(cache), sha256=sha256)
+    session.close()
     return time.perf_counter() - start
+
+
+def prepare_earlier(path: Path, cache: Path, sha256: str) -> None:
+    """The replay of the session before the append, which left its tokenized copy cached."""
+    engine.load_session_cached(str(path), cache_dir=str(cache), sha256=sha256).close()
+
+
+def replay_update(path: Path, cache: Path, sha256: str, earlier_sha: str) -> tuple[float, int]:
+    """The worker's replay of the grown file: the web's parse, the earlier version's counts."""
+    start = time.perf_counter()
+    session = engine.load_session_cached(
+        str(path), cache_dir=str(cache), sha256=sha256, seed_sha256=earlier_sha
+    )
+    try:
+        config, preset = engine.resolve_request_config(
+            "auto",
+            {},
+            version=session.version,
+            max_recorded_prompt=session.max_recorded_prompt,
+            recorded_auto_compactions=session.recorded_auto_compactions,
+        )
+        result = engine.replay(session, config, mode="recorded", preset_name=preset)
+    finally:
+        session.close()
+    return time.perf_counter() - start, len(result.to_json()["requests"])
 
 
 def _cold(task: Callable[..., Any], *args: Any) -> Any:
@@ -115,12 +145,17 @@ def measure(source: Path, tail: int, runs: int) -> dict[str, Any]:
         folder = Path(tmp)
         grown = folder / "grown.jsonl"
         grown.write_bytes(data)
+        earlier = folder / "earlier.jsonl"
+        earlier.write_bytes(data[:cut])
         alone = folder / "appended.jsonl"
         alone.write_bytes(data[cut:])
+        sha, earlier_sha = engine.file_sha256(str(grown)), engine.file_sha256(str(earlier))
         for n in range(runs):
             # fresh cache folders: an append makes a new file, which the cache has not seen
-            web = _cold(web_read, grown)
-            worker, counts["update"] = _cold(replay_file, grown, folder / f"u{n}")
+            cache = folder / f"u{n}"
+            _cold(prepare_earlier, earlier, cache, earlier_sha)
+            web = _cold(web_read, grown, cache, sha)
+            worker, counts["update"] = _cold(replay_update, grown, cache, sha, earlier_sha)
             times["web_read"].append(web)
             times["update"].append(web + worker)
             seconds, counts["appended_alone"] = _cold(replay_file, alone, folder / f"a{n}")

@@ -55,6 +55,8 @@ def load_session(
         ],
         mirror=blobs.session_cache_mirror(),
         progress=progress,
+        # a live session that grew: the version before the append has its tokens counted
+        seed_sha256=transcript.previous_sha256 or None,
     )
     if store_messages and not TranscriptMessages.objects.filter(transcript=transcript).exists():
         TranscriptMessages.objects.update_or_create(

@@ -136,10 +136,14 @@ def _grow(transcript: Transcript, whole: bytes, tail: bytes) -> Appended:
             fields = services.session_fields(
                 session, stored_name=stored_name, name=transcript.name, size=size, sha256=sha256
             )
+            if transcript.continues_id is None:
+                # the worker takes this parse instead of reading the file again (a stitched
+                # replay reads every file of the conversation, and has no use for it)
+                services.hand_over(final, session, sha256)
         finally:
             session.close()
         fields.pop("continues_uuid", None)  # where the file starts did not change
-        fields.update(live_tail=tail, appended_at=timezone.now())
+        fields.update(live_tail=tail, appended_at=timezone.now(), previous_sha256=transcript.sha256)
         try:
             with transaction.atomic():
                 transcript = services.replace_with_longer(transcript, fields)

@@ -62,6 +62,9 @@ class Transcript(models.Model):
     #: when bytes were last appended (``contextlab watch``); pages poll a session appended
     #: to within ``LIVE_SESSION_WINDOW`` seconds
     appended_at = models.DateTimeField(null=True, blank=True)
+    #: the digest of the file before the last append: the worker reuses that version's token
+    #: counts (``engine.load_session_cached``'s ``seed_sha256``)
+    previous_sha256 = models.CharField(max_length=64, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

@@ -361,7 +361,7 @@ def store_upload(
             else:
                 # before the run is queued: its worker must find it (a stitched replay reads
                 # every file of the conversation, so it has no use for this one's parse)
-                handed = _hand_over(final, session, sha256)
+                handed = hand_over(final, session, sha256)
             if grown is not None:
                 transcript = replace_with_longer(grown, fields)
                 final = None  # the grown session's row now owns the file
@@ -400,7 +400,7 @@ def store_upload(
                     mirror.discard(handed.name)
 
 
-def _hand_over(final: Path, session: engine.Session, sha256: str) -> Path | None:
+def hand_over(final: Path, session: engine.Session, sha256: str) -> Path | None:
     """Leave the session this upload's check parsed for its first replay (the session cache),
     so the worker tokenizes it instead of reading and parsing the file a second time. Only
     a speed-up: any failure leaves the worker to parse the file itself."""
