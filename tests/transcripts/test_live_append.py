@@ -200,3 +200,37 @@ def test_a_session_that_grows_while_its_run_replays_is_replayed_again(
     stored = TranscriptMessages.objects.get(transcript=transcript).data
     main = next(t for t in transcript.threads if t["kind"] == "main")
     assert len(stored[main["id"]]) == main["messages"]  # the grown file's messages
+
+
+def test_the_explorer_of_a_live_session_polls_and_follows_the_last_request(
+    client, auth_header, user, django_capture_on_commit_callbacks
+):
+    from contextlab.runs import live as live_pages
+
+    with django_capture_on_commit_callbacks(execute=False):
+        first = create(client, auth_header)
+    run = Run.objects.get(transcript_id=first["id"])
+    runner.execute_run(run.pk)
+    client.force_login(user)
+    page = f"/sessions/{first['id']}/requests/0/?run={run.pk}"
+    assert 'id="live-badge"' not in client.get(page).content.decode()  # not appended to yet
+    with django_capture_on_commit_callbacks(execute=False):
+        append(client, auth_header, first["id"], len(START), LINES[12])
+    # the run replays the grown file: a poll meanwhile changes nothing
+    poll = {"HTTP_HX_REQUEST": "true"}
+    assert client.get(page + "&live=1&follow=1", **poll).status_code == 204
+    runner.execute_run(run.pk)
+    run.refresh_from_db()
+    html = client.get(page).content.decode()
+    assert 'id="live-badge"' in html
+    assert "live=1" in html
+    assert "follow=1" not in html  # request 1 of 2 is not the last
+    seen = live_pages.result_version(run)
+    assert client.get(page + f"&live=1&seen={seen}", **poll).status_code == 204
+    followed = client.get(page + "&live=1&follow=1&seen=old", **poll)
+    assert followed.status_code == 200
+    count = len(RunResult.objects.get(run=run).data["requests"])
+    assert f'data-index="{count - 1}"' in followed.content.decode()
+    # the report's session card polls too
+    report = client.get(f"/sessions/{first['id']}/").content.decode()
+    assert 'hx-select="#session-card"' in report
