@@ -101,3 +101,31 @@ def test_a_file_rewritten_shorter_is_a_new_upload(
 def test_the_watch_command_names_missing_settings(tmp_path, capsys):
     assert watch_client.main([str(tmp_path), "--once", "--url", "", "--token", ""]) == 64
     assert "CONTEXTLAB_URL" in capsys.readouterr().err
+
+
+def test_the_watch_command_sends_a_session_once_and_remembers_it(
+    live_server, api_token, user, celery_worker_process, tmp_path
+):
+    from tests.test_upload_client import run_cli
+
+    root = tmp_path / "projects"
+    root.mkdir()
+    (root / "s3.jsonl").write_bytes(b"".join(LINES[:12]))
+    state = tmp_path / "state.json"
+    args = ("watch", str(root), "--once", "--state", str(state))
+    code, out, err = run_cli(*args, "--url", live_server.url, "--token", api_token)
+    assert code == 0, err
+    transcript = Transcript.objects.get(owner=user)
+    assert f"/sessions/{transcript.pk}/" in out
+    code, out, err = run_cli(*args, "--url", live_server.url, "--token", api_token)
+    assert code == 0, err
+    assert out == ""  # nothing new: nothing sent
+    assert Transcript.objects.filter(owner=user).count() == 1
+    settle_runs()
+
+
+def test_a_corrupt_state_file_is_forgotten_not_fatal(tmp_path):
+    state = tmp_path / "watch.json"
+    for content in ("{not json", "[1, 2]", '{"x": {"session": "a"}}', '{"y": 5}'):
+        state.write_text(content)
+        assert watch_client.load_state(state) == {}
