@@ -134,11 +134,15 @@ def _all_rows(result: ReplayResult) -> list[RequestRow]:
 
 def _session_costs(result: ReplayResult) -> tuple[float, float]:
     summary: Mapping[str, Any] = result.result_json()["summary"]
-    if "session_cost_usd" in summary:
-        return float(summary["session_cost_usd"]), float(summary["recorded_session_cost_usd"])
+    if "estimate" in summary:
+        # the replay's estimate against the recording (``session_cost_usd`` is recorded first)
+        return (
+            float(summary["estimate"]["session_cost_usd"]),
+            float(summary["recorded_session_cost_usd"]),
+        )
     rows = _all_rows(result)
     return (
-        sum(r["cost_usd"] for r in rows),
+        sum(r["cost_estimate_usd"] for r in rows),
         sum(r["recorded_cost_usd"] or 0.0 for r in rows),
     )
 

@@ -48,6 +48,8 @@ api.add_router("/shares", "contextlab.sharing.api.router")
 api.add_router("/sessions", "contextlab.sharing.api.exports")
 api.add_router("/sessions", "contextlab.comments.api.sessions")
 api.add_router("/comments", "contextlab.comments.api.router")
+api.add_router("/sessions", "contextlab.search.api.sessions")
+api.add_router("", "contextlab.search.api.router")
 
 
 @api.exception_handler(AuthenticationError)

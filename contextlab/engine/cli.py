@@ -100,8 +100,10 @@ def print_table(result: ReplayResult, out: TextIO) -> None:
     s = data["summary"]
     print(
         f"requests {s['requests']}, compactions {s['compactions']}, peak {s['peak_model_tokens']:,} tokens, "
-        f"cache hit {s['cache_hit_rate']:.1%}, estimated ${s['cost_usd']:.2f} (recorded ${s['recorded_cost_usd']:.2f}"
-        f"{' over the requests read' if session['usage_until'] < 1 else ''})",
+        f"cache hit {s['cache_hit_rate']:.1%}, cost ${s['cost_usd']:.2f} (recorded usage where "
+        f"recorded, else estimated; replay estimate ${s['estimate']['cost_usd']:.2f}; "
+        f"{s['recorded_cache_requests']} requests as recorded"
+        f"{', the requests read' if session['usage_until'] < 1 else ''})",
         file=out,
     )
     if s["compactions"]:

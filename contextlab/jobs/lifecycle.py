@@ -35,6 +35,7 @@ from kombu.exceptions import OperationalError as KombuOperationalError
 
 from contextlab import blobs, engine
 from contextlab.runs.models import Run, RunResult
+from contextlab.search import services as search
 from contextlab.summaries import services as summaries
 from contextlab.transcripts.models import Transcript
 
@@ -302,6 +303,12 @@ def finish(run_id: int, data: dict[str, Any], *, current: Callable[[], bool] | N
         )
     blobs.delete(checkpoint_name(run_id))
     logger.info("run %s: done (%s requests)", run_id, total)
+    try:
+        # the session's first stored replay numbers its blocks for search
+        search.index_after_run(run_id)
+    except Exception:
+        # the run is done all the same; the periodic recovery indexes the session later
+        logger.exception("run %s: its session could not be indexed for search", run_id)
     return Done(run_id, total)
 
 

@@ -22,6 +22,7 @@ from contextlab.runs import explorer as explorer_builder
 from contextlab.runs import report as report_parts
 from contextlab.runs.forms import RunForm
 from contextlab.runs.models import Run
+from contextlab.search import services as search
 from contextlab.summaries import services as summaries
 from contextlab.transcripts.models import Transcript
 from contextlab.workspaces import access
@@ -92,9 +93,12 @@ def report(request: AuthedRequest, transcript: Transcript) -> HttpResponse:
             context["changed"] = labels.describe_overrides(run.overrides) or (
                 f"the {run.preset or 'auto'} preset"
             )
+            baseline_summary = as_result(baseline_data)["summary"]
             context["differences"] = differences.whatif_differences(
-                result["summary"], as_result(baseline_data)["summary"]
+                result["summary"], baseline_summary
             )
+            # one cost answer: what was paid plus what the change changes, with its band
+            context["whatif_cost"] = differences.whatif_cost(result["summary"], baseline_summary)
         # points carry their request's position; the charts' data-request-url makes it a link
         figures = report_parts.report_figures(run, result, baseline, baseline_data)
         context["figure_scripts"] = figures["scripts"]
@@ -191,12 +195,12 @@ def explorer(request: AuthedRequest, transcript: Transcript, index: int) -> Http
     if run is None or data is None:
         if polling:  # a live session's poll while its run replays the grown file: no change
             return HttpResponse(status=204)
-        context = {
+        empty: dict[str, Any] = {
             "transcript": transcript,
             "run": run,
             "live_url": live.poll_url(request, last=True),
         }
-        return render(request, "runs/explorer_empty.html", context)
+        return render(request, "runs/explorer_empty.html", empty)
     seen = live.result_version(run)
     if polling and request.GET.get("seen") == seen:
         return HttpResponse(status=204)  # the same result as the page shows
@@ -224,6 +228,9 @@ def explorer(request: AuthedRequest, transcript: Transcript, index: int) -> Http
             last=index == count - 1,
             seen=seen,
         ),
+        # the search box above the explorer
+        kinds=search.KIND_LABELS,
+        tools=search.tools_of(transcript.pk),
     )
     # htmx restoring history (back button, cache miss) wants the whole page
     partial = request.htmx and not request.htmx.history_restore_request

@@ -777,6 +777,18 @@
     });
   }
 
+  // "/" focuses the page's search box (the explorer's, the search page's), else opens search
+  function setupSearchKey() {
+    document.addEventListener("keydown", function (e) {
+      if (e.key !== "/" || e.altKey || e.ctrlKey || e.metaKey) return;
+      var tag = (e.target.tagName || "").toLowerCase();
+      if (tag === "textarea" || tag === "select" || tag === "input" || e.target.isContentEditable) return;
+      e.preventDefault();
+      var box = document.querySelector("[data-search-box]");
+      if (box) { box.focus(); box.select(); } else { window.location.href = "/search/"; }
+    });
+  }
+
   function setupExplorer() {
     document.addEventListener("keydown", function (e) {
       if (!document.getElementById("explorer")) return;
@@ -867,5 +879,9 @@
     setupCharts();
     setupConfirm();
     setupExplorer();
+    setupSearchKey();
+    // a search hit's block: in view even when the address lost its #fragment
+    var hit = document.querySelector("tr.search-hit");
+    if (hit && !window.location.hash) hit.scrollIntoView({ block: "center" });
   });
 })();

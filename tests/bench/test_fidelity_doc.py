@@ -40,6 +40,7 @@ def test_versions_fall_in_their_band(version, band):
     assert version_band(version) == band
 
 
+@pytest.mark.slow
 def test_truth_writes_the_page_with_the_sessions_behind_each_figure(tmp_path):
     corpus = tmp_path / "corpus"
     corpus.mkdir()

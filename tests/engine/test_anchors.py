@@ -198,10 +198,10 @@ def test_an_mcp_reconnect_starts_a_segment_and_rewrites_the_cache_after_the_syst
     assert [r["segment"] for r in rows] == [0] * after + [1] * (len(rows) - after)
     # no jump, so no anchor: the segment is there for the cache
     assert anchors_of(result) == []
-    reconnect = rows[after]["cache"]
+    reconnect = rows[after]["cache_estimate"]
     assert reconnect["reason"] == "prefix_changed"
-    assert 0 < reconnect["read"] < rows[after - 1]["cache"]["read"] / 2
-    assert rows[after + 1]["cache"]["reason"] == "hit"
+    assert 0 < reconnect["read"] < rows[after - 1]["cache_estimate"]["read"] / 2
+    assert rows[after + 1]["cache_estimate"]["reason"] == "hit"
 
 
 def test_a_first_warm_read_inside_the_unseen_prefix_is_the_static_system_part(tmp_path):
@@ -224,10 +224,10 @@ def test_a_first_warm_read_inside_the_unseen_prefix_is_the_static_system_part(tm
             usage["cache_creation_input_tokens"] = total - 3 - static
     path.write_text("".join(json.dumps(rec) + "\n" for rec in records))
     rows = replayed(path)["requests"]
-    assert rows[0]["cache"]["read"] == static
+    assert rows[0]["cache_estimate"]["read"] == static
     # the rebuilt tool list after /mcp: the static part stays cached, no more, no less
-    assert rows[after]["cache"]["reason"] == "prefix_changed"
-    assert rows[after]["cache"]["read"] == static
+    assert rows[after]["cache_estimate"]["reason"] == "prefix_changed"
+    assert rows[after]["cache_estimate"]["read"] == static
 
 
 def _exit_line(b: TranscriptBuilder) -> int:

@@ -52,6 +52,7 @@ def test_an_offline_summary_is_billed_as_claude_codes_own_compaction_call(tmp_pa
     assert measures["summary_cost_usd"] == result["summary"]["compaction_call_cost_usd"] > 0
 
 
+@pytest.mark.slow
 def test_the_replay_table_states_the_compaction_calls(tmp_path):
     path = long_session(30).write(tmp_path / "s.jsonl")
     config = tmp_path / "small.json"

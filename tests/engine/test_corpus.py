@@ -23,7 +23,7 @@ from contextlab.engine.measures.tokens import percentile
 from tests.conftest import CORPUS, corpus_files, needs_corpus
 from tests.engine.invariants import assert_replay_invariants, auto_config, first_view_mismatch
 
-pytestmark = needs_corpus
+pytestmark = [needs_corpus, pytest.mark.slow]
 
 #: Every corpus file, ``recent/`` included (rglob): invariants run on all of them.
 FILES = corpus_files()

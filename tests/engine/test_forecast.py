@@ -79,6 +79,7 @@ def _json(path: Path, *args: str) -> dict[str, Any]:
     return json.loads(proc.stdout)
 
 
+@pytest.mark.slow
 def test_the_cli_prints_the_same_for_later_requests_whatever_they_recorded(tmp_path):
     records = [json.loads(line) for line in SOURCE.read_text().splitlines() if line.strip()]
     original, altered = _copies(tmp_path, records, 0.3)
@@ -171,6 +172,7 @@ def test_the_engine_refuses_a_share_outside_0_to_1(value):
         engine.replay(session, config, usage_until=value)
 
 
+@pytest.mark.slow
 def test_fidelity_reports_what_users_act_on_and_the_forecast():
     proc = cli("fidelity", "--quiet", "--forecast", "0.2", "--json", str(SOURCE))
     assert proc.returncode == 0, proc.stderr

@@ -24,6 +24,8 @@ from contextlab.runs.models import Run
 from tests.conftest import DEMO
 from tests.hardening.test_long_line import MB, session_with_one_long_line
 
+pytestmark = pytest.mark.slow
+
 
 def _counts(session: engine.Session) -> list[int]:
     return [b.tok for t in session.threads for m in t.messages for b in m.blocks]

@@ -130,12 +130,16 @@ class CacheEstimator:
             return {
                 "read": 0,
                 "write": 0,
+                "write_5m": 0,
+                "write_1h": 0,
                 "uncached": model_tokens,
                 "hit_blocks": 0,
                 "blocks": 0,
+                "hit": False,
                 "reason": "caching_off",
                 "detail": "the recording never read or wrote the prompt cache: caching was off",
                 "server_miss_tokens": 0,
+                "source": "estimate",
             }
         model = req.message.model or ""
         segment = self.anchors.segment[req.index] if self.anchors else 0
@@ -226,12 +230,16 @@ class CacheEstimator:
         return {
             "read": read,
             "write": write,
+            "write_5m": write if ttl == "5m" else 0,
+            "write_1h": 0 if ttl == "5m" else write,
             "uncached": uncached,
             "hit_blocks": hit_blocks,
             "blocks": len(tokens),
+            "hit": reason == "hit",
             "reason": reason,
             "detail": detail,
             "server_miss_tokens": server_miss,
+            "source": "estimate",
         }
 
     def _server_miss_level(

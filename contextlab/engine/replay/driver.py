@@ -103,9 +103,9 @@ class SessionReplay:
             recorded = SessionReplay(recorded_inputs, self.preset_name, None).run()
             found = {
                 tr.thread.id: {
-                    r["message"]: r["cache"]["read"]
+                    r["message"]: r["cache_estimate"]["read"]
                     for r in tr.requests
-                    if r["cache"]["reason"] == "server_miss"
+                    if r["cache_estimate"]["reason"] == "server_miss"
                 }
                 for tr in recorded.threads
             }

@@ -27,6 +27,7 @@ from .cache_estimate import CacheEstimator
 from .compaction_bill import bill_compaction
 from .decision import DecisionCounter
 from .forecast import ESTIMATED_OUTPUT
+from .recorded_cache import cache_disagreement, recorded_row
 from .recording import read_recording, session_dir
 from .state import (
     Calibrations,
@@ -222,10 +223,18 @@ class ThreadReplay:
         decision = self.decisions.count(k) - ctx.snip_freed
         usage = req.message.usage
         at.ttl = ttl = self.cache.ttl(usage, at.ttl)
-        cache = self.cache.estimate(cal, model_tokens, req, now, ttl, model_tokens - cal.apply(raw))
-        cost, iteration_cost, recorded, recorded_cost = price_request(
-            req, usage, cache, ttl, self.inputs.pricing
+        estimate = self.cache.estimate(
+            cal, model_tokens, req, now, ttl, model_tokens - cal.apply(raw)
         )
+        cost_estimate, iteration_cost, recorded, recorded_cost = price_request(
+            req, usage, estimate, self.inputs.pricing
+        )
+        # recorded facts first: a recorded replay shows the recorded usage and its price
+        cache, cost, gap, disagrees = estimate, cost_estimate, None, False
+        if self.inputs.mode == "recorded" and usage is not None and recorded_cost is not None:
+            cache = recorded_row(usage, estimate, self.cache.blocks.cal)
+            cost = recorded_cost
+            gap, disagrees = cache_disagreement(cache, estimate)
         repl_raw = view.cum_tok[p]
         if p < at.first_emitted:
             return
@@ -250,8 +259,12 @@ class ThreadReplay:
                 "recorded": recorded,
                 "recorded_total": usage.prompt_total if recorded and usage else None,
                 "cache": cache,
+                "cache_estimate": estimate,
+                "cache_read_gap": gap,
+                "cache_disagrees": disagrees,
                 "ttl": ttl,
                 "cost_usd": round(cost, 6),
+                "cost_estimate_usd": round(cost_estimate, 6),
                 "recorded_cost_usd": round(recorded_cost, 6) if recorded_cost is not None else None,
                 "iteration_cost_usd": round(iteration_cost, 6),
                 "thresholds": {
@@ -319,20 +332,18 @@ class ThreadReplay:
 
 
 def price_request(
-    req: RequestInfo, usage: Usage | None, cache: CacheRow, ttl: str, pricing: PricingTable
+    req: RequestInfo, usage: Usage | None, cache: CacheRow, pricing: PricingTable
 ) -> tuple[float, float, RecordedUsage | None, float | None]:
     """``(cost, iteration cost, recorded usage, recorded cost)`` of a request: its estimated
     prompt as the cache model split it, and (when it recorded a prompt) its recorded usage."""
     # a response whose usage a forecast left out: its output as estimated from its content
     output = usage.output if usage else int(req.message.metadata.get(ESTIMATED_OUTPUT, 0))
-    write_5m = cache["write"] if ttl == "5m" else 0
-    write_1h = cache["write"] - write_5m
     cost = request_cost(
         req.message.model,
         uncached=cache["uncached"],
         cache_read=cache["read"],
-        cache_write_5m=write_5m,
-        cache_write_1h=write_1h,
+        cache_write_5m=cache["write_5m"],
+        cache_write_1h=cache["write_1h"],
         output=output,
         pricing=pricing,
     )

@@ -137,17 +137,24 @@ def cache_sentence(
     reason = str(cache.get("reason") or "")
     read = int(cache.get("read") or 0)
     write = int(cache.get("write") or 0)
+    # recorded facts first: a recorded hit or miss is the API's; only its cause is inferred
+    recorded = cache.get("source") == "recorded"
+    label = {"recorded": " (recorded)", "estimate": " (estimated)"}.get(
+        str(cache.get("source")), ""
+    )
     if reason == "hit":
-        return f"Cache hit: {_tokens(read)} tokens read from the cache, {_tokens(write)} new tokens written."
+        return f"Cache hit{label}: {_tokens(read)} tokens read from the cache, {_tokens(write)} new tokens written."
     because = CACHE_REASONS.get(reason, reason.replace("_", " "))
     if reason == "ttl_expired" and gap is not None:
         ttl = "1 hour" if row.get("ttl") == "1h" else "5 minutes"
         because = f"{format_duration(gap)} since the previous request, more than the cache keeps an entry ({ttl})"
+    if recorded:
+        because = f"cause inferred by the cache model: {because}"
     if reason not in MISS_REASONS:
-        return f"Not cached: {because}."
+        return f"Not cached{label}: {because}."
     cost = miss_cost(row, previous)
     priced = f", ${cost:.2f}" if cost >= 0.005 else ""
-    return f"Cache miss{priced}: {because}; {_tokens(read)} tokens read, {_tokens(write)} written."
+    return f"Cache miss{label}{priced}: {because}; {_tokens(read)} tokens read, {_tokens(write)} written."
 
 
 def _event_text(event: RequestEvent) -> tuple[str, str] | None:

@@ -33,8 +33,10 @@ WEIGHTS = {"uncached": 1.0, "read": 0.1, "write_5m": 1.25, "write_1h": 2.0, "out
 
 
 def estimate_of(row: RequestRow) -> CacheRow:
-    """The cache model's own split of a request's prompt (the one place that names it)."""
-    return row["cache"]
+    """The cache model's own split of a request's prompt (the one place that names it):
+    ``cache_estimate`` (``cache`` is the recording where a recorded replay has one; a result
+    stored before RESULT_VERSION 2 has only ``cache``, then the estimate)."""
+    return row.get("cache_estimate") or row["cache"]
 
 
 def weighted_estimate(row: RequestRow, output: int) -> float:
