@@ -41,6 +41,7 @@ def append(client, headers, session_id: int, offset, data: bytes, **extra):
     )
 
 
+@pytest.mark.slow  # replays the session twice
 def test_appended_lines_grow_the_session_and_replay_its_run(
     client, auth_header, django_capture_on_commit_callbacks
 ):
@@ -169,6 +170,7 @@ def test_an_append_larger_than_a_form_body_is_taken(client, auth_header, setting
     assert response.json()["taken"] == len(REST)
 
 
+@pytest.mark.slow  # replays the session twice
 def test_a_session_that_grows_while_its_run_replays_is_replayed_again(
     client, auth_header, monkeypatch, django_capture_on_commit_callbacks
 ):
@@ -202,6 +204,7 @@ def test_a_session_that_grows_while_its_run_replays_is_replayed_again(
     assert len(stored[main["id"]]) == main["messages"]  # the grown file's messages
 
 
+@pytest.mark.slow  # replays the session twice
 def test_the_explorer_of_a_live_session_polls_and_follows_the_last_request(
     client, auth_header, user, django_capture_on_commit_callbacks
 ):
