@@ -331,6 +331,7 @@ prompt_p90  # UsageFidelity (contextlab/engine/cli.py, bench/truth.py)
 session_read  # UsageFidelity (contextlab/engine/cli.py, bench/truth.py)
 session_cost  # UsageFidelity (contextlab/engine/cli.py, bench/truth.py)
 compaction_call_cost_usd  # SessionSummary, read by name (contextlab/engine/results/compare.py)
+append_session  # a ninja route (contextlab/transcripts/api.py)
 
 search_session  # a ninja route (contextlab/search/api.py)
 search_workspace  # a ninja route (contextlab/search/api.py)

@@ -54,11 +54,17 @@ class DeclaredBodySizeMiddleware:
         multipart = content_type.startswith("multipart/form-data")
         # a piece of a resumable (tus) upload, streamed to the storage as it comes
         piece = content_type.startswith("application/offset+octet-stream")
+        # bytes appended to a live session (``transcripts.live``), read up to their own limit
+        appended = content_type.startswith("application/octet-stream") and request.path.endswith(
+            "/append"
+        )
         limit = (
             settings.UPLOAD_MAX_BYTES + MULTIPART_OVERHEAD_BYTES
             if multipart
             else settings.UPLOAD_CHUNK_MAX_BYTES
             if piece
+            else settings.LIVE_APPEND_MAX_BYTES
+            if appended
             else settings.DATA_UPLOAD_MAX_MEMORY_SIZE
         )
         if limit is not None and declared > limit:
@@ -67,6 +73,8 @@ class DeclaredBodySizeMiddleware:
                 if multipart
                 else "Send pieces of at most UPLOAD_CHUNK_MAX_BYTES."
                 if piece
+                else "Append at most LIVE_APPEND_MAX_BYTES at a time."
+                if appended
                 else "Upload transcripts as multipart files to /api/sessions."
             )
             response = errors.error_response(

@@ -259,6 +259,11 @@ UPLOAD_MAX_BYTES = env_int("UPLOAD_MAX_BYTES", 5 * 1024**3, minimum=1)
 #: Largest piece of a resumable (tus) upload, bytes: one PATCH request's body. A dropped
 #: connection costs at most this much sent again.
 UPLOAD_CHUNK_MAX_BYTES = env_int("UPLOAD_CHUNK_MAX_BYTES", 64 * 1024**2, minimum=1024)
+#: Largest body of one append to a live session (``POST /api/sessions/{id}/append``), bytes.
+LIVE_APPEND_MAX_BYTES = env_int("LIVE_APPEND_MAX_BYTES", 16 * 1024**2, minimum=1024)
+#: A session appended to within this many seconds is live: its report and explorer poll for
+#: what the next append brings.
+LIVE_SESSION_WINDOW = env_int("LIVE_SESSION_WINDOW", 10 * 60, minimum=1)
 #: A resumable upload untouched for this many seconds is given up: the periodic recovery
 #: removes its pieces, and a client that comes back is told to start again (404).
 UPLOAD_RESUMABLE_STALE_AFTER = env_int("UPLOAD_RESUMABLE_STALE_AFTER", 24 * 3600, minimum=1)

@@ -169,6 +169,8 @@ API_POLICIES: dict[str, str] = {
     "remove_workspace_member": "workspace:owner",
     "create_workspace_invite": "workspace:owner",
     "move_session": "session:editor",
+    # live sessions (``contextlab watch``): owner and editors grow a session
+    "append_session": "session:editor",
     "create_share": "session:editor",
     "list_shares": "user",
     "revoke_share": "owned",

@@ -215,7 +215,20 @@ def progress_writer(
     return progress
 
 
-def conclude(run: Run, replay: Callable[[], dict[str, Any]]) -> Outcome:
+#: Replays of a run whose session grew while it replayed, before its result is stored anyway
+#: (a live session appended to faster than it replays; the next append replays it again).
+MAX_REPLAYS_OF_GROWN = 5
+
+
+class SessionGrew(Exception):
+    """The session's file changed while the run replayed it: the result is of the old one."""
+
+
+def conclude(
+    run: Run,
+    replay: Callable[[], dict[str, Any]],
+    current: Callable[[], bool] | None = None,
+) -> Outcome:
     """Replay a claimed run under its heartbeat and record how it ended: the one path from
     a replay to a stored outcome, for single runs and batches alike.
 
@@ -223,12 +236,23 @@ def conclude(run: Run, replay: Callable[[], dict[str, Any]]) -> Outcome:
     limit, a stop such as the spend cap) are stored on the run with their reason; a missing
     LLM summary parks it. Transient database errors put the run back in the queue and
     propagate, so the task can retry.
+
+    ``current`` (called inside the transaction that stores the result, after locking what it
+    reads) says whether the session is still the one replayed: a live session that grew
+    meanwhile is replayed again (an append's ``replay_again`` leaves running runs alone), up
+    to ``MAX_REPLAYS_OF_GROWN`` times.
     """
     run_id = run.pk
     try:
         with heartbeat(run_id):
-            data = replay()
-        return finish(run_id, data)
+            for attempt in range(MAX_REPLAYS_OF_GROWN):
+                data = replay()
+                last = attempt == MAX_REPLAYS_OF_GROWN - 1
+                try:
+                    return finish(run_id, data, current=None if last else current)
+                except SessionGrew:
+                    logger.info("run %s: the session grew while it replayed; again", run_id)
+            raise AssertionError("unreachable")
     except engine.SummaryPending as pending:
         # the LLM call gets its own task, which resumes this replay from its checkpoint
         return park(run, pending)
@@ -260,10 +284,13 @@ def conclude(run: Run, replay: Callable[[], dict[str, Any]]) -> Outcome:
         return fail(run_id, f"The replay failed: {type(exc).__name__}: {exc}")
 
 
-def finish(run_id: int, data: dict[str, Any]) -> Done:
-    """Save the result and mark the run done, atomically; its checkpoint is no longer needed."""
+def finish(run_id: int, data: dict[str, Any], *, current: Callable[[], bool] | None = None) -> Done:
+    """Save the result and mark the run done, atomically; its checkpoint is no longer needed.
+    ``SessionGrew`` (nothing stored) when ``current`` says the session changed."""
     total = len(data.get("requests") or [])
     with transaction.atomic():
+        if current is not None and not current():
+            raise SessionGrew(run_id)
         RunResult.objects.update_or_create(run_id=run_id, defaults={"data": data})
         Run.objects.filter(pk=run_id).update(
             status=Run.Status.DONE,

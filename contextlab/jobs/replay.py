@@ -55,6 +55,8 @@ def load_session(
         ],
         mirror=blobs.session_cache_mirror(),
         progress=progress,
+        # a live session that grew: the version before the append has its tokens counted
+        seed_sha256=transcript.previous_sha256 or None,
     )
     if store_messages and not TranscriptMessages.objects.filter(transcript=transcript).exists():
         TranscriptMessages.objects.update_or_create(
@@ -95,7 +97,10 @@ def replay_run(
     return data
 
 
-def _replay(run: Run, summary: SummaryFetch | None) -> dict[str, Any]:
+def _replay(run: Run, summary: SummaryFetch | None, loaded: list[str]) -> dict[str, Any]:
+    if loaded:  # again: the session grew while the last replay ran
+        run.transcript.refresh_from_db()
+    loaded[:] = [run.transcript.sha256]
     counting = None
     if summary is None:  # a resumed run counted its session when it started
         counting = lifecycle.progress_writer(run.pk, stage=Run.Stage.COUNTING)
@@ -121,4 +126,23 @@ def execute_run(run_id: int, summary: SummaryFetch | None = None) -> lifecycle.O
         logger.info("run %s: not claimable (finished or running elsewhere); skipping", run_id)
         return None
     run = Run.objects.select_related("transcript").get(pk=run_id)
-    return lifecycle.conclude(run, partial(_replay, run, summary))
+    loaded: list[str] = []
+    return lifecycle.conclude(
+        run, partial(_replay, run, summary, loaded), partial(_still_current, run, loaded)
+    )
+
+
+def _still_current(run: Run, loaded: list[str]) -> bool:
+    """Whether the session still is the file the replay read (``loaded``: its sha256). Locks
+    the session's row until the result is stored, so an append (``transcripts.live``, which
+    locks it too) either comes first and is seen here, or comes after the run is done and
+    replays it again. A grown session's stored messages were maybe read from the old file:
+    they go, and the next replay stores the new ones."""
+    current = (
+        Transcript.objects.select_for_update()
+        .filter(pk=run.transcript_id, sha256__in=loaded)
+        .exists()
+    )
+    if not current:
+        TranscriptMessages.objects.filter(transcript_id=run.transcript_id).delete()
+    return current

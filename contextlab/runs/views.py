@@ -17,7 +17,7 @@ from django_htmx.http import HttpResponseClientRedirect, HttpResponseClientRefre
 from contextlab import engine
 from contextlab.engine import as_result
 from contextlab.http import AuthedRequest, back_to
-from contextlab.runs import differences, labels, request_csv, services
+from contextlab.runs import differences, labels, live, request_csv, services
 from contextlab.runs import explorer as explorer_builder
 from contextlab.runs import report as report_parts
 from contextlab.runs.forms import RunForm
@@ -205,9 +205,22 @@ def explorer(request: AuthedRequest, transcript: Transcript, index: int) -> Http
     """The request explorer: full history beside the model's view for one request."""
     run = _selected_run(request, transcript)
     data = services.result_data(run) if run else None
+    polling = bool(request.htmx) and request.GET.get("live") == "1"
     if run is None or data is None:
-        return render(request, "runs/explorer_empty.html", {"transcript": transcript, "run": run})
+        if polling:  # a live session's poll while its run replays the grown file: no change
+            return HttpResponse(status=204)
+        empty: dict[str, Any] = {
+            "transcript": transcript,
+            "run": run,
+            "live_url": live.poll_url(request, last=True),
+        }
+        return render(request, "runs/explorer_empty.html", empty)
+    seen = live.result_version(run)
+    if polling and request.GET.get("seen") == seen:
+        return HttpResponse(status=204)  # the same result as the page shows
     count = len(as_result(data)["requests"])
+    if polling and request.GET.get("follow") == "1":
+        index = max(0, count - 1)  # the poll of a reader on the last request: the new last
     if not 0 <= index < count:
         raise Http404(f"request {index + 1} does not exist (this run has {count})")
     context = explorer_builder.build(
@@ -223,6 +236,12 @@ def explorer(request: AuthedRequest, transcript: Transcript, index: int) -> Http
         transcript=transcript,
         run=run,
         url_prefix=reverse("runs:report", args=[transcript.pk]) + "requests/",
+        live_url=live.poll_url(
+            request,
+            path=reverse("runs:request", args=[transcript.pk, index]),
+            last=index == count - 1,
+            seen=seen,
+        ),
         # the search box above the explorer
         kinds=search.KIND_LABELS,
         tools=search.tools_of(transcript.pk),

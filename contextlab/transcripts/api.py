@@ -14,7 +14,7 @@ from ninja.responses import Status
 from contextlab.engine import FieldError
 from contextlab.errors import field_error_body
 from contextlab.http import AuthedRequest
-from contextlab.transcripts import moving, resumable, services, tasks
+from contextlab.transcripts import live, moving, resumable, services, tasks
 from contextlab.transcripts.models import ResumableUpload, Transcript, of_agent
 from contextlab.transcripts.schemas import MovedOut, MoveIn, SessionDetailOut, SessionOut
 from contextlab.transcripts.uploads import INCOMPLETE_KEY, OVERSIZE_KEY
@@ -134,6 +134,59 @@ def delete_session(request: AuthedRequest, session_id: int) -> HttpResponse:
     transcript = access.session_for(request.user, session_id, access.MANAGE)
     services.delete_transcript(transcript=transcript)
     return HttpResponse(status=204)
+
+
+@router.post(
+    "/{session_id}/append",
+    response={
+        200: dict[str, Any],
+        400: dict[str, Any],
+        409: dict[str, Any],
+        413: dict[str, Any],
+        422: dict[str, Any],
+    },
+    operation_id="append_session",
+    summary="Append bytes to a live session (body: the bytes, `Content-Type: "
+    "application/octet-stream`; query `offset`: the bytes the client knows the server has). "
+    "Only whole lines are taken; a partial last line waits for the next append. 409 with "
+    "`offset` when the client's offset is not the server's",
+)
+def append_session(request: AuthedRequest, session_id: int, offset: int = -1) -> HttpResponse:
+    transcript = access.session_for(request.user, session_id, access.WRITE)
+    try:
+        if not 0 <= offset <= settings.UPLOAD_MAX_BYTES:
+            raise live.AppendRefused(
+                400,
+                "offset is required: the number of bytes of the transcript the server holds "
+                "(0 up to the upload limit; a 409 answer tells it).",
+                transcript.received,
+            )
+        size = _content_length(request)
+        data = live.read_body(request, size, offset=transcript.received)
+        done = live.append(transcript.pk, offset=offset, data=data)
+    except live.AppendRefused as exc:
+        response = JsonResponse({"detail": exc.message, "offset": exc.offset}, status=exc.status)
+        if exc.status in (400, 413):
+            response["Connection"] = "close"  # an unread body must not be taken as a request
+        return response
+    grown = done.transcript
+    return JsonResponse(
+        {
+            "id": grown.pk,
+            "offset": grown.received,
+            "size": grown.size,
+            "sha256": grown.sha256,
+            "requests": grown.request_count,
+            "taken": done.taken,
+            "pending": done.pending,
+            "replays": done.replays,
+        }
+    )
+
+
+def _content_length(request: AuthedRequest) -> int | None:
+    raw = request.headers.get("Content-Length") or ""
+    return int(raw) if raw.isdigit() and len(raw) < 19 else None
 
 
 @router.post(

@@ -9,6 +9,7 @@ from typing import Any
 from django.conf import settings
 from django.db import models
 from django.urls import reverse
+from django.utils import timezone
 
 from contextlab import blobs, engine
 from contextlab.transcripts import naming
@@ -65,6 +66,15 @@ class Transcript(models.Model):
     continues = models.ForeignKey(
         "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="continued_by"
     )
+    #: a live session's bytes past its last whole line (``transcripts.live``): kept until the
+    #: append that ends the line; the client's offset counts them (``size + len(live_tail)``)
+    live_tail = models.BinaryField(blank=True, default=b"")
+    #: when bytes were last appended (``contextlab watch``); pages poll a session appended
+    #: to within ``LIVE_SESSION_WINDOW`` seconds
+    appended_at = models.DateTimeField(null=True, blank=True)
+    #: the digest of the file before the last append: the worker reuses that version's token
+    #: counts (``engine.load_session_cached``'s ``seed_sha256``)
+    previous_sha256 = models.CharField(max_length=64, blank=True, default="")
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -102,6 +112,20 @@ class Transcript(models.Model):
     def agent_label(self) -> str:
         """The agent's name as people know it (``Claude Code``, ``Codex``)."""
         return engine.AGENT_LABELS.get(self.agent, self.agent)
+
+    @property
+    def received(self) -> int:
+        """Bytes of the transcript the server holds, a partial last line included: where the
+        next append starts."""
+        return self.size + len(self.live_tail)
+
+    @property
+    def is_live(self) -> bool:
+        """Appended to within the last ``LIVE_SESSION_WINDOW`` seconds."""
+        if self.appended_at is None:
+            return False
+        age = (timezone.now() - self.appended_at).total_seconds()
+        return age < settings.LIVE_SESSION_WINDOW
 
     @property
     def project_name(self) -> str:

@@ -19,9 +19,11 @@ def _megabytes(size: int) -> str:
     return f"{size / 1024**2:,.0f} MB"
 
 
-def refusal(*, owner: User, workspace: Workspace, name: str, size: int) -> str | None:
+def refusal(
+    *, owner: User, workspace: Workspace, name: str, size: int, new_file: bool = True
+) -> str | None:
     """Why an upload of ``size`` bytes by ``owner`` into ``workspace`` is over a quota, else
-    None."""
+    None. ``new_file=False``: the bytes grow a session already counted (a live append)."""
     limits = (
         (
             "your uploads",
@@ -39,7 +41,7 @@ def refusal(*, owner: User, workspace: Workspace, name: str, size: int) -> str |
     for whose, stored, max_files, max_bytes in limits:
         usage = stored.aggregate(files=Count("pk"), size=Sum("size"))
         files, used = usage["files"] or 0, usage["size"] or 0
-        if max_files and files + 1 > max_files:
+        if new_file and max_files and files + 1 > max_files:
             return (
                 f"{name} was not kept: {whose} already hold {files:,} sessions, the most "
                 f"allowed ({max_files:,}). Delete sessions you no longer need, then upload again."

@@ -138,7 +138,7 @@ def _started(session: engine.Session) -> datetime | None:
     return None
 
 
-def _session_fields(
+def session_fields(
     session: engine.Session, *, stored_name: str, name: str, size: int, sha256: str
 ) -> dict[str, Any]:
     """A session row's columns from the file and what the engine read in it."""
@@ -230,7 +230,7 @@ def _read_exactly(stream: IO[bytes], size: int) -> bytes:
     return b"".join(parts)
 
 
-def _replace_with_longer(transcript: Transcript, fields: dict[str, Any]) -> Transcript:
+def replace_with_longer(transcript: Transcript, fields: dict[str, Any]) -> Transcript:
     """Point ``transcript`` at its longer file and replay its finished runs again."""
     old_file = transcript.file
     with transaction.atomic():
@@ -371,7 +371,7 @@ def store_upload(
             raise UploadRejected(
                 f"{name}: ContextLab could not read this file (internal error; see the server log)."
             ) from None
-        fields = _session_fields(
+        fields = session_fields(
             session, stored_name=stored_name, name=name, size=size, sha256=sha256
         )
         scanned: set[int] = set()
@@ -396,9 +396,9 @@ def store_upload(
             else:
                 # before the run is queued: its worker must find it (a stitched replay reads
                 # every file of the conversation, so it has no use for this one's parse)
-                handed = _hand_over(final, session, sha256)
+                handed = hand_over(final, session, sha256)
             if grown is not None:
-                transcript = _replace_with_longer(grown, fields)
+                transcript = replace_with_longer(grown, fields)
                 final = None  # the grown session's row now owns the file
                 stored = Stored.GREW
                 # the sessions continuing it read its file as their earlier history
@@ -435,7 +435,7 @@ def store_upload(
                     mirror.discard(handed.name)
 
 
-def _hand_over(final: Path, session: engine.Session, sha256: str) -> Path | None:
+def hand_over(final: Path, session: engine.Session, sha256: str) -> Path | None:
     """Leave the session this upload's check parsed for its first replay (the session cache),
     so the worker tokenizes it instead of reading and parsing the file a second time. Only
     a speed-up: any failure leaves the worker to parse the file itself."""

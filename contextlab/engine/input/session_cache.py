@@ -133,6 +133,21 @@ def cached_session(
 PARSED_SUFFIX = ".parsed.pickle"
 
 
+def cached_by_sha(cache_dir: str | os.PathLike[str], sha256: str) -> Session | None:
+    """A prepared session this process or the cache holds for a file of digest ``sha256`` (a
+    single file, not a chain), or None: the earlier version of a session that grew, whose
+    token counts the grown one reuses (``tokenized.tokenize_session``'s ``seed``)."""
+    prefix = f"{sha256}-"
+    for key, session in reversed(_RECENT.items()):
+        if key.startswith(prefix) and key.endswith(f"-v{CACHE_VERSION}"):
+            return session
+    for path in sorted(Path(cache_dir).glob(f"{sha256}-*-v{CACHE_VERSION}.pickle")):
+        found = read_pickle(path, Session)
+        if found is not None:
+            return found
+    return None
+
+
 def _key(path: str, sha256: str | None) -> str:
     stat = os.stat(path)
     # size and mtime catch a file rewritten in place under a digest computed earlier

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from functools import partial
 
 from contextlab.engine.input.session import Session
-from contextlab.engine.input.session_cache import CacheMirror, cached_session
+from contextlab.engine.input.session_cache import CacheMirror, cached_by_sha, cached_session
 from contextlab.engine.input.upload_chain import EarlierUpload
 
 from .tokens import (
@@ -61,15 +61,40 @@ def _characters_to_count(session: Session) -> int:
     )
 
 
+def carry_counts(earlier: Session, session: Session) -> int:
+    """Copy the token counts and cache keys of ``earlier``'s blocks onto the blocks of
+    ``session`` at the same place (thread, message, block) with the same type, media and text:
+    a session that grew counts only what is new. Returns the blocks carried."""
+    threads = {thread.id: thread for thread in earlier.threads}
+    carried = 0
+    for thread in session.threads:
+        before = threads.get(thread.id)
+        if before is None:
+            continue
+        for old, new in zip(before.messages, thread.messages, strict=False):
+            for a, b in zip(old.blocks, new.blocks, strict=False):
+                same = a.type == b.type and a.media == b.media and a.text == b.text
+                if same and a.tok >= 0 and b.tok < 0:
+                    b.tok, b.rough, b.key = a.tok, a.rough, a.key
+                    carried += 1
+    return carried
+
+
 def tokenize_session(
     session: Session,
     counter: TokenCounter | None = None,
     *,
     progress: CountProgress | None = None,
+    seed: Callable[[], Session | None] | None = None,
 ) -> int:
     """Fill every block's token counts and cache key; returns the number of blocks.
 
-    ``progress`` hears how many characters are counted, at most ``COUNT_CHUNK_CHARS`` apart."""
+    ``progress`` hears how many characters are counted, at most ``COUNT_CHUNK_CHARS`` apart.
+    ``seed`` gives an earlier version of the session (or None): its counts are carried over
+    (``carry_counts``), so only the blocks that are new or changed are counted."""
+    earlier = seed() if seed is not None else None
+    if earlier is not None:
+        carry_counts(earlier, session)
     counter = counter or TiktokenCounter()
     if progress is not None:
         total = _characters_to_count(session)
@@ -95,6 +120,7 @@ def load_session_cached(
     earlier: Sequence[str | os.PathLike[str] | EarlierUpload] = (),
     mirror: CacheMirror | None = None,
     progress: CountProgress | None = None,
+    seed_sha256: str | None = None,
 ) -> Session:
     """Like ``load_session`` but served from (and written to) ``cache_dir`` when possible,
     tokenized (``tokenize_session``); ``mirror`` shares the cache with hosts on other disks.
@@ -102,14 +128,17 @@ def load_session_cached(
     With ``earlier`` (the uploads this one continues, earliest first), the session is the
     stitched one (``upload_chain.open_upload_chain``), cached under a key made of every file's;
     an earlier file that is gone is left out of both. ``progress`` hears the token counting
-    (``tokenize_session``), when the session is not in the cache yet.
+    (``tokenize_session``), when the session is not in the cache yet. ``seed_sha256``: the
+    digest of an earlier version of this file (a live session that grew), whose cached token
+    counts are reused for the blocks it shares.
     A cache file that cannot be read (truncated, written by another engine version) is ignored
     and rewritten; the cache never changes what a replay computes.
     """
+    seed = partial(cached_by_sha, cache_dir, seed_sha256) if seed_sha256 and not earlier else None
     return cached_session(
         path,
         cache_dir=cache_dir,
-        prepare=partial(tokenize_session, progress=progress),
+        prepare=partial(tokenize_session, progress=progress, seed=seed),
         name=name,
         sha256=sha256,
         earlier=earlier,

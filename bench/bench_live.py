@@ -1,0 +1,191 @@
+"""Live-session update cost: what one append costs the server against a replay of the appended
+requests alone, and against a replay of the whole session, in the same run.
+
+A corpus session is cut before its last ``--tail`` requests (at a line end); the update is what
+ContextLab does for the append that brings them (``transcripts.live.append`` then the worker's
+recorded replay): the web reads the grown file (``engine.load_session``, for the session's
+columns) and leaves its parse for the worker (``keep_parsed``); the worker counts the tokens of
+the blocks the earlier version's cached copy does not hold (``seed_sha256``) and replays every
+request again. "Appended alone" replays a file of only the appended lines, parsed and
+tokenized the same way; "whole" is a fresh upload's replay of the grown file. Each figure is the
+median of ``--runs``.
+
+    python bench/bench_live.py [--session PATH] [--tail 1] [--runs 3]
+
+Results are printed and written to bench/out/live.json. Target (issue #25): update ≤ 2× the
+appended requests alone.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+BENCH_DIR = Path(__file__).resolve().parent
+ROOT = BENCH_DIR.parent
+sys.path.insert(0, str(ROOT))
+OUT_FILE = BENCH_DIR / "out" / "live.json"
+CORPUS = Path(os.environ.get("CONTEXTLAB_CORPUS") or ROOT.parent / "shared" / "corpus")
+DEFAULT = CORPUS / "marot__spotter__8463c716-a2ea-4c14-9efa-87158ebd9f20.jsonl"
+
+from contextlab import engine  # noqa: E402
+
+
+def cut_before_last_requests(data: bytes, tail: int) -> int:
+    """The byte offset of the line holding the first of the last ``tail`` assistant messages
+    (by message id): the session as it stood before they were written."""
+    lines = data.splitlines(keepends=True)
+    seen: list[str] = []
+    starts: dict[str, int] = {}
+    offset = 0
+    for line in lines:
+        try:
+            record = json.loads(line)
+        except ValueError:
+            record = {}
+        message = record.get("message") if isinstance(record, dict) else None
+        new = (
+            isinstance(message, dict)
+            and message.get("role") == "assistant"
+            and message.get("id")
+            and message["id"] not in starts
+        )
+        if new and isinstance(message, dict):
+            starts[message["id"]] = offset
+            seen.append(message["id"])
+        offset += len(line)
+    first_new = seen[-tail]
+    # back to the user turn before it: the append brings the prompt and its answer
+    cut = starts[first_new]
+    before = data.rfind(b'"type":"user"', 0, cut)
+    return data.rfind(b"\n", 0, before) + 1 if before > 0 else cut
+
+
+def replay_file(path: Path, cache: Path) -> tuple[float, int]:
+    """Seconds to parse, tokenize and replay ``path`` (recorded, auto preset), and requests."""
+    start = time.perf_counter()
+    session = engine.load_session_cached(str(path), cache_dir=str(cache), name=path.name)
+    try:
+        config, preset = engine.resolve_request_config(
+            "auto",
+            {},
+            version=session.version,
+            max_recorded_prompt=session.max_recorded_prompt,
+            recorded_auto_compactions=session.recorded_auto_compactions,
+        )
+        result = engine.replay(session, config, mode="recorded", preset_name=preset)
+    finally:
+        session.close()
+    return time.perf_counter() - start, len(result.to_json()["requests"])
+
+
+def web_read(path: Path, cache: Path, sha256: str) -> float:
+    """The append's read of the grown file (the session's columns), its parse left for the
+    worker (``keep_parsed``), as ``transcripts.live`` does."""
+    start = time.perf_counter()
+    session = engine.load_session(str(path), name=path.name)
+    engine.keep_parsed(path, session, cache_dir=str(cache), sha256=sha256)
+    session.close()
+    return time.perf_counter() - start
+
+
+def prepare_earlier(path: Path, cache: Path, sha256: str) -> None:
+    """The replay of the session before the append, which left its tokenized copy cached."""
+    engine.load_session_cached(str(path), cache_dir=str(cache), sha256=sha256).close()
+
+
+def replay_update(path: Path, cache: Path, sha256: str, earlier_sha: str) -> tuple[float, int]:
+    """The worker's replay of the grown file: the web's parse, the earlier version's counts."""
+    start = time.perf_counter()
+    session = engine.load_session_cached(
+        str(path), cache_dir=str(cache), sha256=sha256, seed_sha256=earlier_sha
+    )
+    try:
+        config, preset = engine.resolve_request_config(
+            "auto",
+            {},
+            version=session.version,
+            max_recorded_prompt=session.max_recorded_prompt,
+            recorded_auto_compactions=session.recorded_auto_compactions,
+        )
+        result = engine.replay(session, config, mode="recorded", preset_name=preset)
+    finally:
+        session.close()
+    return time.perf_counter() - start, len(result.to_json()["requests"])
+
+
+def _cold(task: Callable[..., Any], *args: Any) -> Any:
+    """``task(*args)`` in a forked process: no token counts or parses cached in memory from an
+    earlier measurement (each figure is what a fresh worker pays)."""
+    context = multiprocessing.get_context("fork")
+    with context.Pool(1) as pool:
+        return pool.apply(task, args)
+
+
+def measure(source: Path, tail: int, runs: int) -> dict[str, Any]:
+    data = source.read_bytes()
+    cut = cut_before_last_requests(data, tail)
+    times: dict[str, list[float]] = {
+        "web_read": [],
+        "update": [],
+        "appended_alone": [],
+        "whole": [],
+    }
+    counts: dict[str, int] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        grown = folder / "grown.jsonl"
+        grown.write_bytes(data)
+        earlier = folder / "earlier.jsonl"
+        earlier.write_bytes(data[:cut])
+        alone = folder / "appended.jsonl"
+        alone.write_bytes(data[cut:])
+        sha, earlier_sha = engine.file_sha256(str(grown)), engine.file_sha256(str(earlier))
+        for n in range(runs):
+            # fresh cache folders: an append makes a new file, which the cache has not seen
+            cache = folder / f"u{n}"
+            _cold(prepare_earlier, earlier, cache, earlier_sha)
+            web = _cold(web_read, grown, cache, sha)
+            worker, counts["update"] = _cold(replay_update, grown, cache, sha, earlier_sha)
+            times["web_read"].append(web)
+            times["update"].append(web + worker)
+            seconds, counts["appended_alone"] = _cold(replay_file, alone, folder / f"a{n}")
+            times["appended_alone"].append(seconds)
+            seconds, counts["whole"] = _cold(replay_file, grown, folder / f"w{n}")
+            times["whole"].append(seconds)
+    median = {k: statistics.median(v) for k, v in times.items()}
+    return {
+        "session": source.name,
+        "bytes": len(data),
+        "appended_bytes": len(data) - cut,
+        "requests": counts,
+        "seconds": median,
+        "update_vs_appended_alone": median["update"] / median["appended_alone"],
+        "update_vs_whole": median["update"] / median["whole"],
+        "target_update_vs_appended_alone": 2.0,
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--session", type=Path, default=DEFAULT)
+    parser.add_argument("--tail", type=int, default=1, help="requests appended")
+    parser.add_argument("--runs", type=int, default=3)
+    args = parser.parse_args()
+    out = measure(args.session, args.tail, args.runs)
+    print(json.dumps(out, indent=2))
+    OUT_FILE.parent.mkdir(exist_ok=True)
+    OUT_FILE.write_text(json.dumps(out, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,163 @@
+"""Live sessions: bytes appended to a session's transcript as Claude Code writes them.
+
+``contextlab watch`` sends what a session file gained since its last call, with the byte offset
+it thinks the server has. Only whole lines are taken: a partial last line waits in
+``Transcript.live_tail`` for the append that ends it, and the offset counts it. The session then
+grows as a longer upload of it does (``services.store_upload``): a new stored file, its columns
+read again, its stored messages dropped and its finished runs replayed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.utils import timezone
+
+from contextlab import blobs, engine
+from contextlab.transcripts import continuations, quotas, services
+from contextlab.transcripts.models import Transcript
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class AppendRefused(Exception):
+    """The append was not taken; ``offset`` is where the session stands (for a 409)."""
+
+    status: int
+    message: str
+    offset: int
+
+    def __str__(self) -> str:
+        return self.message
+
+
+@dataclass(frozen=True)
+class Appended:
+    transcript: Transcript
+    #: bytes of whole lines added to the transcript by this append
+    taken: int
+    #: bytes waiting for the rest of their line
+    pending: int
+    #: the runs queued to replay the grown session
+    replays: list[int]
+
+
+def read_body(body: blobs.Readable, size: int | None, *, offset: int) -> bytes:
+    """The append's body, at most ``LIVE_APPEND_MAX_BYTES`` (413 past it, read no further)."""
+    limit: int = settings.LIVE_APPEND_MAX_BYTES
+    if size is not None and size > limit:
+        raise AppendRefused(
+            413,
+            f"An append is at most {limit} bytes (LIVE_APPEND_MAX_BYTES); this one declares "
+            f"{size}. Send it in smaller pieces.",
+            offset,
+        )
+    data = body.read(limit + 1)
+    if len(data) > limit:
+        raise AppendRefused(
+            413, f"An append is at most {limit} bytes (LIVE_APPEND_MAX_BYTES).", offset
+        )
+    return data
+
+
+def append(transcript_id: int, *, offset: int, data: bytes) -> Appended:
+    """Append ``data`` to session ``transcript_id`` at byte ``offset`` (the caller checked the
+    user may change it). Refused (``AppendRefused``): an offset other than the session's
+    (409, with the session's), a session stored as an archive (422), past the upload limit or
+    a quota (413)."""
+    with transaction.atomic():
+        # one append at a time per session: the next one waits here and then sees the offset
+        transcript = Transcript.objects.select_for_update().get(pk=transcript_id)
+        received = transcript.received
+        if offset != received:
+            raise AppendRefused(
+                409,
+                f"offset {offset} is not where this session stands ({received} bytes "
+                "received): send what follows that byte.",
+                received,
+            )
+        if not transcript.file.endswith(".jsonl"):
+            raise AppendRefused(
+                422,
+                "Only a session uploaded as a plain .jsonl transcript grows by appending; "
+                "upload this one again whole.",
+                received,
+            )
+        if received + len(data) > settings.UPLOAD_MAX_BYTES:
+            raise AppendRefused(413, services.too_large_message(transcript.name), received)
+        joined = bytes(transcript.live_tail) + data
+        cut = joined.rfind(b"\n") + 1
+        whole, tail = joined[:cut], joined[cut:]
+        if not whole:
+            transcript.live_tail = tail
+            transcript.appended_at = timezone.now()
+            transcript.save(update_fields=["live_tail", "appended_at"])
+            return Appended(transcript, taken=0, pending=len(tail), replays=[])
+        over = quotas.refusal(
+            owner=transcript.owner,
+            workspace=transcript.workspace,
+            name=transcript.name,
+            size=len(whole),
+            new_file=False,
+        )
+        if over is not None:
+            raise AppendRefused(413, over, received)
+        return _grow(transcript, whole, tail)
+
+
+def _grow(transcript: Transcript, whole: bytes, tail: bytes) -> Appended:
+    """Store the transcript with ``whole`` appended and make it the session's file."""
+    folder = f"uploads/{transcript.owner_id}"
+    partial = blobs.new_spool_name(blobs.spool_dir(f"{folder}/live"), ".jsonl")
+    stored_name = ""
+    try:
+        digest = hashlib.sha256()
+        with Path(transcript.path).open("rb") as old, partial.open("wb") as out:
+            while chunk := old.read(1 << 20):
+                digest.update(chunk)
+                out.write(chunk)
+            digest.update(whole)
+            out.write(whole)
+        sha256 = digest.hexdigest()
+        size = transcript.size + len(whole)
+        stored_name = f"{folder}/{sha256}.jsonl"
+        final = blobs.store_file(partial, stored_name)
+        try:
+            session = engine.load_session(str(final), name=transcript.name)
+        except engine.TranscriptError as exc:
+            raise AppendRefused(422, f"{transcript.name}: {exc}", transcript.received) from None
+        try:
+            fields = services.session_fields(
+                session, stored_name=stored_name, name=transcript.name, size=size, sha256=sha256
+            )
+            if transcript.continues_id is None:
+                # the worker takes this parse instead of reading the file again (a stitched
+                # replay reads every file of the conversation, and has no use for it)
+                services.hand_over(final, session, sha256)
+        finally:
+            session.close()
+        fields.pop("continues_uuid", None)  # where the file starts did not change
+        fields.update(live_tail=tail, appended_at=timezone.now(), previous_sha256=transcript.sha256)
+        try:
+            with transaction.atomic():
+                transcript = services.replace_with_longer(transcript, fields)
+        except IntegrityError:
+            raise AppendRefused(
+                409,
+                "Another session of this workspace holds exactly these bytes.",
+                transcript.size + len(transcript.live_tail),
+            ) from None
+        stored_name = ""  # the row owns the file now
+        continuations.replay_with_new_history(transcript, itself=False)
+        replays = list(transcript.runs.filter(status="queued").values_list("pk", flat=True))
+        return Appended(transcript, taken=len(whole), pending=len(tail), replays=replays)
+    finally:
+        partial.unlink(missing_ok=True)
+        if stored_name and not Transcript.objects.filter(file=stored_name).exists():
+            blobs.delete(stored_name)

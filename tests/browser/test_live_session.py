@@ -1,0 +1,85 @@
+"""A live session in headless Chromium: a turn appended through the API (as ``contextlab
+watch`` sends it) shows in the open explorer, without a reload, within 5 s."""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import httpx
+import pytest
+from playwright.sync_api import expect
+
+from contextlab.transcripts.models import Transcript
+from tests.browser.test_browser import sign_up
+from tests.conftest import DEMO, wait_for_run
+
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.integration,
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("clean_media"),
+]
+
+LINES = (DEMO / "marot__spotter__tool_heavy.jsonl").read_bytes().splitlines(keepends=True)
+#: the first two requests, then a system line (the first append: the session is live)
+START, FIRST_APPEND = b"".join(LINES[:23]), LINES[23]
+#: the next turn: the prompt "scrolling back in xterm.js …" and its two requests
+TURN = b"".join(LINES[24:])
+SCREENSHOTS = os.environ.get("CONTEXTLAB_SCREENSHOTS", "")
+
+
+def _append(client: httpx.Client, session_id: int, offset: int, data: bytes) -> dict[str, Any]:
+    response = client.post(
+        f"/api/sessions/{session_id}/append",
+        params={"offset": offset},
+        content=data,
+        headers={"Content-Type": "application/octet-stream"},
+    )
+    assert response.status_code == 200, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+def test_an_appended_turn_reaches_the_open_explorer_within_5_s(page: Any, live_server: Any) -> None:
+    from contextlab.accounts.services import create_api_token
+
+    sign_up(page, "live-user")
+    token = create_api_token(username="live-user")[1]
+    with httpx.Client(
+        base_url=live_server.url, headers={"Authorization": f"Bearer {token}"}, timeout=60
+    ) as client:
+        created = client.post("/api/sessions", files={"file": ("live.jsonl", START)})
+        assert created.status_code == 201, created.text
+        session_id = created.json()["id"]
+        offset = _append(client, session_id, len(START), FIRST_APPEND)["offset"]
+        transcript = Transcript.objects.get(pk=session_id)
+        assert transcript.is_live
+        wait_for_run(transcript.runs.get().pk)
+        page.goto(f"/sessions/{session_id}/requests/1/")  # the last of 2 requests
+        expect(page.locator("#live-badge")).to_be_visible()
+        assert page.locator("#req-number").inner_text() == "2"
+        assert page.get_by_text("scrolling back in xterm.js").count() == 0
+        if SCREENSHOTS:
+            for width in (1280, 390):
+                page.set_viewport_size({"width": width, "height": 900})
+                page.screenshot(path=f"{SCREENSHOTS}/live-explorer-{width}.png", full_page=False)
+            page.set_viewport_size({"width": 1400, "height": 1000})
+        url = page.url
+        started = time.monotonic()
+        _append(client, session_id, offset, TURN)
+        # the reader on the last request follows to the new last one
+        expect(page.locator("#req-number")).to_have_text("4", timeout=5_000)
+        expect(page.get_by_text("scrolling back in xterm.js").first).to_be_visible(timeout=1_000)
+        elapsed = time.monotonic() - started
+        assert elapsed <= 5.0, elapsed
+        assert page.url == url  # no reload, no navigation
+        # the report shows the live badge and the grown request count, polled
+        page.goto(f"/sessions/{session_id}/")
+        expect(page.locator("#live-badge")).to_be_visible()
+        expect(page.locator("#request-count")).to_have_text("4")
+        if SCREENSHOTS:
+            for width in (1280, 390):
+                page.set_viewport_size({"width": width, "height": 900})
+                page.screenshot(path=f"{SCREENSHOTS}/live-report-{width}.png", full_page=False)
