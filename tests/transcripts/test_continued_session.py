@@ -376,6 +376,10 @@ def test_the_reports_link_both_ways_and_escape_the_names(user, alice_client, oth
     parent_file.records.append(
         {"type": "custom-title", "customTitle": "<script>alert(1)</script>", "sessionId": "s"}
     )
+    # the link names a session by its display name: the child's is its title, hostile too
+    child_file.records.append(
+        {"type": "custom-title", "customTitle": "<img src=x onerror=alert(1)>", "sessionId": "s"}
+    )
     parent = store(user, "parent.jsonl", jsonl(parent_file))
     child = store(user, "<img src=x onerror=alert(1)>.jsonl", jsonl(child_file))
     child_page = alice_client.get(child.get_absolute_url()).content.decode()
@@ -387,7 +391,7 @@ def test_the_reports_link_both_ways_and_escape_the_names(user, alice_client, oth
     parent_page = alice_client.get(parent.get_absolute_url()).content.decode()
     assert "Continued in" in parent_page
     assert f'href="{child.get_absolute_url()}"' in parent_page
-    assert "&lt;img src=x onerror=alert(1)&gt;.jsonl" in parent_page
+    assert "&lt;img src=x onerror=alert(1)&gt;" in parent_page
     assert "<img src=x" not in parent_page
     # someone outside the workspace sees neither page
     stranger = Client()
