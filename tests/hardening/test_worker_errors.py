@@ -20,7 +20,7 @@ SQL_TEXT = (
 def test_a_refused_result_fails_the_run_without_sql_text(make_transcript, short_jsonl, monkeypatch):
     run = make_transcript(short_jsonl).runs.get()
 
-    def refusing_finish(run_id, data):
+    def refusing_finish(run_id, data, **_options):
         raise DataError(SQL_TEXT)  # what PostgreSQL said of a NUL in jsonb
 
     monkeypatch.setattr(lifecycle, "finish", refusing_finish)
