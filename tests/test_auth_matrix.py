@@ -150,6 +150,7 @@ API_POLICIES: dict[str, str] = {
     "get_run": "run:viewer",
     "cancel_run": "run:editor",
     "list_run_requests": "run:viewer",
+    "list_config_fields": "user",
     "create_comparison": "user",
     "list_comparisons": "user",
     "get_comparison": "item:viewer",

@@ -20,6 +20,12 @@ from typing import TYPE_CHECKING, Any
 
 from .config.errors import ConfigError, FieldError
 from .config.fields import PipelineConfig, get_preset
+from .config.knobs import (
+    ClaudeCodeSettings,
+    claude_code_settings,
+    field_kind,
+    overrides_from_settings,
+)
 from .config.presets import preset_for_version
 from .config.resolve import (
     PRESET_DESCRIPTIONS,
@@ -124,6 +130,7 @@ _LAZY_MODULES: dict[str, tuple[str, ...]] = {
         "EVENT_KINDS",
         "NavigatorEvent",
         "cache_sentence",
+        "claude_code_settings",
         "describe_event",
         "event_counts",
         "format_duration",
@@ -161,6 +168,7 @@ __all__ = [
     "PROMPT_VERSION",
     "AnthropicSummarizer",
     "Block",
+    "ClaudeCodeSettings",
     "ConfigError",
     "EarlierUpload",
     "ExtractiveSummarizer",
@@ -197,6 +205,7 @@ __all__ = [
     "build_session",
     "cache_accuracy",
     "cache_sentence",
+    "claude_code_settings",
     "compact_prompt",
     "compaction_accuracy",
     "compare",
@@ -210,6 +219,7 @@ __all__ = [
     "event_counts",
     "expand_messages",
     "fidelity",
+    "field_kind",
     "field_specs",
     "file_sha256",
     "format_duration",
@@ -226,6 +236,7 @@ __all__ = [
     "model_info",
     "open_upload",
     "open_upload_chain",
+    "overrides_from_settings",
     "parse_overrides",
     "parse_time",
     "preload_sdks",
