@@ -90,8 +90,9 @@ def test_sweep_api_and_page_name_the_best_value(client, auth_header, session, fi
     cheapest = min(points, key=lambda v: (points[v]["cost_usd"], -points[v]["mean_history_share"]))
     assert body["best"]["lowest_cost"]["value"] == cheapest
     most = max(points, key=lambda v: points[v]["mean_history_share"])
-    assert points[body["best"]["most_history"]["value"]]["mean_history_share"] == (
-        points[most]["mean_history_share"]
+    assert (
+        points[body["best"]["most_history"]["value"]]["mean_history_share"]
+        == (points[most]["mean_history_share"])
     )
     # 10 % compacts early and often on the tool-heavy session: never the fewest compactions
     assert body["best"]["fewest_compactions"]["value"] != 10
