@@ -66,13 +66,13 @@ def test_overrides_become_settings_and_env_lines():
     assert out.env_lines() == ["export CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=70"]
     assert set(out.not_expressible) == {"snip_enabled", "anchors_enabled"}
     assert "experiment" in out.not_expressible["snip_enabled"]
-    assert out.min_version == "2.1.243"
+    assert out.min_version == "2.1.242"
     json.loads(out.settings_json())
 
 
 def test_an_older_target_version_falls_back_to_the_env_variable_or_says_it_cannot():
     old = engine.claude_code_settings(
-        {"cache_ttl": "1h", "auto_compact_window": 400_000}, version="2.1.200"
+        {"cache_ttl": "1h", "auto_compact_window": 400_000}, version="2.1.241"
     )
     assert old.env == {"ENABLE_PROMPT_CACHING_1H": "1"}
     assert old.settings["autoCompactWindow"] == 400_000

@@ -183,10 +183,11 @@ KNOBS: dict[str, tuple[Knob, ...]] = {
         Knob(
             "setting",
             "promptCacheTtl",
-            since="2.1.243",
-            absent_in="2.1.242",
+            since="2.1.242",
+            absent_in="2.1.241",
             limits="'5m' or '1h' for the main conversation (subagentPromptCacheTtl for "
-            "subagents); a 1-hour write costs 2× input against 1.25× for 5 minutes",
+            "subagents; env CLAUDE_CODE_PROMPT_CACHE_TTL wins over both); a 1-hour write "
+            "costs 2× input against 1.25× for 5 minutes",
             encode=_ttl_setting,
         ),
         Knob(
