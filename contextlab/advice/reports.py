@@ -16,7 +16,7 @@ from django.db import transaction
 
 from contextlab import engine
 from contextlab.advice.models import Advice, AdviceRun
-from contextlab.advice.services import BASELINE, candidate_overrides
+from contextlab.advice.services import BASELINE, candidate_key, candidate_overrides
 from contextlab.runs import services as run_services
 from contextlab.runs.models import Run
 from contextlab.tuning import goals
@@ -120,6 +120,7 @@ def recommend(advice: Advice) -> dict[str, Any]:
         eligible, key=lambda a: (goals.score(advice.goal, a), a["candidate"] != BASELINE)
     )
     result = {
+        "ttl": ttl_answers(runs, list(base), names),
         "goal": advice.goal,
         "goal_label": goals.GOALS.get(advice.goal, advice.goal),
         "cost_cap": advice.cost_cap,
@@ -208,6 +209,52 @@ def _candidate(
     }
 
 
+#: Gaps a 5-minute cache outlives, a 1-hour one outlives, and neither (seconds).
+FIVE_MINUTES = 300
+ONE_HOUR = 3600
+
+
+def ttl_answers(
+    runs: dict[tuple[int, str], Run], sessions: list[int], names: dict[int, str]
+) -> list[dict[str, Any]]:
+    """Is the 1-hour cache worth it, per session: its real gaps between requests (of a thread),
+    what its TTL was, and its replay under each TTL. Empty unless both TTLs were explored."""
+    five, hour = candidate_key({"cache_ttl": "5m"}), candidate_key({"cache_ttl": "1h"})
+    out = []
+    for pk in sessions:
+        at_five, at_hour = _measures(runs.get((pk, five))), _measures(runs.get((pk, hour)))
+        baseline = runs.get((pk, BASELINE))
+        data = run_services.result_data(baseline) if baseline is not None else None
+        if at_five is None or at_hour is None or not data:
+            continue
+        rows = list(engine.as_result(data)["requests"])
+        seen = [g for g in engine.gaps(rows) if g is not None]
+        ttls = [str(r.get("ttl") or "") for r in rows]
+        out.append(
+            {
+                "session_id": pk,
+                "name": names[pk],
+                "requests": len(rows),
+                "gaps_under_5m": sum(1 for g in seen if g <= FIVE_MINUTES),
+                "gaps_5m_to_1h": sum(1 for g in seen if FIVE_MINUTES < g <= ONE_HOUR),
+                "gaps_over_1h": sum(1 for g in seen if g > ONE_HOUR),
+                "recorded_ttl": max(set(ttls), key=ttls.count) if ttls else "",
+                "cost_5m_usd": round(at_five["cost_usd"], 6),
+                "cost_1h_usd": round(at_hour["cost_usd"], 6),
+                # positive: the 1-hour writes cost less than the reads they keep
+                "one_hour_saves_usd": round(at_five["cost_usd"] - at_hour["cost_usd"], 6),
+                "verdict": _ttl_verdict(at_five["cost_usd"] - at_hour["cost_usd"]),
+            }
+        )
+    return out
+
+
+def _ttl_verdict(saves: float) -> str:
+    if abs(saves) < 5e-7:
+        return "the same"
+    return f"{'1 hour' if saves > 0 else '5 minutes'} saves ${abs(saves):.4f}"
+
+
 def _pareto(points: list[tuple[float, float]]) -> list[bool]:
     """Which (cost, history kept) points no other beats on both (cheaper and keeping more)."""
     out = []
@@ -243,4 +290,5 @@ def answer(advice: Advice) -> dict[str, Any]:
         body["baseline"] = result["baseline"]
         body["candidates"] = result["candidates"]
         body["failed_candidates"] = result["failed_candidates"]
+        body["ttl"] = result.get("ttl", [])
     return body

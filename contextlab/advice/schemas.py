@@ -72,6 +72,22 @@ class RecommendationOut(Schema):
     pareto: bool
 
 
+class TtlOut(Schema):
+    """The 1-hour cache against 5 minutes on one session, from its real gaps and replays."""
+
+    session_id: int
+    name: str
+    requests: int
+    gaps_under_5m: int
+    gaps_5m_to_1h: int
+    gaps_over_1h: int
+    recorded_ttl: str
+    cost_5m_usd: float
+    cost_1h_usd: float
+    one_hour_saves_usd: float
+    verdict: str
+
+
 class AdviceOut(Schema):
     id: int
     workspace_id: int
@@ -87,3 +103,5 @@ class AdviceOut(Schema):
     session_ids: list[int]
     baseline: dict[str, Any] | None
     recommendations: list[RecommendationOut] | None
+    #: when both TTLs were explored: per session, is the 1-hour cache worth it
+    ttl: list[TtlOut] = []

@@ -5,7 +5,8 @@ version and its recorded window) and, one knob at a time, each value to explore 
 Every (session, candidate) is an ordinary what-if run, planned by ``tuning.services.RunPlan``:
 an identical run of any member of the session's workspace is reused, the missing ones are
 queued as batches for the worker (``contextlab.jobs``), which parses each session once for all
-its candidates. Cancelling stops the runs no comparison, sweep or other advice uses.
+its candidates. A threshold candidate the session never comes near (``never_reached``) replays
+exactly as its own settings do, so it uses that run. Cancelling stops the runs no comparison, sweep or other advice uses.
 """
 
 from __future__ import annotations
@@ -81,6 +82,32 @@ def candidate_key(overrides: Mapping[str, Any]) -> str:
 
 def candidate_overrides(key: str) -> dict[str, Any]:
     return {} if key == BASELINE else dict(json.loads(key))
+
+
+#: Candidate fields whose only effect is the autocompact threshold and the window's limits.
+THRESHOLD_ONLY = frozenset({"autocompact_pct_override", "auto_compact_window"})
+#: A decision count can pass the largest recorded prompt by the reply's output (Claude Code
+#: counts it) and by the count's own error: a threshold above both is never reached.
+OUTPUT_MARGIN = 32_000
+COUNT_MARGIN = 1.15
+#: The largest output reserve a preset takes off the window (2.0.x reserved all of it).
+LARGEST_RESERVE = 64_000
+
+
+def never_reached(transcript: Transcript, config: Mapping[str, Any]) -> bool:
+    """True when no request of the session can reach this config's autocompact threshold or
+    blocking limit, taken at their lowest (the largest output reserve): its replay is then
+    the same as with the session's own settings, whose limits are as high or higher."""
+    largest = transcript.max_prompt_tokens
+    if not largest or transcript.continues_id is not None:
+        return False  # nothing recorded to bound it, or it replays earlier sessions too
+    built = engine.PipelineConfig.from_dict(config)
+    if built.snip_enabled or built.collapse_enabled:
+        return False  # these act on the effective window, not only on the threshold
+    low = engine.compute_thresholds(built.replace(max_output_tokens=LARGEST_RESERVE), None)
+    return largest * COUNT_MARGIN + OUTPUT_MARGIN < min(
+        low.autocompact_threshold, low.blocking_limit
+    )
 
 
 def check_knobs(knobs: Mapping[str, Any] | None) -> dict[str, list[Any]]:
@@ -244,9 +271,19 @@ def create_advice(
         advice.sessions.set(transcripts)
         items = []
         for transcript in transcripts:
+            own = None
             for overrides in options:
                 spec = ConfigSpec(preset="auto", overrides=overrides)
+                if own is not None and set(overrides) <= THRESHOLD_ONLY:
+                    config, _ = tuning_services.resolved_for(transcript, spec, prefix="knobs")
+                    if never_reached(transcript, config):
+                        # the same replay as the session's own settings: use that run
+                        items.append(
+                            AdviceRun(advice=advice, run=own, candidate=candidate_key(overrides))
+                        )
+                        continue
                 run = plan.ensure(owner=owner, transcript=transcript, spec=spec, prefix="knobs")
+                own = own or run
                 items.append(AdviceRun(advice=advice, run=run, candidate=candidate_key(overrides)))
         AdviceRun.objects.bulk_create(items, ignore_conflicts=True)
         tuning_services.enqueue(plan.new)

@@ -192,9 +192,85 @@ def test_another_users_sessions_and_advice_are_404(
 
 def test_cancel_stops_the_unshared_runs(client, auth_header, sessions):
     created = _advise(client, auth_header, sessions)
+    runs = set(AdviceRun.objects.filter(advice_id=created["id"]).values_list("run_id", flat=True))
     response = client.post(f"/api/advice/{created['id']}/cancel", **auth_header)
     assert response.status_code == 200
-    assert response.json()["cancelled"] == 10
+    assert response.json()["cancelled"] == len(runs)
     body = client.get(f"/api/advice/{created['id']}", **auth_header).json()
     assert body["status"] == "failed"
     assert body["done"] == 0
+
+
+def test_one_hour_against_five_minutes_per_session(client, auth_header, sessions, finish):
+    created = _advise(client, auth_header, sessions, knobs={"cache_ttl": ["5m", "1h"]})
+    finish()
+    body = client.get(f"/api/advice/{created['id']}", **auth_header).json()
+    rows = {row["session_id"]: row for row in body["ttl"]}
+    assert set(rows) == {s.pk for s in sessions}
+    runs = {
+        (item.run.transcript_id, item.candidate): item.run
+        for item in AdviceRun.objects.filter(advice_id=created["id"]).select_related("run")
+    }
+    for session in sessions:
+        row = rows[session.pk]
+        gaps = row["gaps_under_5m"] + row["gaps_5m_to_1h"] + row["gaps_over_1h"]
+        assert gaps <= row["requests"] - 1
+        if session == sessions[0]:
+            assert gaps > 0  # the tool-heavy session has several requests
+        five = runs[(session.pk, '{"cache_ttl": "5m"}')].summary["cost_usd"]
+        hour = runs[(session.pk, '{"cache_ttl": "1h"}')].summary["cost_usd"]
+        assert row["cost_5m_usd"] == pytest.approx(five)
+        assert row["cost_1h_usd"] == pytest.approx(hour)
+        assert row["one_hour_saves_usd"] == pytest.approx(five - hour)
+        # with no gap the 5-minute cache outlives... the hour's dearer writes buy nothing
+        if row["gaps_5m_to_1h"] == 0 and row["one_hour_saves_usd"] != 0:
+            assert row["one_hour_saves_usd"] < 0
+            assert row["verdict"].startswith("5 minutes saves")
+
+
+def test_a_threshold_the_session_never_nears_uses_its_own_run_and_replays_the_same(
+    client, auth_header, sessions, finish
+):
+    """The shortcut is checked against a real replay of the same config."""
+    from contextlab.advice import services
+
+    created = _advise(client, auth_header, sessions)
+    links = {
+        (item.run.transcript_id, item.candidate): item.run_id
+        for item in AdviceRun.objects.filter(advice_id=created["id"]).select_related("run")
+    }
+    heavy = sessions[0]
+    # 10 % compacts the tool-heavy session: a run of its own
+    assert links[(heavy.pk, '{"autocompact_pct_override": 10}')] != links[(heavy.pk, "baseline")]
+    shared = [
+        key
+        for (pk, key), run_id in links.items()
+        if key != "baseline" and run_id == links[(pk, "baseline")]
+    ]
+    assert '{"autocompact_pct_override": 90}' in shared  # nowhere near 90 % of the window
+    finish()
+    comparison = post(
+        client,
+        "/api/comparisons",
+        auth_header,
+        {
+            "session_ids": [s.pk for s in sessions],
+            "a": {"preset": "auto"},
+            "b": {"preset": "auto", "config": {"autocompact_pct_override": 90}},
+        },
+    ).json()
+    finish()
+    result = client.get(f"/api/comparisons/{comparison['id']}", **auth_header).json()
+    for row in result["sessions"]:
+        assert row["a_run_id"] != row["b_run_id"]  # really replayed
+        for measure in ("cost_usd", "compactions", "mean_history_share"):
+            assert row["a"][measure] == row["b"][measure], (row["name"], measure)
+    for session in sessions:
+        config, _ = services.tuning_services.resolved_for(
+            session, services.ConfigSpec(preset="auto", overrides={"autocompact_pct_override": 90})
+        )
+        assert services.never_reached(session, config)
+        low, _ = services.tuning_services.resolved_for(
+            session, services.ConfigSpec(preset="auto", overrides={"autocompact_pct_override": 1})
+        )
+        assert not services.never_reached(session, low)
