@@ -104,4 +104,4 @@ class AdviceOut(Schema):
     baseline: dict[str, Any] | None
     recommendations: list[RecommendationOut] | None
     #: when both TTLs were explored: per session, is the 1-hour cache worth it
-    ttl: list[TtlOut] = []
+    ttl: list[TtlOut] = Field(default_factory=list)
