@@ -184,7 +184,7 @@ def _candidate(
     cc = engine.claude_code_settings(overrides)
     return {
         "candidate": key,
-        "label": ", ".join(f"{k} = {v}" for k, v in overrides.items())
+        "label": ", ".join(f"{k} = {_shown(v)}" for k, v in overrides.items())
         or "your sessions' own settings",
         "preset": "auto",
         "config": overrides,
@@ -247,6 +247,13 @@ def ttl_answers(
             }
         )
     return out
+
+
+def _shown(value: Any) -> str:
+    """A knob value as the page names it: 70, not 70.0."""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
 
 
 def _ttl_verdict(saves: float) -> str:

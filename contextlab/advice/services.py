@@ -139,6 +139,8 @@ def check_knobs(knobs: Mapping[str, Any] | None) -> dict[str, list[Any]]:
             raise engine.FieldError(f"knobs.{name}", f"at most {MAX_VALUES} values")
         checked: list[Any] = []
         for value in values:
+            if isinstance(value, float) and value.is_integer():
+                value = int(value)  # 70, as a person types it (a float field takes it)
             try:
                 validate_config("auto", {name: value}, prefix="knobs")
             except engine.FieldError as exc:
