@@ -263,6 +263,7 @@ def sweep_best(
         if goal == "cost_cap" and cost_cap is None:
             continue
         point = goals.best(points, lambda p: p["summary"], goal, cost_cap)
+        scores = {goals.score(goal, p["summary"]) for p in points if p["summary"]}
         out[goal] = (
             None
             if point is None
@@ -271,6 +272,8 @@ def sweep_best(
                 "label": goals.GOALS[goal],
                 "value": point["value"],
                 "summary": point["summary"],
+                # every value measured the same: none is better (a threshold never reached)
+                "tie": len(scores) == 1 and len(points) > 1,
             }
         )
     return out

@@ -100,6 +100,8 @@ class SweepBestOut(Schema):
     label: str
     value: int | float
     summary: dict[str, Any]
+    #: every value measured the same for this goal (the first is named)
+    tie: bool
 
 
 class SweepOut(Schema):

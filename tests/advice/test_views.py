@@ -52,6 +52,7 @@ def test_form_starts_advice_then_the_page_shows_the_recommendation(
     assert 'id="recommendation"' in text
     assert "Copy settings" in text or "change nothing" in text
     assert 'id="chart-pareto"' in text
+    assert "env_lines" not in text  # template text never leaks
     data = json.loads(
         re.search(
             r'<script id="chart-pareto-data" type="application/json">(.*?)</script>', text, re.S

@@ -96,6 +96,7 @@ def test_sweep_api_and_page_name_the_best_value(client, auth_header, session, fi
     )
     # 10 % compacts early and often on the tool-heavy session: never the fewest compactions
     assert body["best"]["fewest_compactions"]["value"] != 10
+    assert body["best"]["fewest_compactions"]["tie"] is False
 
     client.force_login(session.owner)
     page = client.get(f"/sweeps/{sweep.pk}/?goal=most_history")
@@ -108,6 +109,24 @@ def test_sweep_api_and_page_name_the_best_value(client, auth_header, session, fi
     assert bad.status_code == 200
     assert "the cost cap is not a number" in bad.content.decode()
     assert "<b>x" not in bad.content.decode()
+
+
+def test_a_sweep_whose_values_all_measure_the_same_says_so(client, auth_header, session, finish):
+    created = client.post(
+        "/api/sweeps",
+        {"session_ids": [session.pk], "field": "autocompact_pct_override", "values": [80, 90]},
+        content_type="application/json",
+        **auth_header,
+    )
+    finish()
+    sweep_id = created.json()["id"]
+    body = client.get(f"/api/sweeps/{sweep_id}", **auth_header).json()
+    assert body["best"]["lowest_cost"]["tie"] is True  # neither threshold is reached
+    client.force_login(session.owner)
+    text = client.get(f"/sweeps/{sweep_id}/").content.decode()
+    assert 'id="best-tie"' in text
+    assert "export CLAUDE_AUTOCOMPACT_PCT_OVERRIDE=80" in text  # the env lines, one a line
+    assert "cc.env_lines" not in text
 
 
 def test_config_fields_api_marks_knobs_and_experiments(client, auth_header):
