@@ -184,6 +184,8 @@ def filters_from(data: Mapping[str, Any]) -> Filters:
             raise engine.FieldError(key, "must be text")
         if len(raw) > MAX_FILTER_CHARS:
             raise engine.FieldError(key, f"at most {MAX_FILTER_CHARS} characters")
+        if "\x00" in raw:
+            raise engine.FieldError(key, "Null characters are not allowed")
         texts[key] = raw.strip()
     since = _day(data.get("since"), "since")
     until = _day(data.get("until"), "until")

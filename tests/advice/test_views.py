@@ -77,6 +77,8 @@ def test_form_starts_advice_then_the_page_shows_the_recommendation(
         ({"choose": "workspace", "workspace_id": ""}, "choose a workspace"),
         ({"choose": "workspace", "workspace_id": "1", "since": "2026-13-01"}, "YYYY-MM-DD"),
         ({"sessions": []}, "name sessions"),
+        ({"choose": "workspace", "workspace_id": "1", "project": "a\x00b"}, "Null characters"),
+        ({"values_cache_ttl": "5m\x00"}, "cache_ttl"),
     ],
 )
 def test_form_errors_are_shown_and_nothing_is_started(alice_client, evil_session, extra, message):
