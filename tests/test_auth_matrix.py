@@ -120,6 +120,7 @@ PAGE_POLICIES: dict[str, str] = {
     "tuning:sweep": "item:viewer",
     "tuning:sweep_delete": "item:owner",
     "tuning:sweep_cancel": "item:editor",
+    "advice:list": "user",
     "advice:new": "user",
     "advice:detail": "item:viewer",
     "advice:cancel": "item:editor",

@@ -90,6 +90,13 @@ def _create(request: AuthedRequest) -> Advice:
 
 
 @login_required
+def advice_list(request: AuthedRequest) -> HttpResponse:
+    """The advice of every workspace the user is a member of, newest first."""
+    rows = access.items(request.user, Advice.objects.all()).select_related("workspace")[:100]
+    return render(request, "advice/list.html", {"advice": rows})
+
+
+@login_required
 def advice_new(request: AuthedRequest) -> HttpResponse:
     specs = {spec["name"]: spec for spec in engine.field_specs()}
     context: dict[str, Any] = {

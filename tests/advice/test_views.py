@@ -6,6 +6,7 @@ import json
 import re
 
 import pytest
+from django.utils.html import escape
 
 from contextlab.advice.models import Advice
 from contextlab.runs.models import Run
@@ -61,8 +62,14 @@ def test_form_starts_advice_then_the_page_shows_the_recommendation(
     assert {trace["name"] for trace in data["data"]} >= {"candidates", "Pareto front"}
     # the session's name is escaped wherever it shows
     assert "<img src=x onerror" not in text
-    # the Tune page links to advice
-    assert "/advice/new/" in alice_client.get("/tune/").content.decode()
+    # the Tune page links to advice; the advice list shows it with what it recommended
+    tune = alice_client.get("/tune/").content.decode()
+    assert "/advice/new/" in tune
+    assert "/advice/" in tune
+    listed = alice_client.get("/advice/").content.decode()
+    assert f'href="{advice.get_absolute_url()}"' in listed
+    advice.refresh_from_db()
+    assert escape(advice.result["recommendations"][0]["label"]) in listed
 
 
 @pytest.mark.parametrize(
