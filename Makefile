@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 PORT ?= 8000
 export PORT
 
-.PHONY: run test lint fmt venv
+.PHONY: run test quick lint fmt venv
 
 # The virtualenv is (re)built when pyproject.toml changes.
 $(VENV)/.installed: pyproject.toml
@@ -26,6 +26,10 @@ run: venv
 # pytest exits 5 when it collected no tests: not a failure of the suite.
 test: venv
 	$(BIN)/python -m pytest $(PYTEST_ARGS); rc=$$?; if [ $$rc -eq 5 ]; then echo "no tests collected"; exit 0; fi; exit $$rc
+
+# The inner loop: unit tests only (no integration, browser or slow ones), on every core.
+quick: venv
+	$(BIN)/python -m pytest -n auto -m "not integration and not browser and not slow" $(PYTEST_ARGS)
 
 lint: venv
 	$(BIN)/ruff check .

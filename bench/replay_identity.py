@@ -2,6 +2,8 @@
 
     python bench/replay_identity.py snapshot DIR      # write DIR/<file>.<mode>.json for each file
     python bench/replay_identity.py compare OLD NEW   # exit 1 when any output differs
+    python bench/replay_identity.py compare OLD NEW --recorded-facts
+        # OLD from before RESULT_VERSION 2: map NEW's moved figures back first (issue #20)
 
 Each file of the corpus (``$CONTEXTLAB_CORPUS``, default ``../shared/corpus``, including
 ``recent/``) is replayed in ``recorded`` mode and in ``whatif --preset auto``. Fields that
@@ -70,7 +72,42 @@ def snapshot(out_dir: Path, root: Path) -> int:
     return 0
 
 
-def compare(old_dir: Path, new_dir: Path) -> int:
+#: what RESULT_VERSION 2 added (issue #20, recorded facts first)
+_NEW_ROW_KEYS = ("cache_estimate", "cache_read_gap", "cache_disagrees", "cost_estimate_usd")
+_NEW_CACHE_KEYS = ("write_5m", "write_1h", "hit", "source")
+_NEW_SUMMARY_KEYS = (
+    "recorded_cache_requests",
+    "cache_disagreements",
+    "estimate",
+    "pricing_notes",
+    "long_context_requests",
+)
+#: summary costs that became recorded first (the estimate of these is not kept apart)
+_RECORDED_FIRST = ("subagent_cost_usd", "compaction_cost_usd")
+
+
+def _estimate_view(result: dict[str, Any]) -> dict[str, Any]:
+    """A RESULT_VERSION 2 result as version 1 showed it: ``cache`` and ``cost_usd`` the
+    estimate again, the added keys dropped; what checks that only the intended change
+    happened (the recorded figures themselves are checked in tests/engine/test_corpus_truth.py)."""
+    rows = [*result["requests"], *(r for s in result["subagents"] for r in s["requests"])]
+    for row in rows:
+        row["cache"] = {k: v for k, v in row["cache_estimate"].items() if k not in _NEW_CACHE_KEYS}
+        row["cost_usd"] = row["cost_estimate_usd"]
+        for key in _NEW_ROW_KEYS:
+            row.pop(key)
+    summary = result["summary"]
+    estimate = summary["estimate"]
+    summary["cost_usd"] = estimate["cost_usd"]
+    summary["session_cost_usd"] = estimate["session_cost_usd"]
+    for key in ("cache_read_tokens", "cache_write_tokens", "uncached_tokens", "cache_hit_rate"):
+        summary[key] = estimate[key]
+    for key in (*_NEW_SUMMARY_KEYS, *_RECORDED_FIRST):
+        summary.pop(key, None)
+    return result
+
+
+def compare(old_dir: Path, new_dir: Path, *, recorded_facts: bool = False) -> int:
     old_names = {p.name for p in old_dir.glob("*.json")}
     new_names = {p.name for p in new_dir.glob("*.json")}
     differing = sorted(old_names ^ new_names)
@@ -82,13 +119,23 @@ def compare(old_dir: Path, new_dir: Path) -> int:
         if (
             not old_text
             or not new_text
-            or _strip(json.loads(old_text)) != _strip(json.loads(new_text))
+            or _old_view(json.loads(old_text), recorded_facts)
+            != _strip(
+                _estimate_view(json.loads(new_text)) if recorded_facts else json.loads(new_text)
+            )
         ):
             differing.append(name)
     for name in differing:
         print(f"DIFFERS: {name}")
     print(f"{len(old_names & new_names) - len(differing)} identical, {len(differing)} differing")
     return 1 if differing else 0
+
+
+def _old_view(result: dict[str, Any], recorded_facts: bool) -> Any:
+    if recorded_facts:
+        for key in _RECORDED_FIRST:
+            result["summary"].pop(key, None)
+    return _strip(result)
 
 
 def main() -> int:
@@ -102,10 +149,15 @@ def main() -> int:
     cmp_ = sub.add_parser("compare")
     cmp_.add_argument("old_dir", type=Path)
     cmp_.add_argument("new_dir", type=Path)
+    cmp_.add_argument(
+        "--recorded-facts",
+        action="store_true",
+        help="OLD is from before RESULT_VERSION 2: compare NEW's estimate with it",
+    )
     args = parser.parse_args()
     if args.command == "snapshot":
         return snapshot(args.out_dir, args.corpus)
-    return compare(args.old_dir, args.new_dir)
+    return compare(args.old_dir, args.new_dir, recorded_facts=args.recorded_facts)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,8 @@
     python bench/truth.py                 # table of all targets (corpus incl. recent/)
     python bench/truth.py --json OUT.json # the same figures as JSON
     python bench/truth.py --files         # plus one line per file
+    python bench/truth.py --extra DIR     # the corpus plus the transcripts under DIR
+    python bench/truth.py --extra DIR --only-extra   # those transcripts alone
 
 Figures (each on the whole corpus, ``$CONTEXTLAB_CORPUS`` or ``../shared/corpus`` with its
 subfolders):
@@ -38,6 +40,7 @@ import json
 import os
 import statistics
 import sys
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -45,14 +48,22 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench import fidelity_doc
 from contextlab.engine.config.resolve import resolve_config
 from contextlab.engine.input.session import Session
 from contextlab.engine.input.sources.registry import load_session
-from contextlab.engine.measures.tokens import percentile
+from contextlab.engine.measures.tokens import TiktokenCounter, percentile
 from contextlab.engine.replay.driver import replay
+from contextlab.engine.replay.forecast import forecast_session
 from contextlab.engine.replay.result import ReplayResult
 from contextlab.engine.results import RequestRow
 from contextlab.engine.results.evaluation import cache_accuracy, fidelity
+from contextlab.engine.results.usage_fidelity import (
+    forecast_fidelity,
+    usage_fidelity,
+    weighted_estimate,
+    weighted_recorded,
+)
 
 #: Config constants tuned on the corpus: field → candidate values (the preset's value first).
 #: Leave-one-source-out picks one per held-out repository from the others.
@@ -60,8 +71,8 @@ FITTED: dict[str, tuple[Any, ...]] = {
     "anchor_margin_tokens": (0, 2_000, 4_000),
     "anchor_margin_share": (0.01, 0.005, 0.02),
 }
-#: Price-free weights relative to plain input (Claude's published multipliers).
-WEIGHTS = {"uncached": 1.0, "read": 0.1, "write_5m": 1.25, "write_1h": 2.0, "output": 5.0}
+#: the share of each thread's requests a forecast reads (``--usage-until``)
+FORECAST_SHARE = 0.2
 COMPACTION_TOLERANCE = 0.02
 IDENTITY_COST_TOLERANCE = 0.01
 
@@ -107,6 +118,16 @@ class FileFigures:
     identity_reason: str = ""
     anchors: int = 0
     requests: int = 0
+    #: Claude Code version of the session and its main model (``docs/fidelity.md`` groups)
+    version: str | None = None
+    model: str = ""
+    #: (Σ estimated cache read − Σ recorded) / Σ recorded over the session
+    read_error: float | None = None
+    #: forecast (``usage_until`` = FORECAST_SHARE): |model_tokens − recorded| / recorded of
+    #: every request it did not read, and the price-free cost of those requests
+    forecast_errors: list[float] = field(default_factory=list)
+    forecast_cost: float | None = None
+    forecast_read: float | None = None
 
 
 def _all_rows(result: ReplayResult) -> list[RequestRow]:
@@ -115,11 +136,15 @@ def _all_rows(result: ReplayResult) -> list[RequestRow]:
 
 def _session_costs(result: ReplayResult) -> tuple[float, float]:
     summary: Mapping[str, Any] = result.result_json()["summary"]
-    if "session_cost_usd" in summary:
-        return float(summary["session_cost_usd"]), float(summary["recorded_session_cost_usd"])
+    if "estimate" in summary:
+        # the replay's estimate against the recording (``session_cost_usd`` is recorded first)
+        return (
+            float(summary["estimate"]["session_cost_usd"]),
+            float(summary["recorded_session_cost_usd"]),
+        )
     rows = _all_rows(result)
     return (
-        sum(r["cost_usd"] for r in rows),
+        sum(r["cost_estimate_usd"] for r in rows),
         sum(r["recorded_cost_usd"] or 0.0 for r in rows),
     )
 
@@ -128,26 +153,9 @@ def _weighted(rows: Sequence[RequestRow]) -> tuple[float, float]:
     ours = recorded = 0.0
     for r in rows:
         rec = r["recorded"]
-        if rec is None:
-            continue
-        cache = r["cache"]
-        w1h = cache["write"] if r["ttl"] == "1h" else 0
-        w5m = cache["write"] - w1h
-        ours += (
-            cache["uncached"] * WEIGHTS["uncached"]
-            + cache["read"] * WEIGHTS["read"]
-            + w5m * WEIGHTS["write_5m"]
-            + w1h * WEIGHTS["write_1h"]
-            + rec["output"] * WEIGHTS["output"]
-        )
-        r1h = rec["cache_write_1h"] or 0
-        recorded += (
-            rec["input"] * WEIGHTS["uncached"]
-            + rec["cache_read"] * WEIGHTS["read"]
-            + (rec["cache_write"] - r1h) * WEIGHTS["write_5m"]
-            + r1h * WEIGHTS["write_1h"]
-            + rec["output"] * WEIGHTS["output"]
-        )
+        if rec is not None:
+            ours += weighted_estimate(r, rec["output"])
+            recorded += weighted_recorded(rec)
     return ours, recorded
 
 
@@ -160,12 +168,38 @@ def _compacted(rows: Sequence[RequestRow]) -> dict[int, dict[str, Any]]:
     }
 
 
-def evaluate(path: Path, overrides: Mapping[str, Any]) -> FileFigures:
+def main_model(session: Session) -> str:
+    """The model most of the main conversation's responses came from, short (``opus-4-6``)."""
+    models = Counter(m.model for m in session.main.messages if m.role == "assistant" and m.model)
+    if not models:
+        return "unknown"
+    name = models.most_common(1)[0][0].removeprefix("claude-")
+    parts = name.split("-")
+    return (
+        "-".join(parts[:-1])
+        if len(parts) > 2 and parts[-1].isdigit() and len(parts[-1]) == 8
+        else name
+    )
+
+
+def evaluate(path: Path, overrides: Mapping[str, Any], *, forecast: bool = False) -> FileFigures:
     session = load_session(str(path))
     config, preset = resolve(session, overrides)
     recorded = replay(session, config, mode="recorded", preset_name=preset)
     whatif = replay(session, config, mode="whatif", preset_name=preset)
     figs = FileFigures(path.name, source_of(path))
+    figs.version = session.version
+    figs.model = main_model(session)
+    figs.read_error = usage_fidelity(recorded)["session_read"]
+    if forecast:
+        # the forecast knows only the first share of the session, its config's inference too
+        early = forecast_session(session, FORECAST_SHARE, TiktokenCounter())
+        fc_config, fc_preset = resolve(early, overrides)
+        predicted = replay(early, fc_config, mode="recorded", preset_name=fc_preset)
+        fc = forecast_fidelity(predicted, recorded)
+        figs.forecast_errors = sorted(abs(r["prompt"]) for r in fc["requests"])
+        figs.forecast_cost = fc["session_cost"]
+        figs.forecast_read = fc["session_read"]
     fid = fidelity(recorded)
     figs.errors = fid["errors"]
     figs.session_p90 = percentile(fid["errors"], 0.9) if fid["errors"] else None
@@ -243,6 +277,9 @@ def aggregate(files: Sequence[FileFigures]) -> dict[str, Any]:
     both = sum(f.misses[2] for f in files)
     comps = [c for f in files for c in f.compactions]
     shown = sorted(e for f in files for e in f.shown_errors)
+    forecast = sorted(e for f in files for e in f.forecast_errors)
+    fc_costs = [abs(f.forecast_cost) for f in files if f.forecast_cost is not None]
+    reads = [abs(f.read_error) for f in files if f.read_error is not None]
     shown_p90s = [percentile(f.shown_errors, 0.9) for f in files if f.shown_errors]
     return {
         "shown_median": statistics.median(shown) if shown else None,
@@ -264,6 +301,19 @@ def aggregate(files: Sequence[FileFigures]) -> dict[str, Any]:
         "weighted_worst": max(weighted) if weighted else None,
         "miss_recall": both / rec_miss if rec_miss else None,
         "miss_precision": both / pred_miss if pred_miss else None,
+        "read_median": statistics.median(reads) if reads else None,
+        "read_worst": max(reads) if reads else None,
+        "forecast_requests": len(forecast),
+        "forecast_median": statistics.median(forecast) if forecast else None,
+        "forecast_p90": percentile(forecast, 0.9) if forecast else None,
+        "forecast_cost_median": statistics.median(fc_costs) if fc_costs else None,
+        "forecast_cost_worst": max(fc_costs) if fc_costs else None,
+        "forecast_worst_session": max(
+            (f for f in files if f.forecast_cost is not None),
+            key=lambda f: abs(f.forecast_cost or 0),
+        ).name
+        if fc_costs
+        else None,
         "anchors": sum(f.anchors for f in files),
         "anchored_share_worst": max(
             (f.anchors / f.requests for f in files if f.requests >= 20), default=None
@@ -300,7 +350,7 @@ def leave_one_source_out(paths: Sequence[Path]) -> tuple[list[FileFigures], dict
 
             choice[name] = min(candidates, key=score)
         chosen[source] = choice
-        scored.extend(evaluate(p, choice) for p in held)
+        scored.extend(evaluate(p, choice, forecast=True) for p in held)
     return scored, chosen
 
 
@@ -309,7 +359,7 @@ def _pct(value: float | None) -> str:
 
 
 TARGETS: list[tuple[str, str, str]] = [
-    ("tokens_median", "tokens median (≤ 1.5 %)", "pct"),
+    ("tokens_median", "tokens median (≤ 1 %)", "pct"),
     ("tokens_p90", "tokens p90 (≤ 4 %)", "pct"),
     ("worst_session_p90", "worst session p90 (≤ 10 %)", "pct"),
     ("auto_predicted", "auto compactions predicted (all)", "count_of:auto_compactions"),
@@ -319,8 +369,12 @@ TARGETS: list[tuple[str, str, str]] = [
     ("cost_worst", "cost worst (≤ 5 %)", "pct"),
     ("weighted_median", "weighted tokens median (≤ 2 %)", "pct"),
     ("weighted_worst", "weighted tokens worst (≤ 5 %)", "pct"),
-    ("miss_recall", "cache-miss recall (≥ 80 %)", "pct"),
-    ("miss_precision", "cache-miss precision (≥ 80 %)", "pct"),
+    ("miss_recall", "cache-miss recall (≥ 85 %)", "pct"),
+    ("miss_precision", "cache-miss precision (≥ 85 %)", "pct"),
+    ("forecast_median", "forecast 0.2 tokens median (≤ 2.5 %)", "pct"),
+    ("forecast_p90", "forecast 0.2 tokens p90 (≤ 8 %)", "pct"),
+    ("forecast_cost_median", "forecast 0.2 weighted median (≤ 5 %)", "pct"),
+    ("forecast_cost_worst", "forecast 0.2 weighted worst (≤ 15 %)", "pct"),
     ("anchors", "anchors (few)", "int"),
     ("anchored_share_worst", "anchors/requests, worst (≥ 20 req)", "pct"),
 ]
@@ -329,6 +383,8 @@ SHOWN: list[tuple[str, str, str]] = [
     ("shown_median", "shown tokens median", "pct"),
     ("shown_p90", "shown tokens p90", "pct"),
     ("shown_worst_session_p90", "shown tokens, worst session p90", "pct"),
+    ("read_median", "session cache reads, median", "pct"),
+    ("read_worst", "session cache reads, worst", "pct"),
 ]
 
 
@@ -346,28 +402,61 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--json", help="write the figures to this file")
     parser.add_argument("--files", action="store_true", help="one line per file")
+    parser.add_argument(
+        "--fidelity-doc",
+        metavar="PATH",
+        help="write the figures per Claude Code version band and model to PATH (docs/fidelity.md)",
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="leave out the figures beside the targets (estimate alone, cache model alone)",
+    )
+    parser.add_argument(
+        "--extra",
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="also measure the transcripts under DIR (gathered files; name them owner__repo__… "
+        "so leave-one-source-out knows their source); repeatable",
+    )
+    parser.add_argument(
+        "--only-extra",
+        action="store_true",
+        help="measure the --extra folders alone, without the corpus",
+    )
     args = parser.parse_args(argv)
     root = corpus_root()
-    paths = sorted(root.rglob("*.jsonl"))
+    paths = [] if args.only_extra else sorted(root.rglob("*.jsonl"))
+    for folder in args.extra:
+        paths.extend(sorted(Path(folder).rglob("*.jsonl")))
     if not paths:
         print(f"no transcripts under {root}", file=sys.stderr)
         return 2
-    whole = [evaluate(p, {}) for p in paths]
+    whole = [evaluate(p, {}, forecast=True) for p in paths]
     whole_figs = aggregate(whole)
     # the compactions again with the replay's own estimate only (no recorded preTokens or
     # recorded counts in what-if): how well the estimator alone predicts them
-    alone = aggregate([evaluate(p, {"whatif_recorded_counts": False}) for p in paths])
+    alone = (
+        {}
+        if args.quick
+        else aggregate([evaluate(p, {"whatif_recorded_counts": False}) for p in paths])
+    )
     # the cost with the cache model's estimate alone: no server-side miss taken from the
     # recording (what the simulator predicts by itself)
-    model_only = aggregate([evaluate(p, {"cache_recorded_server_misses": False}) for p in paths])
+    model_only = (
+        {}
+        if args.quick
+        else aggregate([evaluate(p, {"cache_recorded_server_misses": False}) for p in paths])
+    )
     loso_files, chosen = leave_one_source_out(paths)
     loso_figs = aggregate(loso_files) if loso_files else whole_figs
     print(f"{'target':40} {'whole corpus':>16} {'leave-one-out':>16}")
     for key, label, kind in TARGETS:
         print(f"{label:40} {_cell(whole_figs, key, kind):>16} {_cell(loso_figs, key, kind):>16}")
-    for key, label, kind in TARGETS[3:6]:
+    for key, label, kind in TARGETS[3:6] if alone else ():
         print(f"{label + ', estimate alone':40} {_cell(alone, key, kind):>16}")
-    for key, label, kind in TARGETS[6:10]:
+    for key, label, kind in TARGETS[6:10] if model_only else ():
         print(f"{label + ', cache model alone':40} {_cell(model_only, key, kind):>16}")
     for key, label, kind in SHOWN:
         print(f"{label:40} {_cell(whole_figs, key, kind):>16} {_cell(loso_figs, key, kind):>16}")
@@ -389,13 +478,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not f.identity:
             print(f"  identity: {f.name[:60]}: {f.identity_reason[:200]}")
     if args.files:
-        print(f"\n{'file':64} {'n':>5} {'p90':>8} {'cost':>8} {'weighted':>9} {'cc cost':>9}")
+        print(
+            f"\n{'file':64} {'n':>5} {'p90':>8} {'cost':>8} {'weighted':>9} {'cc cost':>9} "
+            f"{'reads':>8} {'fc p90':>8} {'fc cost':>8}"
+        )
         for f in whole:
             cc = "-" if f.claude_code_cost is None else f"{f.claude_code_cost:.3f}"
+            fc90 = percentile(f.forecast_errors, 0.9) if f.forecast_errors else None
             print(
                 f"{f.name[:64]:64} {len(f.errors):>5} {_pct(f.session_p90):>8} "
-                f"{_pct(f.cost_error):>8} {_pct(f.weighted_error):>9} {cc:>9}"
+                f"{_pct(f.cost_error):>8} {_pct(f.weighted_error):>9} {cc:>9} "
+                f"{_pct(f.read_error):>8} {_pct(fc90):>8} {_pct(f.forecast_cost):>8}"
             )
+    if args.fidelity_doc:
+        Path(args.fidelity_doc).write_text(
+            fidelity_doc.render(
+                whole,
+                loso_files or whole,
+                whole_figs,
+                {"chosen": chosen},
+                f"{root.resolve().parent.name}/{root.resolve().name}",
+                FORECAST_SHARE,
+            )
+        )
     if args.json:
         Path(args.json).write_text(
             json.dumps(

@@ -37,7 +37,8 @@ api = NinjaAPI(
     auth=[BearerTokenAuth(), SessionAuth()],
     parser=StrictJSONParser(),
     description="Upload Claude Code transcripts, queue replays, read per-request results. "
-    "Authenticate with `Authorization: Bearer <token>` (`manage.py create_api_token USERNAME`).",
+    "Authenticate with `Authorization: Bearer <token>`: create a token on the Tokens page "
+    "(/accounts/tokens/) while logged in.",
 )
 api.add_router("/sessions", "contextlab.transcripts.api.router")
 api.add_router("/uploads", "contextlab.transcripts.api.uploads")
@@ -49,6 +50,8 @@ api.add_router("/shares", "contextlab.sharing.api.router")
 api.add_router("/sessions", "contextlab.sharing.api.exports")
 api.add_router("/sessions", "contextlab.comments.api.sessions")
 api.add_router("/comments", "contextlab.comments.api.router")
+api.add_router("/sessions", "contextlab.search.api.sessions")
+api.add_router("", "contextlab.search.api.router")
 
 
 @api.exception_handler(AuthenticationError)

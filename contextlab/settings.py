@@ -116,6 +116,7 @@ INSTALLED_APPS = [
     "contextlab.summaries",
     "contextlab.sharing",
     "contextlab.comments",
+    "contextlab.search",
     # not a Django app of models: listed so Celery finds its tasks and manage.py its command
     "contextlab.jobs",
 ]

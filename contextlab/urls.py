@@ -24,6 +24,7 @@ urlpatterns = [
     path("", include("contextlab.runs.urls")),
     path("", include("contextlab.tuning.urls")),
     path("", include("contextlab.advice.urls")),
+    path("", include("contextlab.search.urls")),
     path("api/", api.urls),
     path("admin/", admin.site.urls),
 ]

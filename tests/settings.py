@@ -23,6 +23,15 @@ os.environ.setdefault("SECRET_KEY", "test-only-secret-key-" + "x" * 40)
 _RUN_ID = f"{os.getpid()}"
 os.environ.setdefault("CELERY_TASK_DEFAULT_QUEUE", f"contextlab-test-{_RUN_ID}")
 
+# Under pytest-xdist the workers inherit the environment the controller set above: each
+# takes a folder and a queue of its own below the controller's (the database name is already
+# the worker's own pid).
+_XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+if _XDIST_WORKER:
+    for _name in ("VAR_DIR", "FILE_UPLOAD_TEMP_DIR"):
+        os.environ[_name] = str(Path(os.environ[_name]) / _XDIST_WORKER)
+    os.environ["CELERY_TASK_DEFAULT_QUEUE"] += f"-{_XDIST_WORKER}"
+
 from contextlab.settings import *  # noqa: E402,F403
 
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]

@@ -9,7 +9,7 @@ import pytest
 from django.test import Client
 from django.urls import URLPattern, URLResolver, get_resolver
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.slow]
 
 PUBLIC = {
     "accounts:login",
@@ -97,6 +97,7 @@ PAGE_POLICIES: dict[str, str] = {
     "accounts:revoke_token": "owned",
     "transcripts:list": "user",
     "transcripts:upload": "user",
+    "transcripts:demo": "user",
     "transcripts:delete": "session:owner",
     "transcripts:rename": "session:editor",
     "runs:report": "session:viewer",
@@ -104,6 +105,7 @@ PAGE_POLICIES: dict[str, str] = {
     "runs:request": "session:viewer",
     "runs:block": "session:viewer",
     "runs:detail": "run:viewer",
+    "runs:requests_csv": "run:viewer",
     "runs:cancel": "run:editor",
     "runs:glossary": "user",
     "tuning:index": "user",
@@ -144,6 +146,8 @@ PAGE_POLICIES: dict[str, str] = {
     "comments:create": "session:editor",
     "comments:edit": "comment:author",
     "comments:delete": "comment:author-or-owner",
+    "search:workspace": "user",
+    "search:session": "session:viewer",
 }
 
 API_POLICIES: dict[str, str] = {
@@ -190,6 +194,15 @@ API_POLICIES: dict[str, str] = {
     "append_upload": "owned",
     "get_upload": "owned",
     "delete_upload": "owned",
+    # search: a session's blocks as reading the session; a workspace's as reading the workspace
+    "search_session": "session:viewer",
+    "search_workspace": "workspace:viewer",
+}
+
+#: query strings of operations whose ids are not in their path
+API_QUERIES = {
+    "search_session": "?q=hello",
+    "search_workspace": "?q=hello&workspace_id={workspace_id}",
 }
 
 ROLES = ("nonmember", "viewer", "editor", "owner")
@@ -467,7 +480,11 @@ def test_api_operation_answers_each_role_as_its_policy_says(operation, policy, t
             "comment_id": team["new_comment"](destructive).pk,
             "upload_id": team["owned"]["upload"].pk,
         }
-        url = re.sub(r"\{(\w+)\}", lambda m, ids=ids: str(ids[m.group(1)]), template)
+        url = re.sub(
+            r"\{(\w+)\}",
+            lambda m, ids=ids: str(ids[m.group(1)]),
+            template + API_QUERIES.get(operation, ""),
+        )
         headers = {}
         if role is not None:
             token = create_api_token(username=team["users"][role].username)[1]

@@ -16,6 +16,8 @@ from django.test import Client
 from contextlab import health
 from contextlab.local_secret import ensure_secret_key_file, read_secret_key_file, secret_key_file
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parent.parent
 #: what the environment of a test run sets that a production process would not
 _TEST_ONLY = (

@@ -20,6 +20,8 @@ from django.core.management import call_command
 
 from contextlab.transcripts.management.commands import load_demo
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

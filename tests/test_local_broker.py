@@ -12,7 +12,10 @@ import sys
 import threading
 from pathlib import Path
 
+import pytest
 from kombu import Connection
+
+pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parent.parent
 

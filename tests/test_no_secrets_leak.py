@@ -33,6 +33,7 @@ def _assert_clean(where: str, text: str) -> None:
         assert value[6:26] not in text, f"part of {name} appears in {where}"
 
 
+@pytest.mark.slow
 def test_no_key_in_pages_logs_or_results(
     monkeypatch: pytest.MonkeyPatch,
     settings: Any,

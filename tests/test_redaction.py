@@ -12,6 +12,8 @@ from contextlab import redaction
 from tests.conftest import corpus_files, needs_corpus
 from tests.sharing.seeded import make_secrets
 
+pytestmark = pytest.mark.slow
+
 SECRETS = make_secrets()
 
 

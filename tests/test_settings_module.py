@@ -12,6 +12,8 @@ from django.core.exceptions import ImproperlyConfigured
 
 from contextlab import settings as project_settings
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

@@ -18,7 +18,11 @@ from contextlab import upload_client
 from contextlab.transcripts.models import Transcript
 from tests.conftest import DEMO, FIXTURES, ROOT
 
-pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.usefixtures("clean_media")]
+pytestmark = [
+    pytest.mark.django_db(transaction=True),
+    pytest.mark.usefixtures("clean_media"),
+    pytest.mark.slow,
+]
 
 SHORT = DEMO / "marot__spotter__short.jsonl"
 SUBAGENT = (

@@ -30,6 +30,7 @@ def _out(comment: Comment) -> dict[str, Any]:
         "id": comment.pk,
         "session_id": comment.transcript_id,
         "request": comment.request_index,
+        "request_number": comment.request_index + 1,
         "block": comment.block,
         "author": comment.author_name,
         "body": comment.body,

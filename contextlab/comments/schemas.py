@@ -22,7 +22,9 @@ class CommentEdit(Schema):
 class CommentOut(Schema):
     id: int
     session_id: int
+    #: 0-based index (the explorer's URL); ``request_number`` is the page's number, from 1
     request: int
+    request_number: int
     block: str
     author: str
     body: str

@@ -46,6 +46,7 @@ from .measures.cost import PricingTable, load_pricing, request_cost
 from .measures.model_limits import ModelInfo, model_info
 from .measures.tokens import TiktokenCounter, rough_text
 from .replay.driver import MODES, replay, resume
+from .replay.forecast import check_usage_until, forecast_session
 from .replay.result import ReplayResult
 from .results import RecordedUsage, RequestRow, ResultJson, as_result
 from .summarizing import (
@@ -91,6 +92,7 @@ if TYPE_CHECKING:  # loaded on first use (below): the CLI's start-up only pays f
         parse_time,
         request_events,
     )
+    from .results.usage_fidelity import forecast_fidelity, usage_fidelity
     from .summarizing.anthropic_backend import AnthropicSummarizer
     from .summarizing.factory import make_summarizer, preload_sdks
     from .summarizing.fallback import FallbackSummarizer
@@ -111,6 +113,7 @@ _LAZY_MODULES: dict[str, tuple[str, ...]] = {
     ".config.forms": ("field_specs", "parse_overrides", "setting_from_text"),
     ".results.composition": ("compose",),
     ".results.evaluation": ("cache_accuracy", "compaction_accuracy", "fidelity", "result_fidelity"),
+    ".results.usage_fidelity": ("forecast_fidelity", "usage_fidelity"),
     ".results.explorer": (
         "BADGES",
         "HistoryIndex",
@@ -205,6 +208,7 @@ __all__ = [
     "build_session",
     "cache_accuracy",
     "cache_sentence",
+    "check_usage_until",
     "claude_code_settings",
     "compact_prompt",
     "compaction_accuracy",
@@ -222,6 +226,8 @@ __all__ = [
     "field_kind",
     "field_specs",
     "file_sha256",
+    "forecast_fidelity",
+    "forecast_session",
     "format_duration",
     "format_summary",
     "gaps",
@@ -255,4 +261,5 @@ __all__ = [
     "side_by_side",
     "summary_key",
     "tokenize_session",
+    "usage_fidelity",
 ]

@@ -18,7 +18,9 @@ from .config.resolve import resolve_config
 from .input.model import TranscriptError
 from .input.session import Session
 from .input.sources.registry import load_session
+from .measures.tokens import TiktokenCounter
 from .replay.driver import MODES, replay
+from .replay.forecast import check_usage_until, forecast_session
 from .replay.result import ReplayResult
 from .summarizing import SUMMARIZER_NAMES, ExtractiveSummarizer, Summarizer
 
@@ -71,6 +73,12 @@ def print_table(result: ReplayResult, out: TextIO) -> None:
         f"{session['name']}  version {session['version']}  mode {session['mode']}  preset {session['preset']}",
         file=out,
     )
+    if session["usage_until"] < 1:
+        print(
+            f"forecast: recorded figures read for the first {session['usage_until']:.0%} of each "
+            "thread's requests only; every later request is estimated",
+            file=out,
+        )
     if cal:
         print(
             f"calibration: prefix {cal['prefix_tokens']:,} + {cal['ratio']} × raw  ({cal['source']}, "
@@ -92,9 +100,18 @@ def print_table(result: ReplayResult, out: TextIO) -> None:
     s = data["summary"]
     print(
         f"requests {s['requests']}, compactions {s['compactions']}, peak {s['peak_model_tokens']:,} tokens, "
-        f"cache hit {s['cache_hit_rate']:.1%}, estimated ${s['cost_usd']:.2f} (recorded ${s['recorded_cost_usd']:.2f})",
+        f"cache hit {s['cache_hit_rate']:.1%}, cost ${s['cost_usd']:.2f} (recorded usage where "
+        f"recorded, else estimated; replay estimate ${s['estimate']['cost_usd']:.2f}; "
+        f"{s['recorded_cache_requests']} requests as recorded"
+        f"{', the requests read' if session['usage_until'] < 1 else ''})",
         file=out,
     )
+    if s["compactions"]:
+        print(
+            f"compaction calls ${s['compaction_call_cost_usd']:.2f} as Claude Code pays them "
+            "(the context as input at its cache state, the summary as output), not in the total",
+            file=out,
+        )
     for sub in data["subagents"]:
         print(f"  {sub['kind']} {sub['thread']}: {len(sub['requests'])} requests", file=out)
 
@@ -104,9 +121,16 @@ def _pct(value: float | None) -> str:
 
 
 def cmd_replay(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    try:
+        usage_until = check_usage_until(args.usage_until)
+    except ValueError as exc:
+        print(f"error: --usage-until: {exc}", file=err)
+        return EXIT_USAGE
     session = _load(args.file, err)
     if session is None:
         return EXIT_UNUSABLE
+    # a forecast reads the later requests' figures nowhere, the config's inference included
+    session = forecast_session(session, usage_until, TiktokenCounter())
     try:
         config, preset = _config(args, session)
     except ConfigError as exc:
@@ -153,7 +177,14 @@ def _summarizer(args: argparse.Namespace) -> Summarizer:
 def cmd_fidelity(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """Token fidelity, cache estimate accuracy and compaction prediction over many files."""
     from .results.evaluation import cache_accuracy, compaction_accuracy, fidelity, pooled_errors
+    from .results.usage_fidelity import forecast_fidelity, usage_fidelity
 
+    try:
+        share = check_usage_until(args.forecast) if args.forecast is not None else None
+    except ValueError as exc:
+        print(f"error: --forecast: {exc}", file=err)
+        return EXIT_USAGE
+    sessions: list[dict[str, Any]] = []
     fid_errors: list[float] = []
     cache_diffs: list[float] = []
     miss_counts = [0, 0, 0]
@@ -184,6 +215,30 @@ def cmd_fidelity(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 row["file"] = path
                 compactions.append(row)
         rows.extend({**row, "file": path} for row in fid["threads"])
+        acting = usage_fidelity(recorded)
+        figures: dict[str, Any] = {
+            "file": path,
+            "prompt_median": acting["prompt_median"],
+            "prompt_p90": acting["prompt_p90"],
+            "session_read": acting["session_read"],
+            "session_cost": acting["session_cost"],
+        }
+        if share is not None:
+            early = forecast_session(session, share, TiktokenCounter())
+            fc_config, fc_preset = resolve_config(
+                "auto",
+                version=early.version,
+                max_recorded_prompt=early.max_recorded_prompt,
+                recorded_auto_compactions=early.recorded_auto_compactions,
+            )
+            predicted = replay(early, fc_config, mode="recorded", preset_name=fc_preset)
+            fc = forecast_fidelity(predicted, recorded)
+            figures["forecast"] = {
+                "requests": len(fc["requests"]),
+                "prompt_errors": sorted(abs(r["prompt"]) for r in fc["requests"]),
+                "session_cost": fc["session_cost"],
+            }
+        sessions.append(figures)
     if usable == 0:
         return EXIT_UNUSABLE
     fid_errors.sort()
@@ -206,8 +261,13 @@ def cmd_fidelity(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
             if c["predicted"] and c["rel_error"] is not None and c["rel_error"] <= 0.03
         ),
     }
+    overall.update(_acting_overall(sessions, share))
     if args.json:
-        json.dump({"threads": rows, "compactions": compactions, "overall": overall}, out, indent=2)
+        json.dump(
+            {"threads": rows, "compactions": compactions, "sessions": sessions, "overall": overall},
+            out,
+            indent=2,
+        )
         out.write("\n")
         return EXIT_OK
     print(
@@ -248,7 +308,55 @@ def cmd_fidelity(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         "recorded automatic compactions predicted within one request and 3 %",
         file=out,
     )
+    print(
+        f"as shown: prompt tokens median {_pct(overall['shown_prompt_median'])}; per session, "
+        f"cache reads median {_pct(overall['session_read_median'])}, price-free cost median "
+        f"{_pct(overall['session_cost_median'])}, worst {_pct(overall['session_cost_worst'])}",
+        file=out,
+    )
+    if share is not None:
+        print(
+            f"forecast {share:g}: {overall['forecast_requests']} later requests, prompt tokens "
+            f"median {_pct(overall['forecast_prompt_median'])}, p90 "
+            f"{_pct(overall['forecast_prompt_p90'])}; price-free cost of them per session median "
+            f"{_pct(overall['forecast_cost_median'])}, worst {_pct(overall['forecast_cost_worst'])}",
+            file=out,
+        )
     return EXIT_OK
+
+
+def _acting_overall(sessions: list[dict[str, Any]], share: float | None) -> dict[str, Any]:
+    """Pooled figures of what users act on (and of the forecast, when one ran)."""
+    from .measures.tokens import percentile
+
+    def median(values: list[float]) -> float | None:
+        return statistics.median(values) if values else None
+
+    def absolute(key: str, items: list[dict[str, Any]]) -> list[float]:
+        return [abs(s[key]) for s in items if s.get(key) is not None]
+
+    costs = absolute("session_cost", sessions)
+    out: dict[str, Any] = {
+        "shown_prompt_median": median(absolute("prompt_median", sessions)),
+        "session_read_median": median(absolute("session_read", sessions)),
+        "session_cost_median": median(costs),
+        "session_cost_worst": max(costs, default=None),
+    }
+    if share is not None:
+        forecasts = [s["forecast"] for s in sessions]
+        errors = sorted(e for f in forecasts for e in f["prompt_errors"])
+        fc_costs = absolute("session_cost", forecasts)
+        out.update(
+            {
+                "forecast_usage_until": share,
+                "forecast_requests": len(errors),
+                "forecast_prompt_median": median(errors),
+                "forecast_prompt_p90": percentile(errors, 0.9) if errors else None,
+                "forecast_cost_median": median(fc_costs),
+                "forecast_cost_worst": max(fc_costs, default=None),
+            }
+        )
+    return out
 
 
 def _load_quiet(path: str, err: TextIO) -> Session | None:
@@ -275,6 +383,14 @@ def build_parser() -> argparse.ArgumentParser:
     group.add_argument("--config", help="TOML or JSON file of PipelineConfig fields")
     rp.add_argument("--json", action="store_true", help="print the full JSON result")
     rp.add_argument(
+        "--usage-until",
+        metavar="F",
+        default="1",
+        help="forecast: read the recorded usage and compaction figures only for the first F "
+        "(0 < F <= 1) of each thread's requests, rounded up, and estimate every later request "
+        "(default 1: all)",
+    )
+    rp.add_argument(
         "--summarizer",
         choices=SUMMARIZER_NAMES,
         default="extractive",
@@ -292,6 +408,12 @@ def build_parser() -> argparse.ArgumentParser:
     fp.add_argument("files", nargs="+")
     fp.add_argument("--json", action="store_true")
     fp.add_argument("--quiet", action="store_true", help="do not list input problems")
+    fp.add_argument(
+        "--forecast",
+        metavar="F",
+        help="also replay each file reading its recorded figures for the first F (0 < F <= 1) "
+        "of each thread's requests only, and measure the estimates of the later ones",
+    )
     return parser
 
 

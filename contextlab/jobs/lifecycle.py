@@ -35,6 +35,7 @@ from kombu.exceptions import OperationalError as KombuOperationalError
 
 from contextlab import blobs, engine
 from contextlab.runs.models import Run, RunResult
+from contextlab.search import services as search
 from contextlab.summaries import services as summaries
 from contextlab.transcripts.models import Transcript
 
@@ -147,7 +148,12 @@ def claim(run_id: int, *, resuming: bool = False) -> bool:
         "updated_at": now,
     }
     if not resuming:
-        fields.update(attempts=F("attempts") + 1, started_at=now, progress_done=0)
+        fields.update(
+            attempts=F("attempts") + 1,
+            started_at=now,
+            progress_done=0,
+            progress_stage=Run.Stage.NONE,
+        )
     updated = Run.objects.filter(claimable, pk=run_id).update(**fields)
     return updated == 1
 
@@ -177,8 +183,11 @@ def heartbeat(run_id: int) -> Iterator[None]:
         thread.join(timeout=5)
 
 
-def progress_writer(run_id: int, *, write_first: bool = True) -> Callable[[int, int], None]:
-    """Store replay progress on the run, at most every PROGRESS_EVERY seconds.
+def progress_writer(
+    run_id: int, *, stage: str = Run.Stage.REPLAYING, write_first: bool = True
+) -> Callable[[int, int], None]:
+    """Store progress of ``stage`` on the run, at most every PROGRESS_EVERY seconds; a run
+    cancelled meanwhile stops the work (``engine.ReplayStopped``) at the next call.
 
     ``write_first=False`` (a run going on after a summary, whose progress is stored already)
     waits PROGRESS_EVERY before the first write too.
@@ -192,7 +201,10 @@ def progress_writer(run_id: int, *, write_first: bool = True) -> Callable[[int, 
             return
         last = now
         updated = Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).update(
-            progress_done=done, progress_total=total, heartbeat_at=timezone.now()
+            progress_done=done,
+            progress_total=total,
+            progress_stage=stage,
+            heartbeat_at=timezone.now(),
         )
         if not updated:
             stopped = Run.objects.filter(pk=run_id, status=Run.Status.FAILED).first()
@@ -258,11 +270,18 @@ def finish(run_id: int, data: dict[str, Any]) -> Done:
             summary=data.get("summary") or {},
             progress_done=total,
             progress_total=total,
+            progress_stage=Run.Stage.REPLAYING,
             error="",
             finished_at=timezone.now(),
         )
     blobs.delete(checkpoint_name(run_id))
     logger.info("run %s: done (%s requests)", run_id, total)
+    try:
+        # the session's first stored replay numbers its blocks for search
+        search.index_after_run(run_id)
+    except Exception:
+        # the run is done all the same; the periodic recovery indexes the session later
+        logger.exception("run %s: its session could not be indexed for search", run_id)
     return Done(run_id, total)
 
 
@@ -322,6 +341,7 @@ def recover_stale(*, now: datetime | None = None) -> list[Run]:
             updated = still_stale.update(
                 status=Run.Status.QUEUED,
                 progress_done=0,
+                progress_stage=Run.Stage.NONE,
                 error="",
                 heartbeat_at=None,
                 updated_at=now,
@@ -471,6 +491,7 @@ def replay_again(run_ids: list[int]) -> list[int]:
             summary={},
             progress_done=0,
             progress_total=0,
+            progress_stage=Run.Stage.NONE,
             attempts=0,
             started_at=None,
             finished_at=None,

@@ -7,6 +7,7 @@ summary, failed) are ``jobs.lifecycle``'s; ``jobs.tasks`` queues what follows.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -31,11 +32,17 @@ class SummaryFetch:
     fetch: summaries.Fetch
 
 
-def load_session(transcript: Transcript, *, store_messages: bool = True) -> engine.Session:
+def load_session(
+    transcript: Transcript,
+    *,
+    store_messages: bool = True,
+    progress: Callable[[int, int], None] | None = None,
+) -> engine.Session:
     """The parsed, tokenized session (shared through the session cache) with its messages
     stored once for the explorer (``store_messages=False``: a resumed run, which stored them
     when it started). A session that continues earlier ones (``Transcript.continues``) is
-    read stitched to them, earliest first, as one conversation. The caller closes
+    read stitched to them, earliest first, as one conversation. ``progress`` hears the token
+    counting of a session not in the cache yet (and may stop it). The caller closes
     ``session.upload``."""
     session = engine.load_session_cached(
         transcript.path,
@@ -47,6 +54,7 @@ def load_session(transcript: Transcript, *, store_messages: bool = True) -> engi
             for earlier in transcript.earlier_sessions()
         ],
         mirror=blobs.session_cache_mirror(),
+        progress=progress,
     )
     if store_messages and not TranscriptMessages.objects.filter(transcript=transcript).exists():
         TranscriptMessages.objects.update_or_create(
@@ -88,7 +96,10 @@ def replay_run(
 
 
 def _replay(run: Run, summary: SummaryFetch | None) -> dict[str, Any]:
-    session = load_session(run.transcript, store_messages=summary is None)
+    counting = None
+    if summary is None:  # a resumed run counted its session when it started
+        counting = lifecycle.progress_writer(run.pk, stage=Run.Stage.COUNTING)
+    session = load_session(run.transcript, store_messages=summary is None, progress=counting)
     try:
         return replay_run(run, session, summary)
     finally:

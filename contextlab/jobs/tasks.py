@@ -21,12 +21,15 @@ from contextlab import engine
 from contextlab.celery import app, before_pool_restart
 from contextlab.jobs import batches, lifecycle, replay, summary_fetch, uploads
 from contextlab.runs.models import Run
+from contextlab.search import services as search
 from contextlab.summaries import services as summaries
 
 logger = logging.getLogger(__name__)
 
 #: ``contextlab.transcripts.tasks.finish_upload``: a worker joins a resumable upload's pieces
 FINISH_UPLOAD = "contextlab.transcripts.tasks.finish_upload"
+#: sessions the recovery indexes for search per pass (a long session takes seconds)
+SEARCH_INDEX_PER_PASS = 5
 
 #: Every job task: acknowledged once done (a worker killed mid-task leaves the message for
 #: another), and retried on transient database errors (the runner put its run back in the
@@ -134,8 +137,10 @@ def recover() -> None:
     """The one periodic recovery pass (beat, every RUN_RECOVER_EVERY seconds): runs whose
     worker died, runs whose task was lost or could not be sent, temporary upload files that a
     killed web process left behind, resumable uploads given up, and complete ones whose task
-    was lost."""
+    was lost; sessions not yet in the search index."""
     recover_runs()
+    # sessions stored before the search index existed, or whose indexing failed
+    search.index_missing(limit=SEARCH_INDEX_PER_PASS)
     uploads.remove_stale_temp_files()
     uploads.remove_stale_resumable()
     for upload_id in uploads.unfinished_uploads():

@@ -28,6 +28,7 @@ def _run_out(run: Run) -> dict[str, Any]:
         "preset": run.preset,
         "status": run.status,
         "progress": run.progress,
+        "progress_stage": run.progress_stage,
         "error": run.error,
         "created_at": run.created_at,
         "finished_at": run.finished_at,

@@ -273,7 +273,8 @@ def build_cache_figure(result: ResultJson, request_url: RequestUrl | None = None
     layout["barmode"] = "stack"
     fig = go.Figure(layout=layout)
     for key, label in (("read", "cache read"), ("write", "cache write"), ("uncached", "uncached")):
-        ys = [r["cache"].get(key, 0) for r in rows]
+        # the estimate (``cache`` of a recorded replay is the recording, drawn as markers)
+        ys = [(r.get("cache_estimate") or r["cache"]).get(key, 0) for r in rows]
         name = f"{label} (est.)"
         if bars:
             fig.add_trace(
@@ -327,7 +328,7 @@ def build_cost_figure(result: ResultJson, request_url: RequestUrl | None = None)
     total_rec = 0.0
     any_rec = False
     for r in requests:
-        total_est += r["cost_usd"]
+        total_est += float(r.get("cost_estimate_usd", r["cost_usd"]))
         est.append(round(total_est, 6))
         recorded_cost = r.get("recorded_cost_usd")
         if recorded_cost is not None:

@@ -6,6 +6,7 @@ may show, the URL of each request and a key under which the per-run parts are ke
 
 from __future__ import annotations
 
+import re
 import threading
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
@@ -33,6 +34,8 @@ T = TypeVar("T")
 
 #: text longer than this is folded server-side; the rest loads on demand
 FOLD_CHARS = 1500
+#: a block's anchor as a search hit names it
+_BLOCK_ID = re.compile(r"b-\d{1,9}-\d{1,6}")
 
 #: What is derived from a finished result (and its session's messages), kept per process:
 #: neither ever changes, and rebuilding it on every explorer step was most of the step's time.
@@ -84,15 +87,23 @@ class Flags:
     show_replaced: bool = False
     changed_only: bool = False
     page: int = 1
+    #: a block to open the page at and mark (a search hit's ``b-<message>-<block>``)
+    block: str | None = None
 
     @classmethod
     def of(cls, query: Any) -> Flags:
-        """From a request's ``GET`` (``replaced=1``, ``changed=1``, ``page=N``)."""
+        """From a request's ``GET`` (``replaced=1``, ``changed=1``, ``page=N``, ``block=b-M-B``)."""
         try:
             page = max(1, int(query.get("page", "1")))
         except ValueError:
             page = 1
-        return cls(query.get("replaced") == "1", query.get("changed") == "1", page)
+        block = str(query.get("block", ""))
+        return cls(
+            query.get("replaced") == "1",
+            query.get("changed") == "1",
+            page,
+            block if _BLOCK_ID.fullmatch(block) else None,
+        )
 
     @property
     def query(self) -> str:
@@ -191,11 +202,13 @@ def build(
         data,
         messages,
         index,
-        show_replaced=flags.show_replaced,
+        # a block asked for may be one a summary replaced: list them all to find it
+        show_replaced=flags.show_replaced or flags.block is not None,
         thread_cache=(*cache_key, "messages") if cache_key else None,
     )
     req, rows, view = shown["req"], shown["rows"], shown["view"]
     composition = shown["composition"]
+    flags = _opening_at_block(flags, rows, view)
     page = explorer_page(rows, view, flags)
     recorded_total = charts.recorded_prompt(req)
     model_tokens = req["model_tokens"]
@@ -234,6 +247,8 @@ def build(
         "event_kinds": overview["event_kinds"],
         "request_events": [engine.describe_event(e) for e in req["events"]],
         "cache_text": engine.cache_sentence(req, shown["previous"], gap),
+        # a model priced on assumed rates says so wherever its cost shows
+        "price_note": engine.load_pricing().pricing_note(req.get("model")),
         "gap": engine.format_duration(gap) if gap is not None else None,
         "mini": charts.mark_request(overview["mini"], index, requests),
         "composition": composition,
@@ -274,14 +289,32 @@ def explorer_page(rows: list[dict[str, Any]], view: dict[str, Any], flags: Flags
         gutter = [g for i, g in enumerate(gutter) if i not in hidden]
         rows = [row for i, row in enumerate(rows) if i not in hidden]
     per_page = settings.EXPLORER_ROWS_PER_PAGE
-    start = (flags.page - 1) * per_page
+    page = flags.page
+    if flags.block is not None:
+        # the page holding the block asked for
+        found = next((i for i, row in enumerate(rows) if row.get("anchor") == flags.block), None)
+        page = found // per_page + 1 if found is not None else 1
+    start = (page - 1) * per_page
+    prepared = _prepare_rows(rows[start : start + per_page], gutter, start)
+    for item in prepared:
+        item["hit"] = item["anchor"] == flags.block
     return {
-        "rows": _prepare_rows(rows[start : start + per_page], gutter, start),
+        "rows": prepared,
         "replaced": replaced,
         "row_count": len(rows),
-        "page": flags.page,
-        "next_page": flags.page + 1 if start + per_page < len(rows) else None,
+        "page": page,
+        "next_page": page + 1 if start + per_page < len(rows) else None,
     }
+
+
+def _opening_at_block(flags: Flags, rows: list[dict[str, Any]], view: dict[str, Any]) -> Flags:
+    """The flags that show the block asked for: replaced history shown when it is one of
+    those rows, "changed rows only" off."""
+    if flags.block is None:
+        return flags
+    row = next((r for r in rows if r.get("anchor") == flags.block), None)
+    replaced = flags.show_replaced or (row is not None and _is_replaced(row, view))
+    return Flags(replaced, False, flags.page, flags.block)
 
 
 def _fold(text: str | None) -> dict[str, Any]:

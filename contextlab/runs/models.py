@@ -19,6 +19,13 @@ class Run(models.Model):
         DONE = "done"
         FAILED = "failed"
 
+    class Stage(models.TextChoices):
+        """What the worker is doing, so the progress bar says what it measures."""
+
+        NONE = "", "not started"
+        COUNTING = "counting", "counting tokens"
+        REPLAYING = "replaying", "replaying"
+
     class Mode(models.TextChoices):
         RECORDED = "recorded"
         WHATIF = "whatif", "what-if"
@@ -38,6 +45,8 @@ class Run(models.Model):
     status = models.CharField(max_length=10, choices=Status.choices, default=Status.QUEUED)
     progress_done = models.PositiveIntegerField(default=0)
     progress_total = models.PositiveIntegerField(default=0)
+    #: what progress_done / progress_total count: characters while counting tokens, then requests
+    progress_stage = models.CharField(max_length=10, choices=Stage.choices, blank=True, default="")
     error = models.TextField(blank=True)
     attempts = models.PositiveSmallIntegerField(default=0)
     #: the engine's result summary (small; the full result is in RunResult)

@@ -45,7 +45,8 @@ def subagent_rows(data: dict[str, Any]) -> list[dict[str, Any]]:
                 "kind": "compaction fork" if sub["compaction_fork"] else sub["kind"],
                 "requests": len(reqs),
                 "peak": max((r["model_tokens"] for r in reqs), default=0),
-                "cost": sum(r["cost_usd"] for r in reqs),
+                # the replay's estimate, beside the recorded cost
+                "cost": sum(float(r.get("cost_estimate_usd", r["cost_usd"])) for r in reqs),
                 "recorded_cost": sum(recorded) if recorded else None,
             }
         )

@@ -44,7 +44,14 @@ class RunOut(Schema):
     mode: str
     preset: str
     status: Literal["queued", "running", "done", "failed"]
-    progress: float = Field(..., description="fraction done, 0..1")
+    progress: float = Field(..., description="fraction done, 0..1, of progress_stage")
+    progress_stage: str = Field(
+        ...,
+        description=(
+            "what progress measures: 'counting' (characters of the session counted into "
+            "tokens), 'replaying' (requests replayed), '' (not started)"
+        ),
+    )
     error: str
     created_at: datetime
     finished_at: datetime | None

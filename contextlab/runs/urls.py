@@ -14,6 +14,7 @@ urlpatterns = [
         name="block",
     ),
     path("runs/<int:pk>/", views.run_detail, name="detail"),
+    path("runs/<int:pk>/requests.csv", views.run_requests_csv, name="requests_csv"),
     path("runs/<int:pk>/cancel/", views.cancel_run, name="cancel"),
     path("glossary/", views.glossary, name="glossary"),
 ]

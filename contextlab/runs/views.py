@@ -17,11 +17,12 @@ from django_htmx.http import HttpResponseClientRedirect, HttpResponseClientRefre
 from contextlab import engine
 from contextlab.engine import as_result
 from contextlab.http import AuthedRequest, back_to
-from contextlab.runs import differences, labels, services
+from contextlab.runs import differences, labels, request_csv, services
 from contextlab.runs import explorer as explorer_builder
 from contextlab.runs import report as report_parts
 from contextlab.runs.forms import RunForm
 from contextlab.runs.models import Run
+from contextlab.search import services as search
 from contextlab.summaries import services as summaries
 from contextlab.transcripts.models import Transcript
 from contextlab.workspaces import access
@@ -95,9 +96,12 @@ def report(request: AuthedRequest, transcript: Transcript) -> HttpResponse:
             context["changed"] = labels.describe_overrides(run.overrides) or (
                 f"the {run.preset or 'auto'} preset"
             )
+            baseline_summary = as_result(baseline_data)["summary"]
             context["differences"] = differences.whatif_differences(
-                result["summary"], as_result(baseline_data)["summary"]
+                result["summary"], baseline_summary
             )
+            # one cost answer: what was paid plus what the change changes, with its band
+            context["whatif_cost"] = differences.whatif_cost(result["summary"], baseline_summary)
         # points carry their request's position; the charts' data-request-url makes it a link
         figures = report_parts.report_figures(run, result, baseline, baseline_data)
         context["figure_scripts"] = figures["scripts"]
@@ -134,6 +138,20 @@ def run_detail(request: AuthedRequest, run: Run) -> HttpResponse:
             return HttpResponseClientRefresh()  # the report shows the finished results
         return render(request, "runs/run_detail.html#run-progress", context)
     return render(request, "runs/run_detail.html", context)
+
+
+@access.run_view(access.READ)
+def run_requests_csv(request: AuthedRequest, run: Run) -> HttpResponse:
+    """The run's request rows as a CSV download (``request_csv``); 409 until it is done."""
+    data = services.result_data(run)
+    if data is None:
+        return HttpResponse(f"run {run.pk} is {run.status}: no rows yet", status=409)
+    response = HttpResponse(
+        request_csv.request_csv(as_result(data)["requests"]),
+        content_type="text/csv; charset=utf-8",
+    )
+    response["Content-Disposition"] = f'attachment; filename="run-{run.pk}-requests.csv"'
+    return response
 
 
 def _may_edit(run: Run) -> bool:
@@ -208,6 +226,9 @@ def explorer(request: AuthedRequest, transcript: Transcript, index: int) -> Http
         transcript=transcript,
         run=run,
         url_prefix=reverse("runs:report", args=[transcript.pk]) + "requests/",
+        # the search box above the explorer
+        kinds=search.KIND_LABELS,
+        tools=search.tools_of(transcript.pk),
     )
     # htmx restoring history (back button, cache miss) wants the whole page
     partial = request.htmx and not request.htmx.history_restore_request

@@ -14,7 +14,7 @@ from django.conf import settings
 from django.template.loader import render_to_string
 
 from contextlab.comments import presenting as comments
-from contextlab.engine import RequestRow, as_result
+from contextlab.engine import RequestRow, as_result, describe_event
 from contextlab.runs import charts, explorer, report
 from contextlab.runs.models import Run
 from contextlab.sharing import services
@@ -136,7 +136,7 @@ def render_html(
                 "model_tokens": r["model_tokens"],
                 "recorded": charts.recorded_prompt(r),
                 "cost_usd": r["cost_usd"],
-                "events": ", ".join(e["action"] for e in r["events"]),
+                "events": "; ".join(describe_event(e) for e in r["events"]),
                 "picked": i in picked,
             }
             for i, r in enumerate(requests)
@@ -144,7 +144,7 @@ def render_html(
         "views": views,
         "comments": comment_items,
         "kept": keep,
-        "redacted_count": sum(f["count"] for f in redacted.findings if f["category"] not in keep),
+        "redaction_note": services.redaction_note(redacted.findings, keep),
         "plotly_js": plotly_js,
         "export_js": export_js,
         "css": css,

@@ -112,7 +112,7 @@ class ShareLink(models.Model):
             return f"comparison #{self.comparison_id}"
         if self.sweep_id is not None:
             return f"sweep #{self.sweep_id}"
-        return self.transcript.name if self.transcript is not None else "a deleted session"
+        return self.transcript.display_name if self.transcript is not None else "a deleted session"
 
     @property
     def target_url(self) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import re
 import secrets
 import threading
 from collections.abc import Callable
@@ -79,11 +80,11 @@ def _locator(source: dict[str, Any]) -> Callable[[redaction.Path], str]:
         head = path[0]
         if head == "messages" and len(path) >= 3 and isinstance(path[2], int):
             thread, message = str(path[1]), path[2]
-            where = f"message {message}"
+            where = f"message {message + 1}"
             if thread != "main":
                 where = f"thread {thread}, {where}"
             if len(path) >= 5 and path[3] == "blocks":
-                where += f", block {path[4]}"
+                where += f", block {path[4] + 1}" if isinstance(path[4], int) else ", one block"
             elif len(path) >= 4 and path[3] == "original_output":
                 where += ", persisted output"
             request = request_of(thread, message)
@@ -92,20 +93,60 @@ def _locator(source: dict[str, Any]) -> Callable[[redaction.Path], str]:
         if head == "result" and len(path) >= 3 and path[1] == "requests":
             return f"request {path[2] + 1}" if isinstance(path[2], int) else "requests"
         if head == "result" and len(path) >= 3 and path[1] == "summaries":
-            return f"summary {path[2]}"
+            return f"summary {path[2] + 1}" if isinstance(path[2], int) else "summaries"
         if head == "result" and len(path) >= 3 and path[1] == "subagents":
-            return f"subagent {path[2]}"
+            return f"subagent {path[2] + 1}" if isinstance(path[2], int) else "subagents"
         if head == "comments" and len(path) >= 2 and isinstance(path[1], int):
             comment = (source.get("comments") or [])[path[1]]
-            block = f", block {comment['block']}" if comment.get("block") else ""
+            block = _anchor_words(str(comment.get("block") or ""))
             return f"comment on request {int(comment['request']) + 1}{block}"
         if head == "transcript" and len(path) >= 2:
-            return {"name": "session name", "problems": "transcript problems"}.get(
-                str(path[1]), f"session {path[1]}"
-            )
-        return ".".join(str(p) for p in path[:3])
+            return {
+                "name": "session name",
+                "display_name": "session name",
+                "project": "project folder",
+                "problems": "transcript problems",
+            }.get(str(path[1]), f"session {path[1]}")
+        # anything else in words: the part of the replay it sits in, never the result's keys
+        if head == "result":
+            return {
+                "views": "the model's views (summaries and previews the replay wrote)",
+                "session": "the session's details",
+            }.get(str(path[1]) if len(path) > 1 else "", "the replay's results")
+        return "the session's details"
 
     return locate
+
+
+def redaction_note(findings: list[dict[str, Any]], kept: list[str]) -> str:
+    """What redaction did to a copy, each kind counted apart: secrets and personal details
+    replaced, home folders shortened to ``~`` (a home folder is not a secret)."""
+    counts = {"secret": 0, "personal data": 0, "home folder": 0}
+    for f in findings:
+        if f["category"] not in kept:
+            counts[redaction.kind_of(str(f["category"]))] += int(f["count"])
+
+    def some(n: int, one: str, many: str) -> str:
+        return f"{n:,} {one if n == 1 else many}"
+
+    replaced = [
+        some(counts["secret"], "secret", "secrets"),
+        some(counts["personal data"], "personal detail", "personal details"),
+    ]
+    homes = counts["home folder"]
+    verb = "was" if counts["secret"] + counts["personal data"] == 1 else "were"
+    note = f"{replaced[0]} and {replaced[1]} {verb} redacted"
+    if homes:
+        note += f"; {some(homes, 'home-folder path', 'home-folder paths')} shortened to ~"
+    return note
+
+
+def _anchor_words(anchor: str) -> str:
+    """An explorer row anchor (``b-12-0``) in the words the dialog uses: ", message 13, block 1"."""
+    found = re.fullmatch(r"b-(\d+)-(\d+)", anchor)
+    if found is None:
+        return ", on one message" if anchor else ""
+    return f", message {int(found[1]) + 1}, block {int(found[2]) + 1}"
 
 
 def snapshot_source(transcript: Transcript, run: Run) -> dict[str, Any]:
@@ -116,6 +157,9 @@ def snapshot_source(transcript: Transcript, run: Run) -> dict[str, Any]:
     return {
         "transcript": {
             "name": transcript.name,
+            "display_name": transcript.display_name,
+            "project": transcript.project,
+            "started_at": transcript.when.isoformat(),
             "version": transcript.version,
             "session_id": transcript.session_id,
             "request_count": transcript.request_count,

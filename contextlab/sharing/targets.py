@@ -56,7 +56,8 @@ def comparison_source(comparison: Comparison, reader: User) -> dict[str, Any]:
                 ]
         pairs.append(
             {
-                "name": pair.transcript.name,
+                "name": pair.transcript.display_name,
+                "file_name": pair.transcript.name,
                 "delta": pair.delta,
                 "divergence": pair.divergence,
                 "figures": figures,

@@ -48,7 +48,7 @@ def share_dialog(request: AuthedRequest, transcript: Transcript) -> HttpResponse
         "run": run,
         **pages.dialog_context(
             target_kind="report",
-            target_name=transcript.name,
+            target_name=transcript.display_name,
             back_url=transcript.get_absolute_url(),
             crumbs=[(reverse("transcripts:list"), "Sessions")],
             workspace_name=transcript.workspace.name,
@@ -129,7 +129,7 @@ def _link_base(link: ShareLink, token: str) -> dict[str, Any]:
         # never the raw username: it may be an e-mail address
         "shared_by": services.display_name(link.created_by),
         "kept": link.kept,
-        "redacted_count": sum(f["count"] for f in link.findings if f["category"] not in link.kept),
+        "redaction_note": services.redaction_note(link.findings, link.kept),
     }
 
 

@@ -30,6 +30,8 @@ def _session_out(
         "id": transcript.pk,
         "name": transcript.name,
         "title": transcript.title,
+        "display_name": transcript.display_name,
+        "started_at": transcript.started_at,
         "project": transcript.project,
         "requests": transcript.request_count,
         "problems": transcript.problems,

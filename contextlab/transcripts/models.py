@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from datetime import datetime
 from typing import Any
 
 from django.conf import settings
@@ -10,6 +11,7 @@ from django.db import models
 from django.urls import reverse
 
 from contextlab import blobs
+from contextlab.transcripts import naming
 
 #: The largest id a row can have (BigAutoField); ids past it name nothing, and SQLite cannot
 #: even bind them (OverflowError), so inputs are checked against it before any query.
@@ -31,6 +33,11 @@ class Transcript(models.Model):
     #: the session's title as Claude Code shows it (custom-title, else ai-title, else summary
     #: record); empty when the transcript has none, and the first prompt stands in
     title = models.CharField(max_length=200, blank=True, default="")
+    #: the first prompt the user typed, markup stripped (``naming.first_prompt``): the name
+    #: when there is no title
+    first_prompt = models.CharField(max_length=200, blank=True, default="")
+    #: when the session's first record was written (None when no record carries a time)
+    started_at = models.DateTimeField(null=True, blank=True)
     #: path of the stored upload, relative to MEDIA_ROOT
     #: the folder Claude Code ran in (the first recorded ``cwd``); empty when none is recorded
     project = models.CharField(max_length=500, blank=True, default="")
@@ -71,6 +78,22 @@ class Transcript(models.Model):
 
     def get_absolute_url(self) -> str:
         return reverse("runs:report", args=[self.pk])
+
+    @property
+    def display_name(self) -> str:
+        """The session's one name on every page (``naming.display_name``)."""
+        return naming.display_name(self.title, self.first_prompt, self.name)
+
+    @property
+    def problem_count(self) -> int:
+        """Problems a person should look at: an info notice (such as "N more problems not
+        listed", or a record kept as-is) is listed, not counted."""
+        return sum(1 for p in self.problems if p.get("severity") != "info")
+
+    @property
+    def when(self) -> datetime:
+        """When the session ran (its first record), else when it was uploaded."""
+        return self.started_at or self.created_at
 
     @property
     def project_name(self) -> str:

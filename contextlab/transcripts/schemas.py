@@ -19,6 +19,11 @@ class SessionOut(Schema):
     name: str
     #: Claude Code's title for the session (or the one a user gave it); empty when none
     title: str = ""
+    #: the one name the pages show: the title, else the first prompt (markup stripped), else
+    #: the file name (``transcripts.naming``)
+    display_name: str = ""
+    #: when the session's first record was written; null when no record carries a time
+    started_at: datetime | None = None
     #: the folder Claude Code ran in (the first recorded cwd); empty when none is recorded
     project: str = ""
     requests: int

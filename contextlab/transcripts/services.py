@@ -9,6 +9,7 @@ import os
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
@@ -19,7 +20,7 @@ from django.db import IntegrityError, transaction
 from contextlab import blobs, engine
 from contextlab.engine import dropped_problems, keep_parsed
 from contextlab.runs import services as run_services
-from contextlab.transcripts import continuations, quotas
+from contextlab.transcripts import continuations, naming, quotas
 from contextlab.transcripts.models import Transcript, TranscriptMessages
 from contextlab.workspaces.models import Workspace
 from contextlab.workspaces.services import personal_workspace
@@ -128,6 +129,15 @@ def _request_count(session: engine.Session) -> int:
     return len(ids)
 
 
+def _started(session: engine.Session) -> datetime | None:
+    """The time of the session's first timed record, None when no record has one."""
+    for m in session.main.messages:
+        stamp = engine.parse_time(m.timestamp)
+        if stamp is not None:
+            return stamp if stamp.tzinfo is not None else stamp.replace(tzinfo=UTC)
+    return None
+
+
 def _session_fields(
     session: engine.Session, *, stored_name: str, name: str, size: int, sha256: str
 ) -> dict[str, Any]:
@@ -140,6 +150,12 @@ def _session_fields(
         # what the file says, cut to the columns (a hostile file may say anything)
         "session_id": (session.session_id or "")[:100],
         "title": _CONTROL_CHARS.sub(" ", session.title or "").strip()[:200],
+        "first_prompt": naming.first_prompt(
+            "".join(b.text for b in m.blocks if b.type == "text")
+            for m in session.main.messages
+            if m.role == "user" and m.kind == "prompt" and not m.is_meta
+        ),
+        "started_at": _started(session),
         "project": _CONTROL_CHARS.sub(" ", session.project or "").strip()[:500],
         "version": (session.version or "")[:40],
         "request_count": min(_request_count(session), MAX_INT32),
@@ -242,6 +258,18 @@ def clean_upload_name(name: str) -> str:
 def quota_refusal(*, owner: User, workspace: Workspace, name: str, size: int) -> str | None:
     """Why ``size`` more bytes would pass the owner's or the workspace's quota, else None."""
     return quotas.refusal(owner=owner, workspace=workspace, name=name, size=size)
+
+
+#: the session a new user is offered to try, bundled with the app (``demo/README.md``)
+DEMO_SESSION = Path(__file__).resolve().parent.parent / "demo" / "marot__spotter__tool_heavy.jsonl"
+
+
+def load_demo_session(owner: User) -> Transcript:
+    """The bundled demo session in ``owner``'s personal workspace, replayed like an upload
+    (loading it twice gives the same session back)."""
+    with DEMO_SESSION.open("rb") as fh:
+        transcript, _ = store_upload(owner=owner, name=DEMO_SESSION.name, content=fh)
+    return transcript
 
 
 class Stored(enum.Enum):

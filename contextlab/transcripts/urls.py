@@ -7,6 +7,7 @@ app_name = "transcripts"
 urlpatterns = [
     path("", views.session_list, name="list"),
     path("upload/", views.upload, name="upload"),
+    path("demo/", views.load_demo, name="demo"),
     path("<int:pk>/delete/", views.delete, name="delete"),
     path("<int:pk>/rename/", views.rename, name="rename"),
 ]

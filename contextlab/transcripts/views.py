@@ -78,11 +78,9 @@ def _upload_one(
     run = transcript.runs.first()
     created = stored is services.Stored.CREATED
     if stored is services.Stored.GREW:
-        message = f"{upload.name} continues “{transcript.name}”: the session was updated and is replayed again"
+        message = f"{upload.name} continues “{transcript.display_name}”: the session was updated and is replayed again"
     elif not created:
-        message = (
-            f"{upload.name} was already uploaded as “{transcript.name}”; showing that session."
-        )
+        message = f"{upload.name} was already uploaded as “{transcript.display_name}”; showing that session."
     else:
         message = f"{upload.name}: {transcript.request_count} requests" + (
             f", {len(transcript.problems)} problem(s) reported" if transcript.problems else ""
@@ -158,10 +156,25 @@ def rename(request: AuthedRequest, transcript: Transcript) -> HttpResponse:
     return redirect(transcript.get_absolute_url())
 
 
+@login_required
+@require_POST
+def load_demo(request: AuthedRequest) -> HttpResponse:
+    """Put the bundled demo session in the user's personal workspace and open it."""
+    try:
+        transcript = services.load_demo_session(request.user)
+    except services.UploadRejected as exc:
+        messages.error(request, f"The demo session could not be loaded: {exc}")
+        return redirect("transcripts:list")
+    messages.success(
+        request, f"The demo session “{transcript.display_name}” is in your personal workspace."
+    )
+    return redirect(transcript.get_absolute_url())
+
+
 @access.session_view(access.MANAGE)
 @require_POST
 def delete(request: AuthedRequest, transcript: Transcript) -> HttpResponse:
-    name = transcript.name
+    name = transcript.display_name
     services.delete_transcript(transcript=transcript)
     messages.success(request, f"Deleted {name}.")
     if request.htmx:
@@ -191,7 +204,7 @@ def move_session(request: AuthedRequest, transcript: Transcript) -> HttpResponse
             return render(request, "workspaces/move.html", context, status=422)
         messages.success(
             request,
-            f"Moved {transcript.name} and its runs to “{transcript.workspace.name}”"
+            f"Moved {transcript.display_name} and its runs to “{transcript.workspace.name}”"
             + (f"; revoked {revoked} share link{'s' if revoked != 1 else ''}." if revoked else "."),
         )
         return redirect(transcript)

@@ -127,12 +127,16 @@ def get_comparison(request: AuthedRequest, comparison_id: int) -> dict[str, Any]
             {
                 "session_id": pair.transcript.pk,
                 "name": pair.transcript.name,
+                "display_name": pair.transcript.display_name,
                 "a_run_id": pair.a.pk if pair.a else None,
                 "b_run_id": pair.b.pk if pair.b else None,
                 "a": pair.a_measures,
                 "b": pair.b_measures,
                 "delta": pair.delta,
                 "first_divergence": pair.divergence,
+                "first_divergence_number": (
+                    pair.divergence + 1 if pair.divergence is not None else None
+                ),
             }
             for pair in report["pairs"]
         ],

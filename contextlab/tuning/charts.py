@@ -155,7 +155,10 @@ def build_cache_compare_figure(
                 _request_line(
                     key,
                     xs,
-                    [requests[p]["cache"].get(part, 0) for p in xs],
+                    [
+                        (requests[p].get("cache_estimate") or requests[p]["cache"]).get(part, 0)
+                        for p in xs
+                    ],
                     request_url,
                     name=f"{label}: cache {part}",
                     kind=f"cache_{part}",
@@ -167,8 +170,9 @@ def build_cache_compare_figure(
 
 
 def cumulative_cost(requests: list[RequestRow]) -> list[float]:
-    """Running total of each request's estimated cost, in USD."""
-    totals = accumulate(r["cost_usd"] for r in requests)
+    """Running total of each request's estimated cost, in USD (the replay's estimate on both
+    sides of a comparison: the same model, whatever was recorded)."""
+    totals = accumulate(float(r.get("cost_estimate_usd", r["cost_usd"])) for r in requests)
     return [round(total, 6) for total in totals]
 
 

@@ -69,12 +69,16 @@ class SideOut(Schema):
 class ComparisonSessionOut(Schema):
     session_id: int
     name: str
+    display_name: str
     a_run_id: int | None
     b_run_id: int | None
     a: dict[str, Any] | None
     b: dict[str, Any] | None
     delta: dict[str, Any] | None
+    #: 0-based index of the first request whose model views differ (the explorer's URL index)
     first_divergence: int | None
+    #: the same request as the pages number it, from 1
+    first_divergence_number: int | None
 
 
 class ComparisonOut(Schema):

@@ -217,7 +217,7 @@ def resolved_for(
         )
     except engine.FieldError as exc:
         raise engine.FieldError(
-            prefixed(prefix, exc.field), f"{exc.message} (session {transcript.name})"
+            prefixed(prefix, exc.field), f"{exc.message} (session {transcript.display_name})"
         ) from None
     return config.to_dict(), preset_name
 

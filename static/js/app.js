@@ -777,6 +777,18 @@
     });
   }
 
+  // "/" focuses the page's search box (the explorer's, the search page's), else opens search
+  function setupSearchKey() {
+    document.addEventListener("keydown", function (e) {
+      if (e.key !== "/" || e.altKey || e.ctrlKey || e.metaKey) return;
+      var tag = (e.target.tagName || "").toLowerCase();
+      if (tag === "textarea" || tag === "select" || tag === "input" || e.target.isContentEditable) return;
+      e.preventDefault();
+      var box = document.querySelector("[data-search-box]");
+      if (box) { box.focus(); box.select(); } else { window.location.href = "/search/"; }
+    });
+  }
+
   function setupExplorer() {
     document.addEventListener("keydown", function (e) {
       if (!document.getElementById("explorer")) return;
@@ -860,12 +872,37 @@
     seek();
   }
 
+  // a copy button beside a value to copy (data-copy: the input's selector), e.g. a new link
+  function setupCopy() {
+    document.addEventListener("click", function (e) {
+      var button = e.target.closest ? e.target.closest("button[data-copy]") : null;
+      if (!button) return;
+      var field = document.querySelector(button.dataset.copy);
+      if (!field) return;
+      function done(ok) {
+        var status = document.getElementById(button.dataset.status || "");
+        if (status) status.textContent = ok ? "Copied." : "Select the link and copy it (Ctrl+C).";
+      }
+      field.select();
+      if (navigator.clipboard && window.isSecureContext) {
+        navigator.clipboard.writeText(field.value).then(function () { done(true); }, function () { done(document.execCommand("copy")); });
+      } else {
+        done(document.execCommand("copy"));
+      }
+    });
+  }
+
   document.addEventListener("DOMContentLoaded", function () {
+    setupCopy();
     setupErrors();
     setupUpload();
     setupSessions();
     setupCharts();
     setupConfirm();
     setupExplorer();
+    setupSearchKey();
+    // a search hit's block: in view even when the address lost its #fragment
+    var hit = document.querySelector("tr.search-hit");
+    if (hit && !window.location.hash) hit.scrollIntoView({ block: "center" });
   });
 })();

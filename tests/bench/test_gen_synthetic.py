@@ -16,6 +16,8 @@ import pytest
 
 from contextlab import engine
 
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parents[2]
 SMALL = 200 * 1024
 

@@ -308,8 +308,9 @@ def test_share_findings_say_which_comment(team, gated):
     add(team, gated, "eddie", index=2, block="b-1-0", body="mail me: carol.danvers@corp-mail.io")
     findings = sharing.preview_findings(team["session"])
     email = next(f for f in findings if f["category"] == "email")
-    # index 2 is request 3: the dialog numbers requests from 1, as the pages do
-    assert "comment on request 3, block b-1-0" in email["locations"]
+    # index 2 is request 3: the dialog numbers requests from 1, as the pages do, and names the
+    # row (anchor b-1-0) by its message and block, also from 1, never by its anchor
+    assert "comment on request 3, message 2, block 1" in email["locations"]
 
 
 # --- API ---------------------------------------------------------------------------------------
@@ -334,6 +335,7 @@ def test_api_create_list_edit_delete(team, client):
     created = response.json()
     assert created["author"] == "eddie"
     assert created["request"] == 1
+    assert created["request_number"] == 2  # the page's number, from 1
     assert "<script>" not in created["html"]
     assert "<strong>ok</strong>" in created["html"]
     listed = client.get(url, **token_header(team["users"]["vera"])).json()

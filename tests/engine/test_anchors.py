@@ -33,9 +33,24 @@ def conversation(
     exit_after: int | None = None,
     new_version: str = "",
     mcp_reconnect_after: int | None = None,
+    resume_after: int | None = None,
 ) -> TranscriptBuilder:
     b = TranscriptBuilder()
     for n in range(turns):
+        if n == resume_after:
+            # `claude --resume` in the same file, no /exit written: the SessionStart hook's
+            # progress record, which the next prompt hangs from (2.1.52)
+            b.add(
+                b.envelope(
+                    "progress",
+                    b.last_uuid,
+                    data={
+                        "type": "hook_progress",
+                        "hookEvent": "SessionStart",
+                        "hookName": "SessionStart:resume",
+                    },
+                )
+            )
         if n == mcp_reconnect_after:
             # /mcp as Claude Code 2.1.38 writes it: the command, then its output
             b.prompt("<command-name>/mcp</command-name>\n<command-message>mcp</command-message>")
@@ -181,6 +196,51 @@ def test_a_restart_starts_a_segment_with_its_own_prefix(tmp_path):
     assert fid["p90_rel_error"] < 0.02
 
 
+@pytest.mark.parametrize(
+    ("hook", "record"),
+    [
+        ("SessionStart:resume", "progress"),
+        ("SessionStart:resume", "attachment"),
+        ("SessionStart:compact", "progress"),
+    ],
+)
+def test_a_resume_hook_starts_a_segment_without_splitting_the_thread(tmp_path, hook, record):
+    b = conversation(10, resume_after=5)
+    for rec in b.records:
+        if rec["type"] == "progress":
+            rec["data"]["hookName"] = hook
+            resume_line = b.records.index(rec) + 1
+            if record == "attachment":  # as 2.1.143 writes it
+                rec["type"] = "attachment"
+                rec["attachment"] = {**rec.pop("data"), "type": "hook_success", "content": ""}
+    probe = plain_replay(b.write(tmp_path / "probe.jsonl")).to_json()["requests"]
+    restart = next(r["thread_request"] for r in probe if r["line"] > resume_line)
+    jump = -12_000  # the resumed process sent a smaller prefix (2.1.52: 96.8k → 75.5k)
+
+    def total(k: int, raw: int) -> int:
+        return round(PREFIX + RATIO * raw + (jump if k >= restart else 0))
+
+    result = replayed(with_usage(b, tmp_path, total))
+    rows = result["requests"]
+    assert [t["id"] for t in result["session"]["threads"]] == ["main"]
+    anchors = anchors_of(result)
+    if hook != "SessionStart:resume":  # no restart: nothing names the jump
+        assert not [a for a in anchors if a["point"] == "restart"]
+        return
+    assert [r["segment"] for r in rows] == [0] * restart + [1] * (len(rows) - restart)
+    (anchor,) = anchors
+    assert (anchor["kind"], anchor["point"], anchor["request"]) == ("segment", "restart", restart)
+    assert abs(anchor["tokens"] - jump) < 1_500
+    assert "resumed" in anchor["reason"]
+    fid = engine.fidelity(
+        engine.replay(
+            engine.load_session(str(tmp_path / "session.jsonl")),
+            engine.get_preset("claude-code-2.1.88"),
+        )
+    )
+    assert fid["p90_rel_error"] < 0.02
+
+
 def test_an_mcp_reconnect_starts_a_segment_and_rewrites_the_cache_after_the_system_prompt(
     tmp_path,
 ):
@@ -198,10 +258,10 @@ def test_an_mcp_reconnect_starts_a_segment_and_rewrites_the_cache_after_the_syst
     assert [r["segment"] for r in rows] == [0] * after + [1] * (len(rows) - after)
     # no jump, so no anchor: the segment is there for the cache
     assert anchors_of(result) == []
-    reconnect = rows[after]["cache"]
+    reconnect = rows[after]["cache_estimate"]
     assert reconnect["reason"] == "prefix_changed"
-    assert 0 < reconnect["read"] < rows[after - 1]["cache"]["read"] / 2
-    assert rows[after + 1]["cache"]["reason"] == "hit"
+    assert 0 < reconnect["read"] < rows[after - 1]["cache_estimate"]["read"] / 2
+    assert rows[after + 1]["cache_estimate"]["reason"] == "hit"
 
 
 def test_a_first_warm_read_inside_the_unseen_prefix_is_the_static_system_part(tmp_path):
@@ -224,10 +284,10 @@ def test_a_first_warm_read_inside_the_unseen_prefix_is_the_static_system_part(tm
             usage["cache_creation_input_tokens"] = total - 3 - static
     path.write_text("".join(json.dumps(rec) + "\n" for rec in records))
     rows = replayed(path)["requests"]
-    assert rows[0]["cache"]["read"] == static
+    assert rows[0]["cache_estimate"]["read"] == static
     # the rebuilt tool list after /mcp: the static part stays cached, no more, no less
-    assert rows[after]["cache"]["reason"] == "prefix_changed"
-    assert rows[after]["cache"]["read"] == static
+    assert rows[after]["cache_estimate"]["reason"] == "prefix_changed"
+    assert rows[after]["cache_estimate"]["read"] == static
 
 
 def _exit_line(b: TranscriptBuilder) -> int:

@@ -42,10 +42,12 @@ def test_a_recording_without_cache_reads_or_writes_is_replayed_uncached(tmp_path
         assert all(r["cache"]["uncached"] == r["model_tokens"] for r in rows)
         assert not [e for r in rows for e in r["events"] if e["step"] == "cache_miss"]
     recorded = engine.replay(session, config, mode="recorded").to_json()["summary"]
+    # the estimate (``cost_usd`` of a recorded replay is the recorded usage itself)
     assert (
-        abs(recorded["cost_usd"] - recorded["recorded_cost_usd"])
+        abs(recorded["estimate"]["cost_usd"] - recorded["recorded_cost_usd"])
         < 0.02 * recorded["recorded_cost_usd"]
     )
+    assert recorded["cost_usd"] == recorded["recorded_cost_usd"]
 
 
 def test_two_uncached_requests_are_not_enough_to_say_caching_was_off(tmp_path: Path):

@@ -8,8 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import FIXTURES, corpus_path
 from tests.engine.builders import TranscriptBuilder
+
+pytestmark = pytest.mark.slow
 
 
 def cli(*args: str) -> subprocess.CompletedProcess[str]:

@@ -102,12 +102,12 @@ def test_the_fork_reads_the_main_cache_within_its_ttl_and_misses_after(tmp_path)
         main_last = data["requests"][-1]
         (sub,) = data["subagents"]
         (request,) = sub["requests"]  # the main chain's requests are replayed, not listed
-        assert request["cache"]["reason"] == reason
+        assert request["cache_estimate"]["reason"] == reason
         # the fork's prompt is the main conversation's: as large as its last request, and more
         assert request["model_tokens"] > main_last["model_tokens"]
     hit = warm.to_json()["subagents"][0]["requests"][0]
-    assert hit["cache"]["read"] > 0.9 * hit["model_tokens"]
-    assert cold.to_json()["subagents"][0]["requests"][0]["cache"]["read"] == 0
+    assert hit["cache_estimate"]["read"] > 0.9 * hit["model_tokens"]
+    assert cold.to_json()["subagents"][0]["requests"][0]["cache_estimate"]["read"] == 0
 
 
 def test_a_whatif_replay_leaves_the_recorded_compaction_fork_out(tmp_path):
@@ -149,6 +149,7 @@ def _corpus_folder(tmp_path: Path, session_id: str, fork: str) -> Path:
         ("ae4a77f8-aedd-4bc1-888f-c94edc91af04", "acompact-946d2b", False),
     ],
 )
+@pytest.mark.slow
 def test_the_corpus_compaction_forks_match_their_recording(
     tmp_path, session_id, fork, recorded_hit
 ):

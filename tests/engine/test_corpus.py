@@ -11,6 +11,7 @@ the recent files can join the main test.
 
 from __future__ import annotations
 
+import json
 import statistics
 from functools import cache
 from pathlib import Path
@@ -23,7 +24,7 @@ from contextlab.engine.measures.tokens import percentile
 from tests.conftest import CORPUS, corpus_files, needs_corpus
 from tests.engine.invariants import assert_replay_invariants, auto_config, first_view_mismatch
 
-pytestmark = needs_corpus
+pytestmark = [needs_corpus, pytest.mark.slow]
 
 #: Every corpus file, ``recent/`` included (rglob): invariants run on all of them.
 FILES = corpus_files()
@@ -119,6 +120,51 @@ def test_fidelity_targets_over_the_whole_corpus_with_recent():
     check_fidelity_targets(FILES)  # recent/ and recent2/
 
 
+def test_issue_20_token_targets_over_the_whole_corpus():
+    """Issue #20's token targets, recent2/ (2.1.42–2.1.227) included: pooled median ≤ 1 %,
+    p90 ≤ 4 %, no session's p90 above 10 % (before the resume hook was read as a restart:
+    0.92 %, 4.25 % and 11.70 % on recent2/repiq__9f)."""
+    errors: list[float] = []
+    for path in FILES:
+        fid = engine.fidelity(replayed(path, "recorded"))
+        errors.extend(fid["errors"])
+        if fid["errors"]:
+            assert percentile(sorted(fid["errors"]), 0.9) <= 0.10, path.name
+    errors.sort()
+    assert statistics.median(errors) <= 0.01
+    assert percentile(errors, 0.9) <= 0.04
+
+
+def _recorded_main_requests(path: Path) -> set[str]:
+    """Distinct message.ids of the file's main-chain assistant records with usage."""
+    ids: set[str] = set()
+    with path.open(encoding="utf-8") as handle:
+        for line in handle:
+            record = json.loads(line)
+            message = record.get("message")
+            if (
+                record.get("type") == "assistant"
+                and not record.get("isSidechain")
+                and isinstance(message, dict)
+                and message.get("usage")
+                and message.get("model") != "<synthetic>"
+            ):
+                ids.add(message["id"])
+    return ids
+
+
+@pytest.mark.parametrize("path", FILES, ids=short)
+def test_every_recorded_main_chain_request_is_replayed(path):
+    """Every recorded main-chain request is replayed (issue #20 asks for 99 % of each
+    session's); a rewind's branch counted its fork point in records and left 2 of 217 out
+    (repiq__9f)."""
+    recorded = _recorded_main_requests(path)
+    result = replayed(path, "recorded").to_json()
+    rows = [*result["requests"], *(r for s in result["subagents"] for r in s["requests"])]
+    replayed_ids = {r["message_id"] for r in rows}
+    assert not recorded - replayed_ids
+
+
 def check_cache_estimate_targets(files: list[Path]) -> None:
     diffs: list[float] = []
     counts = [0, 0, 0]
@@ -145,8 +191,8 @@ def test_cache_estimate_targets_over_the_whole_corpus_with_recent():
 
 @pytest.mark.xfail(
     strict=True,
-    reason="recent2/ (2.1.42–2.1.227): the cache model finds 5 of its 17 recorded misses, so "
-    "over the whole corpus recall is 69.5 % (57 of 82), precision 93.4 % (57 of 61) (issue #20)",
+    reason="recent2/ (2.1.42–2.1.227): the cache model finds 9 of its 17 recorded misses, so "
+    "over the whole corpus recall is 74.4 % (61 of 82), precision 93.8 % (61 of 65) (issue #20)",
 )
 def test_cache_estimate_targets_over_the_whole_corpus_with_recent2():
     check_cache_estimate_targets(FILES)

@@ -28,6 +28,11 @@ MODEL_IDS = [
     ("claude-sonnet-5", "sonnet-5", 2.0),
     ("claude-sonnet-5-5", "sonnet-5-5", 2.0),
     ("claude-fable-5-1", "fable-5-1", 10.0),
+    ("claude-opus-4-8", "opus-4-8", 5.0),
+    ("claude-opus-4-7", "opus-4-7", 5.0),
+    ("claude-fable-5", "fable-5", 10.0),
+    ("claude-mythos-5", "mythos-5", 10.0),
+    ("claude-mythos-5-1", "mythos-5-1", 10.0),
     ("Claude-Opus-4-6", "opus-4-6", 5.0),
 ]
 
@@ -62,8 +67,8 @@ def test_every_family_in_the_table_is_reachable():
     assert {key for _, key, _ in MODEL_IDS} == set(load_pricing().prices)
 
 
-@pytest.mark.parametrize("model", ["gpt-5", "claude-opus-4-7", "claude-haiku-5-5", "", None])
-def test_unknown_models_get_sonnet_prices_flagged_as_fallback(model):
+@pytest.mark.parametrize("model", ["gpt-5", "", None])
+def test_models_of_no_known_family_get_sonnet_prices_flagged_as_fallback(model):
     price, key, fallback = load_pricing().price_for(model)
     assert (key, fallback) == (DEFAULT_KEY, True)
     assert (price.input, price.output) == (3.0, 15.0)

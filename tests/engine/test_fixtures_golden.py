@@ -73,6 +73,7 @@ def test_committed_copies_are_the_licensed_originals(path):
     assert "MIT" in readme
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("path", FILES, ids=short)
 def test_every_fixture_replays_the_same_and_survives_storage(path):
     assert_replay_invariants(path, lambda mode: replayed(path, mode).to_json())

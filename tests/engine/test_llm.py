@@ -54,6 +54,8 @@ from tests.engine.builders import TranscriptBuilder
 from tests.engine.conftest import ANTHROPIC_TEST_KEY, OPENAI_TEST_KEY
 from tests.llm_stub import LLMStub, Reply
 
+pytestmark = pytest.mark.slow
+
 RAW_SUMMARY = (
     "<analysis>\nLet me walk through the conversation step by step.\n</analysis>\n\n"
     "<summary>\n1. Primary Request and Intent:\n   Fix the parser.\n</summary>"

@@ -56,7 +56,11 @@ def test_a_miss_after_a_compaction_is_priced_and_explained():
     cost = navigator.miss_cost(requests[i], requests[i - 1])
     assert cost > 0
     sentence = engine.cache_sentence(requests[i], requests[i - 1])
-    assert sentence.startswith(f"Cache miss, ${cost:.2f}: the start of the prompt changed")
+    # no usage recorded there: the miss is the cache model's, and labelled an estimate
+    assert requests[i]["cache"]["source"] == "estimate"
+    assert sentence.startswith(
+        f"Cache miss (estimated), ${cost:.2f}: the start of the prompt changed"
+    )
 
 
 def test_an_expired_entry_names_the_pause():

@@ -340,6 +340,7 @@ def test_corrupt_gzip_keeps_what_was_read(tmp_path):
     assert any(p.code in ("truncated_stream", "truncated_line") for p in session.problems)
 
 
+@pytest.mark.slow
 def test_cached_cl100k_matches_tiktoken(tmp_path, monkeypatch):
     import tiktoken
 

@@ -439,7 +439,11 @@ REQUIRED = {
     "decision_tokens",
     "recorded",
     "cache",
+    "cache_estimate",
+    "cache_read_gap",
+    "cache_disagrees",
     "cost_usd",
+    "cost_estimate_usd",
     "events",
 }
 
@@ -448,9 +452,18 @@ def test_request_json_has_the_documented_fields_and_cache_adds_up(tmp_path):
     result = run(tmp_path, long_session(5))
     for request in result["requests"]:
         assert request.keys() >= REQUIRED
-        cache = request["cache"]
+        # the estimate splits the replayed prompt; the recorded cache is the recorded prompt
+        cache = request["cache_estimate"]
         assert cache["read"] + cache["write"] + cache["uncached"] == request["model_tokens"]
+        assert cache["write_5m"] + cache["write_1h"] == cache["write"]
         assert set(request["recorded"]) >= {"input", "cache_read", "cache_write", "output"}
+        recorded = request["cache"]
+        assert recorded["source"] == "recorded"
+        assert recorded.keys() == cache.keys()
+        assert (
+            recorded["read"] + recorded["write"] + recorded["uncached"]
+            == (request["recorded_total"])
+        )
 
 
 def test_steady_growth_reads_the_previous_prompt(tmp_path):

@@ -86,17 +86,17 @@ def billed(row: dict[str, Any]) -> float:
 def test_a_drop_with_nothing_changed_is_a_server_side_miss_priced_as_billed(tmp_path):
     result, data = replayed(with_cache_usage(tmp_path, drop_at=6))
     rows = data["requests"]
-    miss = rows[6]["cache"]
+    miss = rows[6]["cache_estimate"]
     assert miss["reason"] == "server_miss"
     assert miss["read"] == SYSTEM
     # the model expected the whole previous prompt: what it would have read is kept
     assert miss["server_miss_tokens"] > 10_000
-    assert miss["read"] + miss["server_miss_tokens"] > rows[5]["cache"]["read"]
+    assert miss["read"] + miss["server_miss_tokens"] > rows[5]["cache_estimate"]["read"]
     assert "server" in miss["detail"]
-    assert rows[6]["cost_usd"] == pytest.approx(billed(rows[6]), abs=1e-4)
+    assert rows[6]["cost_estimate_usd"] == pytest.approx(billed(rows[6]), abs=1e-4)
     # the requests around it are plain hits, untouched
-    assert all(r["cache"]["server_miss_tokens"] == 0 for k, r in enumerate(rows) if k != 6)
-    assert rows[7]["cache"]["reason"] == "hit"
+    assert all(r["cache_estimate"]["server_miss_tokens"] == 0 for k, r in enumerate(rows) if k != 6)
+    assert rows[7]["cache_estimate"]["reason"] == "hit"
     # the accuracy figures judge the model's own estimate: it predicted a hit there
     accuracy = cache_accuracy(result)
     recorded_misses, predicted_misses, found = accuracy["counts"]
@@ -106,8 +106,8 @@ def test_a_drop_with_nothing_changed_is_a_server_side_miss_priced_as_billed(tmp_
 
 def test_without_a_drop_nothing_is_taken_from_the_recording(tmp_path):
     _, data = replayed(with_cache_usage(tmp_path, drop_at=None))
-    assert all(r["cache"]["reason"] != "server_miss" for r in data["requests"])
-    assert all(r["cache"]["server_miss_tokens"] == 0 for r in data["requests"])
+    assert all(r["cache_estimate"]["reason"] != "server_miss" for r in data["requests"])
+    assert all(r["cache_estimate"]["server_miss_tokens"] == 0 for r in data["requests"])
 
 
 def test_a_drop_under_the_break_threshold_is_not_a_miss(tmp_path):
@@ -118,8 +118,8 @@ def test_a_drop_under_the_break_threshold_is_not_a_miss(tmp_path):
     _, plain = replayed(path)
     small = plain["requests"][6]["recorded"]["cache_read"] - 1_000
     _, data = replayed(with_cache_usage(tmp_path / "b", drop_at=6, drop_to=small))
-    assert data["requests"][6]["cache"]["reason"] == "hit"
-    assert data["requests"][6]["cache"]["server_miss_tokens"] == 0
+    assert data["requests"][6]["cache_estimate"]["reason"] == "hit"
+    assert data["requests"][6]["cache_estimate"]["server_miss_tokens"] == 0
 
 
 def test_the_setting_off_leaves_the_cache_model_alone(tmp_path):
@@ -127,13 +127,14 @@ def test_the_setting_off_leaves_the_cache_model_alone(tmp_path):
     _, on = replayed(path)
     _, off = replayed(path, cache_recorded_server_misses=False)
     row = off["requests"][6]
-    assert row["cache"]["reason"] == "hit"
-    assert row["cache"]["server_miss_tokens"] == 0
-    assert row["cache"]["read"] == (
-        on["requests"][6]["cache"]["read"] + on["requests"][6]["cache"]["server_miss_tokens"]
+    assert row["cache_estimate"]["reason"] == "hit"
+    assert row["cache_estimate"]["server_miss_tokens"] == 0
+    assert row["cache_estimate"]["read"] == (
+        on["requests"][6]["cache_estimate"]["read"]
+        + on["requests"][6]["cache_estimate"]["server_miss_tokens"]
     )
     # the miss costs: writing the prompt again is dearer than reading it
-    assert row["cost_usd"] < on["requests"][6]["cost_usd"]
+    assert row["cost_estimate_usd"] < on["requests"][6]["cost_estimate_usd"]
 
 
 def test_a_whatif_replay_meets_the_same_miss_at_the_same_request(tmp_path):
@@ -141,10 +142,10 @@ def test_a_whatif_replay_meets_the_same_miss_at_the_same_request(tmp_path):
     _, recorded = replayed(path)
     _, whatif = replayed(path, "whatif")
     rec_row, wi_row = recorded["requests"][6], whatif["requests"][6]
-    assert wi_row["cache"]["reason"] == "server_miss"
-    assert wi_row["cache"]["read"] == rec_row["cache"]["read"]
-    assert [r["cost_usd"] for r in whatif["requests"]] == [
-        r["cost_usd"] for r in recorded["requests"]
+    assert wi_row["cache_estimate"]["reason"] == "server_miss"
+    assert wi_row["cache_estimate"]["read"] == rec_row["cache_estimate"]["read"]
+    assert [r["cost_estimate_usd"] for r in whatif["requests"]] == [
+        r["cost_estimate_usd"] for r in recorded["requests"]
     ]
 
 
@@ -159,5 +160,5 @@ def test_a_drop_after_the_cache_expired_is_the_ttl_not_the_server(tmp_path):
             stamp = datetime.fromisoformat(rec["timestamp"].replace("Z", "+00:00"))
             rec["timestamp"] = (stamp + timedelta(hours=2)).isoformat().replace("+00:00", "Z")
     _, data = replayed(with_cache_usage(tmp_path, drop_at=6, builder=b))
-    assert data["requests"][6]["cache"]["reason"] == "ttl_expired"
-    assert data["requests"][6]["cache"]["server_miss_tokens"] == 0
+    assert data["requests"][6]["cache_estimate"]["reason"] == "ttl_expired"
+    assert data["requests"][6]["cache_estimate"]["server_miss_tokens"] == 0

@@ -7,8 +7,12 @@ from __future__ import annotations
 import json
 import textwrap
 
+import pytest
+
 from tests.conftest import DEMO
 from tests.hardening.conftest import run_with_broker_down
+
+pytestmark = pytest.mark.slow
 
 SCRIPT = textwrap.dedent(
     """

@@ -14,7 +14,7 @@ from django.test import Client
 from contextlab.runs.models import Run
 from contextlab.tuning.models import Comparison, Sweep
 
-pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clean_media")]
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clean_media"), pytest.mark.slow]
 
 INFINITE_CONFIG = '{"declared_max_result_size_chars": {"Bash": Infinity}}'
 NAN_CONFIG = '{"autocompact_pct_override": NaN}'

@@ -32,7 +32,7 @@ from tests.hardening.hostile import (
     zip_of,
 )
 
-pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clean_media")]
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clean_media"), pytest.mark.slow]
 
 
 @dataclass(frozen=True)

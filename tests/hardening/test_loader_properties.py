@@ -17,6 +17,8 @@ from hypothesis import strategies as st
 from contextlab import engine
 from contextlab.engine import loading
 
+pytestmark = pytest.mark.slow
+
 #: JSON text fragments that have broken the loader or the database before
 HOSTILE_TOKENS = [
     "Infinity",

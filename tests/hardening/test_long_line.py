@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from contextlab.engine.measures.tokens import (
     COUNT_CHUNK_CHARS,
     TiktokenCounter,
@@ -18,6 +20,8 @@ from contextlab.engine.measures.tokens import (
     count_pieces,
 )
 from tests.conftest import DEMO, ROOT
+
+pytestmark = pytest.mark.slow
 
 MB = 1024 * 1024
 

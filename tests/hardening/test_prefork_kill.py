@@ -151,7 +151,10 @@ def test_a_pool_process_killed_mid_replay_leaves_a_run_that_completes_once(
     transcript = make_transcript(tool_heavy_jsonl)
     run = wait_for_run(transcript.runs.get().pk, timeout=60, statuses=("running",))
     deadline = time.monotonic() + 30
-    while Run.objects.get(pk=run.pk).progress_done == 0 and time.monotonic() < deadline:
+    while time.monotonic() < deadline:  # mid-replay: past the token count
+        current = Run.objects.get(pk=run.pk)
+        if current.progress_stage == Run.Stage.REPLAYING and current.progress_done > 0:
+            break
         time.sleep(0.05)
     children = _children(worker.proc.pid)
     for child in children:  # the busy one among them; the worker itself lives on

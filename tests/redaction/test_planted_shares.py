@@ -18,7 +18,7 @@ from contextlab.tuning import services as tuning
 from contextlab.workspaces import services as workspace_services
 from tests.redaction import planted as p
 
-pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clean_media")]
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clean_media"), pytest.mark.slow]
 
 PLANTED = p.make_planted()
 WANTED = p.pieces(PLANTED)

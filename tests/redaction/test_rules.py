@@ -77,6 +77,7 @@ def test_the_kinds_the_audit_found_leaking_are_redacted(kind):
     assert _leaks(redacted, kind) == {}, f"{redacted!r}; {p.seed_note()}"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["authorization-basic", "aws-credentials-file"])
 def test_random_values_of_the_partly_caught_kinds_are_all_redacted(kind):
     """The audit caught 44 % of random Basic credentials and 24 % of random AWS secret keys

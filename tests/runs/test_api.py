@@ -145,8 +145,12 @@ def test_openapi_describes_every_request_row_field_with_its_type(client):
         "recorded": "RecordedUsage|null",
         "recorded_total": "integer|null",
         "cache": "CacheRow",
+        "cache_estimate": "CacheRow",
+        "cache_read_gap": "number|null",
+        "cache_disagrees": "boolean",
         "ttl": "string",
         "cost_usd": "number",
+        "cost_estimate_usd": "number",
         "recorded_cost_usd": "number|null",
         "iteration_cost_usd": "number",
         "thresholds": "ThresholdLevels",
@@ -162,17 +166,22 @@ def test_openapi_describes_every_request_row_field_with_its_type(client):
             k: _type_of(schema, p)
             for k, p in _resolve(schema, row["properties"][name])["properties"].items()
         }
-        for name in ("cache", "recorded", "thresholds", "view")
+        for name in ("cache", "cache_estimate", "recorded", "thresholds", "view")
     }
+    assert nested["cache"] == nested["cache_estimate"]
     assert nested["cache"] == {
         "read": "integer",
         "write": "integer",
+        "write_5m": "integer",
+        "write_1h": "integer",
         "uncached": "integer",
         "hit_blocks": "integer",
         "blocks": "integer",
+        "hit": "boolean",
         "reason": "string",
         "detail": "string",
         "server_miss_tokens": "integer",
+        "source": "string",
     }
     assert nested["recorded"] == {
         "input": "integer",

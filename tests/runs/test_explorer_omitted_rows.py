@@ -63,6 +63,7 @@ def _replaced(row: dict[str, Any], start: int) -> bool:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("name", "mode", "compacts"), CASES)
 def test_counted_rows_match_the_full_view(name: str, mode: str, compacts: bool) -> None:
     result, messages = _replay(name, mode)

@@ -11,7 +11,7 @@ import pytest
 from contextlab.jobs import replay as runner
 from tests.conftest import corpus_file, corpus_path
 
-pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clean_media")]
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clean_media"), pytest.mark.slow]
 
 
 def cli_fidelity(path: str) -> dict:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from contextlab import engine
 from contextlab.jobs import replay as runner
 from contextlab.runs import labels, services
 from contextlab.runs.models import Run
@@ -292,8 +293,23 @@ def test_a_whatif_report_reads_as_differences_from_the_recorded_replay(
     assert f'?run={recorded.pk}">run #{recorded.pk}</a>' in html
     cost = re.search(r'id="diff-cost_usd">(.*?)</tr>', html, re.S).group(1)
     cells = re.findall(r'<td class="num">(.*?)</td>', cost)
+    # what was paid, and the what-if's cost anchored on it: recorded + (what-if estimate −
+    # recorded replay's estimate), with the band the recorded replay's own cost error gives
     assert cells[0] == humanize_tokens.usd(recorded.summary["cost_usd"])
-    assert cells[1] == humanize_tokens.usd(whatif.summary["cost_usd"])
+    anchored = engine.compare.whatif_cost(whatif.summary, recorded.summary)
+    assert anchored["cost_usd"] == pytest.approx(
+        recorded.summary["cost_usd"]
+        + whatif.summary["estimate"]["cost_usd"]
+        - recorded.summary["estimate"]["cost_usd"],
+        abs=1e-6,
+    )
+    assert cells[1] == (
+        humanize_tokens.usd(anchored["cost_usd"])
+        + " ± "
+        + humanize_tokens.usd(anchored["band_usd"])
+    )
+    assert 'id="cost-headline"' in html
+    assert "what-if estimate" in html
     rate = re.search(r'id="diff-cache_hit_rate">(.*?)</tr>', html, re.S).group(1)
     assert re.findall(r'<td class="num">(.*?)</td>', rate)[2].endswith(("pp", "no change"))
     # the recorded replay's curve is on the context chart, and nothing is called an error

@@ -31,13 +31,18 @@ def test_killed_worker_run_is_requeued_and_finished_by_the_next_worker(
         transcript = make_transcript(tool_heavy_jsonl)
         run = wait_for_run(transcript.runs.get().pk, timeout=60, statuses=("running",))
         deadline = time.monotonic() + 30
-        while Run.objects.get(pk=run.pk).progress_done == 0 and time.monotonic() < deadline:
+        # mid-replay: past the token count (whose progress counts characters)
+        while time.monotonic() < deadline:
+            current = Run.objects.get(pk=run.pk)
+            if current.progress_stage == Run.Stage.REPLAYING and current.progress_done > 0:
+                break
             time.sleep(0.05)
         slow.kill()  # mid-run, no chance to clean up
     finally:
         slow.stop()
     run.refresh_from_db()
     assert run.status == "running"
+    assert run.progress_stage == Run.Stage.REPLAYING
     assert 0 < run.progress_done < run.progress_total
 
     time.sleep(2.5)  # its heartbeat is now stale

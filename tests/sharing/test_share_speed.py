@@ -12,7 +12,7 @@ from contextlab.jobs import replay as runner
 from contextlab.sharing import services
 from tests.conftest import corpus_path
 
-pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clean_media")]
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clean_media"), pytest.mark.slow]
 
 
 def best_of(fetches, runs: int = 7) -> list[float]:

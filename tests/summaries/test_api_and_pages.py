@@ -65,6 +65,7 @@ def test_form_rejects_a_bad_spend_cap_naming_the_field(alice_client, transcript)
     assert b"spend_cap_usd" in response.content
 
 
+@pytest.mark.slow
 def test_report_lists_llm_summaries_with_cost_and_backend(
     alice_client, make_transcript, tmp_path, llm_stub, django_capture_on_commit_callbacks
 ):

@@ -393,6 +393,7 @@ def test_two_runs_needing_the_same_summary_pay_for_it_once(
     assert RunSummarizer.objects.get(run=b).pending_key != key
 
 
+@pytest.mark.slow
 def test_a_lease_whose_run_stopped_is_taken_over(
     transcript, llm_stub, django_capture_on_commit_callbacks
 ):

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+from django.utils.html import escape
 
 from contextlab import engine
 from tests.conftest import DEMO
@@ -90,8 +91,11 @@ def test_an_editor_renames_the_session_and_an_empty_title_falls_back(make_transc
     alice_client.post(url, {"title": "  "})
     transcript.refresh_from_db()
     assert transcript.title == ""
+    # no title: the session's first prompt names it (issue 21), the file name is a detail
+    assert transcript.first_prompt
+    assert transcript.display_name != transcript.name
     assert (
-        f"<h1>{transcript.name}</h1>"
+        f"<h1>{escape(transcript.display_name)}</h1>"
         in alice_client.get(f"/sessions/{transcript.pk}/").content.decode()
     )
 

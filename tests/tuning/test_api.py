@@ -59,6 +59,7 @@ def test_get_comparison_shape_once_done(client, auth_header, session, second_ses
     assert set(body["delta"]["compactions"]) >= {"label", "a", "b", "delta", "relative", "better"}
     assert [s["session_id"] for s in body["sessions"]] == [session.pk, second_session.pk]
     assert body["sessions"][0]["first_divergence"] == 1
+    assert body["sessions"][0]["first_divergence_number"] == 2  # as the pages number it
 
 
 @pytest.mark.parametrize(

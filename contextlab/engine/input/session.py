@@ -69,6 +69,9 @@ class Session:
     record_uuids: frozenset[str] = frozenset()
     #: results derived from the session alone, reused by later replays in this process
     memo: dict[Any, Any] = field(default_factory=dict)
+    #: share of each thread's requests whose recorded figures the replay reads (a forecast
+    #: copy, ``replay.forecast``, below 1)
+    usage_until: float = 1.0
 
     @property
     def main(self) -> Thread:

@@ -7,7 +7,8 @@ recorded prompt sizes. Three things break that line, each at a point the records
   ``parentUuid`` is not in the file): the first prompt holds history the file does not have.
   Sized from the first recorded prompt minus the system/tools level; it lives until the first
   compaction, which summarizes it away. It is part of the view (``raw_tokens``).
-* **restart segments** — ``/exit`` and a resume, a change of Claude Code ``version``, or an
+* **restart segments** — ``/exit`` and a resume, a resume with no ``/exit`` written (its
+  ``SessionStart:resume`` hook record), a change of Claude Code ``version``, or an
   MCP server reconnected by ``/mcp``: the system prompt and tools are rebuilt, so the unseen prefix is measured again on the first
   recorded request of the segment. Also part of the view. (A ``cwd`` change is not a restart:
   the records follow the shell's ``cd`` within one process; on the corpus it split a thread
@@ -121,6 +122,8 @@ def restart_reason(thread: Thread, start: int, end: int, previous: RequestInfo |
             mcp = True
         elif mcp and any(text.lstrip().startswith(c) for c in MCP_RECONNECTED):
             return "/mcp reconnected a server: the tool list was rebuilt"
+    if any(m.metadata.get("resumed") for m in msgs[start:end]):
+        return "the session was resumed"
     if previous is None:
         return ""
     before = previous.message

@@ -3,12 +3,23 @@
 cost = (uncached × input + 5m writes × cache_write_5m + 1h writes × cache_write_1h
         + cache reads × cache_read + output × output) / 1e6, prices in $/MTok (spec §6.4, §7).
 The rates are explicit per family in ``data/pricing.toml`` rather than derived with the usual
-1.25× / 2× / 0.1× multipliers, because the newer families do not follow them.
+1.25× / 2× / 0.1× multipliers, because the newer families do not follow them; each entry names
+the page its rates came from.
+
+Long context: where the provider charges more above a prompt size (``long_context.above``,
+200,000 input tokens on Anthropic's page: uncached + cache reads + cache writes), every token
+of a request over it is priced at the ``long_context`` rates, output included.
+
+Unknown models (``NEAREST_RULE``): an id the table does not match is priced as the nearest
+known member of its family (opus, sonnet, haiku, ...), by version number, the newer on a tie;
+an id of no known family gets ``[default]``. Either way ``price_for`` flags it, and
+``pricing_note`` says in a sentence what it was priced as, for every page that shows its cost.
 """
 
 from __future__ import annotations
 
 import pkgutil
+import re
 import tomllib
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -18,7 +29,14 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from contextlab.engine.input.model import Usage
 
-__all__ = ["DEFAULT_KEY", "Price", "PricingTable", "load_pricing", "request_cost"]
+__all__ = [
+    "DEFAULT_KEY",
+    "NEAREST_RULE",
+    "Price",
+    "PricingTable",
+    "load_pricing",
+    "request_cost",
+]
 
 #: The key ``price_for`` reports for a model no entry matches.
 DEFAULT_KEY = "default"
@@ -26,6 +44,33 @@ DEFAULT_KEY = "default"
 #: ``parsing.SYNTHETIC_MODEL``; not imported, to keep this module free-standing).
 SYNTHETIC_MODEL = "<synthetic>"
 _RATE_FIELDS = ("input", "cache_write_5m", "cache_write_1h", "cache_read", "output")
+#: how a model the table does not know is priced, in a sentence
+NEAREST_RULE = (
+    "a model the price table does not list is priced as the nearest known model of its family "
+    "(opus, sonnet, haiku, fable, mythos) by version number, the newer on a tie (an alias with "
+    "no version, such as 'sonnet', as the family's newest); a model of no known family at the "
+    "[default] rates"
+)
+_FAMILIES = ("opus", "sonnet", "haiku", "fable", "mythos")
+#: "opus-4-9", "sonnet-5", "opus-4-20250514" (a date is no minor version), "haiku-4.5"
+_NEW_STYLE = re.compile(r"(opus|sonnet|haiku|fable|mythos)-(\d{1,2})(?:[-.](\d{1,2}))?(?!\d)")
+#: "claude-3-5-haiku", "3-7-sonnet"
+_OLD_STYLE = re.compile(r"(?<!\d)(\d)(?:-(\d))?-(opus|sonnet|haiku)")
+
+
+def family_version(name: str) -> tuple[str, float | None] | None:
+    """(family, version) of a model id or a table key: ("opus", 4.9) for "claude-opus-4-9",
+    ("sonnet", None) for the alias "sonnet", None for no known family."""
+    lowered = name.lower()
+    found = _NEW_STYLE.search(lowered)
+    if found:
+        major, minor = found.group(2), found.group(3)
+        return found.group(1), float(f"{major}.{minor or 0}")
+    old = _OLD_STYLE.search(lowered)
+    if old:
+        return old.group(3), float(f"{old.group(1)}.{old.group(2) or 0}")
+    family = next((f for f in _FAMILIES if f in lowered), None)
+    return (family, None) if family else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +84,17 @@ class Price:
     cache_read: float
     output: float
     min_cacheable: int = 1024
+    #: the rates above ``long_context_above`` input tokens, where the provider charges more
+    long_context: Price | None = None
+    long_context_above: int = 200_000
+    #: the page the rates came from, and when it was read
+    source: str = ""
+
+    def rates_for(self, prompt_tokens: int) -> Price:
+        """The rates a request of ``prompt_tokens`` input tokens is billed at."""
+        if self.long_context is not None and prompt_tokens > self.long_context_above:
+            return self.long_context
+        return self
 
     def cost(
         self,
@@ -49,13 +105,14 @@ class Price:
         cache_write_1h: int,
         output: int,
     ) -> float:
-        """USD for the given token counts."""
+        """USD for the given token counts (at the long-context rates past their threshold)."""
+        rates = self.rates_for(uncached + cache_read + cache_write_5m + cache_write_1h)
         micro_dollars = (
-            uncached * self.input
-            + cache_write_5m * self.cache_write_5m
-            + cache_write_1h * self.cache_write_1h
-            + cache_read * self.cache_read
-            + output * self.output
+            uncached * rates.input
+            + cache_write_5m * rates.cache_write_5m
+            + cache_write_1h * rates.cache_write_1h
+            + cache_read * rates.cache_read
+            + output * rates.output
         )
         return micro_dollars / 1_000_000
 
@@ -79,21 +136,75 @@ class PricingTable:
     def price_for(self, model: str | None) -> tuple[Price, str, bool]:
         """(price, matched key, is_fallback) for a model id such as "claude-opus-4-6".
 
-        Unknown or missing ids get the ``default`` entry with ``is_fallback`` True, so callers
-        can flag the cost as an estimate on assumed prices.
+        An id no entry matches is priced by ``NEAREST_RULE`` (the nearest known member of its
+        family, else the ``default`` entry) with ``is_fallback`` True, so callers can say the
+        cost rests on assumed prices (``pricing_note``).
         """
         if not model:
             return self.default, DEFAULT_KEY, True
         found = self._memo.get(model)
         if found is None:
-            found = (self.default, DEFAULT_KEY, True)
             lowered = model.lower()
-            for pattern, key in self.patterns:
-                if pattern in lowered:
-                    found = (self.prices[key], key, False)
-                    break
+            matched = next(
+                (key for pattern, key in self.patterns if _matches(pattern, lowered)), None
+            )
+            if matched is not None:
+                found = (self.prices[matched], matched, False)
+            else:
+                near = self._nearest(model)
+                found = (
+                    (self.prices[near], near, True)
+                    if near
+                    else (
+                        self.default,
+                        DEFAULT_KEY,
+                        True,
+                    )
+                )
             self._memo[model] = found
         return found
+
+    def _nearest(self, model: str) -> str | None:
+        """The key of the known model nearest ``model`` in its family, None without one."""
+        wanted = family_version(model)
+        if wanted is None:
+            return None
+        family, version = wanted
+        known = [
+            (key, v)
+            for key in self.prices
+            if (fv := family_version(key)) is not None and fv[0] == family and (v := fv[1])
+        ]
+        if not known:
+            return None
+        if version is None:  # an alias ("sonnet"): the family's newest
+            return max(known, key=lambda kv: kv[1])[0]
+        return min(known, key=lambda kv: (round(abs(kv[1] - version), 3), -kv[1]))[0]
+
+    def pricing_note(self, model: str | None) -> str | None:
+        """A sentence for the pages when ``model`` is priced on assumed rates, else None."""
+        if not model or model == SYNTHETIC_MODEL:
+            return None
+        price, key, fallback = self.price_for(model)
+        if not fallback:
+            return None
+        if key == DEFAULT_KEY:
+            return (
+                f"{model} is not in the price table and of no known family: priced at the "
+                f"default rates ({price.label})"
+            )
+        return (
+            f"{model} is not in the price table: priced as {price.label}, the nearest known "
+            f"model of its family"
+        )
+
+
+def _matches(pattern: str, model: str) -> bool:
+    """A ``match`` pattern against a lower-cased model id: a substring, or, ending in "$", the
+    end of the id (a "[1m]" window suffix aside), so "fable-5$" is not "fable-5-2"."""
+    if pattern.endswith("$"):
+        return model.removesuffix("[1m]").endswith(pattern[:-1])
+    return pattern in model
 
 
 def load_pricing(path: str | None = None) -> PricingTable:
@@ -204,6 +315,20 @@ def _parse(text: str, *, source: str) -> PricingTable:
 
 
 def _price(raw: dict[str, Any], where: str, *, default_label: str) -> Price:
+    long_raw = raw.get("long_context")
+    long_context: Price | None = None
+    above = 200_000
+    if long_raw is not None:
+        if not isinstance(long_raw, dict):
+            raise ValueError(f"{where}: 'long_context' must be a table of rates")
+        above = long_raw.get("above", above)
+        if isinstance(above, bool) or not isinstance(above, int) or above <= 0:
+            raise ValueError(f"{where}: 'long_context.above' must be an integer > 0, got {above!r}")
+        long_context = _price(
+            {k: v for k, v in long_raw.items() if k != "above"},
+            f"{where}.long_context",
+            default_label=f"{raw.get('label', default_label)} (long context)",
+        )
     rates: dict[str, float] = {}
     for name in _RATE_FIELDS:
         value = raw.get(name)
@@ -224,4 +349,7 @@ def _price(raw: dict[str, Any], where: str, *, default_label: str) -> Price:
         cache_read=rates["cache_read"],
         output=rates["output"],
         min_cacheable=min_cacheable,
+        long_context=long_context,
+        long_context_above=above,
+        source=str(raw.get("source", "")),
     )

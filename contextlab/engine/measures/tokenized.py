@@ -8,18 +8,73 @@ counts and cache key filled before the session is pickled, so a later replay of 
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from functools import partial
 
 from contextlab.engine.input.session import Session
 from contextlab.engine.input.session_cache import CacheMirror, cached_session
 from contextlab.engine.input.upload_chain import EarlierUpload
 
-from .tokens import TiktokenCounter, TokenCounter, block_key, block_rough, block_tokens
+from .tokens import (
+    COUNT_CHUNK_CHARS,
+    TiktokenCounter,
+    TokenCounter,
+    block_key,
+    block_rough,
+    block_tokens,
+    count_pieces,
+)
+
+#: ``progress(characters counted, characters to count)``; it may raise to stop the counting
+#: (a cancelled run), which it can do between any two pieces of ``COUNT_CHUNK_CHARS``.
+CountProgress = Callable[[int, int], None]
 
 
-def tokenize_session(session: Session, counter: TokenCounter | None = None) -> int:
-    """Fill every block's token counts and cache key; returns the number of blocks."""
+class _ReportingCounter:
+    """``counter`` that reports each piece it has counted, long texts piece by piece (the same
+    pieces ``TiktokenCounter`` cuts, so the counts are the same): one 63 MB line takes seconds
+    to count, and the run showing 0 % and ignoring a cancel all that time was a finding."""
+
+    def __init__(self, counter: TokenCounter, total: int, progress: CountProgress) -> None:
+        self._counter, self._total, self._progress = counter, total, progress
+        self.done = 0
+
+    def count(self, text: str) -> int:
+        if len(text) <= COUNT_CHUNK_CHARS:
+            return self._counted(text)
+        return sum(self._counted(piece) for piece in count_pieces(text))
+
+    def _counted(self, text: str) -> int:
+        tokens = self._counter.count(text)
+        self.done += len(text)
+        self._progress(self.done, self._total)
+        return tokens
+
+
+def _characters_to_count(session: Session) -> int:
+    return sum(
+        len(block.text)
+        for thread in session.threads
+        for message in thread.messages
+        for block in message.blocks
+        if block.tok < 0 and block.type not in ("image", "document")
+    )
+
+
+def tokenize_session(
+    session: Session,
+    counter: TokenCounter | None = None,
+    *,
+    progress: CountProgress | None = None,
+) -> int:
+    """Fill every block's token counts and cache key; returns the number of blocks.
+
+    ``progress`` hears how many characters are counted, at most ``COUNT_CHUNK_CHARS`` apart."""
     counter = counter or TiktokenCounter()
+    if progress is not None:
+        total = _characters_to_count(session)
+        progress(0, total)
+        counter = _ReportingCounter(counter, total, progress)
     count = 0
     for thread in session.threads:
         for message in thread.messages:
@@ -39,20 +94,22 @@ def load_session_cached(
     sha256: str | None = None,
     earlier: Sequence[str | os.PathLike[str] | EarlierUpload] = (),
     mirror: CacheMirror | None = None,
+    progress: CountProgress | None = None,
 ) -> Session:
     """Like ``load_session`` but served from (and written to) ``cache_dir`` when possible,
     tokenized (``tokenize_session``); ``mirror`` shares the cache with hosts on other disks.
 
     With ``earlier`` (the uploads this one continues, earliest first), the session is the
     stitched one (``upload_chain.open_upload_chain``), cached under a key made of every file's;
-    an earlier file that is gone is left out of both.
+    an earlier file that is gone is left out of both. ``progress`` hears the token counting
+    (``tokenize_session``), when the session is not in the cache yet.
     A cache file that cannot be read (truncated, written by another engine version) is ignored
     and rewritten; the cache never changes what a replay computes.
     """
     return cached_session(
         path,
         cache_dir=cache_dir,
-        prepare=tokenize_session,
+        prepare=partial(tokenize_session, progress=progress),
         name=name,
         sha256=sha256,
         earlier=earlier,

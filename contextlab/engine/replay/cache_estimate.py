@@ -102,6 +102,17 @@ class CacheEstimator:
                 return "5m"
         return previous
 
+    def system_tokens(self, cal: Calibration) -> int:
+        """The static system prompt's tokens as ``estimate`` models them (what stays cached
+        across requests, bounded by the thread's first recorded read)."""
+        prefix = max(0, round(cal.prefix_tokens))
+        system = round(prefix * self.config.cache_system_prefix_share)
+        if self.system_level is None:
+            return system
+        # a read that ends inside the unseen prefix came from another session's entry, and
+        # such an entry ends at the system breakpoint: there it is the static part itself
+        return self.system_level if self.system_level <= prefix else min(system, self.system_level)
+
     def estimate(
         self,
         cal: Calibration,
@@ -119,12 +130,16 @@ class CacheEstimator:
             return {
                 "read": 0,
                 "write": 0,
+                "write_5m": 0,
+                "write_1h": 0,
                 "uncached": model_tokens,
                 "hit_blocks": 0,
                 "blocks": 0,
+                "hit": False,
                 "reason": "caching_off",
                 "detail": "the recording never read or wrote the prompt cache: caching was off",
                 "server_miss_tokens": 0,
+                "source": "estimate",
             }
         model = req.message.model or ""
         segment = self.anchors.segment[req.index] if self.anchors else 0
@@ -143,17 +158,11 @@ class CacheEstimator:
         now = min(now, sent) if sent is not None else now
         prefix = max(0, round(cal.prefix_tokens))
         usage = req.message.usage
-        system = round(prefix * self.config.cache_system_prefix_share)
         if req.index == 0 and usage is not None and usage.cache_read > 0:
             # what the first request found warm (other sessions, an earlier process) holds at
             # least the part before the system breakpoint, so it bounds the modeled share
             self.system_level = usage.cache_read
-        if self.system_level is not None:
-            # a read that ends inside the unseen prefix came from another session's entry, and
-            # such an entry ends at the system breakpoint: there it is the static part itself
-            system = (
-                self.system_level if self.system_level <= prefix else min(system, self.system_level)
-            )
+        system = self.system_tokens(cal)
         tokens = blocks.cal
         # earlier history, a segment's prefix change and unrecorded input sit with the prefix
         tokens[0], tokens[1] = system, max(0, prefix - system + anchored)
@@ -184,7 +193,7 @@ class CacheEstimator:
             ttl=ttl,
             min_cacheable_tokens=info.min_cacheable_tokens,
             warm_blocks=warm_blocks,
-            label=str(req.index),
+            label=f"request {req.index + 1}",
             ready_time=ready,
         )
         read, write, uncached = res.read, res.write, res.uncached
@@ -221,12 +230,16 @@ class CacheEstimator:
         return {
             "read": read,
             "write": write,
+            "write_5m": write if ttl == "5m" else 0,
+            "write_1h": 0 if ttl == "5m" else write,
             "uncached": uncached,
             "hit_blocks": hit_blocks,
             "blocks": len(tokens),
+            "hit": reason == "hit",
             "reason": reason,
             "detail": detail,
             "server_miss_tokens": server_miss,
+            "source": "estimate",
         }
 
     def _server_miss_level(

@@ -14,6 +14,7 @@ from contextlab.engine.input.session import RequestInfo
 from contextlab.engine.measures.tokens import block_rough
 from contextlab.engine.pipeline.base import View
 
+from .forecast import ESTIMATED_OUTPUT, FORECAST
 from .recording import RecordedHistory
 from .state import Calibrations, ThreadTrace, ThresholdsByModel
 
@@ -83,6 +84,15 @@ class DecisionCounter:
             if not view.in_view(pos):
                 continue
             usage = req.message.usage
+            if (
+                usage is None
+                and FORECAST in req.message.metadata
+                and j < len(self.trace.model_tokens)
+            ):
+                # a forecast left this response's usage out: the replay's own count stands in
+                # (its estimated output holds every block of the response)
+                base = self.trace.model_tokens[j] + int(req.message.metadata[ESTIMATED_OUTPUT])
+                return base + view.rough_range(pos + 1, view.end)
             if usage is None or usage.total <= 0:
                 continue
             base = self._usage_total(j, usage)

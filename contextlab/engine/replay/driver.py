@@ -27,6 +27,7 @@ from contextlab.engine.replay import checkpoints
 from contextlab.engine.summarizing import ExtractiveSummarizer, Summarizer, SummaryPending
 
 from .calibration import ThreadCalibration, calibrate
+from .forecast import forecast_session
 from .result import ReplayResult, ThreadResult
 from .state import Calibrations, ReplayInputs, continues_main, first_time
 from .thread import ThreadReplay
@@ -102,9 +103,9 @@ class SessionReplay:
             recorded = SessionReplay(recorded_inputs, self.preset_name, None).run()
             found = {
                 tr.thread.id: {
-                    r["message"]: r["cache"]["read"]
+                    r["message"]: r["cache_estimate"]["read"]
                     for r in tr.requests
-                    if r["cache"]["reason"] == "server_miss"
+                    if r["cache_estimate"]["reason"] == "server_miss"
                 }
                 for tr in recorded.threads
             }
@@ -209,6 +210,7 @@ def replay(
     pricing: PricingTable | None = None,
     steps: tuple[Step, ...] = DEFAULT_STEPS,
     checkpoint: bool = False,
+    usage_until: float = 1.0,
 ) -> ReplayResult:
     """Replay every thread of ``session`` under ``config``.
 
@@ -217,15 +219,20 @@ def replay(
     ``progress(done, total)`` is called as requests complete (total = all requests).
     With ``checkpoint=True``, a ``SummaryPending`` carries ``checkpoint`` bytes that
     ``resume`` continues from, once the summary can be had.
+    ``usage_until`` (0 < F ≤ 1): read the recorded usage and compaction figures only for the
+    first F of each thread's requests and estimate every later one (``forecast``); a session
+    that already is a forecast copy (``forecast_session``) keeps its own share.
     """
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
+    counter = counter or TiktokenCounter()
+    session = forecast_session(session, usage_until, counter)
     inputs = ReplayInputs(
         session,
         config,
         mode,
         summarizer or ExtractiveSummarizer(),
-        counter or TiktokenCounter(),
+        counter,
         pricing or load_pricing(),
         steps,
     )
@@ -238,11 +245,15 @@ def resume(
     *,
     summarizer: Summarizer,
     progress: ProgressCallback | None = None,
+    usage_until: float = 1.0,
 ) -> ReplayResult:
-    """Continue a replay from a ``SummaryPending.checkpoint`` of the same session.
+    """Continue a replay from a ``SummaryPending.checkpoint`` of the same session (and the same
+    ``usage_until``).
 
     Raises ``ValueError`` for a checkpoint of another engine version (replay from the start).
     """
+    if usage_until < 1 and session.usage_until >= 1:
+        session = forecast_session(session, usage_until, TiktokenCounter())
     return _run(SessionReplay.restore(data, session, summarizer, progress), True)
 
 

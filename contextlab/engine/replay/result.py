@@ -9,6 +9,7 @@ from typing import Any, cast
 from contextlab.engine.config.fields import PipelineConfig
 from contextlab.engine.input.session import Session, Thread
 from contextlab.engine.measures.anchors import ThreadAnchors
+from contextlab.engine.measures.cost import load_pricing
 from contextlab.engine.measures.tokens import Calibration
 from contextlab.engine.pipeline import DEFAULT_STEPS
 from contextlab.engine.pipeline.base import TransformLog
@@ -106,6 +107,7 @@ class ReplayResult:
                 "calibration": _calibration_json(main_thread.calibration) if main_thread else None,
                 "problems": [p.to_json() for p in self.session.problems],
                 "modeled_steps": [s.name for s in DEFAULT_STEPS if s.modeled],
+                "usage_until": self.session.usage_until,
             },
             "requests": main,
             "subagents": subagents,
@@ -127,9 +129,9 @@ def summarize(
     """Session totals for the main thread (and its branches), subagents and compaction calls
     apart; ``claude_code_cost`` is Claude Code's own figure when the transcript has one."""
     side = _side_costs(requests, threads)
-    read = sum(r["cache"]["read"] for r in requests)
-    write = sum(r["cache"]["write"] for r in requests)
-    uncached = sum(r["cache"]["uncached"] for r in requests)
+    pricing_notes, long_context = _pricing_facts(requests, threads)
+    read, write, uncached = _cache_totals(requests, "cache")
+    est_read, est_write, est_uncached = _cache_totals(requests, "cache_estimate")
     compactions = [
         r["index"]
         for r in requests
@@ -154,23 +156,81 @@ def summarize(
         "cost_usd": round(sum(r["cost_usd"] for r in requests), 6),
         "recorded_cost_usd": round(sum(r["recorded_cost_usd"] or 0.0 for r in requests), 6),
         "iteration_cost_usd": round(sum(r["iteration_cost_usd"] for r in requests), 6),
-        "cache_hit_rate": round(read / (read + write + uncached), 4)
-        if read + write + uncached
-        else 0.0,
+        "cache_hit_rate": _hit_rate(read, write, uncached),
+        "recorded_cache_requests": sum(1 for r in requests if r["cache"]["source"] == "recorded"),
+        "cache_disagreements": sum(1 for r in requests if r["cache_disagrees"]),
+        "estimate": {
+            "cost_usd": round(sum(r["cost_estimate_usd"] for r in requests), 6),
+            "session_cost_usd": side["session_cost_estimate_usd"],
+            "cache_read_tokens": est_read,
+            "cache_write_tokens": est_write,
+            "uncached_tokens": est_uncached,
+            "cache_hit_rate": _hit_rate(est_read, est_write, est_uncached),
+        },
         "mean_history_share": round(statistics.fmean(shares), 4) if shares else 1.0,
         "requests_above_warning": sum(
             1 for r in requests if r["decision_tokens"] >= r["thresholds"]["warning"]
         ),
         "blocking_hits": sum(1 for r in requests for e in r["events"] if e["step"] == "blocking"),
         "recorded_requests": len(recorded),
+        "pricing_notes": pricing_notes,
+        "long_context_requests": long_context,
         "subagent_cost_usd": side["subagent_cost_usd"],
         "recorded_subagent_cost_usd": side["recorded_subagent_cost_usd"],
         "compaction_cost_usd": side["compaction_cost_usd"],
+        "compaction_call_cost_usd": round(
+            sum(
+                float(e["call"]["cost_usd"])
+                for r in requests
+                for e in r["events"]
+                if e["step"] == "autocompact" and "call" in e
+            ),
+            6,
+        ),
         "recorded_compaction_cost_usd": side["recorded_compaction_cost_usd"],
         "session_cost_usd": side["session_cost_usd"],
         "recorded_session_cost_usd": side["recorded_session_cost_usd"],
         "claude_code_cost": claude_code_cost,
     }
+
+
+def _pricing_facts(
+    requests: list[RequestRow], threads: list[ThreadResult]
+) -> tuple[list[str], int]:
+    """What the session's costs rest on that a reader must be told: a model priced on assumed
+    rates (``PricingTable.pricing_note``), and requests priced at long-context rates."""
+    pricing = load_pricing()
+    rows = [
+        *requests,
+        *(r for t in threads if t.thread.kind not in ("main", "branch") for r in t.requests),
+    ]
+    notes: dict[str, str] = {}
+    long_context = 0
+    for r in rows:
+        model = r["model"]
+        if model and model not in notes:
+            note = pricing.pricing_note(model)
+            if note:
+                notes[model] = note
+        price, _, _ = pricing.price_for(model)
+        cache = r["cache"]
+        if price.rates_for(cache["read"] + cache["write"] + cache["uncached"]) is not price:
+            long_context += 1
+    return list(notes.values()), long_context
+
+
+def _cache_totals(requests: list[RequestRow], key: str) -> tuple[int, int, int]:
+    """(read, write, uncached) summed over ``requests``' ``cache`` or ``cache_estimate``."""
+    rows = [r["cache"] if key == "cache" else r["cache_estimate"] for r in requests]
+    return (
+        sum(c["read"] for c in rows),
+        sum(c["write"] for c in rows),
+        sum(c["uncached"] for c in rows),
+    )
+
+
+def _hit_rate(read: int, write: int, uncached: int) -> float:
+    return round(read / (read + write + uncached), 4) if read + write + uncached else 0.0
 
 
 def _side_costs(requests: list[RequestRow], threads: list[ThreadResult]) -> dict[str, float]:
@@ -180,6 +240,9 @@ def _side_costs(requests: list[RequestRow], threads: list[ThreadResult]) -> dict
         if recorded:
             return sum(r["recorded_cost_usd"] or 0.0 for r in rows)
         return sum(r["cost_usd"] for r in rows)
+
+    def estimated(rows: list[RequestRow]) -> float:
+        return sum(r["cost_estimate_usd"] for r in rows)
 
     subagents = [
         r
@@ -197,6 +260,7 @@ def _side_costs(requests: list[RequestRow], threads: list[ThreadResult]) -> dict
         "recorded_session_cost_usd": total(requests, True),
     }
     out["session_cost_usd"] += out["subagent_cost_usd"] + out["compaction_cost_usd"]
+    out["session_cost_estimate_usd"] = estimated(requests) + estimated(subagents + compactions)
     out["recorded_session_cost_usd"] += (
         out["recorded_subagent_cost_usd"] + out["recorded_compaction_cost_usd"]
     )

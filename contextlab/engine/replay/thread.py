@@ -24,7 +24,10 @@ from contextlab.engine.pipeline.base import StepContext, TransformLog, View
 from contextlab.engine.results import CacheRow, RecordedUsage, RequestRow
 
 from .cache_estimate import CacheEstimator
+from .compaction_bill import bill_compaction
 from .decision import DecisionCounter
+from .forecast import ESTIMATED_OUTPUT
+from .recorded_cache import cache_disagreement, recorded_row
 from .recording import read_recording, session_dir
 from .state import (
     Calibrations,
@@ -220,13 +223,22 @@ class ThreadReplay:
         decision = self.decisions.count(k) - ctx.snip_freed
         usage = req.message.usage
         at.ttl = ttl = self.cache.ttl(usage, at.ttl)
-        cache = self.cache.estimate(cal, model_tokens, req, now, ttl, model_tokens - cal.apply(raw))
-        cost, iteration_cost, recorded, recorded_cost = price_request(
-            req, usage, cache, ttl, self.inputs.pricing
+        estimate = self.cache.estimate(
+            cal, model_tokens, req, now, ttl, model_tokens - cal.apply(raw)
         )
+        cost_estimate, iteration_cost, recorded, recorded_cost = price_request(
+            req, usage, estimate, self.inputs.pricing
+        )
+        # recorded facts first: a recorded replay shows the recorded usage and its price
+        cache, cost, gap, disagrees = estimate, cost_estimate, None, False
+        if self.inputs.mode == "recorded" and usage is not None and recorded_cost is not None:
+            cache = recorded_row(usage, estimate, self.cache.blocks.cal)
+            cost = recorded_cost
+            gap, disagrees = cache_disagreement(cache, estimate)
         repl_raw = view.cum_tok[p]
         if p < at.first_emitted:
             return
+        self._bill_compactions(req, ctx, cal, events, ttl)
         at.results.append(
             {
                 "index": k,
@@ -247,8 +259,12 @@ class ThreadReplay:
                 "recorded": recorded,
                 "recorded_total": usage.prompt_total if recorded and usage else None,
                 "cache": cache,
+                "cache_estimate": estimate,
+                "cache_read_gap": gap,
+                "cache_disagrees": disagrees,
                 "ttl": ttl,
                 "cost_usd": round(cost, 6),
+                "cost_estimate_usd": round(cost_estimate, 6),
                 "recorded_cost_usd": round(recorded_cost, 6) if recorded_cost is not None else None,
                 "iteration_cost_usd": round(iteration_cost, 6),
                 "thresholds": {
@@ -271,6 +287,42 @@ class ThreadReplay:
         if self.progress is not None:
             self.progress(1)
 
+    def _bill_compactions(
+        self,
+        req: RequestInfo,
+        ctx: StepContext,
+        cal: Calibration,
+        events: list[dict[str, Any]],
+        ttl: str,
+    ) -> None:
+        """Attach to each compaction of this request its own call's bill (``compaction_bill``)."""
+        k = req.index
+        for event in events:
+            if event["step"] != "autocompact" or event["action"] != "compacted":
+                continue
+            summary = event.get("summary_message")
+            raw = (
+                self.view.msg_tok[summary]
+                if isinstance(summary, int)
+                else int(event.get("summary_tokens") or 0)
+            )
+            sent = (
+                parse_time(self.thread.messages[req.position - 1].timestamp)
+                if req.position
+                else None
+            )
+            previous = self.state.get("last_assistant_time")
+            event["call"] = bill_compaction(
+                event,
+                model=req.message.model,
+                previous_prompt=self.trace.model_tokens[k - 1] if k > 0 else None,
+                gap_seconds=(sent or ctx.now) - previous if previous is not None else None,
+                ttl=ttl,
+                summary_tokens=round(cal.ratio * raw),
+                system_tokens=self.cache.system_tokens(cal),
+                pricing=self.inputs.pricing,
+            )
+
     def _prompt_estimate(self, cal: Calibration, k: int) -> int:
         """The display count of the view as it is now, anchors included."""
         history_raw, segment_raw, unrecorded = anchored_tokens(
@@ -280,19 +332,18 @@ class ThreadReplay:
 
 
 def price_request(
-    req: RequestInfo, usage: Usage | None, cache: CacheRow, ttl: str, pricing: PricingTable
+    req: RequestInfo, usage: Usage | None, cache: CacheRow, pricing: PricingTable
 ) -> tuple[float, float, RecordedUsage | None, float | None]:
     """``(cost, iteration cost, recorded usage, recorded cost)`` of a request: its estimated
     prompt as the cache model split it, and (when it recorded a prompt) its recorded usage."""
-    output = usage.output if usage else 0
-    write_5m = cache["write"] if ttl == "5m" else 0
-    write_1h = cache["write"] - write_5m
+    # a response whose usage a forecast left out: its output as estimated from its content
+    output = usage.output if usage else int(req.message.metadata.get(ESTIMATED_OUTPUT, 0))
     cost = request_cost(
         req.message.model,
         uncached=cache["uncached"],
         cache_read=cache["read"],
-        cache_write_5m=write_5m,
-        cache_write_1h=write_1h,
+        cache_write_5m=cache["write_5m"],
+        cache_write_1h=cache["write_1h"],
         output=output,
         pricing=pricing,
     )

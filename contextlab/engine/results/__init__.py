@@ -21,7 +21,9 @@ from typing import Any, TypedDict, cast
 from contextlab.engine.measures.anchors import AnchorJson
 
 #: Version of this result format, written as ``result_version`` at the top of the result JSON.
-RESULT_VERSION = 1
+RESULT_VERSION = 2
+# 2: ``cache`` and ``cost_usd`` of a recorded replay are the recorded usage where there is one;
+#    the cache model's figures moved to ``cache_estimate`` and ``cost_estimate_usd``
 
 
 class RecordedUsage(TypedDict):
@@ -36,22 +38,31 @@ class RecordedUsage(TypedDict):
 
 
 class CacheRow(TypedDict):
-    """The prompt-cache model's estimate for one request, in tokens."""
+    """A request's prompt cache in tokens: as recorded (``source`` "recorded": the API's usage)
+    or as the cache model estimates it (``source`` "estimate"); same fields either way."""
 
     read: int
     write: int
+    #: ``write`` by TTL: the 5-minute and the 1-hour cache writes
+    write_5m: int
+    write_1h: int
     uncached: int
     #: leading prompt blocks read from the cache (0: nothing read)
     hit_blocks: int
     #: prompt blocks the request was cut into
     blocks: int
-    #: why the read stopped where it did (``cache.CacheReason``)
+    #: a hit: for a recording, it read at least half of the prompt from the cache, or what the
+    #: cache model expected it to find there (``replay.recorded_cache``)
+    hit: bool
+    #: why the read stopped where it did (``cache.CacheReason``); for a recording, inferred
     reason: str
     #: the same in a sentence, naming the request that wrote the entry
     detail: str
     #: tokens the model expected to read that a server-side miss in the recording wrote
     #: instead (``read`` + this is the model's own estimate; 0 without one)
     server_miss_tokens: int
+    #: "recorded" (the API's usage) or "estimate" (the cache model)
+    source: str
 
 
 class ThresholdLevels(TypedDict):
@@ -109,10 +120,22 @@ class RequestRow(TypedDict):
     recorded: RecordedUsage | None
     #: recorded prompt size (input + cache read + cache write), None without usage
     recorded_total: int | None
+    #: the request's cache as recorded (recorded mode, usage recorded), else ``cache_estimate``
     cache: CacheRow
+    #: the cache model's own figures, always (recorded and what-if)
+    cache_estimate: CacheRow
+    #: estimated read − recorded read, as a share of the recorded prompt (None: nothing to
+    #: compare, a what-if or a request without recorded usage)
+    cache_read_gap: float | None
+    #: estimate and recording disagree beyond ``replay.recorded_cache.DISAGREE_MARGIN``
+    cache_disagrees: bool
     #: cache entry lifetime the request wrote with: "5m" or "1h"
     ttl: str
+    #: what the request cost: its recorded usage priced where ``cache`` is recorded, else the
+    #: estimate (``cost_estimate_usd``)
     cost_usd: float
+    #: the replay's estimate: the cache model's split priced (same prices)
+    cost_estimate_usd: float
     recorded_cost_usd: float | None
     #: of the two: the calls the server made inside the request after its first (an advisor's,
     #: the request model's continuations), taken as recorded in both modes
@@ -168,6 +191,9 @@ class SessionInfo(TypedDict):
     calibration: CalibrationJson | None
     problems: list[dict[str, Any]]
     modeled_steps: list[str]
+    #: share of each thread's requests whose recorded figures were read (1: all; below 1, a
+    #: forecast: every later request is estimated, its ``recorded`` null)
+    usage_until: float
 
 
 class SubagentResult(TypedDict):
@@ -177,6 +203,19 @@ class SubagentResult(TypedDict):
     #: the summarizer call of a recorded compaction, not a task the agent delegated
     compaction_fork: bool
     requests: list[RequestRow]
+
+
+class EstimateSummary(TypedDict):
+    """The replay's own estimate of the session's cache and cost (the cache model's split at the
+    same prices), whatever the recording says: what two replays are compared on."""
+
+    cost_usd: float
+    #: main conversation + subagents + compaction calls
+    session_cost_usd: float
+    cache_read_tokens: int
+    cache_write_tokens: int
+    uncached_tokens: int
+    cache_hit_rate: float
 
 
 class SessionSummary(TypedDict):
@@ -189,15 +228,26 @@ class SessionSummary(TypedDict):
     microcompactions: int
     summary_calls: int
     peak_model_tokens: int
+    #: the cache figures and cost of ``cache`` and ``cost_usd`` (recorded facts first)
     cache_read_tokens: int
     cache_write_tokens: int
     uncached_tokens: int
     cost_usd: float
+    #: only the requests with recorded usage, priced
     recorded_cost_usd: float
     #: part of both: the calls the server made inside requests after their first (advisors,
     #: server-side tool loops), as recorded
     iteration_cost_usd: float
     cache_hit_rate: float
+    #: requests whose ``cache`` is the recording's (recorded mode, usage recorded)
+    recorded_cache_requests: int
+    #: requests whose estimate and recording disagree (``RequestRow.cache_disagrees``)
+    cache_disagreements: int
+    estimate: EstimateSummary
+    #: one sentence per model priced on assumed rates (not in the price table), for the pages
+    pricing_notes: list[str]
+    #: requests (subagents' included) whose ``cache`` is priced at long-context rates
+    long_context_requests: int
     mean_history_share: float
     requests_above_warning: int
     blocking_hits: int
@@ -208,6 +258,10 @@ class SessionSummary(TypedDict):
     #: Claude Code's summarizer calls of recorded compactions (``agent-acompact-*`` files)
     compaction_cost_usd: float
     recorded_compaction_cost_usd: float
+    #: every compaction of the main conversation billed as Claude Code pays its call (the
+    #: context as input at its cache state, the summary as output), whoever wrote the summary
+    #: (``replay.compaction_bill``); a recorded compaction fork is that same call, replayed
+    compaction_call_cost_usd: float
     #: main conversation + subagents + compaction calls
     session_cost_usd: float
     recorded_session_cost_usd: float

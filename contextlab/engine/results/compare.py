@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypedDict
 
 from contextlab.engine.config.errors import ConfigError
 from contextlab.engine.config.fields import PipelineConfig
@@ -35,8 +35,14 @@ MEASURES: dict[str, tuple[str, bool]] = {
 
 
 def summary_measures(result: Mapping[str, Any]) -> dict[str, Any]:
-    """The comparison measures of one replay (main thread and its branches)."""
+    """The comparison measures of one replay (main thread and its branches).
+
+    Cache and cost are the replay's own estimate (``summary["estimate"]``) whatever the mode:
+    two replays are compared with the same model on both sides, never a recording against an
+    estimate (a result older than ``RESULT_VERSION`` 2 has only the estimate at the top).
+    """
     summary = as_result(result)["summary"]
+    est: Mapping[str, Any] = summary.get("estimate") or summary
     synthetic = result.get("views", {}).get("synthetic", [])
     summaries = [s for s in synthetic if s.get("kind") == "summary" and not s.get("reused")]
     return {
@@ -44,16 +50,69 @@ def summary_measures(result: Mapping[str, Any]) -> dict[str, Any]:
         "compactions": summary["compactions"],
         "compaction_requests": summary.get("compaction_requests", []),
         "summary_calls": summary.get("summary_calls", len(summaries)),
-        "summary_cost_usd": round(sum(float(s.get("cost_usd") or 0.0) for s in summaries), 6),
+        # the compaction calls as Claude Code pays them, whoever wrote the summaries (results
+        # stored before that figure existed: what the summarizer itself cost)
+        "summary_cost_usd": summary.get("compaction_call_cost_usd")
+        if "compaction_call_cost_usd" in summary
+        else round(sum(float(s.get("cost_usd") or 0.0) for s in summaries), 6),
         "peak_model_tokens": summary["peak_model_tokens"],
-        "uncached_tokens": summary["uncached_tokens"],
-        "cache_write_tokens": summary["cache_write_tokens"],
-        "cache_read_tokens": summary["cache_read_tokens"],
-        "cost_usd": summary["cost_usd"],
-        "cache_hit_rate": summary["cache_hit_rate"],
+        "uncached_tokens": est["uncached_tokens"],
+        "cache_write_tokens": est["cache_write_tokens"],
+        "cache_read_tokens": est["cache_read_tokens"],
+        "cost_usd": est["cost_usd"],
+        "cache_hit_rate": est["cache_hit_rate"],
         "mean_history_share": summary["mean_history_share"],
         "requests_above_warning": summary["requests_above_warning"],
         "blocking_hits": summary["blocking_hits"],
+    }
+
+
+class WhatifCost(TypedDict):
+    """A what-if's cost anchored on what was paid (``whatif_cost``)."""
+
+    #: recorded cost + (what-if estimate − baseline estimate)
+    cost_usd: float
+    #: the error band: ± this many USD around ``cost_usd`` (None: no recorded cost to measure)
+    band_usd: float | None
+    #: the baseline estimate's relative error against the recorded cost, the band's source
+    band_share: float | None
+    recorded_cost_usd: float
+    baseline_estimate_usd: float
+    whatif_estimate_usd: float
+    #: what-if estimate − baseline estimate (same model on both sides)
+    change_usd: float
+
+
+#: how ``whatif_cost`` draws its band, in a sentence the pages show
+WHATIF_BAND_RULE = (
+    "± the baseline replay's own cost error (|its estimate − the recorded cost| / the recorded "
+    "cost) applied to the what-if's estimate"
+)
+
+
+def whatif_cost(whatif: Mapping[str, Any], baseline: Mapping[str, Any]) -> WhatifCost:
+    """A what-if's cost: what the recorded session cost plus what the change changes.
+
+    ``whatif`` and ``baseline`` are the two results' ``summary`` (main conversation and its
+    branches). The change is the what-if's estimate minus the baseline replay's estimate, the
+    same cache model and prices on both sides, so the model's own bias cancels; the recorded
+    cost is what was paid. The band: the estimate strayed from the recording by some share on
+    this very session (the baseline's cost fidelity); the what-if's estimate, which has no
+    recording to lean on, is taken to stray by as much (``WHATIF_BAND_RULE``).
+    """
+    recorded = float(baseline.get("cost_usd") or 0.0)
+    base_est = float((baseline.get("estimate") or baseline).get("cost_usd") or 0.0)
+    what_est = float((whatif.get("estimate") or whatif).get("cost_usd") or 0.0)
+    change = what_est - base_est
+    share = abs(base_est - recorded) / recorded if recorded > 0 else None
+    return {
+        "cost_usd": round(max(0.0, recorded + change), 6),
+        "band_usd": round(share * what_est, 6) if share is not None else None,
+        "band_share": round(share, 4) if share is not None else None,
+        "recorded_cost_usd": round(recorded, 6),
+        "baseline_estimate_usd": round(base_est, 6),
+        "whatif_estimate_usd": round(what_est, 6),
+        "change_usd": round(change, 6),
     }
 
 

@@ -185,7 +185,8 @@ def cache_accuracy(result: ReplayResult) -> dict[str, Any]:
             total = r["recorded_total"]
             if not rec or not total:
                 continue
-            estimate = r["cache"]["read"] + int(r["cache"].get("server_miss_tokens") or 0)
+            est = r.get("cache_estimate") or r["cache"]  # results before RESULT_VERSION 2
+            estimate = est["read"] + int(est.get("server_miss_tokens") or 0)
             diffs.append(abs(estimate - rec["cache_read"]) / total)
             actual = rec["cache_read"] < MISS_SHARE * total
             predicted = estimate < MISS_SHARE * max(1, r["model_tokens"])

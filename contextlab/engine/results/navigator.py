@@ -137,17 +137,24 @@ def cache_sentence(
     reason = str(cache.get("reason") or "")
     read = int(cache.get("read") or 0)
     write = int(cache.get("write") or 0)
+    # recorded facts first: a recorded hit or miss is the API's; only its cause is inferred
+    recorded = cache.get("source") == "recorded"
+    label = {"recorded": " (recorded)", "estimate": " (estimated)"}.get(
+        str(cache.get("source")), ""
+    )
     if reason == "hit":
-        return f"Cache hit: {_tokens(read)} tokens read from the cache, {_tokens(write)} new tokens written."
+        return f"Cache hit{label}: {_tokens(read)} tokens read from the cache, {_tokens(write)} new tokens written."
     because = CACHE_REASONS.get(reason, reason.replace("_", " "))
     if reason == "ttl_expired" and gap is not None:
         ttl = "1 hour" if row.get("ttl") == "1h" else "5 minutes"
         because = f"{format_duration(gap)} since the previous request, more than the cache keeps an entry ({ttl})"
+    if recorded:
+        because = f"cause inferred by the cache model: {because}"
     if reason not in MISS_REASONS:
-        return f"Not cached: {because}."
+        return f"Not cached{label}: {because}."
     cost = miss_cost(row, previous)
     priced = f", ${cost:.2f}" if cost >= 0.005 else ""
-    return f"Cache miss{priced}: {because}; {_tokens(read)} tokens read, {_tokens(write)} written."
+    return f"Cache miss{label}{priced}: {because}; {_tokens(read)} tokens read, {_tokens(write)} written."
 
 
 def _event_text(event: RequestEvent) -> tuple[str, str] | None:
@@ -195,23 +202,51 @@ def _event_text(event: RequestEvent) -> tuple[str, str] | None:
         return "snip", f"Snipped {count} message{'s' if count != 1 else ''}{recorded}"
     if step == "collapse":
         first, last = event.get("first"), event.get("last")
-        span = f" {first}–{last}" if first is not None and last is not None else ""
-        return "collapse", f"Collapsed messages{span} into a summary"
+        count = last - first + 1 if isinstance(first, int) and isinstance(last, int) else 0
+        span = f" {count} message{'s' if count != 1 else ''}" if count > 0 else " messages"
+        return "collapse", f"Collapsed{span} into a summary"
     if step == "blocking":
         return "blocking", "Blocking limit hit: Claude Code would answer 'Prompt is too long'"
     return None
 
 
+#: what an anchor stands for, and where it was measured, in words (``measures.anchors``)
+ANCHOR_KINDS = {
+    "earlier_history": "history written before this file (the file continues a conversation)",
+    "segment": "a rebuilt system prompt and tool list",
+    "unrecorded": "input the transcript does not record (hook output, attachments, files "
+    "restored after a compaction)",
+}
+ANCHOR_POINTS = {
+    "file_start": "at the start of the file",
+    "restart": "after Claude Code restarted",
+    "turn_start": "as a user turn starts",
+    "after_compaction": "right after a compaction",
+}
+
+
+def _anchor_text(event: RequestEvent) -> str:
+    """An anchor on the recorded usage in words (its request is the page's own: not repeated)."""
+    what = ANCHOR_KINDS.get(str(event.get("kind")), "input the transcript does not show")
+    where = ANCHOR_POINTS.get(str(event.get("point")), "")
+    tokens = event.get("tokens")
+    size = f"{_tokens(int(tokens))} tokens of " if isinstance(tokens, int) and tokens else ""
+    because = str(event.get("reason") or "")
+    return f"The recorded prompt holds {size}{what}{' ' + where if where else ''}" + (
+        f" ({because})" if because else ""
+    )
+
+
 def describe_event(event: RequestEvent) -> str:
-    """One pipeline event of a request as a sentence (any step, listed or not)."""
+    """One pipeline event of a request as a sentence (any step, listed or not); never the
+    result's own keys: a step without a sentence is named in words."""
     found = _event_text(event)
     if found is not None:
         return found[1]
-    detail = ", ".join(
-        f"{k.replace('_', ' ')} {v}" for k, v in event.items() if k not in ("step", "action")
-    )
+    if event.get("step") == "anchor":
+        return _anchor_text(event)
     name = f"{event.get('step', '')} {event.get('action', '')}".strip().replace("_", " ")
-    return f"{name[:1].upper()}{name[1:]}" + (f" ({detail})" if detail else "")
+    return f"{name[:1].upper()}{name[1:]}" if name else "A pipeline step changed this request"
 
 
 def request_events(requests: Sequence[RequestRow]) -> list[NavigatorEvent]:

@@ -79,3 +79,29 @@ def session_facts(run: Any) -> dict[str, Any]:
     from contextlab.runs.facts import session_facts as facts  # models are loaded by now
 
     return facts(run)
+
+
+#: a transcript block's type in words (the API's names, e.g. ``tool_use``, stay in the API)
+BLOCK_KINDS = {
+    "text": "text",
+    "thinking": "thinking",
+    "redacted_thinking": "hidden thinking",
+    "tool_use": "tool call",
+    "tool_result": "tool result",
+    "server_tool_use": "server tool call",
+    "web_search_tool_result": "web search result",
+    "web_fetch_tool_result": "web page fetched",
+    "code_execution_tool_result": "code run result",
+    "mcp_tool_use": "MCP tool call",
+    "mcp_tool_result": "MCP tool result",
+    "image": "image",
+    "document": "document",
+    "summary": "summary",
+}
+
+
+@register.filter
+def block_kind(value: Any) -> str:
+    """A block type in words: ``tool_use`` → "tool call"; an unknown one without underscores."""
+    name = str(value or "")
+    return BLOCK_KINDS.get(name) or name.replace("_", " ")

@@ -43,9 +43,12 @@ from contextlab.workspaces import access
 
 @login_required
 def compare_new(request: AuthedRequest) -> HttpResponse:
+    choices = _config_choices(request)
     context: dict[str, Any] = {
         "sessions": _sessions_for_form(request),
-        "choices": _config_choices(request),
+        "choices": choices,
+        # the hint to build a config shows only to someone who has none
+        "has_own_configs": any(c["group"] != "Presets" for c in choices),
         "workspaces": _workspace_choices(request),
         "selected": _preselected(request),
         "values": {

@@ -36,8 +36,10 @@ def _messages_from_records(records: Iterable[Record], thread: Thread) -> None:
     by_id: dict[str, Message] = {}
     messages: list[Message] = []
     seen_results: set[str] = set()
+    resumed = False
     for rec in records:
         msg = rec.message
+        resumed = resumed or rec.resumed
         if msg is None:
             continue
         if rec.synthetic:
@@ -60,6 +62,9 @@ def _messages_from_records(records: Iterable[Record], thread: Thread) -> None:
                     continue  # a duplicate result for a tool_use already answered
                 seen_results.update(ids)
             msg = _copy_message(msg)
+        if resumed:
+            msg.metadata["resumed"] = True  # the first message after a resume
+            resumed = False
         messages.append(msg)
     for index, msg in enumerate(messages):
         msg.index = index
@@ -234,7 +239,49 @@ def build_threads(
         threads.extend(_branches(tree, main_chain, main, problems, file_name))
     if side_records:
         threads.extend(_sidechains(side_records, problems, file_name))
+    unplaced = _unplaced(records, threads, problems, file_name)
+    if unplaced is not None:
+        threads.append(unplaced)
     return threads
+
+
+def _unplaced(
+    records: list[Record], threads: list[Thread], problems: list[Problem], file_name: str
+) -> Thread | None:
+    """A thread of the recorded requests no walk placed (records in a ``parentUuid`` cycle,
+    say): reported, and replayed on their own so the session still counts them."""
+    placed = {
+        m.message_id
+        for t in threads
+        for m in t.messages[t.fork_index if t.kind == "branch" else 0 :]
+        if m.role == "assistant" and m.message_id
+    }
+    lost = [
+        r
+        for r in records
+        if r.type == "assistant"
+        and not r.synthetic
+        and r.message is not None
+        and r.message.usage is not None
+        and r.message.message_id
+        and r.message.message_id not in placed
+    ]
+    if not lost:
+        return None
+    thread = Thread(id="unplaced", kind="branch", messages=[], file=file_name)
+    _messages_from_records(lost, thread)
+    requests = len(thread.messages)
+    problems.append(
+        Problem(
+            lost[0].line,
+            "unplaced_requests",
+            f"{requests} recorded request(s) are on no chain of the file; "
+            "replayed apart (thread 'unplaced') so the session's totals count them",
+            lost[0].file,
+            "warning",
+        )
+    )
+    return thread
 
 
 def _branches(
@@ -277,15 +324,22 @@ def _branches(
             id=f"branch-{len(branches) + 1}", kind="branch", messages=[], file=file_name
         )
         _messages_from_records(chain, thread)
-        fork = 0
-        for i, r in enumerate(chain):
-            if r.uuid not in on_main:
-                break
-            fork = i + 1
-        thread.fork_index = fork
+        thread.fork_index = _shared_messages(thread, on_main)
         branches.append(thread)
     branches.reverse()
     return branches
+
+
+def _shared_messages(thread: Thread, on_main: set[str]) -> int:
+    """How many of a branch's first messages it shares with the main chain: its fork point,
+    counted in messages (its chain also holds progress and system records, and one response
+    split over several records is one message)."""
+    fork = 0
+    for i, msg in enumerate(thread.messages):
+        if msg.uuid not in on_main:
+            break
+        fork = i + 1
+    return fork
 
 
 def _sidechains(records: list[Record], problems: list[Problem], file_name: str) -> list[Thread]:

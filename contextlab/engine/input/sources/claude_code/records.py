@@ -26,6 +26,8 @@ from .attachments import render_attachment
 #: A usage count above this is garbage (the largest context window is 1M tokens); it also keeps
 #: every sum of counts inside a 32-bit database column.
 MAX_USAGE_TOKENS = 100_000_000
+#: the hook Claude Code runs when a session is resumed (``claude --resume``/``--continue``)
+RESUME_HOOK = "SessionStart:resume"
 CONVERSATION_TYPES = frozenset({"user", "assistant", "system", "progress", "attachment"})
 #: side records: known, carry no model context
 SIDE_TYPES = frozenset(
@@ -81,6 +83,9 @@ class Record:
     message: Message | None = None
     source_assistant: str | None = None
     synthetic: bool = False
+    #: a ``SessionStart:resume`` hook's progress record: the process restarted and resumed
+    #: the session in this file (its system prompt and tools were rebuilt)
+    resumed: bool = False
 
 
 class RecordParser:
@@ -205,6 +210,10 @@ class RecordParser:
             rec.message = self.system_message(number, obj, rec.subtype)
         elif rtype == "attachment":
             rec.message = self.attachment_message(number, obj)
+        if rtype in ("progress", "attachment"):
+            # 2.1.5x writes the hook as a progress record, later versions as an attachment
+            data = obj.get("data") if rtype == "progress" else obj.get("attachment")
+            rec.resumed = isinstance(data, dict) and data.get("hookName") == RESUME_HOOK
         self.records.append(rec)
         self.usable += 1
 

@@ -1,0 +1,409 @@
+"""Writing the search index (the worker, after a replay is stored; the ``index_sessions``
+command and the periodic recovery for sessions stored before) and searching it.
+
+A block's request is the first request of its thread whose history holds it (the explorer
+shows it there); a block after the thread's last request (its last answer) gets that last
+request, marked as coming after it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from bisect import bisect_right
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from django.db import transaction
+from django.db.models import QuerySet
+from django.urls import reverse
+from django.utils.safestring import SafeString
+
+from contextlab.runs.models import Run, RunResult
+from contextlab.search import backends
+from contextlab.search.models import Entry, IndexedSession
+from contextlab.search.query import Query, snippet
+from contextlab.transcripts.models import Transcript, TranscriptMessages
+
+logger = logging.getLogger(__name__)
+
+#: a block's text is indexed in parts of this many characters (a ``tsvector`` holds at most
+#: 1 MB and positions up to 16,383), each overlapping the next so a phrase across is found
+PART_CHARS = 8000
+PART_OVERLAP = 200
+#: characters of one block indexed at most (a tool's output can be megabytes)
+MAX_BLOCK_CHARS = 200_000
+#: rows written per INSERT
+BATCH = 500
+#: block kinds a search can be narrowed to
+KINDS = ("prompt", "assistant", "thinking", "tool_input", "tool_output", "summary", "other")
+KIND_LABELS = {
+    "prompt": "prompt",
+    "assistant": "assistant text",
+    "thinking": "thinking",
+    "tool_input": "tool input",
+    "tool_output": "tool output",
+    "summary": "summary",
+    "other": "other",
+}
+_PATH_KEYS = ("file_path", "notebook_path", "path")
+#: the key under which ``messages_json`` says which threads share the main thread's messages
+_SHARED = "__shared_prefixes__"
+
+
+def block_kind(role: str, message_kind: str, block_type: str) -> str | None:
+    """The kind a search names a block by; None for a block holding no text to search."""
+    if block_type == "thinking":
+        return "thinking"
+    if block_type == "tool_use":
+        return "tool_input"
+    if block_type == "tool_result":
+        return "tool_output"
+    if block_type != "text":
+        return "other"
+    if message_kind == "summary":
+        return "summary"
+    return "assistant" if role == "assistant" else "prompt"
+
+
+def tool_path(text: str) -> str:
+    """The file path a tool call's input names, if any."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return ""
+    if isinstance(data, dict):
+        for key in _PATH_KEYS:
+            value = data.get(key)
+            if isinstance(value, str) and value:
+                return value[:500]
+    return ""
+
+
+def parts(text: str) -> Iterator[str]:
+    """The text in overlapping parts of ``PART_CHARS`` (one part for a short text)."""
+    text = text[:MAX_BLOCK_CHARS]
+    step = PART_CHARS - PART_OVERLAP
+    for start in range(0, max(1, len(text) - PART_OVERLAP), step):
+        yield text[start : start + PART_CHARS]
+
+
+def _request_finder(requests: list[dict[str, Any]]) -> dict[str, tuple[list[int], list[int]]]:
+    """Per thread: the history lengths of its requests (running maximum, so bisectable) and
+    their positions in the result."""
+    out: dict[str, tuple[list[int], list[int]]] = {}
+    # a request's place in the result is its explorer address (and its number, from 1)
+    ordered = sorted(enumerate(requests), key=lambda p: (p[1]["thread"], p[1]["thread_request"]))
+    for position, req in ordered:
+        ends, indexes = out.setdefault(str(req["thread"]), ([], []))
+        end = int((req.get("view") or {}).get("end") or 0)
+        ends.append(max(end, ends[-1]) if ends else end)
+        indexes.append(position)
+    return out
+
+
+def entries_for(
+    transcript_id: int, messages: dict[str, Any], requests: list[dict[str, Any]]
+) -> Iterator[Entry]:
+    """The index rows of a session's stored messages, numbered by a replay's requests."""
+    finder = _request_finder(requests)
+    for thread, rows in messages.items():
+        if thread == _SHARED or thread not in finder or not isinstance(rows, list):
+            continue
+        ends, indexes = finder[thread]
+        #: a tool result names its tool through its call's id
+        tool_names: dict[str, str] = {}
+        for row in rows:
+            m = int(row.get("index") or 0)
+            # the first request whose history (messages 0..end-1) holds message m
+            position = bisect_right(ends, m)
+            in_prompt = position < len(ends)
+            request = indexes[min(position, len(ends) - 1)]
+            for b, block in enumerate(row.get("blocks") or []):
+                text = str(block.get("text") or "").replace("\x00", "")
+                kind = block_kind(
+                    str(row.get("role")), str(row.get("kind")), str(block.get("type"))
+                )
+                if kind is None or not text.strip():
+                    continue
+                call = str(block.get("tool_use_id") or "")
+                tool = str(block.get("tool_name") or "")[:100] or tool_names.get(call, "")
+                if call and tool:
+                    tool_names[call] = tool
+                path = tool_path(text) if kind == "tool_input" else ""
+                for part in parts(text):
+                    yield Entry(
+                        transcript_id=transcript_id,
+                        thread=thread,
+                        message=m,
+                        block=b,
+                        request=request,
+                        in_prompt=in_prompt,
+                        kind=kind,
+                        tool=tool,
+                        path=path,
+                        body=part,
+                    )
+
+
+def _first_prompt(messages: dict[str, Any]) -> str:
+    for row in messages.get("main") or next(iter(messages.values()), []) or []:
+        if isinstance(row, dict) and row.get("kind") == "prompt":
+            for block in row.get("blocks") or []:
+                text = " ".join(str(block.get("text") or "").split())
+                if text:
+                    return text[:200]
+    return ""
+
+
+def indexing_run(transcript: Transcript) -> Run | None:
+    """The run whose result numbers the session's requests: its latest finished recorded
+    replay, else any finished run (every run of a session has the same requests)."""
+    done = transcript.runs.filter(status=Run.Status.DONE, result__isnull=False)
+    return (
+        done.filter(mode=Run.Mode.RECORDED).order_by("-finished_at", "-pk").first()
+        or done.order_by("-finished_at", "-pk").first()
+    )
+
+
+def index_session(transcript: Transcript, run: Run | None = None) -> IndexedSession | None:
+    """(Re)build the session's index rows; None when it has no stored messages or finished
+    run yet (it is indexed when one finishes)."""
+    run = run or indexing_run(transcript)
+    stored = TranscriptMessages.objects.filter(transcript=transcript).first()
+    if run is None or stored is None:
+        return None
+    result = RunResult.objects.filter(run=run).values_list("data", flat=True).first()
+    if not result:
+        return None
+    requests = result.get("requests") or []
+    messages = stored.data
+    started = time.perf_counter()
+    with transaction.atomic():
+        Entry.objects.filter(transcript=transcript).delete()
+        count = 0
+        tools: set[str] = set()
+        batch: list[Entry] = []
+        for entry in entries_for(transcript.pk, messages, requests):
+            if entry.tool:
+                tools.add(entry.tool)
+            batch.append(entry)
+            if len(batch) >= BATCH:
+                Entry.objects.bulk_create(batch)
+                count += len(batch)
+                batch = []
+        Entry.objects.bulk_create(batch)
+        count += len(batch)
+        state, _ = IndexedSession.objects.update_or_create(
+            transcript=transcript,
+            defaults={
+                "run": run,
+                "blocks": count,
+                "tools": sorted(tools),
+                "first_prompt": _first_prompt(messages),
+            },
+        )
+    logger.info(
+        "session %s: %s search rows indexed in %.2f s",
+        transcript.pk,
+        count,
+        time.perf_counter() - started,
+    )
+    return state
+
+
+def index_after_run(run_id: int) -> None:
+    """The worker's step after a run is stored: index its session if it is not yet."""
+    run = Run.objects.select_related("transcript").filter(pk=run_id).first()
+    if run is None or IndexedSession.objects.filter(transcript_id=run.transcript_id).exists():
+        return
+    index_session(run.transcript, run)
+
+
+def forget(transcript_id: int) -> None:
+    """Drop a session's index (its stored messages are gone; the next replay indexes it)."""
+    Entry.objects.filter(transcript_id=transcript_id).delete()
+    IndexedSession.objects.filter(transcript_id=transcript_id).delete()
+
+
+def unindexed(limit: int | None = None) -> QuerySet[Transcript]:
+    """Sessions with a finished run but no index rows yet, oldest first."""
+    sessions = (
+        Transcript.objects.filter(runs__status=Run.Status.DONE, search_index__isnull=True)
+        .distinct()
+        .order_by("pk")
+    )
+    return sessions[:limit] if limit is not None else sessions
+
+
+def index_missing(limit: int | None = None) -> list[int]:
+    """Index the sessions stored before the index (or whose indexing failed); their ids."""
+    done = []
+    for transcript in unindexed(limit):
+        try:
+            if index_session(transcript) is not None:
+                done.append(transcript.pk)
+        except Exception:
+            logger.exception("session %s: indexing failed", transcript.pk)
+    return done
+
+
+# --- searching ------------------------------------------------------------------------------
+
+
+@lru_cache(maxsize=1)
+def _request_url() -> str:
+    """The explorer's address with ``{session}`` and ``{request}`` to fill (reversed once)."""
+    return (
+        reverse("runs:request", args=[111111111, 222222222])
+        .replace("111111111", "{session}")
+        .replace("222222222", "{request}")
+    )
+
+
+@dataclass(frozen=True)
+class Hit:
+    session_id: int
+    session_name: str
+    request: int
+    #: False: the block comes after the last request (no request's prompt holds it)
+    in_prompt: bool
+    thread: str
+    message: int
+    block: int
+    kind: str
+    tool: str
+    path: str
+    snippet: SafeString
+
+    @property
+    def number(self) -> int:
+        """The request number as users read it (from 1)."""
+        return self.request + 1
+
+    @property
+    def block_id(self) -> str:
+        return f"b-{self.message}-{self.block}"
+
+    @property
+    def kind_label(self) -> str:
+        return KIND_LABELS.get(self.kind, self.kind)
+
+    @property
+    def url(self) -> str:
+        """The explorer at the hit's request, with the block in view and marked."""
+        base = _request_url().format(session=self.session_id, request=self.request)
+        if not self.in_prompt:
+            return base  # the last request: the block came after it
+        return f"{base}?block={self.block_id}#{self.block_id}"
+
+
+@dataclass(frozen=True)
+class Results:
+    hits: list[Hit]
+    #: more hits than shown
+    more: bool
+
+
+#: the fields of an index row a hit shows
+HIT_FIELDS = (
+    "id",
+    "transcript",
+    "thread",
+    "message",
+    "block",
+    "request",
+    "in_prompt",
+    "kind",
+    "tool",
+    "path",
+    "body",
+)
+
+
+def session_name(transcript: Transcript, first_prompt: str = "") -> str:
+    """The name a hit shows: the session's title, else its first prompt, else its file."""
+    return transcript.title or first_prompt or transcript.name
+
+
+def search(
+    query: Query,
+    sessions: Iterable[int],
+    *,
+    tool: str = "",
+    kind: str = "",
+    limit: int = 50,
+) -> Results:
+    """Blocks of ``sessions`` holding every term of ``query``, in session then request order
+    (the newest session first), one hit per block."""
+    ids = list(sessions)
+    entries = Entry.objects.filter(transcript_id__in=ids)
+    if tool:
+        entries = entries.filter(tool=tool)
+    if kind:
+        entries = entries.filter(kind=kind)
+    found = (
+        backends.matching(entries, query)
+        .order_by("-transcript_id", "request", "message", "block", "id")
+        .values_list("id", "transcript_id", "thread", "message", "block")[: limit * 4 + 1]
+    )
+    seen: set[tuple[int, str, int, int]] = set()
+    keep: list[int] = []
+    more = False
+    for entry_id, session_id, thread, message, block in found:
+        key = (session_id, thread, message, block)
+        if key in seen:
+            continue
+        if len(keep) == limit:
+            more = True
+            break
+        seen.add(key)
+        keep.append(entry_id)
+    # only the names of the session (its problems and threads are large JSON)
+    rows = (
+        Entry.objects.filter(id__in=keep)
+        .select_related("transcript")
+        .only(*HIT_FIELDS, "transcript__title", "transcript__name")
+    )
+    names = dict(
+        IndexedSession.objects.filter(
+            transcript_id__in={r.transcript_id for r in rows}
+        ).values_list("transcript_id", "first_prompt")
+    )
+    by_id = {row.pk: row for row in rows}
+    hits = []
+    for entry_id in keep:
+        row = by_id[entry_id]
+        hits.append(
+            Hit(
+                session_id=row.transcript_id,
+                session_name=session_name(row.transcript, names.get(row.transcript_id, "")),
+                request=row.request,
+                in_prompt=row.in_prompt,
+                thread=row.thread,
+                message=row.message,
+                block=row.block,
+                kind=row.kind,
+                tool=row.tool,
+                path=row.path,
+                snippet=snippet(row.body, query),
+            )
+        )
+    return Results(hits, more)
+
+
+def tools_of(transcript_id: int) -> list[str]:
+    """The tool names a session's indexed blocks carry (for the filter)."""
+    found = IndexedSession.objects.filter(transcript_id=transcript_id).values_list(
+        "tools", flat=True
+    )
+    return list(found.first() or [])
+
+
+def not_indexed(session_ids: Iterable[int]) -> int:
+    """How many of the sessions have no index yet."""
+    ids = set(session_ids)
+    return len(ids) - IndexedSession.objects.filter(transcript_id__in=ids).count()
