@@ -112,6 +112,7 @@ INSTALLED_APPS = [
     "contextlab.transcripts",
     "contextlab.runs",
     "contextlab.tuning",
+    "contextlab.advice",
     "contextlab.summaries",
     "contextlab.sharing",
     "contextlab.comments",

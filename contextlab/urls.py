@@ -23,6 +23,7 @@ urlpatterns = [
     path("", include("contextlab.comments.urls")),
     path("", include("contextlab.runs.urls")),
     path("", include("contextlab.tuning.urls")),
+    path("", include("contextlab.advice.urls")),
     path("", include("contextlab.search.urls")),
     path("api/", api.urls),
     path("admin/", admin.site.urls),

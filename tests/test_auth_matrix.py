@@ -122,6 +122,11 @@ PAGE_POLICIES: dict[str, str] = {
     "tuning:sweep": "item:viewer",
     "tuning:sweep_delete": "item:owner",
     "tuning:sweep_cancel": "item:editor",
+    "advice:list": "user",
+    "advice:new": "user",
+    "advice:detail": "item:viewer",
+    "advice:cancel": "item:editor",
+    "advice:delete": "item:owner",
     "workspaces:list": "user",
     "workspaces:create": "user",
     "workspaces:member_set": "workspace:owner",
@@ -154,6 +159,7 @@ API_POLICIES: dict[str, str] = {
     "get_run": "run:viewer",
     "cancel_run": "run:editor",
     "list_run_requests": "run:viewer",
+    "list_config_fields": "user",
     "create_comparison": "user",
     "list_comparisons": "user",
     "get_comparison": "item:viewer",
@@ -162,6 +168,10 @@ API_POLICIES: dict[str, str] = {
     "list_sweeps": "user",
     "get_sweep": "item:viewer",
     "delete_sweep": "item:owner",
+    "create_advice": "user",
+    "get_advice": "item:viewer",
+    "cancel_advice": "item:editor",
+    "delete_advice": "item:owner",
     "create_workspace": "user",
     "list_workspaces": "user",
     "get_workspace": "workspace:viewer",
@@ -241,6 +251,7 @@ def test_every_route_declares_a_policy(client):
 def team(django_user_model, make_transcript, short_jsonl):
     """A team workspace owned by olive with a viewer, an editor, a session and its run, plus a
     user who is not a member; the tuning objects are olive's, in the team workspace."""
+    from contextlab.advice.models import Advice
     from contextlab.jobs import replay as runner
     from contextlab.transcripts import resumable
     from contextlab.transcripts import services as transcript_services
@@ -299,6 +310,7 @@ def team(django_user_model, make_transcript, short_jsonl):
             "sweep": Sweep.objects.create(
                 owner=owner, workspace=workspace, field="autocompact_pct", values=[80]
             ),
+            "advice": Advice.objects.create(owner=owner, workspace=workspace),
             "share": share,
             "token": create_api_token(username=owner.username)[0],
             "upload": resumable.create(owner=owner, length=10, name="s.jsonl", workspace=None),
@@ -332,6 +344,7 @@ def _owned_for(name: str, team) -> int:
         ("config", "config"),
         ("compar", "comparison"),
         ("sweep", "sweep"),
+        ("advice", "advice"),
         ("revoke_token", "token"),
         ("revoke", "share"),
     ):
@@ -430,6 +443,7 @@ def _api_body(operation: str, team, session) -> dict:
             "field": "autocompact_pct",
             "values": [80],
         },
+        "create_advice": {"session_ids": [session.pk] if session else [0]},
         "create_workspace": {"name": "Another"},
         "add_workspace_member": {"username": "u-nonmember", "role": "viewer"},
         "create_workspace_invite": {"role": "viewer"},
@@ -462,6 +476,7 @@ def test_api_operation_answers_each_role_as_its_policy_says(operation, policy, t
             "workspace_id": team["workspace"].pk,
             "comparison_id": team["owned"]["comparison"].pk,
             "sweep_id": team["owned"]["sweep"].pk,
+            "advice_id": team["owned"]["advice"].pk,
             "username": "u-viewer",
             "share_id": team["owned"]["share"].pk,
             "comment_id": team["new_comment"](destructive).pk,

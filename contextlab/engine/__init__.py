@@ -20,6 +20,12 @@ from typing import TYPE_CHECKING, Any
 
 from .config.errors import ConfigError, FieldError
 from .config.fields import PipelineConfig, get_preset
+from .config.knobs import (
+    ClaudeCodeSettings,
+    claude_code_settings,
+    field_kind,
+    overrides_from_settings,
+)
 from .config.presets import preset_for_version
 from .config.resolve import (
     PRESET_DESCRIPTIONS,
@@ -127,6 +133,7 @@ _LAZY_MODULES: dict[str, tuple[str, ...]] = {
         "EVENT_KINDS",
         "NavigatorEvent",
         "cache_sentence",
+        "claude_code_settings",
         "describe_event",
         "event_counts",
         "format_duration",
@@ -168,6 +175,7 @@ __all__ = [
     "PROMPT_VERSION",
     "AnthropicSummarizer",
     "Block",
+    "ClaudeCodeSettings",
     "ConfigError",
     "EarlierUpload",
     "ExtractiveSummarizer",
@@ -205,6 +213,7 @@ __all__ = [
     "cache_accuracy",
     "cache_sentence",
     "check_usage_until",
+    "claude_code_settings",
     "compact_prompt",
     "compaction_accuracy",
     "compare",
@@ -218,6 +227,7 @@ __all__ = [
     "event_counts",
     "expand_messages",
     "fidelity",
+    "field_kind",
     "field_specs",
     "file_sha256",
     "forecast_fidelity",
@@ -236,6 +246,7 @@ __all__ = [
     "model_info",
     "open_upload",
     "open_upload_chain",
+    "overrides_from_settings",
     "parse_overrides",
     "parse_time",
     "preload_sdks",

@@ -65,9 +65,12 @@ def report(request: AuthedRequest, transcript: Transcript) -> HttpResponse:
             services.refresh_run(each)
     run = _selected_run(request, transcript)
     data = services.result_data(run) if run else None
+    loose, groups = report_parts.group_runs(runs, request.user)
     context: dict[str, Any] = {
         "transcript": transcript,
         "runs": runs,
+        "loose_runs": loose,
+        "run_groups": groups,
         "run": run,
         "data": data,
         "problems": transcript.problems[:MAX_PROBLEMS_SHOWN],

@@ -9,6 +9,7 @@ from django.http import Http404, HttpResponse
 from ninja import Router
 from ninja.responses import Status
 
+from contextlab import engine
 from contextlab.http import AuthedRequest
 from contextlab.tuning import configs as tuning_configs
 from contextlab.tuning import reports as tuning_reports
@@ -18,6 +19,7 @@ from contextlab.tuning.schemas import (
     ComparisonIn,
     ComparisonListOut,
     ComparisonOut,
+    ConfigFieldOut,
     ConfigIn,
     CreatedOut,
     SweepIn,
@@ -44,6 +46,13 @@ def _spec(request: AuthedRequest, side: ConfigIn, prefix: str) -> tuning_configs
         version_id=side.version_id,
         prefix=prefix,
     )
+
+
+@router.get("/config-fields", response=list[ConfigFieldOut], operation_id="list_config_fields")
+def list_config_fields(request: AuthedRequest) -> list[dict[str, Any]]:
+    """Every what-if config field with the Claude Code setting or environment variable that
+    produces it (from which version, within which limits), or ``experiment`` when none does."""
+    return [{**spec, **spec["counterpart"]} for spec in engine.field_specs()]
 
 
 @router.post(
@@ -100,6 +109,9 @@ def get_comparison(request: AuthedRequest, comparison_id: int) -> dict[str, Any]
             "label": comparison.side_label(name),
             "preset": getattr(comparison, f"{name}_preset"),
             "config": getattr(comparison, f"{name}_overrides"),
+            "claude_code": engine.claude_code_settings(
+                getattr(comparison, f"{name}_overrides")
+            ).as_dict(),
             **report[name],
         }
 
@@ -195,6 +207,7 @@ def get_sweep(request: AuthedRequest, sweep_id: int) -> dict[str, Any]:
             .values_list("pk", flat=True)
         ),
         "points": report["points"],
+        "best": report["best"],
     }
 
 

@@ -16,6 +16,7 @@ from contextlab import engine
 from contextlab.runs import services as run_services
 from contextlab.runs.models import Run
 from contextlab.transcripts.models import Transcript
+from contextlab.tuning import goals
 from contextlab.tuning.models import (
     Comparison,
     ComparisonRun,
@@ -245,4 +246,34 @@ def sweep_report(
                 else [],
             }
         )
-    return {"status": derived_status(item.run for item in items), "points": points}
+    return {
+        "status": derived_status(item.run for item in items),
+        "points": points,
+        "best": sweep_best(points),
+    }
+
+
+def sweep_best(
+    points: Sequence[dict[str, Any]], cost_cap: float | None = None
+) -> dict[str, dict[str, Any] | None]:
+    """Per goal, the sweep value that meets it best (its point's value and summary), among the
+    values measured on every session; None while none is (or none fits the cost cap)."""
+    out: dict[str, dict[str, Any] | None] = {}
+    for goal in goals.GOALS:
+        if goal == "cost_cap" and cost_cap is None:
+            continue
+        point = goals.best(points, lambda p: p["summary"], goal, cost_cap)
+        scores = {goals.score(goal, p["summary"]) for p in points if p["summary"]}
+        out[goal] = (
+            None
+            if point is None
+            else {
+                "goal": goal,
+                "label": goals.GOALS[goal],
+                "value": point["value"],
+                "summary": point["summary"],
+                # every value measured the same: none is better (a threshold never reached)
+                "tie": len(scores) == 1 and len(points) > 1,
+            }
+        )
+    return out

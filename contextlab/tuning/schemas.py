@@ -60,6 +60,8 @@ class SideOut(Schema):
     label: str
     preset: str
     config: dict[str, Any]
+    #: the side's overrides as Claude Code settings (engine.claude_code_settings)
+    claude_code: dict[str, Any]
     run_ids: list[int]
     summary: dict[str, Any]
 
@@ -97,6 +99,15 @@ class SweepPointOut(Schema):
     summary: dict[str, Any] | None
 
 
+class SweepBestOut(Schema):
+    goal: str
+    label: str
+    value: int | float
+    summary: dict[str, Any]
+    #: every value measured the same for this goal (the first is named)
+    tie: bool
+
+
 class SweepOut(Schema):
     id: int
     workspace_id: int
@@ -105,6 +116,8 @@ class SweepOut(Schema):
     base: dict[str, Any]
     session_ids: list[int]
     points: list[SweepPointOut]
+    #: per goal (lowest_cost, most_history, fewest_compactions), the best value measured
+    best: dict[str, SweepBestOut | None]
 
 
 class ComparisonListOut(Schema):
@@ -128,3 +141,26 @@ class SweepListOut(Schema):
     base_label: str
     session_ids: list[int]
     created_at: datetime
+
+
+class KnobOut(Schema):
+    kind: Literal["env", "setting"]
+    name: str
+    since: str
+    absent_in: str
+    limits: str
+
+
+class ConfigFieldOut(Schema):
+    """One what-if config field and what produces it in Claude Code."""
+
+    name: str
+    type: str
+    group: str
+    doc: str
+    source: str
+    #: "knob" (a Claude Code setting or environment variable), "experiment" (no setting changes
+    #: it) or "measurement" (how ContextLab reads the session)
+    kind: Literal["knob", "experiment", "measurement"]
+    experiment: bool
+    knobs: list[KnobOut]

@@ -231,25 +231,30 @@ def reusable_run(
     config: dict[str, Any],
     summarizer: str = Backend.EXTRACTIVE,
     summary_model: str = "",
+    any_owner: bool = False,
 ) -> Run | None:
     """The newest what-if run of this session with exactly this config and summarizer that is
-    not failed (a run whose summaries an LLM wrote is no stand-in for an extractive one).
+    not failed (a run whose summaries an LLM wrote is no stand-in for an extractive one); with
+    ``any_owner``, whoever started it (every member of the session's workspace sees its runs),
+    else only ``owner``'s.
 
     Configs are compared as dicts in Python (JSON equality in SQL differs between SQLite and
     PostgreSQL); only the small config and summarizer columns of the candidates are read.
     """
     wanted = summaries.summarizer_key(summarizer, summary_model)
     candidates = Run.objects.filter(
-        owner=owner,
         transcript=transcript,
         mode=Run.Mode.WHATIF,
         status__in=(Run.Status.DONE, Run.Status.RUNNING, Run.Status.QUEUED),
-    ).values_list(
+    )
+    if not any_owner:
+        candidates = candidates.filter(owner=owner)
+    rows = candidates.values_list(
         "pk", "status", "config", "summarizer_settings__backend", "summarizer_settings__model"
     )
     matches = [
         (status != Run.Status.DONE, -pk)
-        for pk, status, cfg, backend, model in candidates
+        for pk, status, cfg, backend, model in rows
         if cfg == config and summaries.summarizer_key(backend, model) == wanted
     ]
     if not matches:
@@ -270,6 +275,8 @@ class RunPlan:
     new: list[Run] = field(default_factory=list)
     summarizer: str = Backend.EXTRACTIVE
     summary_model: str = ""
+    #: reuse the runs of every member of a session's workspace, not only the owner's
+    any_owner: bool = False
     _made: dict[tuple[int, str], Run] = field(default_factory=dict)
 
     def ensure(self, *, owner: User, transcript: Transcript, spec: ConfigSpec, prefix: str) -> Run:
@@ -281,6 +288,7 @@ class RunPlan:
             config=config,
             summarizer=self.summarizer,
             summary_model=self.summary_model,
+            any_owner=self.any_owner,
         )
         if run is None:
             # created as start_run creates one, from the config the engine resolved above

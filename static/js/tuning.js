@@ -24,6 +24,31 @@
     else if (target && target.querySelector && target.querySelector("#sweep-chart")) draw(target);
   });
 
+  // "Copy settings": the settings.json fragment to the clipboard (a selection as the fallback
+  // where the clipboard API is not allowed); the button says it worked.
+  document.addEventListener("click", function (e) {
+    var button = e.target.closest && e.target.closest(".copy-settings");
+    if (!button) return;
+    var source = document.getElementById(button.dataset.copy);
+    if (!source) return;
+    var text = source.textContent;
+    function done() { button.textContent = "Copied"; button.dataset.copied = "1"; }
+    function fallback() {
+      var range = document.createRange();
+      range.selectNodeContents(source);
+      var selection = window.getSelection();
+      selection.removeAllRanges();
+      selection.addRange(range);
+      if (document.execCommand && document.execCommand("copy")) done();
+      else button.textContent = "Selected: press Ctrl+C";
+    }
+    if (navigator.clipboard && navigator.clipboard.writeText) {
+      navigator.clipboard.writeText(text).then(done, fallback);
+    } else {
+      fallback();
+    }
+  });
+
   document.addEventListener("change", function (e) {
     if (e.target.classList && e.target.classList.contains("auto-submit")) e.target.form.submit();
   });

@@ -17,6 +17,7 @@ from contextlab.engine.input.json_line import decode_json_line
 
 from .errors import FieldError
 from .fields import SCHEMA
+from .knobs import counterpart
 from .schema import Setting, to_json_value
 
 
@@ -45,7 +46,8 @@ def field_specs() -> list[dict[str, Any]]:
     """One dict per setting, in declaration order, for building forms and docs.
 
     Keys: ``name, type, default, doc, min, max, modeled`` plus ``min_exclusive, nullable,
-    choices, group, source``.
+    choices, group, source`` and ``counterpart`` (``knobs.counterpart``: whether Claude Code has
+    a setting for it, which, from which version; ``experiment`` when it has none).
     """
     return [
         {
@@ -61,6 +63,7 @@ def field_specs() -> list[dict[str, Any]]:
             "choices": list(s.choices),
             "group": s.group,
             "source": s.source,
+            "counterpart": counterpart(s.name),
         }
         for s in SCHEMA.settings.values()
     ]

@@ -14,7 +14,7 @@ from contextlab import engine
 from contextlab.http import AuthedRequest
 from contextlab.runs.charts import figure_json
 from contextlab.runs.models import Run
-from contextlab.tuning import charts, services
+from contextlab.tuning import charts, goals, services
 from contextlab.tuning import reports as tuning_reports
 from contextlab.tuning.forms import SweepForm
 from contextlab.tuning.models import Sweep
@@ -77,6 +77,22 @@ def _axis(request: AuthedRequest, name: str, default: str) -> str:
     return value if value in tuning_reports.MEASURES else default
 
 
+def _goal(request: AuthedRequest) -> tuple[str, float | None, str | None]:
+    """The goal the page names the best value for (default lowest cost), its cost cap, and
+    what is wrong with them (the page says so and names no best value)."""
+    goal = request.GET.get("goal", "lowest_cost")[:40]
+    raw = request.GET.get("cost_cap", "").strip()[:40]
+    cap: float | None = None
+    try:
+        cap = float(raw) if raw else None
+        goals.check_goal(goal, cap)
+    except ValueError:
+        return "cost_cap", None, f"the cost cap is not a number: {raw!r}"
+    except engine.FieldError as exc:
+        return ("lowest_cost" if exc.field == "goal" else goal), None, exc.message
+    return goal, cap, None
+
+
 @login_required
 @vary_on_headers("HX-Request")
 def sweep_detail(request: AuthedRequest, pk: int) -> HttpResponse:
@@ -92,9 +108,25 @@ def sweep_detail(request: AuthedRequest, pk: int) -> HttpResponse:
     fig = charts.build_sweep_figure(
         report["points"], field=sweep.field, x=x, y=y, labels=tuning_reports.MEASURES
     )
+    goal, cost_cap, goal_error = _goal(request)
+    best = (
+        tuning_reports.sweep_best(report["points"], cost_cap).get(goal)
+        if not polling and goal_error is None
+        else None
+    )
     context: dict[str, Any] = {
         "sweep": sweep,
         "report": report,
+        "goals": goals.GOALS,
+        "goal": goal,
+        "cost_cap": request.GET.get("cost_cap", ""),
+        "goal_error": goal_error,
+        "best": best,
+        "best_settings": engine.claude_code_settings(
+            {**sweep.base_overrides, sweep.field: best["value"]}
+        )
+        if best
+        else None,
         "active": active,
         "x": x,
         "y": y,

@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class AdviceConfig(AppConfig):
+    name = "contextlab.advice"
+    verbose_name = "Advice"
