@@ -133,7 +133,6 @@ _LAZY_MODULES: dict[str, tuple[str, ...]] = {
         "EVENT_KINDS",
         "NavigatorEvent",
         "cache_sentence",
-        "claude_code_settings",
         "describe_event",
         "event_counts",
         "format_duration",
