@@ -246,6 +246,7 @@ def test_index_command_and_recovery_fill_sessions_stored_before(done_session):
 @pytest.mark.skipif(
     connection.vendor != "postgresql", reason="runs the SQLite pass from the PostgreSQL one"
 )
+@pytest.mark.slow
 def test_sqlite_backend_passes(tmp_path: Path):
     """The same tests on SQLite with FTS5 (``make run``'s database)."""
     env = {**os.environ, "DATABASE_URL": "sqlite://"}

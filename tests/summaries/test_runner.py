@@ -92,6 +92,7 @@ def drive(run_id, django_capture_on_commit_callbacks, limit=30):
     raise AssertionError("run did not finish")
 
 
+@pytest.mark.slow
 def test_summaries_come_from_the_backend_one_call_each(
     transcript, llm_stub, django_capture_on_commit_callbacks, monkeypatch
 ):
