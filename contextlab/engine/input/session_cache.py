@@ -20,10 +20,17 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Protocol
 
-from .disk_cache import read_pickle, stream_pickle_atomic, write_pickle_atomic
+from .disk_cache import (
+    read_bytes,
+    read_pickle,
+    stream_pickle_atomic,
+    write_bytes_atomic,
+    write_pickle_atomic,
+)
 from .loading import Upload
 from .session import Session
-from .sources.registry import load_session
+from .sources.claude_code.growing import STATE_VERSION
+from .sources.registry import load_growing_session, load_session
 from .upload_chain import EarlierUpload, open_upload_chain
 
 #: Bump when Session, Block or the tokenization change shape, or a pickled class moves (the
@@ -184,3 +191,42 @@ def _remember(key: str, session: Session) -> None:
     _RECENT.move_to_end(key)
     while len(_RECENT) > RECENT_LIMIT:
         _RECENT.popitem(last=False)
+
+
+def _reading_state_name(sha256: str) -> str:
+    return f"{sha256}.reading-v{STATE_VERSION}.pickle"
+
+
+def load_growing(
+    path: str | os.PathLike[str],
+    name: str | None = None,
+    *,
+    cache_dir: str | os.PathLike[str],
+    sha256: str,
+    earlier_sha256: str | None = None,
+    mirror: CacheMirror | None = None,
+) -> tuple[Session, bool]:
+    """``load_session`` of a session file that grows (a live session): its records are read on
+    from where the read of its earlier version (digest ``earlier_sha256``, the first bytes of
+    this one) stopped, when that read left its state in ``cache_dir`` (or the mirror), else
+    from the first byte; the state this read ends in is left there for the next append, under
+    ``sha256``, and the earlier one removed. The session is the one a whole read makes; the
+    second value says whether the read was resumed."""
+    folder = Path(cache_dir)
+    saved = None
+    if earlier_sha256:
+        earlier = folder / _reading_state_name(earlier_sha256)
+        saved = read_bytes(earlier)
+        if saved is None and mirror is not None and mirror.fetch(earlier.name, earlier):
+            saved = read_bytes(earlier)
+    session, growing = load_growing_session(path, name, saved=saved)
+    if growing.state is not None:
+        target = folder / _reading_state_name(sha256)
+        # a read-only or full disk only costs the next append a whole read
+        if write_bytes_atomic(target, growing.state) and mirror is not None:
+            mirror.store(target.name, target)
+    if earlier_sha256 and earlier_sha256 != sha256:
+        (folder / _reading_state_name(earlier_sha256)).unlink(missing_ok=True)
+        if mirror is not None:
+            mirror.discard(_reading_state_name(earlier_sha256))
+    return session, growing.resumed
