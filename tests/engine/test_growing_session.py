@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import shutil
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -188,6 +187,7 @@ def test_a_last_line_without_its_end_leaves_no_state(tmp_path):
 
 def test_the_appended_bytes_alone_are_read(tmp_path, monkeypatch):
     """Reading on parses only the new lines: the earlier lines are never decoded again."""
+    from contextlab.engine.input import json_line
     from contextlab.engine.input.sources.claude_code import records
 
     data, ends = compacting_transcript()
@@ -197,14 +197,14 @@ def test_the_appended_bytes_alone_are_read(tmp_path, monkeypatch):
     load_growing(path, cache_dir=tmp_path / "cache", sha256="v1")[0].close()
     path.write_bytes(data)
     decoded: list[str] = []
-    real = records.decode_json_line
+    real = json_line.decode_json_line
 
     def counting(text: str) -> Any:
         decoded.append(text)
         return real(text)
 
     monkeypatch.setattr(records, "decode_json_line", counting)
-    grown, resumed = load_growing(
+    _grown, resumed = load_growing(
         path, cache_dir=tmp_path / "cache", sha256="v2", earlier_sha256="v1"
     )
     assert resumed

@@ -18,13 +18,13 @@ from contextlab.engine.input.session import Session, SideRecords, Thread, link_t
 
 from .chains import build_threads
 from .compaction_fork import COMPACTION_FORK_ID, continue_main, fork_point_of
+from .growing import GrowingParse
 from .records import (
     CONVERSATION_TYPES,
     PIPELINE_SIDE_TYPES,
     SIDE_TYPES,
     RecordParser,
 )
-from .growing import GrowingParse
 from .stitching import stitched_chain
 
 #: Record types of Claude Code's that are not conversation records (which also need a uuid).
