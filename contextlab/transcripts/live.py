@@ -132,13 +132,19 @@ def _grow(transcript: Transcript, whole: bytes, tail: bytes) -> Appended:
         try:
             # read on from where the last append's read stopped (its state is in the session
             # cache under the earlier digest): the work grows with the bytes appended
-            session, _resumed = engine.load_growing(
+            session, resumed = engine.load_growing(
                 final,
                 transcript.name,
                 cache_dir=settings.SESSION_CACHE_DIR,
                 sha256=sha256,
                 earlier_sha256=transcript.sha256,
                 mirror=blobs.session_cache_mirror(),
+            )
+            logger.info(
+                "session %s grew by %s bytes: %s",
+                transcript.pk,
+                len(whole),
+                "read on from the last append's read" if resumed else "read whole",
             )
         except engine.TranscriptError as exc:
             raise AppendRefused(422, f"{transcript.name}: {exc}", transcript.received) from None

@@ -237,3 +237,48 @@ def test_the_explorer_of_a_live_session_polls_and_follows_the_last_request(
     # the report's session card polls too
     report = client.get(f"/sessions/{first['id']}/").content.decode()
     assert 'hx-select="#session-card"' in report
+
+
+def test_each_append_reads_on_from_the_last_ones_read(
+    client, auth_header, settings, tmp_path, caplog
+):
+    """The first append reads the file whole and leaves its read's state; every later one
+    parses only its own lines (``engine.load_growing``) and leaves the columns a whole read
+    gives."""
+    from contextlab import engine
+    from contextlab.engine.input.sources.claude_code.growing import STATE_VERSION
+    from contextlab.transcripts.services import session_fields
+
+    settings.SESSION_CACHE_DIR = tmp_path / "cache"
+    created = create(client, auth_header)
+    pieces = [b"".join(LINES[12:18]), b"".join(LINES[18:26]), b"".join(LINES[26:])]
+    offset = len(START)
+    cache = Path(settings.SESSION_CACHE_DIR)
+    caplog.set_level("INFO", logger="contextlab.transcripts.live")
+    for piece in pieces:
+        response = append(client, auth_header, created["id"], offset, piece)
+        assert response.status_code == 200, response.content
+        offset = response.json()["offset"]
+        transcript = Transcript.objects.get(pk=created["id"])
+        states = sorted(p.name for p in cache.glob("*.reading-v*.pickle"))
+        # only the state of the version the server holds: the next append reads on from it
+        assert states == [f"{transcript.sha256}.reading-v{STATE_VERSION}.pickle"]
+    reads = [
+        r.getMessage().rsplit(": ", 1)[1] for r in caplog.records if "grew by" in r.getMessage()
+    ]
+    # the upload left no state (a file may never grow): the first append reads it whole
+    assert reads == [
+        "read whole",
+        "read on from the last append's read",
+        "read on from the last append's read",
+    ]
+    whole = engine.load_session(transcript.path, name=transcript.name)
+    expected = session_fields(
+        whole,
+        stored_name=transcript.file,
+        name=transcript.name,
+        size=transcript.size,
+        sha256=transcript.sha256,
+    )
+    for field in ("request_count", "max_prompt_tokens", "threads", "problems", "title"):
+        assert getattr(transcript, field) == expected[field], field
