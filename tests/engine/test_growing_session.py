@@ -209,3 +209,38 @@ def test_the_appended_bytes_alone_are_read(tmp_path, monkeypatch):
     )
     assert resumed
     assert "".join(decoded).encode() == data[cut:]
+
+
+def test_an_append_adds_one_frame_to_the_state_not_a_whole_new_one(tmp_path):
+    """What is written per append grows with the append: the earlier state is kept as it was
+    and this read's frame (its new records) follows it."""
+    data, ends = compacting_transcript()
+    cut = ends[len(ends) - 6]
+    path = tmp_path / "session.jsonl"
+    cache = tmp_path / "cache"
+    path.write_bytes(data[:cut])
+    load_growing(path, cache_dir=cache, sha256="v1")[0].close()
+    before = (cache / f"v1.reading-v{STATE_VERSION}.pickle").read_bytes()
+    path.write_bytes(data)
+    load_growing(path, cache_dir=cache, sha256="v2", earlier_sha256="v1")[0].close()
+    after = (cache / f"v2.reading-v{STATE_VERSION}.pickle").read_bytes()
+    assert after.startswith(before)
+    assert len(after) - len(before) < 2 * (len(data) - cut) + 4096
+    assert len(after) - len(before) < len(before) / 2
+
+
+def test_a_state_cut_short_is_read_from_the_first_byte(tmp_path):
+    """A write of the state cut short (a full disk, a crash) costs a whole read, nothing else."""
+    data, ends = compacting_transcript()
+    path = tmp_path / "session.jsonl"
+    cache = tmp_path / "cache"
+    path.write_bytes(data[: ends[len(ends) // 3]])
+    load_growing(path, cache_dir=cache, sha256="v1")[0].close()
+    path.write_bytes(data[: ends[2 * len(ends) // 3]])
+    load_growing(path, cache_dir=cache, sha256="v2", earlier_sha256="v1")[0].close()
+    state = cache / f"v2.reading-v{STATE_VERSION}.pickle"
+    state.write_bytes(state.read_bytes()[:-100])
+    path.write_bytes(data)
+    grown, resumed = load_growing(path, cache_dir=cache, sha256="v3", earlier_sha256="v2")
+    assert not resumed
+    assert_same_session(grown, engine.load_session(str(path)))

@@ -210,23 +210,41 @@ def load_growing(
     from where the read of its earlier version (digest ``earlier_sha256``, the first bytes of
     this one) stopped, when that read left its state in ``cache_dir`` (or the mirror), else
     from the first byte; the state this read ends in is left there for the next append, under
-    ``sha256``, and the earlier one removed. The session is the one a whole read makes; the
-    second value says whether the read was resumed."""
+    ``sha256`` (the earlier one moved there and this read's frame appended to it). The session
+    is the one a whole read makes; the second value says whether the read was resumed."""
     folder = Path(cache_dir)
+    earlier = folder / _reading_state_name(earlier_sha256) if earlier_sha256 else None
     saved = None
-    if earlier_sha256:
-        earlier = folder / _reading_state_name(earlier_sha256)
+    if earlier is not None:
         saved = read_bytes(earlier)
         if saved is None and mirror is not None and mirror.fetch(earlier.name, earlier):
             saved = read_bytes(earlier)
     session, growing = load_growing_session(path, name, saved=saved)
-    if growing.state is not None:
-        target = folder / _reading_state_name(sha256)
+    target = folder / _reading_state_name(sha256)
+    kept = False
+    if growing.state is not None and target != earlier:
         # a read-only or full disk only costs the next append a whole read
-        if write_bytes_atomic(target, growing.state) and mirror is not None:
-            mirror.store(target.name, target)
-    if earlier_sha256 and earlier_sha256 != sha256:
-        (folder / _reading_state_name(earlier_sha256)).unlink(missing_ok=True)
+        if growing.resumed and earlier is not None:
+            kept = _append_frame(earlier, target, growing.state)
+        else:
+            kept = write_bytes_atomic(target, growing.state)
+    if kept and mirror is not None:
+        mirror.store(target.name, target)
+    if earlier is not None and earlier != target:
+        earlier.unlink(missing_ok=True)
         if mirror is not None:
-            mirror.discard(_reading_state_name(earlier_sha256))
+            mirror.discard(earlier.name)
     return session, growing.resumed
+
+
+def _append_frame(earlier: Path, target: Path, frame: bytes) -> bool:
+    """The earlier version's state, moved to ``target`` with ``frame`` appended (a write cut
+    short leaves a frame that does not load: the next read then starts from the first byte)."""
+    try:
+        os.replace(earlier, target)
+        with target.open("ab") as fh:
+            fh.write(frame)
+    except OSError:
+        target.unlink(missing_ok=True)
+        return False
+    return True
