@@ -19,8 +19,9 @@ from contextlab.engine.input.loading import Upload, iter_lines
 from contextlab.engine.input.model import Block, Message, Problem, ProblemList, TranscriptError
 from contextlab.engine.input.session import Session, SideRecords, Thread, link_tool_results
 
-from .calls import CallFigures, TokenCounter
+from .calls import USAGE_KEYS, CallFigures, TokenCounter
 from .items import RECORD_TYPES, Item, item_of
+from .lineage import CopiedBurst, Parent, item_key, parent_of
 
 #: Bare item types of the older (≤ 0.4x) rollouts, one item per line after the header line.
 _BARE_ITEMS = frozenset(
@@ -89,6 +90,21 @@ class RolloutReader:
         self.last_boundary: Message | None = None
         #: local compactions' summarising calls, as compaction forks of the main thread
         self.forks: list[Thread] = []
+        #: a forked or subagent rollout's parent (``session_meta``), and how its copied
+        #: history is told apart: the parent's leading items where the upload holds the parent
+        #: rollout, else the burst of records written at the fork
+        self.parent: Parent | None = None
+        self.burst: CopiedBurst | None = None
+        self.parent_items: list[str] | None = None
+        self.copying = False
+        self.copied_records = 0
+        self.copied_items = 0
+        #: input tokens the cumulative figures grew by beyond the calls' own
+        self.jumped_in = 0
+        self.copied_counts = 0
+        #: the cumulative usage the rollout's totals start from (a child's parent's), read
+        #: from its first own call: its ``total_token_usage`` less its ``last_token_usage``
+        self.carried: dict[str, int] | None = None
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -124,7 +140,10 @@ class RolloutReader:
         threads += self.forks
         link_tool_results(threads, self.problems)
         side = SideRecords()
-        side.recorded_totals = self.counter.final_total
+        side.recorded_totals = self.own_totals()
+        if self.parent is not None and self.carried is not None:
+            side.recorded_carried = {k: self.carried[k] for k in USAGE_KEYS}
+        self.report_lineage()
         self.check_totals()
         return Session(
             name=self.upload.name,
@@ -160,6 +179,9 @@ class RolloutReader:
         stamp = _text(obj.get("timestamp"))
         if isinstance(kind, str) and kind in RECORD_TYPES and isinstance(payload, dict):
             self.usable += 1
+            if self.parent is not None and kind != "session_meta":
+                self.copying = self.still_copying(kind, payload, stamp)
+                self.copied_records += self.copying
             self.record(number, kind, payload, stamp)
         elif kind is None and self.records == 1 and isinstance(obj.get("id"), str):
             self.usable += 1  # the older rollouts' header line
@@ -175,7 +197,7 @@ class RolloutReader:
 
     def record(self, number: int, kind: str, payload: dict[str, Any], stamp: str) -> None:
         if kind == "session_meta":
-            self.meta(payload)
+            self.meta(payload, stamp)
         elif kind == "turn_context":
             model = payload.get("model")
             if isinstance(model, str) and model:
@@ -195,9 +217,14 @@ class RolloutReader:
                 key = "event without a type"
                 self.unknown[key] = self.unknown.get(key, 0) + 1
 
-    def meta(self, payload: dict[str, Any]) -> None:
+    def meta(self, payload: dict[str, Any], stamp: str = "") -> None:
         if self.session_id is None and isinstance(payload.get("id"), str):
             self.session_id = payload["id"]
+        if self.parent is None and not self.messages:
+            self.parent = parent_of(payload)
+            if self.parent is not None:
+                self.burst = CopiedBurst(stamp or _text(payload.get("timestamp")))
+                self.parent_items = self.parent_rollout_items(self.parent.id)
         version = payload.get("cli_version")
         if isinstance(version, str) and version:
             self.version = version
@@ -217,6 +244,10 @@ class RolloutReader:
             key = f"response item {item!r}"
             self.unknown[key] = self.unknown.get(key, 0) + 1
             return
+        if self.copying:
+            self.close_run()
+            self.append(self.copied_message(item, number, stamp))
+            return
         if item.side == "assistant":
             if self.run is None:
                 self.run = self.new_call(
@@ -227,6 +258,70 @@ class RolloutReader:
         self.close_run()
         self.flush_pending(True)
         self.append(self.user_message(item, number, stamp))
+
+    # -- a child rollout's copied history ---------------------------------------------------
+
+    def still_copying(self, kind: str, payload: dict[str, Any], stamp: str) -> bool:
+        """Whether this record (after ``session_meta``) is still the parent's history: while
+        the response items match the parent rollout's, where the upload holds it, else while
+        the records come in the burst written at the fork."""
+        if self.parent_items is not None:
+            if not self.copying and self.copied_records:
+                return False  # the copy ended: nothing after it is the parent's
+            if kind != "response_item":
+                return self.copying or not self.copied_records
+            position = self.copied_items
+            if position < len(self.parent_items) and item_key(payload) == self.parent_items[position]:
+                self.copied_items += 1
+                return True
+            return False
+        return self.burst is not None and self.burst.copied(stamp)
+
+    def parent_rollout_items(self, parent_id: str | None) -> list[str] | None:
+        """The response items of the parent rollout, when the upload holds it (a sibling file
+        whose ``session_meta`` has the parent's id); None otherwise."""
+        if parent_id is None:
+            return None
+        for sibling in self.upload.siblings:
+            items: list[str] = []
+            found = False
+            for number, text, _ in iter_lines(sibling, []):
+                try:
+                    obj, _ = decode_json_line(text)
+                except ValueError:
+                    continue
+                payload = obj.get("payload") if isinstance(obj, dict) else None
+                if not isinstance(payload, dict):
+                    continue
+                if number == 1 or not found:
+                    found = obj.get("type") == "session_meta" and payload.get("id") == parent_id
+                    if not found:
+                        break
+                elif obj.get("type") == "response_item":
+                    items.append(item_key(payload))
+            if found:
+                return items
+        return None
+
+    def copied_message(self, item: Item, number: int, stamp: str) -> Message:
+        """An item of the parent's history, copied: context the rollout's calls were sent,
+        never a call of its own (its tool calls and outputs as text, paired in the parent)."""
+        return Message(
+            uuid=f"codex:{number}:{len(self.messages)}",
+            role="user",
+            kind="meta",
+            blocks=[
+                Block("text", b.text) if b.type in ("tool_use", "tool_result") else b
+                for b in item.blocks
+            ],
+            timestamp=stamp,
+            line=number,
+            file=self.file,
+            version=self.version,
+            cwd=self.cwd,
+            is_meta=True,
+            metadata={"copied_from_parent": self.parent.id if self.parent else None},
+        )
 
     def append(self, message: Message) -> None:
         message.index = len(self.messages)
@@ -299,6 +394,13 @@ class RolloutReader:
             return
         if figures.window:
             self.window = figures.window
+        if self.copying:
+            self.copied_counts += not figures.is_context_marker
+            return  # the parent's call, counted in the parent's rollout
+        if not figures.is_context_marker:
+            self.jumped_in += figures.jump
+            if self.carried is None:
+                self.carried = figures.carried()
         if figures.is_context_marker:
             if self.last_boundary is not None:
                 self.last_boundary.metadata["postTokens"] = figures.total
@@ -514,9 +616,47 @@ class RolloutReader:
             block.data["sized_from"] = context
         self.opaque = []
 
+    def own_totals(self) -> dict[str, int] | None:
+        """The session's totals: the final ``total_token_usage``, less, for a forked or
+        subagent rollout, what it carried from its parent."""
+        final = self.counter.final_total
+        if final is None or self.parent is None or self.carried is None:
+            return final
+        return {k: max(0, v - self.carried.get(k, 0)) for k, v in final.items()}
+
+    def report_lineage(self) -> None:
+        if self.parent is None:
+            if self.jumped_in:
+                self.problem(
+                    0,
+                    "totals_carried_in",
+                    f"the cumulative figures grow by {self.jumped_in:,} input tokens more than "
+                    "the calls' own (usage carried in from another session: a fork or a copy "
+                    "whose session_meta does not say so?); the session totals are the final "
+                    "total_token_usage, which includes them",
+                    "info",
+                )
+            return
+        what = "forked from" if self.parent.kind == "fork" else "a subagent of"
+        how = (
+            "the items it shares with the parent rollout in this upload"
+            if self.parent_items is not None
+            else "the records written at the fork"
+        )
+        carried = (self.carried or {}).get("input_tokens", 0)
+        self.problem(
+            0,
+            "copied_parent_history",
+            f"{what} {self.parent.id or 'a session not named'}: its first "
+            f"{self.copied_records:,} record(s) copy the parent's history ({how}); their "
+            f"{self.copied_counts:,} token count(s) are the parent's calls and are not counted "
+            f"here, nor the {carried:,} input tokens the cumulative totals carried over",
+            "info",
+        )
+
     def check_totals(self) -> None:
         """The calls' figures should add up to the file's final cumulative totals."""
-        final = self.counter.final_total
+        final = self.own_totals()
         if final is None:
             if self.calls:
                 self.problem(0, "no_token_counts", "the rollout records no token counts", "info")

@@ -33,12 +33,32 @@ class CallFigures:
     reasoning: int
     total: int
     window: int | None
+    #: the event's cumulative ``total_token_usage``, where it has one
+    cumulative: dict[str, int] | None = None
+    #: input tokens by which the cumulative figures grew more than this call's own (figures
+    #: carried in from elsewhere: a parent's, in a fork); 0 when they add up
+    jump: int = 0
 
     def usage(self) -> Usage:
         """As the engine's usage: input without its cached part, the cached part as cache
         read (OpenAI's prefix cache has no write), output with its reasoning part."""
         cached = min(self.cached, self.input)
         return Usage(input=self.input - cached, cache_read=cached, output=self.output)
+
+    def carried(self) -> dict[str, int]:
+        """The cumulative usage before this call: its ``total_token_usage`` less its own
+        figures. Nothing for a rollout's first call, unless its totals go on from another
+        rollout's (a fork's parent's)."""
+        own = {
+            "input_tokens": self.input,
+            "cached_input_tokens": self.cached,
+            "output_tokens": self.output,
+            "reasoning_output_tokens": self.reasoning,
+            "total_tokens": self.total,
+        }
+        if self.cumulative is None:
+            return dict.fromkeys(own, 0)
+        return {k: max(0, self.cumulative[k] - v) for k, v in own.items()}
 
     @property
     def is_context_marker(self) -> bool:
@@ -78,6 +98,11 @@ class TokenCounter:
             if last is None:
                 last = {k: total[k] - (previous or {}).get(k, 0) for k in total}
         assert last is not None
+        cumulative = total
+        jump = 0
+        if total is not None:
+            before = (previous or {}).get("input_tokens", 0)
+            jump = total["input_tokens"] - before - last["input_tokens"]
         window = info.get("model_context_window")
         window_ok = isinstance(window, int) and not isinstance(window, bool) and window > 0
         return CallFigures(
@@ -89,6 +114,8 @@ class TokenCounter:
             reasoning=max(0, last["reasoning_output_tokens"]),
             total=max(0, last["total_tokens"]),
             window=window if window_ok else None,
+            cumulative=cumulative,
+            jump=max(0, jump),
         )
 
 

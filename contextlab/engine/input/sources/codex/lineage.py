@@ -1,0 +1,88 @@
+"""Forked and subagent rollouts: which leading part of a rollout is its parent's history, copied.
+
+A rollout Codex starts from another one (``/fork``, a forked thread in the desktop and VS Code
+clients, a subagent spawned with its parent's context) names its parent in ``session_meta``
+(``forked_from_id``; a subagent's ``source: {"subagent": {"thread_spawn": {"parent_thread_id":
+…}}}``) and then writes the parent's rollout items again, token counts included, in one burst at
+the moment of the fork. Its cumulative ``total_token_usage`` goes on from the parent's total. Read
+as the rollout's own, the copied part counts the parent's calls a second time.
+
+The copied part is the burst: the records after ``session_meta`` written less than
+``BURST_GAP_S`` apart (a copy is written in one go; a call of the rollout's own waits for the
+model, which takes longer). Where the parent rollout is in the same upload, the copied part is
+instead the leading items the two rollouts have in common.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+#: Largest gap, in seconds, between two records of the burst that copies a parent's history.
+BURST_GAP_S = 0.3
+
+
+@dataclass(frozen=True)
+class Parent:
+    """What a rollout's ``session_meta`` says of the rollout it was started from."""
+
+    #: "fork" (forked_from_id) or "subagent" (source.subagent)
+    kind: str
+    #: the parent's session id, where the rollout names it
+    id: str | None
+
+
+def parent_of(meta: dict[str, Any]) -> Parent | None:
+    """The parent a ``session_meta`` payload names, if any (fields of the wrong type ignored)."""
+    for key in ("forked_from_id", "forked_from"):
+        value = meta.get(key)
+        if isinstance(value, dict):
+            value = value.get("id")
+        if isinstance(value, str) and value:
+            return Parent("fork", value)
+    source = meta.get("source")
+    subagent = source.get("subagent") if isinstance(source, dict) else None
+    if subagent is not None or meta.get("thread_source") == "subagent":
+        spawn = subagent.get("thread_spawn") if isinstance(subagent, dict) else None
+        parent = spawn.get("parent_thread_id") if isinstance(spawn, dict) else None
+        return Parent("subagent", parent if isinstance(parent, str) and parent else None)
+    return None
+
+
+def seconds(stamp: str) -> float | None:
+    """An ISO timestamp as seconds since the epoch; None when it is not one."""
+    if not stamp:
+        return None
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+class CopiedBurst:
+    """Follows a child rollout's records and says whether each is still in the copied burst."""
+
+    def __init__(self, start: str) -> None:
+        self.previous = seconds(start)
+        self.open = self.previous is not None
+
+    def copied(self, stamp: str) -> bool:
+        """Whether the record written at ``stamp`` belongs to the copied burst (the burst ends
+        at the first record written later than ``BURST_GAP_S`` after the one before it, or
+        with no readable time)."""
+        if not self.open:
+            return False
+        now = seconds(stamp)
+        if now is None or self.previous is None or now - self.previous > BURST_GAP_S:
+            self.open = False
+            return False
+        self.previous = now
+        return True
+
+
+def item_key(payload: dict[str, Any]) -> str:
+    """A response item's identity for comparing two rollouts' leading items: its JSON without
+    the fields a copy may write afresh (``id``)."""
+    return json.dumps({k: v for k, v in payload.items() if k != "id"}, sort_keys=True)
