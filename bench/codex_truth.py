@@ -43,6 +43,7 @@ from contextlab.engine.results.evaluation import fidelity
 ROOT = Path(__file__).resolve().parents[1]
 REAL = Path("/work/data/codex")
 FIXTURES = ROOT / "tests" / "fixtures" / "codex"
+LINEAGE = FIXTURES / "lineage"  # forked and subagent rollouts (and a parent)
 KEYS = ("input_tokens", "cached_input_tokens", "output_tokens")
 
 
@@ -103,10 +104,13 @@ def measure(path: Path, runs: int, counter: TiktokenCounter) -> dict[str, Any]:
         "output_tokens": sum(m.usage.output for m in calls if m.usage),
     }
     recorded = session.side.recorded_totals
+    # a forked or subagent rollout's cumulative figures carry its parent's usage: its own
+    # totals are the final ones less that (and its calls must add up to them)
+    carried = session.side.recorded_carried or dict.fromkeys(KEYS, 0)
     totals_exact = final is None or (
         recorded is not None
-        and all(recorded[k] == final[k] for k in KEYS)
-        and all(summed[k] == final[k] for k in KEYS)
+        and all(recorded[k] + carried[k] == final[k] for k in KEYS)
+        and all(summed[k] == recorded[k] for k in KEYS)
     )
     compacted = sum(1 for r in records if isinstance(r, dict) and r.get("type") == "compacted")
     boundaries = [m for m in session.main.messages if m.kind == "compact_boundary"]
@@ -132,7 +136,7 @@ def measure(path: Path, runs: int, counter: TiktokenCounter) -> dict[str, Any]:
     return {
         "file": path.name,
         "kind": "fixture"
-        if path.parent == FIXTURES
+        if path.parent in (FIXTURES, LINEAGE)
         else "synthetic"
         if path.name.startswith("synthetic-")
         else "real",
@@ -288,7 +292,9 @@ def main() -> int:
         help="also a generated rollout of this size (speed only)",
     )
     args = parser.parse_args()
-    files = args.files or sorted(REAL.glob("*.jsonl")) + sorted(FIXTURES.glob("*.jsonl"))
+    files = args.files or sorted(REAL.glob("*.jsonl")) + sorted(FIXTURES.glob("*.jsonl")) + sorted(
+        LINEAGE.glob("*.jsonl")
+    )
     if args.synthetic:
         import tempfile
 

@@ -335,7 +335,7 @@ def test_the_hook_sends_from_codexs_folder_only_a_codex_rollout(tmp_path):
         (outside, "only transcripts under"),
         (rollout, "no answer"),  # accepted: it then finds no server at port 9
     ]:
-        code, _, err = run_cli(
+        _, _, err = run_cli(
             "hook",
             "session-end",
             "--url",

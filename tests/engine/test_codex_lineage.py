@@ -4,7 +4,9 @@ again; and a model switch mid-rollout is priced per request. Fixtures written fo
 
 from __future__ import annotations
 
+import itertools
 import json
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -47,11 +49,9 @@ def parent_records(path: Path) -> int:
     """How many records after ``session_meta`` the parent's history is: written in the burst
     at the fork (this reads the fixture's times, independently of the adapter)."""
     times = [r["timestamp"] for r in records(path)]
-    from datetime import datetime
-
     seconds = [datetime.fromisoformat(t.replace("Z", "+00:00")).timestamp() for t in times]
     n = 0
-    for before, now in zip(seconds, seconds[1:], strict=False):
+    for before, now in itertools.pairwise(seconds):
         if now - before > 0.3:
             break
         n += 1
@@ -110,7 +110,8 @@ def test_a_childs_totals_leave_out_what_its_cumulative_figures_carried_from_the_
         "output_tokens": sum(c.usage.output for c in calls),
     }
     totals, carried = session.side.recorded_totals, session.side.recorded_carried
-    assert totals is not None and carried is not None
+    assert totals is not None
+    assert carried is not None
     for key in KEYS:
         assert totals[key] == summed[key]
         assert totals[key] + carried[key] == final[key]
@@ -170,18 +171,21 @@ def test_a_model_switch_mid_rollout_is_priced_per_request():
     pricing = load_pricing()
     big, _, big_fallback = pricing.price_for(models[0])
     small, _, small_fallback = pricing.price_for(models[-1])
-    assert not big_fallback and not small_fallback
-    assert small.input < big.input and small.output < big.output
+    assert not big_fallback
+    assert not small_fallback
+    assert small.input < big.input
+    assert small.output < big.output
     config, preset = engine.resolve_config("auto", recorded_window=session.context_window)
-    rows = engine.replay(session, config, mode="recorded", preset_name=preset).to_json()[
-        "requests"
-    ]
+    rows = engine.replay(session, config, mode="recorded", preset_name=preset).to_json()["requests"]
     assert [r["model"] for r in rows] == models
     for row, call in zip(rows, own_calls(session), strict=True):
         price, _, _ = pricing.price_for(call.model)
         u = call.usage
         expected = price.cost(
-            uncached=u.input, cache_read=u.cache_read, cache_write_5m=0, cache_write_1h=0,
+            uncached=u.input,
+            cache_read=u.cache_read,
+            cache_write_5m=0,
+            cache_write_1h=0,
             output=u.output,
         )
         assert row["recorded_cost_usd"] == pytest.approx(expected, abs=1e-6)
@@ -207,4 +211,5 @@ def test_gpt5_family_models_get_their_own_rates_with_a_source(model, rates):
     price, _, fallback = load_pricing().price_for(model)
     assert not fallback
     assert (price.input, price.cache_read, price.output) == rates
-    assert "verified" in price.source and "https://" in price.source
+    assert "verified" in price.source
+    assert "https://" in price.source

@@ -271,7 +271,10 @@ class RolloutReader:
             if kind != "response_item":
                 return self.copying or not self.copied_records
             position = self.copied_items
-            if position < len(self.parent_items) and item_key(payload) == self.parent_items[position]:
+            if (
+                position < len(self.parent_items)
+                and item_key(payload) == self.parent_items[position]
+            ):
                 self.copied_items += 1
                 return True
             return False
