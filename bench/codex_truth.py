@@ -200,12 +200,12 @@ def measure(
     replay_s, floor_s = [], []
     for _ in range(runs):
         start = time.perf_counter()
-        again = load_session(path)
+        again = load_session(fit_path or path)
         c, p = resolve_config("auto", version=again.version, recorded_window=again.context_window)
         replay(again, c, mode="recorded", preset_name=p).to_json()
         replay_s.append(time.perf_counter() - start)
         start = time.perf_counter()
-        parse_floor(path, counter)
+        parse_floor(fit_path or path, counter)
         floor_s.append(time.perf_counter() - start)
     problems: dict[str, int] = {}
     for problem in session.problems:
