@@ -375,9 +375,12 @@ def main() -> int:
         help="fit sanitized rollouts on filler of their placeholders' lengths",
     )
     args = parser.parse_args()
-    files = args.files or sorted(REAL.glob("*.jsonl")) + sorted(FIXTURES.glob("*.jsonl")) + sorted(
-        LINEAGE.glob("*.jsonl")
-    )
+    files = args.files or [
+        *sorted(REAL.glob("*.jsonl")),
+        *sorted((REAL / "redacted").glob("*.jsonl")),  # sanitized: see --expand-redacted
+        *sorted(FIXTURES.glob("*.jsonl")),
+        *sorted(LINEAGE.glob("*.jsonl")),
+    ]
     if args.synthetic:
         folder = Path(tempfile.mkdtemp(prefix="codex-bench-"))
         files.append(

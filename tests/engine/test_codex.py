@@ -398,6 +398,32 @@ def test_real_rollouts_load_with_their_recorded_totals_and_replay_within_target(
     assert fid["p90_rel_error"] <= 0.08
 
 
+#: Real but sanitized rollouts (every text a ``[REDACTED_TEXT len=N sha=H]`` placeholder, token
+#: counts, order and times kept): ``redacted/`` under the real rollouts' folder.
+REDACTED_ROLLOUTS = sorted((REAL / "redacted").glob("*.jsonl")) if REAL.is_dir() else []
+
+
+@pytest.mark.skipif(not REDACTED_ROLLOUTS, reason=f"no sanitized Codex rollouts at {REAL}/redacted")
+@pytest.mark.parametrize("path", REDACTED_ROLLOUTS, ids=lambda p: p.name[:40])
+def test_sanitized_real_rollouts_keep_their_totals_and_fit_on_their_recorded_sizes(path, tmp_path):
+    """Totals as recorded; the fit on a copy whose placeholders are filler of their recorded
+    lengths (bench/codex_truth.py --expand-redacted): the sizes are real, the text is not."""
+    from bench.codex_truth import expand_redacted
+
+    session = engine.load_session(path)
+    expected, final = recorded_calls(path)
+    assert len(calls_of(session)) == len(expected)
+    assert session.side.recorded_totals == final
+    expanded = engine.load_session(expand_redacted(path, tmp_path))
+    config, preset = engine.resolve_config("auto", recorded_window=expanded.context_window)
+    fid = engine.evaluation.fidelity(
+        engine.replay(expanded, config, mode="recorded", preset_name=preset)
+    )
+    if len(expected) >= 3:  # a fit needs a few calls
+        assert fid["median_rel_error"] <= 0.03
+        assert fid["p90_rel_error"] <= 0.08
+
+
 class RecordingSummarizer:
     """Writes a fixed summary and keeps the requests it got (no network: the prompt is what is
     checked here; summarizers are tested in test_llm.py)."""
