@@ -309,21 +309,34 @@ class RolloutReader:
     def copied_message(self, item: Item, number: int, stamp: str) -> Message:
         """An item of the parent's history, copied: context the rollout's calls were sent,
         never a call of its own (its tool calls and outputs as text, paired in the parent)."""
+        blocks = [
+            Block("text", b.text) if b.type in ("tool_use", "tool_result") else b
+            for b in item.blocks
+        ]
+        copied = {"copied_from_parent": self.parent.id if self.parent else None}
+        return self.history_message(blocks, number, stamp, copied)
+
+    def history_message(
+        self,
+        blocks: list[Block],
+        number: int,
+        stamp: str,
+        metadata: dict[str, Any] | None = None,
+    ) -> Message:
+        """Context the model was sent that is no call of this rollout's (a compaction's kept
+        history, a parent's copied history): a meta message, never a request."""
         return Message(
             uuid=f"codex:{number}:{len(self.messages)}",
             role="user",
             kind="meta",
-            blocks=[
-                Block("text", b.text) if b.type in ("tool_use", "tool_result") else b
-                for b in item.blocks
-            ],
+            blocks=blocks,
             timestamp=stamp,
             line=number,
             file=self.file,
             version=self.version,
             cwd=self.cwd,
             is_meta=True,
-            metadata={"copied_from_parent": self.parent.id if self.parent else None},
+            metadata=metadata or {},
         )
 
     def append(self, message: Message) -> None:
@@ -575,18 +588,7 @@ class RolloutReader:
 
     def kept_call(self, item: Item, number: int, stamp: str) -> Message:
         """An assistant item a compaction kept: history, not a call (no request of its own)."""
-        return Message(
-            uuid=f"codex:{number}:{len(self.messages)}",
-            role="user",
-            kind="meta",
-            blocks=[Block("text", b.text) for b in item.blocks],
-            timestamp=stamp,
-            line=number,
-            file=self.file,
-            version=self.version,
-            cwd=self.cwd,
-            is_meta=True,
-        )
+        return self.history_message([Block("text", b.text) for b in item.blocks], number, stamp)
 
     def modeled_kept(self, boundary: int) -> list[Item]:
         """A local compaction without ``replacement_history``: the newest user prompts since

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
+
+from contextlab.engine.input.timestamps import epoch_seconds
 
 #: Largest gap, in seconds, between two records of the burst that copies a parent's history.
 BURST_GAP_S = 0.3
@@ -51,21 +52,11 @@ def parent_of(meta: dict[str, Any]) -> Parent | None:
     return None
 
 
-def seconds(stamp: str) -> float | None:
-    """An ISO timestamp as seconds since the epoch; None when it is not one."""
-    if not stamp:
-        return None
-    try:
-        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
-
-
 class CopiedBurst:
     """Follows a child rollout's records and says whether each is still in the copied burst."""
 
     def __init__(self, start: str) -> None:
-        self.previous = seconds(start)
+        self.previous = epoch_seconds(start)
         self.open = self.previous is not None
 
     def copied(self, stamp: str) -> bool:
@@ -74,7 +65,7 @@ class CopiedBurst:
         with no readable time)."""
         if not self.open:
             return False
-        now = seconds(stamp)
+        now = epoch_seconds(stamp)
         if now is None or self.previous is None or now - self.previous > BURST_GAP_S:
             self.open = False
             return False
