@@ -19,14 +19,17 @@ from contextlab.engine.input.loading import Upload, iter_lines
 from contextlab.engine.input.model import Block, Message, Problem, ProblemList, TranscriptError
 from contextlab.engine.input.session import Session, SideRecords, Thread, link_tool_results
 
-from .calls import USAGE_KEYS, CallFigures, TokenCounter
-from .items import RECORD_TYPES, Item, item_of
-from .lineage import CopiedBurst, Parent, item_key, parent_of
-
-#: Bare item types of the older (≤ 0.4x) rollouts, one item per line after the header line.
-_BARE_ITEMS = frozenset(
-    {"message", "reasoning", "function_call", "function_call_output", "local_shell_call"}
+from .calls import (
+    USAGE_KEYS,
+    CallFigures,
+    TokenCounter,
+    carried_in_note,
+    usage_gap,
+    window_for_version,
 )
+from .items import RECORD_TYPES, Item, is_codex_record, item_of
+from .lineage import ChildRollout, parent_of
+
 #: A local compaction keeps the newest user prompts up to about this many characters
 #: (Codex keeps about 20,000 tokens of them; modelled where no ``replacement_history`` says).
 KEPT_PROMPT_CHARS = 80_000
@@ -46,22 +49,11 @@ class CodexAdapter:
         records = [record for record in head if isinstance(record, dict)]
         if not records:
             return 0.0
-        hits = sum(1 for i, record in enumerate(records) if _is_codex_record(record, i))
+        hits = sum(1 for i, record in enumerate(records) if is_codex_record(record, i))
         return hits / len(records)
 
     def parse(self, upload: Upload) -> Session:
         return RolloutReader(upload).session()
-
-
-def _is_codex_record(record: dict[str, Any], index: int) -> bool:
-    kind = record.get("type")
-    if isinstance(kind, str) and kind in RECORD_TYPES:
-        return isinstance(record.get("payload"), dict) and "uuid" not in record
-    if index == 0 and kind is None:
-        return isinstance(record.get("id"), str) and "instructions" in record
-    if isinstance(kind, str) and kind in _BARE_ITEMS:
-        return "uuid" not in record and "payload" not in record
-    return record.get("record_type") == "state"
 
 
 class RolloutReader:
@@ -90,18 +82,11 @@ class RolloutReader:
         self.last_boundary: Message | None = None
         #: local compactions' summarising calls, as compaction forks of the main thread
         self.forks: list[Thread] = []
-        #: a forked or subagent rollout's parent (``session_meta``), and how its copied
-        #: history is told apart: the parent's leading items where the upload holds the parent
-        #: rollout, else the burst of records written at the fork
-        self.parent: Parent | None = None
-        self.burst: CopiedBurst | None = None
-        self.parent_items: list[str] | None = None
+        #: a forked or subagent rollout's parent and its copied history (``lineage``)
+        self.child: ChildRollout | None = None
         self.copying = False
-        self.copied_records = 0
-        self.copied_items = 0
         #: input tokens the cumulative figures grew by beyond the calls' own
         self.jumped_in = 0
-        self.copied_counts = 0
         #: the cumulative usage the rollout's totals start from (a child's parent's), read
         #: from its first own call: its ``total_token_usage`` less its ``last_token_usage``
         self.carried: dict[str, int] | None = None
@@ -141,7 +126,7 @@ class RolloutReader:
         link_tool_results(threads, self.problems)
         side = SideRecords()
         side.recorded_totals = self.own_totals()
-        if self.parent is not None and self.carried is not None:
+        if self.child is not None and self.carried is not None:
             side.recorded_carried = {k: self.carried[k] for k in USAGE_KEYS}
         self.report_lineage()
         self.check_totals()
@@ -179,9 +164,8 @@ class RolloutReader:
         stamp = _text(obj.get("timestamp"))
         if isinstance(kind, str) and kind in RECORD_TYPES and isinstance(payload, dict):
             self.usable += 1
-            if self.parent is not None and kind != "session_meta":
-                self.copying = self.still_copying(kind, payload, stamp)
-                self.copied_records += self.copying
+            if self.child is not None and kind != "session_meta":
+                self.copying = self.child.copied(kind, payload, stamp)
             self.record(number, kind, payload, stamp)
         elif kind is None and self.records == 1 and isinstance(obj.get("id"), str):
             self.usable += 1  # the older rollouts' header line
@@ -220,11 +204,10 @@ class RolloutReader:
     def meta(self, payload: dict[str, Any], stamp: str = "") -> None:
         if self.session_id is None and isinstance(payload.get("id"), str):
             self.session_id = payload["id"]
-        if self.parent is None and not self.messages:
-            self.parent = parent_of(payload)
-            if self.parent is not None:
-                self.burst = CopiedBurst(stamp or _text(payload.get("timestamp")))
-                self.parent_items = self.parent_rollout_items(self.parent.id)
+        parent = parent_of(payload) if self.child is None and not self.messages else None
+        if parent is not None:
+            start = stamp or _text(payload.get("timestamp"))
+            self.child = ChildRollout(parent, start, self.upload.siblings)
         version = payload.get("cli_version")
         if isinstance(version, str) and version:
             self.version = version
@@ -259,53 +242,6 @@ class RolloutReader:
         self.flush_pending(True)
         self.append(self.user_message(item, number, stamp))
 
-    # -- a child rollout's copied history ---------------------------------------------------
-
-    def still_copying(self, kind: str, payload: dict[str, Any], stamp: str) -> bool:
-        """Whether this record (after ``session_meta``) is still the parent's history: while
-        the response items match the parent rollout's, where the upload holds it, else while
-        the records come in the burst written at the fork."""
-        if self.parent_items is not None:
-            if not self.copying and self.copied_records:
-                return False  # the copy ended: nothing after it is the parent's
-            if kind != "response_item":
-                return self.copying or not self.copied_records
-            position = self.copied_items
-            if (
-                position < len(self.parent_items)
-                and item_key(payload) == self.parent_items[position]
-            ):
-                self.copied_items += 1
-                return True
-            return False
-        return self.burst is not None and self.burst.copied(stamp)
-
-    def parent_rollout_items(self, parent_id: str | None) -> list[str] | None:
-        """The response items of the parent rollout, when the upload holds it (a sibling file
-        whose ``session_meta`` has the parent's id); None otherwise."""
-        if parent_id is None:
-            return None
-        for sibling in self.upload.siblings:
-            items: list[str] = []
-            found = False
-            for number, text, _ in iter_lines(sibling, []):
-                try:
-                    obj, _ = decode_json_line(text)
-                except ValueError:
-                    continue
-                payload = obj.get("payload") if isinstance(obj, dict) else None
-                if not isinstance(payload, dict):
-                    continue
-                if number == 1 or not found:
-                    found = obj.get("type") == "session_meta" and payload.get("id") == parent_id
-                    if not found:
-                        break
-                elif obj.get("type") == "response_item":
-                    items.append(item_key(payload))
-            if found:
-                return items
-        return None
-
     def copied_message(self, item: Item, number: int, stamp: str) -> Message:
         """An item of the parent's history, copied: context the rollout's calls were sent,
         never a call of its own (its tool calls and outputs as text, paired in the parent)."""
@@ -313,7 +249,7 @@ class RolloutReader:
             Block("text", b.text) if b.type in ("tool_use", "tool_result") else b
             for b in item.blocks
         ]
-        copied = {"copied_from_parent": self.parent.id if self.parent else None}
+        copied = {"copied_from_parent": self.child.parent.id if self.child else None}
         return self.history_message(blocks, number, stamp, copied)
 
     def history_message(
@@ -410,8 +346,8 @@ class RolloutReader:
             return
         if figures.window:
             self.window = figures.window
-        if self.copying:
-            self.copied_counts += not figures.is_context_marker
+        if self.copying and self.child is not None:
+            self.child.counts += not figures.is_context_marker
             return  # the parent's call, counted in the parent's rollout
         if not figures.is_context_marker:
             self.jumped_in += figures.jump
@@ -625,39 +561,17 @@ class RolloutReader:
         """The session's totals: the final ``total_token_usage``, less, for a forked or
         subagent rollout, what it carried from its parent."""
         final = self.counter.final_total
-        if final is None or self.parent is None or self.carried is None:
+        if final is None or self.child is None or self.carried is None:
             return final
         return {k: max(0, v - self.carried.get(k, 0)) for k, v in final.items()}
 
     def report_lineage(self) -> None:
-        if self.parent is None:
+        if self.child is None:
             if self.jumped_in:
-                self.problem(
-                    0,
-                    "totals_carried_in",
-                    f"the cumulative figures grow by {self.jumped_in:,} input tokens more than "
-                    "the calls' own (usage carried in from another session: a fork or a copy "
-                    "whose session_meta does not say so?); the session totals are the final "
-                    "total_token_usage, which includes them",
-                    "info",
-                )
+                self.problem(0, "totals_carried_in", carried_in_note(self.jumped_in), "info")
             return
-        what = "forked from" if self.parent.kind == "fork" else "a subagent of"
-        how = (
-            "the items it shares with the parent rollout in this upload"
-            if self.parent_items is not None
-            else "the records written at the fork"
-        )
         carried = (self.carried or {}).get("input_tokens", 0)
-        self.problem(
-            0,
-            "copied_parent_history",
-            f"{what} {self.parent.id or 'a session not named'}: its first "
-            f"{self.copied_records:,} record(s) copy the parent's history ({how}); their "
-            f"{self.copied_counts:,} token count(s) are the parent's calls and are not counted "
-            f"here, nor the {carried:,} input tokens the cumulative totals carried over",
-            "info",
-        )
+        self.problem(0, "copied_parent_history", self.child.note(carried), "info")
 
     def check_totals(self) -> None:
         """The calls' figures should add up to the file's final cumulative totals."""
@@ -668,30 +582,9 @@ class RolloutReader:
             return
         forks = (m for fork in self.forks for m in fork.messages[fork.fork_index :])
         calls = [m.usage for m in (*self.messages, *forks) if m.role == "assistant" and m.usage]
-        summed = {
-            "input_tokens": sum(u.input + u.cache_read for u in calls),
-            "cached_input_tokens": sum(u.cache_read for u in calls),
-            "output_tokens": sum(u.output for u in calls),
-        }
-        gaps = [k for k, v in summed.items() if v != final[k]]
-        if gaps:
-            self.problem(
-                0,
-                "usage_gap",
-                "the calls' recorded figures do not add up to the final total_token_usage "
-                + ", ".join(f"{k}: {summed[k]:,} vs {final[k]:,}" for k in gaps)
-                + " (session totals are the final total_token_usage)",
-                "info",
-            )
-
-
-def window_for_version(version: str | None) -> int | None:
-    """The window Codex used for the gpt-5 family, for a rollout that records none: 272,000
-    up to 0.47, then 258,400 (95 % of it); None for a version that is not ``0.N…``."""
-    parts = (version or "").split(".")
-    if len(parts) < 2 or parts[0] != "0" or not parts[1].isdigit():
-        return None
-    return 272_000 if int(parts[1]) <= 47 else 258_400
+        gap = usage_gap(final, calls)
+        if gap:
+            self.problem(0, "usage_gap", gap, "info")
 
 
 def _text(value: Any) -> str:

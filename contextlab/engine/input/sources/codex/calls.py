@@ -125,3 +125,39 @@ def _is_marker(last: dict[str, int]) -> bool:
 
 def _same(a: dict[str, int], b: dict[str, int]) -> bool:
     return all(a[k] == b[k] for k in (*USAGE_KEYS, "total_tokens"))
+
+
+def window_for_version(version: str | None) -> int | None:
+    """The window Codex used for the gpt-5 family, for a rollout that records none: 272,000
+    up to 0.47, then 258,400 (95 % of it); None for a version that is not ``0.N…``."""
+    parts = (version or "").split(".")
+    if len(parts) < 2 or parts[0] != "0" or not parts[1].isdigit():
+        return None
+    return 272_000 if int(parts[1]) <= 47 else 258_400
+
+
+def usage_gap(final: dict[str, int], calls: list[Usage]) -> str | None:
+    """Where the calls' recorded figures do not add up to the session's totals, a sentence
+    saying by how much; None when they do."""
+    summed = {
+        "input_tokens": sum(u.input + u.cache_read for u in calls),
+        "cached_input_tokens": sum(u.cache_read for u in calls),
+        "output_tokens": sum(u.output for u in calls),
+    }
+    gaps = [k for k, v in summed.items() if v != final[k]]
+    if not gaps:
+        return None
+    return (
+        "the calls' recorded figures do not add up to the final total_token_usage "
+        + ", ".join(f"{k}: {summed[k]:,} vs {final[k]:,}" for k in gaps)
+        + " (session totals are the final total_token_usage)"
+    )
+
+
+def carried_in_note(jumped_in: int) -> str:
+    """The sentence for cumulative figures that grew by more than the calls' own."""
+    return (
+        f"the cumulative figures grow by {jumped_in:,} input tokens more than the calls' own "
+        "(usage carried in from another session: a fork or a copy whose session_meta does not "
+        "say so?); the session totals are the final total_token_usage, which includes them"
+    )
