@@ -424,6 +424,26 @@ def test_sanitized_real_rollouts_keep_their_totals_and_fit_on_their_recorded_siz
         assert fid["p90_rel_error"] <= 0.08
 
 
+@pytest.mark.skipif(not REDACTED_ROLLOUTS, reason=f"no sanitized Codex rollouts at {REAL}/redacted")
+@pytest.mark.parametrize("path", REDACTED_ROLLOUTS, ids=lambda p: p.name[:40])
+def test_a_real_rollout_cut_mid_line_loads_what_it_holds_and_says_so(path, tmp_path):
+    """The file cut in the middle of a line two thirds in (as a crash or a copy in progress
+    leaves it): the cut line reported, every call before it kept with its figures."""
+    data = path.read_bytes()
+    cut_at = data.index(b"\n", len(data) * 2 // 3) + 40  # 40 bytes into the next line
+    cut = tmp_path / path.name
+    cut.write_bytes(data[:cut_at])
+    whole_lines = data[:cut_at].count(b"\n")
+    session = engine.load_session(cut)
+    [problem] = [p for p in session.problems if p.code == "truncated_line"]
+    assert problem.line == whole_lines + 1
+    kept = tmp_path / "kept.jsonl"
+    kept.write_bytes(data[: data.rindex(b"\n", 0, cut_at) + 1])
+    expected, final = recorded_calls(kept)
+    assert len(calls_of(session)) == len(expected)
+    assert session.side.recorded_totals == final
+
+
 class RecordingSummarizer:
     """Writes a fixed summary and keeps the requests it got (no network: the prompt is what is
     checked here; summarizers are tested in test_llm.py)."""
