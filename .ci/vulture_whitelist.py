@@ -367,3 +367,4 @@ request_number  # an API response field (contextlab/comments/schemas.py)
 first_divergence_number  # an API response field (contextlab/tuning/schemas.py)
 block_kind  # template filter (contextlab/runs/templatetags/humanize_tokens.py)
 problem_count  # used by templates (contextlab/transcripts/models.py)
+recorded_carried  # a Codex child rollout's carried-over usage, read by bench/codex_truth.py and its tests

@@ -11,6 +11,7 @@ from __future__ import annotations
 from contextlab.engine.config.fields import PipelineConfig
 from contextlab.engine.input.model import Usage
 from contextlab.engine.input.session import RequestInfo, Thread
+from contextlab.engine.input.timestamps import epoch_seconds as parse_time
 from contextlab.engine.measures.anchors import ThreadAnchors
 from contextlab.engine.measures.model_limits import model_info
 from contextlab.engine.measures.prompt_cache import CacheResult, CacheSimulator
@@ -19,7 +20,6 @@ from contextlab.engine.pipeline.base import View
 from contextlab.engine.results import CacheRow
 
 from .cache_blocks import CacheBlocks
-from .state import parse_time
 
 #: Recorded requests, none reading or writing the cache, that show caching was off.
 CACHING_OFF_EVIDENCE = 3

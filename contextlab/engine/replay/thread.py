@@ -16,6 +16,7 @@ from typing import Any, cast
 from contextlab.engine.config.presets import thread_window
 from contextlab.engine.input.model import Usage
 from contextlab.engine.input.session import RequestInfo, Thread, thread_requests
+from contextlab.engine.input.timestamps import epoch_seconds as parse_time
 from contextlab.engine.measures.anchors import ThreadAnchors
 from contextlab.engine.measures.cost import PricingTable, iterations_cost, request_cost
 from contextlab.engine.measures.prompt_cache import CacheSimulator
@@ -36,7 +37,6 @@ from .state import (
     ThresholdsByModel,
     anchored_tokens,
     continues_main,
-    parse_time,
     window_evidence,
 )
 
