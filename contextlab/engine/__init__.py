@@ -68,7 +68,7 @@ from .summarizing import (
 if TYPE_CHECKING:  # loaded on first use (below): the CLI's start-up only pays for what it runs
     from .config.forms import field_specs, parse_overrides, setting_from_text
     from .input import loading, session_cache
-    from .input.session_cache import file_sha256, keep_parsed
+    from .input.session_cache import file_sha256, keep_parsed, load_growing
     from .measures.tokenized import load_session_cached, tokenize_session
     from .results import compare, evaluation
     from .results.composition import compose
@@ -122,7 +122,7 @@ _LAZY_MODULES: dict[str, tuple[str, ...]] = {
         "messages_json",
         "side_by_side",
     ),
-    ".input.session_cache": ("file_sha256", "keep_parsed"),
+    ".input.session_cache": ("file_sha256", "keep_parsed", "load_growing"),
     ".measures.tokenized": ("load_session_cached", "tokenize_session"),
     ".summarizing.anthropic_backend": ("AnthropicSummarizer",),
     ".summarizing.factory": ("make_summarizer", "preload_sdks"),
@@ -236,6 +236,7 @@ __all__ = [
     "gaps",
     "get_preset",
     "keep_parsed",
+    "load_growing",
     "load_pricing",
     "load_session",
     "load_session_cached",
