@@ -46,6 +46,7 @@ from .measures.cost import PricingTable, load_pricing, request_cost
 from .measures.model_limits import ModelInfo, model_info
 from .measures.tokens import TiktokenCounter, rough_text
 from .replay.driver import MODES, replay, resume
+from .replay.live import continue_live, replay_live
 from .replay.forecast import check_usage_until, forecast_session
 from .replay.result import ReplayResult
 from .results import RecordedUsage, RequestRow, ResultJson, as_result
@@ -259,6 +260,8 @@ __all__ = [
     "resolve_request_config",
     "result_fidelity",
     "resume",
+    "continue_live",
+    "replay_live",
     "rough_text",
     "session_cache",
     "setting_from_text",

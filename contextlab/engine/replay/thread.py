@@ -147,6 +147,10 @@ class ThreadReplay:
         self.summary_calls = int(self.state.get("summary_calls", 0))
         return at.results
 
+    def replayed(self) -> int:
+        """Requests replayed so far (a live session's continuation starts at the next)."""
+        return self._position.next if self._position is not None else 0
+
     def _start(self) -> ReplayPosition:
         self.state["recorded_summaries"] = self.recording.summaries
         self.state["recorded_preserved"] = self.recording.preserved

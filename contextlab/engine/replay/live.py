@@ -1,0 +1,213 @@
+"""A live session's replay, continued from its last state when the session grows.
+
+A whole replay fits each thread's calibration, anchors and thinking-size factor on all its
+requests, so one appended request moves every earlier row. A live update instead keeps the
+finished replay's state (``replay_live``: every thread's replay as it ended, pickled by
+``checkpoints``) and, once the file grew, takes in the new messages and replays only the new
+requests (``continue_live``), with the calibration, anchors and thinking factor FROZEN as
+fitted on the requests known then: earlier rows stay as they were, new rows are estimates
+under the old fit, hence provisional until a whole replay of the finished session replaces
+them. Recorded usage and cost are recorded facts and exact either way.
+
+``continue_live`` raises ``ValueError`` whenever the state does not fit the grown session (of
+another engine version, threads added or reordered, an earlier message changed): the caller
+then replays the session whole.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from contextlab.engine.config.fields import PipelineConfig
+from contextlab.engine.input.model import Message
+from contextlab.engine.input.session import Session, Thread, thread_requests
+from contextlab.engine.measures.anchors import ThreadAnchors
+from contextlab.engine.measures.cost import PricingTable, load_pricing
+from contextlab.engine.measures.tokens import (
+    TiktokenCounter,
+    TokenCounter,
+    scale_unsized_thinking,
+    size_thinking,
+)
+from contextlab.engine.pipeline import DEFAULT_STEPS
+from contextlab.engine.replay import checkpoints
+from contextlab.engine.summarizing import ExtractiveSummarizer
+
+from .driver import MODES, ProgressCallback, SessionReplay
+from .recording import read_recording
+from .result import ReplayResult
+from .state import ReplayInputs
+from .thread import ThreadReplay
+
+
+def _message_mark(message: Message) -> tuple[str, int, int]:
+    """What must not change of a thread's last message for its replay to go on: an append
+    that completes it (a response written block by block) means a whole replay."""
+    output = message.usage.output if message.usage is not None else -1
+    return message.uuid, len(message.blocks), output
+
+
+class LiveState:
+    """A finished replay and what its continuation checks the grown session against."""
+
+    __slots__ = ("marks", "replay", "thinking", "thread_ids")
+
+    def __init__(self, replay: SessionReplay) -> None:
+        session = replay.inputs.session
+        self.replay = replay
+        self.thread_ids = [t.id for t in session.threads]
+        #: per thread: its messages then, and its last message's mark
+        self.marks = [
+            (len(t.messages), _message_mark(t.messages[-1]) if t.messages else None)
+            for t in session.threads
+        ]
+        #: the thinking-size factor each thread's calibration measured (frozen for new ones)
+        self.thinking = {
+            t.id: float(session.memo.get(("thinking_factor", t.id), 1.0)) for t in session.threads
+        }
+
+
+def replay_live(
+    session: Session,
+    config: PipelineConfig,
+    *,
+    mode: str = "recorded",
+    preset_name: str = "",
+    progress: ProgressCallback | None = None,
+    counter: TokenCounter | None = None,
+    pricing: PricingTable | None = None,
+) -> tuple[ReplayResult, bytes]:
+    """A whole replay (``engine.replay``'s result, extractive summaries) and its state, which
+    ``continue_live`` goes on from once the session grew."""
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
+    inputs = ReplayInputs(
+        session,
+        config,
+        mode,
+        ExtractiveSummarizer(),
+        counter or TiktokenCounter(),
+        pricing or load_pricing(),
+        DEFAULT_STEPS,
+    )
+    state = SessionReplay(inputs, preset_name, progress)
+    state.keep_runners = True
+    result = state.run()
+    return result, _dump(state)
+
+
+def _dump(state: SessionReplay) -> bytes:
+    return checkpoints.dump(
+        LiveState(state),
+        state.inputs.session,
+        state.inputs.summarizer,
+        state.progress.callback,
+        live=True,
+    )
+
+
+def continue_live(
+    data: bytes,
+    session: Session,
+    *,
+    progress: ProgressCallback | None = None,
+    replayed: Callable[[int], None] | None = None,
+) -> tuple[ReplayResult, bytes]:
+    """The replay ``data`` (a ``replay_live`` or ``continue_live`` state) kept, gone on over
+    what ``session`` (the same file, grown) gained: earlier rows as they were, the new
+    requests replayed from the saved state under the frozen calibration. Returns the result
+    and the state for the next append. ``replayed(k)`` hears each request replayed (tests
+    count them). ``ValueError`` when the state does not fit ``session``: replay it whole."""
+    summarizer = ExtractiveSummarizer()
+    live = checkpoints.load(data, session, summarizer, progress, live=True)
+    if not isinstance(live, LiveState):
+        raise ValueError("not a live replay's state")
+    _check_grown(live, session)
+    state = live.replay
+    added = {thread.id: _grow(state.finished[thread.id], live.thinking) for thread in state.order}
+    state.progress.total = sum(added.values())
+    state.progress.done = 0
+    state.progress.callback = progress
+    for thread in state.order:
+        if not added[thread.id]:
+            continue
+        runner = state.finished[thread.id]
+        if replayed is not None:
+            runner.progress = _counting(replayed, runner)
+        else:
+            runner.progress = state.progress.tick
+        state.finish_thread(runner, state.by_thread[thread.id].calibration)
+        runner.progress = None
+    return state.result(), _dump(state)
+
+
+def _counting(replayed: Callable[[int], None], runner: ThreadReplay) -> Callable[[int], None]:
+    def tick(n: int) -> None:
+        replayed(runner.replayed())
+
+    return tick
+
+
+def _check_grown(live: LiveState, session: Session) -> None:
+    """``ValueError`` unless ``session`` is the state's session with messages appended."""
+    if [t.id for t in session.threads] != live.thread_ids:
+        raise ValueError("the session's threads changed")
+    for thread, (count, mark) in zip(session.threads, live.marks, strict=True):
+        if len(thread.messages) < count:
+            raise ValueError(f"thread {thread.id} lost messages")
+        if mark is not None and _message_mark(thread.messages[count - 1]) != mark:
+            raise ValueError(f"thread {thread.id}: its last message changed")
+
+
+def _grow(runner: ThreadReplay, thinking: dict[str, float]) -> int:
+    """Take the messages ``runner``'s thread gained into its replay; the requests added."""
+    thread = runner.thread
+    view = runner.view
+    known = len(view.msg_tok)
+    if len(thread.messages) == known:
+        return 0
+    requests = thread_requests(thread)
+    old = runner.requests
+    if len(requests) < len(old) or any(
+        a.position != b.position for a, b in zip(old, requests, strict=False)
+    ):
+        raise ValueError(f"thread {thread.id}: its requests changed")
+    _size_thinking(thread, runner, thinking.get(thread.id, 1.0))
+    recording = read_recording(runner.inputs.session, thread, requests, runner.inputs.mode)
+    kept = runner.recording
+    if {i for i in recording.hidden if i < known} != {i for i in kept.hidden if i < known}:
+        raise ValueError(f"thread {thread.id}: what its recording hides changed")
+    # in place: the view, the decision count and the steps hold these very objects
+    kept.hidden.update(recording.hidden)
+    kept.restored.update(recording.restored)
+    kept.summaries.update(recording.summaries)
+    kept.pre_tokens.update(recording.pre_tokens)
+    kept.preserved.update(recording.preserved)
+    old[:] = requests  # the decision count holds the same list
+    view.grow()
+    if runner.anchors is not None:
+        _extend_anchors(runner.anchors, len(requests))
+    return len(requests) - runner.replayed()
+
+
+def _size_thinking(thread: Thread, runner: ThreadReplay, factor: float) -> None:
+    """Size every response's thinking as the whole replay did (``View`` sizes it from the
+    recorded output; pass 1's factor scales what has no final count): the grown session was
+    read afresh, and a step may read an earlier block's size again."""
+    counter = runner.inputs.counter
+    for message in thread.messages:
+        if message.role == "assistant":
+            size_thinking(message, counter)
+    if factor > 1.0:
+        scale_unsized_thinking(thread.messages, factor, counter, thread.id)
+
+
+def _extend_anchors(anchors: ThreadAnchors, requests: int) -> None:
+    """New requests stay in the last segment, with no anchor of their own (frozen)."""
+    grow = requests - len(anchors.segment)
+    if grow <= 0:
+        return
+    anchors.segment.extend([anchors.segment[-1] if anchors.segment else 0] * grow)
+    anchors.segment_raw.extend([anchors.segment_raw[-1] if anchors.segment_raw else 0] * grow)
+    anchors.history_raw.extend([0] * grow)
+    anchors.unrecorded.extend([0] * grow)
