@@ -63,12 +63,22 @@ class Fenwick:
         return self.prefix(end) - self.prefix(start)
 
     def grown(self, size: int) -> Fenwick:
-        """The same sums over ``size`` positions (the new ones 0): a thread that grew."""
+        """The same sums over ``size`` positions (those past the old size 0): a thread that
+        grew."""
+        # the point values back out of the tree (undoing the linear build, last node first),
+        # then the linear build over the new size
+        values = self.tree[:]
+        for i in range(self.size, 0, -1):
+            parent = i + (i & -i)
+            if parent <= self.size:
+                values[parent] -= values[i]
         out = Fenwick(size)
-        for index in range(self.size):
-            value = self.range(index, index + 1)
-            if value:
-                out.add(index, value)
+        tree = out.tree
+        tree[1 : min(self.size, size) + 1] = values[1 : min(self.size, size) + 1]
+        for i in range(1, size + 1):
+            parent = i + (i & -i)
+            if parent <= size:
+                tree[parent] += tree[i]
         return out
 
 
@@ -250,15 +260,16 @@ class View:
             self.cum_tok.append(self.cum_tok[i] + tok)
             self.cum_rough.append(self.cum_rough[i] + rough)
 
-    def grow(self) -> int:
-        """Take in the messages the thread gained since the view was made (a live session's
-        append; ``self.messages`` is the thread's list). Returns how many."""
-        first = len(self.msg_tok)
+    def grow(self, first: int) -> None:
+        """Measure again the messages from ``first`` on, and those the thread gained since the
+        view was made (a live session's append; ``self.messages`` is the thread's list). No
+        request may have seen a message from ``first`` on (none has an override)."""
+        del self.msg_tok[first:], self.msg_rough[first:]
+        del self.cum_tok[first + 1 :], self.cum_rough[first + 1 :]
         self._measure_from(first)
         n = len(self.messages)
         self.fen_tok = self.fen_tok.grown(n)
         self.fen_rough = self.fen_rough.grown(n)
-        return n - first
 
     # -- base content -------------------------------------------------------------------
 

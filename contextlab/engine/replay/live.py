@@ -56,11 +56,14 @@ class LiveState:
         session = replay.inputs.session
         self.replay = replay
         self.thread_ids = [t.id for t in session.threads]
-        #: per thread: its messages then, and its last message's mark
-        self.marks = [
-            (len(t.messages), _message_mark(t.messages[-1]) if t.messages else None)
-            for t in session.threads
-        ]
+        #: per replayed thread: the messages its requests saw (through its last response),
+        #: and that response's mark; messages after it no request saw, and are read again
+        self.marks: dict[str, tuple[int, tuple[str, int, int] | None]] = {}
+        for thread_id, runner in replay.finished.items():
+            last = runner.requests[-1] if runner.requests else None
+            self.marks[thread_id] = (
+                (last.position + 1, _message_mark(last.message)) if last else (0, None)
+            )
         #: the thinking-size factor each thread's calibration measured (frozen for new ones)
         self.thinking = {
             t.id: float(session.memo.get(("thinking_factor", t.id), 1.0)) for t in session.threads
@@ -124,7 +127,7 @@ def continue_live(
         raise ValueError("not a live replay's state")
     _check_grown(live, session)
     state = live.replay
-    added = {thread.id: _grow(state.finished[thread.id], live.thinking) for thread in state.order}
+    added = {thread.id: _grow(state.finished[thread.id], live) for thread in state.order}
     state.progress.total = sum(added.values())
     state.progress.done = 0
     state.progress.callback = progress
@@ -152,39 +155,41 @@ def _check_grown(live: LiveState, session: Session) -> None:
     """``ValueError`` unless ``session`` is the state's session with messages appended."""
     if [t.id for t in session.threads] != live.thread_ids:
         raise ValueError("the session's threads changed")
-    for thread, (count, mark) in zip(session.threads, live.marks, strict=True):
-        if len(thread.messages) < count:
+    for thread in session.threads:
+        seen, mark = live.marks.get(thread.id, (0, None))
+        if len(thread.messages) < seen:
             raise ValueError(f"thread {thread.id} lost messages")
-        if mark is not None and _message_mark(thread.messages[count - 1]) != mark:
-            raise ValueError(f"thread {thread.id}: its last message changed")
+        if mark is not None and _message_mark(thread.messages[seen - 1]) != mark:
+            raise ValueError(f"thread {thread.id}: its last response changed")
 
 
-def _grow(runner: ThreadReplay, thinking: dict[str, float]) -> int:
+def _grow(runner: ThreadReplay, live: LiveState) -> int:
     """Take the messages ``runner``'s thread gained into its replay; the requests added."""
     thread = runner.thread
-    view = runner.view
-    known = len(view.msg_tok)
-    if len(thread.messages) == known:
-        return 0
+    seen = live.marks[thread.id][0]
     requests = thread_requests(thread)
     old = runner.requests
     if len(requests) < len(old) or any(
         a.position != b.position for a, b in zip(old, requests, strict=False)
     ):
         raise ValueError(f"thread {thread.id}: its requests changed")
-    _size_thinking(thread, runner, thinking.get(thread.id, 1.0))
+    _size_thinking(thread, runner, live.thinking.get(thread.id, 1.0))
     recording = read_recording(runner.inputs.session, thread, requests, runner.inputs.mode)
     kept = runner.recording
-    if {i for i in recording.hidden if i < known} != {i for i in kept.hidden if i < known}:
+    if {i for i in recording.hidden if i < seen} != {i for i in kept.hidden if i < seen}:
         raise ValueError(f"thread {thread.id}: what its recording hides changed")
     # in place: the view, the decision count and the steps hold these very objects
-    kept.hidden.update(recording.hidden)
-    kept.restored.update(recording.restored)
-    kept.summaries.update(recording.summaries)
-    kept.pre_tokens.update(recording.pre_tokens)
-    kept.preserved.update(recording.preserved)
+    for mine, theirs in (
+        (kept.hidden, recording.hidden),
+        (kept.restored, recording.restored),
+        (kept.summaries, recording.summaries),
+        (kept.pre_tokens, recording.pre_tokens),
+        (kept.preserved, recording.preserved),
+    ):
+        mine.clear()
+        mine.update(theirs)  # type: ignore[arg-type]
     old[:] = requests  # the decision count holds the same list
-    view.grow()
+    runner.view.grow(seen)
     if runner.anchors is not None:
         _extend_anchors(runner.anchors, len(requests))
     return len(requests) - runner.replayed()
