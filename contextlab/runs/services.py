@@ -109,12 +109,24 @@ def start_run(
     return run
 
 
-def replay_again(transcript: Transcript) -> list[int]:
-    """Replay every finished run of a session again (its file grew), once this commits."""
-    ids = lifecycle.replay_again(list(transcript.runs.values_list("pk", flat=True)))
+def replay_again(transcript: Transcript, *, live: bool = False) -> list[int]:
+    """Replay every finished run of a session again (its file grew), once this commits;
+    ``live`` (an append): each goes on from its last replay's state where it can."""
+    ids = lifecycle.replay_again(list(transcript.runs.values_list("pk", flat=True)), live=live)
     for run_id in ids:
         tasks.queue_replay(run_id)
     return ids
+
+
+def replay_in_full(run: Run) -> bool:
+    """Replay a provisional run whole now (its reader does not wait for the live session
+    to end); False if it is not a finished provisional run."""
+    if run.status != Run.Status.DONE or not run.provisional:
+        return False
+    ids = lifecycle.replay_again([run.pk])
+    for run_id in ids:
+        tasks.queue_replay(run_id)
+    return bool(ids)
 
 
 def cancel_run(run: Run) -> bool:

@@ -16,5 +16,6 @@ urlpatterns = [
     path("runs/<int:pk>/", views.run_detail, name="detail"),
     path("runs/<int:pk>/requests.csv", views.run_requests_csv, name="requests_csv"),
     path("runs/<int:pk>/cancel/", views.cancel_run, name="cancel"),
+    path("runs/<int:pk>/replay-in-full/", views.replay_in_full, name="replay_in_full"),
     path("glossary/", views.glossary, name="glossary"),
 ]
