@@ -108,7 +108,7 @@ def report(request: AuthedRequest, transcript: Transcript) -> HttpResponse:
         context["request_url_pattern"] = report_parts.request_url_pattern(transcript, run)
         context["fidelity"] = figures["fidelity"]
         context["summary"] = result["summary"]
-        context["may_edit"] = run.provisional and _may_edit(run)
+        context["may_edit"] = run.provisional and _may_edit(transcript)
         context["session_info"] = result["session"]
         context["first_request_url"] = url(0) if result["requests"] else None
         context["subagents"] = report_parts.subagent_rows(data)
@@ -155,8 +155,9 @@ def run_requests_csv(request: AuthedRequest, run: Run) -> HttpResponse:
     return response
 
 
-def _may_edit(run: Run) -> bool:
-    role = access.member_role(run)
+def _may_edit(item: Run | Transcript) -> bool:
+    """Whether the reader edits ``item`` (a run or session the gate fetched)."""
+    role = access.member_role(item)
     return role is not None and role.allows(access.WRITE)
 
 
