@@ -46,8 +46,8 @@ from .measures.cost import PricingTable, load_pricing, request_cost
 from .measures.model_limits import ModelInfo, model_info
 from .measures.tokens import TiktokenCounter, rough_text
 from .replay.driver import MODES, replay, resume
-from .replay.live import continue_live, replay_live
 from .replay.forecast import check_usage_until, forecast_session
+from .replay.live import continue_live, replay_live
 from .replay.result import ReplayResult
 from .results import RecordedUsage, RequestRow, ResultJson, as_result
 from .summarizing import (
@@ -219,6 +219,7 @@ __all__ = [
     "compare",
     "compose",
     "compute_thresholds",
+    "continue_live",
     "decode_json_line",
     "describe_event",
     "disk_cache",
@@ -254,14 +255,13 @@ __all__ = [
     "preset_for_version",
     "render_messages",
     "replay",
+    "replay_live",
     "request_cost",
     "request_events",
     "resolve_config",
     "resolve_request_config",
     "result_fidelity",
     "resume",
-    "continue_live",
-    "replay_live",
     "rough_text",
     "session_cache",
     "setting_from_text",

@@ -136,10 +136,10 @@ def test_a_state_that_does_not_fit_is_refused(tmp_path):
     _, state, _ = _start(tmp_path, data[: ends[len(ends) // 2]])
     # a shorter file (rewritten): its messages are not the state's
     shorter = _session(tmp_path, data[: ends[3]], "short.jsonl")
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"lost messages|does not fit"):
         engine.continue_live(state, shorter)
     # another session altogether
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match=r"changed|lost messages|does not fit"):
         engine.continue_live(state, _session(tmp_path, ENTIREIO.read_bytes(), "other.jsonl"))
     # a state of another engine version, and a summary's checkpoint, are never taken
     grown = _session(tmp_path, data, "grown.jsonl")
@@ -148,9 +148,9 @@ def test_a_state_that_does_not_fit_is_refused(tmp_path):
         f"replay {checkpoints.CHECKPOINT_VERSION - 1}\n".encode(),
         1,
     )
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="another engine version"):
         engine.continue_live(old, grown)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError, match="another engine version"):
         engine.continue_live(b"contextlab replay checkpoint 4\n" + state, grown)
 
 
@@ -159,6 +159,7 @@ def test_an_append_inside_a_response_is_refused(tmp_path):
     not fit (the caller replays the session whole, and keeps that state for the next)."""
     data = TOOL_HEAVY.read_bytes()
     ends = _line_ends(data)
+
     def role(end: int) -> str | None:
         record = json.loads(data[end : data.index(b"\n", end)])
         return (record.get("message") or {}).get("role")

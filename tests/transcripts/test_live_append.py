@@ -322,7 +322,8 @@ def test_a_run_replayed_after_each_append_equals_a_replay_of_the_whole_file(
     assert lifecycle.finalize_ended_live() == [run.pk]
     runner.execute_run(run.pk)
     run.refresh_from_db()
-    assert run.status == Run.Status.DONE and not run.provisional
+    assert run.status == Run.Status.DONE
+    assert not run.provisional
     stored = RunResult.objects.get(run=run).data
     transcript = Transcript.objects.get(pk=created["id"])
     fresh = engine.load_session_cached(transcript.path, cache_dir=tmp_path / "fresh")

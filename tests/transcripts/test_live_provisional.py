@@ -46,7 +46,11 @@ def _grow_to(client, headers, session_id: int, cut: int, capture) -> None:
     transcript = Transcript.objects.get(pk=session_id)
     with capture(execute=False):
         response = append(
-            client, headers, session_id, transcript.received, b"".join(LINES[transcript_lines(transcript) : cut])
+            client,
+            headers,
+            session_id,
+            transcript.received,
+            b"".join(LINES[transcript_lines(transcript) : cut]),
         )
     assert response.status_code == 200, response.content
 
@@ -64,7 +68,8 @@ def _live_session(client, headers, capture) -> tuple[int, Run]:
     runner.execute_run(run.pk)
     _grow_to(client, headers, created["id"], CUTS[1], capture)
     run.refresh_from_db()
-    assert run.status == Run.Status.QUEUED and run.live_continue
+    assert run.status == Run.Status.QUEUED
+    assert run.live_continue
     runner.execute_run(run.pk)
     run.refresh_from_db()
     assert run.status == Run.Status.DONE
@@ -82,8 +87,10 @@ def _whole_replay(transcript: Transcript) -> dict[str, Any]:
         max_recorded_prompt=session.max_recorded_prompt,
         recorded_auto_compactions=session.recorded_auto_compactions,
     )
-    data: dict[str, Any] = engine.replay(session, config, preset_name=preset).to_json()
-    return json.loads(json.dumps(data))
+    data: dict[str, Any] = json.loads(
+        json.dumps(engine.replay(session, config, preset_name=preset).to_json())
+    )
+    return data
 
 
 @pytest.mark.slow  # replays after three appends, and once more whole
@@ -101,7 +108,8 @@ def test_an_append_replays_only_its_requests_and_the_ended_session_is_replayed_w
         replayed_requests.clear()
         runner.execute_run(run.pk)
         run.refresh_from_db()
-        assert run.status == Run.Status.DONE and run.provisional
+        assert run.status == Run.Status.DONE
+        assert run.provisional
         rows = RunResult.objects.get(run=run).data["requests"]
         # (1) the earlier rows as stored, the new ones replayed from the state: no earlier
         # request is replayed again (in either pass)
@@ -132,7 +140,8 @@ def test_an_append_replays_only_its_requests_and_the_ended_session_is_replayed_w
     replayed_requests.clear()
     runner.execute_run(run.pk)
     run.refresh_from_db()
-    assert run.status == Run.Status.DONE and not run.provisional
+    assert run.status == Run.Status.DONE
+    assert not run.provisional
     final = RunResult.objects.get(run=run).data
     # (2) the final result is a replay of the whole file from scratch: identical JSON
     assert json.dumps(final["requests"], sort_keys=True) == json.dumps(
@@ -160,15 +169,18 @@ def test_replay_in_full_replaces_the_provisional_result(
         response = client.post(f"/runs/{run.pk}/replay-in-full/")
     assert response.status_code == 302
     run.refresh_from_db()
-    assert run.status == Run.Status.QUEUED and not run.live_continue
+    assert run.status == Run.Status.QUEUED
+    assert not run.live_continue
     runner.execute_run(run.pk)
     run.refresh_from_db()
-    assert run.status == Run.Status.DONE and not run.provisional
+    assert run.status == Run.Status.DONE
+    assert not run.provisional
     stored = RunResult.objects.get(run=run).data["requests"]
     whole = _whole_replay(Transcript.objects.get(pk=session_id))
     assert json.dumps(stored, sort_keys=True) == json.dumps(whole["requests"], sort_keys=True)
     page = client.get(f"/sessions/{session_id}/").content.decode()
-    assert LABEL not in page and 'id="replay-in-full"' not in page
+    assert LABEL not in page
+    assert 'id="replay-in-full"' not in page
     # nothing provisional to replace: the button's address does nothing
     with capture(execute=False):
         client.post(f"/runs/{run.pk}/replay-in-full/")
@@ -188,12 +200,15 @@ def test_a_missing_or_foreign_state_means_a_whole_replay(
         blobs.delete(name)
     else:
         data = blobs.read_bytes(name) or b""
-        blobs.write_bytes(name, data.replace(b"contextlab live replay ", b"contextlab live replay 0", 1))
+        blobs.write_bytes(
+            name, data.replace(b"contextlab live replay ", b"contextlab live replay 0", 1)
+        )
     _grow_to(client, auth_header, session_id, CUTS[-1], capture)
     replayed_requests.clear()
     runner.execute_run(run.pk)
     run.refresh_from_db()
-    assert run.status == Run.Status.DONE and not run.provisional
+    assert run.status == Run.Status.DONE
+    assert not run.provisional
     stored = RunResult.objects.get(run=run).data["requests"]
     whole = _whole_replay(Transcript.objects.get(pk=session_id))
     assert json.dumps(stored, sort_keys=True) == json.dumps(whole["requests"], sort_keys=True)

@@ -4,20 +4,19 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('runs', '0002_run_progress_stage'),
+        ("runs", "0002_run_progress_stage"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='run',
-            name='live_continue',
+            model_name="run",
+            name="live_continue",
             field=models.BooleanField(default=False),
         ),
         migrations.AddField(
-            model_name='run',
-            name='provisional',
+            model_name="run",
+            name="provisional",
             field=models.BooleanField(default=False),
         ),
     ]
