@@ -83,3 +83,30 @@ def test_an_appended_turn_reaches_the_open_explorer_within_5_s(page: Any, live_s
             for width in (1280, 390):
                 page.set_viewport_size({"width": width, "height": 900})
                 page.screenshot(path=f"{SCREENSHOTS}/live-report-{width}.png", full_page=False)
+        # the update went on from the last replay's state: its estimates are provisional, and
+        # the report says so (with its glossary entry) until the run is replayed whole
+        run = wait_for_run(transcript.runs.get().pk)
+        assert run.provisional
+        page.set_viewport_size({"width": 1280, "height": 900})
+        page.reload()
+        label = page.locator("#provisional")
+        expect(label).to_have_text("live: estimates provisional until the session ends")
+        expect(page.locator('a.help[href$="/glossary/#provisional"]')).to_be_visible()
+        for width in (1280, 390):
+            page.set_viewport_size({"width": width, "height": 900})
+            wide = page.evaluate("document.documentElement.scrollWidth")
+            assert wide <= width, f"the report is {wide}px wide at {width}px"
+            if SCREENSHOTS:
+                page.locator("#summary").screenshot(
+                    path=f"{SCREENSHOTS}/live-provisional-{width}.png"
+                )
+        page.set_viewport_size({"width": 1280, "height": 900})
+        page.locator("#replay-in-full").click()
+        expect(page.locator("#provisional")).to_have_count(0)  # the run is queued again
+        run = wait_for_run(run.pk)
+        assert run.status == "done"
+        assert not run.provisional
+        page.goto(f"/sessions/{session_id}/")
+        expect(page.locator("#summary")).to_be_visible()
+        expect(page.locator("#provisional")).to_have_count(0)
+        expect(page.locator("#replay-in-full")).to_have_count(0)
