@@ -192,7 +192,9 @@ def measure(source: Path, tail: int, runs: int) -> dict[str, Any]:
         "web_read": [],
         "web_read_whole": [],
         "update": [],
+        "worker": [],
         "update_whole_replay": [],
+        "worker_whole_replay": [],
         "appended_alone": [],
         "whole": [],
     }
@@ -218,6 +220,7 @@ def measure(source: Path, tail: int, runs: int) -> dict[str, Any]:
             times["web_read"].append(web)
             times["web_read_whole"].append(_cold(web_read_whole, grown, folder / f"x{n}", sha))
             times["update"].append(web + worker)
+            times["worker"].append(worker)
             # the update as before, on a copy of the same cache (the web's parse is the same)
             again = folder / f"r{n}"
             _cold(prepare_earlier, earlier, again, earlier_sha, state)
@@ -226,6 +229,7 @@ def measure(source: Path, tail: int, runs: int) -> dict[str, Any]:
                 replay_update, grown, again, sha, earlier_sha
             )
             times["update_whole_replay"].append(web + worker)
+            times["worker_whole_replay"].append(worker)
             seconds, counts["appended_alone"] = _cold(replay_file, alone, folder / f"a{n}")
             times["appended_alone"].append(seconds)
             seconds, counts["whole"] = _cold(replay_file, grown, folder / f"w{n}")
@@ -282,7 +286,9 @@ def main() -> None:
                 f" {out['update_vs_appended_alone']:.2f}x alone (read whole:"
                 f" {out['update_if_read_whole_vs_appended_alone']:.2f}x),"
                 f" {out['update_vs_whole']:.2f}x whole; whole-replay update"
-                f" {out['seconds']['update_whole_replay']:.3f} s"
+                f" {out['seconds']['update_whole_replay']:.3f} s; worker"
+                f" {out['seconds']['worker']:.3f} s against"
+                f" {out['seconds']['worker_whole_replay']:.3f} s"
                 f" ({out['update_whole_replay_vs_appended_alone']:.2f}x alone)",
                 flush=True,
             )
