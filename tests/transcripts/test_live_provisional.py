@@ -93,6 +93,18 @@ def _whole_replay(transcript: Transcript) -> dict[str, Any]:
     return data
 
 
+def _replays_whole(run: Run, session_id: int) -> None:
+    """The run's next replay is a whole one: not provisional, and the requests JSON a replay of
+    the file from scratch gives."""
+    runner.execute_run(run.pk)
+    run.refresh_from_db()
+    assert run.status == Run.Status.DONE
+    assert not run.provisional
+    stored = RunResult.objects.get(run=run).data["requests"]
+    whole = _whole_replay(Transcript.objects.get(pk=session_id))
+    assert json.dumps(stored, sort_keys=True) == json.dumps(whole["requests"], sort_keys=True)
+
+
 @pytest.mark.slow  # replays after three appends, and once more whole
 def test_an_append_replays_only_its_requests_and_the_ended_session_is_replayed_whole(
     client, auth_header, user, settings, django_capture_on_commit_callbacks, replayed_requests
@@ -171,13 +183,7 @@ def test_replay_in_full_replaces_the_provisional_result(
     run.refresh_from_db()
     assert run.status == Run.Status.QUEUED
     assert not run.live_continue
-    runner.execute_run(run.pk)
-    run.refresh_from_db()
-    assert run.status == Run.Status.DONE
-    assert not run.provisional
-    stored = RunResult.objects.get(run=run).data["requests"]
-    whole = _whole_replay(Transcript.objects.get(pk=session_id))
-    assert json.dumps(stored, sort_keys=True) == json.dumps(whole["requests"], sort_keys=True)
+    _replays_whole(run, session_id)
     page = client.get(f"/sessions/{session_id}/").content.decode()
     assert LABEL not in page
     assert 'id="replay-in-full"' not in page
@@ -205,11 +211,5 @@ def test_a_missing_or_foreign_state_means_a_whole_replay(
         )
     _grow_to(client, auth_header, session_id, CUTS[-1], capture)
     replayed_requests.clear()
-    runner.execute_run(run.pk)
-    run.refresh_from_db()
-    assert run.status == Run.Status.DONE
-    assert not run.provisional
-    stored = RunResult.objects.get(run=run).data["requests"]
-    whole = _whole_replay(Transcript.objects.get(pk=session_id))
-    assert json.dumps(stored, sort_keys=True) == json.dumps(whole["requests"], sort_keys=True)
+    _replays_whole(run, session_id)
     assert replayed_requests.count(("main", 0)) >= 2  # both passes from the first request
