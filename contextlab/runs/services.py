@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 from cachetools import LRUCache
 from django.contrib.auth.models import User
 
-from contextlab import engine
+from contextlab import blobs, engine
 from contextlab.jobs import lifecycle, tasks
 from contextlab.runs.models import Run, RunResult
 from contextlab.summaries import services as summaries
@@ -127,6 +127,12 @@ def replay_in_full(run: Run) -> bool:
     for run_id in ids:
         tasks.queue_replay(run_id)
     return bool(ids)
+
+
+def forget_live_states(run_ids: list[int]) -> None:
+    """Delete the live replay states of these (deleted) runs from the storage."""
+    for run_id in run_ids:
+        blobs.delete(lifecycle.live_state_name(run_id))
 
 
 def cancel_run(run: Run) -> bool:

@@ -476,9 +476,12 @@ def delete_transcript(*, transcript: Transcript) -> None:
     stored_name = transcript.file
     shared = Transcript.objects.filter(file=transcript.file).exclude(pk=transcript.pk).exists()
     later = list(transcript.continued_by.all())
+    run_ids = list(transcript.runs.values_list("pk", flat=True))
     transcript.delete()  # their ``continues`` is set to null
     if not shared:
         transaction.on_commit(lambda: blobs.delete(stored_name))
+    # the live replay states of its runs hold some of its text too
+    transaction.on_commit(lambda: run_services.forget_live_states(run_ids))
     for each in later:
         each.continues = None
         continuations.replay_with_new_history(each)

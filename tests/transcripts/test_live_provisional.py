@@ -213,3 +213,18 @@ def test_a_missing_or_foreign_state_means_a_whole_replay(
     replayed_requests.clear()
     _replays_whole(run, session_id)
     assert replayed_requests.count(("main", 0)) >= 2  # both passes from the first request
+
+
+@pytest.mark.slow
+def test_deleting_the_session_deletes_its_runs_live_states(
+    client, auth_header, django_capture_on_commit_callbacks
+):
+    from contextlab.transcripts import services
+
+    capture = django_capture_on_commit_callbacks
+    session_id, run = _live_session(client, auth_header, capture)
+    name = lifecycle.live_state_name(run.pk)
+    assert blobs.read_bytes(name) is not None
+    with capture(execute=True):
+        services.delete_transcript(transcript=Transcript.objects.get(pk=session_id))
+    assert blobs.read_bytes(name) is None
