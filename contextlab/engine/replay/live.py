@@ -208,11 +208,13 @@ def _size_thinking(thread: Thread, runner: ThreadReplay, factor: float) -> None:
 
 
 def _extend_anchors(anchors: ThreadAnchors, requests: int) -> None:
-    """New requests stay in the last segment, with no anchor of their own (frozen)."""
+    """New requests carry the last request's anchored spans (its segment, its segment's prefix
+    change, its unrecorded input: each is carried from request to request until the next
+    anchor) and get no anchor of their own (frozen). Earlier history needs no entry: the
+    largest so far holds until the replay's first compaction."""
     grow = requests - len(anchors.segment)
     if grow <= 0:
         return
-    anchors.segment.extend([anchors.segment[-1] if anchors.segment else 0] * grow)
-    anchors.segment_raw.extend([anchors.segment_raw[-1] if anchors.segment_raw else 0] * grow)
+    for values in (anchors.segment, anchors.segment_raw, anchors.unrecorded):
+        values.extend([values[-1] if values else 0] * grow)
     anchors.history_raw.extend([0] * grow)
-    anchors.unrecorded.extend([0] * grow)
