@@ -154,9 +154,10 @@ def test_a_state_that_does_not_fit_is_refused(tmp_path):
         engine.continue_live(b"contextlab replay checkpoint 4\n" + state, grown)
 
 
-def test_an_append_inside_a_response_is_refused(tmp_path):
-    """The last response was cut between its blocks: its row would change, so the state does
-    not fit (the caller replays the session whole, and keeps that state for the next)."""
+def test_an_append_inside_a_response_goes_on_from_before_that_request(tmp_path):
+    """The last response was cut between its blocks: its row changes, so the update goes on
+    from the replay kept before that request (one thread); without it, the state does not fit
+    (the caller replays the session whole)."""
     data = TOOL_HEAVY.read_bytes()
     ends = _line_ends(data)
 
@@ -173,6 +174,24 @@ def test_an_append_inside_a_response_is_refused(tmp_path):
         and json.loads(data[prev:end])["message"]["id"]
         == json.loads(data[end : data.index(b"\n", end)])["message"]["id"]
     )
-    _, state, _ = _start(tmp_path, data[:inside])
+    before, state, _ = _start(tmp_path, data[:inside])
+    known = len(before["requests"])
+    grown = _session(tmp_path, data, "grown.jsonl")
+    seen: list[int] = []
+    result, _ = engine.continue_live(state, grown, replayed=seen.append)
+    after = _plain(result)
+    # the rows before the cut response as they were; that response's row (its request from
+    # the whole response's record) and the new ones replayed
+    assert after["requests"][: known - 1] == before["requests"][:-1]
+    assert seen == list(range(known - 1, len(after["requests"])))
+    whole = _plain(engine.replay(_session(tmp_path, data, "w.jsonl"), _config(grown)[0]))
+    assert after["requests"][known - 1]["recorded"] == whole["requests"][known - 1]["recorded"]
+
+    # a state without that earlier replay does not fit
+    earlier = engine.load_session(str(tmp_path / "v0.jsonl"), name="session.jsonl")
+    summarizer = engine.ExtractiveSummarizer()
+    live = checkpoints.load(state, earlier, summarizer, None, live=True)
+    live.rewind = None  # type: ignore[attr-defined]
+    bare = checkpoints.dump(live, earlier, summarizer, None, live=True)
     with pytest.raises(ValueError, match="last response changed"):
-        engine.continue_live(state, _session(tmp_path, data, "grown.jsonl"))
+        engine.continue_live(bare, _session(tmp_path, data, "grown2.jsonl"))

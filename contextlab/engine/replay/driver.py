@@ -91,6 +91,9 @@ class SessionReplay:
         #: keep each thread's finished replay (a live session's next append continues it)
         self.keep_runners = False
         self.finished: dict[str, ThreadReplay] = {}
+        #: told when a one-thread replay stands before its last request (``replay.live`` keeps
+        #: the state there too: an append that completes that response goes on from it)
+        self.on_pause: Callable[[], None] | None = None
 
     def recorded_server_misses(self) -> dict[str, dict[int, int]]:
         """Thread → message index → cache read of each server-side miss the recording shows.
@@ -160,8 +163,21 @@ class SessionReplay:
             self.position += 1
         return self.result()
 
+    def pause_before_last(self, runner: ThreadReplay) -> None:
+        """With ``on_pause`` and one thread: replay up to its last request, tell ``on_pause``."""
+        last = len(runner.requests) - 1
+        if self.on_pause is None or len(self.order) != 1 or last < runner.replayed():
+            return
+        runner.stop_before = last
+        try:
+            runner.run(with_results=True)
+        finally:
+            runner.stop_before = None
+        self.on_pause()
+
     def finish_thread(self, runner: ThreadReplay, cal: Calibration) -> None:
         """Replay ``runner``'s thread to its end (from where it stands) and keep its rows."""
+        self.pause_before_last(runner)
         thread = runner.thread
         measured = self.measured[thread.id]
         requests = runner.run(with_results=True)

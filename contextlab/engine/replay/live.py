@@ -48,19 +48,24 @@ def _message_mark(message: Message) -> tuple[str, int, int]:
 
 
 class LiveState:
-    """A finished replay and what its continuation checks the grown session against."""
+    """A replay (finished, or of one thread stopped before its last request: ``rewind``) and
+    what its continuation checks the grown session against."""
 
-    __slots__ = ("marks", "replay", "thinking", "thread_ids")
+    __slots__ = ("marks", "replay", "rewind", "thinking", "thread_ids")
 
-    def __init__(self, replay: SessionReplay) -> None:
+    def __init__(self, replay: SessionReplay, rewind: bytes | None) -> None:
         session = replay.inputs.session
         self.replay = replay
+        #: a one-thread session: the same replay before its last request (an append that
+        #: completes that response goes on from there)
+        self.rewind = rewind
         self.thread_ids = [t.id for t in session.threads]
         #: per replayed thread: the messages its requests saw (through its last response),
         #: and that response's mark; messages after it no request saw, and are read again
         self.marks: dict[str, tuple[int, tuple[str, int, int] | None]] = {}
-        for thread_id, runner in replay.finished.items():
-            last = runner.requests[-1] if runner.requests else None
+        for thread_id, runner in _runners(replay).items():
+            done = runner.replayed()
+            last = runner.requests[done - 1] if done else None
             self.marks[thread_id] = (
                 (last.position + 1, _message_mark(last.message)) if last else (0, None)
             )
@@ -95,13 +100,46 @@ def replay_live(
     )
     state = SessionReplay(inputs, preset_name, progress)
     state.keep_runners = True
+    rewind = _keep_rewind(state)
     result = state.run()
-    return result, _dump(state)
+    state.on_pause = None
+    return result, _dump(state, rewind[-1] if rewind else None)
 
 
-def _dump(state: SessionReplay) -> bytes:
+def _runners(state: SessionReplay) -> dict[str, ThreadReplay]:
+    """Every thread's replay the state holds, finished or under way."""
+    runners = dict(state.finished)
+    if state.runner is not None:
+        runners[state.runner.thread.id] = state.runner
+    return runners
+
+
+def _keep_rewind(state: SessionReplay) -> list[bytes]:
+    """Have ``state`` keep itself when it stands before its one thread's last request; the
+    list gets the bytes."""
+    kept: list[bytes] = []
+
+    def pause() -> None:
+        # closures do not pickle: the hook and a caller's request counter stay out
+        runners = _runners(state).values()
+        ticks = [runner.progress for runner in runners]
+        state.on_pause = None
+        for runner in runners:
+            runner.progress = state.progress.tick
+        try:
+            kept.append(_dump(state, None))
+        finally:
+            state.on_pause = pause
+            for runner, tick in zip(runners, ticks, strict=True):
+                runner.progress = tick
+
+    state.on_pause = pause
+    return kept
+
+
+def _dump(state: SessionReplay, rewind: bytes | None) -> bytes:
     return checkpoints.dump(
-        LiveState(state),
+        LiveState(state, rewind),
         state.inputs.session,
         state.inputs.summarizer,
         state.progress.callback,
@@ -121,27 +159,42 @@ def continue_live(
     requests replayed from the saved state under the frozen calibration. Returns the result
     and the state for the next append. ``replayed(k)`` hears each request replayed (tests
     count them). ``ValueError`` when the state does not fit ``session``: replay it whole."""
-    summarizer = ExtractiveSummarizer()
-    live = checkpoints.load(data, session, summarizer, progress, live=True)
-    if not isinstance(live, LiveState):
-        raise ValueError("not a live replay's state")
-    _check_grown(live, session)
+    live = _load(data, session, progress)
+    try:
+        _check_grown(live, session)
+    except ValueError as exc:
+        # the append completed the last response: go on from before it, when kept
+        if live.rewind is None or "last response changed" not in str(exc):
+            raise
+        live = _load(live.rewind, session, progress)
+        _check_grown(live, session)
     state = live.replay
-    added = {thread.id: _grow(state.finished[thread.id], live) for thread in state.order}
+    runners = _runners(state)
+    added = {thread_id: _grow(runner, live) for thread_id, runner in runners.items()}
     state.progress.total = sum(added.values())
     state.progress.done = 0
     state.progress.callback = progress
-    for thread in state.order:
-        if not added[thread.id]:
-            continue
-        runner = state.finished[thread.id]
-        if replayed is not None:
-            runner.progress = _counting(replayed, runner)
-        else:
-            runner.progress = state.progress.tick
-        state.finish_thread(runner, state.by_thread[thread.id].calibration)
+    for runner in runners.values():
+        runner.progress = _counting(replayed, runner) if replayed else state.progress.tick
+    rewind = _keep_rewind(state)
+    if state.runner is not None:  # stopped before its thread's last request
+        result = state.run()
+    else:
+        for thread in state.order:
+            if added[thread.id]:
+                state.finish_thread(runners[thread.id], state.by_thread[thread.id].calibration)
+        result = state.result()
+    state.on_pause = None
+    for runner in runners.values():
         runner.progress = None
-    return state.result(), _dump(state)
+    return result, _dump(state, rewind[-1] if rewind else live.rewind)
+
+
+def _load(data: bytes, session: Session, progress: ProgressCallback | None) -> LiveState:
+    live = checkpoints.load(data, session, ExtractiveSummarizer(), progress, live=True)
+    if not isinstance(live, LiveState):
+        raise ValueError("not a live replay's state")
+    return live
 
 
 def _counting(replayed: Callable[[int], None], runner: ThreadReplay) -> Callable[[int], None]:
