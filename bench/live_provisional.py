@@ -6,7 +6,7 @@ finished file: how often an update went on, why it did not, what one took, and h
 update's new rows (as first shown, provisional) are from the final rows of the same requests
 (recorded figures must be equal).
 
-    python bench/live_provisional.py [--session PATH]... [--every 7]
+    python bench/live_provisional.py [--session PATH]... [--every 7] [--refit-percent 25]
 
 Prints one block per session. Engine only (no web, no worker), one process.
 """
@@ -31,7 +31,7 @@ from bench_live import DEFAULTS, recorded_config  # noqa: E402
 from contextlab import engine  # noqa: E402
 
 
-def walk(source: Path, every: int) -> None:
+def walk(source: Path, every: int, refit: float | None) -> None:
     data = source.read_bytes()
     starts = [0]
     for line in data.splitlines(keepends=True):
@@ -58,7 +58,7 @@ def walk(source: Path, every: int) -> None:
         start = time.perf_counter()
         known = len(result.main_requests())
         try:
-            result, state = engine.continue_live(state, grown)
+            result, state = engine.continue_live(state, grown, refit_share=refit)
             seconds.append(time.perf_counter() - start)
             added = result.to_json()["requests"][known:]
             for row in added:
@@ -66,7 +66,7 @@ def walk(source: Path, every: int) -> None:
             if added:
                 last_shown.add(added[-1]["index"])
         except ValueError as exc:
-            whole_because[str(exc).split(": ")[-1]] += 1
+            whole_because[str(exc).split(": ")[-1].split(",")[0]] += 1
             result, state = engine.replay_live(grown, config, preset_name=preset)
     final = engine.replay(version(len(cuts), len(data)), config, preset_name=preset)
     rows = final.to_json()["requests"]
@@ -102,11 +102,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--session", type=Path, action="append", default=None)
     parser.add_argument("--every", type=int, default=7, help="lines between two appends")
+    parser.add_argument(
+        "--refit-percent",
+        type=float,
+        default=25,
+        help="replay whole once the session has this many percent more requests than the fit "
+        "(LIVE_REFIT_PERCENT); 0: never",
+    )
     args = parser.parse_args()
     corpus = Path(os.environ.get("CONTEXTLAB_CORPUS") or "")
     for source in args.session or DEFAULTS:
         if source.exists():
-            walk(source, args.every)
+            walk(source, args.every, args.refit_percent / 100 if args.refit_percent else None)
         else:
             print(f"{source}: not found (CONTEXTLAB_CORPUS={corpus})")
 

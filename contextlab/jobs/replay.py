@@ -119,7 +119,12 @@ def _replay_live(
     run.provisional = False
     if saved is not None:
         try:
-            result, state = engine.continue_live(saved, session, progress=progress)
+            result, state = engine.continue_live(
+                saved,
+                session,
+                progress=progress,
+                refit_share=settings.LIVE_REFIT_PERCENT / 100,
+            )
             run.provisional = True
         except ValueError as exc:
             logger.info("run %s: replayed whole, its last state does not fit (%s)", run.pk, exc)

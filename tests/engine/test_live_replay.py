@@ -195,3 +195,19 @@ def test_an_append_inside_a_response_goes_on_from_before_that_request(tmp_path):
     bare = checkpoints.dump(live, earlier, summarizer, None, live=True)
     with pytest.raises(ValueError, match="last response changed"):
         engine.continue_live(bare, _session(tmp_path, data, "grown2.jsonl"))
+
+
+def test_a_session_grown_past_the_refit_share_is_refused(tmp_path):
+    """The frozen calibration was fitted on the requests known then: past ``refit_share`` more,
+    the update is refused (the caller replays whole and fits again)."""
+    data = TOOL_HEAVY.read_bytes()
+    before, state, _ = _start(tmp_path, data[: _user_line_start(data, 0.5)])
+    grown = _session(tmp_path, data, "grown.jsonl")
+    known = len(before["requests"])
+    total = len(_plain(engine.replay(grown, _config(grown)[0]))["requests"])
+    assert total > known
+    share = (total - known) / known
+    with pytest.raises(ValueError, match="calibration was fitted on"):
+        engine.continue_live(state, _session(tmp_path, data, "g1.jsonl"), refit_share=share / 2)
+    result, _ = engine.continue_live(state, _session(tmp_path, data, "g2.jsonl"), refit_share=share)
+    assert len(_plain(result)["requests"]) == total

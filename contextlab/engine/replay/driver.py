@@ -94,6 +94,8 @@ class SessionReplay:
         #: told when a one-thread replay stands before its last request (``replay.live`` keeps
         #: the state there too: an append that completes that response goes on from it)
         self.on_pause: Callable[[], None] | None = None
+        #: a live replay: the session's requests when its calibration was fitted
+        self.fitted = 0
 
     def recorded_server_misses(self) -> dict[str, dict[int, int]]:
         """Thread → message index → cache read of each server-side miss the recording shows.

@@ -51,11 +51,13 @@ class LiveState:
     """A replay (finished, or of one thread stopped before its last request: ``rewind``) and
     what its continuation checks the grown session against."""
 
-    __slots__ = ("marks", "replay", "rewind", "thinking", "thread_ids")
+    __slots__ = ("fitted", "marks", "replay", "rewind", "thinking", "thread_ids")
 
-    def __init__(self, replay: SessionReplay, rewind: bytes | None) -> None:
+    def __init__(self, replay: SessionReplay, rewind: bytes | None, fitted: int) -> None:
         session = replay.inputs.session
         self.replay = replay
+        #: the session's requests when the calibration was fitted (its last whole replay)
+        self.fitted = fitted
         #: a one-thread session: the same replay before its last request (an append that
         #: completes that response goes on from there)
         self.rewind = rewind
@@ -100,10 +102,15 @@ def replay_live(
     )
     state = SessionReplay(inputs, preset_name, progress)
     state.keep_runners = True
+    state.fitted = _requests(session)
     rewind = _keep_rewind(state)
     result = state.run()
     state.on_pause = None
     return result, _dump(state, rewind[-1] if rewind else None)
+
+
+def _requests(session: Session) -> int:
+    return sum(len(thread_requests(t)) for t in session.threads)
 
 
 def _runners(state: SessionReplay) -> dict[str, ThreadReplay]:
@@ -139,7 +146,7 @@ def _keep_rewind(state: SessionReplay) -> list[bytes]:
 
 def _dump(state: SessionReplay, rewind: bytes | None) -> bytes:
     return checkpoints.dump(
-        LiveState(state, rewind),
+        LiveState(state, rewind, state.fitted),
         state.inputs.session,
         state.inputs.summarizer,
         state.progress.callback,
@@ -153,13 +160,21 @@ def continue_live(
     *,
     progress: ProgressCallback | None = None,
     replayed: Callable[[int], None] | None = None,
+    refit_share: float | None = None,
 ) -> tuple[ReplayResult, bytes]:
     """The replay ``data`` (a ``replay_live`` or ``continue_live`` state) kept, gone on over
     what ``session`` (the same file, grown) gained: earlier rows as they were, the new
     requests replayed from the saved state under the frozen calibration. Returns the result
     and the state for the next append. ``replayed(k)`` hears each request replayed (tests
-    count them). ``ValueError`` when the state does not fit ``session``: replay it whole."""
+    count them). ``ValueError`` when the state does not fit ``session``, or (``refit_share``)
+    when the session has grown by more than that share of the requests the calibration was
+    fitted on (the frozen fit would drift): replay it whole."""
     live = _load(data, session, progress)
+    if refit_share is not None and _requests(session) > live.fitted * (1 + refit_share):
+        raise ValueError(
+            f"the calibration was fitted on {live.fitted} requests, and the session grew past "
+            f"{refit_share:.0%} more"
+        )
     try:
         _check_grown(live, session)
     except ValueError as exc:
