@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -13,7 +14,7 @@ from playwright.sync_api import expect
 
 from contextlab.transcripts.models import Transcript
 from tests.browser.test_browser import sign_up
-from tests.conftest import DEMO, wait_for_run
+from tests.conftest import DEMO, flush_broker, require_services, start_worker, wait_for_run
 
 pytestmark = [
     pytest.mark.browser,
@@ -28,6 +29,19 @@ START, FIRST_APPEND = b"".join(LINES[:23]), LINES[23]
 #: the next turn: the prompt "scrolling back in xterm.js …" and its two requests
 TURN = b"".join(LINES[24:])
 SCREENSHOTS = os.environ.get("CONTEXTLAB_SCREENSHOTS", "")
+
+
+@pytest.fixture(scope="module")
+def celery_worker_process(
+    django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Any]:
+    """This module's worker goes on from the last replay however much the session grew (it
+    doubles with the turn appended here; the refit share is the engine's tests')."""
+    require_services()
+    flush_broker()
+    worker = start_worker(tmp_path_factory.mktemp("worker"), "it", LIVE_REFIT_PERCENT="100000")
+    yield worker
+    worker.stop()
 
 
 def _append(client: httpx.Client, session_id: int, offset: int, data: bytes) -> dict[str, Any]:

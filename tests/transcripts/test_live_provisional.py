@@ -28,6 +28,13 @@ CUTS = (10, 25, 31, len(LINES))
 LABEL = "live: estimates provisional until the session ends"
 
 
+@pytest.fixture(autouse=True)
+def _no_refit(settings) -> None:
+    """This session doubles with each append: go on from the state whatever it grew by (the
+    refit share is the engine's test's)."""
+    settings.LIVE_REFIT_PERCENT = 100_000
+
+
 @pytest.fixture
 def replayed_requests(monkeypatch) -> list[tuple[str, int]]:
     """(thread, request index) of every request any replay (either pass) begins."""
