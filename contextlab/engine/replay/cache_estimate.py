@@ -88,6 +88,8 @@ class CacheEstimator:
         self.system_level: int | None = None
         #: the recorded cache read of the thread's previous request with usage
         self.previous_read: int | None = None
+        #: when the thread's previous request was sent (None before its first)
+        self.previous_sent: float | None = None
 
     def ttl(self, usage: Usage | None, previous: str) -> str:
         """The cache TTL a request wrote with: the config's, else what its usage shows, else the
@@ -112,6 +114,25 @@ class CacheEstimator:
         # a read that ends inside the unseen prefix came from another session's entry, and
         # such an entry ends at the system breakpoint: there it is the static part itself
         return self.system_level if self.system_level <= prefix else min(system, self.system_level)
+
+    def system_survives(self, now: float) -> bool:
+        """Whether the static system prompt is still cached for a request sent at ``now``
+        whatever this thread's own entries did.
+
+        A thread whose first request read a warm prefix shares it with the user's other
+        sessions, which keep it alive while the user works: in the corpus, of the requests
+        sent after their thread's entries expired, those of threads that started warm read
+        the system prompt back after breaks up to an hour (1 of 3 past it), those of threads
+        that started cold read nothing (10 of 11). ``cache_system_survival_seconds`` is that
+        hour, fitted leave-one-source-out.
+        """
+        window = self.config.cache_system_survival_seconds
+        return (
+            window > 0
+            and self.system_level is not None
+            and self.previous_sent is not None
+            and now - self.previous_sent <= window
+        )
 
     def estimate(
         self,
@@ -174,7 +195,8 @@ class CacheEstimator:
         breakpoints = [0]
         if last > breakpoints[-1]:
             breakpoints.append(last)
-        warm_blocks = 1 if self.config.cache_global_prefix_warm else 0
+        warm_blocks = 1 if self.config.cache_global_prefix_warm or self.system_survives(now) else 0
+        self.previous_sent = now
         warm_read: int | None = None
         if req.index == 0 and usage is not None and usage.cache_read > 0:
             warm_read = usage.cache_read
