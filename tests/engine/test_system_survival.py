@@ -14,6 +14,7 @@ from typing import Any
 
 from contextlab import engine
 from tests.engine.builders import TranscriptBuilder
+from tests.engine.test_pipeline import SMALL_WINDOW, run
 
 #: the first request's prompt and what it found warm when it started warm
 FIRST_TOTAL = 20_000
@@ -81,3 +82,36 @@ def test_within_the_ttl_the_rule_changes_nothing(tmp_path):
     without = after_break(path, cache_system_survival_seconds=0)
     assert with_rule["reason"] == without["reason"] == "hit"
     assert with_rule["read"] == without["read"] > WARM
+
+
+def test_a_compaction_call_after_a_break_reads_the_system_prompt_only_where_it_survives(
+    tmp_path,
+):
+    """The compaction call is billed by the same rule as the requests: a cold-started thread's
+    call after a break writes its whole context."""
+
+    def calls(warm_start: bool) -> list[dict[str, Any]]:
+        b = TranscriptBuilder()
+        for n in range(30):
+            # every turn starts more than five minutes after the last response
+            b.prompt(f"step {n}", seconds=400)
+            b.tool_call("Read", {"file_path": f"/src/f{n}.py"}, "code line\n" * 1200, grow=4000)
+            b.assistant([{"type": "text", "text": f"done {n}"}], grow=50)
+        if not warm_start:
+            first = next(r for r in b.records if r["type"] == "assistant")
+            usage = first["message"]["usage"]
+            usage["cache_creation_input_tokens"] += usage["cache_read_input_tokens"]
+            usage["cache_read_input_tokens"] = 0
+        result = run(tmp_path, b, "whatif", **SMALL_WINDOW)
+        found = [
+            e["call"]
+            for r in result["requests"]
+            if r["turn_start"]
+            for e in r["events"]
+            if e["step"] == "autocompact" and e["action"] == "compacted"
+        ]
+        assert found
+        return found
+
+    assert all(c["cache"] == "cold" and c["read"] > 0 for c in calls(warm_start=True))
+    assert all(c["cache"] == "cold" and c["read"] == 0 for c in calls(warm_start=False))
