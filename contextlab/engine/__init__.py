@@ -92,7 +92,9 @@ if TYPE_CHECKING:  # loaded on first use (below): the CLI's start-up only pays f
         parse_time,
         request_events,
     )
+    from .results.tools import BREAKDOWN_VERSION, TOOL_BREAKDOWN_KEY, ToolBreakdown, tool_breakdown
     from .results.usage_fidelity import forecast_fidelity, usage_fidelity
+    from .results.view_diff import ViewDiff, view_diff
     from .summarizing.anthropic_backend import AnthropicSummarizer
     from .summarizing.factory import make_summarizer, preload_sdks
     from .summarizing.fallback import FallbackSummarizer
@@ -114,6 +116,13 @@ _LAZY_MODULES: dict[str, tuple[str, ...]] = {
     ".results.composition": ("compose",),
     ".results.evaluation": ("cache_accuracy", "compaction_accuracy", "fidelity", "result_fidelity"),
     ".results.usage_fidelity": ("forecast_fidelity", "usage_fidelity"),
+    ".results.tools": (
+        "BREAKDOWN_VERSION",
+        "TOOL_BREAKDOWN_KEY",
+        "ToolBreakdown",
+        "tool_breakdown",
+    ),
+    ".results.view_diff": ("ViewDiff", "view_diff"),
     ".results.explorer": (
         "BADGES",
         "HistoryIndex",
