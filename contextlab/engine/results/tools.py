@@ -128,7 +128,7 @@ class _ThreadTools:
             self.message_tools.append(per_tool)
             self.message_blocks.append(tool_blocks)
             self.called.append(called)
-        for mi, per_tool in enumerate(self.message_tools):
+        for per_tool in self.message_tools:
             for name in per_tool:
                 self.totals.setdefault(name, [0] * (len(messages) + 1))
         for name, running in self.totals.items():
