@@ -92,7 +92,13 @@ if TYPE_CHECKING:  # loaded on first use (below): the CLI's start-up only pays f
         parse_time,
         request_events,
     )
-    from .results.tools import BREAKDOWN_VERSION, TOOL_BREAKDOWN_KEY, ToolBreakdown, tool_breakdown
+    from .results.tools import (
+        BREAKDOWN_VERSION,
+        TOOL_BREAKDOWN_KEY,
+        ToolBreakdown,
+        tool_breakdown,
+        tool_names,
+    )
     from .results.usage_fidelity import forecast_fidelity, usage_fidelity
     from .results.view_diff import ViewDiff, view_diff
     from .summarizing.anthropic_backend import AnthropicSummarizer
@@ -121,6 +127,7 @@ _LAZY_MODULES: dict[str, tuple[str, ...]] = {
         "TOOL_BREAKDOWN_KEY",
         "ToolBreakdown",
         "tool_breakdown",
+        "tool_names",
     ),
     ".results.view_diff": ("ViewDiff", "view_diff"),
     ".results.explorer": (
@@ -278,6 +285,7 @@ __all__ = [
     "summary_key",
     "tokenize_session",
     "tool_breakdown",
+    "tool_names",
     "usage_fidelity",
     "view_diff",
 ]
