@@ -287,19 +287,18 @@ def _seen_raw(
             blocks = [bj]
         for block in blocks:
             key = (mi, block)
-            name = index.block_tool.get(key)
-            if name is None:
+            tool = index.block_tool.get(key)
+            if tool is None:
                 continue
             # what the model saw instead: the transform's text on the block it names (a
             # whole-message transform shows its text, if any, on the message's first block)
             shown = transform.get("text")
             if bj == -1 and block != 0:
                 shown = None
-            if shown is None:
-                after = 0
-            else:
-                after = text_tokens.get(id(transform))
-                if after is None:
-                    after = text_tokens[id(transform)] = int(count(str(shown)))
-            seen[name] = seen.get(name, 0) - index.block_tokens[key] + after
+            after = 0
+            if shown is not None:
+                if id(transform) not in text_tokens:
+                    text_tokens[id(transform)] = int(count(str(shown)))
+                after = text_tokens[id(transform)]
+            seen[tool] = seen.get(tool, 0) - index.block_tokens[key] + after
     return {name: tokens for name, tokens in seen.items() if tokens > 0}

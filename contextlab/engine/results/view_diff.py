@@ -153,12 +153,12 @@ def view_diff(
     for key, a in by_a.items():
         if a.get("model") is None:
             continue
-        b = by_b.get(key)
-        if b is not None and b.get("model") is not None:
+        later = by_b.get(key)
+        if later is not None and later.get("model") is not None:
             continue
         item = _item(a, None, str(a.get("anchor") or ""))
-        if b is not None:
-            item["after"] = str(b.get("badge") or "")
+        if later is not None:
+            item["after"] = str(later.get("badge") or "")
         elif key[0] == "m" and int(key[1]) < start_b:
             item["after"] = "summarized"
         elif key[0] == "s":
