@@ -59,7 +59,9 @@ def tools_figure(breakdown: engine.ToolBreakdown) -> dict[str, Any]:
     layout["hovermode"] = "y unified"
     layout["barmode"] = "group"
     layout["yaxis"] = {**layout["yaxis"], "automargin": True, "type": "category"}
-    layout["legend"] = {**layout["legend"], "y": -0.18}
+    # the title says "tokens": no axis title for the legend below to run into
+    layout["xaxis"] = {**layout["xaxis"], "title": {"text": ""}}
+    layout["legend"] = {**layout["legend"], "y": -0.12}
     return {
         "data": [
             {

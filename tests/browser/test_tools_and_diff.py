@@ -30,10 +30,15 @@ SHOTS = os.environ.get("TOOLS_SCREENSHOTS", "")
 HOSTILE_TOOL = "<img src=x onerror=window.__pwned=1>"
 
 
-def _shot(page: Any, name: str, width: int) -> None:
+def _shot(page: Any, name: str, width: int, selector: str | None = None) -> None:
+    """The page (or the element ``selector`` picks) as ``<name>-<width>.png`` in SHOTS."""
     if SHOTS:
         Path(SHOTS).mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(Path(SHOTS) / f"{name}-{width}.png"), full_page=True)
+        path = str(Path(SHOTS) / f"{name}-{width}.png")
+        if selector:
+            page.locator(selector).screenshot(path=path)
+        else:
+            page.screenshot(path=path, full_page=True)
 
 
 def _no_horizontal_overflow(page: Any) -> None:
@@ -97,8 +102,7 @@ def test_tools_table_filter_and_request_diff(page: Any, django_user_model: Any, 
     assert any(line.startswith(f"Bash,{bash['calls']},") for line in csv_text.splitlines())
     _no_horizontal_overflow(page)
     _tables_fit(page)
-    page.locator("#tools").scroll_into_view_if_needed()
-    _shot(page, "report-tools", width)
+    _shot(page, "report-tools", width, "#tools")
 
     # the tool's name opens the explorer filtered to it: only its calls and results
     bash_row.locator("a.tool-link").click()
@@ -117,7 +121,8 @@ def test_tools_table_filter_and_request_diff(page: Any, django_user_model: Any, 
         page.locator("#tool-next").click()
         page.wait_for_url(re.compile(rf".*/requests/{later[0]}/\?run={run.pk}&tool=Bash$"))
     _no_horizontal_overflow(page)
-    _shot(page, "explorer-tool-filter", width)
+    page.locator("#tool-filter").scroll_into_view_if_needed()
+    _shot(page, "explorer-tool-filter", width, "#explorer")
     # keyboard: focus the picker, choose another tool, submit with Enter
     other = next(t["tool"] for t in breakdown["tools"] if t["tool"] != "Bash" and t["requests"])
     page.locator("#tool-select").focus()

@@ -123,3 +123,47 @@ def test_view_diff_of_a_request_with_itself_and_with_the_next() -> None:
     back = engine.view_diff(second, first)
     assert back["removed"]["count"] == diff["added"]["count"]
     assert back["delta"] == -diff["delta"]
+
+
+def _cleared_replay() -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """A real session replayed as recorded, and as a what-if whose microcompact clears every
+    old tool result at once (no idle gap needed, one result kept)."""
+    path = Path(__file__).parent.parent / "fixtures" / "entireio__cli__9f_d2fc39aa5f_0_full.jsonl"
+    session = engine.load_session(str(path))
+    config, preset = auto_config(session)
+    recorded = engine.replay(session, config, mode="recorded", preset_name=preset).to_json()
+    clearing = config.replace(
+        time_based_mc_enabled=True,
+        time_based_mc_gap_threshold_minutes=0,
+        time_based_mc_keep_recent=1,
+    )
+    whatif = engine.replay(session, clearing, mode="whatif", preset_name=preset).to_json()
+    return recorded, whatif, engine.expand_messages(engine.messages_json(session))
+
+
+def test_cleared_results_count_as_cleared_and_show_as_changed() -> None:
+    recorded, whatif, messages = _cleared_replay()
+    cleared = [t for t in whatif["views"]["transforms"] if t["kind"] == "cleared"]
+    assert cleared, "the what-if clears tool results"
+    before = {t["tool"]: t for t in engine.tool_breakdown(recorded, messages)["tools"]}
+    after = {t["tool"]: t for t in engine.tool_breakdown(whatif, messages)["tools"]}
+    # the same calls, errors and history; less of it sent once cleared
+    assert {k: (v["calls"], v["errors"]) for k, v in before.items()} == {
+        k: (v["calls"], v["errors"]) for k, v in after.items()
+    }
+    assert sum(t["sent_tokens"] for t in after.values()) < sum(
+        t["sent_tokens"] for t in before.values()
+    )
+    # the request where a block was first cleared against the one before it: that block is
+    # "changed", from sent whole to cleared, and its tokens go down
+    first = min(cleared, key=lambda t: t["first"])
+    index = next(
+        r["index"]
+        for r in whatif["requests"]
+        if r["thread"] == first["thread"] and r["thread_request"] == first["first"]
+    )
+    diff = engine.view_diff(_rows(whatif, messages, index - 1), _rows(whatif, messages, index))
+    changed = [i for i in diff["changed"]["items"] if i["after"] == "cleared"]
+    assert changed, diff["changed"]
+    assert all(i["before"] == "intact" and i["delta"] < 0 for i in changed)
+    assert all(i["label"].startswith("tool result") for i in changed)
