@@ -9,8 +9,7 @@ from typing import Any, Literal, Union, get_args, get_origin, is_typeddict
 from ninja import Field, Schema
 from pydantic import BaseModel, ConfigDict, create_model
 
-from contextlab.engine import results
-from contextlab.engine.results.tools import ToolBreakdown
+from contextlab.engine import ToolBreakdown, results
 from contextlab.transcripts.models import MAX_ROW_ID
 
 
