@@ -167,3 +167,35 @@ def test_cleared_results_count_as_cleared_and_show_as_changed() -> None:
     assert changed, diff["changed"]
     assert all(i["before"] == "intact" and i["delta"] < 0 for i in changed)
     assert all(i["label"].startswith("tool result") for i in changed)
+
+
+CODEX = Path(__file__).parent.parent / "fixtures" / "codex"
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in CODEX.glob("*.jsonl")))
+def test_codex_function_calls_are_tools(name: str) -> None:
+    """A Codex rollout's function calls count as tool calls, their outputs as their results
+    (named through the call id), whatever the rollout's version."""
+    path = CODEX / name
+    data, messages = _replayed(path)
+    breakdown = engine.tool_breakdown(data, messages)
+    recorded_calls = sum(
+        1
+        for line in path.read_text().splitlines()
+        if '"type":"function_call"' in line.replace(" ", "")
+    )
+    assert sum(t["calls"] for t in breakdown["tools"]) == recorded_calls > 0
+    names = tool_names(messages["main"])
+    blocks = [b for m in messages["main"] for b in m["blocks"]]
+    assert all(n for b, n in zip(blocks, names, strict=True) if b["type"] == "tool_result")
+    assert all(t["history_tokens"] > 0 for t in breakdown["tools"])
+
+
+def test_a_codex_output_its_compaction_replaced_is_not_seen_at_the_end() -> None:
+    """A long shell output the rollout's compaction replaced: the history holds it whole, the
+    model saw only what came after the compaction at the last request."""
+    data, messages = _replayed(CODEX / "v0_46_local_compaction_cut.jsonl")
+    shell = next(t for t in engine.tool_breakdown(data, messages)["tools"] if t["tool"] == "shell")
+    assert data["summary"]["compactions"] >= 1
+    assert 0 < shell["seen_tokens"] < shell["history_tokens"]
+    assert shell["sent_tokens"] < shell["history_tokens"]
