@@ -153,6 +153,11 @@ def test_tools_table_filter_and_request_diff(page: Any, django_user_model: Any, 
     added = page.locator("#diff-added-list tr.diff-item").count()
     page.goto(f"/sessions/{transcript.pk}/compare-requests/?run={run.pk}&a={last}&b=1")
     assert page.locator("#diff-removed-list tr.diff-item").count() == added
+    # the report's button opens the form empty; any two numbers compare
+    page.goto(transcript.get_absolute_url())
+    page.locator("#compare-requests").click()
+    page.wait_for_url(re.compile(rf".*/compare-requests/\?run={run.pk}$"))
+    expect(page.locator("#compare-summary")).to_have_count(0)
     # out of range: a clear message, the form kept
     page.goto(f"/sessions/{transcript.pk}/compare-requests/?run={run.pk}&a=0&b={last + 5}")
     expect(page.locator("#compare-error")).to_contain_text(f"from 1 to {last}")
