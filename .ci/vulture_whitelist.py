@@ -368,3 +368,15 @@ first_divergence_number  # an API response field (contextlab/tuning/schemas.py)
 block_kind  # template filter (contextlab/runs/templatetags/humanize_tokens.py)
 problem_count  # used by templates (contextlab/transcripts/models.py)
 recorded_carried  # a Codex child rollout's carried-over usage, read by bench/codex_truth.py and its tests
+get_run_tools  # unused function (contextlab/runs/api.py: a ninja route)
+# ToolRow / ToolBreakdown keys (contextlab/engine/results/tools.py): read by name in templates, CSV, API
+history_tokens
+seen_tokens
+sent_tokens
+attribution
+# DiffItem / ViewDiff keys (contextlab/engine/results/view_diff.py): read by name in the template
+tokens_before
+tokens_after
+preview_before
+preview_after
+added

@@ -92,7 +92,15 @@ if TYPE_CHECKING:  # loaded on first use (below): the CLI's start-up only pays f
         parse_time,
         request_events,
     )
+    from .results.tools import (
+        BREAKDOWN_VERSION,
+        TOOL_BREAKDOWN_KEY,
+        ToolBreakdown,
+        tool_breakdown,
+        tool_names,
+    )
     from .results.usage_fidelity import forecast_fidelity, usage_fidelity
+    from .results.view_diff import ViewDiff, view_diff
     from .summarizing.anthropic_backend import AnthropicSummarizer
     from .summarizing.factory import make_summarizer, preload_sdks
     from .summarizing.fallback import FallbackSummarizer
@@ -114,6 +122,14 @@ _LAZY_MODULES: dict[str, tuple[str, ...]] = {
     ".results.composition": ("compose",),
     ".results.evaluation": ("cache_accuracy", "compaction_accuracy", "fidelity", "result_fidelity"),
     ".results.usage_fidelity": ("forecast_fidelity", "usage_fidelity"),
+    ".results.tools": (
+        "BREAKDOWN_VERSION",
+        "TOOL_BREAKDOWN_KEY",
+        "ToolBreakdown",
+        "tool_breakdown",
+        "tool_names",
+    ),
+    ".results.view_diff": ("ViewDiff", "view_diff"),
     ".results.explorer": (
         "BADGES",
         "HistoryIndex",
@@ -166,12 +182,14 @@ AGENT_LABELS: dict[str, str] = {adapter.name: adapter.label for adapter in ADAPT
 __all__ = [
     "AGENT_LABELS",
     "BADGES",
+    "BREAKDOWN_VERSION",
     "EVENT_KINDS",
     "MODES",
     "PRESETS",
     "PRESET_DESCRIPTIONS",
     "PRESET_NAMES",
     "PROMPT_VERSION",
+    "TOOL_BREAKDOWN_KEY",
     "AnthropicSummarizer",
     "Block",
     "ClaudeCodeSettings",
@@ -204,9 +222,11 @@ __all__ = [
     "Thread",
     "Thresholds",
     "TiktokenCounter",
+    "ToolBreakdown",
     "TranscriptError",
     "TransformIndex",
     "Usage",
+    "ViewDiff",
     "as_result",
     "build_session",
     "cache_accuracy",
@@ -265,5 +285,8 @@ __all__ = [
     "side_by_side",
     "summary_key",
     "tokenize_session",
+    "tool_breakdown",
+    "tool_names",
     "usage_fidelity",
+    "view_diff",
 ]

@@ -9,7 +9,7 @@ from typing import Any, Literal, Union, get_args, get_origin, is_typeddict
 from ninja import Field, Schema
 from pydantic import BaseModel, ConfigDict, create_model
 
-from contextlab.engine import results
+from contextlab.engine import ToolBreakdown, results
 from contextlab.transcripts.models import MAX_ROW_ID
 
 
@@ -109,3 +109,7 @@ RequestRowOut = model_of(results.RequestRow)
 class RequestPage(Schema):
     count: int
     items: list[RequestRowOut]  # type: ignore[valid-type]
+
+
+#: A run's tools one by one (``contextlab.engine.results.tools.ToolBreakdown``).
+ToolBreakdownOut = model_of(ToolBreakdown)
