@@ -82,8 +82,7 @@ def first_matches(
         if bounds["low"] is None:
             continue  # no indexed row in these sessions
         ids = RawSQL(
-            f"SELECT rowid FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s "
-            "AND rowid BETWEEN %s AND %s",
+            f"SELECT rowid FROM {FTS_TABLE} WHERE {FTS_TABLE} MATCH %s AND rowid BETWEEN %s AND %s",
             (query.fts5(), bounds["low"], bounds["high"]),
         )
         rows = entries.filter(transcript_id__in=step, id__in=ids).order_by(*order)

@@ -35,7 +35,9 @@ def _get(mapping: Any, key: str) -> Any:
     return mapping.get(key) if isinstance(mapping, Mapping) else getattr(mapping, key, None)
 
 
-def cell_inputs(context: Mapping[str, Any], cell: Mapping[str, Any], is_open: bool) -> dict[str, Any]:
+def cell_inputs(
+    context: template.Context, cell: Mapping[str, Any], is_open: bool
+) -> dict[str, Any]:
     """Everything ``runs/_cell.html`` reads, and nothing else: its whole context."""
     fold = cell.get("fold") or {}
     row = context.get("row") or {}
