@@ -51,6 +51,7 @@ def first_matches(
     order: Sequence[str],
     fields: Sequence[str],
     count: int,
+    narrowed: bool = False,
 ) -> list[tuple[Any, ...]]:
     """``fields`` of the first ``count`` entries of ``sessions`` (``entries`` narrowed to
     them) holding every term of ``query``, in ``order``, which lists the newest session
@@ -63,12 +64,15 @@ def first_matches(
     full-text match bounded to the id range of its sessions' rows (FTS5 seeks to it), until
     ``count`` rows are found: the same rows in the same order, since every row of a step's
     sessions sorts before those of the next step's.
+
+    ``narrowed`` (a tool or kind filter on ``entries``): the matches the filter keeps may be
+    few, so a common word no longer means an early stop; one ordered match then, as before.
     """
     if order[0] != "-transcript_id":
         raise ValueError("first_matches lists the newest session first")
     if query.empty:
         return []
-    if connection.vendor == "postgresql" or _fts_count(query) <= FEW_MATCHES:
+    if connection.vendor == "postgresql" or narrowed or _fts_count(query) <= FEW_MATCHES:
         return list(matching(entries, query).order_by(*order).values_list(*fields)[:count])
     newest_first = sorted(set(sessions), reverse=True)
     found: list[tuple[Any, ...]] = []

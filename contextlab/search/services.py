@@ -356,6 +356,7 @@ def search(
         order=("-transcript_id", "request", "message", "block", "id"),
         fields=("id", "transcript_id", "thread", "message", "block"),
         count=limit * 4 + 1,
+        narrowed=bool(tool or kind),
     )
     seen: set[tuple[int, str, int, int]] = set()
     keep: list[int] = []
