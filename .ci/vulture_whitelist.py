@@ -273,6 +273,7 @@ comment_mark_of  # template tag (contextlab/comments/templatetags/comment_tags.p
 report_comments  # template tag (contextlab/comments/templatetags/comment_tags.py)
 shared_comments  # template tag (contextlab/comments/templatetags/comment_tags.py)
 shared_comment_mark  # template tag (contextlab/comments/templatetags/comment_tags.py)
+explorer_cell  # template tag (contextlab/runs/templatetags/explorer_cells.py)
 list_workspaces  # unused function (contextlab/workspaces/api.py: a ninja route)
 get_workspace  # unused function (contextlab/workspaces/api.py: a ninja route)
 add_member  # unused function (contextlab/workspaces/api.py: a ninja route)

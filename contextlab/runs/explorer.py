@@ -487,8 +487,17 @@ def _styled_parts(parts: list[Any]) -> list[dict[str, Any]]:
 
 
 def _preview(row: dict[str, Any], chars: int = 90) -> str:
-    text = " ".join(str((row.get("model") or row.get("repl") or {}).get("text") or "").split())
-    return text if len(text) <= chars else text[: chars - 1] + "…"
+    """The block's first ``chars`` characters, whitespace collapsed (a heavy block is a long
+    text: only its head is split, unless the head collapses to too little)."""
+    text = str((row.get("model") or row.get("repl") or {}).get("text") or "")
+    head = text[: chars * 20]
+    words = head.split()
+    if len(head) < len(text):
+        words = words[:-1]  # the cut may end inside a word
+    flat = " ".join(words)
+    if len(head) < len(text) and len(flat) <= chars:
+        flat = " ".join(text.split())  # mostly whitespace at the head: the whole text
+    return flat if len(flat) <= chars else flat[: chars - 1] + "…"
 
 
 def _anchor(row: dict[str, Any], position: int) -> str:
