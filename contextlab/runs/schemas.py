@@ -109,3 +109,26 @@ RequestRowOut = model_of(results.RequestRow)
 class RequestPage(Schema):
     count: int
     items: list[RequestRowOut]  # type: ignore[valid-type]
+
+
+class CompositionPartOut(Schema):
+    kind: str
+    tokens: int
+    share: float
+    estimated: bool
+
+
+class ContentPartOut(Schema):
+    #: ``prose``, ``code``, ``json``, ``output``, ``cjk``, ``encoded`` or ``image``
+    kind: str
+    label: str
+    tokens: int
+    share: float
+
+
+class RequestComposition(Schema):
+    index: int
+    number: int
+    model_tokens: int
+    parts: list[CompositionPartOut]
+    content: list[ContentPartOut]
