@@ -51,9 +51,7 @@ from contextlab.engine.pipeline.base import WHOLE_MESSAGE, View
 from contextlab.engine.replay import thread as thread_module
 from contextlab.engine.replay.driver import replay
 
-DATA_FILE = (
-    Path(__file__).resolve().parents[1] / "contextlab/engine/measures/data/token_kinds.toml"
-)
+DATA_FILE = Path(__file__).resolve().parents[1] / "contextlab/engine/measures/data/token_kinds.toml"
 #: ridge weight on each log ratio (per request of the corpus's mean loss)
 PRIOR = float(os.environ.get("FIT_PRIOR", "0.002"))
 #: the smooth absolute error's knee: sqrt(e² + SMOOTH²)
@@ -160,14 +158,15 @@ def errors(points: Sequence[Point], ratios: dict[str, float]) -> list[float]:
     out: list[float] = []
     for members in groups.values():
         xs = [
-            round(p.fixed + scale * sum(ratios[k] * v for k, v in p.kinds.items()))
-            for p in members
+            round(p.fixed + scale * sum(ratios[k] * v for k, v in p.kinds.items())) for p in members
         ]
         ys = [p.target for p in members]
         line = fit_calibration(xs, ys)
         if line is None:
             continue
-        out.extend((line.prefix_tokens + line.ratio * x - y) / y for x, y in zip(xs, ys))
+        out.extend(
+            (line.prefix_tokens + line.ratio * x - y) / y for x, y in zip(xs, ys, strict=True)
+        )
     return out
 
 
@@ -198,7 +197,7 @@ def golden(f: Callable[[float], float], lo: float, hi: float, steps: int = 18) -
 def fit(points: Sequence[Point]) -> dict[str, float]:
     """The ratios minimizing ``loss``, scaled to keep the corpus's plain total."""
     present = {k for p in points for k in p.kinds}
-    logs = {k: 0.0 for k in KINDS}
+    logs = dict.fromkeys(KINDS, 0.0)
     for _ in range(ROUNDS):
         for kind in KINDS:
             if kind not in present:
@@ -258,14 +257,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.points:
             Path(args.points).write_bytes(pickle.dumps((by_file, mismatched)))
     points = [p for pts in by_file.values() for p in pts]
-    plain = {k: 1.0 for k in KINDS}
+    plain = dict.fromkeys(KINDS, 1.0)
     totals: Counter[str] = Counter()
     for p in points:
         totals.update(p.kinds)
-    print(f"{len(paths)} files, {len(points)} recorded requests; kind split off the raw count "
-          f"at {mismatched} requests")
-    print("view tokens by kind (summed over requests): "
-          + ", ".join(f"{k} {100 * totals[k] / sum(totals.values()):.1f} %" for k in KINDS))
+    print(
+        f"{len(paths)} files, {len(points)} recorded requests; kind split off the raw count "
+        f"at {mismatched} requests"
+    )
+    print(
+        "view tokens by kind (summed over requests): "
+        + ", ".join(f"{k} {100 * totals[k] / sum(totals.values()):.1f} %" for k in KINDS)
+    )
     whole = fit(points)
     print(f"plain cl100k:  {summary(points, plain)}")
     print(f"fitted:        {summary(points, whole)}  {whole}")
@@ -274,23 +277,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         train = [p for name, pts in by_file.items() if owner_of(name) != source for p in pts]
         test = [p for name, pts in by_file.items() if owner_of(name) == source for p in pts]
         held[source] = fit(train)
-        print(f"  without {source:22} on it: plain {summary(test, plain)}; "
-              f"held out {summary(test, held[source])}  {held[source]}")
-    held_points = [
-        e
-        for name, pts in by_file.items()
-        for e in errors(pts, held[owner_of(name)])
-    ]
+        print(
+            f"  without {source:22} on it: plain {summary(test, plain)}; "
+            f"held out {summary(test, held[source])}  {held[source]}"
+        )
+    held_points = [e for name, pts in by_file.items() for e in errors(pts, held[owner_of(name)])]
     errs = sorted(abs(e) for e in held_points)
     p90 = errs[min(len(errs) - 1, math.ceil(0.9 * len(errs)) - 1)]
-    print(f"leave-one-source-out, pooled: median {100 * statistics.median(errs):.2f} %, "
-          f"p90 {100 * p90:.2f} %")
+    print(
+        f"leave-one-source-out, pooled: median {100 * statistics.median(errs):.2f} %, "
+        f"p90 {100 * p90:.2f} %"
+    )
     if args.dry_run:
         return 0
     header = (
         "# Claude tokens per cl100k token, per content kind\n"
         "# (contextlab.engine.measures.content_kinds; the per-thread calibration stays on top).\n"
-        f"# Written by bench/fit_token_kinds.py on {dt.date.today().isoformat()}: {len(paths)} "
+        f"# Written by bench/fit_token_kinds.py on {dt.datetime.now(dt.UTC).date().isoformat()}: {len(paths)} "
         f"corpus files, {len(points)} recorded requests,\n"
         "# one ratio per kind shared by the corpus, each thread's 2-parameter line on top,\n"
         f"# loss: mean sqrt(e^2 + {SMOOTH}^2) of the relative error + {PRIOR} * sum(log ratio^2);\n"

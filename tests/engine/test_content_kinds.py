@@ -45,9 +45,14 @@ LISTING = (
     "drwxr-xr-x  42 user  staff    1344 Aug 13 12:55 ..\n"
     "-rw-r--r--@  1 user  staff    2048 Aug 13 17:01 README.md\n"
 )
-JAPANESE = "ワイルドカードパターンで含むパスも正しくマッチしました。テストのハンドラーを修正します。"
+JAPANESE = (
+    "ワイルドカードパターンで含むパスも正しくマッチしました。テストのハンドラーを修正します。"
+)
 KOREAN = "18/18 UUID 전부 현재 DB에 존재. 기존 누락 없음 — 설계 변경 불필요. 이제 구현합니다."
-BASE64 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg" * 4
+BASE64 = (
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg"
+    * 4
+)
 
 
 @pytest.mark.parametrize(

@@ -281,3 +281,27 @@ def test_request_page_items_keep_their_keys_and_values(client, auth_header, tran
     stored = services.result_data(run)["requests"]
     page = client.get(f"/api/runs/{run.pk}/requests?limit=1000", **auth_header).json()
     assert page["items"] == stored
+
+
+def test_a_request_composition_says_which_kinds_of_content_it_holds(
+    client, auth_header, other_auth_header, transcript
+):
+    run = transcript.runs.get()
+    url = f"/api/runs/{run.pk}/requests/1/composition"
+    assert client.get(url, **auth_header).status_code == 409  # not replayed yet
+    runner.execute_run(run.pk)
+    body = client.get(url, **auth_header).json()
+    row = client.get(f"/api/runs/{run.pk}/requests?offset=1&limit=1", **auth_header).json()
+    assert (body["index"], body["number"]) == (1, 2)
+    assert body["model_tokens"] == row["items"][0]["model_tokens"]
+    assert abs(sum(p["tokens"] for p in body["parts"]) - body["model_tokens"]) <= len(
+        body["parts"]
+    )
+    kinds = {c["kind"]: c for c in body["content"]}
+    assert kinds and set(kinds) <= {"prose", "code", "json", "output", "cjk", "encoded", "image"}
+    assert all(c["label"] and c["tokens"] > 0 for c in body["content"])
+    assert sum(c["share"] for c in body["content"]) == pytest.approx(1.0)
+    count = row["count"]
+    missing = client.get(f"/api/runs/{run.pk}/requests/{count}/composition", **auth_header)
+    assert missing.status_code == 404
+    assert client.get(url, **other_auth_header).status_code == 404

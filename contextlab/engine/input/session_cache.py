@@ -28,7 +28,6 @@ from .sources.registry import load_session
 from .upload_chain import EarlierUpload, open_upload_chain
 
 
-
 def _token_kinds_digest() -> str:
     """Digest of the fitted content-kind ratios (``measures/data/token_kinds.toml``): the
     cached token counts are scaled by them, so a refit is a new cache version. Read as a

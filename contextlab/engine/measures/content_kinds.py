@@ -43,7 +43,9 @@ SAMPLE_CHARS = 3000
 #: below this many non-space characters a text is too short to tell: prose
 MIN_SIGNAL_CHARS = 24
 
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f]")
+_CJK = re.compile(
+    r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f]"
+)
 _ENCODED_RUN = re.compile(r"[A-Za-z0-9+/]{64,}={0,2}")
 #: a tool call as the transcript writes it (``Name{"…``) or a JSON document
 _JSON_START = re.compile(r'\s*(?:[A-Za-z_][\w.:-]*)?[{\[]\s*["{\[\]}]')
@@ -90,7 +92,7 @@ def classify(text: str) -> str:
     if _JSON_START.match(part) and _JSON_KEY.search(part):
         return "json"
     lines = part.count("\n") + 1
-    if len(_CODE_LINE.findall(part)) >= 0.5 * lines and lines >= 3 or _DIFF_HUNK.search(part):
+    if (len(_CODE_LINE.findall(part)) >= 0.5 * lines and lines >= 3) or _DIFF_HUNK.search(part):
         return "code"
     symbols = len(_CODE_SYMBOL.findall(part))
     words = len(_SENTENCE_WORD.findall(part))
@@ -156,5 +158,3 @@ def held_out_ratios(source: str) -> KindRatios:
     if isinstance(held, dict) and source in held:
         return _ratios(held[source], f"held_out.{source}")
     return fitted_ratios()
-
-

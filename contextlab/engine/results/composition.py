@@ -162,8 +162,8 @@ def compose(
             )
             kind = kind_of(row, model)
             raw_by_kind[kind] = raw_by_kind.get(kind, 0) + model_raw
-            content = content_of(model)
-            raw_by_content[content] = raw_by_content.get(content, 0) + model_raw
+            text_kind = content_of(model)
+            raw_by_content[text_kind] = raw_by_content.get(text_kind, 0) + model_raw
             seen.append((model_raw, position, kind))
         row_tokens.append(
             {
