@@ -15,6 +15,7 @@ middle of a long text) with a few regular expressions: its cost does not grow wi
 from __future__ import annotations
 
 import re
+import string
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -43,6 +44,7 @@ SAMPLE_CHARS = 3000
 #: below this many non-space characters a text is too short to tell: prose
 MIN_SIGNAL_CHARS = 24
 
+DIGITS = string.digits
 _CJK = re.compile(
     r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f]"
 )
@@ -58,10 +60,14 @@ _CODE_WORD = re.compile(
     r"\b(?:def|return|import|func|function|const|let|var|class|if|else|for|while|end|fn|"
     r"pub|struct|impl|package|from|self|this|async|await|defmodule|do)\b"
 )
-_NON_SPACE = re.compile(r"\S")
-_LETTERS = re.compile(r"[^\W\d_]")
-_DIGITS = re.compile(r"\d")
+_NON_ASCII_LETTERS = re.compile(r"[^\W\d_A-Za-z]")
 _SENTENCE_WORD = re.compile(r"(?<![/\\.\w-])[A-Za-z][a-z]{1,14}[,.;:!?]?(?= )")
+_DROP_ASCII_LETTERS = str.maketrans("", "", string.ascii_letters)
+
+
+def _count(text: str, chars: str) -> int:
+    """How many characters of ``text`` are among ``chars`` (one C-level scan per char)."""
+    return sum(map(text.count, chars))
 
 
 def sample(text: str) -> str:
@@ -76,16 +82,17 @@ def sample(text: str) -> str:
 def classify(text: str) -> str:
     """The content kind of ``text`` (one of ``KINDS``)."""
     part = sample(text)
-    signal = len(_NON_SPACE.findall(part))
+    ascii_only = part.isascii()
+    signal = len(part) - _count(part, " \n\t\r")
     if signal < MIN_SIGNAL_CHARS:
         return "prose"
-    if len(_CJK.findall(part)) >= 0.15 * signal:
+    if not ascii_only and len(_CJK.findall(part)) >= 0.15 * signal:
         return "cjk"
     # a run of base64 holds digits and few slashes (a long path is words between slashes)
     encoded = sum(
         len(m)
         for m in _ENCODED_RUN.findall(part)
-        if m.count("/") * 24 < len(m) and sum(c.isdigit() for c in m) * 40 > len(m)
+        if m.count("/") * 24 < len(m) and _count(m, DIGITS) * 40 > len(m)
     )
     if encoded >= 0.5 * signal:
         return "encoded"
@@ -94,15 +101,17 @@ def classify(text: str) -> str:
     lines = part.count("\n") + 1
     if (len(_CODE_LINE.findall(part)) >= 0.5 * lines and lines >= 3) or _DIFF_HUNK.search(part):
         return "code"
-    symbols = len(_CODE_SYMBOL.findall(part))
+    symbols = _count(part, "{}()[];=<>&|")
     words = len(_SENTENCE_WORD.findall(part))
-    letters = len(_LETTERS.findall(part))
-    if symbols >= 0.04 * signal and len(_CODE_WORD.findall(part)) >= 2 and words < 0.12 * signal:
+    if symbols >= 0.04 * signal and words < 0.12 * signal and len(_CODE_WORD.findall(part)) >= 2:
         return "code"
     # prose: mostly words in sentences; tool output: paths, numbers, columns, few sentences
-    digits = len(_DIGITS.findall(part))
+    digits = _count(part, DIGITS)
     if words * 6 >= 0.45 * signal and digits < 0.1 * signal:
         return "prose"
+    letters = len(part) - len(part.translate(_DROP_ASCII_LETTERS))
+    if not ascii_only:
+        letters += len(_NON_ASCII_LETTERS.findall(part))
     if letters < 0.6 * signal or digits >= 0.1 * signal or lines >= 4:
         return "output"
     return "prose"
@@ -121,8 +130,8 @@ class KindRatios:
 
     def scale(self, text: str, tokens: int) -> int:
         """``tokens`` cl100k tokens of ``text``, in this table's units."""
-        if not tokens:
-            return 0
+        if not tokens or not self.ratios:
+            return tokens
         ratio = self.ratios.get(classify(text), 1.0)
         return tokens if ratio == 1.0 else max(1, round(tokens * ratio))
 
