@@ -40,9 +40,12 @@ IMAGE_KIND = "image"
 #: the kinds a text is classified as, each with a fitted ratio
 KINDS: tuple[str, ...] = tuple(k for k in KIND_LABELS if k != IMAGE_KIND)
 #: the longest stretch of a text the classifier reads (half from the start, half mid-text)
-SAMPLE_CHARS = 3000
+SAMPLE_CHARS = 1200
 #: below this many non-space characters a text is too short to tell: prose
 MIN_SIGNAL_CHARS = 24
+#: ASCII texts shorter than this are prose without a look (a few tokens whatever their kind;
+#: a short CJK text is not: a character is a token or more)
+MIN_TEXT_CHARS = 64
 
 DIGITS = string.digits
 _CJK = re.compile(
@@ -81,6 +84,15 @@ def sample(text: str) -> str:
 
 def classify(text: str) -> str:
     """The content kind of ``text`` (one of ``KINDS``)."""
+    if len(text) < MIN_TEXT_CHARS and text.isascii():
+        return "prose"
+    return _classify_long(text)
+
+
+# a replay counts the same texts again (thinking, restored outputs): their kind is remembered
+# (a string keeps its hash, so a repeated lookup does not read the text again)
+@lru_cache(maxsize=8192)
+def _classify_long(text: str) -> str:
     part = sample(text)
     ascii_only = part.isascii()
     signal = len(part) - _count(part, " \n\t\r")
