@@ -152,7 +152,7 @@ def test_a_compaction_says_what_it_removed_by_kind():
 
 @pytest.mark.parametrize("i", [1, 20, 65])
 def test_the_content_kinds_add_up_to_the_messages_the_model_saw(i):
-    req, view, comp = _composition(i)
+    _, view, comp = _composition(i)
     content = comp["content"]
     assert content, "a request with messages holds some kind of content"
     messages = sum(p["tokens"] for p in comp["parts"] if not p["estimated"])

@@ -294,11 +294,10 @@ def test_a_request_composition_says_which_kinds_of_content_it_holds(
     row = client.get(f"/api/runs/{run.pk}/requests?offset=1&limit=1", **auth_header).json()
     assert (body["index"], body["number"]) == (1, 2)
     assert body["model_tokens"] == row["items"][0]["model_tokens"]
-    assert abs(sum(p["tokens"] for p in body["parts"]) - body["model_tokens"]) <= len(
-        body["parts"]
-    )
+    assert abs(sum(p["tokens"] for p in body["parts"]) - body["model_tokens"]) <= len(body["parts"])
     kinds = {c["kind"]: c for c in body["content"]}
-    assert kinds and set(kinds) <= {"prose", "code", "json", "output", "cjk", "encoded", "image"}
+    assert kinds
+    assert set(kinds) <= {"prose", "code", "json", "output", "cjk", "encoded", "image"}
     assert all(c["label"] and c["tokens"] > 0 for c in body["content"])
     assert sum(c["share"] for c in body["content"]) == pytest.approx(1.0)
     count = row["count"]
