@@ -138,3 +138,7 @@ def test_the_counter_keeps_its_ratios_when_pickled():
     again = pickle.loads(pickle.dumps(counter))
     assert again.kind_ratios.source == "test"
     assert again.count(CODE) == counter.count(CODE)
+    # the fitted table too (a replay's checkpoint pickles the counter it counts with)
+    fitted = pickle.loads(pickle.dumps(TiktokenCounter()))
+    assert fitted.kind_ratios == fitted_ratios()
+    assert fitted.count(CODE) == TiktokenCounter().count(CODE)

@@ -149,7 +149,7 @@ class KindRatios:
 
 
 #: every kind at 1.0: plain cl100k counts
-PLAIN = KindRatios(MappingProxyType({}), "plain")
+PLAIN = KindRatios({}, "plain")
 
 
 @lru_cache(maxsize=1)
@@ -162,8 +162,9 @@ def fitted_table() -> dict[str, object]:
 def _ratios(section: object, source: str) -> KindRatios:
     if not isinstance(section, dict):
         raise ValueError(f"token_kinds.toml: [{source}] is not a table")
+    # a plain dict: a replay's checkpoint pickles the counter, and a mapping proxy does not pickle
     ratios = {str(k): float(v) for k, v in section.items() if k in KIND_LABELS}
-    return KindRatios(MappingProxyType(ratios), source)
+    return KindRatios(ratios, source)
 
 
 @lru_cache(maxsize=1)
