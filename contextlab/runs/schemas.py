@@ -113,3 +113,26 @@ class RequestPage(Schema):
 
 #: A run's tools one by one (``contextlab.engine.results.tools.ToolBreakdown``).
 ToolBreakdownOut = model_of(ToolBreakdown)
+
+
+class CompositionPartOut(Schema):
+    kind: str
+    tokens: int
+    share: float
+    estimated: bool
+
+
+class ContentPartOut(Schema):
+    #: ``prose``, ``code``, ``json``, ``output``, ``cjk``, ``encoded`` or ``image``
+    kind: str
+    label: str
+    tokens: int
+    share: float
+
+
+class RequestComposition(Schema):
+    index: int
+    number: int
+    model_tokens: int
+    parts: list[CompositionPartOut]
+    content: list[ContentPartOut]
