@@ -152,6 +152,7 @@ def run_round(
     procs = [hosts.start_worker(h, stack, wait=False) for h in worker_hosts]
     for host, proc in zip(worker_hosts, procs, strict=True):
         hosts.wait_worker(host, proc)
+    cpu_at_ready = {host.name: host.cpu_seconds() for host in worker_hosts}
     deadline = time.monotonic() + timeout
     while True:
         times = round_times(database, ids)
@@ -160,6 +161,9 @@ def run_round(
         if time.monotonic() > deadline:
             raise SystemExit(f"{label}: runs not finished after {timeout}s: {times}")
         time.sleep(2)
+    cpu = {
+        host.name: round(host.cpu_seconds() - cpu_at_ready[host.name], 1) for host in worker_hosts
+    }
     for host in worker_hosts:
         host.stop()
     failed = [t for t in times if t[0] != "done"]
@@ -174,6 +178,13 @@ def run_round(
         "batch_seconds": round(last_finish - first_claim, 2),
         "from_launch_seconds": round(last_finish - launched, 2),
         "runs_per_host": per_host,
+        # CPU seconds each worker host used for the batch, and the share of a core it got
+        # while the batch ran: well under 1 means the machine had no core to give it
+        "worker_cpu_seconds": cpu,
+        "worker_core_share": {
+            name: round(used / max(last_finish - first_claim, 1e-9), 2)
+            for name, used in cpu.items()
+        },
         "replays_per_run": sorted({t[1] for t in times}),
         "load_average": [round(x, 2) for x in os.getloadavg()],
     }
