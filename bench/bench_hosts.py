@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -147,12 +148,14 @@ def run_round(
     from contextlab import upload_client
 
     ids = [upload_client.upload(p, url=url, token=token).session_id for p in batch]
+    servers = [host for host in network.hosts if host.name in {"web", "store"}]
     worker_hosts = [network.add_host(f"{label}-w{i}") for i in range(workers)]
     launched = time.time()
     procs = [hosts.start_worker(h, stack, wait=False) for h in worker_hosts]
     for host, proc in zip(worker_hosts, procs, strict=True):
         hosts.wait_worker(host, proc)
-    cpu_at_ready = {host.name: host.cpu_seconds() for host in worker_hosts}
+    watched = [*worker_hosts, *servers]
+    cpu_at_ready = {host.name: host.cpu_seconds() for host in watched}
     deadline = time.monotonic() + timeout
     while True:
         times = round_times(database, ids)
@@ -161,9 +164,7 @@ def run_round(
         if time.monotonic() > deadline:
             raise SystemExit(f"{label}: runs not finished after {timeout}s: {times}")
         time.sleep(2)
-    cpu = {
-        host.name: round(host.cpu_seconds() - cpu_at_ready[host.name], 1) for host in worker_hosts
-    }
+    cpu = {host.name: round(host.cpu_seconds() - cpu_at_ready[host.name], 1) for host in watched}
     for host in worker_hosts:
         host.stop()
     failed = [t for t in times if t[0] != "done"]
@@ -178,8 +179,8 @@ def run_round(
         "batch_seconds": round(last_finish - first_claim, 2),
         "from_launch_seconds": round(last_finish - launched, 2),
         "runs_per_host": per_host,
-        # CPU seconds each worker host used for the batch, and the share of a core it got
-        # while the batch ran: well under 1 means the machine had no core to give it
+        # CPU seconds each host (workers, web, object store) used during the batch, and the
+        # share of a core it got: a worker well under 1 waited (for a core, or a server)
         "worker_cpu_seconds": cpu,
         "worker_core_share": {
             name: round(used / max(last_finish - first_claim, 1e-9), 2)
@@ -204,6 +205,8 @@ def main(argv: list[str] | None = None) -> int:
         f"postgres://postgres@127.0.0.1:5432/{tag}", "redis://127.0.0.1:6379/13", tag
     )
     started_load = [round(x, 2) for x in os.getloadavg()]
+    # a stopped bench still removes its hosts and its database (the finally below)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     create_database(tag)
     results: list[dict[str, object]] = []
     with tempfile.TemporaryDirectory(prefix="bench-hosts-") as tmp:
@@ -217,13 +220,23 @@ def main(argv: list[str] | None = None) -> int:
                 check=True,
                 capture_output=True,
             )
-            token = manage(
-                local,
-                "from django.contrib.auth.models import User\n"
-                "from contextlab.accounts.services import create_api_token\n"
-                "User.objects.create_user('bench', password=None)\n"
-                "print(create_api_token(username='bench')[1])",
-            ).strip()
+            # a user per round: the same session sent again by its owner would be taken for
+            # the same session grown (and replayed from its checkpoint), not a new one
+            labels = [f"r{r}h{w}" for r in range(1, args.rounds + 1) for w in (1, 2)]
+            tokens = dict(
+                zip(
+                    labels,
+                    manage(
+                        local,
+                        "from django.contrib.auth.models import User\n"
+                        "from contextlab.accounts.services import create_api_token\n"
+                        f"for name in {labels!r}:\n"
+                        "    User.objects.create_user(name, password=None)\n"
+                        "    print(create_api_token(username=name)[1])",
+                    ).split(),
+                    strict=True,
+                )
+            )
             store, web = network.add_host("store"), network.add_host("web")
             s3 = start_s3(
                 Path(tmp), host=store.address, argv_prefix=["ip", "netns", "exec", store.netns]
@@ -247,7 +260,15 @@ def main(argv: list[str] | None = None) -> int:
                     label = f"r{round_no}h{workers}"
                     print(f"round {round_no}: {workers} worker host(s) ...", file=sys.stderr)
                     result = run_round(
-                        network, stack, tag, url, token, copies, workers, label, args.timeout
+                        network,
+                        stack,
+                        tag,
+                        url,
+                        tokens[label],
+                        copies,
+                        workers,
+                        label,
+                        args.timeout,
                     )
                     print(json.dumps(result), file=sys.stderr)
                     results.append(result)

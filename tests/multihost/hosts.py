@@ -87,13 +87,6 @@ def remove_leftovers() -> None:
                 _ip("link", "del", name)
 
 
-def _be_nice(pid: int) -> None:
-    """The host's scheduling group at the niceness of whoever started it (a test or bench
-    runs under ``nice -n 10`` on a shared machine, and keeps that as hosts of its own)."""
-    with contextlib.suppress(OSError):
-        Path(f"/proc/{pid}/autogroup").write_text(str(os.nice(0)))
-
-
 def _namespace_pids(netns: str) -> list[int]:
     try:
         return [int(pid) for pid in _ip("netns", "pids", netns).split()]
@@ -129,12 +122,7 @@ class Host:
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 cwd=ROOT,
-                # a session of its own: with the kernel's autogroup scheduling every session
-                # gets one fair share of the CPUs, and a host is a machine of its own, not one
-                # more process in the share of whoever started it
-                start_new_session=True,
             )
-        _be_nice(proc.pid)
         self.procs.append(proc)
         return proc
 

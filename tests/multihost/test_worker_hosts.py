@@ -29,7 +29,7 @@ SESSIONS = 20
 #: mid-replay
 SESSION_BYTES = 3 * 1024**2
 #: a worker's heartbeat goes stale after this many seconds (production: 120)
-STALE_AFTER = 6
+STALE_AFTER = 10
 DONE_LINE = re.compile(r"run (\d+): done \(")
 
 
