@@ -202,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     batch = sessions(args.sessions, args.size_kb)
     tag = f"bench_hosts_{os.getpid()}"
     local = django_env(
-        f"postgres://postgres@127.0.0.1:5432/{tag}", "redis://127.0.0.1:6379/13", tag
+        f"postgres://postgres@127.0.0.1:5432/{tag}", "redis://127.0.0.1:6379/11", tag
     )
     started_load = [round(x, 2) for x in os.getloadavg()]
     # a stopped bench still removes its hosts and its database (the finally below)
@@ -248,6 +248,10 @@ def main(argv: list[str] | None = None) -> int:
                     tag,
                 ),
                 **s3.env(),
+                # a task lost on the way (a Redis database flushed by someone else) is sent
+                # again soon; a second message for a run already claimed does nothing
+                "RUN_QUEUED_RESEND_AFTER": "30",
+                "RUN_RECOVER_EVERY": "5",
             }
             url = hosts.start_web(web, stack)
             hosts.start_beat(web, stack)
