@@ -155,7 +155,13 @@ def run_round(
     for host, proc in zip(worker_hosts, procs, strict=True):
         hosts.wait_worker(host, proc)
     watched = [*worker_hosts, *servers]
+    relays = list(network.relayed.values())
     cpu_at_ready = {host.name: host.cpu_seconds() for host in watched}
+    # the relays of PostgreSQL and Redis, and PostgreSQL itself (every backend on the machine,
+    # other users' too: an upper bound)
+    cpu_at_ready["relays"] = hosts.cpu_seconds(relays)
+    postgres = hosts.named("postgres")
+    cpu_at_ready["postgres (all)"] = hosts.cpu_seconds(postgres)
     deadline = time.monotonic() + timeout
     while True:
         times = round_times(database, ids)
@@ -164,7 +170,10 @@ def run_round(
         if time.monotonic() > deadline:
             raise SystemExit(f"{label}: runs not finished after {timeout}s: {times}")
         time.sleep(2)
-    cpu = {host.name: round(host.cpu_seconds() - cpu_at_ready[host.name], 1) for host in watched}
+    now = {host.name: host.cpu_seconds() for host in watched}
+    now["relays"] = hosts.cpu_seconds(relays)
+    now["postgres (all)"] = hosts.cpu_seconds(postgres)
+    cpu = {name: round(used - cpu_at_ready[name], 1) for name, used in now.items()}
     for host in worker_hosts:
         host.stop()
     failed = [t for t in times if t[0] != "done"]

@@ -87,6 +87,26 @@ def remove_leftovers() -> None:
                 _ip("link", "del", name)
 
 
+def cpu_seconds(pids: Sequence[int]) -> float:
+    """CPU time used so far by the processes ``pids`` (user + system; gone ones count 0)."""
+    total = 0
+    for pid in pids:
+        with contextlib.suppress(OSError, IndexError, ValueError):
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14, 15)
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def named(command: str) -> list[int]:
+    """Ids of the running processes whose command name is ``command``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        with contextlib.suppress(OSError):
+            if entry.name.isdigit() and (entry / "comm").read_text().strip() == command:
+                found.append(int(entry.name))
+    return found
+
+
 def _namespace_pids(netns: str) -> list[int]:
     try:
         return [int(pid) for pid in _ip("netns", "pids", netns).split()]
@@ -128,12 +148,7 @@ class Host:
 
     def cpu_seconds(self) -> float:
         """CPU time used so far by this host's processes (user + system)."""
-        total = 0
-        for pid in _namespace_pids(self.netns):
-            with contextlib.suppress(OSError, IndexError, ValueError):
-                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-                total += int(fields[11]) + int(fields[12])  # utime, stime (fields 14, 15)
-        return total / os.sysconf("SC_CLK_TCK")
+        return cpu_seconds(_namespace_pids(self.netns))
 
     def log(self, name: str) -> str:
         path = self.folder.parent / f"{self.name}-{name}.log"
