@@ -160,8 +160,7 @@ def run_round(
     # the relays of PostgreSQL and Redis, and PostgreSQL itself (every backend on the machine,
     # other users' too: an upper bound)
     cpu_at_ready["relays"] = hosts.cpu_seconds(relays)
-    postgres = hosts.named("postgres")
-    cpu_at_ready["postgres (all)"] = hosts.cpu_seconds(postgres)
+    postgres_at_ready = {pid: hosts.cpu_seconds([pid]) for pid in hosts.named("postgres")}
     deadline = time.monotonic() + timeout
     while True:
         times = round_times(database, ids)
@@ -172,7 +171,11 @@ def run_round(
         time.sleep(2)
     now = {host.name: host.cpu_seconds() for host in watched}
     now["relays"] = hosts.cpu_seconds(relays)
-    now["postgres (all)"] = hosts.cpu_seconds(postgres)
+    # backends that started during the batch count whole (the workers' connections)
+    now["postgres (all)"] = sum(
+        hosts.cpu_seconds([pid]) - postgres_at_ready.get(pid, 0) for pid in hosts.named("postgres")
+    )
+    cpu_at_ready["postgres (all)"] = 0
     cpu = {name: round(used - cpu_at_ready[name], 1) for name, used in now.items()}
     for host in worker_hosts:
         host.stop()
