@@ -130,6 +130,9 @@ def execute_run(run_id: int, summary: SummaryFetch | None = None) -> lifecycle.O
         logger.info("run %s: not claimable (finished or running elsewhere); skipping", run_id)
         return None
     run = Run.objects.select_related("transcript").get(pk=run_id)
+    # the operator's trail of which worker took which run (a run killed with its host shows
+    # here without its "done" line)
+    logger.info("run %s: replaying (attempt %s)", run_id, run.attempts)
     loaded: list[str] = []
     return lifecycle.conclude(
         run, partial(_replay, run, summary, loaded), partial(_still_current, run, loaded)

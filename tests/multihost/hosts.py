@@ -114,6 +114,12 @@ def _namespace_pids(netns: str) -> list[int]:
         return []
 
 
+def _signal_namespace(netns: str, signum: signal.Signals) -> None:
+    for pid in _namespace_pids(netns):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signum)
+
+
 def _kill_namespace(netns: str) -> list[int]:
     """SIGKILL every process in ``netns`` (all of them started by this module there)."""
     killed = _namespace_pids(netns)
@@ -159,6 +165,13 @@ class Host:
         killed = _kill_namespace(self.netns)
         self._reap()
         return killed
+
+    def pause(self) -> None:
+        """SIGSTOP every process of this host: it holds what it has claimed, does nothing."""
+        _signal_namespace(self.netns, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        _signal_namespace(self.netns, signal.SIGCONT)
 
     def stop(self, grace: float = 20) -> None:
         """SIGTERM this host's processes (a warm shutdown), SIGKILL what remains after

@@ -31,6 +31,7 @@ SESSION_BYTES = 3 * 1024**2
 #: a worker's heartbeat goes stale after this many seconds (production: 120)
 STALE_AFTER = 10
 DONE_LINE = re.compile(r"run (\d+): done \(")
+CLAIM_LINE = re.compile(r"run (\d+): replaying \(attempt")
 
 
 def synthetic_sessions(folder: Path) -> list[Path]:
@@ -111,7 +112,21 @@ def test_two_worker_hosts_replay_every_upload_once_and_survive_losing_one(
             busy = Run.objects.filter(pk__in=runs, status=Run.Status.RUNNING).count()
             return busy == 2 and bool(done_by(second.log("worker")))
 
-        wait_until(both_mid_replay, 180, "both worker hosts replaying")
+        def second_holds_a_run() -> bool:
+            """Freeze the second host and keep it frozen only if it holds a claimed run it has
+            not finished (it could finish one between a look at the database and the kill)."""
+            wait_until(both_mid_replay, 180, "both worker hosts replaying")
+            second.pause()
+            log = second.log("worker")
+            if set(map(int, CLAIM_LINE.findall(log))) - set(done_by(log)):
+                return True
+            second.resume()
+            return False
+
+        wait_until(second_holds_a_run, 240, "the second host frozen mid-replay")
+        held = set(map(int, CLAIM_LINE.findall(second.log("worker")))) - set(
+            done_by(second.log("worker"))
+        )
         second.kill()
         done_on_second = done_by(second.log("worker"))
 
@@ -136,6 +151,7 @@ def test_two_worker_hosts_replay_every_upload_once_and_survive_losing_one(
         # the run the killed host was replaying started again on the other one and finished there
         restarted = list(Run.objects.filter(pk__in=runs, attempts=2).values_list("pk", flat=True))
         assert restarted, "the killed host left no run behind"
+        assert held <= set(restarted), "the run the killed host held was replayed again"
         assert set(restarted) <= set(done_on_first)
         assert "requeued" in first.log("worker") + web.log("beat")
         assert Run.objects.filter(pk__in=runs, attempts__gt=2).count() == 0
