@@ -92,7 +92,9 @@ if TYPE_CHECKING:  # loaded on first use (below): the CLI's start-up only pays f
         parse_time,
         request_events,
     )
+    from .results.idle import IdleAnswer, idle_compaction
     from .results.usage_fidelity import forecast_fidelity, usage_fidelity
+    from .results.waste import WasteReport, waste_findings
     from .summarizing.anthropic_backend import AnthropicSummarizer
     from .summarizing.factory import make_summarizer, preload_sdks
     from .summarizing.fallback import FallbackSummarizer
@@ -114,6 +116,8 @@ _LAZY_MODULES: dict[str, tuple[str, ...]] = {
     ".results.composition": ("compose",),
     ".results.evaluation": ("cache_accuracy", "compaction_accuracy", "fidelity", "result_fidelity"),
     ".results.usage_fidelity": ("forecast_fidelity", "usage_fidelity"),
+    ".results.waste": ("WasteReport", "waste_findings"),
+    ".results.idle": ("IdleAnswer", "idle_compaction"),
     ".results.explorer": (
         "BADGES",
         "HistoryIndex",
@@ -181,6 +185,7 @@ __all__ = [
     "FallbackSummarizer",
     "FieldError",
     "HistoryIndex",
+    "IdleAnswer",
     "LLMSettings",
     "Message",
     "ModelInfo",
@@ -207,6 +212,7 @@ __all__ = [
     "TranscriptError",
     "TransformIndex",
     "Usage",
+    "WasteReport",
     "as_result",
     "build_session",
     "cache_accuracy",
@@ -234,6 +240,7 @@ __all__ = [
     "format_duration",
     "format_summary",
     "gaps",
+    "idle_compaction",
     "get_preset",
     "keep_parsed",
     "load_pricing",
@@ -265,4 +272,5 @@ __all__ = [
     "summary_key",
     "tokenize_session",
     "usage_fidelity",
+    "waste_findings",
 ]

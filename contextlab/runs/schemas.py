@@ -9,6 +9,7 @@ from typing import Any, Literal, Union, get_args, get_origin, is_typeddict
 from ninja import Field, Schema
 from pydantic import BaseModel, ConfigDict, create_model
 
+from contextlab import engine
 from contextlab.engine import results
 from contextlab.transcripts.models import MAX_ROW_ID
 
@@ -109,3 +110,11 @@ RequestRowOut = model_of(results.RequestRow)
 class RequestPage(Schema):
     count: int
     items: list[RequestRowOut]  # type: ignore[valid-type]
+
+
+class WasteOut(Schema):
+    """A finished run's waste findings and its compact-now-or-wait answer (estimates)."""
+
+    run_id: int
+    waste: model_of(engine.WasteReport)  # type: ignore[valid-type]
+    idle: model_of(engine.IdleAnswer)  # type: ignore[valid-type]

@@ -28,7 +28,7 @@ from .upload_chain import EarlierUpload, open_upload_chain
 
 #: Bump when Session, Block or the tokenization change shape, or a pickled class moves (the
 #: pickles name them by module path).
-CACHE_VERSION = "9"
+CACHE_VERSION = "10"
 #: Sessions kept in memory by a long-lived process (a worker replaying a file again after an
 #: LLM summary, or an A/B pair), newest last.
 _RECENT: OrderedDict[str, Session] = OrderedDict()
