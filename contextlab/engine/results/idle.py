@@ -13,8 +13,9 @@ Per gap, on the request after it (``after``) and the one before it (``before``):
   difference between the two contexts less from the cache: a saving on the compacting side.
 
 The post-compaction context and the summary's size are the session's own where it compacted
-(the median request after a compaction, the median summary call's output), else the system
-prefix plus ``ASSUMED_SUMMARY_TOKENS``, labelled assumed. Everything is an estimate; compacting
+(the median request after a compaction, the median summary call's output), else the session's
+first prompt (system prompt, tools, CLAUDE.md: a conversation starting afresh) plus
+``ASSUMED_SUMMARY_TOKENS``, labelled assumed. Everything is an estimate; compacting
 also costs history the model no longer sees, which no dollar figure says.
 """
 
@@ -91,7 +92,7 @@ def _compacted(row: RequestRow) -> bool:
     )
 
 
-def _sizes(rows: list[RequestRow], prefix_tokens: int) -> tuple[int, int, bool]:
+def _sizes(rows: list[RequestRow], start_tokens: int) -> tuple[int, int, bool]:
     """(post-compaction context, summary output, whether both are the session's own)."""
     after: list[int] = []
     outputs: list[int] = []
@@ -107,7 +108,7 @@ def _sizes(rows: list[RequestRow], prefix_tokens: int) -> tuple[int, int, bool]:
     summary = int(statistics.median(outputs)) if outputs else ASSUMED_SUMMARY_TOKENS
     if after:
         return int(statistics.median(after)), summary, bool(outputs)
-    return prefix_tokens + summary, summary, False
+    return start_tokens + summary, summary, False
 
 
 def idle_compaction(result: ResultJson, pricing: PricingTable | None = None) -> IdleAnswer:
@@ -116,9 +117,9 @@ def idle_compaction(result: ResultJson, pricing: PricingTable | None = None) -> 
     main = result["session"]["threads"][0]["id"] if result["session"]["threads"] else "main"
     positions = [n for n, row in enumerate(result["requests"]) if row["thread"] == main]
     rows = [result["requests"][n] for n in positions]
-    calibration = result["session"]["calibration"]
-    prefix = int(calibration["prefix_tokens"]) if calibration else 0
-    post, summary, recorded = _sizes(rows, prefix)
+    # a conversation starting afresh: the first request's prompt (system, tools, CLAUDE.md)
+    start = _prompt(rows[0]["cache"]) if rows else 0
+    post, summary, recorded = _sizes(rows, start)
     gap_of = gaps(rows)
     out: list[IdleGap] = []
     for k in range(1, len(rows)):
