@@ -25,7 +25,10 @@ def _file(name: str, lines: int) -> str:
 
 
 def _grep_output(stem: str, lines: int) -> str:
-    return "".join(f"src/{stem}/module_{n}.py:{n}: {stem}_symbol_{n} = {stem}_factory_{n}()\n" for n in range(lines))
+    return "".join(
+        f"src/{stem}/module_{n}.py:{n}: {stem}_symbol_{n} = {stem}_factory_{n}()\n"
+        for n in range(lines)
+    )
 
 
 def _usage(read: int, write: int) -> dict[str, Any]:
@@ -47,7 +50,11 @@ def _snapshot(b: TranscriptBuilder) -> None:
         b.envelope(
             "attachment",
             b.last_uuid,
-            attachment={"type": "prompt_snapshot", "systemPrompt": ["You are Claude Code."], "tools": tools},
+            attachment={
+                "type": "prompt_snapshot",
+                "systemPrompt": ["You are Claude Code."],
+                "tools": tools,
+            },
         )
     )
 
@@ -65,7 +72,10 @@ def _near_misses(b: TranscriptBuilder) -> None:
     )
     b.tool_call("Read", {"file_path": "/work/project/parser.py"}, _file("parse", 40), grow=900)
     b.tool_call(
-        "Read", {"file_path": "/work/project/parser.py", "offset": 10, "limit": 20}, _file("parse", 40), grow=900
+        "Read",
+        {"file_path": "/work/project/parser.py", "offset": 10, "limit": 20},
+        _file("parse", 40),
+        grow=900,
     )
     b.tool_call("Grep", {"pattern": "useful"}, _grep_output("useful", 120), grow=3000)
     b.assistant([{"type": "text", "text": "useful_symbol_7 is the one to change."}], grow=50)
@@ -96,7 +106,9 @@ def wasteful() -> TranscriptBuilder:
     # a large search result nothing later refers to
     b.tool_call("Grep", {"pattern": "legacy"}, _grep_output("obsolete", 150), grow=3500)
     # an oversized command output, cleared by microcompact three requests later
-    big = b.tool_call("Bash", {"command": "pytest -v"}, "PASSED tests/test_case.py::check\n" * 2500, grow=20000)
+    big = b.tool_call(
+        "Bash", {"command": "pytest -v"}, "PASSED tests/test_case.py::check\n" * 2500, grow=20000
+    )
     for n in range(3):
         b.assistant([{"type": "text", "text": f"Checking step {n}."}], grow=50)
     b.system(
@@ -116,7 +128,9 @@ def wasteful() -> TranscriptBuilder:
     b.assistant([{"type": "text", "text": "On it."}], usage=_usage(3000, b.usage_total - 3000))
     # a 2-hour pause: beyond what even the 1-hour cache keeps (compact now or wait)
     b.prompt("Back again.", seconds=7200)
-    b.assistant([{"type": "text", "text": "Welcome back."}], usage=_usage(3000, b.usage_total - 3000))
+    b.assistant(
+        [{"type": "text", "text": "Welcome back."}], usage=_usage(3000, b.usage_total - 3000)
+    )
     for n in range(4):
         b.assistant([{"type": "text", "text": f"Working {n}."}], grow=50)
     return b

@@ -81,6 +81,7 @@ if TYPE_CHECKING:  # loaded on first use (below): the CLI's start-up only pays f
         messages_json,
         side_by_side,
     )
+    from .results.idle import IdleAnswer, idle_compaction
     from .results.navigator import (
         EVENT_KINDS,
         NavigatorEvent,
@@ -92,7 +93,6 @@ if TYPE_CHECKING:  # loaded on first use (below): the CLI's start-up only pays f
         parse_time,
         request_events,
     )
-    from .results.idle import IdleAnswer, idle_compaction
     from .results.usage_fidelity import forecast_fidelity, usage_fidelity
     from .results.waste import WasteReport, waste_findings
     from .summarizing.anthropic_backend import AnthropicSummarizer
@@ -240,8 +240,8 @@ __all__ = [
     "format_duration",
     "format_summary",
     "gaps",
-    "idle_compaction",
     "get_preset",
+    "idle_compaction",
     "keep_parsed",
     "load_pricing",
     "load_session",

@@ -55,14 +55,16 @@ def page_waste(
         kinds.append(
             {
                 **kind,
-                "findings": [
-                    {**f, "links": links(f["requests"])} for f in mine[:SHOWN_PER_KIND]
-                ],
+                "findings": [{**f, "links": links(f["requests"])} for f in mine[:SHOWN_PER_KIND]],
                 "hidden": max(0, len(mine) - SHOWN_PER_KIND),
             }
         )
     gaps = [
-        {**g, "links": links([g["before"], g["request"]]), "gap": engine.format_duration(g["gap_seconds"])}
+        {
+            **g,
+            "links": links([g["before"], g["request"]]),
+            "gap": engine.format_duration(g["gap_seconds"]),
+        }
         for g in idle["gaps"]
     ]
     return {

@@ -66,7 +66,8 @@ def test_a_file_read_again_unchanged_is_found_and_not_one_edited_between(wastefu
     assert first < again
     rows = result["requests"]
     assert rows[again]["view"]["end"] > 0
-    assert found["cost_usd"] > 0 and "No setting" in found["fix"]
+    assert found["cost_usd"] > 0
+    assert "No setting" in found["fix"]
 
 
 def test_an_oversized_output_later_cleared_costs_what_it_paid_while_it_stayed(wasteful):
@@ -93,7 +94,10 @@ def test_a_result_no_later_response_uses_is_found_and_a_used_one_is_not(wasteful
     # or referred to
     messages = wasteful[1]["main"]
     grep_results = [
-        b["text"] for m in messages for b in m["blocks"] if b.get("tool_name") == "Grep" and b["type"] == "tool_result"
+        b["text"]
+        for m in messages
+        for b in m["blocks"]
+        if b.get("tool_name") == "Grep" and b["type"] == "tool_result"
     ]
     assert len(grep_results) == 2
     assert unused[0]["tokens"] >= 1_000
@@ -122,12 +126,19 @@ def test_a_cache_break_after_a_10_minute_pause_is_found_not_one_after_2_hours(wa
     before, after = found["requests"]
     gap = engine.gaps(rows)[after]
     assert 300 < gap <= 3600
-    missed = sum(rows[before]["cache"][k] for k in ("read", "write", "uncached")) - rows[after]["cache"]["read"]
+    missed = (
+        sum(rows[before]["cache"][k] for k in ("read", "write", "uncached"))
+        - rows[after]["cache"]["read"]
+    )
     price, _, _ = PRICES.price_for(rows[after]["model"])
-    assert found["cost_usd"] == pytest.approx(missed * (price.cache_write_5m - price.cache_read) / 1e6, rel=1e-3)
-    assert "promptCacheTtl" in found["fix"] and "ENABLE_PROMPT_CACHING_1H" in found["fix"]
+    assert found["cost_usd"] == pytest.approx(
+        missed * (price.cache_write_5m - price.cache_read) / 1e6, rel=1e-3
+    )
+    assert "promptCacheTtl" in found["fix"]
+    assert "ENABLE_PROMPT_CACHING_1H" in found["fix"]
     # the 2-hour pause also missed, but no TTL keeps an entry that long
-    assert engine.gaps(rows)[after + 1] > 3600 and not rows[after + 1]["cache"]["hit"]
+    assert engine.gaps(rows)[after + 1] > 3600
+    assert not rows[after + 1]["cache"]["hit"]
     note = next(k["note"] for k in report["kinds"] if k["kind"] == "cache_break")
     assert "premium" in note
 
@@ -138,7 +149,10 @@ def test_a_one_hour_session_has_no_cache_break_to_avoid(tmp_path):
         usage = (rec.get("message") or {}).get("usage")
         if usage and "cache_creation" in usage:
             written = usage["cache_creation"]["ephemeral_5m_input_tokens"]
-            usage["cache_creation"] = {"ephemeral_5m_input_tokens": 0, "ephemeral_1h_input_tokens": written}
+            usage["cache_creation"] = {
+                "ephemeral_5m_input_tokens": 0,
+                "ephemeral_1h_input_tokens": written,
+            }
     result, messages = replay(tmp_path, b)
     assert {r["ttl"] for r in result["requests"]} == {"1h"}
     report = engine.waste_findings(as_result(result), messages)
@@ -149,12 +163,19 @@ def test_idle_gaps_longer_than_the_ttl_are_priced_both_ways(wasteful):
     result = as_result(wasteful[0])
     answer = engine.idle_compaction(result)
     gaps = engine.gaps(result["requests"])
-    assert [g["request"] for g in answer["gaps"]] == [n for n, g in enumerate(gaps) if g and g > 300]
+    assert [g["request"] for g in answer["gaps"]] == [
+        n for n, g in enumerate(gaps) if g and g > 300
+    ]
     short, long = answer["gaps"]
-    assert short["one_hour_keeps_it"] and not long["one_hour_keeps_it"]
+    assert short["one_hour_keeps_it"]
+    assert not long["one_hour_keeps_it"]
     for g in answer["gaps"]:
         assert g["saving_usd"] == pytest.approx(
-            g["paid_usd"] - g["summary_call_usd"] - g["smaller_prompt_usd"] + g["later_reads_saved_usd"], abs=2e-6
+            g["paid_usd"]
+            - g["summary_call_usd"]
+            - g["smaller_prompt_usd"]
+            + g["later_reads_saved_usd"],
+            abs=2e-6,
         )
     assert not answer["sizes_recorded"]  # the session never compacted: sizes assumed
     assert answer["saving_usd"] == pytest.approx(sum(g["saving_usd"] for g in answer["gaps"]))
@@ -177,14 +198,18 @@ def test_compacting_at_a_long_pause_wins_when_a_big_context_goes_on_for_long(tmp
     b.assistant([{"type": "text", "text": "Reading."}], grow=50)
     b.tool_call("Read", {"file_path": "/big.py"}, "x = 1\n" * 20000, grow=140_000)
     b.prompt("After lunch.", seconds=7200)
-    b.assistant([{"type": "text", "text": "Back."}], usage={**waste_sessions._usage(3000, b.usage_total - 3000)})
+    b.assistant(
+        [{"type": "text", "text": "Back."}],
+        usage={**waste_sessions._usage(3000, b.usage_total - 3000)},
+    )
     for n in range(40):
         b.assistant([{"type": "text", "text": f"Step {n}."}], grow=100)
     result, _ = replay(tmp_path, b)
     answer = engine.idle_compaction(as_result(result))
     (gap,) = answer["gaps"]
     assert gap["later_requests"] == 40
-    assert gap["saving_usd"] > 0 and answer["compact_wins"] == 1
+    assert gap["saving_usd"] > 0
+    assert answer["compact_wins"] == 1
     assert answer["verdict"].startswith("Compacting at the pauses would have saved")
 
 
@@ -194,7 +219,9 @@ def test_a_corpus_session_cache_breaks_and_findings_hold_together():
     session = engine.load_session(str(path))
     config, preset = engine.resolve_config("auto", version=session.version)
     result = engine.replay(session, config, mode="recorded", preset_name=preset).to_json()
-    report = engine.waste_findings(as_result(result), engine.expand_messages(engine.messages_json(session)))
+    report = engine.waste_findings(
+        as_result(result), engine.expand_messages(engine.messages_json(session))
+    )
     rows = result["requests"]
     gaps = engine.gaps(rows)
     breaks = of_kind(report, "cache_break")
@@ -202,9 +229,13 @@ def test_a_corpus_session_cache_breaks_and_findings_hold_together():
     for f in breaks:
         after = f["requests"][-1]
         assert 300 < gaps[after] <= 3600
-        assert rows[after]["cache"]["source"] == "recorded" and not rows[after]["cache"]["hit"]
+        assert rows[after]["cache"]["source"] == "recorded"
+        assert not rows[after]["cache"]["hit"]
     for f in report["findings"]:
-        assert all(0 <= i < len(rows) for i in f["requests"]) and f["cost_usd"] >= 0
-    assert report["total_cost_usd"] == pytest.approx(sum(f["cost_usd"] for f in report["findings"]), abs=1e-5)
+        assert all(0 <= i < len(rows) for i in f["requests"])
+        assert f["cost_usd"] >= 0
+    assert report["total_cost_usd"] == pytest.approx(
+        sum(f["cost_usd"] for f in report["findings"]), abs=1e-5
+    )
     assert report["total_cost_usd"] < result["summary"]["session_cost_usd"]
     assert report["tool_definitions"] is None  # this version records no prompt snapshot

@@ -182,7 +182,9 @@ def idle_compaction(result: ResultJson, pricing: PricingTable | None = None) -> 
     elif total > 0:
         verdict = f"Compacting at the pauses would have saved ${total:.4f} (estimate)."
     else:
-        verdict = f"Waiting was cheaper: compacting at the pauses would have cost ${-total:.4f} more."
+        verdict = (
+            f"Waiting was cheaper: compacting at the pauses would have cost ${-total:.4f} more."
+        )
     return {
         "gaps": out,
         "saving_usd": round(total, 6),

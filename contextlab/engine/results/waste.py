@@ -138,7 +138,8 @@ class _Stays:
             if t["kind"] in CLEARING_KINDS:
                 self.cleared.add(key)
         self.ratio: dict[str, float] = {
-            th["id"]: float(th["calibration"]["ratio"] or 1.0) for th in result["session"]["threads"]
+            th["id"]: float(th["calibration"]["ratio"] or 1.0)
+            for th in result["session"]["threads"]
         }
 
     def tokens(self, thread: str, raw: int) -> int:
@@ -218,7 +219,9 @@ def _blocks(messages: Sequence[Mapping[str, Any]]) -> Iterable[tuple[int, int, M
             yield mi, bj, block
 
 
-def _rereads(thread: str, messages: Sequence[Mapping[str, Any]], stays: _Stays) -> list[WasteFinding]:
+def _rereads(
+    thread: str, messages: Sequence[Mapping[str, Any]], stays: _Stays
+) -> list[WasteFinding]:
     calls: dict[str, tuple[int, dict[str, Any]]] = {}
     last_read: dict[tuple[str, Any, Any], tuple[int, int, str]] = {}
     written_at: dict[str, int] = {}
@@ -240,9 +243,9 @@ def _rereads(thread: str, messages: Sequence[Mapping[str, Any]], stays: _Stays) 
         call_message, args = call
         path = args["file_path"]
         text = str(block.get("text") or "")
-        key = (path, args.get("offset"), args.get("limit"))
-        earlier = last_read.get(key)
-        last_read[key] = (mi, bj, text)
+        part = (path, args.get("offset"), args.get("limit"))
+        earlier = last_read.get(part)
+        last_read[part] = (mi, bj, text)
         if earlier is None or text.startswith(UNCHANGED_STUB) or block.get("persisted"):
             continue
         before_mi, before_bj, before_text = earlier
@@ -253,7 +256,7 @@ def _rereads(thread: str, messages: Sequence[Mapping[str, Any]], stays: _Stays) 
             _Place(thread, before_mi, before_bj), stays.row(asking)
         ):
             continue  # the earlier read had left the view: reading again was the way back
-        held, cost = stays.stay(_Place(thread, mi, bj), int(block.get("tokens") or 0))
+        _, cost = stays.stay(_Place(thread, mi, bj), int(block.get("tokens") or 0))
         first = stays.request_before(thread, before_mi)
         out.append(
             {
@@ -285,7 +288,9 @@ def _output_fix(tool: str) -> str:
     return f"Ask {tool or 'the tool'} for less output."
 
 
-def _cleared(thread: str, messages: Sequence[Mapping[str, Any]], stays: _Stays) -> list[WasteFinding]:
+def _cleared(
+    thread: str, messages: Sequence[Mapping[str, Any]], stays: _Stays
+) -> list[WasteFinding]:
     out: list[WasteFinding] = []
     for mi, bj, block in _blocks(messages):
         if block.get("type") != "tool_result" or block.get("persisted"):
@@ -319,7 +324,9 @@ def _words(text: str) -> set[str]:
     return {w.rstrip("./-") for w in _WORD.findall(text)}
 
 
-def _unused(thread: str, messages: Sequence[Mapping[str, Any]], stays: _Stays) -> list[WasteFinding]:
+def _unused(
+    thread: str, messages: Sequence[Mapping[str, Any]], stays: _Stays
+) -> list[WasteFinding]:
     out: list[WasteFinding] = []
     seen: set[str] = set()
     # the last response (text, thinking, tool calls) that says each word
@@ -450,7 +457,7 @@ def _cache_breaks(result: ResultJson, pricing: PricingTable) -> tuple[list[Waste
                 "tokens": int(cache.get("write") or 0),
                 "cost_usd": round(paid, 6),
                 "requests": _unique([rows.index(before), n]),
-                "fix": "Use the 1-hour cache: \"promptCacheTtl\": \"1h\" in settings.json "
+                "fix": 'Use the 1-hour cache: "promptCacheTtl": "1h" in settings.json '
                 "(Claude Code 2.1.242+), or ENABLE_PROMPT_CACHING_1H=1 (2.1.108+).",
             }
         )
