@@ -274,3 +274,34 @@ def test_a_threshold_the_session_never_nears_uses_its_own_run_and_replays_the_sa
             session, services.ConfigSpec(preset="auto", overrides={"autocompact_pct_override": 1})
         )
         assert not services.never_reached(session, low)
+
+
+def test_compact_now_or_wait_per_session(
+    client, alice_client, auth_header, make_transcript, short_jsonl, finish
+):
+    from tests import waste_sessions
+
+    pauses = make_transcript(waste_sessions.FIXTURES / "wasteful.jsonl")
+    quiet = make_transcript(short_jsonl)
+    created = _advise(client, auth_header, [pauses, quiet], knobs={"cache_ttl": ["1h"]})
+    finish()
+    body = client.get(f"/api/advice/{created['id']}", **auth_header).json()
+    rows = {row["session_id"]: row for row in body["idle"]}
+    assert set(rows) == {pauses.pk, quiet.pk}
+    baseline = next(
+        item.run
+        for item in AdviceRun.objects.filter(advice_id=created["id"]).select_related("run")
+        if item.run.transcript_id == pauses.pk and item.candidate == "baseline"
+    )
+    from contextlab.runs import services as run_services
+
+    expected = engine.idle_compaction(engine.as_result(run_services.result_data(baseline)))
+    row = rows[pauses.pk]
+    assert row["gaps"] == len(expected["gaps"]) == 2  # the 10-minute and the 2-hour pause
+    assert row["saving_usd"] == pytest.approx(expected["saving_usd"])
+    assert row["saving_usd"] == pytest.approx(row["paid_usd"] - row["compact_usd"], abs=1e-5)
+    assert not row["sizes_recorded"]
+    assert rows[quiet.pk]["gaps"] == 0
+    page = alice_client.get(body["url"]).content.decode()
+    assert 'id="idle-sessions"' in page
+    assert f'href="/sessions/{pauses.pk}/#idle"' in page
