@@ -382,3 +382,4 @@ paid_usd  # IdleGap / WasteFinding field, read by templates/runs/report.html and
 summary_call_usd  # IdleGap / WasteFinding field, read by templates/runs/report.html and the API
 smaller_prompt_usd  # IdleGap / WasteFinding field, read by templates/runs/report.html and the API
 later_reads_saved_usd  # IdleGap / WasteFinding field, read by templates/runs/report.html and the API
+compact_usd  # an API response field (contextlab/advice/schemas.py: IdleOut)

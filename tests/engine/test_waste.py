@@ -67,7 +67,7 @@ def test_a_file_read_again_unchanged_is_found_and_not_one_edited_between(wastefu
     rows = result["requests"]
     assert rows[again]["view"]["end"] > 0
     assert found["cost_usd"] > 0
-    assert "No setting" in found["fix"]
+    assert "2.1.100" in found["fix"]
 
 
 def test_an_oversized_output_later_cleared_costs_what_it_paid_while_it_stayed(wasteful):

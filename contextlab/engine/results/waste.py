@@ -49,8 +49,9 @@ UNUSED_MIN_TOKENS = 1_000
 UNUSED_MIN_WORDS = 5
 #: gaps (seconds) the 5-minute cache does not outlive and the 1-hour one does
 FIVE_MINUTES, ONE_HOUR = 300.0, 3600.0
-#: the Read tool's own answer to a file read again unchanged (Claude Code 2.1.x): no waste
-UNCHANGED_STUB = "File unchanged since last read"
+#: the Read tool's own answers to a file read again unchanged (found in the 2.1.100 package;
+#: the second behind a server-side flag): a short note, no waste
+UNCHANGED_STUBS = ("File unchanged since last read", "Wasted call — file unchanged")
 #: tools that change a file, by the input key naming it
 WRITERS = {"Edit": "file_path", "MultiEdit": "file_path", "Write": "file_path"}
 WRITERS_NOTEBOOK = {"NotebookEdit": "notebook_path"}
@@ -246,7 +247,7 @@ def _rereads(
         part = (path, args.get("offset"), args.get("limit"))
         earlier = last_read.get(part)
         last_read[part] = (mi, bj, text)
-        if earlier is None or text.startswith(UNCHANGED_STUB) or block.get("persisted"):
+        if earlier is None or text.startswith(UNCHANGED_STUBS) or block.get("persisted"):
             continue
         before_mi, before_bj, before_text = earlier
         if before_text != text or written_at.get(path, -1) > before_mi:
@@ -265,9 +266,10 @@ def _rereads(
                 "tokens": stays.tokens(thread, int(block.get("tokens") or 0)),
                 "cost_usd": round(cost, 6),
                 "requests": _unique([first, asking] if first is not None else [asking]),
-                "fix": "The earlier read was still in the context: ask the agent to use it (a "
-                "CLAUDE.md line such as “do not re-read a file you have not changed”), or "
-                "read a part with offset and limit. No setting turns this off.",
+                "fix": "The earlier read was still in the context. Claude Code 2.1.100 answers "
+                "such a read with a one-line note instead of the file: update; with an older "
+                "version, ask the agent to use the earlier read (a CLAUDE.md line), or read a "
+                "part with offset and limit. No setting turns this on.",
             }
         )
     return out
