@@ -46,8 +46,11 @@ def page_waste(
     found = run_waste(transcript, run, data)
     waste, idle = found["waste"], found["idle"]
 
-    def links(positions: list[int]) -> list[dict[str, Any]]:
-        return [{"number": i + 1, "url": url(i)} for i in positions]
+    def links(positions: list[int], roles: list[str]) -> list[dict[str, Any]]:
+        return [
+            {"number": i + 1, "url": url(i), "role": role}
+            for i, role in zip(positions, roles, strict=False)
+        ]
 
     kinds = []
     for kind in waste["kinds"]:
@@ -55,15 +58,21 @@ def page_waste(
         kinds.append(
             {
                 **kind,
-                "findings": [{**f, "links": links(f["requests"])} for f in mine[:SHOWN_PER_KIND]],
+                "findings": [
+                    {**f, "links": links(f["requests"], f["request_roles"])}
+                    for f in mine[:SHOWN_PER_KIND]
+                ],
                 "hidden": max(0, len(mine) - SHOWN_PER_KIND),
             }
         )
     gaps = [
         {
             **g,
-            "links": links([g["before"], g["request"]]),
+            "links": links([g["before"], g["request"]], ["before", "after"]),
             "gap": engine.format_duration(g["gap_seconds"]),
+            # "−$0.01", not "$-0.01"
+            "saving_sign": "−" if g["saving_usd"] < 0 else "",
+            "saving_abs": abs(g["saving_usd"]),
         }
         for g in idle["gaps"]
     ]

@@ -4,6 +4,7 @@ miss beside it is not; then on a real corpus session."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +65,7 @@ def test_a_file_read_again_unchanged_is_found_and_not_one_edited_between(wastefu
     assert all("parser.py" not in f["text"] for f in report["findings"])
     first, again = found["requests"]
     assert first < again
+    assert found["request_roles"] == ["read first by", "read again by"]
     rows = result["requests"]
     assert rows[again]["view"]["end"] > 0
     assert found["cost_usd"] > 0
@@ -232,6 +234,7 @@ def test_a_corpus_session_cache_breaks_and_findings_hold_together():
         assert rows[after]["cache"]["source"] == "recorded"
         assert not rows[after]["cache"]["hit"]
     for f in report["findings"]:
+        assert len(f["request_roles"]) == len(f["requests"])
         assert all(0 <= i < len(rows) for i in f["requests"])
         assert f["cost_usd"] >= 0
     assert report["total_cost_usd"] == pytest.approx(
@@ -239,3 +242,20 @@ def test_a_corpus_session_cache_breaks_and_findings_hold_together():
     )
     assert report["total_cost_usd"] < result["summary"]["session_cost_usd"]
     assert report["tool_definitions"] is None  # this version records no prompt snapshot
+
+
+def test_every_setting_a_fix_names_is_in_the_versions_doc(wasteful):
+    """A fix names only real Claude Code settings: each with its source in the versions doc."""
+    from contextlab.engine.results import waste
+
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "claude-code-versions.md").read_text(
+        encoding="utf-8"
+    )
+    report = engine.waste_findings(as_result(wasteful[0]), wasteful[1])
+    fixes = [f["fix"] for f in report["findings"]]
+    fixes += [waste._output_fix(tool) for tool in ("Bash", "mcp__x__y", "Read", "Grep", "Other")]
+    names = {n for fix in fixes for n in re.findall(r"\b[A-Z][A-Z0-9]*_[A-Z0-9_]+\b", fix)}
+    names |= {n for fix in fixes for n in re.findall(r'"([a-z]+[A-Z][A-Za-z]+)"', fix)}
+    assert {"BASH_MAX_OUTPUT_LENGTH", "MAX_MCP_OUTPUT_TOKENS", "promptCacheTtl"} <= names
+    for name in names:
+        assert f"`{name}`" in doc, name

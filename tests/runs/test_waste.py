@@ -39,7 +39,7 @@ def test_the_report_lists_each_finding_with_its_cost_fix_and_request_links(alice
     assert "promptCacheTtl" in html
     # links open the request pages, numbered from 1 on the page (the address keeps the index)
     links = re.findall(
-        rf'<a class="finding-request" href="/sessions/{wasteful.pk}/requests/(\d+)/\?run={run.pk}">(\d+)</a>',
+        rf'<a class="finding-request" href="/sessions/{wasteful.pk}/requests/(\d+)/\?run={run.pk}">request (\d+)</a>',
         html,
     )
     assert links
@@ -48,6 +48,10 @@ def test_the_report_lists_each_finding_with_its_cost_fix_and_request_links(alice
     assert 'href="/glossary/#waste"' in html
     assert 'id="idle-gaps"' in html
     assert 'href="/glossary/#idle-compaction"' in html
+    # each pause's saving as a signed amount ("−$0.0092"), never a dash or "$-0.0092"
+    savings = re.findall(r'data-label="Compacting saves">([^<]*)</td>', html)
+    assert len(savings) == 2
+    assert all(re.fullmatch(r"−?\$\d+\.\d+", s) for s in savings), savings
 
 
 def test_a_tidy_session_shows_no_finding(alice_client, tidy):

@@ -92,6 +92,8 @@ class WasteFinding(TypedDict):
     cost_usd: float
     #: positions in ``result["requests"]`` (0-based; pages add 1), the first the cause
     requests: list[int]
+    #: what each of ``requests`` is to the finding, in words ("read again by", "cleared at")
+    request_roles: list[str]
     fix: str
 
 
@@ -265,7 +267,10 @@ def _rereads(
                 "text": f"{path} read again unchanged",
                 "tokens": stays.tokens(thread, int(block.get("tokens") or 0)),
                 "cost_usd": round(cost, 6),
-                "requests": _unique([first, asking] if first is not None else [asking]),
+                "requests": (
+                    linked := _linked((first, "read first by"), (asking, "read again by"))
+                )[0],
+                "request_roles": linked[1],
                 "fix": "The earlier read was still in the context. Claude Code 2.1.100 answers "
                 "such a read with a one-line note instead of the file: update; with an older "
                 "version, ask the agent to use the earlier read (a CLAUDE.md line), or read a "
@@ -315,7 +320,10 @@ def _cleared(
                 f"{len(held)} request{'s' if len(held) != 1 else ''}, then was cleared",
                 "tokens": tokens,
                 "cost_usd": round(cost, 6),
-                "requests": _unique([held[0], cleared_at]),
+                "requests": (
+                    linked := _linked((held[0], "whole from"), (cleared_at, "cleared at"))
+                )[0],
+                "request_roles": linked[1],
                 "fix": _output_fix(tool),
             }
         )
@@ -366,7 +374,10 @@ def _unused(
                                 "response refers to",
                                 "tokens": tokens,
                                 "cost_usd": round(cost, 6),
-                                "requests": _unique([held[0], held[-1]]),
+                                "requests": (
+                                    linked := _linked((held[0], "sent from"), (held[-1], "until"))
+                                )[0],
+                                "request_roles": linked[1],
                                 "fix": _output_fix(tool),
                             }
                         )
@@ -411,7 +422,8 @@ def _tools(
                 "text": f"{name} was defined in every request ({tokens:,} tokens) and never called",
                 "tokens": tokens,
                 "cost_usd": round(cost, 6),
-                "requests": [0] if rows else [],
+                "requests": (linked := _linked((0 if rows else None, "sent from")))[0],
+                "request_roles": linked[1],
                 "fix": (
                     "Leave this MCP server out of sessions like this one (it is configured in "
                     ".mcp.json or with claude mcp)."
@@ -427,7 +439,7 @@ def _tools(
 def _cache_breaks(result: ResultJson, pricing: PricingTable) -> tuple[list[WasteFinding], str]:
     rows = result["requests"]
     gap_of = gaps(rows)
-    previous: dict[str, RequestRow] = {}
+    previous: dict[str, int] = {}
     out: list[WasteFinding] = []
     premium = 0.0
     for n, row in enumerate(rows):
@@ -437,8 +449,9 @@ def _cache_breaks(result: ResultJson, pricing: PricingTable) -> tuple[list[Waste
         if cache.get("source") == "recorded" and row["ttl"] != "1h":
             premium += int(cache.get("write") or 0) * (price.cache_write_1h - price.cache_write_5m)
         gap = gap_of[n]
-        before = previous.get(thread)
-        previous[thread] = row
+        earlier = previous.get(thread)
+        before = rows[earlier] if earlier is not None else None
+        previous[thread] = n
         if (
             before is None
             or gap is None
@@ -458,7 +471,8 @@ def _cache_breaks(result: ResultJson, pricing: PricingTable) -> tuple[list[Waste
                 f"had expired ({int(cache.get('write') or 0):,} tokens written again)",
                 "tokens": int(cache.get("write") or 0),
                 "cost_usd": round(paid, 6),
-                "requests": _unique([rows.index(before), n]),
+                "requests": (linked := _linked((earlier, "cached by"), (n, "missed at")))[0],
+                "request_roles": linked[1],
                 "fix": 'Use the 1-hour cache: "promptCacheTtl": "1h" in settings.json '
                 "(Claude Code 2.1.242+), or ENABLE_PROMPT_CACHING_1H=1 (2.1.108+).",
             }
@@ -480,12 +494,15 @@ def _cache_breaks(result: ResultJson, pricing: PricingTable) -> tuple[list[Waste
     return out, note
 
 
-def _unique(items: Iterable[int | None]) -> list[int]:
-    out: list[int] = []
-    for item in items:
-        if item is not None and item not in out:
-            out.append(item)
-    return out
+def _linked(*pairs: tuple[int | None, str]) -> tuple[list[int], list[str]]:
+    """``requests`` and ``request_roles`` of a finding: each request once, None left out."""
+    requests: list[int] = []
+    roles: list[str] = []
+    for position, role in pairs:
+        if position is not None and position not in requests:
+            requests.append(position)
+            roles.append(role)
+    return requests, roles
 
 
 def waste_findings(
