@@ -123,9 +123,11 @@ def wasteful() -> TranscriptBuilder:
         },
     )
     b.assistant([{"type": "text", "text": "Tests pass."}], grow=50)
-    # a 10-minute pause: the 5-minute cache entry expired, the whole prompt written again
-    b.prompt("One more thing.", seconds=600)
-    b.assistant([{"type": "text", "text": "On it."}], usage=_usage(3000, b.usage_total - 3000))
+    # pauses of 10 to 16 minutes: the 5-minute cache entry expired, the whole prompt written
+    # again each time (enough of them that the 1-hour cache's premium pays)
+    for n in range(4):
+        b.prompt(f"One more thing ({n + 1}).", seconds=600 + 120 * n)
+        b.assistant([{"type": "text", "text": "On it."}], usage=_usage(3000, b.usage_total - 3000))
     # a 2-hour pause: beyond what even the 1-hour cache keeps (compact now or wait)
     b.prompt("Back again.", seconds=7200)
     b.assistant(
@@ -133,6 +135,17 @@ def wasteful() -> TranscriptBuilder:
     )
     for n in range(4):
         b.assistant([{"type": "text", "text": f"Working {n}."}], grow=50)
+    return b
+
+
+def one_break() -> TranscriptBuilder:
+    """The near misses, then one miss after a 10-minute pause and one after 2 hours (which the
+    1-hour cache would not avoid but would write dearer): the premium outweighs the one miss."""
+    b = TranscriptBuilder(version="2.1.300")
+    _near_misses(b)
+    for pause in (600, 7200):
+        b.prompt("One more thing.", seconds=pause)
+        b.assistant([{"type": "text", "text": "On it."}], usage=_usage(3000, b.usage_total - 3000))
     return b
 
 

@@ -491,6 +491,12 @@ def _cache_breaks(result: ResultJson, pricing: PricingTable) -> tuple[list[Waste
             f"The 1-hour cache would have avoided ${avoided:.4f} of misses but added a "
             f"${premium:.4f} premium on this session's cache writes: it does not pay here."
         )
+        for finding in out:
+            finding["fix"] = (
+                "The 1-hour cache would avoid this miss, but its premium on every cache write "
+                "costs this session more than the misses it avoids: keep the 5-minute cache, or "
+                "resume within 5 minutes."
+            )
     return out, note
 
 
