@@ -278,6 +278,7 @@ def idle_answers(
                     6,
                 ),
                 "saving_usd": answer["saving_usd"],
+                "best_saving_usd": answer["best_saving_usd"],
                 "sizes_recorded": answer["sizes_recorded"],
                 "verdict": answer["verdict"],
             }

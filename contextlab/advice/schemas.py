@@ -101,7 +101,10 @@ class IdleOut(Schema):
         ...,
         description="summary calls + smaller prompts − what later requests would read less",
     )
-    saving_usd: float = Field(..., description="paid − compact: positive, compacting saves")
+    saving_usd: float = Field(
+        ..., description="paid − compact, compacting at every gap: positive, compacting saves"
+    )
+    best_saving_usd: float = Field(..., description="compacting only at the gaps where it saves")
     sizes_recorded: bool = Field(
         ..., description="summary and post-compaction sizes are the session's own (else assumed)"
     )

@@ -70,9 +70,6 @@ def page_waste(
             **g,
             "links": links([g["before"], g["request"]], ["before", "after"]),
             "gap": engine.format_duration(g["gap_seconds"]),
-            # "−$0.01", not "$-0.01"
-            "saving_sign": "−" if g["saving_usd"] < 0 else "",
-            "saving_abs": abs(g["saving_usd"]),
         }
         for g in idle["gaps"]
     ]

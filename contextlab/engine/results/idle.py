@@ -9,8 +9,10 @@ Per gap, on the request after it (``after``) and the one before it (``before``):
 * compact at the gap — the summary call (``before``'s prompt read from the still-warm cache,
   the summary as output), then ``after``'s prompt rebuilt small (the post-compaction context
   plus what the new turn added), written at the 1-hour rate.
-* afterwards — every later request of the thread up to its next compaction reads the
-  difference between the two contexts less from the cache: a saving on the compacting side.
+* afterwards — every later request of the thread up to its next compaction, or the next such
+  pause (where the question is asked again), reads the difference between the two contexts
+  less from the cache: a saving on the compacting side. The pauses' figures so add up: compacting
+  at every pause (``saving_usd``), or only where it wins (``best_saving_usd``).
 
 The post-compaction context and the summary's size are the session's own where it compacted
 (the median request after a compaction, the median summary call's output), else the session's
@@ -59,7 +61,10 @@ class IdleGap(TypedDict):
 
 class IdleAnswer(TypedDict):
     gaps: list[IdleGap]
+    #: compacting at every pause (each pause's later reads counted up to the next pause)
     saving_usd: float
+    #: compacting only at the pauses where it wins
+    best_saving_usd: float
     #: gaps where compacting would have been cheaper
     compact_wins: int
     post_compaction_tokens: int
@@ -121,15 +126,20 @@ def idle_compaction(result: ResultJson, pricing: PricingTable | None = None) -> 
     start = _prompt(rows[0]["cache"]) if rows else 0
     post, summary, recorded = _sizes(rows, start)
     gap_of = gaps(rows)
+    pauses = [
+        k
+        for k in range(1, len(rows))
+        if (gap := gap_of[k]) is not None
+        and gap > TTL_SECONDS.get(rows[k - 1]["ttl"] or "5m", TTL_SECONDS["5m"])
+        # nothing to gain where the context is already as small as a compaction's
+        and _prompt(rows[k - 1]["cache"]) > post
+    ]
     out: list[IdleGap] = []
-    for k in range(1, len(rows)):
-        gap, before, after = gap_of[k], rows[k - 1], rows[k]
+    ends = [*pauses[1:], len(rows)] if pauses else []
+    for k, upto in zip(pauses, ends, strict=True):
+        gap, before, after = float(gap_of[k] or 0.0), rows[k - 1], rows[k]
         ttl = before["ttl"] or "5m"
-        if gap is None or gap <= TTL_SECONDS.get(ttl, TTL_SECONDS["5m"]):
-            continue
         context = _prompt(before["cache"])
-        if context <= post:
-            continue  # nothing to gain: the context is already as small as a compaction's
         paid = _input_cost(after, pricing)
         call = request_cost(
             before["model"],
@@ -152,7 +162,8 @@ def idle_compaction(result: ResultJson, pricing: PricingTable | None = None) -> 
         )
         later = 0
         saved = 0.0
-        for row in rows[k + 1 :]:
+        # up to the next compaction, or the next pause (where the question is asked again)
+        for row in rows[k + 1 : upto]:
             if _compacted(row):
                 break
             price, _, _ = pricing.price_for(row["model"])
@@ -176,18 +187,22 @@ def idle_compaction(result: ResultJson, pricing: PricingTable | None = None) -> 
             }
         )
     total = sum(g["saving_usd"] for g in out)
+    best = sum(g["saving_usd"] for g in out if g["saving_usd"] > 0)
     wins = sum(1 for g in out if g["saving_usd"] > 0)
     if not out:
         verdict = "No pause outlived the cache with a context worth compacting."
-    elif total > 0:
-        verdict = f"Compacting at the pauses would have saved ${total:.4f} (estimate)."
+    elif wins == 0:
+        verdict = f"Waiting was cheaper at every pause (by ${-total:.4f} in all, estimate)."
     else:
+        every = f"saves ${total:.4f}" if total >= 0 else f"costs ${-total:.4f} more than waiting"
         verdict = (
-            f"Waiting was cheaper: compacting at the pauses would have cost ${-total:.4f} more."
+            f"Compacting at every pause {every}; only at the {wins} of {len(out)} where it "
+            f"wins, ${best:.4f} (estimates)."
         )
     return {
         "gaps": out,
         "saving_usd": round(total, 6),
+        "best_saving_usd": round(best, 6),
         "compact_wins": wins,
         "post_compaction_tokens": post,
         "summary_tokens": summary,
