@@ -383,3 +383,6 @@ summary_call_usd  # IdleGap / WasteFinding field, read by templates/runs/report.
 smaller_prompt_usd  # IdleGap / WasteFinding field, read by templates/runs/report.html and the API
 later_reads_saved_usd  # IdleGap / WasteFinding field, read by templates/runs/report.html and the API
 compact_usd  # an API response field (contextlab/advice/schemas.py: IdleOut)
+best_saving_usd  # IdleAnswer, read by the API and contextlab/advice/reports.py
+request_roles  # WasteFinding, read by contextlab/runs/waste.py and the API
+signed_usd  # template filter (contextlab/runs/templatetags/humanize_tokens.py)
