@@ -13,7 +13,8 @@ expanded), so the worker, the pages and the CLI get the same answer from stored 
   result of at least ``UNUSED_MIN_TOKENS``, not an error, holding at least
   ``UNUSED_MIN_WORDS`` distinctive words (identifiers of 6+ characters not seen before it in
   the conversation, nor in its own call), none of which appears in any later response of the
-  thread (text, thinking or tool call). A result the model used without quoting any of them
+  thread (text, thinking or tool call), with at least ``UNUSED_MIN_LATER_RESPONSES`` responses
+  after it to judge by. A result the model used without quoting any of them
   would be listed too: the rule says so on the page.
 * ``unused_tools`` — tool definitions never called: only where the transcript records the
   definitions Claude Code sent (a ``prompt_snapshot`` attachment with ``tools``); otherwise
@@ -32,6 +33,7 @@ from __future__ import annotations
 
 import json
 import re
+from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -47,6 +49,8 @@ OVERSIZED_TOKENS = 4_000
 UNUSED_MIN_TOKENS = 1_000
 #: a result needs this many distinctive words before the rule can call it unused
 UNUSED_MIN_WORDS = 5
+#: and this many responses after it to judge by (a session that ends soon after says nothing)
+UNUSED_MIN_LATER_RESPONSES = 3
 #: gaps (seconds) the 5-minute cache does not outlive and the 1-hour one does
 FIVE_MINUTES, ONE_HOUR = 300.0, 3600.0
 #: the Read tool's own answers to a file read again unchanged (found in the 2.1.100 package;
@@ -57,7 +61,8 @@ WRITERS = {"Edit": "file_path", "MultiEdit": "file_path", "Write": "file_path"}
 WRITERS_NOTEBOOK = {"NotebookEdit": "notebook_path"}
 #: transforms that clear a tool output or replace it by a preview (microcompact, persistence)
 CLEARING_KINDS = frozenset({"cleared", "persisted", "budget"})
-_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_./-]{5,}")
+#: a distinctive word: 6+ characters of a name or path, not ending in punctuation
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_./-]{4,}[A-Za-z0-9_]")
 
 KINDS: dict[str, str] = {
     "reread": "Files read again unchanged",
@@ -73,8 +78,9 @@ RULES: dict[str, str] = {
     "persistence replaced later: what it cost while it stayed whole.",
     "unused_result": f"A heuristic: a result of {UNUSED_MIN_TOKENS:,} tokens or more, not an "
     f"error, with at least {UNUSED_MIN_WORDS} distinctive words (names of 6+ characters new "
-    "to the conversation), none of which any later response repeats. A result the model used "
-    "without repeating any of them is listed too.",
+    f"to the conversation), none of which any of the {UNUSED_MIN_LATER_RESPONSES} or more "
+    "responses after it repeats. A result the model used without repeating any of them is "
+    "listed too.",
     "unused_tools": "Tools defined in the prompt (as the transcript records them) that the "
     "session never called: their definitions were sent with every request.",
     "cache_break": "A recorded cache miss after a pause of 5 to 60 minutes on a request "
@@ -331,7 +337,7 @@ def _cleared(
 
 
 def _words(text: str) -> set[str]:
-    return {w.rstrip("./-") for w in _WORD.findall(text)}
+    return set(_WORD.findall(text))
 
 
 def _unused(
@@ -341,10 +347,10 @@ def _unused(
     seen: set[str] = set()
     # the last response (text, thinking, tool calls) that says each word
     said_last: dict[str, int] = {}
-    last_response = -1
+    responses: list[int] = []
     for mi, msg in enumerate(messages):
         if msg.get("role") == "assistant":
-            last_response = mi
+            responses.append(mi)
             for block in msg.get("blocks") or []:
                 for word in _words(str(block.get("text") or "")):
                     said_last[word] = mi
@@ -360,7 +366,7 @@ def _unused(
                 if (
                     tokens >= UNUSED_MIN_TOKENS
                     and len(new) >= UNUSED_MIN_WORDS
-                    and last_response > mi  # a later response exists to judge by
+                    and len(responses) - bisect_right(responses, mi) >= UNUSED_MIN_LATER_RESPONSES
                     and not any(said_last.get(w, -1) > mi for w in new)
                     and not block.get("persisted")
                 ):
