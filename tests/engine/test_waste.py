@@ -296,9 +296,9 @@ def test_every_setting_a_fix_names_is_in_the_versions_doc(wasteful):
 def test_an_unused_result_needs_enough_later_responses_to_judge_by(tmp_path, responses, listed):
     b = TranscriptBuilder(version="2.1.300")
     b.prompt("Search.")
-    b.tool_call("Grep", {"pattern": "x"}, waste_sessions._grep_output("stale", 150), grow=3500)
-    for n in range(responses):
-        b.assistant([{"type": "text", "text": f"Step {n}."}], grow=50)
+    b.tool_call("Grep", {"pattern": "x"}, waste_sessions._grep_output("stale", 150), grow=50)
+    for n in range(responses):  # the recorded prompt grows by the result once, as it would
+        b.assistant([{"type": "text", "text": f"Step {n}."}], grow=3000 if n == 0 else 50)
     result, messages = replay(tmp_path, b)
     report = engine.waste_findings(as_result(result), messages)
     assert bool(of_kind(report, "unused_result")) is listed
