@@ -107,7 +107,7 @@ def wasteful() -> TranscriptBuilder:
     b.tool_call("Grep", {"pattern": "legacy"}, _grep_output("obsolete", 150), grow=3500)
     # an oversized command output, cleared by microcompact three requests later
     big = b.tool_call(
-        "Bash", {"command": "pytest -v"}, "PASSED tests/test_case.py::check\n" * 2500, grow=20000
+        "Bash", {"command": "pytest -v"}, "PASSED tests/test_case.py::check\n" * 700, grow=6000
     )
     for n in range(3):
         b.assistant([{"type": "text", "text": f"Checking step {n}."}], grow=50)
