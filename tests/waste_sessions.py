@@ -77,7 +77,7 @@ def _near_misses(b: TranscriptBuilder) -> None:
         _file("parse", 40),
         grow=900,
     )
-    b.tool_call("Grep", {"pattern": "useful"}, _grep_output("useful", 120), grow=3000)
+    b.tool_call("Grep", {"pattern": "useful"}, _grep_output("useful", 60), grow=1500)
     b.assistant([{"type": "text", "text": "useful_symbol_7 is the one to change."}], grow=50)
     small = b.tool_call("Bash", {"command": "ls"}, "README.md\nsetup.py\n", grow=50)
     b.system(
@@ -104,7 +104,7 @@ def wasteful() -> TranscriptBuilder:
     b.assistant([{"type": "text", "text": "render_step_3 builds the header."}], grow=50)
     b.tool_call("Read", {"file_path": "/work/project/report.py"}, _file("render", 60), grow=1400)
     # a large search result nothing later refers to
-    b.tool_call("Grep", {"pattern": "legacy"}, _grep_output("obsolete", 150), grow=3500)
+    b.tool_call("Grep", {"pattern": "legacy"}, _grep_output("obsolete", 70), grow=1800)
     # an oversized command output, cleared by microcompact three requests later
     big = b.tool_call(
         "Bash", {"command": "pytest -v"}, "PASSED tests/test_case.py::check\n" * 700, grow=6000
