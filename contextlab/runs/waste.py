@@ -5,6 +5,7 @@ result and the session's messages, once per finished run (kept in the cache)."""
 from __future__ import annotations
 
 import hashlib
+import re
 from typing import Any
 
 from django.core.cache import cache
@@ -17,6 +18,31 @@ from contextlab.transcripts.models import Transcript
 
 #: findings listed per kind on the page (the API gives them all; the kind's row counts them)
 SHOWN_PER_KIND = 25
+#: names in a fix set as code: environment variables, settings.json keys and values, a tool's
+#: input, files
+_NAMES = re.compile(
+    r'(\b[A-Z][A-Z0-9]*_[A-Z0-9_]+(?:=\w+)?\b|"[a-zA-Z]+": "[^"]+"|\bhead_limit\b'
+    r"|\.mcp\.json|CLAUDE\.md|claude mcp)"
+)
+
+
+def fix_parts(fix: str) -> list[dict[str, Any]]:
+    """A fix as text and code parts, so the page sets the names it gives as code."""
+    return [{"text": part, "code": bool(n % 2)} for n, part in enumerate(_NAMES.split(fix)) if part]
+
+
+def _shown(finding: dict[str, Any]) -> dict[str, Any]:
+    """A finding as the page shows it: its subject (transcript content) apart from our words."""
+    subject = str(finding.get("subject") or "")
+    text = str(finding["text"])
+    rest = text[len(subject) :] if subject and text.startswith(subject) else text
+    return {
+        **finding,
+        "subject": subject if rest is not text else "",
+        "rest": rest,
+        "subject_class": "file-name" if finding["kind"] == "reread" else "tool-name",
+        "fix_parts": fix_parts(str(finding["fix"])),
+    }
 
 
 def run_waste(transcript: Transcript, run: Run, data: dict[str, Any]) -> dict[str, Any]:
@@ -59,10 +85,11 @@ def page_waste(
             {
                 **kind,
                 "findings": [
-                    {**f, "links": links(f["requests"], f["request_roles"])}
+                    {**_shown(f), "links": links(f["requests"], f["request_roles"])}
                     for f in mine[:SHOWN_PER_KIND]
                 ],
                 "hidden": max(0, len(mine) - SHOWN_PER_KIND),
+                "tools_called": waste["tools_called"] if kind["kind"] == "unused_tools" else [],
             }
         )
     gaps = [

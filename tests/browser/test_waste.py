@@ -16,6 +16,7 @@ from playwright.sync_api import expect
 from contextlab.transcripts.models import Transcript
 from tests import waste_sessions
 from tests.browser.test_browser import sign_up, upload
+from tests.browser.test_clear_pages import _internal_names, _our_words
 from tests.conftest import wait_for_run
 
 pytestmark = [
@@ -62,6 +63,8 @@ def test_walk_the_findings_to_their_requests(page: Any, width: int) -> None:
     expect(waste).to_be_visible()
     expect(page.locator("#waste-total")).to_contain_text("$")
     _fits(page, width)
+    # plain words: the transcript's file and tool names are set apart, our words name no key
+    assert _internal_names(_our_words(page)) == []
     _shoot(page, "report-waste", width, "#waste")
     for kind in KINDS:
         section = page.locator(f"#waste-{kind}")
@@ -90,3 +93,34 @@ def test_walk_the_findings_to_their_requests(page: Any, width: int) -> None:
     page.goto(report)
     _fits(page, width)
     _shoot(page, "report-idle", width, "#idle")
+
+
+def test_the_advice_page_answers_compact_now_or_wait_per_session(page: Any) -> None:
+    sign_up(page, "waste-adviser")
+    upload(page, waste_sessions.FIXTURES / "wasteful.jsonl")
+    upload(page, waste_sessions.FIXTURES / "tidy.jsonl")
+    page.goto("/advice/new/")
+    boxes = page.locator("#session-picker input[name=sessions]")
+    for i in range(boxes.count()):
+        boxes.nth(i).check()
+    page.select_option("#id_goal", "lowest_cost")
+    page.fill("input[name=values_autocompact_pct_override]", "90")
+    page.fill("input[name=values_cache_ttl]", "1h")
+    page.click("#start-advice")
+    page.wait_for_url(re.compile(r".*/advice/\d+/$"))
+    page.locator("#recommendation").wait_for(timeout=120_000)
+    rows = page.locator("#idle-sessions tbody tr")
+    expect(rows).to_have_count(2)
+    pauses, quiet = (Transcript.objects.get(name=f"{n}.jsonl") for n in ("wasteful", "tidy"))
+    wasteful = rows.filter(has=page.locator(f'a[href="/sessions/{pauses.pk}/#idle"]'))
+    expect(wasteful.locator('td[data-label="Pauses"]')).to_contain_text("5")
+    tidy = rows.filter(has=page.locator(f'a[href="/sessions/{quiet.pk}/#idle"]'))
+    expect(tidy).to_contain_text("No pause outlived the cache")
+    for width in (1280, 390):
+        page.set_viewport_size({"width": width, "height": 900})
+        _fits(page, width)
+        _shoot(page, "advice-idle", width, "#idle")
+    # the session's name opens its report at the same question, pause by pause
+    wasteful.locator("a").first.click()
+    page.wait_for_url(re.compile(r".*/sessions/\d+/#idle$"))
+    expect(page.locator("#idle-gaps tbody tr")).to_have_count(5)

@@ -53,7 +53,8 @@ def test_a_tidy_session_has_no_finding_and_says_the_tools_are_not_recorded(tidy)
     assert report["tool_definitions"] is None
     note = next(k["note"] for k in report["kinds"] if k["kind"] == "unused_tools")
     assert "does not record the tool definitions" in note
-    assert "Bash, Edit, Grep, Read" in note  # the tools it did call, named instead of guessed
+    assert "4 tools called" in note
+    assert report["tools_called"] == ["Bash", "Edit", "Grep", "Read"]  # named, not guessed
 
 
 def test_a_file_read_again_unchanged_is_found_and_not_one_edited_between(wasteful):

@@ -35,8 +35,10 @@ def test_the_report_lists_each_finding_with_its_cost_fix_and_request_links(alice
         block = re.search(rf'id="waste-{kind}" data-count="(\d+)"', html)
         assert block is not None, kind
         assert int(block.group(1)) >= 1, kind
-    assert "/work/project/report.py read again unchanged" in html
-    assert "promptCacheTtl" in html
+    # the transcript's names apart from our words; the settings a fix names set as code
+    assert '<span class="file-name">/work/project/report.py</span> read again unchanged' in html
+    assert "<code>&quot;promptCacheTtl&quot;: &quot;1h&quot;</code>" in html
+    assert "<code>BASH_MAX_OUTPUT_LENGTH</code>" in html
     # links open the request pages, numbered from 1 on the page (the address keeps the index)
     links = re.findall(
         rf'<a class="finding-request" href="/sessions/{wasteful.pk}/requests/(\d+)/\?run={run.pk}">request (\d+)</a>',
@@ -59,6 +61,7 @@ def test_a_tidy_session_shows_no_finding(alice_client, tidy):
     counts = re.findall(r'id="waste-[a-z_]+" data-count="(\d+)"', html)
     assert counts == ["0"] * 5
     assert "does not record the tool definitions" in html
+    assert '<span class="tool-name">Bash</span>, <span class="tool-name">Edit</span>' in html
     assert 'id="idle-gaps"' not in html
     assert "No pause outlived the cache" in html
 

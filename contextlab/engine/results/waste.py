@@ -90,8 +90,10 @@ RULES: dict[str, str] = {
 
 class WasteFinding(TypedDict):
     kind: str
-    #: what was wasted, in a sentence
+    #: what was wasted, in a sentence (it starts with ``subject`` when there is one)
     text: str
+    #: the file or tool it is about, as the transcript names it ("" for a cache break)
+    subject: str
     #: display tokens it carried (estimate)
     tokens: int
     #: estimated USD (see the module docstring)
@@ -270,6 +272,7 @@ def _rereads(
         out.append(
             {
                 "kind": "reread",
+                "subject": path,
                 "text": f"{path} read again unchanged",
                 "tokens": stays.tokens(thread, int(block.get("tokens") or 0)),
                 "cost_usd": round(cost, 6),
@@ -322,6 +325,7 @@ def _cleared(
         out.append(
             {
                 "kind": "cleared_output",
+                "subject": tool,
                 "text": f"{tool or 'Tool'} output of {tokens:,} tokens stayed whole for "
                 f"{len(held)} request{'s' if len(held) != 1 else ''}, then was cleared",
                 "tokens": tokens,
@@ -376,6 +380,7 @@ def _unused(
                         out.append(
                             {
                                 "kind": "unused_result",
+                                "subject": tool,
                                 "text": f"{tool} result of {tokens:,} tokens that no later "
                                 "response refers to",
                                 "tokens": tokens,
@@ -425,6 +430,7 @@ def _tools(
         out.append(
             {
                 "kind": "unused_tools",
+                "subject": name,
                 "text": f"{name} was defined in every request ({tokens:,} tokens) and never called",
                 "tokens": tokens,
                 "cost_usd": round(cost, 6),
@@ -473,6 +479,7 @@ def _cache_breaks(result: ResultJson, pricing: PricingTable) -> tuple[list[Waste
         out.append(
             {
                 "kind": "cache_break",
+                "subject": "",
                 "text": f"Cache miss after a {format_duration(gap)} pause: the 5-minute entry "
                 f"had expired ({int(cache.get('write') or 0):,} tokens written again)",
                 "tokens": int(cache.get("write") or 0),
@@ -549,8 +556,8 @@ def waste_findings(
         elif kind == "unused_tools" and defined is None:
             note = (
                 "This transcript does not record the tool definitions Claude Code sent (newer "
-                "versions write them in a prompt snapshot), so unused ones cannot be named. "
-                f"Tools called: {', '.join(called) if called else 'none'}."
+                "versions write them in a prompt snapshot), so unused ones cannot be named; "
+                f"{len(called)} tool{'s' if len(called) != 1 else ''} called."
             )
         kinds.append(
             {
