@@ -24,6 +24,9 @@ expanded), so the worker, the pages and the CLI get the same answer from stored 
   entry. Its cost is what the miss paid over a read; the kind's header sets that against the
   1-hour write premium on every cache write of the session, which the setting would add.
 
+The first three are searched in the main conversation (a branch repeats its messages; a
+subagent's requests are not in ``requests``); the cache breaks in every request row.
+
 Costs are estimates (labelled so on every page): a block's display tokens (its tiktoken count
 scaled by its thread's calibration) priced at its request's model, written once at the first
 request whose prompt holds it and read from the cache at every later one while it stays.
@@ -536,7 +539,10 @@ def waste_findings(
     pricing = pricing or load_pricing()
     stays = _Stays(result, pricing)
     findings: list[WasteFinding] = []
-    for thread in stays.rows:
+    # the main conversation's blocks: a branch starts with the same messages (searching it too
+    # would list them twice), and a subagent's requests are not in ``requests``
+    threads = result["session"]["threads"]
+    for thread in [threads[0]["id"]] if threads else []:
         thread_messages = messages.get(thread) or []
         findings += _rereads(thread, thread_messages, stays)
         findings += _cleared(thread, thread_messages, stays)
