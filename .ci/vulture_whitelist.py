@@ -273,6 +273,7 @@ comment_mark_of  # template tag (contextlab/comments/templatetags/comment_tags.p
 report_comments  # template tag (contextlab/comments/templatetags/comment_tags.py)
 shared_comments  # template tag (contextlab/comments/templatetags/comment_tags.py)
 shared_comment_mark  # template tag (contextlab/comments/templatetags/comment_tags.py)
+explorer_cell  # template tag (contextlab/runs/templatetags/explorer_cells.py)
 list_workspaces  # unused function (contextlab/workspaces/api.py: a ninja route)
 get_workspace  # unused function (contextlab/workspaces/api.py: a ninja route)
 add_member  # unused function (contextlab/workspaces/api.py: a ninja route)
@@ -386,3 +387,16 @@ compact_usd  # an API response field (contextlab/advice/schemas.py: IdleOut)
 best_saving_usd  # IdleAnswer, read by the API and contextlab/advice/reports.py
 request_roles  # WasteFinding, read by contextlab/runs/waste.py and the API
 signed_usd  # template filter (contextlab/runs/templatetags/humanize_tokens.py)
+recorded_carried  # a Codex child rollout's carried-over usage, read by bench/codex_truth.py and its tests
+get_run_tools  # unused function (contextlab/runs/api.py: a ninja route)
+# ToolRow / ToolBreakdown keys (contextlab/engine/results/tools.py): read by name in templates, CSV, API
+history_tokens
+seen_tokens
+sent_tokens
+attribution
+# DiffItem / ViewDiff keys (contextlab/engine/results/view_diff.py): read by name in the template
+tokens_before
+tokens_after
+preview_before
+preview_after
+added

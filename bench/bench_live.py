@@ -1,19 +1,22 @@
 """Live-session update cost: what one append costs the server against a replay of the appended
-requests alone, and against a replay of the whole session, in the same run.
+requests alone, and against a replay of the whole session, in the same run, at several sizes.
 
-A corpus session is cut before its last ``--tail`` requests (at a line end); the update is what
+A session is cut before its last ``--tail`` requests (at a line end); the update is what
 ContextLab does for the append that brings them (``transcripts.live.append`` then the worker's
-recorded replay): the web reads the grown file (``engine.load_session``, for the session's
-columns) and leaves its parse for the worker (``keep_parsed``); the worker counts the tokens of
-the blocks the earlier version's cached copy does not hold (``seed_sha256``) and replays every
-request again. "Appended alone" replays a file of only the appended lines, parsed and
-tokenized the same way; "whole" is a fresh upload's replay of the grown file. Each figure is the
-median of ``--runs``.
+recorded replay): the web reads the grown file on from where the last append's read stopped
+(``engine.load_growing``: only the appended lines are parsed) for the session's columns and
+leaves its parse for the worker (``keep_parsed``); the worker counts the tokens of the blocks
+the earlier version's cached copy does not hold (``seed_sha256``) and replays every request
+again (a thread's calibration is fitted on all its requests, so every row can change).
+"Appended alone" replays a file of only the appended lines, parsed and tokenized the same way;
+"whole" is a fresh upload's replay of the grown file. Each figure is the median of ``--runs``.
+Sessions: ``--session PATH`` (repeatable; default two corpus sessions) and synthetic ones of
+``--synthetic-mb`` MB (``gen_synthetic.py``, seed 1; default 1 4 16).
 
-    python bench/bench_live.py [--session PATH] [--tail 1] [--runs 3]
+    python bench/bench_live.py [--session PATH]... [--synthetic-mb 1 4 16] [--tail 1] [--runs 3]
 
 Results are printed and written to bench/out/live.json. Target (issue #25): update ≤ 2× the
-appended requests alone.
+appended requests alone, whatever the session's size.
 """
 
 from __future__ import annotations
@@ -35,7 +38,10 @@ ROOT = BENCH_DIR.parent
 sys.path.insert(0, str(ROOT))
 OUT_FILE = BENCH_DIR / "out" / "live.json"
 CORPUS = Path(os.environ.get("CONTEXTLAB_CORPUS") or ROOT.parent / "shared" / "corpus")
-DEFAULT = CORPUS / "marot__spotter__8463c716-a2ea-4c14-9efa-87158ebd9f20.jsonl"
+DEFAULTS = [
+    CORPUS / "marot__spotter__8463c716-a2ea-4c14-9efa-87158ebd9f20.jsonl",
+    CORPUS / "entireio__cli__25_730c662552_0_full.jsonl",
+]
 
 from contextlab import engine  # noqa: E402
 
@@ -88,9 +94,23 @@ def replay_file(path: Path, cache: Path) -> tuple[float, int]:
     return time.perf_counter() - start, len(result.to_json()["requests"])
 
 
-def web_read(path: Path, cache: Path, sha256: str) -> float:
-    """The append's read of the grown file (the session's columns), its parse left for the
-    worker (``keep_parsed``), as ``transcripts.live`` does."""
+def web_read(path: Path, cache: Path, sha256: str, earlier_sha: str) -> float:
+    """The append's read of the grown file (the session's columns), on from the last append's
+    read, its parse left for the worker (``keep_parsed``), as ``transcripts.live`` does."""
+    start = time.perf_counter()
+    session, resumed = engine.load_growing(
+        path, path.name, cache_dir=cache, sha256=sha256, earlier_sha256=earlier_sha
+    )
+    if not resumed:
+        raise SystemExit(f"{path.name}: the append was read whole (no state of its earlier read)")
+    engine.keep_parsed(path, session, cache_dir=str(cache), sha256=sha256)
+    session.close()
+    return time.perf_counter() - start
+
+
+def web_read_whole(path: Path, cache: Path, sha256: str) -> float:
+    """The append's read as it was before ``load_growing``: the grown file parsed whole (the
+    baseline the read-on is measured against, in the same run)."""
     start = time.perf_counter()
     session = engine.load_session(str(path), name=path.name)
     engine.keep_parsed(path, session, cache_dir=str(cache), sha256=sha256)
@@ -99,7 +119,9 @@ def web_read(path: Path, cache: Path, sha256: str) -> float:
 
 
 def prepare_earlier(path: Path, cache: Path, sha256: str) -> None:
-    """The replay of the session before the append, which left its tokenized copy cached."""
+    """The session before the append: the last append's read left its state, and its replay
+    left its tokenized copy cached."""
+    engine.load_growing(path, path.name, cache_dir=cache, sha256=sha256)[0].close()
     engine.load_session_cached(str(path), cache_dir=str(cache), sha256=sha256).close()
 
 
@@ -136,6 +158,7 @@ def measure(source: Path, tail: int, runs: int) -> dict[str, Any]:
     cut = cut_before_last_requests(data, tail)
     times: dict[str, list[float]] = {
         "web_read": [],
+        "web_read_whole": [],
         "update": [],
         "appended_alone": [],
         "whole": [],
@@ -145,7 +168,9 @@ def measure(source: Path, tail: int, runs: int) -> dict[str, Any]:
         folder = Path(tmp)
         grown = folder / "grown.jsonl"
         grown.write_bytes(data)
-        earlier = folder / "earlier.jsonl"
+        # the earlier version is the same file, shorter (the state names the file it read)
+        earlier = folder / "earlier" / "grown.jsonl"
+        earlier.parent.mkdir()
         earlier.write_bytes(data[:cut])
         alone = folder / "appended.jsonl"
         alone.write_bytes(data[cut:])
@@ -154,9 +179,10 @@ def measure(source: Path, tail: int, runs: int) -> dict[str, Any]:
             # fresh cache folders: an append makes a new file, which the cache has not seen
             cache = folder / f"u{n}"
             _cold(prepare_earlier, earlier, cache, earlier_sha)
-            web = _cold(web_read, grown, cache, sha)
+            web = _cold(web_read, grown, cache, sha, earlier_sha)
             worker, counts["update"] = _cold(replay_update, grown, cache, sha, earlier_sha)
             times["web_read"].append(web)
+            times["web_read_whole"].append(_cold(web_read_whole, grown, folder / f"x{n}", sha))
             times["update"].append(web + worker)
             seconds, counts["appended_alone"] = _cold(replay_file, alone, folder / f"a{n}")
             times["appended_alone"].append(seconds)
@@ -171,20 +197,52 @@ def measure(source: Path, tail: int, runs: int) -> dict[str, Any]:
         "seconds": median,
         "update_vs_appended_alone": median["update"] / median["appended_alone"],
         "update_vs_whole": median["update"] / median["whole"],
+        "update_if_read_whole_vs_appended_alone": (
+            median["update"] - median["web_read"] + median["web_read_whole"]
+        )
+        / median["appended_alone"],
         "target_update_vs_appended_alone": 2.0,
     }
 
 
+def synthetic(megabytes: float, folder: Path) -> Path:
+    """A synthetic session of about ``megabytes`` MB (``gen_synthetic``, seed 1)."""
+    sys.path.insert(0, str(BENCH_DIR))
+    from gen_synthetic import generate
+
+    path = folder / f"synthetic-{megabytes:g}mb.jsonl"
+    if not path.exists():
+        generate(path, int(megabytes * 1024**2), seed=1)
+    return path
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--session", type=Path, default=DEFAULT)
+    parser.add_argument("--session", type=Path, action="append", default=None)
+    parser.add_argument("--synthetic-mb", type=float, nargs="*", default=[1, 4, 16])
     parser.add_argument("--tail", type=int, default=1, help="requests appended")
     parser.add_argument("--runs", type=int, default=3)
     args = parser.parse_args()
-    out = measure(args.session, args.tail, args.runs)
-    print(json.dumps(out, indent=2))
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        sessions = [p for p in (args.session or DEFAULTS) if p.exists()]
+        sessions += [synthetic(mb, Path(tmp)) for mb in args.synthetic_mb]
+        for source in sessions:
+            out = measure(source, args.tail, args.runs)
+            print(
+                f"{out['session']}: {out['bytes'] / 1e6:.1f} MB, {out['requests']['whole']} "
+                f"requests: update {out['seconds']['update']:.3f} s (web "
+                f"{out['seconds']['web_read']:.3f} s; read whole "
+                f"{out['seconds']['web_read_whole']:.3f} s), appended alone "
+                f"{out['seconds']['appended_alone']:.3f} s, whole {out['seconds']['whole']:.3f} s:"
+                f" {out['update_vs_appended_alone']:.2f}x alone (read whole:"
+                f" {out['update_if_read_whole_vs_appended_alone']:.2f}x),"
+                f" {out['update_vs_whole']:.2f}x whole",
+                flush=True,
+            )
+            results.append(out)
     OUT_FILE.parent.mkdir(exist_ok=True)
-    OUT_FILE.write_text(json.dumps(out, indent=2) + "\n")
+    OUT_FILE.write_text(json.dumps(results, indent=2) + "\n")
 
 
 if __name__ == "__main__":

@@ -20,14 +20,24 @@ Per rollout:
 
 Fixtures are written by ContextLab (figures invented): their fidelity says nothing about
 Codex; they are listed apart ("fixture") from real rollouts ("real").
+
+``--expand-redacted``: some public rollouts are real but sanitized, every text replaced by
+``[REDACTED_TEXT len=N sha=H]`` (token counts, order and times kept). Their totals and
+compactions are measured as they are; for the fit, each placeholder is replaced by N characters
+of filler words (seeded by H), so the sizes are the real ones and the text is not: such rows are
+"redacted" and their fit says whether the adapter puts the right items in each call's context,
+not how well text is counted.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import random
+import re
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -43,7 +53,67 @@ from contextlab.engine.results.evaluation import fidelity
 ROOT = Path(__file__).resolve().parents[1]
 REAL = Path("/work/data/codex")
 FIXTURES = ROOT / "tests" / "fixtures" / "codex"
+LINEAGE = FIXTURES / "lineage"  # forked and subagent rollouts (and a parent)
 KEYS = ("input_tokens", "cached_input_tokens", "output_tokens")
+#: a sanitized rollout's placeholder for a text of ``len`` characters (encrypted blobs, which
+#: the adapter never reads as text, are left as they are)
+REDACTED = re.compile(r"\[REDACTED_(?!ENCRYPTED)[A-Z_]+ len=(\d+) sha=([0-9a-f]+)\]")
+FILLER_WORDS = [
+    "the",
+    "value",
+    "of",
+    "self",
+    "return",
+    "def",
+    "import",
+    "class",
+    "for",
+    "in",
+    "if",
+    "None",
+    "path",
+    "file",
+    "test",
+    "data",
+    "line",
+    "error",
+    "result",
+    "config",
+    "model",
+    "token",
+    "request",
+    "session",
+    "item",
+    "output",
+    "input",
+    "call",
+    "name",
+    "type",
+]
+
+
+def filler(length: int, seed: str) -> str:
+    """``length`` characters of words, spaces and newlines (the same for a seed), escaped for
+    a JSON string."""
+    rng = random.Random(seed)
+    words: list[str] = []
+    size = 0
+    while size < length:
+        words.append(rng.choice(FILLER_WORDS) + ("\n" if rng.random() < 0.08 else " "))
+        size += len(words[-1])
+    return json.dumps("".join(words)[:length])[1:-1]
+
+
+def expand_redacted(path: Path, folder: Path) -> Path:
+    """A copy of a sanitized rollout with each text placeholder as filler of its length."""
+    text = path.read_text(encoding="utf-8")
+    if "[REDACTED_" not in text:
+        return path
+    copy = folder / path.name
+    copy.write_text(
+        REDACTED.sub(lambda m: filler(int(m.group(1)), m.group(2)), text), encoding="utf-8"
+    )
+    return copy
 
 
 def raw_lines(path: Path) -> list[Any]:
@@ -89,7 +159,9 @@ def parse_floor(path: Path, counter: TiktokenCounter) -> int:
     return tokens
 
 
-def measure(path: Path, runs: int, counter: TiktokenCounter) -> dict[str, Any]:
+def measure(
+    path: Path, runs: int, counter: TiktokenCounter, fit_path: Path | None = None
+) -> dict[str, Any]:
     records = raw_lines(path)
     session = load_session(path)
     own = [*session.main.messages]
@@ -103,10 +175,13 @@ def measure(path: Path, runs: int, counter: TiktokenCounter) -> dict[str, Any]:
         "output_tokens": sum(m.usage.output for m in calls if m.usage),
     }
     recorded = session.side.recorded_totals
+    # a forked or subagent rollout's cumulative figures carry its parent's usage: its own
+    # totals are the final ones less that (and its calls must add up to them)
+    carried = session.side.recorded_carried or dict.fromkeys(KEYS, 0)
     totals_exact = final is None or (
         recorded is not None
-        and all(recorded[k] == final[k] for k in KEYS)
-        and all(summed[k] == final[k] for k in KEYS)
+        and all(recorded[k] + carried[k] == final[k] for k in KEYS)
+        and all(summed[k] == recorded[k] for k in KEYS)
     )
     compacted = sum(1 for r in records if isinstance(r, dict) and r.get("type") == "compacted")
     boundaries = [m for m in session.main.messages if m.kind == "compact_boundary"]
@@ -116,15 +191,21 @@ def measure(path: Path, runs: int, counter: TiktokenCounter) -> dict[str, Any]:
     result = replay(session, config, mode="recorded", preset_name=preset)
     data = result.to_json()
     fid = fidelity(result)
+    if fit_path is not None and fit_path != path:  # sizes reconstructed from placeholders
+        expanded = load_session(fit_path)
+        c, p = resolve_config(
+            "auto", version=expanded.version, recorded_window=expanded.context_window
+        )
+        fid = fidelity(replay(expanded, c, mode="recorded", preset_name=p))
     replay_s, floor_s = [], []
     for _ in range(runs):
         start = time.perf_counter()
-        again = load_session(path)
+        again = load_session(fit_path or path)
         c, p = resolve_config("auto", version=again.version, recorded_window=again.context_window)
         replay(again, c, mode="recorded", preset_name=p).to_json()
         replay_s.append(time.perf_counter() - start)
         start = time.perf_counter()
-        parse_floor(path, counter)
+        parse_floor(fit_path or path, counter)
         floor_s.append(time.perf_counter() - start)
     problems: dict[str, int] = {}
     for problem in session.problems:
@@ -132,9 +213,11 @@ def measure(path: Path, runs: int, counter: TiktokenCounter) -> dict[str, Any]:
     return {
         "file": path.name,
         "kind": "fixture"
-        if path.parent == FIXTURES
+        if path.parent in (FIXTURES, LINEAGE)
         else "synthetic"
         if path.name.startswith("synthetic-")
+        else "redacted"
+        if fit_path is not None and fit_path != path
         else "real",
         "version": session.version,
         "calls": len(calls),
@@ -158,7 +241,6 @@ def synthetic_rollout(path: Path, megabytes: float, seed: int = 1) -> Path:
     a prompt, then calls of reasoning + a shell call + its output (1-12 KB of code-like
     text), counts before their items with a repeat after each output, a remote compaction
     every 200,000 tokens of context. Figures follow the text (chars / 4 + a 10,000 prefix)."""
-    import random
 
     rng = random.Random(seed)
     words = ["def", "return", "self", "value", "import", "class", "for", "in", "if", "None"]
@@ -287,17 +369,34 @@ def main() -> int:
         metavar="MB",
         help="also a generated rollout of this size (speed only)",
     )
+    parser.add_argument(
+        "--expand-redacted",
+        action="store_true",
+        help="fit sanitized rollouts on filler of their placeholders' lengths",
+    )
     args = parser.parse_args()
-    files = args.files or sorted(REAL.glob("*.jsonl")) + sorted(FIXTURES.glob("*.jsonl"))
+    files = args.files or [
+        *sorted(REAL.glob("*.jsonl")),
+        *sorted((REAL / "redacted").glob("*.jsonl")),  # sanitized: see --expand-redacted
+        *sorted(FIXTURES.glob("*.jsonl")),
+        *sorted(LINEAGE.glob("*.jsonl")),
+    ]
     if args.synthetic:
-        import tempfile
-
         folder = Path(tempfile.mkdtemp(prefix="codex-bench-"))
         files.append(
             synthetic_rollout(folder / f"synthetic-{args.synthetic:g}MB.jsonl", args.synthetic)
         )
     counter = TiktokenCounter()
-    rows = [measure(path, args.runs, counter) for path in files]
+    folder = Path(tempfile.mkdtemp(prefix="codex-expanded-"))
+    rows = [
+        measure(
+            path,
+            args.runs,
+            counter,
+            expand_redacted(path, folder) if args.expand_redacted else None,
+        )
+        for path in files
+    ]
     print(
         f"{'file':58} {'kind':7} {'ver':7} {'calls':>5} {'totals':>6} {'cmp':>7} "
         f"{'med':>6} {'p90':>6} {'replay/floor':>12}  problems"
@@ -312,7 +411,7 @@ def main() -> int:
             f"{r['boundaries']}/{r['compacted_records']:<5} {med:>6} {p90:>6} {ratio:>12.2f}  "
             + ", ".join(f"{k}×{v}" for k, v in sorted(r["problems"].items()))
         )
-    for kind in ("real", "fixture", "synthetic"):
+    for kind in ("real", "redacted", "fixture", "synthetic"):
         errors = sorted(e for r in rows if r["kind"] == kind for e in r["errors"])
         if errors:
             print(

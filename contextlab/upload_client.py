@@ -40,6 +40,8 @@ EXIT_USAGE = 64
 
 #: Folders of a Claude Code session directory that belong to the session.
 SESSION_PARTS = ("subagents", "tool-results")
+#: Folders of a Codex home that hold rollouts.
+CODEX_SESSION_FOLDERS = ("sessions", "archived_sessions")
 #: Seconds to wait for the hook's JSON on stdin (Claude Code may never close it).
 HOOK_STDIN_TIMEOUT = 2.0
 #: Largest hook payload read, bytes (it is a few hundred).
@@ -415,10 +417,20 @@ def claude_project_roots() -> list[Path]:
     return [root.resolve() for root in roots]
 
 
+def codex_session_roots() -> list[Path]:
+    """Where Codex keeps its rollouts: ``$CODEX_HOME/sessions`` when set, and
+    ``~/.codex/sessions`` (with ``archived_sessions/`` beside each)."""
+    homes = [Path.home() / ".codex"]
+    if os.environ.get("CODEX_HOME"):
+        homes.insert(0, Path(os.environ["CODEX_HOME"]).expanduser())
+    return [(home / folder).resolve() for home in homes for folder in CODEX_SESSION_FOLDERS]
+
+
 def hook_transcript(payload: dict[str, Any]) -> Path:
     """The transcript a hook's input names, if it is one: a ``.jsonl`` file (not a link) in
-    Claude Code's projects folder. The hook runs unattended, so it sends nothing else, whatever
-    path its input holds."""
+    Claude Code's projects folder, or a Codex rollout (recognised by its content) in Codex's
+    sessions folder (Codex's hooks give the same ``transcript_path``). The hook runs
+    unattended, so it sends nothing else, whatever path its input holds."""
     transcript = payload.get("transcript_path")
     if not isinstance(transcript, str) or not transcript:
         raise UploadError("the hook's input names no transcript_path", EXIT_USAGE)
@@ -428,10 +440,16 @@ def hook_transcript(payload: dict[str, Any]) -> Path:
             f"{path}: the hook sends only a session's .jsonl transcript file", EXIT_USAGE
         )
     roots = claude_project_roots()
-    if not any(path.resolve().is_relative_to(root) for root in roots):
+    codex_roots = codex_session_roots()
+    resolved = path.resolve()
+    if any(resolved.is_relative_to(root) for root in codex_roots):
+        if not is_codex_rollout(path):
+            raise UploadError(f"{path}: not a Codex rollout (its first line)", EXIT_USAGE)
+        return path
+    if not any(resolved.is_relative_to(root) for root in roots):
         raise UploadError(
             f"{path}: the hook sends only transcripts under "
-            + " or ".join(str(root) for root in roots),
+            + " or ".join(str(root) for root in [*roots, *codex_roots]),
             EXIT_USAGE,
         )
     return path
@@ -455,7 +473,7 @@ def build_parser() -> argparse.ArgumentParser:
         type=Path,
         help="<id>.jsonl, its <id>/ folder, or a folder (~/.codex/sessions: each rollout a session)",
     )
-    hook = sub.add_parser("hook", help="entry points for Claude Code's hooks")
+    hook = sub.add_parser("hook", help="entry points for Claude Code's and Codex's hooks")
     hook_sub = hook.add_subparsers(dest="hook", required=True)
     hook_sub.add_parser(
         "session-end",

@@ -1,8 +1,10 @@
-"""``contextlab watch``: follow Claude Code's session files as they grow and send the new bytes.
+"""``contextlab watch``: follow Claude Code's session files and Codex's rollouts as they grow and
+send the new bytes.
 
-Runs beside Claude Code, like ``contextlab upload`` (no Django). Every ``--interval`` seconds it
+Runs beside the agent, like ``contextlab upload`` (no Django). Every ``--interval`` seconds it
 looks at the ``.jsonl`` session files under the folders it watches (default Claude Code's
-projects folders). A file it has not seen becomes a session (its whole lines, posted to
+projects folders and Codex's sessions folder, ``~/.codex/sessions``, whichever exist); the
+server tells the agent from each file's content, never from where it lies. A file it has not seen becomes a session (its whole lines, posted to
 ``/api/sessions``); afterwards only the bytes appended since are sent, to
 ``/api/sessions/{id}/append?offset=N``, where N is what the server holds (a 409 answer tells it,
 and the next round sends from there). What was sent is kept in a small state file, so a
@@ -236,7 +238,12 @@ class Watcher:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="contextlab watch")
-    parser.add_argument("roots", nargs="*", type=Path, help="folders (default ~/.claude/projects)")
+    parser.add_argument(
+        "roots",
+        nargs="*",
+        type=Path,
+        help="folders (default ~/.claude/projects and ~/.codex/sessions)",
+    )
     parser.add_argument("--url", default=os.environ.get("CONTEXTLAB_URL", ""))
     parser.add_argument("--token", default=os.environ.get("CONTEXTLAB_TOKEN", ""))
     parser.add_argument("--workspace", default=os.environ.get("CONTEXTLAB_WORKSPACE") or None)
@@ -254,10 +261,16 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str]) -> int:
     args = build_parser().parse_args(argv)
-    roots = args.roots or [r for r in upload_client.claude_project_roots() if r.is_dir()]
+    roots = args.roots or [
+        r
+        for r in (*upload_client.claude_project_roots(), *upload_client.codex_session_roots())
+        if r.is_dir() and r.name != "archived_sessions"  # archived: no longer written
+    ]
     try:
         if not roots:
-            raise UploadError("no folder to watch (no ~/.claude/projects)", EXIT_USAGE)
+            raise UploadError(
+                "no folder to watch (no ~/.claude/projects, no ~/.codex/sessions)", EXIT_USAGE
+            )
         watcher = Watcher(
             roots,
             url=args.url,

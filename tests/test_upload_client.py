@@ -293,3 +293,57 @@ def test_a_codex_sessions_folder_sends_each_rollout_as_a_session(
     assert not upload_client.codex_rollouts(fixtures / "v0_58_calls.jsonl")  # a file: itself
     assert upload_client.is_codex_rollout(fixtures / "v0_2x_bare_items.jsonl")
     assert not upload_client.is_codex_rollout(SHORT)
+
+
+CODEX_ROLLOUT = FIXTURES / "codex" / "v0_58_calls.jsonl"  # written for ContextLab
+
+
+def test_the_hook_uploads_a_codex_rollout_from_codexs_sessions_folder(
+    live_server, api_token, user, tmp_path
+):
+    day = tmp_path / "codex-home" / "sessions" / "2025" / "10" / "01"
+    day.mkdir(parents=True)
+    rollout = day / "rollout-2025-10-01T09-00-00-0199a0f0-0000-7000-8000-000000000002.jsonl"
+    shutil.copyfile(CODEX_ROLLOUT, rollout)
+    payload = {"session_id": "x", "transcript_path": str(rollout), "hook_event_name": "Stop"}
+    code, _, err = run_cli(
+        "hook",
+        "session-end",
+        "--url",
+        live_server.url,
+        "--token",
+        api_token,
+        stdin=json.dumps(payload),
+        CODEX_HOME=str(tmp_path / "codex-home"),
+        CLAUDE_CONFIG_DIR=str(tmp_path / "claude"),
+    )
+    assert code == 0, err
+    assert Transcript.objects.get(owner=user).agent == "codex"
+
+
+def test_the_hook_sends_from_codexs_folder_only_a_codex_rollout(tmp_path):
+    sessions = tmp_path / "codex-home" / "sessions"
+    sessions.mkdir(parents=True)
+    claude_session = sessions / "not-a-rollout.jsonl"
+    shutil.copyfile(SHORT, claude_session)
+    rollout = sessions / "rollout.jsonl"
+    shutil.copyfile(CODEX_ROLLOUT, rollout)
+    outside = tmp_path / "rollout.jsonl"
+    shutil.copyfile(CODEX_ROLLOUT, outside)
+    for path, message in [
+        (claude_session, "not a Codex rollout"),
+        (outside, "only transcripts under"),
+        (rollout, "no answer"),  # accepted: it then finds no server at port 9
+    ]:
+        _, _, err = run_cli(
+            "hook",
+            "session-end",
+            "--url",
+            "http://127.0.0.1:9",
+            "--token",
+            "t",
+            stdin=json.dumps({"transcript_path": str(path)}),
+            CODEX_HOME=str(tmp_path / "codex-home"),
+            CLAUDE_CONFIG_DIR=str(tmp_path / "claude"),
+        )
+        assert message in err, (path, err)

@@ -9,10 +9,10 @@ import json
 
 import pytest
 
-from contextlab import watch_client
+from contextlab import engine, upload_client, watch_client
 from contextlab.runs.models import Run, RunResult
 from contextlab.transcripts.models import Transcript
-from tests.conftest import DEMO, settle_runs, wait_for_run
+from tests.conftest import DEMO, FIXTURES, settle_runs, wait_for_run
 
 pytestmark = [
     pytest.mark.integration,
@@ -129,3 +129,48 @@ def test_a_corrupt_state_file_is_forgotten_not_fatal(tmp_path):
     for content in ("{not json", "[1, 2]", '{"x": {"session": "a"}}', '{"y": 5}'):
         state.write_text(content)
         assert watch_client.load_state(state) == {}
+
+
+CODEX = FIXTURES / "codex" / "v0_58_calls.jsonl"  # a rollout of 4 calls, written for ContextLab
+
+
+def test_watch_follows_a_codex_rollout_told_by_its_content(
+    live_server, api_token, user, celery_worker_process, tmp_path
+):
+    """A rollout under Codex's sessions folder (``YYYY/MM/DD/``) is created, then appended to,
+    as a Claude Code session is; the server tells it is Codex's from its content."""
+    rollout_lines = CODEX.read_bytes().splitlines(keepends=True)
+    day = tmp_path / ".codex" / "sessions" / "2025" / "11" / "17"
+    day.mkdir(parents=True)
+    rollout = day / "rollout-2025-11-17T15-30-28-0199a0f0-0000-7000-8000-000000000001.jsonl"
+    rollout.write_bytes(b"".join(rollout_lines[:8]))
+    calls_before = len([m for m in engine.load_session(rollout).main.messages if m.usage])
+    state = tmp_path / "watch.json"
+    watch = watcher(live_server, api_token, tmp_path / ".codex" / "sessions", state)
+    assert watch.scan() == 1
+    transcript = Transcript.objects.get(owner=user)
+    assert transcript.agent == "codex"
+    assert requests_replayed(transcript) == calls_before < 4
+    rollout.write_bytes(CODEX.read_bytes())
+    assert watch.scan() == 1
+    transcript.refresh_from_db()
+    assert Transcript.objects.filter(owner=user).count() == 1
+    assert transcript.size == len(CODEX.read_bytes())
+    assert transcript.agent == "codex"
+    assert requests_replayed(transcript) == 4
+    settle_runs()
+
+
+def test_the_default_folders_are_claudes_and_codexs(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("HOME", str(tmp_path))
+    monkeypatch.delenv("CLAUDE_CONFIG_DIR", raising=False)
+    monkeypatch.setenv("CODEX_HOME", str(tmp_path / "codex-home"))
+    (tmp_path / "codex-home" / "sessions").mkdir(parents=True)
+    roots = [r for r in upload_client.codex_session_roots() if r.is_dir()]
+    assert roots == [(tmp_path / "codex-home" / "sessions").resolve()]
+    code = watch_client.main(["--url", "", "--token", "t", "--once"])
+    assert code == upload_client.EXIT_USAGE
+    assert "no server" in capsys.readouterr().err  # past "no folder to watch": it found one
+    (tmp_path / "codex-home" / "sessions").rmdir()
+    assert watch_client.main(["--url", "", "--token", "t", "--once"]) == upload_client.EXIT_USAGE
+    assert "no folder to watch" in capsys.readouterr().err

@@ -68,7 +68,7 @@ from .summarizing import (
 if TYPE_CHECKING:  # loaded on first use (below): the CLI's start-up only pays for what it runs
     from .config.forms import field_specs, parse_overrides, setting_from_text
     from .input import loading, session_cache
-    from .input.session_cache import file_sha256, keep_parsed
+    from .input.session_cache import file_sha256, keep_parsed, load_growing
     from .measures.tokenized import load_session_cached, tokenize_session
     from .results import compare, evaluation
     from .results.composition import compose
@@ -93,7 +93,15 @@ if TYPE_CHECKING:  # loaded on first use (below): the CLI's start-up only pays f
         parse_time,
         request_events,
     )
+    from .results.tools import (
+        BREAKDOWN_VERSION,
+        TOOL_BREAKDOWN_KEY,
+        ToolBreakdown,
+        tool_breakdown,
+        tool_names,
+    )
     from .results.usage_fidelity import forecast_fidelity, usage_fidelity
+    from .results.view_diff import ViewDiff, view_diff
     from .results.waste import WasteReport, waste_findings
     from .summarizing.anthropic_backend import AnthropicSummarizer
     from .summarizing.factory import make_summarizer, preload_sdks
@@ -118,6 +126,14 @@ _LAZY_MODULES: dict[str, tuple[str, ...]] = {
     ".results.usage_fidelity": ("forecast_fidelity", "usage_fidelity"),
     ".results.waste": ("WasteReport", "waste_findings"),
     ".results.idle": ("IdleAnswer", "idle_compaction"),
+    ".results.tools": (
+        "BREAKDOWN_VERSION",
+        "TOOL_BREAKDOWN_KEY",
+        "ToolBreakdown",
+        "tool_breakdown",
+        "tool_names",
+    ),
+    ".results.view_diff": ("ViewDiff", "view_diff"),
     ".results.explorer": (
         "BADGES",
         "HistoryIndex",
@@ -126,7 +142,7 @@ _LAZY_MODULES: dict[str, tuple[str, ...]] = {
         "messages_json",
         "side_by_side",
     ),
-    ".input.session_cache": ("file_sha256", "keep_parsed"),
+    ".input.session_cache": ("file_sha256", "keep_parsed", "load_growing"),
     ".measures.tokenized": ("load_session_cached", "tokenize_session"),
     ".summarizing.anthropic_backend": ("AnthropicSummarizer",),
     ".summarizing.factory": ("make_summarizer", "preload_sdks"),
@@ -170,12 +186,14 @@ AGENT_LABELS: dict[str, str] = {adapter.name: adapter.label for adapter in ADAPT
 __all__ = [
     "AGENT_LABELS",
     "BADGES",
+    "BREAKDOWN_VERSION",
     "EVENT_KINDS",
     "MODES",
     "PRESETS",
     "PRESET_DESCRIPTIONS",
     "PRESET_NAMES",
     "PROMPT_VERSION",
+    "TOOL_BREAKDOWN_KEY",
     "AnthropicSummarizer",
     "Block",
     "ClaudeCodeSettings",
@@ -209,9 +227,11 @@ __all__ = [
     "Thread",
     "Thresholds",
     "TiktokenCounter",
+    "ToolBreakdown",
     "TranscriptError",
     "TransformIndex",
     "Usage",
+    "ViewDiff",
     "WasteReport",
     "as_result",
     "build_session",
@@ -243,6 +263,7 @@ __all__ = [
     "get_preset",
     "idle_compaction",
     "keep_parsed",
+    "load_growing",
     "load_pricing",
     "load_session",
     "load_session_cached",
@@ -271,6 +292,9 @@ __all__ = [
     "side_by_side",
     "summary_key",
     "tokenize_session",
+    "tool_breakdown",
+    "tool_names",
     "usage_fidelity",
+    "view_diff",
     "waste_findings",
 ]

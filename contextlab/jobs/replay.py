@@ -94,6 +94,10 @@ def replay_run(
             checkpoint=summarizer is not None,
         )
     data: dict[str, Any] = result.to_json()
+    # the report's tools table and the explorer's tool filter read it; worked out once, here
+    data[engine.TOOL_BREAKDOWN_KEY] = engine.tool_breakdown(
+        data, engine.expand_messages(engine.messages_json(session, include_originals=True))
+    )
     return data
 
 

@@ -13,7 +13,7 @@ from contextlab.engine import as_result
 from contextlab.http import AuthedRequest, api_json
 from contextlab.runs import services, waste
 from contextlab.runs.models import Run
-from contextlab.runs.schemas import RequestPage, RunIn, RunOut, WasteOut
+from contextlab.runs.schemas import RequestPage, RunIn, RunOut, ToolBreakdownOut, WasteOut
 from contextlab.summaries import services as summaries
 from contextlab.workspaces import access
 
@@ -102,6 +102,25 @@ def list_run_requests(
     # emits with this schema), and validating every value again made a 1,000-row page about
     # twice as slow to serve.
     return api_json(request, body)
+
+
+@router.get(
+    "/{run_id}/tools",
+    response={200: ToolBreakdownOut, 409: dict[str, Any]},
+    operation_id="get_run_tools",
+)
+def get_run_tools(request: AuthedRequest, run_id: int) -> Status[dict[str, Any]] | HttpResponse:
+    """Each tool of the session: calls and errors (recorded), tokens of its calls and results
+    in the full history, in the model's view at the last request and sent over every request,
+    and an estimated share of the cost (``attribution`` says how; not a recorded figure).
+    ``requests``: the 0-based indexes of the requests whose response calls the tool."""
+    run = access.run_for(request.user, run_id, access.READ)
+    data = services.result_data(run)
+    if data is None:
+        return Status(
+            409, {"detail": f"run {run.pk} is {run.status}; results exist once it is done"}
+        )
+    return api_json(request, dict(services.tool_breakdown(run, data)))
 
 
 @router.get(

@@ -10,7 +10,7 @@ from ninja import Field, Schema
 from pydantic import BaseModel, ConfigDict, create_model
 
 from contextlab import engine
-from contextlab.engine import results
+from contextlab.engine import ToolBreakdown, results
 from contextlab.transcripts.models import MAX_ROW_ID
 
 
@@ -110,6 +110,10 @@ RequestRowOut = model_of(results.RequestRow)
 class RequestPage(Schema):
     count: int
     items: list[RequestRowOut]  # type: ignore[valid-type]
+
+
+#: A run's tools one by one (``contextlab.engine.results.tools.ToolBreakdown``).
+ToolBreakdownOut = model_of(ToolBreakdown)
 
 
 class WasteOut(Schema):

@@ -4,7 +4,8 @@
 it thinks the server has. Only whole lines are taken: a partial last line waits in
 ``Transcript.live_tail`` for the append that ends it, and the offset counts it. The session then
 grows as a longer upload of it does (``services.store_upload``): a new stored file, its columns
-read again, its stored messages dropped and its finished runs replayed.
+read again (only its new lines are parsed: ``engine.load_growing`` reads on from the state the
+last append's read left), its stored messages dropped and its finished runs replayed.
 """
 
 from __future__ import annotations
@@ -129,7 +130,22 @@ def _grow(transcript: Transcript, whole: bytes, tail: bytes) -> Appended:
         stored_name = f"{folder}/{sha256}.jsonl"
         final = blobs.store_file(partial, stored_name)
         try:
-            session = engine.load_session(str(final), name=transcript.name)
+            # read on from where the last append's read stopped (its state is in the session
+            # cache under the earlier digest): the work grows with the bytes appended
+            session, resumed = engine.load_growing(
+                final,
+                transcript.name,
+                cache_dir=settings.SESSION_CACHE_DIR,
+                sha256=sha256,
+                earlier_sha256=transcript.sha256,
+                mirror=blobs.session_cache_mirror(),
+            )
+            logger.info(
+                "session %s grew by %s bytes: %s",
+                transcript.pk,
+                len(whole),
+                "read on from the last append's read" if resumed else "read whole",
+            )
         except engine.TranscriptError as exc:
             raise AppendRefused(422, f"{transcript.name}: {exc}", transcript.received) from None
         try:

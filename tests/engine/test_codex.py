@@ -398,6 +398,52 @@ def test_real_rollouts_load_with_their_recorded_totals_and_replay_within_target(
     assert fid["p90_rel_error"] <= 0.08
 
 
+#: Real but sanitized rollouts (every text a ``[REDACTED_TEXT len=N sha=H]`` placeholder, token
+#: counts, order and times kept): ``redacted/`` under the real rollouts' folder.
+REDACTED_ROLLOUTS = sorted((REAL / "redacted").glob("*.jsonl")) if REAL.is_dir() else []
+
+
+@pytest.mark.skipif(not REDACTED_ROLLOUTS, reason=f"no sanitized Codex rollouts at {REAL}/redacted")
+@pytest.mark.parametrize("path", REDACTED_ROLLOUTS, ids=lambda p: p.name[:40])
+def test_sanitized_real_rollouts_keep_their_totals_and_fit_on_their_recorded_sizes(path, tmp_path):
+    """Totals as recorded; the fit on a copy whose placeholders are filler of their recorded
+    lengths (bench/codex_truth.py --expand-redacted): the sizes are real, the text is not."""
+    from bench.codex_truth import expand_redacted
+
+    session = engine.load_session(path)
+    expected, final = recorded_calls(path)
+    assert len(calls_of(session)) == len(expected)
+    assert session.side.recorded_totals == final
+    expanded = engine.load_session(expand_redacted(path, tmp_path))
+    config, preset = engine.resolve_config("auto", recorded_window=expanded.context_window)
+    fid = engine.evaluation.fidelity(
+        engine.replay(expanded, config, mode="recorded", preset_name=preset)
+    )
+    if len(expected) >= 3:  # a fit needs a few calls
+        assert fid["median_rel_error"] <= 0.03
+        assert fid["p90_rel_error"] <= 0.08
+
+
+@pytest.mark.skipif(not REDACTED_ROLLOUTS, reason=f"no sanitized Codex rollouts at {REAL}/redacted")
+@pytest.mark.parametrize("path", REDACTED_ROLLOUTS, ids=lambda p: p.name[:40])
+def test_a_real_rollout_cut_mid_line_loads_what_it_holds_and_says_so(path, tmp_path):
+    """The file cut in the middle of a line two thirds in (as a crash or a copy in progress
+    leaves it): the cut line reported, every call before it kept with its figures."""
+    data = path.read_bytes()
+    cut_at = data.index(b"\n", len(data) * 2 // 3) + 40  # 40 bytes into the next line
+    cut = tmp_path / path.name
+    cut.write_bytes(data[:cut_at])
+    whole_lines = data[:cut_at].count(b"\n")
+    session = engine.load_session(cut)
+    [problem] = [p for p in session.problems if p.code == "truncated_line"]
+    assert problem.line == whole_lines + 1
+    kept = tmp_path / "kept.jsonl"
+    kept.write_bytes(data[: data.rindex(b"\n", 0, cut_at) + 1])
+    expected, final = recorded_calls(kept)
+    assert len(calls_of(session)) == len(expected)
+    assert session.side.recorded_totals == final
+
+
 class RecordingSummarizer:
     """Writes a fixed summary and keeps the requests it got (no network: the prompt is what is
     checked here; summarizers are tested in test_llm.py)."""

@@ -102,11 +102,6 @@ def test_no_session_cost_is_beyond_5_percent_of_the_recorded_usage():
     assert max(session_cost_errors(BEFORE_RECENT2)) <= 0.05
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="recent2/theogbrand__napoli-matcha (2.1.42, a manual compaction): session cost "
-    "5.42 % off the recorded usage (issue #20)",
-)
 def test_no_session_cost_is_beyond_5_percent_of_the_recorded_usage_with_recent2():
     assert max(session_cost_errors()) <= 0.05
 

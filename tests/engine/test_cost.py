@@ -40,6 +40,13 @@ MODEL_IDS = [
     ("gpt-5.1-codex-mini", "gpt-5-mini", 0.25),
     ("gpt-5-nano", "gpt-5-nano", 0.05),
     ("gpt-5.2-codex", "gpt-5-2", 1.75),
+    ("gpt-5.3-codex", "gpt-5-2", 1.75),
+    ("codex-mini-latest", "codex-mini-latest", 1.50),
+    ("gpt-5-codex-mini", "gpt-5-mini", 0.25),
+    ("gpt-5.4", "gpt-5-4", 2.50),
+    ("gpt-5.4-mini", "gpt-5-4-mini", 0.75),
+    ("gpt-5.4-nano", "gpt-5-4-nano", 0.20),
+    ("gpt-5.5", "gpt-5-5", 5.00),
 ]
 
 

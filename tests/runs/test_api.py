@@ -281,3 +281,36 @@ def test_request_page_items_keep_their_keys_and_values(client, auth_header, tran
     stored = services.result_data(run)["requests"]
     page = client.get(f"/api/runs/{run.pk}/requests?limit=1000", **auth_header).json()
     assert page["items"] == stored
+
+
+def test_run_tools_in_the_api_and_as_csv(client, auth_header, other_auth_header, transcript):
+    """The worker stores the tools breakdown with the result; the API and the CSV serve it,
+    a result stored without it is worked out again, a stranger gets 404."""
+    from contextlab.engine.results.tools import ToolBreakdown
+    from contextlab.runs.models import RunResult
+    from contextlab.runs.schemas import ToolBreakdownOut
+
+    run = transcript.runs.get()
+    assert client.get(f"/api/runs/{run.pk}/tools", **auth_header).status_code == 409
+    runner.execute_run(run.pk)
+    stored = RunResult.objects.get(run=run).data["tool_breakdown"]
+    body = client.get(f"/api/runs/{run.pk}/tools", **auth_header).json()
+    assert body == stored
+    assert set(body) == set(ToolBreakdown.__annotations__)
+    ToolBreakdownOut.model_validate(body)
+    bash = next(t for t in body["tools"] if t["tool"] == "Bash")
+    assert bash["calls"] >= 1
+    assert "estimate" in body["attribution"]
+    client.force_login(run.owner)
+    csv_text = client.get(f"/runs/{run.pk}/tools.csv").content.decode()
+    client.logout()
+    assert csv_text.splitlines()[0].startswith("tool,calls,errors")
+    assert f"Bash,{bash['calls']},{bash['errors']},{bash['history_tokens']}," in csv_text
+    # a result stored before the breakdown was: the same answer, worked out from the result
+    row = RunResult.objects.get(run=run)
+    del row.data["tool_breakdown"]
+    row.save()
+    run.refresh_from_db()
+    Run.objects.filter(pk=run.pk).update(finished_at=run.finished_at.replace(microsecond=1))
+    assert client.get(f"/api/runs/{run.pk}/tools", **auth_header).json() == stored
+    assert client.get(f"/api/runs/{run.pk}/tools", **other_auth_header).status_code == 404

@@ -3,6 +3,7 @@ sends, whole lines at a time, at the offset the server holds."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -237,3 +238,83 @@ def test_the_explorer_of_a_live_session_polls_and_follows_the_last_request(
     # the report's session card polls too
     report = client.get(f"/sessions/{first['id']}/").content.decode()
     assert 'hx-select="#session-card"' in report
+
+
+def test_each_append_reads_on_from_the_last_ones_read(
+    client, auth_header, settings, tmp_path, caplog
+):
+    """The first append reads the file whole and leaves its read's state; every later one
+    parses only its own lines (``engine.load_growing``) and leaves the columns a whole read
+    gives."""
+    from contextlab import engine
+    from contextlab.engine.input.sources.claude_code.growing import STATE_VERSION
+    from contextlab.transcripts.services import session_fields
+
+    settings.SESSION_CACHE_DIR = tmp_path / "cache"
+    created = create(client, auth_header)
+    pieces = [b"".join(LINES[12:18]), b"".join(LINES[18:26]), b"".join(LINES[26:])]
+    offset = len(START)
+    cache = Path(settings.SESSION_CACHE_DIR)
+    caplog.set_level("INFO", logger="contextlab.transcripts.live")
+    for piece in pieces:
+        response = append(client, auth_header, created["id"], offset, piece)
+        assert response.status_code == 200, response.content
+        offset = response.json()["offset"]
+        transcript = Transcript.objects.get(pk=created["id"])
+        states = sorted(p.name for p in cache.glob("*.reading-v*.pickle"))
+        # only the state of the version the server holds: the next append reads on from it
+        assert states == [f"{transcript.sha256}.reading-v{STATE_VERSION}.pickle"]
+    reads = [
+        r.getMessage().rsplit(": ", 1)[1] for r in caplog.records if "grew by" in r.getMessage()
+    ]
+    # the upload left no state (a file may never grow): the first append reads it whole
+    assert reads == [
+        "read whole",
+        "read on from the last append's read",
+        "read on from the last append's read",
+    ]
+    whole = engine.load_session(transcript.path, name=transcript.name)
+    expected = session_fields(
+        whole,
+        stored_name=transcript.file,
+        name=transcript.name,
+        size=transcript.size,
+        sha256=transcript.sha256,
+    )
+    for field in ("request_count", "max_prompt_tokens", "threads", "problems", "title"):
+        assert getattr(transcript, field) == expected[field], field
+
+
+@pytest.mark.slow  # replays the session after each of three appends, and once more whole
+def test_a_run_replayed_after_each_append_equals_a_replay_of_the_whole_file(
+    client, auth_header, django_capture_on_commit_callbacks, settings, tmp_path
+):
+    """What the worker stores after appends (the web's read-on parse, the earlier version's
+    carried token counts) is what a fresh replay of the grown file gives: identical JSON."""
+    from contextlab import engine
+
+    settings.SESSION_CACHE_DIR = tmp_path / "cache"
+    with django_capture_on_commit_callbacks(execute=False):
+        created = create(client, auth_header)
+    run = Run.objects.get(transcript_id=created["id"])
+    runner.execute_run(run.pk)
+    offset = len(START)
+    for piece in (b"".join(LINES[12:18]), b"".join(LINES[18:26]), b"".join(LINES[26:])):
+        with django_capture_on_commit_callbacks(execute=False):
+            response = append(client, auth_header, created["id"], offset, piece)
+        assert response.status_code == 200, response.content
+        offset = response.json()["offset"]
+        runner.execute_run(run.pk)
+    run.refresh_from_db()
+    assert run.status == Run.Status.DONE
+    stored = RunResult.objects.get(run=run).data
+    transcript = Transcript.objects.get(pk=created["id"])
+    fresh = engine.load_session_cached(transcript.path, cache_dir=tmp_path / "fresh")
+    try:
+        whole = runner.replay_run(run, fresh)
+    finally:
+        fresh.close()
+    assert len(stored["requests"]) == 4
+    assert json.dumps(stored["requests"], sort_keys=True) == json.dumps(
+        whole["requests"], sort_keys=True
+    )

@@ -417,12 +417,26 @@ def _open_directory(path: str, display: str) -> Upload:
     return _classify(display, members, [])
 
 
-def iter_lines(tfile: TranscriptFile, problems: list[Problem]) -> Iterator[tuple[int, str, bool]]:
+@dataclass
+class LineCursor:
+    """Where reading a file stopped: the bytes read and the number of the last line. Given to
+    ``iter_lines``, it starts there (a file that grew is read from its first new byte) and is
+    moved to where reading ended."""
+
+    offset: int = 0
+    number: int = 0
+
+
+def iter_lines(
+    tfile: TranscriptFile, problems: list[Problem], cursor: LineCursor | None = None
+) -> Iterator[tuple[int, str, bool]]:
     """Yield ``(line_number, text, is_last)`` for each non-blank line of a transcript file.
 
     Undecodable bytes are replaced (and reported once per line); over-long lines are skipped
     without ever being held whole (at most ``MAX_LINE_BYTES`` of one is in memory). ``is_last``
-    marks the final line, so callers can tell a truncated write from bad JSON.
+    marks the final line, so callers can tell a truncated write from bad JSON. With ``cursor``,
+    reading starts at its offset and line number (the file must be seekable) and the cursor
+    ends where reading did.
     """
     try:
         fh = tfile.opener()
@@ -432,6 +446,9 @@ def iter_lines(tfile: TranscriptFile, problems: list[Problem]) -> Iterator[tuple
     with fh:
         pending: tuple[int, bytes] | None = None
         number = 0
+        if cursor is not None:
+            fh.seek(cursor.offset)
+            number = cursor.number
         try:
             while raw := fh.readline(MAX_LINE_BYTES + 1):
                 number += 1
@@ -472,6 +489,8 @@ def iter_lines(tfile: TranscriptFile, problems: list[Problem]) -> Iterator[tuple
             )
         if pending is not None:
             yield _decode(pending, tfile, problems, is_last=True)
+        if cursor is not None:
+            cursor.offset, cursor.number = fh.tell(), number
 
 
 #: The longest line ``read_head`` keeps, bytes (a longer one is left out).

@@ -31,6 +31,9 @@ class SideRecords:
     #: the agent's own cumulative usage at the end of the session, where it records one
     #: (Codex: the final ``total_token_usage``): the session's totals, exactly as recorded
     recorded_totals: dict[str, int] | None = None
+    #: what those totals carried over from another session (a forked or subagent Codex
+    #: rollout's parent), left out of ``recorded_totals``
+    recorded_carried: dict[str, int] | None = None
 
 
 @dataclass

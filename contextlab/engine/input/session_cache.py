@@ -20,10 +20,17 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Protocol
 
-from .disk_cache import read_pickle, stream_pickle_atomic, write_pickle_atomic
+from .disk_cache import (
+    read_bytes,
+    read_pickle,
+    stream_pickle_atomic,
+    write_bytes_atomic,
+    write_pickle_atomic,
+)
 from .loading import Upload
 from .session import Session
-from .sources.registry import load_session
+from .sources.claude_code.growing import STATE_VERSION
+from .sources.registry import load_growing_session, load_session
 from .upload_chain import EarlierUpload, open_upload_chain
 
 #: Bump when Session, Block or the tokenization change shape, or a pickled class moves (the
@@ -184,3 +191,60 @@ def _remember(key: str, session: Session) -> None:
     _RECENT.move_to_end(key)
     while len(_RECENT) > RECENT_LIMIT:
         _RECENT.popitem(last=False)
+
+
+def _reading_state_name(sha256: str) -> str:
+    return f"{sha256}.reading-v{STATE_VERSION}.pickle"
+
+
+def load_growing(
+    path: str | os.PathLike[str],
+    name: str | None = None,
+    *,
+    cache_dir: str | os.PathLike[str],
+    sha256: str,
+    earlier_sha256: str | None = None,
+    mirror: CacheMirror | None = None,
+) -> tuple[Session, bool]:
+    """``load_session`` of a session file that grows (a live session): its records are read on
+    from where the read of its earlier version (digest ``earlier_sha256``, the first bytes of
+    this one) stopped, when that read left its state in ``cache_dir`` (or the mirror), else
+    from the first byte; the state this read ends in is left there for the next append, under
+    ``sha256`` (the earlier one moved there and this read's frame appended to it). The session
+    is the one a whole read makes; the second value says whether the read was resumed."""
+    folder = Path(cache_dir)
+    earlier = folder / _reading_state_name(earlier_sha256) if earlier_sha256 else None
+    saved = None
+    if earlier is not None:
+        saved = read_bytes(earlier)
+        if saved is None and mirror is not None and mirror.fetch(earlier.name, earlier):
+            saved = read_bytes(earlier)
+    session, growing = load_growing_session(path, name, saved=saved)
+    target = folder / _reading_state_name(sha256)
+    kept = False
+    if growing.state is not None and target != earlier:
+        # a read-only or full disk only costs the next append a whole read
+        if growing.resumed and earlier is not None:
+            kept = _append_frame(earlier, target, growing.state)
+        else:
+            kept = write_bytes_atomic(target, growing.state)
+    if kept and mirror is not None:
+        mirror.store(target.name, target)
+    if earlier is not None and earlier != target:
+        earlier.unlink(missing_ok=True)
+        if mirror is not None:
+            mirror.discard(earlier.name)
+    return session, growing.resumed
+
+
+def _append_frame(earlier: Path, target: Path, frame: bytes) -> bool:
+    """The earlier version's state, moved to ``target`` with ``frame`` appended (a write cut
+    short leaves a frame that does not load: the next read then starts from the first byte)."""
+    try:
+        os.replace(earlier, target)
+        with target.open("ab") as fh:
+            fh.write(frame)
+    except OSError:
+        target.unlink(missing_ok=True)
+        return False
+    return True

@@ -194,6 +194,7 @@ class View:
         log: TransformLog,
         base_text: Callable[[int, int, Block], str | None],
         hidden: set[int],
+        text_tokens: dict[int, int] | None = None,
     ) -> None:
         self.thread = thread
         self.messages = thread.messages
@@ -202,7 +203,9 @@ class View:
         self.base_text = base_text
         self.hidden = hidden
         self._restored: dict[tuple[int, int], tuple[int, int, int]] = {}
-        self._text_tokens: dict[int, int] = {}
+        #: counts of synthetic texts by content; shared by the views of one session's replays
+        #: (both passes, every config) when the caller hands one in
+        self._text_tokens: dict[int, int] = {} if text_tokens is None else text_tokens
         n = len(self.messages)
         self.cum_tok = [0] * (n + 1)
         self.cum_rough = [0] * (n + 1)

@@ -7,8 +7,6 @@ costs about half a millisecond at import, and ``contextlab replay``'s start-up c
 
 from __future__ import annotations
 
-from datetime import datetime
-
 from contextlab.engine.config.fields import PipelineConfig
 from contextlab.engine.config.thresholds import Thresholds, compute_thresholds
 from contextlab.engine.input.session import Session, Thread, auto_compaction_pre_tokens
@@ -121,15 +119,6 @@ def continues_main(thread: Thread) -> bool:
 
 def first_time(thread: Thread) -> str:
     return next((m.timestamp for m in thread.messages if m.timestamp), "")
-
-
-def parse_time(stamp: str) -> float | None:
-    if not stamp:
-        return None
-    try:
-        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
 
 
 def window_evidence(thread: Thread) -> tuple[int, list[int]]:

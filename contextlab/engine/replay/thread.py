@@ -16,10 +16,11 @@ from typing import Any, cast
 from contextlab.engine.config.presets import thread_window
 from contextlab.engine.input.model import Usage
 from contextlab.engine.input.session import RequestInfo, Thread, thread_requests
+from contextlab.engine.input.timestamps import epoch_seconds as parse_time
 from contextlab.engine.measures.anchors import ThreadAnchors
 from contextlab.engine.measures.cost import PricingTable, iterations_cost, request_cost
 from contextlab.engine.measures.prompt_cache import CacheSimulator
-from contextlab.engine.measures.tokens import Calibration
+from contextlab.engine.measures.tokens import Calibration, TiktokenCounter
 from contextlab.engine.pipeline.base import StepContext, TransformLog, View
 from contextlab.engine.results import CacheRow, RecordedUsage, RequestRow
 
@@ -36,7 +37,6 @@ from .state import (
     ThresholdsByModel,
     anchored_tokens,
     continues_main,
-    parse_time,
     window_evidence,
 )
 
@@ -89,7 +89,12 @@ class ThreadReplay:
         self.requests = thread_requests(thread)
         self.recording = read_recording(inputs.session, thread, self.requests, inputs.mode)
         self.view = View(
-            thread, inputs.counter, log, self.recording.base_text, self.recording.hidden
+            thread,
+            inputs.counter,
+            log,
+            self.recording.base_text,
+            self.recording.hidden,
+            text_tokens=shared_text_tokens(inputs),
         )
         #: what the pipeline steps keep between requests
         self.state: dict[str, Any] = {"session_dir": session_dir(inputs.session, thread)}
@@ -312,14 +317,18 @@ class ThreadReplay:
                 else None
             )
             previous = self.state.get("last_assistant_time")
+            gap = (sent or ctx.now) - previous if previous is not None else None
+            # past the TTL the static system prompt reads only where the cache model keeps it
+            # alive (``CacheEstimator.system_survives``)
+            system = self.cache.system_tokens(cal) if self.cache.system_survives(gap) else 0
             event["call"] = bill_compaction(
                 event,
                 model=req.message.model,
                 previous_prompt=self.trace.model_tokens[k - 1] if k > 0 else None,
-                gap_seconds=(sent or ctx.now) - previous if previous is not None else None,
+                gap_seconds=gap,
                 ttl=ttl,
                 summary_tokens=round(cal.ratio * raw),
-                system_tokens=self.cache.system_tokens(cal),
+                system_tokens=system,
                 pricing=self.inputs.pricing,
             )
 
@@ -329,6 +338,16 @@ class ThreadReplay:
             self.anchors, k, self.trace.compacted_once
         )
         return cal.apply(self.view.raw_tokens() + history_raw + segment_raw) + unrecorded
+
+
+def shared_text_tokens(inputs: ReplayInputs) -> dict[int, int] | None:
+    """The session's counts of synthetic texts (restored files: the same ones in pass 1 and 2
+    and under every config), when the replay counts with the engine's own tokenizer; another
+    counter keeps its counts to its own view."""
+    if type(inputs.counter) is not TiktokenCounter:
+        return None
+    found: dict[int, int] = inputs.session.memo.setdefault("tiktoken_text_tokens", {})
+    return found
 
 
 def price_request(

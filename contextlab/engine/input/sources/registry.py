@@ -19,6 +19,8 @@ from contextlab.engine.input.sources import SourceAdapter
 from contextlab.engine.input.upload_chain import EarlierUpload, open_upload_chain
 
 from .claude_code.adapter import ClaudeCodeAdapter
+from .claude_code.adapter import build_session as build_claude_code_session
+from .claude_code.growing import GrowingParse
 from .codex.adapter import CodexAdapter
 
 #: Every adapter, the default (the one that reads what no adapter recognises) first.
@@ -74,6 +76,25 @@ def load_session(
     upload = open_upload_chain(path, earlier, name)
     try:
         return build_session(upload)
+    except BaseException:
+        upload.close()
+        raise
+
+
+def load_growing_session(
+    path: str | os.PathLike[str], name: str | None = None, *, saved: bytes | None = None
+) -> tuple[Session, GrowingParse]:
+    """``load_session`` of a session file that grows (a live session): a Claude Code main file
+    is read on from ``saved`` (the ``GrowingParse.state`` of its earlier version) when that
+    fits it, and the returned ``GrowingParse`` holds the state to read on from next time (None
+    for another agent's file, which is read whole)."""
+    upload = open_upload_chain(path, (), name)
+    growing = GrowingParse(saved)
+    try:
+        adapter = detect_source(upload)
+        if isinstance(adapter, ClaudeCodeAdapter):
+            return build_claude_code_session(upload, growing), growing
+        return adapter.parse(upload), growing
     except BaseException:
         upload.close()
         raise

@@ -18,6 +18,7 @@ from contextlab.engine.input.session import Session, SideRecords, Thread, link_t
 
 from .chains import build_threads
 from .compaction_fork import COMPACTION_FORK_ID, continue_main, fork_point_of
+from .growing import GrowingParse
 from .records import (
     CONVERSATION_TYPES,
     PIPELINE_SIDE_TYPES,
@@ -57,14 +58,20 @@ def _is_claude_code_record(record: dict[str, Any]) -> bool:
     return kind in _OTHER_TYPES
 
 
-def build_session(upload: Upload) -> Session:
-    """Parse every file of an upload into threads.
+def build_session(upload: Upload, growing: GrowingParse | None = None) -> Session:
+    """Parse every file of an upload into threads; with ``growing``, the main file's records
+    are read on from the state it was given (a file that grew) and its new state kept there.
 
     Raises ``TranscriptError`` when nothing usable was found; otherwise problems are returned on
     the session and the replay goes on with what was valid.
     """
     problems = ProblemList(upload.problems)
     side = SideRecords()
+    main_parser: RecordParser | None = None
+    if growing is not None and upload.main is not None and not upload.siblings:
+        # the main file is read first: what it found starts the problems and side records
+        main_parser = growing.parse_main(upload.main, problems)
+        problems, side = main_parser.problems, main_parser.side  # type: ignore[assignment]
     threads: list[Thread] = []
     versions: list[str] = []
     session_id: str | None = None
@@ -84,6 +91,8 @@ def build_session(upload: Upload) -> Session:
     for tfile, kind, thread_id in files:
         if kind == "main" and chain is not None:
             parser = chain
+        elif kind == "main" and main_parser is not None:
+            parser = main_parser
         else:
             parser = RecordParser(tfile, problems, side)
             parser.parse()

@@ -17,7 +17,7 @@ from typing import Any
 
 from contextlab.engine.input.json_line import decode_json_line
 from contextlab.engine.input.jsutil import json_stringify
-from contextlab.engine.input.loading import TranscriptFile, iter_lines
+from contextlab.engine.input.loading import LineCursor, TranscriptFile, iter_lines
 from contextlab.engine.input.model import Block, Iteration, Message, MessageKind, Problem, Usage
 from contextlab.engine.input.session import SideRecords
 
@@ -107,7 +107,12 @@ class RecordParser:
         self.problems.append(Problem(line, code, message, self.tfile.name, severity))  # type: ignore[arg-type]
 
     def parse(self) -> None:
-        for number, text, is_last in iter_lines(self.tfile, self.problems):
+        self.feed()
+        self.finish()
+
+    def feed(self, cursor: LineCursor | None = None) -> None:
+        """Read the file's lines into records (from ``cursor`` on, moving it: see ``iter_lines``)."""
+        for number, text, is_last in iter_lines(self.tfile, self.problems, cursor):
             try:
                 obj, replaced = decode_json_line(text)
             except ValueError as exc:
@@ -131,6 +136,9 @@ class RecordParser:
                     "info",
                 )
             self.record(number, obj)
+
+    def finish(self) -> None:
+        """What is reported once the file is read: the record and attachment kinds not known."""
         for rtype, count in sorted(self.unknown_types.items()):
             self.problem(
                 0,

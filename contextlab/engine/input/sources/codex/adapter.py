@@ -19,13 +19,17 @@ from contextlab.engine.input.loading import Upload, iter_lines
 from contextlab.engine.input.model import Block, Message, Problem, ProblemList, TranscriptError
 from contextlab.engine.input.session import Session, SideRecords, Thread, link_tool_results
 
-from .calls import CallFigures, TokenCounter
-from .items import RECORD_TYPES, Item, item_of
-
-#: Bare item types of the older (≤ 0.4x) rollouts, one item per line after the header line.
-_BARE_ITEMS = frozenset(
-    {"message", "reasoning", "function_call", "function_call_output", "local_shell_call"}
+from .calls import (
+    USAGE_KEYS,
+    CallFigures,
+    TokenCounter,
+    carried_in_note,
+    usage_gap,
+    window_for_version,
 )
+from .items import RECORD_TYPES, Item, is_codex_record, item_of
+from .lineage import ChildRollout, parent_of
+
 #: A local compaction keeps the newest user prompts up to about this many characters
 #: (Codex keeps about 20,000 tokens of them; modelled where no ``replacement_history`` says).
 KEPT_PROMPT_CHARS = 80_000
@@ -45,22 +49,11 @@ class CodexAdapter:
         records = [record for record in head if isinstance(record, dict)]
         if not records:
             return 0.0
-        hits = sum(1 for i, record in enumerate(records) if _is_codex_record(record, i))
+        hits = sum(1 for i, record in enumerate(records) if is_codex_record(record, i))
         return hits / len(records)
 
     def parse(self, upload: Upload) -> Session:
         return RolloutReader(upload).session()
-
-
-def _is_codex_record(record: dict[str, Any], index: int) -> bool:
-    kind = record.get("type")
-    if isinstance(kind, str) and kind in RECORD_TYPES:
-        return isinstance(record.get("payload"), dict) and "uuid" not in record
-    if index == 0 and kind is None:
-        return isinstance(record.get("id"), str) and "instructions" in record
-    if isinstance(kind, str) and kind in _BARE_ITEMS:
-        return "uuid" not in record and "payload" not in record
-    return record.get("record_type") == "state"
 
 
 class RolloutReader:
@@ -89,6 +82,14 @@ class RolloutReader:
         self.last_boundary: Message | None = None
         #: local compactions' summarising calls, as compaction forks of the main thread
         self.forks: list[Thread] = []
+        #: a forked or subagent rollout's parent and its copied history (``lineage``)
+        self.child: ChildRollout | None = None
+        self.copying = False
+        #: input tokens the cumulative figures grew by beyond the calls' own
+        self.jumped_in = 0
+        #: the cumulative usage the rollout's totals start from (a child's parent's), read
+        #: from its first own call: its ``total_token_usage`` less its ``last_token_usage``
+        self.carried: dict[str, int] | None = None
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -124,7 +125,10 @@ class RolloutReader:
         threads += self.forks
         link_tool_results(threads, self.problems)
         side = SideRecords()
-        side.recorded_totals = self.counter.final_total
+        side.recorded_totals = self.own_totals()
+        if self.child is not None and self.carried is not None:
+            side.recorded_carried = {k: self.carried[k] for k in USAGE_KEYS}
+        self.report_lineage()
         self.check_totals()
         return Session(
             name=self.upload.name,
@@ -160,6 +164,8 @@ class RolloutReader:
         stamp = _text(obj.get("timestamp"))
         if isinstance(kind, str) and kind in RECORD_TYPES and isinstance(payload, dict):
             self.usable += 1
+            if self.child is not None and kind != "session_meta":
+                self.copying = self.child.copied(kind, payload, stamp)
             self.record(number, kind, payload, stamp)
         elif kind is None and self.records == 1 and isinstance(obj.get("id"), str):
             self.usable += 1  # the older rollouts' header line
@@ -175,7 +181,7 @@ class RolloutReader:
 
     def record(self, number: int, kind: str, payload: dict[str, Any], stamp: str) -> None:
         if kind == "session_meta":
-            self.meta(payload)
+            self.meta(payload, stamp)
         elif kind == "turn_context":
             model = payload.get("model")
             if isinstance(model, str) and model:
@@ -195,9 +201,13 @@ class RolloutReader:
                 key = "event without a type"
                 self.unknown[key] = self.unknown.get(key, 0) + 1
 
-    def meta(self, payload: dict[str, Any]) -> None:
+    def meta(self, payload: dict[str, Any], stamp: str = "") -> None:
         if self.session_id is None and isinstance(payload.get("id"), str):
             self.session_id = payload["id"]
+        parent = parent_of(payload) if self.child is None and not self.messages else None
+        if parent is not None:
+            start = stamp or _text(payload.get("timestamp"))
+            self.child = ChildRollout(parent, start, self.upload.siblings)
         version = payload.get("cli_version")
         if isinstance(version, str) and version:
             self.version = version
@@ -217,6 +227,10 @@ class RolloutReader:
             key = f"response item {item!r}"
             self.unknown[key] = self.unknown.get(key, 0) + 1
             return
+        if self.copying:
+            self.close_run()
+            self.append(self.copied_message(item, number, stamp))
+            return
         if item.side == "assistant":
             if self.run is None:
                 self.run = self.new_call(
@@ -227,6 +241,39 @@ class RolloutReader:
         self.close_run()
         self.flush_pending(True)
         self.append(self.user_message(item, number, stamp))
+
+    def copied_message(self, item: Item, number: int, stamp: str) -> Message:
+        """An item of the parent's history, copied: context the rollout's calls were sent,
+        never a call of its own (its tool calls and outputs as text, paired in the parent)."""
+        blocks = [
+            Block("text", b.text) if b.type in ("tool_use", "tool_result") else b
+            for b in item.blocks
+        ]
+        copied = {"copied_from_parent": self.child.parent.id if self.child else None}
+        return self.history_message(blocks, number, stamp, copied)
+
+    def history_message(
+        self,
+        blocks: list[Block],
+        number: int,
+        stamp: str,
+        metadata: dict[str, Any] | None = None,
+    ) -> Message:
+        """Context the model was sent that is no call of this rollout's (a compaction's kept
+        history, a parent's copied history): a meta message, never a request."""
+        return Message(
+            uuid=f"codex:{number}:{len(self.messages)}",
+            role="user",
+            kind="meta",
+            blocks=blocks,
+            timestamp=stamp,
+            line=number,
+            file=self.file,
+            version=self.version,
+            cwd=self.cwd,
+            is_meta=True,
+            metadata=metadata or {},
+        )
 
     def append(self, message: Message) -> None:
         message.index = len(self.messages)
@@ -299,6 +346,13 @@ class RolloutReader:
             return
         if figures.window:
             self.window = figures.window
+        if self.copying and self.child is not None:
+            self.child.counts += not figures.is_context_marker
+            return  # the parent's call, counted in the parent's rollout
+        if not figures.is_context_marker:
+            self.jumped_in += figures.jump
+            if self.carried is None:
+                self.carried = figures.carried()
         if figures.is_context_marker:
             if self.last_boundary is not None:
                 self.last_boundary.metadata["postTokens"] = figures.total
@@ -470,18 +524,7 @@ class RolloutReader:
 
     def kept_call(self, item: Item, number: int, stamp: str) -> Message:
         """An assistant item a compaction kept: history, not a call (no request of its own)."""
-        return Message(
-            uuid=f"codex:{number}:{len(self.messages)}",
-            role="user",
-            kind="meta",
-            blocks=[Block("text", b.text) for b in item.blocks],
-            timestamp=stamp,
-            line=number,
-            file=self.file,
-            version=self.version,
-            cwd=self.cwd,
-            is_meta=True,
-        )
+        return self.history_message([Block("text", b.text) for b in item.blocks], number, stamp)
 
     def modeled_kept(self, boundary: int) -> list[Item]:
         """A local compaction without ``replacement_history``: the newest user prompts since
@@ -514,39 +557,34 @@ class RolloutReader:
             block.data["sized_from"] = context
         self.opaque = []
 
+    def own_totals(self) -> dict[str, int] | None:
+        """The session's totals: the final ``total_token_usage``, less, for a forked or
+        subagent rollout, what it carried from its parent."""
+        final = self.counter.final_total
+        if final is None or self.child is None or self.carried is None:
+            return final
+        return {k: max(0, v - self.carried.get(k, 0)) for k, v in final.items()}
+
+    def report_lineage(self) -> None:
+        if self.child is None:
+            if self.jumped_in:
+                self.problem(0, "totals_carried_in", carried_in_note(self.jumped_in), "info")
+            return
+        carried = (self.carried or {}).get("input_tokens", 0)
+        self.problem(0, "copied_parent_history", self.child.note(carried), "info")
+
     def check_totals(self) -> None:
         """The calls' figures should add up to the file's final cumulative totals."""
-        final = self.counter.final_total
+        final = self.own_totals()
         if final is None:
             if self.calls:
                 self.problem(0, "no_token_counts", "the rollout records no token counts", "info")
             return
         forks = (m for fork in self.forks for m in fork.messages[fork.fork_index :])
         calls = [m.usage for m in (*self.messages, *forks) if m.role == "assistant" and m.usage]
-        summed = {
-            "input_tokens": sum(u.input + u.cache_read for u in calls),
-            "cached_input_tokens": sum(u.cache_read for u in calls),
-            "output_tokens": sum(u.output for u in calls),
-        }
-        gaps = [k for k, v in summed.items() if v != final[k]]
-        if gaps:
-            self.problem(
-                0,
-                "usage_gap",
-                "the calls' recorded figures do not add up to the final total_token_usage "
-                + ", ".join(f"{k}: {summed[k]:,} vs {final[k]:,}" for k in gaps)
-                + " (session totals are the final total_token_usage)",
-                "info",
-            )
-
-
-def window_for_version(version: str | None) -> int | None:
-    """The window Codex used for the gpt-5 family, for a rollout that records none: 272,000
-    up to 0.47, then 258,400 (95 % of it); None for a version that is not ``0.N…``."""
-    parts = (version or "").split(".")
-    if len(parts) < 2 or parts[0] != "0" or not parts[1].isdigit():
-        return None
-    return 272_000 if int(parts[1]) <= 47 else 258_400
+        gap = usage_gap(final, calls)
+        if gap:
+            self.problem(0, "usage_gap", gap, "info")
 
 
 def _text(value: Any) -> str:

@@ -33,12 +33,32 @@ class CallFigures:
     reasoning: int
     total: int
     window: int | None
+    #: the event's cumulative ``total_token_usage``, where it has one
+    cumulative: dict[str, int] | None = None
+    #: input tokens by which the cumulative figures grew more than this call's own (figures
+    #: carried in from elsewhere: a parent's, in a fork); 0 when they add up
+    jump: int = 0
 
     def usage(self) -> Usage:
         """As the engine's usage: input without its cached part, the cached part as cache
         read (OpenAI's prefix cache has no write), output with its reasoning part."""
         cached = min(self.cached, self.input)
         return Usage(input=self.input - cached, cache_read=cached, output=self.output)
+
+    def carried(self) -> dict[str, int]:
+        """The cumulative usage before this call: its ``total_token_usage`` less its own
+        figures. Nothing for a rollout's first call, unless its totals go on from another
+        rollout's (a fork's parent's)."""
+        own = {
+            "input_tokens": self.input,
+            "cached_input_tokens": self.cached,
+            "output_tokens": self.output,
+            "reasoning_output_tokens": self.reasoning,
+            "total_tokens": self.total,
+        }
+        if self.cumulative is None:
+            return dict.fromkeys(own, 0)
+        return {k: max(0, self.cumulative[k] - v) for k, v in own.items()}
 
     @property
     def is_context_marker(self) -> bool:
@@ -78,6 +98,11 @@ class TokenCounter:
             if last is None:
                 last = {k: total[k] - (previous or {}).get(k, 0) for k in total}
         assert last is not None
+        cumulative = total
+        jump = 0
+        if total is not None:
+            before = (previous or {}).get("input_tokens", 0)
+            jump = total["input_tokens"] - before - last["input_tokens"]
         window = info.get("model_context_window")
         window_ok = isinstance(window, int) and not isinstance(window, bool) and window > 0
         return CallFigures(
@@ -89,6 +114,8 @@ class TokenCounter:
             reasoning=max(0, last["reasoning_output_tokens"]),
             total=max(0, last["total_tokens"]),
             window=window if window_ok else None,
+            cumulative=cumulative,
+            jump=max(0, jump),
         )
 
 
@@ -98,3 +125,39 @@ def _is_marker(last: dict[str, int]) -> bool:
 
 def _same(a: dict[str, int], b: dict[str, int]) -> bool:
     return all(a[k] == b[k] for k in (*USAGE_KEYS, "total_tokens"))
+
+
+def window_for_version(version: str | None) -> int | None:
+    """The window Codex used for the gpt-5 family, for a rollout that records none: 272,000
+    up to 0.47, then 258,400 (95 % of it); None for a version that is not ``0.N…``."""
+    parts = (version or "").split(".")
+    if len(parts) < 2 or parts[0] != "0" or not parts[1].isdigit():
+        return None
+    return 272_000 if int(parts[1]) <= 47 else 258_400
+
+
+def usage_gap(final: dict[str, int], calls: list[Usage]) -> str | None:
+    """Where the calls' recorded figures do not add up to the session's totals, a sentence
+    saying by how much; None when they do."""
+    summed = {
+        "input_tokens": sum(u.input + u.cache_read for u in calls),
+        "cached_input_tokens": sum(u.cache_read for u in calls),
+        "output_tokens": sum(u.output for u in calls),
+    }
+    gaps = [k for k, v in summed.items() if v != final[k]]
+    if not gaps:
+        return None
+    return (
+        "the calls' recorded figures do not add up to the final total_token_usage "
+        + ", ".join(f"{k}: {summed[k]:,} vs {final[k]:,}" for k in gaps)
+        + " (session totals are the final total_token_usage)"
+    )
+
+
+def carried_in_note(jumped_in: int) -> str:
+    """The sentence for cumulative figures that grew by more than the calls' own."""
+    return (
+        f"the cumulative figures grow by {jumped_in:,} input tokens more than the calls' own "
+        "(usage carried in from another session: a fork or a copy whose session_meta does not "
+        "say so?); the session totals are the final total_token_usage, which includes them"
+    )

@@ -19,6 +19,10 @@ from contextlab.engine.input.model import Block
 RECORD_TYPES = frozenset(
     {"session_meta", "turn_context", "response_item", "event_msg", "compacted"}
 )
+#: Bare item types of the older (≤ 0.4x) rollouts, one item per line after the header line.
+BARE_ITEMS = frozenset(
+    {"message", "reasoning", "function_call", "function_call_output", "local_shell_call"}
+)
 #: Response items the model produces (the assistant side of a call).
 OUTPUT_ITEMS = frozenset(
     {
@@ -170,3 +174,16 @@ def usage_of(value: Any) -> dict[str, int] | None:
         ok = isinstance(figure, int | float) and not isinstance(figure, bool) and figure >= 0
         out[key] = int(figure) if ok else 0
     return out
+
+
+def is_codex_record(record: dict[str, Any], index: int) -> bool:
+    """Whether one of a file's first records is Codex's: a ``{type, payload}`` record of the
+    rollout types, or an older rollout's header line (the first) and bare response items."""
+    kind = record.get("type")
+    if isinstance(kind, str) and kind in RECORD_TYPES:
+        return isinstance(record.get("payload"), dict) and "uuid" not in record
+    if index == 0 and kind is None:
+        return isinstance(record.get("id"), str) and "instructions" in record
+    if isinstance(kind, str) and kind in BARE_ITEMS:
+        return "uuid" not in record and "payload" not in record
+    return record.get("record_type") == "state"

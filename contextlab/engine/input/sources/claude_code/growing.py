@@ -1,0 +1,119 @@
+"""A Claude Code session file that grows (a live session): its main file read from where the
+last read stopped.
+
+Reading records is a walk over lines whose whole state is the ``RecordParser`` (records, side
+records, problems so far) and where it stopped (``LineCursor``). ``GrowingParse`` continues that
+walk from a saved state instead of reading the file again, and gives the state it ends in for
+the next append. The records are the same, in the same order, as a read from the first byte
+makes, so what is built from them (threads, subagents, compaction forks) is too. A saved state
+is only used on the file it was saved from (same name, same bytes before its offset) and only
+saved where the walk can go on as a whole read would: at a line end, with no reading error.
+
+A state is a run of pickles: a header, then one frame per read, each holding the records that
+read added (the parser only ever appends records) and the parser's other fields as they stood
+after it. A read that continued a state adds one frame, so what is written per append grows
+with the append, not with the session.
+"""
+
+from __future__ import annotations
+
+import io
+import pickle
+from typing import Any
+
+from contextlab.engine.input.loading import LineCursor, TranscriptFile
+from contextlab.engine.input.model import ProblemList
+from contextlab.engine.input.session import SideRecords
+
+from .records import Record, RecordParser
+
+#: Bump when ``RecordParser``'s state, ``Record`` or ``Message`` change shape.
+STATE_VERSION = 2
+#: bytes before the saved offset a resumed read compares with the file, to refuse a state
+#: saved from another file
+_TAIL_BYTES = 256
+#: the parser's fields besides its records and file, saved whole in every frame (small:
+#: problems are capped, side records are titles, replacements and collapse commits)
+_FIELDS = ("versions", "session_id", "usable", "unknown_types", "unknown_attachments")
+
+
+class GrowingParse:
+    """The main file's read, resumed from ``saved`` (the state of the file's earlier
+    version) when it fits the file. After ``parse_main``: ``resumed`` says whether the read
+    started from ``saved``; ``state`` is what to keep for the next read, None when it cannot
+    go on from here: when resumed, only a frame to append to ``saved``, else a whole state."""
+
+    def __init__(self, saved: bytes | None = None) -> None:
+        self.saved = saved
+        self.state: bytes | None = None
+        self.resumed = False
+
+    def parse_main(self, tfile: TranscriptFile, upload_problems: ProblemList) -> RecordParser:
+        restored = _restore(self.saved, tfile) if self.saved and not upload_problems else None
+        if restored is not None:
+            parser, cursor = restored
+            self.resumed = True
+        else:
+            parser = RecordParser(tfile, ProblemList(upload_problems), SideRecords())
+            cursor = LineCursor()
+        known = len(parser.records)
+        parser.feed(cursor)
+        frame = _frame(parser, cursor, parser.records[known:]) if not upload_problems else None
+        if frame is not None:
+            self.state = frame if self.resumed else _header(tfile.name) + frame
+        parser.finish()
+        return parser
+
+
+def _header(name: str) -> bytes:
+    return pickle.dumps((STATE_VERSION, name), protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _frame(parser: RecordParser, cursor: LineCursor, added: list[Record]) -> bytes | None:
+    """This read's frame, or None where a later read could differ from a whole one (a last
+    line without its end, a read that stopped on an error)."""
+    if any(p.severity == "error" for p in parser.problems):
+        return None
+    tail = _read_tail(parser.tfile, cursor.offset)
+    if not tail or not tail.endswith(b"\n"):
+        return None
+    fields = {name: getattr(parser, name) for name in _FIELDS}
+    fields["problems"], fields["side"] = parser.problems, parser.side
+    return pickle.dumps((cursor, tail, added, fields), protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def _restore(saved: bytes, tfile: TranscriptFile) -> tuple[RecordParser, LineCursor] | None:
+    try:
+        stream = io.BytesIO(saved)
+        version, name = pickle.load(stream)
+        if version != STATE_VERSION or name != tfile.name:
+            return None
+        records: list[Record] = []
+        frame: tuple[LineCursor, bytes, list[Record], dict[str, Any]] | None = None
+        while stream.tell() < len(saved):
+            frame = pickle.load(stream)
+            records.extend(frame[2])
+    except Exception:  # a state of another version, a frame cut short: read from the start
+        return None
+    if frame is None:
+        return None
+    cursor, tail, _, fields = frame
+    if _read_tail(tfile, cursor.offset) != tail:
+        return None  # not the file the state was saved from
+    parser = RecordParser(tfile, fields.pop("problems"), fields.pop("side"))
+    parser.records = records
+    for field, value in fields.items():
+        setattr(parser, field, value)
+    return parser, cursor
+
+
+def _read_tail(tfile: TranscriptFile, offset: int) -> bytes | None:
+    """The last bytes of the file before ``offset`` (None when it cannot be read there)."""
+    start = max(0, offset - _TAIL_BYTES)
+    try:
+        with tfile.opener() as fh:
+            fh.seek(start)
+            data = fh.read(offset - start)
+    except Exception:  # not seekable, gone: no state
+        return None
+    return data if len(data) == offset - start else None
