@@ -254,11 +254,18 @@ def idle_answers(
     runs: dict[tuple[int, str], Run], sessions: list[int], names: dict[int, str]
 ) -> list[dict[str, Any]]:
     """Compact now or wait, per session: each idle gap longer than its cache TTL priced both
-    ways on the session's own replay (``engine.idle_compaction``), summed."""
+    ways (``engine.idle_compaction``), summed, on the session's recorded replay (the recorded
+    cache, as its report shows it), else on the advice's baseline run."""
     out = []
+    recorded = {
+        run.transcript_id: run
+        for run in Run.objects.filter(
+            transcript_id__in=sessions, mode=Run.Mode.RECORDED, status=Run.Status.DONE
+        ).order_by("pk")
+    }
     for pk in sessions:
-        baseline = runs.get((pk, BASELINE))
-        data = run_services.result_data(baseline) if baseline is not None else None
+        source = recorded.get(pk) or runs.get((pk, BASELINE))
+        data = run_services.result_data(source) if source is not None else None
         if not data:
             continue
         answer = engine.idle_compaction(engine.as_result(data))
