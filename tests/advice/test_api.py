@@ -279,9 +279,8 @@ def test_a_threshold_the_session_never_nears_uses_its_own_run_and_replays_the_sa
 def test_compact_now_or_wait_per_session(
     client, alice_client, auth_header, make_transcript, short_jsonl, finish
 ):
-    from tests import waste_sessions
-
     from contextlab.jobs import replay as runner
+    from tests import waste_sessions
 
     pauses = make_transcript(waste_sessions.FIXTURES / "wasteful.jsonl")
     quiet = make_transcript(short_jsonl)
