@@ -400,3 +400,6 @@ tokens_after
 preview_before
 preview_after
 added
+get_request_composition  # a ninja route (contextlab/runs/api.py)
+PLAIN  # bare cl100k ratios, used by bench/fit_token_kinds.py and the tests (content_kinds.py)
+held_out_ratios  # leave-one-source-out ratios, read by bench/truth.py (content_kinds.py)

@@ -11,9 +11,17 @@ from ninja.responses import Status
 
 from contextlab.engine import as_result
 from contextlab.http import AuthedRequest, api_json
+from contextlab.runs import explorer as explorer_builder
 from contextlab.runs import services, waste
 from contextlab.runs.models import Run
-from contextlab.runs.schemas import RequestPage, RunIn, RunOut, ToolBreakdownOut, WasteOut
+from contextlab.runs.schemas import (
+    RequestComposition,
+    RequestPage,
+    RunIn,
+    RunOut,
+    ToolBreakdownOut,
+    WasteOut,
+)
 from contextlab.summaries import services as summaries
 from contextlab.workspaces import access
 
@@ -121,6 +129,43 @@ def get_run_tools(request: AuthedRequest, run_id: int) -> Status[dict[str, Any]]
             409, {"detail": f"run {run.pk} is {run.status}; results exist once it is done"}
         )
     return api_json(request, dict(services.tool_breakdown(run, data)))
+
+
+@router.get(
+    "/{run_id}/requests/{index}/composition",
+    response={200: RequestComposition, 404: dict[str, Any], 409: dict[str, Any]},
+    operation_id="get_request_composition",
+)
+def get_request_composition(
+    request: AuthedRequest, run_id: int, index: int
+) -> Status[dict[str, Any]]:
+    """What one request's prompt is made of, as its explorer page shows it: the parts (system
+    and tools estimated, user and assistant text, tool calls and results, ...) and the kinds of
+    content of its messages, in display tokens. ``index`` is the row's ``index`` (0-based);
+    ``number`` is the request's number on the pages (1-based)."""
+    run = access.run_for(request.user, run_id, access.READ)
+    data = services.result_data(run)
+    if data is None:
+        return Status(
+            409, {"detail": f"run {run.pk} is {run.status}; results exist once it is done"}
+        )
+    count = len(as_result(data)["requests"])
+    if not 0 <= index < count:
+        return Status(404, {"detail": f"request index {index} does not exist (0 to {count - 1})"})
+    shown = explorer_builder.request_view(
+        data, services.session_messages(run.transcript), index, show_replaced=False
+    )
+    composition = shown["composition"]
+    return Status(
+        200,
+        {
+            "index": index,
+            "number": index + 1,
+            "model_tokens": shown["req"]["model_tokens"],
+            "parts": composition["parts"],
+            "content": composition["content"],
+        },
+    )
 
 
 @router.get(

@@ -116,6 +116,29 @@ class RequestPage(Schema):
 ToolBreakdownOut = model_of(ToolBreakdown)
 
 
+class CompositionPartOut(Schema):
+    kind: str
+    tokens: int
+    share: float
+    estimated: bool
+
+
+class ContentPartOut(Schema):
+    #: ``prose``, ``code``, ``json``, ``output``, ``cjk``, ``encoded`` or ``image``
+    kind: str
+    label: str
+    tokens: int
+    share: float
+
+
+class RequestComposition(Schema):
+    index: int
+    number: int
+    model_tokens: int
+    parts: list[CompositionPartOut]
+    content: list[ContentPartOut]
+
+
 class WasteOut(Schema):
     """A finished run's waste findings and its compact-now-or-wait answer (estimates)."""
 

@@ -314,3 +314,26 @@ def test_run_tools_in_the_api_and_as_csv(client, auth_header, other_auth_header,
     Run.objects.filter(pk=run.pk).update(finished_at=run.finished_at.replace(microsecond=1))
     assert client.get(f"/api/runs/{run.pk}/tools", **auth_header).json() == stored
     assert client.get(f"/api/runs/{run.pk}/tools", **other_auth_header).status_code == 404
+
+
+def test_a_request_composition_says_which_kinds_of_content_it_holds(
+    client, auth_header, other_auth_header, transcript
+):
+    run = transcript.runs.get()
+    url = f"/api/runs/{run.pk}/requests/1/composition"
+    assert client.get(url, **auth_header).status_code == 409  # not replayed yet
+    runner.execute_run(run.pk)
+    body = client.get(url, **auth_header).json()
+    row = client.get(f"/api/runs/{run.pk}/requests?offset=1&limit=1", **auth_header).json()
+    assert (body["index"], body["number"]) == (1, 2)
+    assert body["model_tokens"] == row["items"][0]["model_tokens"]
+    assert abs(sum(p["tokens"] for p in body["parts"]) - body["model_tokens"]) <= len(body["parts"])
+    kinds = {c["kind"]: c for c in body["content"]}
+    assert kinds
+    assert set(kinds) <= {"prose", "code", "json", "output", "cjk", "encoded", "image"}
+    assert all(c["label"] and c["tokens"] > 0 for c in body["content"])
+    assert sum(c["share"] for c in body["content"]) == pytest.approx(1.0)
+    count = row["count"]
+    missing = client.get(f"/api/runs/{run.pk}/requests/{count}/composition", **auth_header)
+    assert missing.status_code == 404
+    assert client.get(url, **other_auth_header).status_code == 404
