@@ -368,6 +368,25 @@ request_number  # an API response field (contextlab/comments/schemas.py)
 first_divergence_number  # an API response field (contextlab/tuning/schemas.py)
 block_kind  # template filter (contextlab/runs/templatetags/humanize_tokens.py)
 problem_count  # used by templates (contextlab/transcripts/models.py)
+later_requests  # IdleGap, read by templates/runs/report.html and the API (contextlab/engine/results/idle.py)
+one_hour_keeps_it  # IdleGap (templates/runs/report.html, the API)
+compact_wins  # IdleAnswer (the API, templates/advice/detail.html)
+post_compaction_tokens  # IdleAnswer (templates/runs/report.html, the API)
+sizes_recorded  # IdleAnswer (templates/runs/report.html, the API)
+fix  # WasteFinding, read by templates/runs/report.html and the API (contextlab/engine/results/waste.py)
+total_cost_usd  # WasteReport (the API; contextlab/runs/waste.py)
+tool_definitions  # WasteReport (the API)
+tools_called  # WasteReport (the API)
+get_run_waste  # a ninja route (contextlab/runs/api.py)
+context_tokens  # IdleGap / WasteFinding field, read by templates/runs/report.html and the API
+paid_usd  # IdleGap / WasteFinding field, read by templates/runs/report.html and the API
+summary_call_usd  # IdleGap / WasteFinding field, read by templates/runs/report.html and the API
+smaller_prompt_usd  # IdleGap / WasteFinding field, read by templates/runs/report.html and the API
+later_reads_saved_usd  # IdleGap / WasteFinding field, read by templates/runs/report.html and the API
+compact_usd  # an API response field (contextlab/advice/schemas.py: IdleOut)
+best_saving_usd  # IdleAnswer, read by the API and contextlab/advice/reports.py
+request_roles  # WasteFinding, read by contextlab/runs/waste.py and the API
+signed_usd  # template filter (contextlab/runs/templatetags/humanize_tokens.py)
 recorded_carried  # a Codex child rollout's carried-over usage, read by bench/codex_truth.py and its tests
 get_run_tools  # unused function (contextlab/runs/api.py: a ninja route)
 # ToolRow / ToolBreakdown keys (contextlab/engine/results/tools.py): read by name in templates, CSV, API

@@ -81,6 +81,7 @@ if TYPE_CHECKING:  # loaded on first use (below): the CLI's start-up only pays f
         messages_json,
         side_by_side,
     )
+    from .results.idle import IdleAnswer, idle_compaction
     from .results.navigator import (
         EVENT_KINDS,
         NavigatorEvent,
@@ -101,6 +102,7 @@ if TYPE_CHECKING:  # loaded on first use (below): the CLI's start-up only pays f
     )
     from .results.usage_fidelity import forecast_fidelity, usage_fidelity
     from .results.view_diff import ViewDiff, view_diff
+    from .results.waste import WasteReport, waste_findings
     from .summarizing.anthropic_backend import AnthropicSummarizer
     from .summarizing.factory import make_summarizer, preload_sdks
     from .summarizing.fallback import FallbackSummarizer
@@ -122,6 +124,8 @@ _LAZY_MODULES: dict[str, tuple[str, ...]] = {
     ".results.composition": ("compose",),
     ".results.evaluation": ("cache_accuracy", "compaction_accuracy", "fidelity", "result_fidelity"),
     ".results.usage_fidelity": ("forecast_fidelity", "usage_fidelity"),
+    ".results.waste": ("WasteReport", "waste_findings"),
+    ".results.idle": ("IdleAnswer", "idle_compaction"),
     ".results.tools": (
         "BREAKDOWN_VERSION",
         "TOOL_BREAKDOWN_KEY",
@@ -199,6 +203,7 @@ __all__ = [
     "FallbackSummarizer",
     "FieldError",
     "HistoryIndex",
+    "IdleAnswer",
     "LLMSettings",
     "Message",
     "ModelInfo",
@@ -227,6 +232,7 @@ __all__ = [
     "TransformIndex",
     "Usage",
     "ViewDiff",
+    "WasteReport",
     "as_result",
     "build_session",
     "cache_accuracy",
@@ -255,6 +261,7 @@ __all__ = [
     "format_summary",
     "gaps",
     "get_preset",
+    "idle_compaction",
     "keep_parsed",
     "load_growing",
     "load_pricing",
@@ -289,4 +296,5 @@ __all__ = [
     "tool_names",
     "usage_fidelity",
     "view_diff",
+    "waste_findings",
 ]

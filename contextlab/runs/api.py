@@ -12,7 +12,7 @@ from ninja.responses import Status
 from contextlab.engine import as_result
 from contextlab.http import AuthedRequest, api_json
 from contextlab.runs import explorer as explorer_builder
-from contextlab.runs import services
+from contextlab.runs import services, waste
 from contextlab.runs.models import Run
 from contextlab.runs.schemas import (
     RequestComposition,
@@ -20,6 +20,7 @@ from contextlab.runs.schemas import (
     RunIn,
     RunOut,
     ToolBreakdownOut,
+    WasteOut,
 )
 from contextlab.summaries import services as summaries
 from contextlab.workspaces import access
@@ -165,3 +166,24 @@ def get_request_composition(
             "content": composition["content"],
         },
     )
+
+
+@router.get(
+    "/{run_id}/waste",
+    response={200: WasteOut, 409: dict[str, Any]},
+    operation_id="get_run_waste",
+)
+def get_run_waste(request: AuthedRequest, run_id: int) -> Status[dict[str, Any]]:
+    """The run's waste findings (files read again unchanged, oversized outputs later cleared,
+    results no later request used, tool definitions never called, cache breaks the 1-hour cache
+    would have avoided), each with its cost (an estimate), its requests (0-based positions in
+    the run's requests) and a fix; and, per idle gap longer than the cache TTL, compacting at
+    the gap against what was paid."""
+    run = access.run_for(request.user, run_id, access.READ)
+    data = services.result_data(run)
+    if data is None:
+        return Status(
+            409, {"detail": f"run {run.pk} is {run.status}; results exist once it is done"}
+        )
+    found = waste.run_waste(run.transcript, run, data)
+    return Status(200, {"run_id": run.pk, **found})

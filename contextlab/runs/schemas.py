@@ -9,6 +9,7 @@ from typing import Any, Literal, Union, get_args, get_origin, is_typeddict
 from ninja import Field, Schema
 from pydantic import BaseModel, ConfigDict, create_model
 
+from contextlab import engine
 from contextlab.engine import ToolBreakdown, results
 from contextlab.transcripts.models import MAX_ROW_ID
 
@@ -136,3 +137,11 @@ class RequestComposition(Schema):
     model_tokens: int
     parts: list[CompositionPartOut]
     content: list[ContentPartOut]
+
+
+class WasteOut(Schema):
+    """A finished run's waste findings and its compact-now-or-wait answer (estimates)."""
+
+    run_id: int
+    waste: model_of(engine.WasteReport)  # type: ignore[valid-type]
+    idle: model_of(engine.IdleAnswer)  # type: ignore[valid-type]

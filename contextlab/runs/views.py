@@ -18,7 +18,7 @@ from django_htmx.http import HttpResponseClientRedirect, HttpResponseClientRefre
 from contextlab import engine
 from contextlab.engine import as_result
 from contextlab.http import AuthedRequest, back_to
-from contextlab.runs import differences, labels, live, request_csv, services
+from contextlab.runs import differences, labels, live, request_csv, services, waste
 from contextlab.runs import explorer as explorer_builder
 from contextlab.runs import report as report_parts
 from contextlab.runs import tools as tool_panel
@@ -113,6 +113,7 @@ def report(request: AuthedRequest, transcript: Transcript) -> HttpResponse:
         context["session_info"] = result["session"]
         context["first_request_url"] = url(0) if result["requests"] else None
         context["subagents"] = report_parts.subagent_rows(data)
+        context["waste"] = waste.page_waste(transcript, run, data, url)
         breakdown = services.tool_breakdown(run, data)
         context["tools"] = breakdown
         context["tool_rows"] = tool_panel.tool_rows(breakdown, url, len(result["requests"]))
