@@ -273,6 +273,7 @@ comment_mark_of  # template tag (contextlab/comments/templatetags/comment_tags.p
 report_comments  # template tag (contextlab/comments/templatetags/comment_tags.py)
 shared_comments  # template tag (contextlab/comments/templatetags/comment_tags.py)
 shared_comment_mark  # template tag (contextlab/comments/templatetags/comment_tags.py)
+explorer_cell  # template tag (contextlab/runs/templatetags/explorer_cells.py)
 list_workspaces  # unused function (contextlab/workspaces/api.py: a ninja route)
 get_workspace  # unused function (contextlab/workspaces/api.py: a ninja route)
 add_member  # unused function (contextlab/workspaces/api.py: a ninja route)
@@ -367,4 +368,38 @@ request_number  # an API response field (contextlab/comments/schemas.py)
 first_divergence_number  # an API response field (contextlab/tuning/schemas.py)
 block_kind  # template filter (contextlab/runs/templatetags/humanize_tokens.py)
 problem_count  # used by templates (contextlab/transcripts/models.py)
+later_requests  # IdleGap, read by templates/runs/report.html and the API (contextlab/engine/results/idle.py)
+one_hour_keeps_it  # IdleGap (templates/runs/report.html, the API)
+compact_wins  # IdleAnswer (the API, templates/advice/detail.html)
+post_compaction_tokens  # IdleAnswer (templates/runs/report.html, the API)
+sizes_recorded  # IdleAnswer (templates/runs/report.html, the API)
+fix  # WasteFinding, read by templates/runs/report.html and the API (contextlab/engine/results/waste.py)
+total_cost_usd  # WasteReport (the API; contextlab/runs/waste.py)
+tool_definitions  # WasteReport (the API)
+tools_called  # WasteReport (the API)
+get_run_waste  # a ninja route (contextlab/runs/api.py)
+context_tokens  # IdleGap / WasteFinding field, read by templates/runs/report.html and the API
+paid_usd  # IdleGap / WasteFinding field, read by templates/runs/report.html and the API
+summary_call_usd  # IdleGap / WasteFinding field, read by templates/runs/report.html and the API
+smaller_prompt_usd  # IdleGap / WasteFinding field, read by templates/runs/report.html and the API
+later_reads_saved_usd  # IdleGap / WasteFinding field, read by templates/runs/report.html and the API
+compact_usd  # an API response field (contextlab/advice/schemas.py: IdleOut)
+best_saving_usd  # IdleAnswer, read by the API and contextlab/advice/reports.py
+request_roles  # WasteFinding, read by contextlab/runs/waste.py and the API
+signed_usd  # template filter (contextlab/runs/templatetags/humanize_tokens.py)
 recorded_carried  # a Codex child rollout's carried-over usage, read by bench/codex_truth.py and its tests
+get_run_tools  # unused function (contextlab/runs/api.py: a ninja route)
+# ToolRow / ToolBreakdown keys (contextlab/engine/results/tools.py): read by name in templates, CSV, API
+history_tokens
+seen_tokens
+sent_tokens
+attribution
+# DiffItem / ViewDiff keys (contextlab/engine/results/view_diff.py): read by name in the template
+tokens_before
+tokens_after
+preview_before
+preview_after
+added
+get_request_composition  # a ninja route (contextlab/runs/api.py)
+PLAIN  # bare cl100k ratios, used by bench/fit_token_kinds.py and the tests (content_kinds.py)
+held_out_ratios  # leave-one-source-out ratios, read by bench/truth.py (content_kinds.py)

@@ -181,7 +181,14 @@ def render(
             f"| {f.name[:70]} | {f.version or '?'} | {f.model} | {len(f.errors)} | {_pct(p90)} | "
             f"{_pct(f.weighted_error)} | {_pct(f.forecast_cost)} |"
         )
-    lines += ["", f"Leave-one-source-out chose: {loso_figs.get('chosen', 'nothing fitted')}."]
+    lines += [
+        "",
+        f"Leave-one-source-out chose: {loso_figs.get('chosen', 'nothing fitted')}.",
+        "",
+        "Token counts are cl100k scaled per kind of content (`measures/data/token_kinds.toml`, "
+        "fitted by `bench/fit_token_kinds.py`); leave-one-source-out counts each held-out "
+        "source's sessions with the ratios fitted without that source (`kind_ratios` above).",
+    ]
     del whole
     return "\n".join(lines) + "\n"
 

@@ -27,10 +27,13 @@ Beside the targets: the cost with the cache model alone (``cache_recorded_server
 no server-side miss taken from the recording), and the token count as the pages show it (the
 replay's own calibration, against the recorded prompt, with no refit).
 
-Leave-one-source-out: every config constant fitted on the corpus (``FITTED`` below; each is a
-``PipelineConfig`` field with its candidates) is chosen on all repositories but one, by the
-token p90 there, and the held-out repository is scored with that choice; pooled over all
-repositories. With nothing fitted the two columns are the same by construction.
+Leave-one-source-out: every config constant fitted on the corpus (``FITTED`` and
+``FITTED_BY_COST`` below, scored on the token p90 and the price-free cost; each is a
+``PipelineConfig`` field with its candidates) is chosen on all repositories but one, by its
+score there, and the held-out repository is scored with that choice; pooled over all
+repositories. The content-kind token ratios (``measures/data/token_kinds.toml``) are fitted
+by ``bench/fit_token_kinds.py``, which also writes them fitted without each source (the file
+name's owner, before the first ``__``): a held-out repository is counted with those.
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ from bench import fidelity_doc
 from contextlab.engine.config.resolve import resolve_config
 from contextlab.engine.input.session import Session
 from contextlab.engine.input.sources.registry import load_session
+from contextlab.engine.measures.content_kinds import KindRatios, held_out_ratios
 from contextlab.engine.measures.tokens import TiktokenCounter, percentile
 from contextlab.engine.replay.driver import replay
 from contextlab.engine.replay.forecast import forecast_session
@@ -70,6 +74,11 @@ from contextlab.engine.results.usage_fidelity import (
 FITTED: dict[str, tuple[Any, ...]] = {
     "anchor_margin_tokens": (0, 2_000, 4_000),
     "anchor_margin_share": (0.01, 0.005, 0.02),
+}
+#: Cache-model constants tuned on the corpus the same way, scored on the price-free cost of the
+#: estimate (mean |weighted error| per session) instead of the token p90 they cannot move.
+FITTED_BY_COST: dict[str, tuple[Any, ...]] = {
+    "cache_system_survival_seconds": (3_600, 0, 1_800, 7_200, 86_400),
 }
 #: the share of each thread's requests a forecast reads (``--usage-until``)
 FORECAST_SHARE = 0.2
@@ -182,20 +191,32 @@ def main_model(session: Session) -> str:
     )
 
 
-def evaluate(path: Path, overrides: Mapping[str, Any], *, forecast: bool = False) -> FileFigures:
+def evaluate(
+    path: Path,
+    overrides: Mapping[str, Any],
+    *,
+    forecast: bool = False,
+    kind_ratios: KindRatios | None = None,
+) -> FileFigures:
+    """The figures of one file; ``kind_ratios``: the content-kind ratios to count with (the
+    fitted table's by default; leave-one-source-out passes those fitted without the file's
+    source)."""
     session = load_session(str(path))
     config, preset = resolve(session, overrides)
-    recorded = replay(session, config, mode="recorded", preset_name=preset)
-    whatif = replay(session, config, mode="whatif", preset_name=preset)
+    counter = TiktokenCounter(kind_ratios)
+    recorded = replay(session, config, mode="recorded", preset_name=preset, counter=counter)
+    whatif = replay(session, config, mode="whatif", preset_name=preset, counter=counter)
     figs = FileFigures(path.name, source_of(path))
     figs.version = session.version
     figs.model = main_model(session)
     figs.read_error = usage_fidelity(recorded)["session_read"]
     if forecast:
         # the forecast knows only the first share of the session, its config's inference too
-        early = forecast_session(session, FORECAST_SHARE, TiktokenCounter())
+        early = forecast_session(session, FORECAST_SHARE, counter)
         fc_config, fc_preset = resolve(early, overrides)
-        predicted = replay(early, fc_config, mode="recorded", preset_name=fc_preset)
+        predicted = replay(
+            early, fc_config, mode="recorded", preset_name=fc_preset, counter=counter
+        )
         fc = forecast_fidelity(predicted, recorded)
         figs.forecast_errors = sorted(abs(r["prompt"]) for r in fc["requests"])
         figs.forecast_cost = fc["session_cost"]
@@ -327,17 +348,18 @@ def leave_one_source_out(paths: Sequence[Path]) -> tuple[list[FileFigures], dict
     by_source: dict[str, list[Path]] = {}
     for p in paths:
         by_source.setdefault(source_of(p), []).append(p)
-    if not FITTED:
+    fitted = {**FITTED, **FITTED_BY_COST}
+    if not fitted:
         return [], {}
     grid: dict[tuple[str, Any], dict[str, FileFigures]] = {}
-    for name, candidates in FITTED.items():
+    for name, candidates in fitted.items():
         for value in candidates:
             grid[(name, value)] = {p.name: evaluate(p, {name: value}) for p in paths}
     chosen: dict[str, dict[str, Any]] = {}
     scored: list[FileFigures] = []
     for source, held in by_source.items():
         choice: dict[str, Any] = {}
-        for name, candidates in FITTED.items():
+        for name, candidates in fitted.items():
 
             def score(value: Any, name: str = name, source: str = source) -> float:
                 others = [
@@ -345,12 +367,17 @@ def leave_one_source_out(paths: Sequence[Path]) -> tuple[list[FileFigures], dict
                     for fname, f in grid[(name, value)].items()
                     if source_of(Path(fname)) != source
                 ]
+                if name in FITTED_BY_COST:
+                    costs = [abs(f.weighted_error) for f in others if f.weighted_error is not None]
+                    return statistics.fmean(costs) if costs else 0.0
                 errs = sorted(e for f in others for e in f.errors)
                 return percentile(errs, 0.9) if errs else 0.0
 
             choice[name] = min(candidates, key=score)
-        chosen[source] = choice
-        scored.extend(evaluate(p, choice, forecast=True) for p in held)
+        # the content-kind ratios fitted without the source's owner (``fit_token_kinds``)
+        ratios = held_out_ratios(source.split("/", 1)[0])
+        chosen[source] = {**choice, "kind_ratios": ratios.source}
+        scored.extend(evaluate(p, choice, forecast=True, kind_ratios=ratios) for p in held)
     return scored, chosen
 
 

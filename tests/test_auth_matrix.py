@@ -159,6 +159,7 @@ API_POLICIES: dict[str, str] = {
     "get_run": "run:viewer",
     "cancel_run": "run:editor",
     "list_run_requests": "run:viewer",
+    "get_run_waste": "run:viewer",
     "list_config_fields": "user",
     "create_comparison": "user",
     "list_comparisons": "user",

@@ -121,6 +121,7 @@ def recommend(advice: Advice) -> dict[str, Any]:
     )
     result = {
         "ttl": ttl_answers(runs, list(base), names),
+        "idle": idle_answers(runs, list(base), names),
         "goal": advice.goal,
         "goal_label": goals.GOALS.get(advice.goal, advice.goal),
         "cost_cap": advice.cost_cap,
@@ -249,6 +250,49 @@ def ttl_answers(
     return out
 
 
+def idle_answers(
+    runs: dict[tuple[int, str], Run], sessions: list[int], names: dict[int, str]
+) -> list[dict[str, Any]]:
+    """Compact now or wait, per session: each idle gap longer than its cache TTL priced both
+    ways (``engine.idle_compaction``), summed, on the session's recorded replay (the recorded
+    cache, as its report shows it), else on the advice's baseline run."""
+    out = []
+    recorded = {
+        run.transcript_id: run
+        for run in Run.objects.filter(
+            transcript_id__in=sessions, mode=Run.Mode.RECORDED, status=Run.Status.DONE
+        ).order_by("pk")
+    }
+    for pk in sessions:
+        source = recorded.get(pk) or runs.get((pk, BASELINE))
+        data = run_services.result_data(source) if source is not None else None
+        if not data:
+            continue
+        answer = engine.idle_compaction(engine.as_result(data))
+        gaps = answer["gaps"]
+        out.append(
+            {
+                "session_id": pk,
+                "name": names[pk],
+                "gaps": len(gaps),
+                "compact_wins": answer["compact_wins"],
+                "paid_usd": round(sum(g["paid_usd"] for g in gaps), 6),
+                "compact_usd": round(
+                    sum(
+                        g["summary_call_usd"] + g["smaller_prompt_usd"] - g["later_reads_saved_usd"]
+                        for g in gaps
+                    ),
+                    6,
+                ),
+                "saving_usd": answer["saving_usd"],
+                "best_saving_usd": answer["best_saving_usd"],
+                "sizes_recorded": answer["sizes_recorded"],
+                "verdict": answer["verdict"],
+            }
+        )
+    return out
+
+
 def _shown(value: Any) -> str:
     """A knob value as the page names it: 70, not 70.0."""
     if isinstance(value, float) and value.is_integer():
@@ -298,4 +342,14 @@ def answer(advice: Advice) -> dict[str, Any]:
         body["candidates"] = result["candidates"]
         body["failed_candidates"] = result["failed_candidates"]
         body["ttl"] = result.get("ttl", [])
+        # advice answered before the idle question was asked: answer it now from its runs
+        body["idle"] = (
+            result["idle"]
+            if "idle" in result
+            else idle_answers(
+                advice_runs(advice),
+                sorted(advice.sessions.values_list("pk", flat=True)),
+                {t.pk: t.name for t in advice.sessions.all()},
+            )
+        )
     return body

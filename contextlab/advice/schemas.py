@@ -88,6 +88,29 @@ class TtlOut(Schema):
     verdict: str
 
 
+class IdleOut(Schema):
+    """Compact now or wait on one session: its idle gaps longer than the cache TTL, what was
+    paid after them and what compacting at them would have cost (estimates)."""
+
+    session_id: int
+    name: str
+    gaps: int
+    compact_wins: int = Field(..., description="gaps where compacting would have been cheaper")
+    paid_usd: float = Field(..., description="the prompts after the gaps, as billed")
+    compact_usd: float = Field(
+        ...,
+        description="summary calls + smaller prompts − what later requests would read less",
+    )
+    saving_usd: float = Field(
+        ..., description="paid − compact, compacting at every gap: positive, compacting saves"
+    )
+    best_saving_usd: float = Field(..., description="compacting only at the gaps where it saves")
+    sizes_recorded: bool = Field(
+        ..., description="summary and post-compaction sizes are the session's own (else assumed)"
+    )
+    verdict: str
+
+
 class AdviceOut(Schema):
     id: int
     workspace_id: int
@@ -105,3 +128,5 @@ class AdviceOut(Schema):
     recommendations: list[RecommendationOut] | None
     #: when both TTLs were explored: per session, is the 1-hour cache worth it
     ttl: list[TtlOut] = Field(default_factory=list)
+    #: per session, compacting at each idle gap longer than the cache TTL against waiting
+    idle: list[IdleOut] = Field(default_factory=list)

@@ -82,6 +82,7 @@ if TYPE_CHECKING:  # loaded on first use (below): the CLI's start-up only pays f
         messages_json,
         side_by_side,
     )
+    from .results.idle import IdleAnswer, idle_compaction
     from .results.navigator import (
         EVENT_KINDS,
         NavigatorEvent,
@@ -93,7 +94,16 @@ if TYPE_CHECKING:  # loaded on first use (below): the CLI's start-up only pays f
         parse_time,
         request_events,
     )
+    from .results.tools import (
+        BREAKDOWN_VERSION,
+        TOOL_BREAKDOWN_KEY,
+        ToolBreakdown,
+        tool_breakdown,
+        tool_names,
+    )
     from .results.usage_fidelity import forecast_fidelity, usage_fidelity
+    from .results.view_diff import ViewDiff, view_diff
+    from .results.waste import WasteReport, waste_findings
     from .summarizing.anthropic_backend import AnthropicSummarizer
     from .summarizing.factory import make_summarizer, preload_sdks
     from .summarizing.fallback import FallbackSummarizer
@@ -115,6 +125,16 @@ _LAZY_MODULES: dict[str, tuple[str, ...]] = {
     ".results.composition": ("compose",),
     ".results.evaluation": ("cache_accuracy", "compaction_accuracy", "fidelity", "result_fidelity"),
     ".results.usage_fidelity": ("forecast_fidelity", "usage_fidelity"),
+    ".results.waste": ("WasteReport", "waste_findings"),
+    ".results.idle": ("IdleAnswer", "idle_compaction"),
+    ".results.tools": (
+        "BREAKDOWN_VERSION",
+        "TOOL_BREAKDOWN_KEY",
+        "ToolBreakdown",
+        "tool_breakdown",
+        "tool_names",
+    ),
+    ".results.view_diff": ("ViewDiff", "view_diff"),
     ".results.explorer": (
         "BADGES",
         "HistoryIndex",
@@ -167,12 +187,14 @@ AGENT_LABELS: dict[str, str] = {adapter.name: adapter.label for adapter in ADAPT
 __all__ = [
     "AGENT_LABELS",
     "BADGES",
+    "BREAKDOWN_VERSION",
     "EVENT_KINDS",
     "MODES",
     "PRESETS",
     "PRESET_DESCRIPTIONS",
     "PRESET_NAMES",
     "PROMPT_VERSION",
+    "TOOL_BREAKDOWN_KEY",
     "AnthropicSummarizer",
     "Block",
     "ClaudeCodeSettings",
@@ -182,6 +204,7 @@ __all__ = [
     "FallbackSummarizer",
     "FieldError",
     "HistoryIndex",
+    "IdleAnswer",
     "LLMSettings",
     "Message",
     "ModelInfo",
@@ -205,9 +228,12 @@ __all__ = [
     "Thread",
     "Thresholds",
     "TiktokenCounter",
+    "ToolBreakdown",
     "TranscriptError",
     "TransformIndex",
     "Usage",
+    "ViewDiff",
+    "WasteReport",
     "as_result",
     "build_session",
     "cache_accuracy",
@@ -237,6 +263,7 @@ __all__ = [
     "format_summary",
     "gaps",
     "get_preset",
+    "idle_compaction",
     "keep_parsed",
     "load_growing",
     "load_pricing",
@@ -268,5 +295,9 @@ __all__ = [
     "side_by_side",
     "summary_key",
     "tokenize_session",
+    "tool_breakdown",
+    "tool_names",
     "usage_fidelity",
+    "view_diff",
+    "waste_findings",
 ]

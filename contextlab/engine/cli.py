@@ -22,6 +22,7 @@ from .measures.tokens import TiktokenCounter
 from .replay.driver import MODES, replay
 from .replay.forecast import check_usage_until, forecast_session
 from .replay.result import ReplayResult
+from .results import compare
 from .summarizing import SUMMARIZER_NAMES, ExtractiveSummarizer, Summarizer
 
 EXIT_OK = 0
@@ -111,7 +112,8 @@ def print_table(result: ReplayResult, out: TextIO) -> None:
     if s["compactions"]:
         print(
             f"compaction calls ${s['compaction_call_cost_usd']:.2f} as Claude Code pays them "
-            "(the context as input at its cache state, the summary as output), not in the total",
+            "(the context as input at its cache state, the summary as output); estimate with "
+            f"them ${compare.estimate_with_calls(s):.2f}, what a comparison weighs",
             file=out,
         )
     for sub in data["subagents"]:

@@ -96,6 +96,10 @@ def replay_run(
             checkpoint=summarizer is not None,
         )
     data: dict[str, Any] = result.to_json()
+    # the report's tools table and the explorer's tool filter read it; worked out once, here
+    data[engine.TOOL_BREAKDOWN_KEY] = engine.tool_breakdown(
+        data, engine.expand_messages(engine.messages_json(session, include_originals=True))
+    )
     return data
 
 
@@ -174,6 +178,9 @@ def execute_run(run_id: int, summary: SummaryFetch | None = None) -> lifecycle.O
         logger.info("run %s: not claimable (finished or running elsewhere); skipping", run_id)
         return None
     run = Run.objects.select_related("transcript").get(pk=run_id)
+    # the operator's trail of which worker took which run (a run killed with its host shows
+    # here without its "done" line)
+    logger.info("run %s: replaying (attempt %s)", run_id, run.attempts)
     loaded: list[str] = []
     return lifecycle.conclude(
         run,

@@ -11,9 +11,17 @@ from ninja.responses import Status
 
 from contextlab.engine import as_result
 from contextlab.http import AuthedRequest, api_json
-from contextlab.runs import services
+from contextlab.runs import explorer as explorer_builder
+from contextlab.runs import services, waste
 from contextlab.runs.models import Run
-from contextlab.runs.schemas import RequestPage, RunIn, RunOut
+from contextlab.runs.schemas import (
+    RequestComposition,
+    RequestPage,
+    RunIn,
+    RunOut,
+    ToolBreakdownOut,
+    WasteOut,
+)
 from contextlab.summaries import services as summaries
 from contextlab.workspaces import access
 
@@ -103,3 +111,80 @@ def list_run_requests(
     # emits with this schema), and validating every value again made a 1,000-row page about
     # twice as slow to serve.
     return api_json(request, body)
+
+
+@router.get(
+    "/{run_id}/tools",
+    response={200: ToolBreakdownOut, 409: dict[str, Any]},
+    operation_id="get_run_tools",
+)
+def get_run_tools(request: AuthedRequest, run_id: int) -> Status[dict[str, Any]] | HttpResponse:
+    """Each tool of the session: calls and errors (recorded), tokens of its calls and results
+    in the full history, in the model's view at the last request and sent over every request,
+    and an estimated share of the cost (``attribution`` says how; not a recorded figure).
+    ``requests``: the 0-based indexes of the requests whose response calls the tool."""
+    run = access.run_for(request.user, run_id, access.READ)
+    data = services.result_data(run)
+    if data is None:
+        return Status(
+            409, {"detail": f"run {run.pk} is {run.status}; results exist once it is done"}
+        )
+    return api_json(request, dict(services.tool_breakdown(run, data)))
+
+
+@router.get(
+    "/{run_id}/requests/{index}/composition",
+    response={200: RequestComposition, 404: dict[str, Any], 409: dict[str, Any]},
+    operation_id="get_request_composition",
+)
+def get_request_composition(
+    request: AuthedRequest, run_id: int, index: int
+) -> Status[dict[str, Any]]:
+    """What one request's prompt is made of, as its explorer page shows it: the parts (system
+    and tools estimated, user and assistant text, tool calls and results, ...) and the kinds of
+    content of its messages, in display tokens. ``index`` is the row's ``index`` (0-based);
+    ``number`` is the request's number on the pages (1-based)."""
+    run = access.run_for(request.user, run_id, access.READ)
+    data = services.result_data(run)
+    if data is None:
+        return Status(
+            409, {"detail": f"run {run.pk} is {run.status}; results exist once it is done"}
+        )
+    count = len(as_result(data)["requests"])
+    if not 0 <= index < count:
+        return Status(404, {"detail": f"request index {index} does not exist (0 to {count - 1})"})
+    shown = explorer_builder.request_view(
+        data, services.session_messages(run.transcript), index, show_replaced=False
+    )
+    composition = shown["composition"]
+    return Status(
+        200,
+        {
+            "index": index,
+            "number": index + 1,
+            "model_tokens": shown["req"]["model_tokens"],
+            "parts": composition["parts"],
+            "content": composition["content"],
+        },
+    )
+
+
+@router.get(
+    "/{run_id}/waste",
+    response={200: WasteOut, 409: dict[str, Any]},
+    operation_id="get_run_waste",
+)
+def get_run_waste(request: AuthedRequest, run_id: int) -> Status[dict[str, Any]]:
+    """The run's waste findings (files read again unchanged, oversized outputs later cleared,
+    results no later request used, tool definitions never called, cache breaks the 1-hour cache
+    would have avoided), each with its cost (an estimate), its requests (0-based positions in
+    the run's requests) and a fix; and, per idle gap longer than the cache TTL, compacting at
+    the gap against what was paid."""
+    run = access.run_for(request.user, run_id, access.READ)
+    data = services.result_data(run)
+    if data is None:
+        return Status(
+            409, {"detail": f"run {run.pk} is {run.status}; results exist once it is done"}
+        )
+    found = waste.run_waste(run.transcript, run, data)
+    return Status(200, {"run_id": run.pk, **found})

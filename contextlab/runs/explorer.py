@@ -11,6 +11,7 @@ import threading
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any, TypeVar
+from urllib.parse import quote
 
 from cachetools import LRUCache
 from django.conf import settings
@@ -34,6 +35,8 @@ T = TypeVar("T")
 
 #: text longer than this is folded server-side; the rest loads on demand
 FOLD_CHARS = 1500
+#: the longest tool name the explorer's filter takes
+MAX_TOOL_CHARS = 200
 #: a block's anchor as a search hit names it
 _BLOCK_ID = re.compile(r"b-\d{1,9}-\d{1,6}")
 
@@ -89,6 +92,8 @@ class Flags:
     page: int = 1
     #: a block to open the page at and mark (a search hit's ``b-<message>-<block>``)
     block: str | None = None
+    #: only the rows of this tool's calls and results (``?tool=Bash``)
+    tool: str | None = None
 
     @classmethod
     def of(cls, query: Any) -> Flags:
@@ -98,18 +103,22 @@ class Flags:
         except ValueError:
             page = 1
         block = str(query.get("block", ""))
+        tool = str(query.get("tool", ""))[:MAX_TOOL_CHARS]
         return cls(
             query.get("replaced") == "1",
             query.get("changed") == "1",
             page,
             block if _BLOCK_ID.fullmatch(block) else None,
+            tool or None,
         )
 
     @property
     def query(self) -> str:
         """The flags as they follow a request's URL (``&replaced=1&changed=1``)."""
-        return ("&replaced=1" if self.show_replaced else "") + (
-            "&changed=1" if self.changed_only else ""
+        return (
+            ("&replaced=1" if self.show_replaced else "")
+            + ("&changed=1" if self.changed_only else "")
+            + (f"&tool={quote(self.tool, safe='')}" if self.tool else "")
         )
 
 
@@ -138,13 +147,14 @@ def request_view(
     replaced_from = (
         int(previous["view"]["start"] or 0) if compacted and previous is not None else None
     )
-    transforms, history, counter = _derived(
+    transforms, history, counter, block_tools = _derived(
         # an empty list is the messages not stored yet: not worth keeping
         (*thread_cache, "thread", thread) if thread_cache and thread_messages else None,
         lambda: (
             engine.TransformIndex(result["views"]["transforms"], thread),
             HistoryIndex(thread_messages),
             MemoCounter(),
+            _block_tools(thread_messages),
         ),
     )
     view = engine.side_by_side(
@@ -171,6 +181,7 @@ def request_view(
     for position, row in enumerate(rows):
         row["tokens"] = composition["row_tokens"][position]
         row["anchor"] = _anchor(row, position)
+        row["tool"] = block_tools.get((row.get("message"), row.get("block")))
     return {
         "req": req,
         "thread": thread,
@@ -182,6 +193,13 @@ def request_view(
         "replaced_from": replaced_from,
         "composition": composition,
     }
+
+
+def _block_tools(messages: list[dict[str, Any]]) -> dict[tuple[Any, Any], str]:
+    """(message, block) -> the tool of each tool call and result of a thread."""
+    names = engine.tool_names(messages)
+    keys = [(mi, bj) for mi, msg in enumerate(messages) for bj in range(len(msg["blocks"]))]
+    return {key: name for key, name in zip(keys, names, strict=True) if name is not None}
 
 
 def build(
@@ -222,7 +240,7 @@ def build(
     )
     events: list[NavigatorEvent] = overview["events"]
     gap = _gap_before(requests, index)
-    unchanged = Flags(flags.show_replaced, not flags.changed_only)
+    unchanged = Flags(flags.show_replaced, not flags.changed_only, tool=flags.tool)
     return {
         "index": index,
         "number": index + 1,
@@ -241,6 +259,7 @@ def build(
         "rel_error": (model_tokens - recorded_total) / recorded_total if recorded_total else None,
         "show_replaced": flags.show_replaced,
         "changed_only": flags.changed_only,
+        "tool_filter": flags.tool,
         "changed_url": with_query(request_url(index), unchanged.query),
         "event_count": len(events),
         **_event_navigator(events, index, count, url, (*cache_key, flags) if cache_key else None),
@@ -285,6 +304,9 @@ def explorer_page(rows: list[dict[str, Any]], view: dict[str, Any], flags: Flags
     if flags.changed_only:
         # only rows the pipeline changed: what the model saw differs from the history
         hidden |= {i for i, row in enumerate(rows) if row.get("badge") == "intact"}
+    if flags.tool:
+        # only the calls and results of the tool asked for
+        hidden |= {i for i, row in enumerate(rows) if row.get("tool") != flags.tool}
     if hidden:
         gutter = [g for i, g in enumerate(gutter) if i not in hidden]
         rows = [row for i, row in enumerate(rows) if i not in hidden]
@@ -314,7 +336,7 @@ def _opening_at_block(flags: Flags, rows: list[dict[str, Any]], view: dict[str, 
         return flags
     row = next((r for r in rows if r.get("anchor") == flags.block), None)
     replaced = flags.show_replaced or (row is not None and _is_replaced(row, view))
-    return Flags(replaced, False, flags.page, flags.block)
+    return Flags(replaced, False, flags.page, flags.block, flags.tool)
 
 
 def _fold(text: str | None) -> dict[str, Any]:
@@ -341,6 +363,8 @@ def _prepare_rows(
             if isinstance(cell, dict):
                 # every key the cell template reads: a missing key costs the template a dir()
                 cell = {"role": None, "tool_name": None, "is_error": False, **cell}
+                if cell["tool_name"] is None and side == "repl":
+                    cell["tool_name"] = row.get("tool")  # a result named by its call
                 # synthetic text (summaries) has no stored block to load the rest from;
                 # only text identical to a stored block can load its rest on demand
                 loadable = not synthetic and (side == "repl" or row.get("badge") == "intact")
@@ -463,8 +487,17 @@ def _styled_parts(parts: list[Any]) -> list[dict[str, Any]]:
 
 
 def _preview(row: dict[str, Any], chars: int = 90) -> str:
-    text = " ".join(str((row.get("model") or row.get("repl") or {}).get("text") or "").split())
-    return text if len(text) <= chars else text[: chars - 1] + "…"
+    """The block's first ``chars`` characters, whitespace collapsed (a heavy block is a long
+    text: only its head is split, unless the head collapses to too little)."""
+    text = str((row.get("model") or row.get("repl") or {}).get("text") or "")
+    head = text[: chars * 20]
+    words = head.split()
+    if len(head) < len(text):
+        words = words[:-1]  # the cut may end inside a word
+    flat = " ".join(words)
+    if len(head) < len(text) and len(flat) <= chars:
+        flat = " ".join(text.split())  # mostly whitespace at the head: the whole text
+    return flat if len(flat) <= chars else flat[: chars - 1] + "…"
 
 
 def _anchor(row: dict[str, Any], position: int) -> str:

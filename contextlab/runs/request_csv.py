@@ -35,7 +35,7 @@ COLUMNS = (
 _FORMULA = ("=", "+", "-", "@", "\t", "\r")
 
 
-def _cell(value: Any) -> Any:
+def safe_cell(value: Any) -> Any:
     if isinstance(value, str) and value.startswith(_FORMULA):
         return "'" + value
     return "" if value is None else value
@@ -49,7 +49,7 @@ def request_csv(requests: Sequence[RequestRow]) -> str:
     for r in requests:
         cache = r["cache"]
         writer.writerow(
-            _cell(v)
+            safe_cell(v)
             for v in (
                 r["index"] + 1,
                 r["index"],

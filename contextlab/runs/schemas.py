@@ -9,7 +9,8 @@ from typing import Any, Literal, Union, get_args, get_origin, is_typeddict
 from ninja import Field, Schema
 from pydantic import BaseModel, ConfigDict, create_model
 
-from contextlab.engine import results
+from contextlab import engine
+from contextlab.engine import ToolBreakdown, results
 from contextlab.transcripts.models import MAX_ROW_ID
 
 
@@ -117,3 +118,38 @@ RequestRowOut = model_of(results.RequestRow)
 class RequestPage(Schema):
     count: int
     items: list[RequestRowOut]  # type: ignore[valid-type]
+
+
+#: A run's tools one by one (``contextlab.engine.results.tools.ToolBreakdown``).
+ToolBreakdownOut = model_of(ToolBreakdown)
+
+
+class CompositionPartOut(Schema):
+    kind: str
+    tokens: int
+    share: float
+    estimated: bool
+
+
+class ContentPartOut(Schema):
+    #: ``prose``, ``code``, ``json``, ``output``, ``cjk``, ``encoded`` or ``image``
+    kind: str
+    label: str
+    tokens: int
+    share: float
+
+
+class RequestComposition(Schema):
+    index: int
+    number: int
+    model_tokens: int
+    parts: list[CompositionPartOut]
+    content: list[ContentPartOut]
+
+
+class WasteOut(Schema):
+    """A finished run's waste findings and its compact-now-or-wait answer (estimates)."""
+
+    run_id: int
+    waste: model_of(engine.WasteReport)  # type: ignore[valid-type]
+    idle: model_of(engine.IdleAnswer)  # type: ignore[valid-type]

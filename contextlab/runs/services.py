@@ -6,7 +6,7 @@ import json
 import logging
 import threading
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from cachetools import LRUCache
 from django.contrib.auth.models import User
@@ -176,6 +176,20 @@ def result_data(run: Run) -> dict[str, Any] | None:
     # finished_at in the key: a row id reused (a reset database) never serves stale data
     data: dict[str, Any] | None = _cached(("result", run.pk, str(run.finished_at)), load)
     return data
+
+
+def tool_breakdown(run: Run, data: dict[str, Any]) -> engine.ToolBreakdown:
+    """The run's tools one by one: as the worker stored it with the result, else (a result
+    stored before it did) computed once per process from the result and its messages."""
+    stored = data.get(engine.TOOL_BREAKDOWN_KEY)
+    if isinstance(stored, dict) and stored.get("version") == engine.BREAKDOWN_VERSION:
+        return cast(engine.ToolBreakdown, stored)
+
+    def build() -> engine.ToolBreakdown:
+        return engine.tool_breakdown(data, session_messages(run.transcript))
+
+    breakdown: engine.ToolBreakdown = _cached(("tools", run.pk, str(run.finished_at)), build)
+    return breakdown
 
 
 def session_messages(transcript: Transcript) -> dict[str, list[dict[str, Any]]]:

@@ -10,6 +10,7 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.utils.html import json_script
 from django.views.decorators.http import require_POST
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseClientRedirect, HttpResponseClientRefresh
@@ -17,9 +18,10 @@ from django_htmx.http import HttpResponseClientRedirect, HttpResponseClientRefre
 from contextlab import engine
 from contextlab.engine import as_result
 from contextlab.http import AuthedRequest, back_to
-from contextlab.runs import differences, labels, live, request_csv, services
+from contextlab.runs import differences, labels, live, request_csv, services, waste
 from contextlab.runs import explorer as explorer_builder
 from contextlab.runs import report as report_parts
+from contextlab.runs import tools as tool_panel
 from contextlab.runs.forms import RunForm
 from contextlab.runs.models import Run
 from contextlab.search import services as search
@@ -112,6 +114,14 @@ def report(request: AuthedRequest, transcript: Transcript) -> HttpResponse:
         context["session_info"] = result["session"]
         context["first_request_url"] = url(0) if result["requests"] else None
         context["subagents"] = report_parts.subagent_rows(data)
+        context["waste"] = waste.page_waste(transcript, run, data, url)
+        breakdown = services.tool_breakdown(run, data)
+        context["tools"] = breakdown
+        context["tool_rows"] = tool_panel.tool_rows(breakdown, url, len(result["requests"]))
+        # the chart's data goes out as JSON in a script element (escaped there), never inline
+        context["tools_script"] = json_script(
+            tool_panel.tools_figure(breakdown), "chart-tools-data"
+        )
         # the session's messages (a large read) only when there are summaries to set beside them
         context["summaries"] = (
             summaries.run_summaries(data, services.session_messages(transcript))
@@ -152,6 +162,20 @@ def run_requests_csv(request: AuthedRequest, run: Run) -> HttpResponse:
         content_type="text/csv; charset=utf-8",
     )
     response["Content-Disposition"] = f'attachment; filename="run-{run.pk}-requests.csv"'
+    return response
+
+
+@access.run_view(access.READ)
+def run_tools_csv(request: AuthedRequest, run: Run) -> HttpResponse:
+    """The run's tools table (``engine.tool_breakdown``) as a CSV download; 409 until done."""
+    data = services.result_data(run)
+    if data is None:
+        return HttpResponse(f"run {run.pk} is {run.status}: no tools yet", status=409)
+    response = HttpResponse(
+        tool_panel.tools_csv(services.tool_breakdown(run, data)),
+        content_type="text/csv; charset=utf-8",
+    )
+    response["Content-Disposition"] = f'attachment; filename="run-{run.pk}-tools.csv"'
     return response
 
 
@@ -261,6 +285,13 @@ def explorer(request: AuthedRequest, transcript: Transcript, index: int) -> Http
         # the search box above the explorer
         kinds=search.KIND_LABELS,
         tools=search.tools_of(transcript.pk),
+        **_tool_filter(run, data, index, context["tool_filter"], context["self_url"]),
+        compare_url=(
+            reverse("runs:compare_requests", args=[transcript.pk])
+            + f"?run={run.pk}&a={index}&b={index + 1}"
+            if index > 0
+            else None
+        ),
     )
     # htmx restoring history (back button, cache miss) wants the whole page
     partial = request.htmx and not request.htmx.history_restore_request
@@ -269,6 +300,119 @@ def explorer(request: AuthedRequest, transcript: Transcript, index: int) -> Http
     if partial:
         return render(request, "runs/explorer.html#explorer", context)
     return render(request, "runs/explorer.html", context)
+
+
+#: what a badge means for a block between two requests, in the pages' words
+DIFF_STATES = {
+    "intact": "sent whole",
+    "persisted": "persisted preview",
+    "cleared": "cleared (microcompact)",
+    "snipped": "snipped",
+    "collapsed": "collapsed into a summary",
+    "summarized": "replaced by a summary",
+    "boundary": "compaction boundary",
+    "restored": "restored file",
+    "anchored": "unrecorded input",
+    "": "not in the view",
+}
+
+
+def _request_number(value: str, count: int) -> int | None:
+    """A 1-based request number from the form, None when absent or out of range."""
+    value = value.strip()
+    if not value.isdigit() or not 1 <= int(value) <= count:
+        return None
+    return int(value)
+
+
+@access.session_view(access.READ)
+def compare_requests(request: AuthedRequest, transcript: Transcript) -> HttpResponse:
+    """What the model saw at request A set beside request B (``?a=3&b=7``, numbers from 1):
+    blocks added, removed and changed, with their tokens."""
+    run = _selected_run(request, transcript)
+    data = services.result_data(run) if run else None
+    context: dict[str, Any] = {"transcript": transcript, "run": run}
+    if run is None or data is None:
+        return render(request, "runs/explorer_empty.html", context)
+    count = len(as_result(data)["requests"])
+    raw_a, raw_b = request.GET.get("a", ""), request.GET.get("b", "")
+    a, b = _request_number(raw_a, count), _request_number(raw_b, count)
+    context.update(count=count, a=a or raw_a[:12], b=b or raw_b[:12])
+    if (raw_a or raw_b) and (a is None or b is None):
+        context["error"] = f"Choose two request numbers from 1 to {count}."
+    url = report_parts.request_url_factory(transcript, run)
+    if a is not None and b is not None:
+        messages_by_thread = services.session_messages(transcript)
+        cache = ("run", run.pk, run.finished_at.isoformat() if run.finished_at else "", "messages")
+        views = [
+            explorer_builder.request_view(
+                data, messages_by_thread, n - 1, show_replaced=False, thread_cache=cache
+            )
+            for n in (a, b)
+        ]
+        diff = engine.view_diff(
+            views[0]["rows"], views[1]["rows"], start_b=views[1]["view"]["start"]
+        )
+        parts = {
+            "added": (diff["added"], b),
+            "removed": (diff["removed"], a),
+            "changed": (diff["changed"], b),
+        }
+        # each block links to the request page it shows at
+        listed = {
+            name: {
+                "count": part["count"],
+                "items": [
+                    {
+                        **item,
+                        "url": f"{url(side - 1)}#{item['anchor']}",
+                        "before_words": DIFF_STATES.get(item["before"], item["before"]),
+                        "after_words": DIFF_STATES.get(item["after"], item["after"]),
+                    }
+                    for item in part["items"]
+                ],
+            }
+            for name, (part, side) in parts.items()
+        }
+        context.update(
+            diff=diff,
+            listed=listed,
+            changed_tokens_abs=abs(diff["changed"]["tokens"]),
+            req_a=views[0]["req"],
+            req_b=views[1]["req"],
+            url_a=url(a - 1),
+            url_b=url(b - 1),
+            same_thread=views[0]["thread"] == views[1]["thread"],
+        )
+    return render(request, "runs/compare_requests.html", context)
+
+
+#: request links the tool filter lists at most
+MAX_TOOL_REQUEST_LINKS = 120
+
+
+def _tool_filter(
+    run: Run, data: dict[str, Any], index: int, tool: str | None, self_url: str
+) -> dict[str, Any]:
+    """The explorer's tool filter: the session's tools (for the picker) and, with one chosen,
+    the requests whose response calls it, the previous and next of them."""
+    breakdown = services.tool_breakdown(run, data)
+    names = sorted((t["tool"] for t in breakdown["tools"]), key=str.lower)
+    chosen = next((t for t in breakdown["tools"] if t["tool"] == tool), None)
+    calling = chosen["requests"] if chosen else []
+    base = self_url.split("/requests/")[0] + "/requests/"
+    flags = self_url.split("?", 1)[1] if "?" in self_url else ""
+
+    def link(i: int) -> dict[str, Any]:
+        return {"number": i + 1, "url": f"{base}{i}/?{flags}", "current": i == index}
+
+    return {
+        "tool_names": names,
+        "tool_requests": [link(i) for i in calling[:MAX_TOOL_REQUEST_LINKS]],
+        "tool_request_count": len(calling),
+        "tool_prev": next((link(i) for i in reversed(calling) if i < index), None),
+        "tool_next": next((link(i) for i in calling if i > index), None),
+    }
 
 
 @login_required

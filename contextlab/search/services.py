@@ -349,10 +349,14 @@ def search(
         entries = entries.filter(tool=tool)
     if kind:
         entries = entries.filter(kind=kind)
-    found = (
-        backends.matching(entries, query)
-        .order_by("-transcript_id", "request", "message", "block", "id")
-        .values_list("id", "transcript_id", "thread", "message", "block")[: limit * 4 + 1]
+    found = backends.first_matches(
+        entries,
+        ids,
+        query,
+        order=("-transcript_id", "request", "message", "block", "id"),
+        fields=("id", "transcript_id", "thread", "message", "block"),
+        count=limit * 4 + 1,
+        narrowed=bool(tool or kind),
     )
     seen: set[tuple[int, str, int, int]] = set()
     keep: list[int] = []

@@ -274,3 +274,35 @@ def test_a_threshold_the_session_never_nears_uses_its_own_run_and_replays_the_sa
             session, services.ConfigSpec(preset="auto", overrides={"autocompact_pct_override": 1})
         )
         assert not services.never_reached(session, low)
+
+
+def test_compact_now_or_wait_per_session(
+    client, alice_client, auth_header, make_transcript, short_jsonl, finish
+):
+    from contextlab.jobs import replay as runner
+    from tests import waste_sessions
+
+    pauses = make_transcript(waste_sessions.FIXTURES / "wasteful.jsonl")
+    quiet = make_transcript(short_jsonl)
+    runner.execute_run(pauses.runs.get().pk)  # its recorded replay, which its report shows
+    created = _advise(client, auth_header, [pauses, quiet], knobs={"cache_ttl": ["1h"]})
+    finish()
+    body = client.get(f"/api/advice/{created['id']}", **auth_header).json()
+    rows = {row["session_id"]: row for row in body["idle"]}
+    assert set(rows) == {pauses.pk, quiet.pk}
+    from contextlab.runs import services as run_services
+
+    # the session's recorded replay, as its report shows it (not the advice's what-if baseline)
+    recorded = pauses.runs.get(mode=Run.Mode.RECORDED)
+    expected = engine.idle_compaction(engine.as_result(run_services.result_data(recorded)))
+    row = rows[pauses.pk]
+    assert row["gaps"] == len(expected["gaps"]) == 5  # four 10–16 minute pauses, one of 2 hours
+    assert row["saving_usd"] == pytest.approx(expected["saving_usd"])
+    assert row["saving_usd"] == pytest.approx(row["paid_usd"] - row["compact_usd"], abs=1e-5)
+    assert not row["sizes_recorded"]
+    assert row["compact_wins"] == expected["compact_wins"]
+    assert row["best_saving_usd"] == pytest.approx(expected["best_saving_usd"])
+    assert rows[quiet.pk]["gaps"] == 0
+    page = alice_client.get(body["url"]).content.decode()
+    assert 'id="idle-sessions"' in page
+    assert f'href="/sessions/{pauses.pk}/#idle"' in page

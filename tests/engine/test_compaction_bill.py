@@ -50,6 +50,40 @@ def test_an_offline_summary_is_billed_as_claude_codes_own_compaction_call(tmp_pa
     # what a comparison shows as the summaries' cost: no longer $0.00 for offline summaries
     measures = engine.compare.summary_measures(result)
     assert measures["summary_cost_usd"] == result["summary"]["compaction_call_cost_usd"] > 0
+    # and the cost a comparison weighs includes those calls
+    assert measures["cost_usd"] == pytest.approx(
+        result["summary"]["estimate"]["cost_usd"] + total, abs=1e-5
+    )
+
+
+def test_a_whatif_that_compacts_more_pays_for_its_summary_calls(tmp_path):
+    """Offline summaries are free to write, not to send: the what-if's cost against the
+    recorded replay grows by the calls of the compactions it adds."""
+    baseline = run(tmp_path, long_session(30))
+    whatif = run(tmp_path, long_session(30), "whatif", **SMALL_WINDOW)
+    added = whatif["summary"]["compaction_call_cost_usd"]
+    assert added > 0
+    assert whatif["summary"]["compactions"] > baseline["summary"]["compactions"]
+    assert baseline["summary"]["compaction_call_cost_usd"] == 0
+    cost = engine.compare.whatif_cost(whatif["summary"], baseline["summary"])
+    requests_only = (
+        whatif["summary"]["estimate"]["cost_usd"] - baseline["summary"]["estimate"]["cost_usd"]
+    )
+    assert cost["change_usd"] == pytest.approx(requests_only + added, abs=1e-5)
+    assert cost["whatif_estimate_usd"] == pytest.approx(
+        whatif["summary"]["estimate"]["cost_usd"] + added, abs=1e-5
+    )
+
+
+def test_a_compaction_kept_by_the_whatif_cancels_in_its_cost():
+    """The same compaction call on both sides changes nothing; the band still measures the
+    requests' estimate against their recorded cost."""
+    baseline = {"cost_usd": 10.0, "estimate": {"cost_usd": 9.0}, "compaction_call_cost_usd": 0.4}
+    whatif = {"cost_usd": 9.0, "estimate": {"cost_usd": 9.0}, "compaction_call_cost_usd": 0.4}
+    cost = engine.compare.whatif_cost(whatif, baseline)
+    assert cost["change_usd"] == pytest.approx(0.0)
+    assert cost["cost_usd"] == pytest.approx(10.0)
+    assert cost["band_share"] == pytest.approx(0.1)
 
 
 @pytest.mark.slow

@@ -93,10 +93,13 @@ def test_the_fork_reads_the_main_cache_within_its_ttl_and_misses_after(tmp_path)
         engine.get_preset("claude-code-2.1.88"),
     )
     (tmp_path / "late").mkdir()
+    late = engine.load_session(str(folder(tmp_path / "late", gap_before_fork=900)))
+    # the thread started warm, so its static system prompt outlives the break by default
+    # (``cache_system_survival_seconds``); without that rule nothing at all is read
     cold = engine.replay(
-        engine.load_session(str(folder(tmp_path / "late", gap_before_fork=900))),
-        engine.get_preset("claude-code-2.1.88"),
+        late, engine.get_preset("claude-code-2.1.88").replace(cache_system_survival_seconds=0)
     )
+    survived = engine.replay(late, engine.get_preset("claude-code-2.1.88"))
     for result, reason in ((warm, "hit"), (cold, "ttl_expired")):
         data = result.to_json()
         main_last = data["requests"][-1]
@@ -108,6 +111,12 @@ def test_the_fork_reads_the_main_cache_within_its_ttl_and_misses_after(tmp_path)
     hit = warm.to_json()["subagents"][0]["requests"][0]
     assert hit["cache_estimate"]["read"] > 0.9 * hit["model_tokens"]
     assert cold.to_json()["subagents"][0]["requests"][0]["cache_estimate"]["read"] == 0
+    data = survived.to_json()
+    system_only = data["subagents"][0]["requests"][0]
+    assert system_only["cache_estimate"]["reason"] == "ttl_expired"
+    # the system prompt alone: no more than what the session's first request found warm
+    first_read = data["requests"][0]["recorded"]["cache_read"]
+    assert 0 < system_only["cache_estimate"]["read"] <= first_read
 
 
 def test_a_whatif_replay_leaves_the_recorded_compaction_fork_out(tmp_path):

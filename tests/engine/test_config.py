@@ -92,6 +92,7 @@ MODELED = {
     "whatif_recorded_counts",
     "cache_global_prefix_warm",
     "cache_system_prefix_share",
+    "cache_system_survival_seconds",
     "cached_mc_enabled",
     "cached_mc_trigger_threshold",
     "cached_mc_keep_recent",

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from contextlab import engine
+from contextlab.engine.measures.content_kinds import KIND_LABELS
 from contextlab.engine.results import navigator
 
 FIXTURE = (
@@ -147,3 +148,20 @@ def test_a_compaction_says_what_it_removed_by_kind():
         for r in comp["removed"]
     )
     assert any(p["kind"] == "summaries" for p in comp["parts"])
+
+
+@pytest.mark.parametrize("i", [1, 20, 65])
+def test_the_content_kinds_add_up_to_the_messages_the_model_saw(i):
+    _, view, comp = _composition(i)
+    content = comp["content"]
+    assert content, "a request with messages holds some kind of content"
+    messages = sum(p["tokens"] for p in comp["parts"] if not p["estimated"])
+    assert abs(sum(c["tokens"] for c in content) - messages) <= len(content) + len(comp["parts"])
+    assert sum(c["share"] for c in content) == pytest.approx(1.0)
+    assert [c["tokens"] for c in content] == sorted((c["tokens"] for c in content), reverse=True)
+    kinds = {c["kind"] for c in content}
+    assert kinds <= set(KIND_LABELS)
+    # the tool calls the model saw are JSON ("Name{...}"), and they are in the view
+    if any(r["model"] and r["model"].get("type") == "tool_use" for r in view["rows"]):
+        assert "json" in kinds
+    assert all(c["label"] == KIND_LABELS[c["kind"]] for c in content)

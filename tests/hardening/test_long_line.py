@@ -78,7 +78,10 @@ def test_counting_in_pieces_equals_counting_whole_when_cut_at_line_starts() -> N
     assert max(len(p) for p in pieces) <= 4096
     whole = len(encoding.encode_ordinary(text))
     assert sum(len(encoding.encode_ordinary(p)) for p in pieces) == whole
-    assert TiktokenCounter().count(text) == whole  # over COUNT_CHUNK_CHARS: counted in pieces
+    counter = TiktokenCounter()
+    assert counter.count_plain(text) == whole  # over COUNT_CHUNK_CHARS: counted in pieces
+    # the whole text's content kind scales the sum of the pieces, as it would the whole
+    assert counter.count(text) == counter.kind_ratios.scale(text, whole)
 
 
 def test_a_line_with_no_line_start_is_cut_at_the_chunk_size() -> None:

@@ -281,3 +281,59 @@ def test_request_page_items_keep_their_keys_and_values(client, auth_header, tran
     stored = services.result_data(run)["requests"]
     page = client.get(f"/api/runs/{run.pk}/requests?limit=1000", **auth_header).json()
     assert page["items"] == stored
+
+
+def test_run_tools_in_the_api_and_as_csv(client, auth_header, other_auth_header, transcript):
+    """The worker stores the tools breakdown with the result; the API and the CSV serve it,
+    a result stored without it is worked out again, a stranger gets 404."""
+    from contextlab.engine.results.tools import ToolBreakdown
+    from contextlab.runs.models import RunResult
+    from contextlab.runs.schemas import ToolBreakdownOut
+
+    run = transcript.runs.get()
+    assert client.get(f"/api/runs/{run.pk}/tools", **auth_header).status_code == 409
+    runner.execute_run(run.pk)
+    stored = RunResult.objects.get(run=run).data["tool_breakdown"]
+    body = client.get(f"/api/runs/{run.pk}/tools", **auth_header).json()
+    assert body == stored
+    assert set(body) == set(ToolBreakdown.__annotations__)
+    ToolBreakdownOut.model_validate(body)
+    bash = next(t for t in body["tools"] if t["tool"] == "Bash")
+    assert bash["calls"] >= 1
+    assert "estimate" in body["attribution"]
+    client.force_login(run.owner)
+    csv_text = client.get(f"/runs/{run.pk}/tools.csv").content.decode()
+    client.logout()
+    assert csv_text.splitlines()[0].startswith("tool,calls,errors")
+    assert f"Bash,{bash['calls']},{bash['errors']},{bash['history_tokens']}," in csv_text
+    # a result stored before the breakdown was: the same answer, worked out from the result
+    row = RunResult.objects.get(run=run)
+    del row.data["tool_breakdown"]
+    row.save()
+    run.refresh_from_db()
+    Run.objects.filter(pk=run.pk).update(finished_at=run.finished_at.replace(microsecond=1))
+    assert client.get(f"/api/runs/{run.pk}/tools", **auth_header).json() == stored
+    assert client.get(f"/api/runs/{run.pk}/tools", **other_auth_header).status_code == 404
+
+
+def test_a_request_composition_says_which_kinds_of_content_it_holds(
+    client, auth_header, other_auth_header, transcript
+):
+    run = transcript.runs.get()
+    url = f"/api/runs/{run.pk}/requests/1/composition"
+    assert client.get(url, **auth_header).status_code == 409  # not replayed yet
+    runner.execute_run(run.pk)
+    body = client.get(url, **auth_header).json()
+    row = client.get(f"/api/runs/{run.pk}/requests?offset=1&limit=1", **auth_header).json()
+    assert (body["index"], body["number"]) == (1, 2)
+    assert body["model_tokens"] == row["items"][0]["model_tokens"]
+    assert abs(sum(p["tokens"] for p in body["parts"]) - body["model_tokens"]) <= len(body["parts"])
+    kinds = {c["kind"]: c for c in body["content"]}
+    assert kinds
+    assert set(kinds) <= {"prose", "code", "json", "output", "cjk", "encoded", "image"}
+    assert all(c["label"] and c["tokens"] > 0 for c in body["content"])
+    assert sum(c["share"] for c in body["content"]) == pytest.approx(1.0)
+    count = row["count"]
+    missing = client.get(f"/api/runs/{run.pk}/requests/{count}/composition", **auth_header)
+    assert missing.status_code == 404
+    assert client.get(url, **other_auth_header).status_code == 404

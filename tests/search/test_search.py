@@ -335,3 +335,58 @@ def test_a_block_after_the_last_request_is_named_as_such(done_session, alice_cli
     hit = next(h for h in hits if h["block_id"] == f"b-{entry.message}-{entry.block}")
     assert hit["in_prompt"] is False
     assert "?block=" not in hit["url"]
+
+
+def test_stepped_search_lists_the_same_rows_as_one_ordered_match(
+    done_session, make_transcript, tool_heavy_jsonl, tmp_path: Path, monkeypatch
+):
+    """SQLite searches the sessions newest first in growing steps, each bounded to its
+    sessions' row ids; it must list exactly the rows, in the order, that one ordered match
+    over every session gives (PostgreSQL answers with that one match). Eleven sessions make
+    three steps; the oldest session indexed again last has the highest row ids, so a step's
+    id range spans other sessions' rows."""
+    from contextlab.search import backends
+
+    monkeypatch.setattr(backends, "FEW_MATCHES", 0)  # steps for every word, not only common ones
+    sessions = [done_session]
+    for copy in range(10):
+        path = tmp_path / f"copy-{copy}.jsonl"
+        path.write_bytes(b"\n" * (copy + 1) + tool_heavy_jsonl.read_bytes())
+        transcript = make_transcript(path)
+        Entry.objects.bulk_create(
+            Entry(**{**row, "id": None, "transcript_id": transcript.pk})
+            for row in Entry.objects.filter(transcript=done_session).values()
+        )
+        sessions.append(transcript)
+    services.index_session(done_session)  # its rows now have the highest ids
+    assert len(sessions) > backends.FIRST_STEP_SESSIONS * 2
+    ids = [t.pk for t in sessions]
+    order = ("-transcript_id", "request", "message", "block", "id")
+    fields = ("id", "transcript_id", "message")
+    body = " ".join(Entry.objects.filter(transcript=done_session).values_list("body", flat=True))
+    rare = next(w for w in body.split() if w.isalpha() and body.lower().count(w.lower()) == 1)
+    # a word of the row with the highest id (a step's bound)
+    last = next(w for w in Entry.objects.order_by("-id").first().body.split() if w.isalpha())
+    checked = 0
+    for text in ("the", "file", rare, last, "zzyzxquux"):
+        query = parse(text)
+        everything = list(
+            backends.matching(Entry.objects.filter(transcript_id__in=ids), query)
+            .order_by(*order)
+            .values_list(*fields)
+        )
+        for count in (1, 5, 50, len(everything) + 1):
+            stepped = backends.first_matches(
+                Entry.objects.filter(transcript_id__in=ids),
+                ids,
+                query,
+                order=order,
+                fields=fields,
+                count=count,
+            )
+            assert stepped == everything[:count], (text, count)
+            checked += len(stepped)
+    assert checked > 0
+    # the rare word's rows are in every session, the newest first
+    found = services.search(parse(rare), ids, limit=100)
+    assert [h.session_id for h in found.hits] == sorted(ids, reverse=True)

@@ -847,6 +847,20 @@ class PipelineConfig:
             modeled=True,
         ),
     ] = 0.7
+    cache_system_survival_seconds: Annotated[
+        int,
+        _setting(
+            "Seconds after a thread's previous request during which its static system prompt "
+            "is still read from the cache once the thread's own entries expired, when the "
+            "thread's first request found it warm (the user's other sessions keep that prefix "
+            "alive). 0: an expired thread writes its whole prompt again.",
+            source="fitted on corpus reads after TTL expiries, leave-one-source-out (MODELED)",
+            group=_CACHE,
+            ge=0,
+            le=7 * 86_400,
+            modeled=True,
+        ),
+    ] = 3_600
     cache_recorded_server_misses: Annotated[
         bool,
         _setting(

@@ -218,6 +218,7 @@ MEASUREMENT_FIELDS = frozenset(
         "cache_lookback_enabled",
         "cache_global_prefix_warm",
         "cache_system_prefix_share",
+        "cache_system_survival_seconds",
         "cache_recorded_server_misses",
         "cache_break_min_miss_tokens",
         "cache_break_min_drop_pct",

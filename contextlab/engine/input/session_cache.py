@@ -17,6 +17,7 @@ import hashlib
 import os
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from importlib import resources
 from pathlib import Path
 from typing import Protocol
 
@@ -33,9 +34,19 @@ from .sources.claude_code.growing import STATE_VERSION
 from .sources.registry import load_growing_session, load_session
 from .upload_chain import EarlierUpload, open_upload_chain
 
+
+def _token_kinds_digest() -> str:
+    """Digest of the fitted content-kind ratios (``measures/data/token_kinds.toml``): the
+    cached token counts are scaled by them, so a refit is a new cache version. Read as a
+    resource, not imported: the input layer does not import the measures."""
+    data = resources.files("contextlab.engine.measures").joinpath("data/token_kinds.toml")
+    return hashlib.sha256(data.read_bytes()).hexdigest()[:8]
+
+
 #: Bump when Session, Block or the tokenization change shape, or a pickled class moves (the
-#: pickles name them by module path).
-CACHE_VERSION = "9"
+#: pickles name them by module path); the kind ratios' digest follows their refits. 11: an
+#: attachment's metadata keeps a prompt snapshot's tool definitions (the waste findings).
+CACHE_VERSION = f"11.{_token_kinds_digest()}"
 #: Sessions kept in memory by a long-lived process (a worker replaying a file again after an
 #: LLM summary, or an A/B pair), newest last.
 _RECENT: OrderedDict[str, Session] = OrderedDict()

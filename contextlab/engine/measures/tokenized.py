@@ -41,11 +41,16 @@ class _ReportingCounter:
 
     def count(self, text: str) -> int:
         if len(text) <= COUNT_CHUNK_CHARS:
-            return self._counted(text)
-        return sum(self._counted(piece) for piece in count_pieces(text))
+            return self._counted(text, self._counter.count)
+        if isinstance(self._counter, TiktokenCounter):
+            # the pieces bare, the whole text's kind on their sum: what ``count`` gives
+            plain = self._counter.count_plain
+            tokens = sum(self._counted(piece, plain) for piece in count_pieces(text))
+            return self._counter.kind_ratios.scale(text, tokens)
+        return sum(self._counted(piece, self._counter.count) for piece in count_pieces(text))
 
-    def _counted(self, text: str) -> int:
-        tokens = self._counter.count(text)
+    def _counted(self, text: str, count: Callable[[str], int]) -> int:
+        tokens = count(text)
         self.done += len(text)
         self._progress(self.done, self._total)
         return tokens

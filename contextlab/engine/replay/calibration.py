@@ -3,11 +3,15 @@
 A recorded-mode replay of the thread, without results, gives the raw size of each request's
 view; fitted against the recorded prompt sizes, that is the thread's calibration
 (``a + b * raw``, per model when it switched models) and its anchors. It depends on the
-session and the config only, so replays of the same pair reuse it (``Session.memo``).
+session and the config only, so replays of the same pair reuse it (``Session.memo``), and
+replays whose configs differ only in fields a recorded pass cannot feel share it too
+(``recorded_pass_key``): an advice's or a sweep's threshold and cache-TTL variants measure
+the session once.
 """
 
 from __future__ import annotations
 
+from contextlab.engine.config.fields import PipelineConfig
 from contextlab.engine.input.session import RequestInfo, Thread
 from contextlab.engine.measures.anchors import ThreadAnchors, thinking_growth_factor, thread_anchors
 from contextlab.engine.measures.tokens import Calibration, fit_calibration, scale_unsized_thinking
@@ -38,11 +42,30 @@ class ThreadCalibration:
         self.anchors = anchors
 
 
+def recorded_pass_key(config: PipelineConfig, *, with_cache: bool) -> PipelineConfig:
+    """``config`` as a recorded-mode pass sees it: the key under which such a pass's measures
+    are shared by replays of the session under configs that differ only where it cannot tell.
+
+    * ``autocompact_pct_override`` only moves the autocompact threshold (and the warning
+      levels under it). A recorded pass keeps the recorded compactions (``Autocompact`` returns
+      before its threshold test; snip and collapse do nothing in recorded mode), so the
+      threshold only labels events and the decision count's ``blocked`` flag, which change
+      neither the view nor the cache model.
+    * ``cache_ttl`` is read by the cache model only (``CacheEstimator``), which a pass without
+      results (``with_cache=False``: the calibration's probe) never runs.
+
+    Tested in tests/engine/test_recorded_pass_sharing.py: what-if replays that share these
+    measures give the same JSON as replays on a freshly loaded session.
+    """
+    shared = config.replace(autocompact_pct_override=None)
+    return shared if with_cache else shared.replace(cache_ttl="auto")
+
+
 def calibrate(inputs: ReplayInputs, threads: list[Thread]) -> dict[str, ThreadCalibration]:
     """Thread id → its pass-1 measures, for every thread of ``threads`` (memoized on the
-    session, per config)."""
+    session, per config as a recorded pass without results sees it)."""
     session = inputs.session
-    memo_key = ("calibration", inputs.config)
+    memo_key = ("calibration", recorded_pass_key(inputs.config, with_cache=False))
     measured: dict[str, ThreadCalibration] = session.memo.get(memo_key) or {}
     for thread in threads:
         if thread.id in measured:

@@ -37,7 +37,7 @@ def bill_compaction(
 
     ``previous_prompt`` is the thread's previous request's prompt (None at its first),
     ``gap_seconds`` the time from that request to the compaction, ``system_tokens`` the
-    static system prompt the cache model keeps warm across requests.
+    static system prompt the cache model keeps warm across requests (0 where it expired too).
     """
     context = int(event.get("pre_tokens") or event.get("decision_tokens") or 0)
     warm = (
@@ -45,7 +45,8 @@ def bill_compaction(
         and gap_seconds is not None
         and 0 <= gap_seconds <= TTL_SECONDS.get(ttl, TTL_SECONDS["5m"])
     )
-    # past the TTL the static system prompt still reads: other requests keep it warm
+    # past the TTL only the static system prompt the caller says survives reads (other
+    # sessions keep it warm: ``CacheEstimator.system_survives``), 0 where it did not
     read = min(previous_prompt or 0, context) if warm else min(system_tokens, context)
     write = context - read
     output = max(0, summary_tokens)

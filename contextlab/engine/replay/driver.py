@@ -26,7 +26,7 @@ from contextlab.engine.pipeline.base import TransformLog
 from contextlab.engine.replay import checkpoints
 from contextlab.engine.summarizing import ExtractiveSummarizer, Summarizer, SummaryPending
 
-from .calibration import ThreadCalibration, calibrate
+from .calibration import ThreadCalibration, calibrate, recorded_pass_key
 from .forecast import forecast_session
 from .result import ReplayResult, ThreadResult
 from .state import Calibrations, ReplayInputs, continues_main, first_time
@@ -101,10 +101,11 @@ class SessionReplay:
         """Thread → message index → cache read of each server-side miss the recording shows.
 
         Measured by a recorded-mode replay under the same config (shared by every what-if
-        replay of the session with that config).
+        replay of the session whose config a recorded replay cannot tell from it: the
+        autocompact thresholds of a sweep or an advice, ``recorded_pass_key``).
         """
         session = self.inputs.session
-        memo_key = ("server_misses", self.inputs.config)
+        memo_key = ("server_misses", recorded_pass_key(self.inputs.config, with_cache=True))
         found: dict[str, dict[int, int]] | None = session.memo.get(memo_key)
         if found is None:
             recorded_inputs = self.inputs.with_mode("recorded")

@@ -325,14 +325,18 @@ class ThreadReplay:
                 else None
             )
             previous = self.state.get("last_assistant_time")
+            gap = (sent or ctx.now) - previous if previous is not None else None
+            # past the TTL the static system prompt reads only where the cache model keeps it
+            # alive (``CacheEstimator.system_survives``)
+            system = self.cache.system_tokens(cal) if self.cache.system_survives(gap) else 0
             event["call"] = bill_compaction(
                 event,
                 model=req.message.model,
                 previous_prompt=self.trace.model_tokens[k - 1] if k > 0 else None,
-                gap_seconds=(sent or ctx.now) - previous if previous is not None else None,
+                gap_seconds=gap,
                 ttl=ttl,
                 summary_tokens=round(cal.ratio * raw),
-                system_tokens=self.cache.system_tokens(cal),
+                system_tokens=system,
                 pricing=self.inputs.pricing,
             )
 

@@ -26,7 +26,7 @@ MEASURES: dict[str, tuple[str, bool]] = {
     "uncached_tokens": ("tokens billed uncached", True),
     "cache_write_tokens": ("tokens billed as cache write", True),
     "cache_read_tokens": ("tokens billed as cache read", False),
-    "cost_usd": ("estimated cost ($)", True),
+    "cost_usd": ("estimated cost, compaction calls included ($)", True),
     "cache_hit_rate": ("cache hit rate", False),
     "mean_history_share": ("mean share of the history the model saw", False),
     "requests_above_warning": ("requests above the warning level", True),
@@ -39,7 +39,9 @@ def summary_measures(result: Mapping[str, Any]) -> dict[str, Any]:
 
     Cache and cost are the replay's own estimate (``summary["estimate"]``) whatever the mode:
     two replays are compared with the same model on both sides, never a recording against an
-    estimate (a result older than ``RESULT_VERSION`` 2 has only the estimate at the top).
+    estimate (a result older than ``RESULT_VERSION`` 2 has only the estimate at the top). The
+    cost includes the compaction calls (``estimate_with_calls``): a what-if that compacts more
+    pays for every summary request, whoever wrote the summary text.
     """
     summary = as_result(result)["summary"]
     est: Mapping[str, Any] = summary.get("estimate") or summary
@@ -59,12 +61,25 @@ def summary_measures(result: Mapping[str, Any]) -> dict[str, Any]:
         "uncached_tokens": est["uncached_tokens"],
         "cache_write_tokens": est["cache_write_tokens"],
         "cache_read_tokens": est["cache_read_tokens"],
-        "cost_usd": est["cost_usd"],
+        "cost_usd": estimate_with_calls(summary),
         "cache_hit_rate": est["cache_hit_rate"],
         "mean_history_share": summary["mean_history_share"],
         "requests_above_warning": summary["requests_above_warning"],
         "blocking_hits": summary["blocking_hits"],
     }
+
+
+def estimate_with_calls(summary: Mapping[str, Any]) -> float:
+    """A replay's estimated cost with its compaction calls as Claude Code pays them.
+
+    Each compaction is an API call of its own (the whole context as input at its cache state,
+    the summary as output, ``replay.compaction_bill``) that no request row holds; a comparison
+    or a what-if's cost without it would make extra compactions free, whichever summarizer
+    wrote the text (the offline one costs ContextLab nothing, the session still pays the call).
+    """
+    est: Mapping[str, Any] = summary.get("estimate") or summary
+    calls = float(summary.get("compaction_call_cost_usd") or 0.0)
+    return round(float(est.get("cost_usd") or 0.0) + calls, 6)
 
 
 class WhatifCost(TypedDict):
@@ -77,6 +92,7 @@ class WhatifCost(TypedDict):
     #: the baseline estimate's relative error against the recorded cost, the band's source
     band_share: float | None
     recorded_cost_usd: float
+    #: the two replays' estimates, their compaction calls included (``estimate_with_calls``)
     baseline_estimate_usd: float
     whatif_estimate_usd: float
     #: what-if estimate − baseline estimate (same model on both sides)
@@ -101,10 +117,14 @@ def whatif_cost(whatif: Mapping[str, Any], baseline: Mapping[str, Any]) -> Whati
     recording to lean on, is taken to stray by as much (``WHATIF_BAND_RULE``).
     """
     recorded = float(baseline.get("cost_usd") or 0.0)
-    base_est = float((baseline.get("estimate") or baseline).get("cost_usd") or 0.0)
-    what_est = float((whatif.get("estimate") or whatif).get("cost_usd") or 0.0)
+    # the compaction calls on both sides: a recorded compaction the what-if keeps cancels,
+    # one it adds costs its call (the band compares like with like: the requests' estimate
+    # against the requests' recorded cost)
+    base_requests = float((baseline.get("estimate") or baseline).get("cost_usd") or 0.0)
+    base_est = estimate_with_calls(baseline)
+    what_est = estimate_with_calls(whatif)
     change = what_est - base_est
-    share = abs(base_est - recorded) / recorded if recorded > 0 else None
+    share = abs(base_requests - recorded) / recorded if recorded > 0 else None
     return {
         "cost_usd": round(max(0.0, recorded + change), 6),
         "band_usd": round(share * what_est, 6) if share is not None else None,

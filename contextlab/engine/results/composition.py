@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, TypedDict
 
+from contextlab.engine.measures.content_kinds import IMAGE_KIND, KIND_LABELS, classify
 from contextlab.engine.measures.tokens import TiktokenCounter
 
 SYSTEM_PART = "system + tools (estimated)"
@@ -58,8 +59,19 @@ class Part(TypedDict):
     estimated: bool
 
 
+class ContentPart(TypedDict):
+    """Tokens of one content kind (``content_kinds``) among the messages the model saw."""
+
+    kind: str
+    label: str
+    tokens: int
+    share: float
+
+
 class Composition(TypedDict):
     parts: list[Part]
+    #: the messages' tokens (the system prompt and tools left out) by content kind
+    content: list[ContentPart]
     total: int
     row_tokens: list[dict[str, int | None]]
     layers: list[dict[str, Any]]
@@ -103,6 +115,13 @@ def kind_of(row: dict[str, Any], cell: dict[str, Any] | None) -> str:
     return "other"
 
 
+def content_of(cell: dict[str, Any]) -> str:
+    """The content kind of a block the model saw (``content_kinds.classify`` of its text)."""
+    if cell.get("type") in ("image", "document"):
+        return IMAGE_KIND
+    return classify(cell.get("text") or "")
+
+
 def _order_key(kind: str) -> tuple[int, str]:
     base = "tool results" if kind.startswith("tool results") else kind
     return (ORDER.index(base) if base in ORDER else len(ORDER), kind)
@@ -126,6 +145,7 @@ def compose(
     count = (counter or TiktokenCounter()).count
     ratio = ratio if ratio > 0 else 1.0
     raw_by_kind: dict[str, int] = {}
+    raw_by_content: dict[str, int] = {}
     row_tokens: list[dict[str, int | None]] = []
     layers: dict[str, int] = {"summarized": omitted_tokens} if omitted_tokens > 0 else {}
     removed: dict[str, int] = {}
@@ -142,6 +162,8 @@ def compose(
             )
             kind = kind_of(row, model)
             raw_by_kind[kind] = raw_by_kind.get(kind, 0) + model_raw
+            text_kind = content_of(model)
+            raw_by_content[text_kind] = raw_by_content.get(text_kind, 0) + model_raw
             seen.append((model_raw, position, kind))
         row_tokens.append(
             {
@@ -177,6 +199,17 @@ def compose(
         for kind, tokens in sorted(parts_tokens.items(), key=lambda kv: _order_key(kv[0]))
         if tokens > 0
     ]
+    content_total = sum(raw_by_content.values())
+    content: list[ContentPart] = [
+        {
+            "kind": kind,
+            "label": KIND_LABELS[kind],
+            "tokens": round(raw * scale),
+            "share": raw / content_total,
+        }
+        for kind, raw in sorted(raw_by_content.items(), key=lambda kv: (-kv[1], kv[0]))
+        if raw > 0 and round(raw * scale) > 0
+    ]
     heaviest = [
         {"position": position, "kind": kind, "tokens": round(raw * ratio)}
         for raw, position, kind in sorted(seen, key=lambda t: (-t[0], t[1]))[:HEAVIEST]
@@ -184,6 +217,7 @@ def compose(
     ]
     return {
         "parts": parts,
+        "content": content,
         "total": sum(p["tokens"] for p in parts),
         "row_tokens": row_tokens,
         "layers": [

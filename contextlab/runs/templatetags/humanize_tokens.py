@@ -43,6 +43,15 @@ def usd(value: Any) -> str:
 
 
 @register.filter
+def signed_usd(value: Any) -> str:
+    """``usd`` with a minus sign before the dollar ("−$0.0092", not "$-0.0092")."""
+    number = _number(value)
+    if number is None or number >= 0:
+        return usd(value)
+    return f"−{usd(-number)}"
+
+
+@register.filter
 def percent(value: Any) -> str:
     number = _number(value)
     if number is None:

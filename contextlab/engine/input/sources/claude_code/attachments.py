@@ -474,6 +474,21 @@ CONTEXT_ATTACHMENTS = frozenset(
 )
 
 
+def snapshot_tools(attachment: Attachment) -> list[dict[str, Any]] | None:
+    """The tool definitions a ``prompt_snapshot`` records (name, and size in tokens at Claude
+    Code's rough chars/4), None when it records none. Never sent, but every request carried
+    them in its prefix: the waste findings name the ones never called."""
+    tools = attachment.get("tools")
+    if attachment.get("type") != "prompt_snapshot" or not isinstance(tools, list):
+        return None
+    out = [
+        {"name": tool["name"], "tokens": round(len(json_stringify(tool)) / 4)}
+        for tool in tools
+        if isinstance(tool, dict) and isinstance(tool.get("name"), str)
+    ]
+    return out or None
+
+
 def render_attachment(attachment: Attachment) -> tuple[str, bool]:
     """The text the model is sent for ``attachment`` and whether its type is known here.
 

@@ -21,7 +21,7 @@ from contextlab.engine.input.loading import LineCursor, TranscriptFile, iter_lin
 from contextlab.engine.input.model import Block, Iteration, Message, MessageKind, Problem, Usage
 from contextlab.engine.input.session import SideRecords
 
-from .attachments import render_attachment
+from .attachments import render_attachment, snapshot_tools
 
 #: A usage count above this is garbage (the largest context window is 1M tokens); it also keeps
 #: every sum of counts inside a 32-bit database column.
@@ -494,6 +494,10 @@ class RecordParser:
         if not known:
             label = kind if isinstance(kind, str) else "(no type)"
             self.unknown_attachments[label] = self.unknown_attachments.get(label, 0) + 1
+        metadata: dict[str, Any] = {"attachment_type": kind} if isinstance(kind, str) else {}
+        tools = snapshot_tools(attachment) if isinstance(attachment, dict) else None
+        if tools is not None:
+            metadata["tools"] = tools
         return Message(
             uuid=obj["uuid"],
             role="user",
@@ -506,7 +510,7 @@ class RecordParser:
             uuids=[obj["uuid"]],
             # which attachment it is: a recorded post-compact file restoration replaces the
             # modeled one
-            metadata={"attachment_type": kind} if isinstance(kind, str) else {},
+            metadata=metadata,
         )
 
 

@@ -1,0 +1,325 @@
+#!/usr/bin/env python3
+"""Replay throughput with one and with two worker hosts (issue #25, "Workers on other hosts").
+
+Each host is a network namespace of its own on a bridge (tests/multihost/hosts.py): the web
+(gunicorn, beat), the object store (moto_server) and one or two Celery workers, each on its
+own empty folders, sharing nothing but the network; PostgreSQL and Redis are reached over the
+bridge. Per round, a batch of SESSIONS synthetic sessions is uploaded through the web while no
+worker runs, then the round's worker hosts start together, and the batch's time is measured
+from the first run claimed to the last one finished (``started_at`` / ``finished_at`` of the
+runs, in the database); from the workers' launch to the last finish is printed beside it.
+Every round uses fresh bytes (a blank line per round appended) and fresh worker hosts, so no
+round finds another's parsed sessions. Target: two hosts ≤ 0.6 × one host's time.
+
+Each worker runs one replay at a time (``--pool=solo``, a one-core host), so the two-host
+round has twice the CPUs of the one-host round only when the machine has two idle cores: the
+load average is printed with the figures. Needs root (network namespaces), PostgreSQL and
+Redis on 127.0.0.1, and moto_server (the dev dependencies).
+
+Usage: sudo .venv/bin/python bench/bench_hosts.py [--sessions 20] [--size-kb 1024] [--rounds 1]
+Writes bench/out/hosts.json; generated sessions go to bench/data/hosts/ (ignored by git).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.multihost import hosts  # noqa: E402
+from tests.storage.s3 import start_s3  # noqa: E402
+
+PYTHON = sys.executable
+DATA = ROOT / "bench" / "data" / "hosts"
+OUT = ROOT / "bench" / "out" / "hosts.json"
+TARGET_RATIO = 0.6
+SECRET_KEY = "bench-hosts-secret-key-not-for-production-0123456789abcdef"
+
+
+def sessions(count: int, size_kb: int) -> list[Path]:
+    """``count`` synthetic sessions of about ``size_kb`` (seeds 1..count), made once."""
+    paths = [DATA / f"synth-{size_kb}kb-seed{seed}.jsonl" for seed in range(1, count + 1)]
+    for seed, path in enumerate(paths, start=1):
+        if not path.exists():
+            DATA.mkdir(parents=True, exist_ok=True)
+            subprocess.run(
+                [
+                    PYTHON,
+                    str(ROOT / "bench" / "gen_synthetic.py"),
+                    "--size-kb",
+                    str(size_kb),
+                    "--seed",
+                    str(seed),
+                    "-o",
+                    str(path),
+                ],
+                check=True,
+                capture_output=True,
+            )
+    return paths
+
+
+def variant(path: Path, folder: Path, round_no: int) -> Path:
+    """``path`` with ``round_no`` blank lines appended: the same session, other bytes."""
+    copy = folder / path.name
+    copy.write_bytes(path.read_bytes() + b"\n" * round_no)
+    return copy
+
+
+def django_env(database_url: str, redis_url: str, queue: str) -> dict[str, str]:
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if key not in {"DATABASE_URL", "CELERY_BROKER_URL", "CACHE_URL"}
+    }
+    env.update(
+        DJANGO_SETTINGS_MODULE="contextlab.settings",
+        PYTHONPATH=str(ROOT),
+        DATABASE_URL=database_url,
+        CELERY_BROKER_URL=redis_url,
+        CELERY_TASK_DEFAULT_QUEUE=queue,
+        SECRET_KEY=SECRET_KEY,
+        DEBUG="false",
+    )
+    return env
+
+
+def manage(env: dict[str, str], code: str) -> str:
+    """Run ``code`` with Django set up against the bench database; its stdout."""
+    script = "import django; django.setup()\n" + code
+    done = subprocess.run(
+        [PYTHON, "-c", script], env=env, cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    if done.returncode:
+        raise SystemExit(f"django step failed:\n{done.stderr[-3000:]}")
+    return done.stdout
+
+
+def create_database(name: str) -> None:
+    import psycopg
+
+    with psycopg.connect("postgresql://postgres@127.0.0.1:5432/postgres", autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
+        conn.execute(f'CREATE DATABASE "{name}"')
+
+
+def drop_database(name: str) -> None:
+    import psycopg
+
+    with psycopg.connect("postgresql://postgres@127.0.0.1:5432/postgres", autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+
+def round_times(database: str, ids: list[int]) -> list[tuple[str, int, float, float]]:
+    """(status, attempts, started, finished) of each run of sessions ``ids``: read with plain
+    SQL, so polling costs the machine next to nothing while the workers replay."""
+    import psycopg
+
+    with psycopg.connect(f"postgresql://postgres@127.0.0.1:5432/{database}") as conn:
+        rows = conn.execute(
+            "SELECT status, attempts, extract(epoch FROM started_at), "
+            "extract(epoch FROM finished_at) FROM runs_run WHERE transcript_id = ANY(%s)",
+            (ids,),
+        ).fetchall()
+    return [(str(s), int(a), float(b or 0), float(e or 0)) for s, a, b, e in rows]
+
+
+def run_round(
+    network: hosts.Network,
+    stack: dict[str, str],
+    database: str,
+    url: str,
+    token: str,
+    batch: list[Path],
+    workers: int,
+    label: str,
+    timeout: float,
+) -> dict[str, object]:
+    from contextlab import upload_client
+
+    ids = [upload_client.upload(p, url=url, token=token).session_id for p in batch]
+    servers = [host for host in network.hosts if host.name in {"web", "store"}]
+    worker_hosts = [network.add_host(f"{label}-w{i}") for i in range(workers)]
+    launched = time.time()
+    procs = [hosts.start_worker(h, stack, wait=False) for h in worker_hosts]
+    for host, proc in zip(worker_hosts, procs, strict=True):
+        hosts.wait_worker(host, proc)
+    watched = [*worker_hosts, *servers]
+    relays = list(network.relayed.values())
+    cpu_at_ready = {host.name: host.cpu_seconds() for host in watched}
+    # the relays of PostgreSQL and Redis, and PostgreSQL itself (every backend on the machine,
+    # other users' too: an upper bound)
+    cpu_at_ready["relays"] = hosts.cpu_seconds(relays)
+    postgres_at_ready = {pid: hosts.cpu_seconds([pid]) for pid in hosts.named("postgres")}
+    deadline = time.monotonic() + timeout
+    while True:
+        times = round_times(database, ids)
+        if len(times) == len(ids) and all(status in {"done", "failed"} for status, *_ in times):
+            break
+        if time.monotonic() > deadline:
+            raise SystemExit(f"{label}: runs not finished after {timeout}s: {times}")
+        time.sleep(2)
+    now = {host.name: host.cpu_seconds() for host in watched}
+    now["relays"] = hosts.cpu_seconds(relays)
+    # backends that started during the batch count whole (the workers' connections)
+    now["postgres (all)"] = sum(
+        hosts.cpu_seconds([pid]) - postgres_at_ready.get(pid, 0) for pid in hosts.named("postgres")
+    )
+    cpu_at_ready["postgres (all)"] = 0
+    cpu = {name: round(used - cpu_at_ready[name], 1) for name, used in now.items()}
+    for host in worker_hosts:
+        host.stop()
+    failed = [t for t in times if t[0] != "done"]
+    if failed:
+        raise SystemExit(f"{label}: {len(failed)} runs failed")
+    first_claim = min(t[2] for t in times)
+    last_finish = max(t[3] for t in times)
+    per_host = {h.name: h.log("worker").count(": done (") for h in worker_hosts}
+    return {
+        "workers": workers,
+        "sessions": len(ids),
+        "batch_seconds": round(last_finish - first_claim, 2),
+        "from_launch_seconds": round(last_finish - launched, 2),
+        "runs_per_host": per_host,
+        # CPU seconds each host (workers, web, object store) used during the batch, and the
+        # share of a core it got: a worker well under 1 waited (for a core, or a server)
+        "worker_cpu_seconds": cpu,
+        "worker_core_share": {
+            name: round(used / max(last_finish - first_claim, 1e-9), 2)
+            for name, used in cpu.items()
+        },
+        "replays_per_run": sorted({t[1] for t in times}),
+        "load_average": [round(x, 2) for x in os.getloadavg()],
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--sessions", type=int, default=20)
+    parser.add_argument("--size-kb", type=int, default=1024)
+    parser.add_argument("--rounds", type=int, default=1, help="rounds of each: 1 host, 2 hosts")
+    parser.add_argument("--timeout", type=float, default=1800)
+    args = parser.parse_args(argv)
+
+    batch = sessions(args.sessions, args.size_kb)
+    tag = f"bench_hosts_{os.getpid()}"
+    local = django_env(
+        f"postgres://postgres@127.0.0.1:5432/{tag}", "redis://127.0.0.1:6379/11", tag
+    )
+    started_load = [round(x, 2) for x in os.getloadavg()]
+    # a stopped bench still removes its hosts and its database (the finally below)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    create_database(tag)
+    results: list[dict[str, object]] = []
+    with tempfile.TemporaryDirectory(prefix="bench-hosts-") as tmp:
+        network = hosts.Network(Path(tmp) / "hosts")
+        try:
+            print("migrating the bench database ...", file=sys.stderr)
+            subprocess.run(
+                [PYTHON, "manage.py", "migrate", "--noinput"],
+                env=local,
+                cwd=ROOT,
+                check=True,
+                capture_output=True,
+            )
+            # a user per round: the same session sent again by its owner would be taken for
+            # the same session grown (and replayed from its checkpoint), not a new one
+            labels = [f"r{r}h{w}" for r in range(1, args.rounds + 1) for w in (1, 2)]
+            tokens = dict(
+                zip(
+                    labels,
+                    manage(
+                        local,
+                        "from django.contrib.auth.models import User\n"
+                        "from contextlab.accounts.services import create_api_token\n"
+                        f"for name in {labels!r}:\n"
+                        "    User.objects.create_user(name, password=None)\n"
+                        "    print(create_api_token(username=name)[1])",
+                    ).split(),
+                    strict=True,
+                )
+            )
+            store, web = network.add_host("store"), network.add_host("web")
+            s3 = start_s3(
+                Path(tmp), host=store.address, argv_prefix=["ip", "netns", "exec", store.netns]
+            )
+            stack = {
+                **django_env(
+                    network.remote_url(local["DATABASE_URL"]),
+                    network.remote_url(local["CELERY_BROKER_URL"]),
+                    tag,
+                ),
+                **s3.env(),
+                # a task lost on the way (a Redis database flushed by someone else) is sent
+                # again soon; a second message for a run already claimed does nothing
+                "RUN_QUEUED_RESEND_AFTER": "30",
+                "RUN_RECOVER_EVERY": "5",
+            }
+            url = hosts.start_web(web, stack)
+            hosts.start_beat(web, stack)
+            for round_no in range(1, args.rounds + 1):
+                for workers in (1, 2):
+                    folder = Path(tmp) / f"round{round_no}-{workers}"
+                    folder.mkdir()
+                    marker = 2 * round_no + workers  # a different blank-line count per round
+                    copies = [variant(p, folder, marker) for p in batch]
+                    label = f"r{round_no}h{workers}"
+                    print(f"round {round_no}: {workers} worker host(s) ...", file=sys.stderr)
+                    result = run_round(
+                        network,
+                        stack,
+                        tag,
+                        url,
+                        tokens[label],
+                        copies,
+                        workers,
+                        label,
+                        args.timeout,
+                    )
+                    print(json.dumps(result), file=sys.stderr)
+                    results.append(result)
+        finally:
+            network.close()
+            drop_database(tag)
+
+    seconds: dict[int, list[float]] = {1: [], 2: []}
+    for result in results:
+        seconds[int(str(result["workers"]))].append(float(str(result["batch_seconds"])))
+    one, two = statistics.median(seconds[1]), statistics.median(seconds[2])
+    ratio = two / one
+    summary = {
+        "sessions": args.sessions,
+        "size_kb": args.size_kb,
+        "cpus": os.cpu_count(),
+        "load_average_at_start": started_load,
+        "load_average_at_end": [round(x, 2) for x in os.getloadavg()],
+        "one_host_seconds": one,
+        "two_hosts_seconds": two,
+        "ratio": round(ratio, 3),
+        "target": TARGET_RATIO,
+        "met": ratio <= TARGET_RATIO,
+        "rounds": results,
+    }
+    OUT.parent.mkdir(parents=True, exist_ok=True)
+    OUT.write_text(json.dumps(summary, indent=2))
+    print(
+        f"{args.sessions} sessions of ~{args.size_kb} KB: one host {one:.1f} s, two hosts "
+        f"{two:.1f} s: {ratio:.2f}x (target <= {TARGET_RATIO}x: "
+        f"{'met' if ratio <= TARGET_RATIO else 'MISSED'}); load average at start "
+        f"{started_load}, at end {summary['load_average_at_end']} on {os.cpu_count()} CPUs"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

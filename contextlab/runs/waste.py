@@ -1,0 +1,108 @@
+"""The report's waste findings and compact-now-or-wait answer for one finished run, with links
+to the requests they name (numbered from 1 on the page). Built by the engine from the stored
+result and the session's messages, once per finished run (kept in the cache)."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from typing import Any
+
+from django.core.cache import cache
+
+from contextlab import engine
+from contextlab.engine import as_result
+from contextlab.runs import charts, services
+from contextlab.runs.models import Run
+from contextlab.transcripts.models import Transcript
+
+#: findings listed per kind on the page (the API gives them all; the kind's row counts them)
+SHOWN_PER_KIND = 25
+#: names in a fix set as code: environment variables, settings.json keys and values, a tool's
+#: input, files
+_NAMES = re.compile(
+    r'(\b[A-Z][A-Z0-9]*_[A-Z0-9_]+(?:=\w+)?\b|"[a-zA-Z]+": "[^"]+"|\bhead_limit\b'
+    r"|\.mcp\.json|CLAUDE\.md|claude mcp)"
+)
+
+
+def fix_parts(fix: str) -> list[dict[str, Any]]:
+    """A fix as text and code parts, so the page sets the names it gives as code."""
+    return [{"text": part, "code": bool(n % 2)} for n, part in enumerate(_NAMES.split(fix)) if part]
+
+
+def _shown(finding: dict[str, Any]) -> dict[str, Any]:
+    """A finding as the page shows it: its subject (transcript content) apart from our words."""
+    subject = str(finding.get("subject") or "")
+    text = str(finding["text"])
+    rest = text[len(subject) :] if subject and text.startswith(subject) else text
+    return {
+        **finding,
+        "subject": subject if rest is not text else "",
+        "rest": rest,
+        "subject_class": "file-name" if finding["kind"] == "reread" else "tool-name",
+        "fix_parts": fix_parts(str(finding["fix"])),
+    }
+
+
+def run_waste(transcript: Transcript, run: Run, data: dict[str, Any]) -> dict[str, Any]:
+    """``{"waste": engine.waste_findings(...), "idle": engine.idle_compaction(...)}``."""
+    stamp = run.finished_at.isoformat() if run.finished_at else "active"
+    # the sessions it continues are part of its messages: a link made or undone changes them
+    files = "+".join([t.sha256 for t in transcript.earlier_sessions()] + [transcript.sha256])
+    digest = hashlib.sha256(files.encode()).hexdigest()[:16]
+    key = f"run-waste:v1:{run.pk}:{stamp}:{digest}"
+    found: dict[str, Any] | None = cache.get(key) if run.finished_at else None
+    if found is None:
+        result = as_result(data)
+        found = {
+            "waste": engine.waste_findings(result, services.session_messages(transcript)),
+            "idle": engine.idle_compaction(result),
+        }
+        if run.finished_at:
+            cache.set(key, found, timeout=3600)
+    return found
+
+
+def page_waste(
+    transcript: Transcript, run: Run, data: dict[str, Any], url: charts.RequestUrl
+) -> dict[str, Any]:
+    """``run_waste`` for the report: each kind with its findings (at most ``SHOWN_PER_KIND``),
+    each finding's requests as links, and each idle gap's two requests as links."""
+    found = run_waste(transcript, run, data)
+    waste, idle = found["waste"], found["idle"]
+
+    def links(positions: list[int], roles: list[str]) -> list[dict[str, Any]]:
+        return [
+            {"number": i + 1, "url": url(i), "role": role}
+            for i, role in zip(positions, roles, strict=False)
+        ]
+
+    kinds = []
+    for kind in waste["kinds"]:
+        mine = [f for f in waste["findings"] if f["kind"] == kind["kind"]]
+        kinds.append(
+            {
+                **kind,
+                "findings": [
+                    {**_shown(f), "links": links(f["requests"], f["request_roles"])}
+                    for f in mine[:SHOWN_PER_KIND]
+                ],
+                "hidden": max(0, len(mine) - SHOWN_PER_KIND),
+                "tools_called": waste["tools_called"] if kind["kind"] == "unused_tools" else [],
+            }
+        )
+    gaps = [
+        {
+            **g,
+            "links": links([g["before"], g["request"]], ["before", "after"]),
+            "gap": engine.format_duration(g["gap_seconds"]),
+        }
+        for g in idle["gaps"]
+    ]
+    return {
+        "kinds": kinds,
+        "total_cost_usd": waste["total_cost_usd"],
+        "count": len(waste["findings"]),
+        "idle": {**idle, "gaps": gaps},
+    }
