@@ -106,6 +106,8 @@ PAGE_POLICIES: dict[str, str] = {
     "runs:block": "session:viewer",
     "runs:detail": "run:viewer",
     "runs:requests_csv": "run:viewer",
+    "runs:tools_csv": "run:viewer",
+    "runs:compare_requests": "session:viewer",
     "runs:cancel": "run:editor",
     "runs:glossary": "user",
     "tuning:index": "user",
@@ -160,6 +162,8 @@ API_POLICIES: dict[str, str] = {
     "cancel_run": "run:editor",
     "list_run_requests": "run:viewer",
     "get_run_waste": "run:viewer",
+    "get_run_tools": "run:viewer",
+    "get_request_composition": "run:viewer",
     "list_config_fields": "user",
     "create_comparison": "user",
     "list_comparisons": "user",
@@ -482,6 +486,7 @@ def test_api_operation_answers_each_role_as_its_policy_says(operation, policy, t
             "share_id": team["owned"]["share"].pk,
             "comment_id": team["new_comment"](destructive).pk,
             "upload_id": team["owned"]["upload"].pk,
+            "index": 0,
         }
         url = re.sub(
             r"\{(\w+)\}",

@@ -20,6 +20,7 @@ answer is kept with the result. It covers the main conversation and its branches
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from typing import Any, TypedDict
 
@@ -211,6 +212,7 @@ def tool_breakdown(
 
     # calls, errors and history tokens: each block once, however many threads share it
     counted: set[str] = set()
+    history: defaultdict[str, float] = defaultdict(float)
     ratios: dict[str, float] = {}
     for request in requests:
         ratios.setdefault(request["thread"], _ratio(result, request))
@@ -224,7 +226,9 @@ def tool_breakdown(
                 continue
             counted.add(key)
             tool = row(name)
-            tool["history_tokens"] += round(index.block_tokens[(mi, bj)] * ratio)
+            # rounded once per tool (below), as the seen and sent figures are: rounding each
+            # block could put the history under what the model saw of it
+            history[name] += index.block_tokens[(mi, bj)] * ratio
             if block["type"] == "tool_use":
                 tool["calls"] += 1
             elif block.get("is_error"):
@@ -252,6 +256,7 @@ def tool_breakdown(
             row(name)["requests"].append(request["index"])
     for tool in rows.values():
         tool["cost_usd"] = round(tool["cost_usd"], 6)
+        tool["history_tokens"] = round(history[tool["tool"]])
     return {
         "version": BREAKDOWN_VERSION,
         "tools": sorted(rows.values(), key=lambda t: (-t["cost_usd"], -t["calls"], t["tool"])),
