@@ -6,8 +6,11 @@ ContextLab does for the append that brings them (``transcripts.live.append`` the
 recorded replay): the web reads the grown file on from where the last append's read stopped
 (``engine.load_growing``: only the appended lines are parsed) for the session's columns and
 leaves its parse for the worker (``keep_parsed``); the worker counts the tokens of the blocks
-the earlier version's cached copy does not hold (``seed_sha256``) and replays every request
-again (a thread's calibration is fitted on all its requests, so every row can change).
+the earlier version's cached copy does not hold (``seed_sha256``) and goes on from the last
+replay's state over the appended requests only (``engine.continue_live``: the calibration
+frozen as fitted before them, the result provisional), and writes the state for the next
+append. Beside it, in the same run, the update as it was before: every request replayed again
+("update, whole replay").
 "Appended alone" replays a file of only the appended lines, parsed and tokenized the same way;
 "whole" is a fresh upload's replay of the grown file. Each figure is the median of ``--runs``.
 Sessions: ``--session PATH`` (repeatable; default two corpus sessions) and synthetic ones of
@@ -76,18 +79,23 @@ def cut_before_last_requests(data: bytes, tail: int) -> int:
     return data.rfind(b"\n", 0, before) + 1 if before > 0 else cut
 
 
+def recorded_config(session: engine.Session) -> tuple[engine.PipelineConfig, str]:
+    """The recorded replay's config (the auto preset) and its preset's name."""
+    return engine.resolve_request_config(
+        "auto",
+        {},
+        version=session.version,
+        max_recorded_prompt=session.max_recorded_prompt,
+        recorded_auto_compactions=session.recorded_auto_compactions,
+    )
+
+
 def replay_file(path: Path, cache: Path) -> tuple[float, int]:
     """Seconds to parse, tokenize and replay ``path`` (recorded, auto preset), and requests."""
     start = time.perf_counter()
     session = engine.load_session_cached(str(path), cache_dir=str(cache), name=path.name)
     try:
-        config, preset = engine.resolve_request_config(
-            "auto",
-            {},
-            version=session.version,
-            max_recorded_prompt=session.max_recorded_prompt,
-            recorded_auto_compactions=session.recorded_auto_compactions,
-        )
+        config, preset = recorded_config(session)
         result = engine.replay(session, config, mode="recorded", preset_name=preset)
     finally:
         session.close()
@@ -118,27 +126,44 @@ def web_read_whole(path: Path, cache: Path, sha256: str) -> float:
     return time.perf_counter() - start
 
 
-def prepare_earlier(path: Path, cache: Path, sha256: str) -> None:
+def prepare_earlier(path: Path, cache: Path, sha256: str, state: Path) -> None:
     """The session before the append: the last append's read left its state, and its replay
-    left its tokenized copy cached."""
+    left its tokenized copy cached and its replay state in ``state``."""
     engine.load_growing(path, path.name, cache_dir=cache, sha256=sha256)[0].close()
-    engine.load_session_cached(str(path), cache_dir=str(cache), sha256=sha256).close()
+    session = engine.load_session_cached(str(path), cache_dir=str(cache), sha256=sha256)
+    try:
+        config, preset = recorded_config(session)
+        state.write_bytes(engine.replay_live(session, config, preset_name=preset)[1])
+    finally:
+        session.close()
 
 
-def replay_update(path: Path, cache: Path, sha256: str, earlier_sha: str) -> tuple[float, int]:
-    """The worker's replay of the grown file: the web's parse, the earlier version's counts."""
+def continue_update(
+    path: Path, cache: Path, sha256: str, earlier_sha: str, state: Path
+) -> tuple[float, int]:
+    """The worker's update of a live session: the web's parse, the earlier version's counts,
+    the last replay's state gone on over the appended requests, the new state written."""
     start = time.perf_counter()
     session = engine.load_session_cached(
         str(path), cache_dir=str(cache), sha256=sha256, seed_sha256=earlier_sha
     )
     try:
-        config, preset = engine.resolve_request_config(
-            "auto",
-            {},
-            version=session.version,
-            max_recorded_prompt=session.max_recorded_prompt,
-            recorded_auto_compactions=session.recorded_auto_compactions,
-        )
+        result, after = engine.continue_live(state.read_bytes(), session)
+        state.write_bytes(after)
+    finally:
+        session.close()
+    return time.perf_counter() - start, len(result.to_json()["requests"])
+
+
+def replay_update(path: Path, cache: Path, sha256: str, earlier_sha: str) -> tuple[float, int]:
+    """The worker's update as it was before: the grown file replayed whole (the web's parse,
+    the earlier version's counts)."""
+    start = time.perf_counter()
+    session = engine.load_session_cached(
+        str(path), cache_dir=str(cache), sha256=sha256, seed_sha256=earlier_sha
+    )
+    try:
+        config, preset = recorded_config(session)
         result = engine.replay(session, config, mode="recorded", preset_name=preset)
     finally:
         session.close()
@@ -160,6 +185,9 @@ def measure(source: Path, tail: int, runs: int) -> dict[str, Any]:
         "web_read": [],
         "web_read_whole": [],
         "update": [],
+        "worker": [],
+        "update_whole_replay": [],
+        "worker_whole_replay": [],
         "appended_alone": [],
         "whole": [],
     }
@@ -178,12 +206,23 @@ def measure(source: Path, tail: int, runs: int) -> dict[str, Any]:
         for n in range(runs):
             # fresh cache folders: an append makes a new file, which the cache has not seen
             cache = folder / f"u{n}"
-            _cold(prepare_earlier, earlier, cache, earlier_sha)
+            state = folder / f"state{n}.pickle"
+            _cold(prepare_earlier, earlier, cache, earlier_sha, state)
             web = _cold(web_read, grown, cache, sha, earlier_sha)
-            worker, counts["update"] = _cold(replay_update, grown, cache, sha, earlier_sha)
+            worker, counts["update"] = _cold(continue_update, grown, cache, sha, earlier_sha, state)
             times["web_read"].append(web)
             times["web_read_whole"].append(_cold(web_read_whole, grown, folder / f"x{n}", sha))
             times["update"].append(web + worker)
+            times["worker"].append(worker)
+            # the update as before, on a copy of the same cache (the web's parse is the same)
+            again = folder / f"r{n}"
+            _cold(prepare_earlier, earlier, again, earlier_sha, state)
+            web = _cold(web_read, grown, again, sha, earlier_sha)
+            worker, counts["update_whole_replay"] = _cold(
+                replay_update, grown, again, sha, earlier_sha
+            )
+            times["update_whole_replay"].append(web + worker)
+            times["worker_whole_replay"].append(worker)
             seconds, counts["appended_alone"] = _cold(replay_file, alone, folder / f"a{n}")
             times["appended_alone"].append(seconds)
             seconds, counts["whole"] = _cold(replay_file, grown, folder / f"w{n}")
@@ -197,6 +236,8 @@ def measure(source: Path, tail: int, runs: int) -> dict[str, Any]:
         "seconds": median,
         "update_vs_appended_alone": median["update"] / median["appended_alone"],
         "update_vs_whole": median["update"] / median["whole"],
+        "update_whole_replay_vs_appended_alone": median["update_whole_replay"]
+        / median["appended_alone"],
         "update_if_read_whole_vs_appended_alone": (
             median["update"] - median["web_read"] + median["web_read_whole"]
         )
@@ -237,7 +278,11 @@ def main() -> None:
                 f"{out['seconds']['appended_alone']:.3f} s, whole {out['seconds']['whole']:.3f} s:"
                 f" {out['update_vs_appended_alone']:.2f}x alone (read whole:"
                 f" {out['update_if_read_whole_vs_appended_alone']:.2f}x),"
-                f" {out['update_vs_whole']:.2f}x whole",
+                f" {out['update_vs_whole']:.2f}x whole; whole-replay update"
+                f" {out['seconds']['update_whole_replay']:.3f} s; worker"
+                f" {out['seconds']['worker']:.3f} s against"
+                f" {out['seconds']['worker_whole_replay']:.3f} s"
+                f" ({out['update_whole_replay_vs_appended_alone']:.2f}x alone)",
                 flush=True,
             )
             results.append(out)

@@ -265,6 +265,13 @@ LIVE_APPEND_MAX_BYTES = env_int("LIVE_APPEND_MAX_BYTES", 16 * 1024**2, minimum=1
 #: A session appended to within this many seconds is live: its report and explorer poll for
 #: what the next append brings.
 LIVE_SESSION_WINDOW = env_int("LIVE_SESSION_WINDOW", 10 * 60, minimum=1)
+#: A live session with no append for this many seconds has ended: its runs continued from
+#: an earlier state (provisional) are replayed whole (checked by the periodic recovery).
+LIVE_FINAL_AFTER = env_int("LIVE_FINAL_AFTER", 10 * 60, minimum=1)
+#: A live session's update goes on from the last replay (its calibration frozen) until the
+#: session has this many percent more requests than the calibration was fitted on; the next
+#: update then replays it whole and fits again (so provisional estimates drift only so far).
+LIVE_REFIT_PERCENT = env_int("LIVE_REFIT_PERCENT", 25, minimum=1)
 #: A resumable upload untouched for this many seconds is given up: the periodic recovery
 #: removes its pieces, and a client that comes back is told to start again (404).
 UPLOAD_RESUMABLE_STALE_AFTER = env_int("UPLOAD_RESUMABLE_STALE_AFTER", 24 * 3600, minimum=1)

@@ -109,6 +109,7 @@ PAGE_POLICIES: dict[str, str] = {
     "runs:tools_csv": "run:viewer",
     "runs:compare_requests": "session:viewer",
     "runs:cancel": "run:editor",
+    "runs:replay_in_full": "run:editor",
     "runs:glossary": "user",
     "tuning:index": "user",
     "tuning:config_new": "user",

@@ -47,6 +47,7 @@ from .measures.model_limits import ModelInfo, model_info
 from .measures.tokens import TiktokenCounter, rough_text
 from .replay.driver import MODES, replay, resume
 from .replay.forecast import check_usage_until, forecast_session
+from .replay.live import continue_live, replay_live
 from .replay.result import ReplayResult
 from .results import RecordedUsage, RequestRow, ResultJson, as_result
 from .summarizing import (
@@ -244,6 +245,7 @@ __all__ = [
     "compare",
     "compose",
     "compute_thresholds",
+    "continue_live",
     "decode_json_line",
     "describe_event",
     "disk_cache",
@@ -280,6 +282,7 @@ __all__ = [
     "preset_for_version",
     "render_messages",
     "replay",
+    "replay_live",
     "request_cost",
     "request_events",
     "resolve_config",

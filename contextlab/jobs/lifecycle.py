@@ -228,6 +228,7 @@ def conclude(
     run: Run,
     replay: Callable[[], dict[str, Any]],
     current: Callable[[], bool] | None = None,
+    provisional: Callable[[], bool] | None = None,
 ) -> Outcome:
     """Replay a claimed run under its heartbeat and record how it ended: the one path from
     a replay to a stored outcome, for single runs and batches alike.
@@ -240,7 +241,8 @@ def conclude(
     ``current`` (called inside the transaction that stores the result, after locking what it
     reads) says whether the session is still the one replayed: a live session that grew
     meanwhile is replayed again (an append's ``replay_again`` leaves running runs alone), up
-    to ``MAX_REPLAYS_OF_GROWN`` times.
+    to ``MAX_REPLAYS_OF_GROWN`` times. ``provisional`` (asked once the replay returned) says
+    whether the result went on from an earlier replay's state (``Run.provisional``).
     """
     run_id = run.pk
     try:
@@ -249,7 +251,12 @@ def conclude(
                 data = replay()
                 last = attempt == MAX_REPLAYS_OF_GROWN - 1
                 try:
-                    return finish(run_id, data, current=None if last else current)
+                    return finish(
+                        run_id,
+                        data,
+                        current=None if last else current,
+                        provisional=provisional() if provisional is not None else False,
+                    )
                 except SessionGrew:
                     logger.info("run %s: the session grew while it replayed; again", run_id)
             raise AssertionError("unreachable")
@@ -284,9 +291,16 @@ def conclude(
         return fail(run_id, f"The replay failed: {type(exc).__name__}: {exc}")
 
 
-def finish(run_id: int, data: dict[str, Any], *, current: Callable[[], bool] | None = None) -> Done:
+def finish(
+    run_id: int,
+    data: dict[str, Any],
+    *,
+    current: Callable[[], bool] | None = None,
+    provisional: bool = False,
+) -> Done:
     """Save the result and mark the run done, atomically; its checkpoint is no longer needed.
-    ``SessionGrew`` (nothing stored) when ``current`` says the session changed."""
+    ``SessionGrew`` (nothing stored) when ``current`` says the session changed.
+    ``provisional``: the result went on from a live session's earlier replay."""
     total = len(data.get("requests") or [])
     with transaction.atomic():
         if current is not None and not current():
@@ -300,6 +314,8 @@ def finish(run_id: int, data: dict[str, Any], *, current: Callable[[], bool] | N
             progress_stage=Run.Stage.REPLAYING,
             error="",
             finished_at=timezone.now(),
+            provisional=provisional,
+            live_continue=False,
         )
     blobs.delete(checkpoint_name(run_id))
     logger.info("run %s: done (%s requests)", run_id, total)
@@ -499,10 +515,12 @@ def cancel(run_ids: list[int], reason: str) -> list[int]:
     return ids
 
 
-def replay_again(run_ids: list[int]) -> list[int]:
+def replay_again(run_ids: list[int], *, live: bool = False) -> list[int]:
     """Put finished runs (done or failed) back in the queue, to replay from the start: their
     session's file grew. Their results go; queued and running runs are left as they are (a
-    queued one reads the new file when a worker claims it). Returns the ids requeued."""
+    queued one reads the new file when a worker claims it). Returns the ids requeued.
+    ``live`` (a live session's append): each goes on from its last replay's state where it
+    has one (``Run.live_continue``); else each is replayed whole."""
     finished = (Run.Status.DONE, Run.Status.FAILED)
     now = timezone.now()
     with transaction.atomic():
@@ -514,6 +532,8 @@ def replay_again(run_ids: list[int]) -> list[int]:
         RunResult.objects.filter(run_id__in=ids).delete()
         Run.objects.filter(pk__in=ids).update(
             status=Run.Status.QUEUED,
+            live_continue=live,
+            provisional=False,
             error="",
             summary={},
             progress_done=0,
@@ -528,6 +548,41 @@ def replay_again(run_ids: list[int]) -> list[int]:
     for run_id in ids:
         blobs.delete(checkpoint_name(run_id))
     return ids
+
+
+def finalize_ended_live(*, now: datetime | None = None) -> list[int]:
+    """Runs whose result went on from an earlier state (provisional) on a session with no
+    append for ``LIVE_FINAL_AFTER`` seconds: the session ended, so they are queued to replay
+    whole (``replay_again``), which replaces the provisional result. The ids queued."""
+    now = now or timezone.now()
+    ended = now - timedelta(seconds=settings.LIVE_FINAL_AFTER)
+    ids = list(
+        Run.objects.filter(
+            status=Run.Status.DONE, provisional=True, transcript__appended_at__lt=ended
+        ).values_list("pk", flat=True)[:1000]
+    )
+    if ids:
+        logger.info("%s provisional run(s) of ended live sessions: replayed whole", len(ids))
+    return replay_again(ids) if ids else []
+
+
+def live_state_name(run_id: int) -> str:
+    """The stored name of a live session's run's last replay state (``engine.replay_live``):
+    its next append's replay goes on from it."""
+    return f"checkpoints/run-{run_id}.live.pickle"
+
+
+def save_live_state(run: Run, state: bytes) -> None:
+    blobs.write_bytes(live_state_name(run.pk), _checkpoint_owner(run) + state)
+
+
+def load_live_state(run: Run) -> bytes | None:
+    """The state ``save_live_state`` kept for this very run, else None (as ``load_checkpoint``)."""
+    data = blobs.read_bytes(live_state_name(run.pk))
+    owner = _checkpoint_owner(run)
+    if data is None or not data.startswith(owner):
+        return None
+    return data[len(owner) :]
 
 
 def checkpoint_name(run_id: int) -> str:

@@ -76,6 +76,8 @@ def replay_run(
     """
     summarizer = summaries.summarizer_for(run, fetch=summary.fetch if summary is not None else None)
     progress = lifecycle.progress_writer(run.pk, write_first=summary is None)
+    if summarizer is None and follows_live(run):
+        return _replay_live(run, session, progress)
     saved = lifecycle.load_checkpoint(run) if summarizer is not None else None
     result = None
     if saved is not None and summarizer is not None:
@@ -101,9 +103,55 @@ def replay_run(
     return data
 
 
+def follows_live(run: Run) -> bool:
+    """A recorded run of a session that grows by appends (``contextlab watch``): its replay
+    keeps its state, so the next append's goes on from it. (A what-if run, or one with an LLM
+    summarizer, is replayed whole after each append.)"""
+    return run.mode == Run.Mode.RECORDED and run.transcript.appended_at is not None
+
+
+def _replay_live(
+    run: Run, session: engine.Session, progress: Callable[[int, int], None]
+) -> dict[str, Any]:
+    """Go on from the run's last replay state over what the session gained (``Run
+    .live_continue``; its result is then provisional), else replay it whole; the state is
+    kept for the next append either way. A state that does not fit (missing, of another
+    engine version, the session changed otherwise than by appended lines) means a whole
+    replay."""
+    saved = lifecycle.load_live_state(run) if run.live_continue else None
+    result = None
+    run.provisional = False
+    if saved is not None:
+        try:
+            result, state = engine.continue_live(
+                saved,
+                session,
+                progress=progress,
+                refit_share=settings.LIVE_REFIT_PERCENT / 100,
+            )
+            run.provisional = True
+        except ValueError as exc:
+            logger.info("run %s: replayed whole, its last state does not fit (%s)", run.pk, exc)
+    elif run.live_continue:
+        logger.info("run %s: replayed whole, no state of its last replay", run.pk)
+    if result is None:
+        result, state = engine.replay_live(
+            session,
+            engine.PipelineConfig.from_dict(run.config),
+            mode=run.mode,
+            preset_name=run.resolved_preset or run.preset,
+            progress=progress,
+        )
+    lifecycle.save_live_state(run, state)
+    data: dict[str, Any] = result.to_json()
+    return data
+
+
 def _replay(run: Run, summary: SummaryFetch | None, loaded: list[str]) -> dict[str, Any]:
     if loaded:  # again: the session grew while the last replay ran
         run.transcript.refresh_from_db()
+        # the state this replay just kept is of the file before the growth: go on from it
+        run.live_continue = True
     loaded[:] = [run.transcript.sha256]
     counting = None
     if summary is None:  # a resumed run counted its session when it started
@@ -135,7 +183,10 @@ def execute_run(run_id: int, summary: SummaryFetch | None = None) -> lifecycle.O
     logger.info("run %s: replaying (attempt %s)", run_id, run.attempts)
     loaded: list[str] = []
     return lifecycle.conclude(
-        run, partial(_replay, run, summary, loaded), partial(_still_current, run, loaded)
+        run,
+        partial(_replay, run, summary, loaded),
+        partial(_still_current, run, loaded),
+        provisional=lambda: run.provisional,
     )
 
 

@@ -137,8 +137,12 @@ def recover() -> None:
     """The one periodic recovery pass (beat, every RUN_RECOVER_EVERY seconds): runs whose
     worker died, runs whose task was lost or could not be sent, temporary upload files that a
     killed web process left behind, resumable uploads given up, and complete ones whose task
-    was lost; sessions not yet in the search index."""
+    was lost; sessions not yet in the search index; provisional runs of live sessions that
+    ended (no append for LIVE_FINAL_AFTER), replayed whole."""
     recover_runs()
+    # live sessions that stopped growing: their provisional results are replaced by whole replays
+    for run_id in lifecycle.finalize_ended_live():
+        queue_replay(run_id)
     # sessions stored before the search index existed, or whose indexing failed
     search.index_missing(limit=SEARCH_INDEX_PER_PASS)
     uploads.remove_stale_temp_files()

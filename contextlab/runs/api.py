@@ -38,6 +38,7 @@ def _run_out(run: Run) -> dict[str, Any]:
         "progress": run.progress,
         "progress_stage": run.progress_stage,
         "error": run.error,
+        "provisional": run.provisional,
         "created_at": run.created_at,
         "finished_at": run.finished_at,
         "summary": run.summary,

@@ -57,6 +57,12 @@ class Run(models.Model):
     finished_at = models.DateTimeField(null=True, blank=True)
     #: refreshed by the worker while it replays; a stale one means the worker died
     heartbeat_at = models.DateTimeField(null=True, blank=True)
+    #: a live session grew: the next replay goes on from the last one's state (only the new
+    #: requests, the calibration as fitted then) instead of replaying the session whole
+    live_continue = models.BooleanField(default=False)
+    #: the stored result went on from an earlier replay's state: its estimates are under a
+    #: calibration fitted before the last requests, until a whole replay replaces it
+    provisional = models.BooleanField(default=False)
 
     class Meta:
         ordering = ("-created_at", "-pk")

@@ -54,6 +54,14 @@ class RunOut(Schema):
         ),
     )
     error: str
+    provisional: bool = Field(
+        False,
+        description=(
+            "a live session's result that went on from the last replay (only the new requests "
+            "replayed, the calibration as fitted before them): estimates provisional until "
+            "the session ends and the run is replayed whole; recorded usage and cost are exact"
+        ),
+    )
     created_at: datetime
     finished_at: datetime | None
     summary: dict[str, Any]

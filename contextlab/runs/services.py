@@ -11,7 +11,7 @@ from typing import Any, TypeVar, cast
 from cachetools import LRUCache
 from django.contrib.auth.models import User
 
-from contextlab import engine
+from contextlab import blobs, engine
 from contextlab.jobs import lifecycle, tasks
 from contextlab.runs.models import Run, RunResult
 from contextlab.summaries import services as summaries
@@ -109,12 +109,30 @@ def start_run(
     return run
 
 
-def replay_again(transcript: Transcript) -> list[int]:
-    """Replay every finished run of a session again (its file grew), once this commits."""
-    ids = lifecycle.replay_again(list(transcript.runs.values_list("pk", flat=True)))
+def replay_again(transcript: Transcript, *, live: bool = False) -> list[int]:
+    """Replay every finished run of a session again (its file grew), once this commits;
+    ``live`` (an append): each goes on from its last replay's state where it can."""
+    ids = lifecycle.replay_again(list(transcript.runs.values_list("pk", flat=True)), live=live)
     for run_id in ids:
         tasks.queue_replay(run_id)
     return ids
+
+
+def replay_in_full(run: Run) -> bool:
+    """Replay a provisional run whole now (its reader does not wait for the live session
+    to end); False if it is not a finished provisional run."""
+    if run.status != Run.Status.DONE or not run.provisional:
+        return False
+    ids = lifecycle.replay_again([run.pk])
+    for run_id in ids:
+        tasks.queue_replay(run_id)
+    return bool(ids)
+
+
+def forget_live_states(run_ids: list[int]) -> None:
+    """Delete the live replay states of these (deleted) runs from the storage."""
+    for run_id in run_ids:
+        blobs.delete(lifecycle.live_state_name(run_id))
 
 
 def cancel_run(run: Run) -> bool:

@@ -18,5 +18,6 @@ urlpatterns = [
     path("runs/<int:pk>/requests.csv", views.run_requests_csv, name="requests_csv"),
     path("runs/<int:pk>/tools.csv", views.run_tools_csv, name="tools_csv"),
     path("runs/<int:pk>/cancel/", views.cancel_run, name="cancel"),
+    path("runs/<int:pk>/replay-in-full/", views.replay_in_full, name="replay_in_full"),
     path("glossary/", views.glossary, name="glossary"),
 ]

@@ -110,6 +110,7 @@ def report(request: AuthedRequest, transcript: Transcript) -> HttpResponse:
         context["request_url_pattern"] = report_parts.request_url_pattern(transcript, run)
         context["fidelity"] = figures["fidelity"]
         context["summary"] = result["summary"]
+        context["may_edit"] = run.provisional and _may_edit(transcript)
         context["session_info"] = result["session"]
         context["first_request_url"] = url(0) if result["requests"] else None
         context["subagents"] = report_parts.subagent_rows(data)
@@ -178,8 +179,9 @@ def run_tools_csv(request: AuthedRequest, run: Run) -> HttpResponse:
     return response
 
 
-def _may_edit(run: Run) -> bool:
-    role = access.member_role(run)
+def _may_edit(item: Run | Transcript) -> bool:
+    """Whether the reader edits ``item`` (a run or session the gate fetched)."""
+    role = access.member_role(item)
     return role is not None and role.allows(access.WRITE)
 
 
@@ -192,6 +194,17 @@ def cancel_run(request: AuthedRequest, run: Run) -> HttpResponse:
     else:
         messages.info(request, f"Run {run.pk} had already ended; nothing was cancelled.")
     return back_to(request, run.get_absolute_url())
+
+
+@access.run_view(access.WRITE)
+@require_POST
+def replay_in_full(request: AuthedRequest, run: Run) -> HttpResponse:
+    """Replay a provisional run (a live session's) whole now (editors)."""
+    if services.replay_in_full(run):
+        messages.success(request, f"Run {run.pk} is being replayed in full.")
+    else:
+        messages.info(request, f"Run {run.pk} has no provisional result to replace.")
+    return back_to(request, run.transcript.get_absolute_url())
 
 
 @access.session_view(access.WRITE)

@@ -162,7 +162,7 @@ def _grow(transcript: Transcript, whole: bytes, tail: bytes) -> Appended:
         fields.update(live_tail=tail, appended_at=timezone.now(), previous_sha256=transcript.sha256)
         try:
             with transaction.atomic():
-                transcript = services.replace_with_longer(transcript, fields)
+                transcript = services.replace_with_longer(transcript, fields, live=True)
         except IntegrityError:
             raise AppendRefused(
                 409,

@@ -230,8 +230,11 @@ def _read_exactly(stream: IO[bytes], size: int) -> bytes:
     return b"".join(parts)
 
 
-def replace_with_longer(transcript: Transcript, fields: dict[str, Any]) -> Transcript:
-    """Point ``transcript`` at its longer file and replay its finished runs again."""
+def replace_with_longer(
+    transcript: Transcript, fields: dict[str, Any], *, live: bool = False
+) -> Transcript:
+    """Point ``transcript`` at its longer file and replay its finished runs again (``live``:
+    an append; each run goes on from its last replay's state where it can)."""
     old_file = transcript.file
     with transaction.atomic():
         for key, value in fields.items():
@@ -239,7 +242,7 @@ def replace_with_longer(transcript: Transcript, fields: dict[str, Any]) -> Trans
         transcript.save()
         # the stored messages are the old file's: the first replay stores the new ones
         TranscriptMessages.objects.filter(transcript=transcript).delete()
-        if not run_services.replay_again(transcript) and not transcript.runs.exists():
+        if not run_services.replay_again(transcript, live=live) and not transcript.runs.exists():
             run_services.start_run(owner=transcript.owner, transcript=transcript, mode="recorded")
         shared = Transcript.objects.filter(file=old_file).exclude(pk=transcript.pk).exists()
         if not shared and old_file != transcript.file:
@@ -473,9 +476,12 @@ def delete_transcript(*, transcript: Transcript) -> None:
     stored_name = transcript.file
     shared = Transcript.objects.filter(file=transcript.file).exclude(pk=transcript.pk).exists()
     later = list(transcript.continued_by.all())
+    run_ids = list(transcript.runs.values_list("pk", flat=True))
     transcript.delete()  # their ``continues`` is set to null
     if not shared:
         transaction.on_commit(lambda: blobs.delete(stored_name))
+    # the live replay states of its runs hold some of its text too
+    transaction.on_commit(lambda: run_services.forget_live_states(run_ids))
     for each in later:
         each.continues = None
         continuations.replay_with_new_history(each)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import httpx
@@ -13,7 +14,7 @@ from playwright.sync_api import expect
 
 from contextlab.transcripts.models import Transcript
 from tests.browser.test_browser import sign_up
-from tests.conftest import DEMO, wait_for_run
+from tests.conftest import DEMO, flush_broker, require_services, start_worker, wait_for_run
 
 pytestmark = [
     pytest.mark.browser,
@@ -28,6 +29,19 @@ START, FIRST_APPEND = b"".join(LINES[:23]), LINES[23]
 #: the next turn: the prompt "scrolling back in xterm.js …" and its two requests
 TURN = b"".join(LINES[24:])
 SCREENSHOTS = os.environ.get("CONTEXTLAB_SCREENSHOTS", "")
+
+
+@pytest.fixture(scope="module")
+def celery_worker_process(
+    django_db_setup: Any, django_db_blocker: Any, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Any]:
+    """This module's worker goes on from the last replay however much the session grew (it
+    doubles with the turn appended here; the refit share is the engine's tests')."""
+    require_services()
+    flush_broker()
+    worker = start_worker(tmp_path_factory.mktemp("worker"), "it", LIVE_REFIT_PERCENT="100000")
+    yield worker
+    worker.stop()
 
 
 def _append(client: httpx.Client, session_id: int, offset: int, data: bytes) -> dict[str, Any]:
@@ -83,3 +97,30 @@ def test_an_appended_turn_reaches_the_open_explorer_within_5_s(page: Any, live_s
             for width in (1280, 390):
                 page.set_viewport_size({"width": width, "height": 900})
                 page.screenshot(path=f"{SCREENSHOTS}/live-report-{width}.png", full_page=False)
+        # the update went on from the last replay's state: its estimates are provisional, and
+        # the report says so (with its glossary entry) until the run is replayed whole
+        run = wait_for_run(transcript.runs.get().pk)
+        assert run.provisional
+        page.set_viewport_size({"width": 1280, "height": 900})
+        page.reload()
+        label = page.locator("#provisional")
+        expect(label).to_have_text("live: estimates provisional until the session ends")
+        expect(page.locator('a.help[href$="/glossary/#provisional"]')).to_be_visible()
+        for width in (1280, 390):
+            page.set_viewport_size({"width": width, "height": 900})
+            wide = page.evaluate("document.documentElement.scrollWidth")
+            assert wide <= width, f"the report is {wide}px wide at {width}px"
+            if SCREENSHOTS:
+                page.locator("#summary").screenshot(
+                    path=f"{SCREENSHOTS}/live-provisional-{width}.png"
+                )
+        page.set_viewport_size({"width": 1280, "height": 900})
+        page.locator("#replay-in-full").click()
+        expect(page.locator("#provisional")).to_have_count(0)  # the run is queued again
+        run = wait_for_run(run.pk)
+        assert run.status == "done"
+        assert not run.provisional
+        page.goto(f"/sessions/{session_id}/")
+        expect(page.locator("#summary")).to_be_visible()
+        expect(page.locator("#provisional")).to_have_count(0)
+        expect(page.locator("#replay-in-full")).to_have_count(0)

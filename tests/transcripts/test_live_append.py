@@ -289,11 +289,18 @@ def test_each_append_reads_on_from_the_last_ones_read(
 def test_a_run_replayed_after_each_append_equals_a_replay_of_the_whole_file(
     client, auth_header, django_capture_on_commit_callbacks, settings, tmp_path
 ):
-    """What the worker stores after appends (the web's read-on parse, the earlier version's
-    carried token counts) is what a fresh replay of the grown file gives: identical JSON."""
+    """What the worker stores once the session ended, after appends (the web's read-on parse,
+    the earlier version's carried token counts, updates that went on from the last replay's
+    state), is what a fresh replay of the grown file gives: identical JSON."""
+    from datetime import timedelta
+
+    from django.utils import timezone
+
     from contextlab import engine
+    from contextlab.jobs import lifecycle
 
     settings.SESSION_CACHE_DIR = tmp_path / "cache"
+    settings.LIVE_REFIT_PERCENT = 100_000  # each append goes on from the last replay
     with django_capture_on_commit_callbacks(execute=False):
         created = create(client, auth_header)
     run = Run.objects.get(transcript_id=created["id"])
@@ -307,6 +314,17 @@ def test_a_run_replayed_after_each_append_equals_a_replay_of_the_whole_file(
         runner.execute_run(run.pk)
     run.refresh_from_db()
     assert run.status == Run.Status.DONE
+    # the last update went on from the state of the one before (provisional): the session
+    # ends (no append for LIVE_FINAL_AFTER) and its run is replayed whole
+    assert run.provisional
+    Transcript.objects.filter(pk=created["id"]).update(
+        appended_at=timezone.now() - timedelta(seconds=settings.LIVE_FINAL_AFTER + 1)
+    )
+    assert lifecycle.finalize_ended_live() == [run.pk]
+    runner.execute_run(run.pk)
+    run.refresh_from_db()
+    assert run.status == Run.Status.DONE
+    assert not run.provisional
     stored = RunResult.objects.get(run=run).data
     transcript = Transcript.objects.get(pk=created["id"])
     fresh = engine.load_session_cached(transcript.path, cache_dir=tmp_path / "fresh")

@@ -62,6 +62,25 @@ class Fenwick:
             return 0
         return self.prefix(end) - self.prefix(start)
 
+    def grown(self, size: int) -> Fenwick:
+        """The same sums over ``size`` positions (those past the old size 0): a thread that
+        grew."""
+        # the point values back out of the tree (undoing the linear build, last node first),
+        # then the linear build over the new size
+        values = self.tree[:]
+        for i in range(self.size, 0, -1):
+            parent = i + (i & -i)
+            if parent <= self.size:
+                values[parent] -= values[i]
+        out = Fenwick(size)
+        tree = out.tree
+        tree[1 : min(self.size, size) + 1] = values[1 : min(self.size, size) + 1]
+        for i in range(1, size + 1):
+            parent = i + (i & -i)
+            if parent <= size:
+                tree[parent] += tree[i]
+        return out
+
 
 @dataclass(slots=True)
 class Override:
@@ -207,23 +226,11 @@ class View:
         #: (both passes, every config) when the caller hands one in
         self._text_tokens: dict[int, int] = {} if text_tokens is None else text_tokens
         n = len(self.messages)
-        self.cum_tok = [0] * (n + 1)
-        self.cum_rough = [0] * (n + 1)
-        self.msg_tok = [0] * n
-        self.msg_rough = [0] * n
-        for i, msg in enumerate(self.messages):
-            tok = rough = 0
-            if i not in hidden and msg.role != "system":
-                if msg.role == "assistant":
-                    size_thinking(msg, counter)
-                for j, block in enumerate(msg.blocks):
-                    t, r, _ = self.base_block(i, j, block)
-                    tok += t
-                    rough += r
-            self.msg_tok[i] = tok
-            self.msg_rough[i] = rough
-            self.cum_tok[i + 1] = self.cum_tok[i] + tok
-            self.cum_rough[i + 1] = self.cum_rough[i] + rough
+        self.cum_tok = [0]
+        self.cum_rough = [0]
+        self.msg_tok: list[int] = []
+        self.msg_rough: list[int] = []
+        self._measure_from(0)
         self.head: list[HeadItem] = []
         self.head_tok = 0
         self.head_rough = 0
@@ -234,6 +241,35 @@ class View:
         self.fen_rough = Fenwick(n)
         #: first message index whose blocks changed since the cache list was built
         self.dirty_from: int | None = 0
+
+    def _measure_from(self, first: int) -> None:
+        """Base sizes of messages ``first:`` (those before are measured already)."""
+        hidden = self.hidden
+        for i in range(first, len(self.messages)):
+            msg = self.messages[i]
+            tok = rough = 0
+            if i not in hidden and msg.role != "system":
+                if msg.role == "assistant":
+                    size_thinking(msg, self.counter)
+                for j, block in enumerate(msg.blocks):
+                    t, r, _ = self.base_block(i, j, block)
+                    tok += t
+                    rough += r
+            self.msg_tok.append(tok)
+            self.msg_rough.append(rough)
+            self.cum_tok.append(self.cum_tok[i] + tok)
+            self.cum_rough.append(self.cum_rough[i] + rough)
+
+    def grow(self, first: int) -> None:
+        """Measure again the messages from ``first`` on, and those the thread gained since the
+        view was made (a live session's append; ``self.messages`` is the thread's list). No
+        request may have seen a message from ``first`` on (none has an override)."""
+        del self.msg_tok[first:], self.msg_rough[first:]
+        del self.cum_tok[first + 1 :], self.cum_rough[first + 1 :]
+        self._measure_from(first)
+        n = len(self.messages)
+        self.fen_tok = self.fen_tok.grown(n)
+        self.fen_rough = self.fen_rough.grown(n)
 
     # -- base content -------------------------------------------------------------------
 

@@ -18,8 +18,11 @@ from contextlab.engine.input.session import Session
 from contextlab.engine.summarizing import Summarizer
 
 #: Bump when the replay's state changes shape or one of its classes moves.
-CHECKPOINT_VERSION = 3
+CHECKPOINT_VERSION = 4
 _HEADER = f"contextlab replay checkpoint {CHECKPOINT_VERSION}\n".encode()
+#: A finished replay kept for a live session's next append (``live``): its own header, so a
+#: summary's checkpoint is never taken for one, nor one for a summary's.
+_LIVE_HEADER = f"contextlab live replay {CHECKPOINT_VERSION}\n".encode()
 
 
 def _external(
@@ -43,11 +46,14 @@ def dump(
     session: Session,
     summarizer: Summarizer,
     progress: Callable[..., None] | None,
+    *,
+    live: bool = False,
 ) -> bytes:
-    """``state`` as checkpoint bytes, ``session``, ``summarizer`` and ``progress`` by reference."""
+    """``state`` as checkpoint bytes, ``session``, ``summarizer`` and ``progress`` by reference
+    (``live``: a finished replay kept for the session's next append)."""
     refs = _external(session, summarizer, progress)
     buffer = io.BytesIO()
-    buffer.write(_HEADER)
+    buffer.write(_LIVE_HEADER if live else _HEADER)
     pickler = pickle.Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL)
     pickler.persistent_id = lambda obj: refs.get(id(obj))  # type: ignore[method-assign]
     pickler.dump(state)
@@ -59,10 +65,14 @@ def load(
     session: Session,
     summarizer: Summarizer,
     progress: Callable[..., None] | None,
+    *,
+    live: bool = False,
 ) -> object:
     """The state ``dump`` kept, its references taken from the arguments; ``ValueError`` for a
-    checkpoint of another format."""
-    if not data.startswith(_HEADER):
+    checkpoint of another format (or kind), or one whose references ``session`` does not
+    hold (a live state's session lost messages)."""
+    header = _LIVE_HEADER if live else _HEADER
+    if not data.startswith(header):
         raise ValueError("checkpoint written by another engine version")
 
     def load_reference(pid: tuple[Any, ...]) -> Any:
@@ -80,6 +90,9 @@ def load(
             return thread.messages
         return thread.messages[pid[2]]
 
-    unpickler = pickle.Unpickler(io.BytesIO(data[len(_HEADER) :]))
+    unpickler = pickle.Unpickler(io.BytesIO(data[len(header) :]))
     unpickler.persistent_load = load_reference  # type: ignore[assignment]
-    return unpickler.load()
+    try:
+        return unpickler.load()
+    except (IndexError, pickle.UnpicklingError, EOFError, AttributeError) as exc:
+        raise ValueError(f"checkpoint does not fit this session: {exc}") from None

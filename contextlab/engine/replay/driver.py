@@ -88,6 +88,14 @@ class SessionReplay:
         self.cache_sim: CacheSimulator | None = None
         self.server_misses: dict[str, dict[int, int]] = {}
         self.by_thread: dict[str, ThreadResult] = {}
+        #: keep each thread's finished replay (a live session's next append continues it)
+        self.keep_runners = False
+        self.finished: dict[str, ThreadReplay] = {}
+        #: told when a one-thread replay stands before its last request (``replay.live`` keeps
+        #: the state there too: an append that completes that response goes on from it)
+        self.on_pause: Callable[[], None] | None = None
+        #: a live replay: the session's requests when its calibration was fitted
+        self.fitted = 0
 
     def recorded_server_misses(self) -> dict[str, dict[int, int]]:
         """Thread → message index → cache read of each server-side miss the recording shows.
@@ -153,28 +161,50 @@ class SessionReplay:
                     server_misses=self.server_misses.get(thread.id, {}),
                     progress=self.progress.tick,
                 )
-            runner = self.runner
-            requests = runner.run(with_results=True)
-            totals = [
-                (r.message.usage.prompt_total if r.message.usage else 0) for r in runner.requests
-            ]
-            self.by_thread[thread.id] = ThreadResult(
-                thread,
-                requests,
-                runner.trace.raw,
-                totals,
-                cal,
-                runner.summary_calls,
-                measured.per_model,
-                measured.anchors,
-            )
+            self.finish_thread(self.runner, cal)
             self.runner = None
             self.position += 1
+        return self.result()
+
+    def pause_before_last(self, runner: ThreadReplay) -> None:
+        """With ``on_pause`` and one thread: replay up to its last request, tell ``on_pause``."""
+        last = len(runner.requests) - 1
+        if self.on_pause is None or len(self.order) != 1 or last < runner.replayed():
+            return
+        runner.stop_before = last
+        try:
+            runner.run(with_results=True)
+        finally:
+            runner.stop_before = None
+        self.on_pause()
+
+    def finish_thread(self, runner: ThreadReplay, cal: Calibration) -> None:
+        """Replay ``runner``'s thread to its end (from where it stands) and keep its rows."""
+        self.pause_before_last(runner)
+        thread = runner.thread
+        measured = self.measured[thread.id]
+        requests = runner.run(with_results=True)
+        totals = [(r.message.usage.prompt_total if r.message.usage else 0) for r in runner.requests]
+        self.by_thread[thread.id] = ThreadResult(
+            thread,
+            requests,
+            runner.trace.raw,
+            totals,
+            cal,
+            runner.summary_calls,
+            measured.per_model,
+            measured.anchors,
+        )
+        if self.keep_runners:
+            self.finished[thread.id] = runner
+
+    def result(self) -> ReplayResult:
+        inputs = self.inputs
         return ReplayResult(
             session=inputs.session,
             mode=inputs.mode,
             preset=self.preset_name,
-            config=config,
+            config=inputs.config,
             threads=[self.by_thread[t.id] for t in self.threads],
             log=self.log,
             summarizer=inputs.summarizer.name,

@@ -122,6 +122,8 @@ class ThreadReplay:
         )
         self.summary_calls = 0
         self._position: ReplayPosition | None = None
+        #: stop before this request (a live replay keeps its state there: ``replay.live``)
+        self.stop_before: int | None = None
 
     def run(self, *, with_results: bool) -> list[RequestRow]:
         """Replay the thread's requests; resumable where a ``SummaryPending`` stopped it.
@@ -134,6 +136,8 @@ class ThreadReplay:
         at = self._position
         steps = self.inputs.steps
         while at.next < len(self.requests):
+            if self.stop_before is not None and at.next >= self.stop_before:
+                break
             req = self.requests[at.next]
             if at.pending is None:
                 at.pending = (self._begin_request(req, at), 0)
@@ -146,6 +150,10 @@ class ThreadReplay:
             at.next += 1
         self.summary_calls = int(self.state.get("summary_calls", 0))
         return at.results
+
+    def replayed(self) -> int:
+        """Requests replayed so far (a live session's continuation starts at the next)."""
+        return self._position.next if self._position is not None else 0
 
     def _start(self) -> ReplayPosition:
         self.state["recorded_summaries"] = self.recording.summaries

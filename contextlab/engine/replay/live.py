@@ -1,0 +1,288 @@
+"""A live session's replay, continued from its last state when the session grows.
+
+A whole replay fits each thread's calibration, anchors and thinking-size factor on all its
+requests, so one appended request moves every earlier row. A live update instead keeps the
+finished replay's state (``replay_live``: every thread's replay as it ended, pickled by
+``checkpoints``) and, once the file grew, takes in the new messages and replays only the new
+requests (``continue_live``), with the calibration, anchors and thinking factor FROZEN as
+fitted on the requests known then: earlier rows stay as they were, new rows are estimates
+under the old fit, hence provisional until a whole replay of the finished session replaces
+them. Recorded usage and cost are recorded facts and exact either way.
+
+``continue_live`` raises ``ValueError`` whenever the state does not fit the grown session (of
+another engine version, threads added or reordered, an earlier message changed): the caller
+then replays the session whole.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from contextlab.engine.config.fields import PipelineConfig
+from contextlab.engine.input.model import Message
+from contextlab.engine.input.session import Session, Thread, thread_requests
+from contextlab.engine.measures.anchors import ThreadAnchors
+from contextlab.engine.measures.cost import PricingTable, load_pricing
+from contextlab.engine.measures.tokens import (
+    TiktokenCounter,
+    TokenCounter,
+    scale_unsized_thinking,
+    size_thinking,
+)
+from contextlab.engine.pipeline import DEFAULT_STEPS
+from contextlab.engine.replay import checkpoints
+from contextlab.engine.summarizing import ExtractiveSummarizer
+
+from .driver import MODES, ProgressCallback, SessionReplay
+from .recording import read_recording
+from .result import ReplayResult
+from .state import ReplayInputs
+from .thread import ThreadReplay
+
+
+def _message_mark(message: Message) -> tuple[str, int, int]:
+    """What must not change of a thread's last message for its replay to go on: an append
+    that completes it (a response written block by block) means a whole replay."""
+    output = message.usage.output if message.usage is not None else -1
+    return message.uuid, len(message.blocks), output
+
+
+class LiveState:
+    """A replay (finished, or of one thread stopped before its last request: ``rewind``) and
+    what its continuation checks the grown session against."""
+
+    __slots__ = ("fitted", "marks", "replay", "rewind", "thinking", "thread_ids")
+
+    def __init__(self, replay: SessionReplay, rewind: bytes | None, fitted: int) -> None:
+        session = replay.inputs.session
+        self.replay = replay
+        #: the session's requests when the calibration was fitted (its last whole replay)
+        self.fitted = fitted
+        #: a one-thread session: the same replay before its last request (an append that
+        #: completes that response goes on from there)
+        self.rewind = rewind
+        self.thread_ids = [t.id for t in session.threads]
+        #: per replayed thread: the messages its requests saw (through its last response),
+        #: and that response's mark; messages after it no request saw, and are read again
+        self.marks: dict[str, tuple[int, tuple[str, int, int] | None]] = {}
+        for thread_id, runner in _runners(replay).items():
+            done = runner.replayed()
+            last = runner.requests[done - 1] if done else None
+            self.marks[thread_id] = (
+                (last.position + 1, _message_mark(last.message)) if last else (0, None)
+            )
+        #: the thinking-size factor each thread's calibration measured (frozen for new ones)
+        self.thinking = {
+            t.id: float(session.memo.get(("thinking_factor", t.id), 1.0)) for t in session.threads
+        }
+
+
+def replay_live(
+    session: Session,
+    config: PipelineConfig,
+    *,
+    mode: str = "recorded",
+    preset_name: str = "",
+    progress: ProgressCallback | None = None,
+    counter: TokenCounter | None = None,
+    pricing: PricingTable | None = None,
+) -> tuple[ReplayResult, bytes]:
+    """A whole replay (``engine.replay``'s result, extractive summaries) and its state, which
+    ``continue_live`` goes on from once the session grew."""
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
+    inputs = ReplayInputs(
+        session,
+        config,
+        mode,
+        ExtractiveSummarizer(),
+        counter or TiktokenCounter(),
+        pricing or load_pricing(),
+        DEFAULT_STEPS,
+    )
+    state = SessionReplay(inputs, preset_name, progress)
+    state.keep_runners = True
+    state.fitted = _requests(session)
+    rewind = _keep_rewind(state)
+    result = state.run()
+    state.on_pause = None
+    return result, _dump(state, rewind[-1] if rewind else None)
+
+
+def _requests(session: Session) -> int:
+    return sum(len(thread_requests(t)) for t in session.threads)
+
+
+def _runners(state: SessionReplay) -> dict[str, ThreadReplay]:
+    """Every thread's replay the state holds, finished or under way."""
+    runners = dict(state.finished)
+    if state.runner is not None:
+        runners[state.runner.thread.id] = state.runner
+    return runners
+
+
+def _keep_rewind(state: SessionReplay) -> list[bytes]:
+    """Have ``state`` keep itself when it stands before its one thread's last request; the
+    list gets the bytes."""
+    kept: list[bytes] = []
+
+    def pause() -> None:
+        # closures do not pickle: the hook and a caller's request counter stay out
+        runners = _runners(state).values()
+        ticks = [runner.progress for runner in runners]
+        state.on_pause = None
+        for runner in runners:
+            runner.progress = state.progress.tick
+        try:
+            kept.append(_dump(state, None))
+        finally:
+            state.on_pause = pause
+            for runner, tick in zip(runners, ticks, strict=True):
+                runner.progress = tick
+
+    state.on_pause = pause
+    return kept
+
+
+def _dump(state: SessionReplay, rewind: bytes | None) -> bytes:
+    return checkpoints.dump(
+        LiveState(state, rewind, state.fitted),
+        state.inputs.session,
+        state.inputs.summarizer,
+        state.progress.callback,
+        live=True,
+    )
+
+
+def continue_live(
+    data: bytes,
+    session: Session,
+    *,
+    progress: ProgressCallback | None = None,
+    replayed: Callable[[int], None] | None = None,
+    refit_share: float | None = None,
+) -> tuple[ReplayResult, bytes]:
+    """The replay ``data`` (a ``replay_live`` or ``continue_live`` state) kept, gone on over
+    what ``session`` (the same file, grown) gained: earlier rows as they were, the new
+    requests replayed from the saved state under the frozen calibration. Returns the result
+    and the state for the next append. ``replayed(k)`` hears each request replayed (tests
+    count them). ``ValueError`` when the state does not fit ``session``, or (``refit_share``)
+    when the session has grown by more than that share of the requests the calibration was
+    fitted on (the frozen fit would drift): replay it whole."""
+    live = _load(data, session, progress)
+    if refit_share is not None and _requests(session) > live.fitted * (1 + refit_share):
+        raise ValueError(
+            f"the calibration was fitted on {live.fitted} requests, and the session grew past "
+            f"{refit_share:.0%} more"
+        )
+    try:
+        _check_grown(live, session)
+    except ValueError as exc:
+        # the append completed the last response: go on from before it, when kept
+        if live.rewind is None or "last response changed" not in str(exc):
+            raise
+        live = _load(live.rewind, session, progress)
+        _check_grown(live, session)
+    state = live.replay
+    runners = _runners(state)
+    added = {thread_id: _grow(runner, live) for thread_id, runner in runners.items()}
+    state.progress.total = sum(added.values())
+    state.progress.done = 0
+    state.progress.callback = progress
+    for runner in runners.values():
+        runner.progress = _counting(replayed, runner) if replayed else state.progress.tick
+    rewind = _keep_rewind(state)
+    if state.runner is not None:  # stopped before its thread's last request
+        result = state.run()
+    else:
+        for thread in state.order:
+            if added[thread.id]:
+                state.finish_thread(runners[thread.id], state.by_thread[thread.id].calibration)
+        result = state.result()
+    state.on_pause = None
+    for runner in runners.values():
+        runner.progress = None
+    return result, _dump(state, rewind[-1] if rewind else live.rewind)
+
+
+def _load(data: bytes, session: Session, progress: ProgressCallback | None) -> LiveState:
+    live = checkpoints.load(data, session, ExtractiveSummarizer(), progress, live=True)
+    if not isinstance(live, LiveState):
+        raise ValueError("not a live replay's state")
+    return live
+
+
+def _counting(replayed: Callable[[int], None], runner: ThreadReplay) -> Callable[[int], None]:
+    def tick(n: int) -> None:
+        replayed(runner.replayed())
+
+    return tick
+
+
+def _check_grown(live: LiveState, session: Session) -> None:
+    """``ValueError`` unless ``session`` is the state's session with messages appended."""
+    if [t.id for t in session.threads] != live.thread_ids:
+        raise ValueError("the session's threads changed")
+    for thread in session.threads:
+        seen, mark = live.marks.get(thread.id, (0, None))
+        if len(thread.messages) < seen:
+            raise ValueError(f"thread {thread.id} lost messages")
+        if mark is not None and _message_mark(thread.messages[seen - 1]) != mark:
+            raise ValueError(f"thread {thread.id}: its last response changed")
+
+
+def _grow(runner: ThreadReplay, live: LiveState) -> int:
+    """Take the messages ``runner``'s thread gained into its replay; the requests added."""
+    thread = runner.thread
+    seen = live.marks[thread.id][0]
+    requests = thread_requests(thread)
+    old = runner.requests
+    if len(requests) < len(old) or any(
+        a.position != b.position for a, b in zip(old, requests, strict=False)
+    ):
+        raise ValueError(f"thread {thread.id}: its requests changed")
+    _size_thinking(thread, runner, live.thinking.get(thread.id, 1.0))
+    recording = read_recording(runner.inputs.session, thread, requests, runner.inputs.mode)
+    kept = runner.recording
+    if {i for i in recording.hidden if i < seen} != {i for i in kept.hidden if i < seen}:
+        raise ValueError(f"thread {thread.id}: what its recording hides changed")
+    # in place: the view, the decision count and the steps hold these very objects
+    for mine, theirs in (
+        (kept.hidden, recording.hidden),
+        (kept.restored, recording.restored),
+        (kept.summaries, recording.summaries),
+        (kept.pre_tokens, recording.pre_tokens),
+        (kept.preserved, recording.preserved),
+    ):
+        mine.clear()
+        mine.update(theirs)  # type: ignore[arg-type]
+    old[:] = requests  # the decision count holds the same list
+    runner.view.grow(seen)
+    if runner.anchors is not None:
+        _extend_anchors(runner.anchors, len(requests))
+    return len(requests) - runner.replayed()
+
+
+def _size_thinking(thread: Thread, runner: ThreadReplay, factor: float) -> None:
+    """Size every response's thinking as the whole replay did (``View`` sizes it from the
+    recorded output; pass 1's factor scales what has no final count): the grown session was
+    read afresh, and a step may read an earlier block's size again."""
+    counter = runner.inputs.counter
+    for message in thread.messages:
+        if message.role == "assistant":
+            size_thinking(message, counter)
+    if factor > 1.0:
+        scale_unsized_thinking(thread.messages, factor, counter, thread.id)
+
+
+def _extend_anchors(anchors: ThreadAnchors, requests: int) -> None:
+    """New requests carry the last request's anchored spans (its segment, its segment's prefix
+    change, its unrecorded input: each is carried from request to request until the next
+    anchor) and get no anchor of their own (frozen). Earlier history needs no entry: the
+    largest so far holds until the replay's first compaction."""
+    grow = requests - len(anchors.segment)
+    if grow <= 0:
+        return
+    for values in (anchors.segment, anchors.segment_raw, anchors.unrecorded):
+        values.extend([values[-1] if values else 0] * grow)
+    anchors.history_raw.extend([0] * grow)

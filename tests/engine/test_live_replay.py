@@ -1,0 +1,213 @@
+"""A live session's replay goes on from its last state (``engine.continue_live``): the earlier
+rows are the ones the last replay gave, only the appended requests are replayed (counted), and
+a state that does not fit the grown session is refused (the caller then replays it whole)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from contextlab import engine
+from contextlab.engine.replay import checkpoints
+from tests.conftest import DEMO, FIXTURES
+from tests.engine.test_growing_session import compacting_transcript
+
+TOOL_HEAVY = DEMO / "marot__spotter__tool_heavy.jsonl"
+ENTIREIO = FIXTURES / "entireio__cli__9f_d2fc39aa5f_0_full.jsonl"
+
+
+def _config(session: engine.Session) -> tuple[engine.PipelineConfig, str]:
+    return engine.resolve_request_config(
+        "auto",
+        {},
+        version=session.version,
+        max_recorded_prompt=session.max_recorded_prompt,
+        recorded_auto_compactions=session.recorded_auto_compactions,
+    )
+
+
+def _plain(result: engine.ReplayResult) -> dict[str, Any]:
+    out: dict[str, Any] = json.loads(json.dumps(result.to_json(), default=str))
+    return out
+
+
+def _line_ends(data: bytes) -> list[int]:
+    return [i + 1 for i, byte in enumerate(data) if byte == ord("\n")]
+
+
+def _user_line_start(data: bytes, share: float) -> int:
+    """The start of the first user line from ``share`` of the file on: every response before
+    it is whole (Claude Code writes a response block by block, one line each)."""
+    ends = _line_ends(data)
+    for start in ends[int(len(ends) * share) : -1]:
+        if json.loads(data[start : data.index(b"\n", start)]).get("type") == "user":
+            return start
+    raise AssertionError("no user line after the cut")
+
+
+def _session(tmp_path: Path, data: bytes, name: str) -> engine.Session:
+    path = tmp_path / name
+    path.write_bytes(data)
+    return engine.load_session(str(path), name="session.jsonl")
+
+
+def _start(tmp_path: Path, data: bytes) -> tuple[dict[str, Any], bytes, engine.PipelineConfig]:
+    session = _session(tmp_path, data, "v0.jsonl")
+    config, preset = _config(session)
+    result, state = engine.replay_live(session, config, preset_name=preset)
+    return _plain(result), state, config
+
+
+@pytest.mark.parametrize("source", [TOOL_HEAVY, ENTIREIO], ids=["tool_heavy", "entireio"])
+def test_a_live_replay_is_the_whole_replay(tmp_path, source):
+    session = _session(tmp_path, source.read_bytes(), "a.jsonl")
+    config, preset = _config(session)
+    live, state = engine.replay_live(session, config, preset_name=preset)
+    again = _session(tmp_path, source.read_bytes(), "b.jsonl")
+    whole = engine.replay(again, config, mode="recorded", preset_name=preset)
+    assert json.dumps(_plain(live), sort_keys=True) == json.dumps(_plain(whole), sort_keys=True)
+    assert state.startswith(b"contextlab live replay ")
+
+
+@pytest.mark.parametrize("source", [TOOL_HEAVY, ENTIREIO], ids=["tool_heavy", "entireio"])
+def test_an_append_replays_only_its_requests_and_keeps_the_earlier_rows(tmp_path, source):
+    data = source.read_bytes()
+    cut = _user_line_start(data, 2 / 3)
+    before, state, _ = _start(tmp_path, data[:cut])
+    grown = _session(tmp_path, data, "v1.jsonl")
+    seen: list[int] = []
+    result, _ = engine.continue_live(state, grown, replayed=seen.append)
+    after = _plain(result)
+    known = len(before["requests"])
+    assert len(after["requests"]) > known
+    # earlier rows exactly as the last replay stored them
+    assert after["requests"][:known] == before["requests"]
+    # the replay ran on the new requests only, each once, in order
+    assert seen == list(range(known, len(after["requests"])))
+    # the new rows are the whole file's requests (same lines, same recorded facts)
+    whole = _plain(engine.replay(_session(tmp_path, data, "w.jsonl"), *_whole_args(grown)))
+    assert [r["line"] for r in after["requests"]] == [r["line"] for r in whole["requests"]]
+    assert [r["recorded"] for r in after["requests"]] == [r["recorded"] for r in whole["requests"]]
+    assert [r["recorded_cost_usd"] for r in after["requests"]] == [
+        r["recorded_cost_usd"] for r in whole["requests"]
+    ]
+    assert after["summary"]["requests"] == len(after["requests"])
+
+
+def _whole_args(session: engine.Session) -> tuple[engine.PipelineConfig]:
+    return (_config(session)[0],)
+
+
+def test_appends_go_on_from_each_other_across_a_compaction(tmp_path):
+    data, _ = compacting_transcript()
+    cuts = [_user_line_start(data, k / 4) for k in (1, 2, 3)] + [len(data)]
+    before, state, _ = _start(tmp_path, data[: cuts[0]])
+    rows = before["requests"]
+    for n, cut in enumerate(cuts[1:], start=1):
+        seen: list[int] = []
+        grown = _session(tmp_path, data[:cut], f"v{n}.jsonl")
+        result, state = engine.continue_live(state, grown, replayed=seen.append)
+        after = _plain(result)
+        assert after["requests"][: len(rows)] == rows
+        assert seen == list(range(len(rows), len(after["requests"])))
+        rows = after["requests"]
+    assert any(e["step"] == "autocompact" for r in rows for e in r["events"])
+    whole = _plain(engine.replay(_session(tmp_path, data, "w.jsonl"), _config(grown)[0]))
+    assert len(rows) == len(whole["requests"])
+
+
+def test_nothing_appended_replays_nothing(tmp_path):
+    data = TOOL_HEAVY.read_bytes()
+    before, state, _ = _start(tmp_path, data)
+    seen: list[int] = []
+    result, _ = engine.continue_live(
+        state, _session(tmp_path, data, "same.jsonl"), replayed=seen.append
+    )
+    assert seen == []
+    assert _plain(result)["requests"] == before["requests"]
+
+
+def test_a_state_that_does_not_fit_is_refused(tmp_path):
+    data = TOOL_HEAVY.read_bytes()
+    ends = _line_ends(data)
+    _, state, _ = _start(tmp_path, data[: ends[len(ends) // 2]])
+    # a shorter file (rewritten): its messages are not the state's
+    shorter = _session(tmp_path, data[: ends[3]], "short.jsonl")
+    with pytest.raises(ValueError, match=r"lost messages|does not fit"):
+        engine.continue_live(state, shorter)
+    # another session altogether
+    with pytest.raises(ValueError, match=r"changed|lost messages|does not fit"):
+        engine.continue_live(state, _session(tmp_path, ENTIREIO.read_bytes(), "other.jsonl"))
+    # a state of another engine version, and a summary's checkpoint, are never taken
+    grown = _session(tmp_path, data, "grown.jsonl")
+    old = state.replace(
+        f"replay {checkpoints.CHECKPOINT_VERSION}\n".encode(),
+        f"replay {checkpoints.CHECKPOINT_VERSION - 1}\n".encode(),
+        1,
+    )
+    with pytest.raises(ValueError, match="another engine version"):
+        engine.continue_live(old, grown)
+    with pytest.raises(ValueError, match="another engine version"):
+        engine.continue_live(b"contextlab replay checkpoint 4\n" + state, grown)
+
+
+def test_an_append_inside_a_response_goes_on_from_before_that_request(tmp_path):
+    """The last response was cut between its blocks: its row changes, so the update goes on
+    from the replay kept before that request (one thread); without it, the state does not fit
+    (the caller replays the session whole)."""
+    data = TOOL_HEAVY.read_bytes()
+    ends = _line_ends(data)
+
+    def role(end: int) -> str | None:
+        record = json.loads(data[end : data.index(b"\n", end)])
+        return (record.get("message") or {}).get("role")
+
+    # a line end between two lines of one response (the same message id)
+    inside = next(
+        end
+        for prev, end in zip(ends[len(ends) // 3 :], ends[len(ends) // 3 + 1 : -1], strict=False)
+        if role(prev) == "assistant"
+        and role(end) == "assistant"
+        and json.loads(data[prev:end])["message"]["id"]
+        == json.loads(data[end : data.index(b"\n", end)])["message"]["id"]
+    )
+    before, state, _ = _start(tmp_path, data[:inside])
+    known = len(before["requests"])
+    grown = _session(tmp_path, data, "grown.jsonl")
+    seen: list[int] = []
+    result, _ = engine.continue_live(state, grown, replayed=seen.append)
+    after = _plain(result)
+    # the rows before the cut response as they were; that response's row (its request from
+    # the whole response's record) and the new ones replayed
+    assert after["requests"][: known - 1] == before["requests"][:-1]
+    assert seen == list(range(known - 1, len(after["requests"])))
+    whole = _plain(engine.replay(_session(tmp_path, data, "w.jsonl"), _config(grown)[0]))
+    assert after["requests"][known - 1]["recorded"] == whole["requests"][known - 1]["recorded"]
+
+    # a state without that earlier replay does not fit
+    earlier = engine.load_session(str(tmp_path / "v0.jsonl"), name="session.jsonl")
+    summarizer = engine.ExtractiveSummarizer()
+    live = checkpoints.load(state, earlier, summarizer, None, live=True)
+    live.rewind = None  # type: ignore[attr-defined]
+    bare = checkpoints.dump(live, earlier, summarizer, None, live=True)
+    with pytest.raises(ValueError, match="last response changed"):
+        engine.continue_live(bare, _session(tmp_path, data, "grown2.jsonl"))
+
+
+def test_a_session_grown_past_the_refit_share_is_refused(tmp_path):
+    """The frozen calibration was fitted on the requests known then: past ``refit_share`` more,
+    the update is refused (the caller replays whole and fits again)."""
+    data = TOOL_HEAVY.read_bytes()
+    before, state, _ = _start(tmp_path, data[: _user_line_start(data, 0.5)])
+    grown = _session(tmp_path, data, "grown.jsonl")
+    known = len(before["requests"])
+    total = len(_plain(engine.replay(grown, _config(grown)[0]))["requests"])
+    assert total > known
+    share = (total - known) / known
+    with pytest.raises(ValueError, match="calibration was fitted on"):
+        engine.continue_live(state, _session(tmp_path, data, "g1.jsonl"), refit_share=share / 2)
+    result, _ = engine.continue_live(state, _session(tmp_path, data, "g2.jsonl"), refit_share=share)
+    assert len(_plain(result)["requests"]) == total
