@@ -189,13 +189,10 @@ def test_cache_estimate_targets_over_the_whole_corpus_with_recent():
     check_cache_estimate_targets(WITH_RECENT)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="recent2/ (2.1.42–2.1.227): the cache model finds 9 of its 17 recorded misses, so "
-    "over the whole corpus recall is 74.4 % (61 of 82), precision 93.8 % (61 of 65) (issue #20); "
-    "20 of the 21 it misses are server-side drops to the system prompt 4–507 s after a request "
-    "that read everything, with no model switch, compaction, restart or expiry before them",
-)
+# With recent2/ (2.1.42–2.1.227) the floor holds since the token-kind counts: recall 75.6 %
+# (62 of 82), precision 93.9 % (issue #20's target is 85 %: bench/truth.py reports it); 20 of
+# the misses the model does not find are server-side drops to the system prompt 4–507 s after a
+# request that read everything, with no model switch, compaction, restart or expiry before them.
 def test_cache_estimate_targets_over_the_whole_corpus_with_recent2():
     check_cache_estimate_targets(FILES)
 
@@ -246,7 +243,20 @@ def test_whatif_restores_persisted_originals_when_thresholds_allow(tmp_path):
     )
     base = engine.replay(session, engine.get_preset("claude-code-2.1.20"), mode="whatif").to_json()
     wide = engine.replay(session, generous, mode="whatif").to_json()
-    assert wide["summary"]["peak_model_tokens"] > base["summary"]["peak_model_tokens"]
+
+    def steps(result: dict[str, Any], step: str) -> list[int]:
+        return [r["index"] for r in result["requests"] for e in r["events"] if e["step"] == step]
+
+    # Bash and Grep results stay whole: nothing is persisted, and from the first request where
+    # the default thresholds persisted one, the model sees more (the peak is no measure: both
+    # runs climb to the same autocompact threshold, the wider one sooner)
+    first_persisted = steps(base, "persistence")[0]
+    assert steps(wide, "persistence") == []
+    before = [r["model_tokens"] for r in base["requests"][:first_persisted]]
+    assert [r["model_tokens"] for r in wide["requests"][:first_persisted]] == before
+    restored = wide["requests"][first_persisted]["model_tokens"]
+    assert restored > base["requests"][first_persisted]["model_tokens"] + 10_000
+    assert steps(wide, "autocompact")[0] < steps(base, "autocompact")[0]
 
 
 def first_view_mismatches(files: list[Path]) -> dict[str, int]:
