@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from contextlab.engine import cli
-from contextlab.engine.measures import anchors
+from contextlab.engine.measures import anchors, tokens
 from contextlab.engine.measures.anchor_screen import ZERO, TrialScreen, add_point
 from contextlab.engine.measures.tokens import fit_calibration
 from tests.conftest import corpus_files, needs_corpus
@@ -54,9 +54,9 @@ def screened_and_exact(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str
     """Replay JSON with the screen and with every candidate refitted (the selection as it was
     before the screen), and how many line fits each ran."""
     fits = [0]
-    real_fit = anchors.fit_calibration
+    real_fit = tokens.fit_calibration
 
-    def counted(xs: list[int], ys: list[int]):  # type: ignore[no-untyped-def]
+    def counted(xs: list[int], ys: list[int]) -> tokens.Calibration | None:
         fits[0] += 1
         return real_fit(xs, ys)
 
@@ -99,7 +99,11 @@ def test_the_screens_misfit_is_the_refits(seed: int) -> None:
     flags = [k in set(recorded) for k in range(n)]
     # a walk's state: history, then segment deltas and unrecorded input in stretches
     state = [
-        (rng.choice([0.0, 3_000.5]), rng.choice([0.0, -2_200.25, 4_100.0]), rng.choice([0.0, 900.0]))
+        (
+            rng.choice([0.0, 3_000.5]),
+            rng.choice([0.0, -2_200.25, 4_100.0]),
+            rng.choice([0.0, 900.0]),
+        )
         for _ in range(n)
     ]
     cut, stop = rng.randrange(50, 200), rng.randrange(200, 350)
@@ -110,7 +114,13 @@ def test_the_screens_misfit_is_the_refits(seed: int) -> None:
     piece = list(ZERO)
     for k in range(cut, stop):
         if flags[k]:
-            add_point(piece, raw[k] + (state[k][0] + state[k][1]) / ratio, totals[k] - state[k][2], base, ratio)
+            add_point(
+                piece,
+                raw[k] + (state[k][0] + state[k][1]) / ratio,
+                totals[k] - state[k][2],
+                base,
+                ratio,
+            )
     rest = screen.shifted_suffix(stop, (0.0 + shift_tokens) / ratio)
     assert rest is not None
     estimate = screen.misfit([prefix[cut], piece, rest])

@@ -413,10 +413,12 @@ def thread_anchors(
                 return k in taken
 
             state, _, _ = walk_span(0, n, (start_history, 0.0, 0.0, False), take, carries)
-            prefix = screen.prefix_sums(recorded_flags, raw, totals, state, ratio)
-            return [k for k in seen if k > decided and k not in taken], carries, prefix
+            sums_before = screen.prefix_sums(recorded_flags, raw, totals, state, ratio)
+            return [k for k in seen if k > decided and k not in taken], carries, sums_before
 
-        def estimate(c: int, trial: set[int], carries: list[Carry], prefix: list[Sums]) -> float:
+        def estimate(
+            c: int, trial: set[int], carries: list[Carry], sums_before: list[Sums]
+        ) -> float:
             """The trial's score from the screen, or NaN where it cannot stand for it (NaN
             compares false: the candidate is decided exactly)."""
             if max(trial) != c:
@@ -432,23 +434,23 @@ def thread_anchors(
             rest = screen.shifted_suffix(stop, (0.0 + carry[1]) / ratio)
             if rest is None:
                 return math.nan
-            value = screen.misfit([prefix[c], piece, rest])
+            value = screen.misfit([sums_before[c], piece, rest])
             return math.nan if value is None else math.log(max(value, 1e-300))
 
         best = score(walk(taken.__contains__)[0])
-        queue, carries, prefix = current()
+        queue, carries, sums_before = current()
         while queue:
             c = queue.pop(0)
             decided = c
             trial = taken | {c}
             # most candidates fit clearly worse: the screen rejects them; the others are
             # decided by the exact walk and refit, as before
-            if estimate(c, trial, carries, prefix) + penalty - best > SCREEN_TOLERANCE:
+            if estimate(c, trial, carries, sums_before) + penalty - best > SCREEN_TOLERANCE:
                 continue
             exact = score(walk(trial.__contains__)[0])
             if exact + penalty < best:
                 taken, best = trial, exact
-                queue, carries, prefix = current()
+                queue, carries, sums_before = current()
         state, found = walk(taken.__contains__)
     else:
         state, found = walk(lambda k: True)
