@@ -38,6 +38,7 @@ from typing import TypedDict
 from contextlab.engine.config.fields import PipelineConfig
 from contextlab.engine.input.session import RequestInfo, Thread
 
+from .anchor_screen import SCREEN_TOLERANCE, ZERO, Sums, TrialScreen, add_point
 from .tokens import (
     DEFAULT_CALIBRATION,
     Calibration,
@@ -55,6 +56,10 @@ EXIT_COMMANDS = ("<command-name>/exit</command-name>", "<command-name>/quit</com
 #: "Connected to …" is not one: entireio/cli fc_99 read its whole prompt from the cache after it.
 MCP_COMMANDS = ("<command-name>/mcp</command-name>",)
 MCP_RECONNECTED = ("<local-command-stdout>Reconnected to ",)
+
+
+#: The walk's variables before a request: history, segment delta, unrecorded input, compacted.
+Carry = tuple[float, float, float, bool]
 
 
 class AnchorJson(TypedDict):
@@ -295,12 +300,24 @@ def thread_anchors(
     def walk(take: Callable[[int], bool]) -> tuple[list[tuple[float, float, float]], list[Anchor]]:
         """Per request (history, segment delta, unrecorded input) and the anchors, taking a
         jump at a named point past the margin where ``take(k)`` says so."""
-        history = start_history
-        seg_delta = unrecorded = 0.0
-        compacted = False
+        state, found, _ = walk_span(0, n, (start_history, 0.0, 0.0, False), take)
+        return state, found
+
+    def walk_span(
+        start: int,
+        stop: int,
+        carry: Carry,
+        take: Callable[[int], bool],
+        carries: list[Carry] | None = None,
+    ) -> tuple[list[tuple[float, float, float]], list[Anchor], Carry]:
+        """``walk`` over requests ``start:stop`` from the walk's variables at ``start``
+        (``carries`` collects them before each request), and its variables at ``stop``."""
+        history, seg_delta, unrecorded, compacted = carry
         state: list[tuple[float, float, float]] = []
         found: list[Anchor] = []
-        for k in range(n):
+        for k in range(start, stop):
+            if carries is not None:
+                carries.append((history, seg_delta, unrecorded, compacted))
             named = points[k]
             has_usage = totals[k] > 0 and k != first
             if "after_compaction" in named:
@@ -350,7 +367,7 @@ def thread_anchors(
                         )
                     )
             state.append((0.0 if compacted else history, seg_delta, unrecorded))
-        return state, found
+        return state, found, (history, seg_delta, unrecorded, compacted)
 
     def misfit(state: Sequence[tuple[float, float, float]]) -> float:
         """Squared relative error of the 2-parameter line through the anchored view."""
@@ -377,29 +394,63 @@ def thread_anchors(
 
         taken: set[int] = set()
         decided = -1
+        screen = TrialScreen(recorded, n, raw, totals, base, ratio)
+        recorded_flags = [t > 0 for t in totals]
+        # the first compaction after each request (n: none), where a trial's offsets reset
+        next_compaction = [n] * (n + 1)
+        for k in range(n - 1, -1, -1):
+            next_compaction[k] = k if "after_compaction" in points[k] else next_compaction[k + 1]
 
-        def eligible() -> list[int]:
-            """Undecided requests whose jump passes the margin, given the anchors taken (a
-            jump depends only on the decisions before it)."""
+        def current() -> tuple[list[int], list[Carry], list[Sums]]:
+            """The walk with the anchors taken: the undecided requests whose jump passes the
+            margin (a jump depends only on the decisions before it), the walk's variables
+            before each request and the screen's prefix sums."""
             seen: list[int] = []
+            carries: list[Carry] = []
 
             def take(k: int) -> bool:
                 seen.append(k)
                 return k in taken
 
-            walk(take)
-            return [k for k in seen if k > decided and k not in taken]
+            state, _, _ = walk_span(0, n, (start_history, 0.0, 0.0, False), take, carries)
+            sums_before = screen.prefix_sums(recorded_flags, raw, totals, state, ratio)
+            return [k for k in seen if k > decided and k not in taken], carries, sums_before
+
+        def estimate(
+            c: int, trial: set[int], carries: list[Carry], sums_before: list[Sums]
+        ) -> float:
+            """The trial's score from the screen, or NaN where it cannot stand for it (NaN
+            compares false: the candidate is decided exactly)."""
+            if max(trial) != c:
+                return math.nan
+            stop = next_compaction[c + 1]
+            span, _, carry = walk_span(c, stop, carries[c], trial.__contains__)
+            piece: list[float] = list(ZERO)
+            for k, (hist, seg, unrec) in zip(range(c, stop), span, strict=True):
+                if recorded_flags[k]:
+                    x = raw[k] + (hist + seg) / ratio
+                    add_point(piece, x, totals[k] - unrec, base, ratio)
+            # from the compaction on: no history, no unrecorded input, the segment delta
+            rest = screen.shifted_suffix(stop, (0.0 + carry[1]) / ratio)
+            if rest is None:
+                return math.nan
+            value = screen.misfit([sums_before[c], piece, rest])
+            return math.nan if value is None else math.log(max(value, 1e-300))
 
         best = score(walk(taken.__contains__)[0])
-        queue = eligible()
+        queue, carries, sums_before = current()
         while queue:
             c = queue.pop(0)
             decided = c
             trial = taken | {c}
-            state, _ = walk(trial.__contains__)
-            if score(state) + penalty < best:
-                taken, best = trial, score(state)
-                queue = eligible()
+            # most candidates fit clearly worse: the screen rejects them; the others are
+            # decided by the exact walk and refit, as before
+            if estimate(c, trial, carries, sums_before) + penalty - best > SCREEN_TOLERANCE:
+                continue
+            exact = score(walk(trial.__contains__)[0])
+            if exact + penalty < best:
+                taken, best = trial, exact
+                queue, carries, sums_before = current()
         state, found = walk(taken.__contains__)
     else:
         state, found = walk(lambda k: True)

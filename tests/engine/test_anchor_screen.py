@@ -1,0 +1,131 @@
+"""The anchor selection's screen (``measures.anchor_screen``) takes the anchors the full refit of
+every candidate takes, and its misfit estimate is the refit's figure."""
+
+from __future__ import annotations
+
+import io
+import math
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from contextlab.engine import cli
+from contextlab.engine.measures import anchors, tokens
+from contextlab.engine.measures.anchor_screen import ZERO, TrialScreen, add_point
+from contextlab.engine.measures.tokens import fit_calibration
+from tests.conftest import corpus_files, needs_corpus
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def replay_json(path: Path) -> str:
+    args = cli.build_parser().parse_args(["replay", str(path), "--json"])
+    out, err = io.StringIO(), io.StringIO()
+    assert cli.cmd_replay(args, out, err) == 0, err.getvalue()
+    return out.getvalue()
+
+
+def misfit(xs: list[float], ys: list[float]) -> float:
+    """``thread_anchors``' misfit, as it computes it."""
+    line = fit_calibration([round(x) for x in xs], [round(y) for y in ys])
+    assert line is not None
+    return sum(
+        ((line.prefix_tokens + line.ratio * x - y) / max(1.0, y)) ** 2
+        for x, y in zip(xs, ys, strict=True)
+    )
+
+
+@pytest.fixture(scope="module")
+def synthetic(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """An 8 MB synthetic session: compactions, turn starts and their candidate jumps."""
+    path = tmp_path_factory.mktemp("synthetic") / "synth-8mb.jsonl"
+    subprocess.run(
+        [sys.executable, str(ROOT / "bench/gen_synthetic.py"), "--size-mb", "8", "-o", str(path)],
+        check=True,
+        capture_output=True,
+    )
+    return path
+
+
+def screened_and_exact(path: Path, monkeypatch: pytest.MonkeyPatch) -> tuple[str, str, int, int]:
+    """Replay JSON with the screen and with every candidate refitted (the selection as it was
+    before the screen), and how many line fits each ran."""
+    fits = [0]
+    real_fit = tokens.fit_calibration
+
+    def counted(xs: list[int], ys: list[int]) -> tokens.Calibration | None:
+        fits[0] += 1
+        return real_fit(xs, ys)
+
+    monkeypatch.setattr(anchors, "fit_calibration", counted)
+    screened = replay_json(path)
+    screened_fits, fits[0] = fits[0], 0
+    monkeypatch.setattr(anchors, "SCREEN_TOLERANCE", math.inf)
+    exact = replay_json(path)
+    return screened, exact, screened_fits, fits[0]
+
+
+def test_the_screen_takes_the_anchors_of_the_full_refit_on_a_synthetic_session(
+    synthetic: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    screened, exact, screened_fits, exact_fits = screened_and_exact(synthetic, monkeypatch)
+    assert screened == exact
+    # the screen decided most candidates without a refit
+    assert screened_fits * 3 < exact_fits
+
+
+@pytest.mark.slow
+@needs_corpus
+@pytest.mark.parametrize("path", corpus_files(), ids=lambda p: p.name[:40])
+def test_the_screen_takes_the_anchors_of_the_full_refit_on_the_corpus(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    screened, exact, _, _ = screened_and_exact(path, monkeypatch)
+    assert screened == exact
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_the_screens_misfit_is_the_refits(seed: int) -> None:
+    rng = random.Random(seed)
+    n = 400
+    raw = sorted(rng.randrange(2_000, 120_000) for _ in range(n))
+    totals = [round(15_000 + 1.31 * r + rng.gauss(0, 600)) for r in raw]
+    recorded = [k for k in range(n) if rng.random() > 0.1]
+    ratio, base = 1.3, 14_000.0
+    screen = TrialScreen(recorded, n, raw, totals, base, ratio)
+    flags = [k in set(recorded) for k in range(n)]
+    # a walk's state: history, then segment deltas and unrecorded input in stretches
+    state = [
+        (
+            rng.choice([0.0, 3_000.5]),
+            rng.choice([0.0, -2_200.25, 4_100.0]),
+            rng.choice([0.0, 900.0]),
+        )
+        for _ in range(n)
+    ]
+    cut, stop = rng.randrange(50, 200), rng.randrange(200, 350)
+    shift_tokens = rng.uniform(-5_000, 5_000)
+    for k in range(stop, n):
+        state[k] = (0.0, shift_tokens, 0.0)
+    prefix = screen.prefix_sums(flags, raw, totals, state, ratio)
+    piece = list(ZERO)
+    for k in range(cut, stop):
+        if flags[k]:
+            add_point(
+                piece,
+                raw[k] + (state[k][0] + state[k][1]) / ratio,
+                totals[k] - state[k][2],
+                base,
+                ratio,
+            )
+    rest = screen.shifted_suffix(stop, (0.0 + shift_tokens) / ratio)
+    assert rest is not None
+    estimate = screen.misfit([prefix[cut], piece, rest])
+    xs = [raw[k] + (state[k][0] + state[k][1]) / ratio for k in recorded]
+    ys = [totals[k] - state[k][2] for k in recorded]
+    expected = misfit(xs, ys)
+    assert estimate is not None
+    assert abs(estimate - expected) <= 1e-9 * expected
