@@ -42,18 +42,11 @@ WORKER_STEPS = """
 import json, sys
 from contextlab.engine.measures.tokenized import load_session_cached
 from contextlab.engine import messages_json
-from contextlab.engine.config.resolve import resolve_config
+from contextlab.engine.config.resolve import resolve_session_config
 from contextlab.engine.replay.driver import replay
 session = load_session_cached(sys.argv[1], cache_dir=sys.argv[2])
 json.dumps(messages_json(session))  # what the explorer's TranscriptMessages row stores
-config, preset = resolve_config(
-    "auto",
-    version=session.version,
-    max_recorded_prompt=session.max_recorded_prompt,
-    recorded_auto_compactions=session.recorded_auto_compactions,
-    recorded_window=session.context_window,
-    agent=session.agent,
-)
+config, preset = resolve_session_config(session)
 result = replay(session, config, mode="recorded", preset_name=preset)
 json.dumps(result.to_json(), ensure_ascii=False, separators=(",", ":"))
 """

@@ -33,6 +33,7 @@ from .config.resolve import (
     PRESETS,
     resolve_config,
     resolve_request_config,
+    resolve_session_config,
 )
 from .config.thresholds import Thresholds, compute_thresholds
 from .input import disk_cache
@@ -287,6 +288,7 @@ __all__ = [
     "request_events",
     "resolve_config",
     "resolve_request_config",
+    "resolve_session_config",
     "result_fidelity",
     "resume",
     "rough_text",

@@ -14,7 +14,7 @@ from typing import Any, NoReturn, TextIO
 
 from .config.errors import ConfigError
 from .config.fields import PipelineConfig
-from .config.resolve import resolve_config
+from .config.resolve import resolve_config, resolve_session_config
 from .input.model import TranscriptError
 from .input.session import Session
 from .input.sources.registry import load_session
@@ -54,14 +54,7 @@ def _config(args: argparse.Namespace, session: Session) -> tuple[PipelineConfig,
         else:
             config = PipelineConfig.from_toml(path)
         return config, path
-    return resolve_config(
-        args.preset or "auto",
-        version=session.version,
-        max_recorded_prompt=session.max_recorded_prompt,
-        recorded_auto_compactions=session.recorded_auto_compactions,
-        recorded_window=session.context_window,
-        agent=session.agent,
-    )
+    return resolve_session_config(session, args.preset or "auto")
 
 
 def _fmt(n: int | None) -> str:
@@ -200,14 +193,7 @@ def cmd_fidelity(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         if session is None:
             continue
         usable += 1
-        config, preset = resolve_config(
-            "auto",
-            version=session.version,
-            max_recorded_prompt=session.max_recorded_prompt,
-            recorded_auto_compactions=session.recorded_auto_compactions,
-            recorded_window=session.context_window,
-            agent=session.agent,
-        )
+        config, preset = resolve_session_config(session)
         recorded = replay(session, config, mode="recorded", preset_name=preset)
         fid = fidelity(recorded)
         fid_errors.extend(fid["errors"])

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Protocol
 
 from .errors import FieldError
 from .fields import PipelineConfig, preset_configs, preset_descriptions
@@ -94,6 +94,36 @@ def resolve_config(
             # stays the version's preset, so equal runs are still recognised as equal)
             values.setdefault("window_from_records", True)
     return PipelineConfig.from_dict({**values, "preset": name}), name
+
+
+class RecordedFacts(Protocol):
+    """What ``"auto"`` reads of a session (``input.session.Session`` has these)."""
+
+    @property
+    def version(self) -> str | None: ...
+    @property
+    def max_recorded_prompt(self) -> int | None: ...
+    @property
+    def recorded_auto_compactions(self) -> Sequence[int]: ...
+    @property
+    def context_window(self) -> int | None: ...
+    @property
+    def agent(self) -> str: ...
+
+
+def resolve_session_config(
+    session: RecordedFacts, preset: str = AUTO, overrides: Mapping[str, Any] | None = None
+) -> tuple[PipelineConfig, str]:
+    """``resolve_config`` with everything ``"auto"`` reads taken from ``session``."""
+    return resolve_config(
+        preset,
+        overrides,
+        version=session.version,
+        max_recorded_prompt=session.max_recorded_prompt,
+        recorded_auto_compactions=session.recorded_auto_compactions,
+        recorded_window=session.context_window,
+        agent=session.agent,
+    )
 
 
 def resolve_request_config(
