@@ -12,6 +12,7 @@ import subprocess
 import sys
 import tarfile
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -108,6 +109,11 @@ def run_cli(
         return code, proc.stdout.read(), proc.stderr.read()
 
 
+def run_hook(url: str, token: str, **kwargs: Any) -> tuple[int, str, str]:
+    """``contextlab hook session-end`` against ``url`` with ``token`` (``run_cli``'s options)."""
+    return run_cli("hook", "session-end", "--url", url, "--token", token, **kwargs)
+
+
 def test_upload_creates_the_session_and_a_second_upload_is_a_no_op(live_server, api_token, user):
     code, out, err = run_cli("upload", str(SHORT), "--url", live_server.url, "--token", api_token)
     assert code == 0, err
@@ -171,12 +177,8 @@ def test_the_session_end_hook_uploads_the_transcript_even_with_stdin_left_open(
         "hook_event_name": "SessionEnd",
         "reason": "prompt_input_exit",
     }
-    code, _, err = run_cli(
-        "hook",
-        "session-end",
-        "--url",
+    code, _, err = run_hook(
         live_server.url,
-        "--token",
         api_token,
         stdin=json.dumps(payload),
         keep_stdin_open=True,
@@ -203,12 +205,8 @@ def test_the_hook_sends_only_a_transcript_under_claudes_projects_folder(tmp_path
             "only transcripts under",
         ),
     ]:
-        code, _, err = run_cli(
-            "hook",
-            "session-end",
-            "--url",
+        code, _, err = run_hook(
             "http://127.0.0.1:9",
-            "--token",
             "t",
             stdin=json.dumps({"transcript_path": str(path)}),
             CLAUDE_CONFIG_DIR=str(config),
@@ -227,7 +225,7 @@ def test_the_hook_sends_only_a_transcript_under_claudes_projects_folder(tmp_path
     ],
 )
 def test_a_bad_hook_input_is_named(stdin, message):
-    code, _, err = run_cli("hook", "session-end", "--url", "http://x", "--token", "t", stdin=stdin)
+    code, _, err = run_hook("http://x", "t", stdin=stdin)
     assert code == upload_client.EXIT_USAGE
     assert message in err
 
@@ -306,12 +304,8 @@ def test_the_hook_uploads_a_codex_rollout_from_codexs_sessions_folder(
     rollout = day / "rollout-2025-10-01T09-00-00-0199a0f0-0000-7000-8000-000000000002.jsonl"
     shutil.copyfile(CODEX_ROLLOUT, rollout)
     payload = {"session_id": "x", "transcript_path": str(rollout), "hook_event_name": "Stop"}
-    code, _, err = run_cli(
-        "hook",
-        "session-end",
-        "--url",
+    code, _, err = run_hook(
         live_server.url,
-        "--token",
         api_token,
         stdin=json.dumps(payload),
         CODEX_HOME=str(tmp_path / "codex-home"),
@@ -335,12 +329,8 @@ def test_the_hook_sends_from_codexs_folder_only_a_codex_rollout(tmp_path):
         (outside, "only transcripts under"),
         (rollout, "no answer"),  # accepted: it then finds no server at port 9
     ]:
-        _, _, err = run_cli(
-            "hook",
-            "session-end",
-            "--url",
+        _, _, err = run_hook(
             "http://127.0.0.1:9",
-            "--token",
             "t",
             stdin=json.dumps({"transcript_path": str(path)}),
             CODEX_HOME=str(tmp_path / "codex-home"),
