@@ -15,7 +15,8 @@ from typing import Any
 
 from contextlab import engine
 from tests.engine.builders import TranscriptBuilder
-from tests.engine.test_anchors import PREFIX, RATIO, plain_replay
+from tests.engine.test_anchors import PREFIX
+from tests.engine.test_server_misses import with_cache_usage
 
 #: what the first request found warm (other sessions' entry), and the session's own level
 WARM = 12_000
@@ -43,36 +44,15 @@ def session(tmp_path: Path, *, change: str, break_to: int | None = LEVEL, ttl: s
         if n == 6 and change == "compaction":
             b.compact("Summary: modules 0-5 multiply values.", pre_tokens=40_000, trigger="manual")
         turn(b, n, seconds=20 * 60 if n == 6 and change == "pause" else 30.0)
-    path = b.write(tmp_path / "draft.jsonl")
-    rows = plain_replay(path).to_json()["requests"]
-    totals = {r["message_id"]: round(PREFIX + RATIO * r["raw_tokens"]) for r in rows}
-    order = [r["message_id"] for r in rows]
-    previous = WARM
-    for rec in b.records:
-        message = rec.get("message") or {}
-        if rec["type"] != "assistant" or message.get("id") not in totals:
-            continue
-        k = order.index(message["id"])
-        total = totals[message["id"]]
-        if k == BREAK_AT and break_to is not None:
-            read = break_to
-        elif k == CHANGED_AT:
-            read = LEVEL if change == "compaction" else WARM
-        else:
-            read = min(previous, total - 3)
-        written = total - 3 - read
-        message["usage"] = {
-            "input_tokens": 3,
-            "cache_creation_input_tokens": written,
-            "cache_read_input_tokens": read,
-            "cache_creation": {
-                "ephemeral_5m_input_tokens": written if ttl == "5m" else 0,
-                "ephemeral_1h_input_tokens": written if ttl == "1h" else 0,
-            },
-            "output_tokens": 40,
-        }
-        previous = total - 3
-    return b.write(tmp_path / "session.jsonl")
+    return with_cache_usage(
+        tmp_path,
+        drop_at=None if break_to is None else BREAK_AT,
+        drop_to=break_to or 0,
+        builder=b,
+        first_read=WARM,
+        reads={CHANGED_AT: LEVEL if change == "compaction" else WARM},
+        ttl=ttl,
+    )
 
 
 def estimates(path: Path, mode: str = "recorded") -> list[dict[str, Any]]:
