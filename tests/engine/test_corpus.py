@@ -190,9 +190,13 @@ def test_cache_estimate_targets_over_the_whole_corpus_with_recent():
 
 
 # With recent2/ (2.1.42–2.1.227) the floor holds since the token-kind counts: recall 75.6 %
-# (62 of 82), precision 93.9 % (issue #20's target is 85 %: bench/truth.py reports it); 20 of
-# the misses the model does not find are server-side drops to the system prompt 4–507 s after a
-# request that read everything, with no model switch, compaction, restart or expiry before them.
+# (62 of 82), precision 93.9 % (issue #20's target is 85 %: bench/truth.py reports it). Of the
+# 20 misses the model does not find (bench/miss_audit.py lists them), 18 are server-side drops
+# 4–507 s after a request that read everything, within the recorded TTL, with no model switch,
+# compaction, restart or date change before them: 17 fall to a system-prompt level the same
+# thread reads elsewhere, one to nothing. Of the other two, one (493 s after its branch's
+# previous request) falls to a level the branch reads nowhere else, one reads nothing right
+# after a compaction where the session's three other compactions read 29,760 tokens back.
 def test_cache_estimate_targets_over_the_whole_corpus_with_recent2():
     check_cache_estimate_targets(FILES)
 

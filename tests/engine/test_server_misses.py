@@ -32,28 +32,34 @@ def with_cache_usage(
     drop_at: int | None,
     drop_to: int = SYSTEM,
     builder: TranscriptBuilder | None = None,
+    first_read: int = SYSTEM,
+    reads: dict[int, int] | None = None,
+    ttl: str = "1h",
 ) -> Path:
-    """Usage where request ``drop_at`` reads only ``drop_to`` tokens (None: no drop)."""
+    """Usage where request ``drop_at`` reads only ``drop_to`` tokens (None: no drop), the
+    first request ``first_read`` and request k ``reads[k]``; every write with ``ttl``."""
     b = builder or conversation(10)
     path = b.write(tmp_path / "draft.jsonl")
     rows = plain_replay(path).to_json()["requests"]
     totals = {r["message_id"]: round(PREFIX + RATIO * r["raw_tokens"]) for r in rows}
     order = [r["message_id"] for r in rows]
-    previous = SYSTEM
+    fixed = {**(reads or {}), **({} if drop_at is None else {drop_at: drop_to})}
+    previous = first_read
     for rec in b.records:
         message = rec.get("message") or {}
         if rec["type"] != "assistant" or message.get("id") not in totals:
             continue
         k = order.index(message["id"])
         total = totals[message["id"]]
-        read = drop_to if k == drop_at else min(previous, total - 3)
+        read = fixed.get(k, min(previous, total - 3))
+        written = total - 3 - read
         message["usage"] = {
             "input_tokens": 3,
-            "cache_creation_input_tokens": total - 3 - read,
+            "cache_creation_input_tokens": written,
             "cache_read_input_tokens": read,
             "cache_creation": {
-                "ephemeral_5m_input_tokens": 0,
-                "ephemeral_1h_input_tokens": total - 3 - read,
+                "ephemeral_5m_input_tokens": written if ttl == "5m" else 0,
+                "ephemeral_1h_input_tokens": 0 if ttl == "5m" else written,
             },
             "output_tokens": 40,
         }

@@ -88,6 +88,12 @@ class CacheEstimator:
         self.system_level: int | None = None
         #: the recorded cache read of the thread's previous request with usage
         self.previous_read: int | None = None
+        #: the highest recorded read that broke off inside the unseen prefix: where this
+        #: session's own system-prompt entry ends (``_learn_session_level``)
+        self.session_level: int | None = None
+        #: the largest unseen prefix (tools, system prompt, user context) the thread's
+        #: calibration has given a request: a restarted segment's calibration can shrink it
+        self.unseen_bound = 0
         #: when the thread's previous request was sent (None before its first)
         self.previous_sent: float | None = None
 
@@ -225,9 +231,31 @@ class CacheEstimator:
             read = warm_read
         reason: str = res.reason
         detail, hit_blocks = res.detail, res.hit_block
+        if (
+            reason == "prefix_changed"
+            and self.session_level is not None
+            and hit_blocks <= len(blocks.system_keys)
+            and read < self.session_level
+        ):
+            # The messages changed (a compaction, a restart, a rewind) while the thread's
+            # entries were alive: the read stops at the last system-prompt breakpoint, and this
+            # session's own entry there (refreshed by every request that read through it) is as
+            # long as the recording showed it, not the modeled share of the prefix. A TTL
+            # expiry is left alone: there only what other sessions keep warm survives (one
+            # session read 28,083 tokens back after each of two compactions, 10,947 after a
+            # 2-hour break).
+            lift = min(self.session_level, read + write) - read
+            read, write = read + lift, write - lift
+            hit_blocks = max(hit_blocks, blocks_within(tokens, read))
+            detail = (
+                f"{detail}; the session's own system-prompt entry, {read:,} tokens as the "
+                "recording showed it at an earlier break, is still cached and read"
+            )
         server_miss = 0
         level = self._server_miss_level(req.position, usage, res) if warm_read is None else None
         if usage is not None and usage.prompt_total > 0:
+            self.unseen_bound = max(self.unseen_bound, tokens[0] + tokens[1])
+            self._learn_session_level(usage.cache_read)
             self.previous_read = usage.cache_read
         if level is not None and read > level:
             server_miss = read - level
@@ -264,6 +292,36 @@ class CacheEstimator:
             "source": "estimate",
         }
 
+    def _learn_session_level(self, read: int) -> None:
+        """Learn where this session's system-prompt entry ends from a recorded read, for the
+        requests after it.
+
+        A recorded read that fell from the previous request's by a break (``_is_break``) and
+        stops inside the unseen prefix (``unseen_bound``: tools, system prompt, user context)
+        read an entry that ends at a system-prompt breakpoint. Claude Code marks one or two
+        there (pipeline-spec §6.2, ``splitSysPromptPrefix``): the global-scope static part, or,
+        with MCP tools or a third-party provider, the CLI prefix and everything after it. A
+        break on the server's side can fall to the shorter, shared one (every session keeps it
+        warm), a compaction reads back the session's own, so the highest such read is the
+        session's. In the corpus it recurs to the token: 28,083 in one session at a server-side
+        break and at two compactions, 35,707 in another at two compactions and a break, 29,760
+        at three compactions of a third.
+        """
+        if 0 < read <= self.unseen_bound and self._is_break(read):
+            self.session_level = max(self.session_level or 0, read)
+
+    def _is_break(self, read: int) -> bool:
+        """Whether a recorded read fell below the thread's previous one by a cache break as
+        Claude Code's detector counts one (at least ``cache_break_min_miss_tokens`` and more
+        than ``cache_break_min_drop_pct`` of the previous read)."""
+        previous = self.previous_read
+        if previous is None:
+            return False
+        config = self.config
+        return previous - read >= max(
+            config.cache_break_min_miss_tokens, config.cache_break_min_drop_pct * previous
+        )
+
     def _server_miss_level(
         self, position: int, usage: Usage | None, res: CacheResult
     ) -> int | None:
@@ -285,9 +343,4 @@ class CacheEstimator:
         previous = self.previous_read
         if res.reason != "hit" or usage is None or usage.prompt_total <= 0 or previous is None:
             return None
-        drop = previous - usage.cache_read
-        if drop < max(
-            config.cache_break_min_miss_tokens, config.cache_break_min_drop_pct * previous
-        ):
-            return None
-        return usage.cache_read
+        return usage.cache_read if self._is_break(usage.cache_read) else None
