@@ -1,6 +1,6 @@
 """The report's waste findings and compact-now-or-wait answer for one finished run, with links
-to the requests they name (numbered from 1 on the page). Built by the engine from the stored
-result and the session's messages, once per finished run (kept in the cache)."""
+to the requests they name (numbered from 1 on the page). The worker stores them with the result
+(``jobs.replay.waste_report``); a result stored before it did is worked out here, on first view."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 from django.core.cache import cache
 
 from contextlab import engine
-from contextlab.engine import as_result
+from contextlab.jobs import replay
 from contextlab.runs import charts, services
 from contextlab.runs.models import Run
 from contextlab.transcripts.models import Transcript
@@ -46,19 +46,21 @@ def _shown(finding: dict[str, Any]) -> dict[str, Any]:
 
 
 def run_waste(transcript: Transcript, run: Run, data: dict[str, Any]) -> dict[str, Any]:
-    """``{"waste": engine.waste_findings(...), "idle": engine.idle_compaction(...)}``."""
+    """``{"waste": engine.waste_findings(...), "idle": engine.idle_compaction(...)}``: as the
+    worker stored them with the result, else (a result stored before it did, or by another
+    engine version) worked out here once per finished run and kept in the cache."""
+    stored = data.get(replay.WASTE_KEY)
+    if isinstance(stored, dict) and stored.get("engine_version") == engine.ENGINE_VERSION:
+        return {"waste": stored["waste"], "idle": stored["idle"]}
     stamp = run.finished_at.isoformat() if run.finished_at else "active"
     # the sessions it continues are part of its messages: a link made or undone changes them
     files = "+".join([t.sha256 for t in transcript.earlier_sessions()] + [transcript.sha256])
     digest = hashlib.sha256(files.encode()).hexdigest()[:16]
-    key = f"run-waste:v1:{run.pk}:{stamp}:{digest}"
+    key = f"run-waste:v{engine.ENGINE_VERSION}:{run.pk}:{stamp}:{digest}"
     found: dict[str, Any] | None = cache.get(key) if run.finished_at else None
     if found is None:
-        result = as_result(data)
-        found = {
-            "waste": engine.waste_findings(result, services.session_messages(transcript)),
-            "idle": engine.idle_compaction(result),
-        }
+        report = replay.waste_report(data, services.session_messages(transcript))
+        found = {"waste": report["waste"], "idle": report["idle"]}
         if run.finished_at:
             cache.set(key, found, timeout=3600)
     return found

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
+from contextlab.jobs.replay import WASTE_KEY
 from contextlab.transcripts.models import Transcript
 from tests import waste_sessions
 from tests.browser.test_browser import sign_up, upload
@@ -57,10 +58,16 @@ def test_walk_the_findings_to_their_requests(page: Any, width: int) -> None:
     upload(page, waste_sessions.FIXTURES / "wasteful.jsonl")
     transcript = Transcript.objects.get()
     run = wait_for_run(transcript.runs.get().pk)
+    # the worker (a real Celery worker process) stored the findings with the result
+    stored = run.result.data[WASTE_KEY]["waste"]
     report = f"/sessions/{transcript.pk}/?run={run.pk}"
     page.goto(report)
     waste = page.locator("#waste")
     expect(waste).to_be_visible()
+    for kind in stored["kinds"]:
+        expect(page.locator(f"#waste-{kind['kind']}")).to_have_attribute(
+            "data-count", str(kind["count"])
+        )
     expect(page.locator("#waste-total")).to_contain_text("$")
     _fits(page, width)
     # plain words: the transcript's file and tool names are set apart, our words name no key
