@@ -14,6 +14,7 @@ from django.utils.html import json_script
 
 from contextlab import engine
 from contextlab.runs import charts, request_csv, services
+from contextlab.runs.templatetags.humanize_tokens import usd
 
 #: tools the chart shows (the most costly); the table lists every one
 CHART_TOOLS = 15
@@ -97,8 +98,11 @@ def tools_figure(breakdown: engine.ToolBreakdown) -> dict[str, Any]:
                 "name": "sent over all requests",
                 "y": names,
                 "x": [t["sent_tokens"] for t in tools],
-                "customdata": [f"${t['cost_usd']:.4f} (estimate)" for t in tools],
-                "hovertemplate": "%{x:,} tokens sent, cost share %{customdata}<extra></extra>",
+                # the one cost format (the table's ``usd``); as text, not customdata, which
+                # the pages' click handler opens as a link; never drawn on the bars
+                "text": [f"{usd(t['cost_usd'])} (estimate)" for t in tools],
+                "textposition": "none",
+                "hovertemplate": "%{x:,} tokens sent, cost share %{text}<extra></extra>",
             },
             {
                 "type": "bar",
