@@ -6,17 +6,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import pytest
-
 from tests.browser.test_browser import sign_up, upload
 from tests.conftest import corpus_file
-
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.integration,
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.usefixtures("clean_media"),
-]
 
 
 def test_share_open_logged_out_revoke_410(page: Any, browser: Any, live_server: Any) -> None:

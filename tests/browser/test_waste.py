@@ -20,13 +20,6 @@ from tests.browser.test_browser import sign_up, upload
 from tests.browser.test_clear_pages import _internal_names, _our_words
 from tests.conftest import wait_for_run
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.integration,
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.usefixtures("clean_media"),
-]
-
 expect.set_options(timeout=30_000)
 
 SHOTS = os.environ.get("CONTEXTLAB_SCREENSHOTS")
