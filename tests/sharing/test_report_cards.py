@@ -5,6 +5,7 @@ linked within the share (or the file), and no link only the owner may follow."""
 from __future__ import annotations
 
 import re
+from html import unescape
 from pathlib import Path
 
 import pytest
@@ -81,6 +82,14 @@ def test_a_share_link_shows_the_reports_waste_and_tools_cards(alice_client, user
     assert "tool=%3Cimg%20src%3Dx%20onerror%3Dwindow.__pwned%3D1%3E" in tools
     assert 'id="chart-tools"' in tools
     assert '<script id="chart-tools-data" type="application/json">' in tools
+    # the hostile tool's link: the shared explorer says it is filtered, the name escaped
+    href = re.search(r'<a class="tool-link" href="([^"]+%3Cimg[^"]*)"', tools)
+    assert href is not None
+    filtered = Client().get(unescape(href.group(1))).content.decode()
+    note = re.search(r'<p class="small notice" id="tool-filter-note">.*?</p>', filtered)
+    assert note is not None
+    assert ESCAPED_TOOL in note.group(0)
+    assert HOSTILE_TOOL not in filtered
     # nothing only the owner may open: the glossary, the CSV, the API
     for owners_only in ("/glossary/", "tools.csv", "/api/runs/"):
         assert owners_only not in _section(html, "waste") + _section(html, "idle") + tools
