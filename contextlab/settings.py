@@ -291,6 +291,11 @@ if FILE_UPLOAD_TEMP_DIR:
 #: process killed mid-upload): the periodic recovery and each web process's start remove it.
 #: A live upload writes to its file all the time, so it never gets this old.
 UPLOAD_TEMP_STALE_AFTER = env_int("UPLOAD_TEMP_STALE_AFTER", 3600, minimum=1)
+#: A session cache file (SESSION_CACHE_DIR, and the object store's copies) neither written nor
+#: read for this many seconds is removed by the periodic recovery, unless its session has a
+#: run queued or running: copies of sessions since grown, deleted or read by an older engine,
+#: and the reading state of live sessions that stopped growing. Costs the next replay a parse.
+SESSION_CACHE_STALE_AFTER = env_int("SESSION_CACHE_STALE_AFTER", 7 * 24 * 3600, minimum=1)
 # Non-file form fields stay small (the default); files are governed by UPLOAD_MAX_BYTES.
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("DATA_UPLOAD_MAX_MEMORY_SIZE", 2_621_440)
 

@@ -66,6 +66,7 @@ from .summarizing import (
     render_messages,
     summary_key,
 )
+from .version import ENGINE_VERSION
 
 if TYPE_CHECKING:  # loaded on first use (below): the CLI's start-up only pays for what it runs
     from .config.forms import field_specs, parse_overrides, setting_from_text
@@ -189,6 +190,7 @@ __all__ = [
     "AGENT_LABELS",
     "BADGES",
     "BREAKDOWN_VERSION",
+    "ENGINE_VERSION",
     "EVENT_KINDS",
     "MODES",
     "PRESETS",

@@ -316,6 +316,7 @@ def finish(
             finished_at=timezone.now(),
             provisional=provisional,
             live_continue=False,
+            engine_version=engine.ENGINE_VERSION,
         )
     blobs.delete(checkpoint_name(run_id))
     logger.info("run %s: done (%s requests)", run_id, total)

@@ -22,6 +22,9 @@ from contextlab.transcripts.models import Transcript, TranscriptMessages
 
 logger = logging.getLogger(__name__)
 
+#: the result JSON's key of the waste findings and idle answer the worker stores (``waste_report``)
+WASTE_KEY = "waste_report"
+
 
 @dataclass(frozen=True)
 class SummaryFetch:
@@ -96,11 +99,25 @@ def replay_run(
             checkpoint=summarizer is not None,
         )
     data: dict[str, Any] = result.to_json()
-    # the report's tools table and the explorer's tool filter read it; worked out once, here
-    data[engine.TOOL_BREAKDOWN_KEY] = engine.tool_breakdown(
-        data, engine.expand_messages(engine.messages_json(session, include_originals=True))
-    )
+    messages = engine.expand_messages(engine.messages_json(session, include_originals=True))
+    # the report's tools table, waste findings and idle answer read them (the explorer's tool
+    # filter too); worked out once, here, rather than on a first view of the report
+    data[engine.TOOL_BREAKDOWN_KEY] = engine.tool_breakdown(data, messages)
+    data[WASTE_KEY] = waste_report(data, messages)
     return data
+
+
+def waste_report(data: dict[str, Any], messages: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """The report's waste findings and compact-now-or-wait answer of a result and its session's
+    messages (``engine.expand_messages``): ``{"engine_version", "waste", "idle"}``. Stored with
+    the result under ``WASTE_KEY``; ``runs.waste`` works out again one of another engine
+    version (or a result stored before it was)."""
+    result = engine.as_result(data)
+    return {
+        "engine_version": engine.ENGINE_VERSION,
+        "waste": engine.waste_findings(result, messages),
+        "idle": engine.idle_compaction(result),
+    }
 
 
 def follows_live(run: Run) -> bool:

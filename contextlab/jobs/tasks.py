@@ -19,7 +19,7 @@ from django.db import InterfaceError, OperationalError, transaction
 
 from contextlab import engine
 from contextlab.celery import app, before_pool_restart
-from contextlab.jobs import batches, lifecycle, replay, summary_fetch, uploads
+from contextlab.jobs import batches, cache_files, lifecycle, replay, summary_fetch, uploads
 from contextlab.runs.models import Run
 from contextlab.search import services as search
 from contextlab.summaries import services as summaries
@@ -138,7 +138,8 @@ def recover() -> None:
     worker died, runs whose task was lost or could not be sent, temporary upload files that a
     killed web process left behind, resumable uploads given up, and complete ones whose task
     was lost; sessions not yet in the search index; provisional runs of live sessions that
-    ended (no append for LIVE_FINAL_AFTER), replayed whole."""
+    ended (no append for LIVE_FINAL_AFTER), replayed whole; session cache files unused for
+    SESSION_CACHE_STALE_AFTER."""
     recover_runs()
     # live sessions that stopped growing: their provisional results are replaced by whole replays
     for run_id in lifecycle.finalize_ended_live():
@@ -147,6 +148,7 @@ def recover() -> None:
     search.index_missing(limit=SEARCH_INDEX_PER_PASS)
     uploads.remove_stale_temp_files()
     uploads.remove_stale_resumable()
+    cache_files.remove_stale_session_cache()
     for upload_id in uploads.unfinished_uploads():
         # by name: the task lives with the uploads (transcripts), above this module
         app.send_task(FINISH_UPLOAD, (upload_id,))

@@ -63,6 +63,9 @@ class Run(models.Model):
     #: the stored result went on from an earlier replay's state: its estimates are under a
     #: calibration fitted before the last requests, until a whole replay replaces it
     provisional = models.BooleanField(default=False)
+    #: ``engine.ENGINE_VERSION`` of the worker that stored the result (0: stored before runs
+    #: recorded it); only a run of the current version is reused by a comparison or sweep
+    engine_version = models.PositiveIntegerField(default=0)
 
     class Meta:
         ordering = ("-created_at", "-pk")

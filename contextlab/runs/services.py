@@ -178,12 +178,21 @@ def result_data(run: Run) -> dict[str, Any] | None:
     return data
 
 
-def tool_breakdown(run: Run, data: dict[str, Any]) -> engine.ToolBreakdown:
-    """The run's tools one by one: as the worker stored it with the result, else (a result
-    stored before it did) computed once per process from the result and its messages."""
+def stored_tool_breakdown(data: dict[str, Any]) -> engine.ToolBreakdown | None:
+    """The tools breakdown the worker stored with a result (or a share's snapshot of it), if
+    of this breakdown version."""
     stored = data.get(engine.TOOL_BREAKDOWN_KEY)
     if isinstance(stored, dict) and stored.get("version") == engine.BREAKDOWN_VERSION:
         return cast(engine.ToolBreakdown, stored)
+    return None
+
+
+def tool_breakdown(run: Run, data: dict[str, Any]) -> engine.ToolBreakdown:
+    """The run's tools one by one: as the worker stored it with the result, else (a result
+    stored before it did) computed once per process from the result and its messages."""
+    stored = stored_tool_breakdown(data)
+    if stored is not None:
+        return stored
 
     def build() -> engine.ToolBreakdown:
         return engine.tool_breakdown(data, session_messages(run.transcript))

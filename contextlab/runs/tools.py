@@ -10,8 +10,11 @@ import io
 from typing import Any
 from urllib.parse import quote
 
+from django.utils.html import json_script
+
 from contextlab import engine
-from contextlab.runs import charts, request_csv
+from contextlab.runs import charts, request_csv, services
+from contextlab.runs.templatetags.humanize_tokens import usd
 
 #: tools the chart shows (the most costly); the table lists every one
 CHART_TOOLS = 15
@@ -28,11 +31,11 @@ CSV_COLUMNS = (
 
 
 def tool_rows(
-    breakdown: engine.ToolBreakdown, request_url: charts.RequestUrl, count: int
+    breakdown: engine.ToolBreakdown, request_url: charts.RequestUrl | None, count: int
 ) -> list[dict[str, Any]]:
     """The table's rows: the breakdown's, each with the explorer filtered to it, opened at
     the request after its first call (the first whose prompt holds the call and its result;
-    ``count``: the run's requests)."""
+    ``count``: the run's requests); no link without ``request_url`` (the HTML export)."""
     rows = []
     for tool in breakdown["tools"]:
         first = min(tool["requests"][0] + 1, count - 1) if tool["requests"] else 0
@@ -40,10 +43,35 @@ def tool_rows(
             {
                 **tool,
                 "request_count": len(tool["requests"]),
-                "explorer_url": filter_url(request_url(first), tool["tool"]),
+                "explorer_url": (
+                    filter_url(request_url(first), tool["tool"]) if request_url else ""
+                ),
             }
         )
     return rows
+
+
+def tools_card(
+    breakdown: engine.ToolBreakdown, request_url: charts.RequestUrl | None, count: int
+) -> dict[str, Any]:
+    """What ``runs/_tools.html`` reads: the breakdown, its rows (``tool_rows``) and its
+    chart's data, which goes out as JSON in a script element (escaped there), never inline."""
+    return {
+        "tools": breakdown,
+        "tool_rows": tool_rows(breakdown, request_url, count),
+        "tools_script": json_script(tools_figure(breakdown), "chart-tools-data"),
+    }
+
+
+def snapshot_tools(snapshot: dict[str, Any]) -> engine.ToolBreakdown:
+    """The tools breakdown of a share's snapshot: as it holds it (redacted with the rest),
+    else worked out from its result and messages (their token counts stay in every share
+    mode)."""
+    data = snapshot["result"]
+    stored = services.stored_tool_breakdown(data)
+    if stored is not None:
+        return stored
+    return engine.tool_breakdown(data, snapshot["messages"])
 
 
 def filter_url(url: str, tool: str) -> str:
@@ -70,8 +98,11 @@ def tools_figure(breakdown: engine.ToolBreakdown) -> dict[str, Any]:
                 "name": "sent over all requests",
                 "y": names,
                 "x": [t["sent_tokens"] for t in tools],
-                "customdata": [f"${t['cost_usd']:.4f} (estimate)" for t in tools],
-                "hovertemplate": "%{x:,} tokens sent, cost share %{customdata}<extra></extra>",
+                # the one cost format (the table's ``usd``); as text, not customdata, which
+                # the pages' click handler opens as a link; never drawn on the bars
+                "text": [f"{usd(t['cost_usd'])} (estimate)" for t in tools],
+                "textposition": "none",
+                "hovertemplate": "%{x:,} tokens sent, cost share %{text}<extra></extra>",
             },
             {
                 "type": "bar",

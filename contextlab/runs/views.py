@@ -10,7 +10,6 @@ from django.contrib.auth.decorators import login_required
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
-from django.utils.html import json_script
 from django.views.decorators.http import require_POST
 from django.views.decorators.vary import vary_on_headers
 from django_htmx.http import HttpResponseClientRedirect, HttpResponseClientRefresh
@@ -115,12 +114,8 @@ def report(request: AuthedRequest, transcript: Transcript) -> HttpResponse:
         context["first_request_url"] = url(0) if result["requests"] else None
         context["subagents"] = report_parts.subagent_rows(data)
         context["waste"] = waste.page_waste(transcript, run, data, url)
-        breakdown = services.tool_breakdown(run, data)
-        context["tools"] = breakdown
-        context["tool_rows"] = tool_panel.tool_rows(breakdown, url, len(result["requests"]))
-        # the chart's data goes out as JSON in a script element (escaped there), never inline
-        context["tools_script"] = json_script(
-            tool_panel.tools_figure(breakdown), "chart-tools-data"
+        context.update(
+            tool_panel.tools_card(services.tool_breakdown(run, data), url, len(result["requests"]))
         )
         # the session's messages (a large read) only when there are summaries to set beside them
         context["summaries"] = (

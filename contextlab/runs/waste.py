@@ -1,17 +1,17 @@
 """The report's waste findings and compact-now-or-wait answer for one finished run, with links
-to the requests they name (numbered from 1 on the page). Built by the engine from the stored
-result and the session's messages, once per finished run (kept in the cache)."""
+to the requests they name (numbered from 1 on the page). The worker stores them with the result
+(``jobs.replay.waste_report``); a result stored before it did is worked out here, on first view."""
 
 from __future__ import annotations
 
 import hashlib
 import re
-from typing import Any
+from typing import Any, cast
 
 from django.core.cache import cache
 
 from contextlab import engine
-from contextlab.engine import as_result
+from contextlab.jobs import replay
 from contextlab.runs import charts, services
 from contextlab.runs.models import Run
 from contextlab.transcripts.models import Transcript
@@ -45,31 +45,65 @@ def _shown(finding: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def run_waste(transcript: Transcript, run: Run, data: dict[str, Any]) -> dict[str, Any]:
-    """``{"waste": engine.waste_findings(...), "idle": engine.idle_compaction(...)}``."""
+def _is_current(report: Any) -> bool:
+    """Whether ``report`` is a stored ``jobs.replay.waste_report`` of this engine version."""
+    return isinstance(report, dict) and report.get("engine_version") == engine.ENGINE_VERSION
+
+
+def _found(report: dict[str, Any]) -> dict[str, Any]:
+    return {"waste": report["waste"], "idle": report["idle"]}
+
+
+def run_waste_report(transcript: Transcript, run: Run, data: dict[str, Any]) -> dict[str, Any]:
+    """The run's ``jobs.replay.waste_report``: as the worker stored it with the result, else (a
+    result stored before it did, or by another engine version) worked out here once per
+    finished run and kept in the cache."""
+    stored = data.get(replay.WASTE_KEY)
+    if _is_current(stored):
+        return cast(dict[str, Any], stored)
     stamp = run.finished_at.isoformat() if run.finished_at else "active"
     # the sessions it continues are part of its messages: a link made or undone changes them
     files = "+".join([t.sha256 for t in transcript.earlier_sessions()] + [transcript.sha256])
     digest = hashlib.sha256(files.encode()).hexdigest()[:16]
-    key = f"run-waste:v1:{run.pk}:{stamp}:{digest}"
-    found: dict[str, Any] | None = cache.get(key) if run.finished_at else None
-    if found is None:
-        result = as_result(data)
-        found = {
-            "waste": engine.waste_findings(result, services.session_messages(transcript)),
-            "idle": engine.idle_compaction(result),
-        }
+    key = f"run-waste:v{engine.ENGINE_VERSION}:{run.pk}:{stamp}:{digest}"
+    report: dict[str, Any] | None = cache.get(key) if run.finished_at else None
+    if report is None:
+        report = replay.waste_report(data, services.session_messages(transcript))
         if run.finished_at:
-            cache.set(key, found, timeout=3600)
-    return found
+            cache.set(key, report, timeout=3600)
+    return report
+
+
+def run_waste(transcript: Transcript, run: Run, data: dict[str, Any]) -> dict[str, Any]:
+    """``{"waste": engine.waste_findings(...), "idle": engine.idle_compaction(...)}`` of the
+    run (``run_waste_report``)."""
+    return _found(run_waste_report(transcript, run, data))
+
+
+def snapshot_waste(snapshot: dict[str, Any]) -> dict[str, Any] | None:
+    """``run_waste`` of a share's snapshot: as the snapshot holds it (redacted with the rest),
+    else worked out from the snapshot's messages; None for a conversation-only snapshot
+    without it (its tool outputs are left out: files read again would look changed)."""
+    data = snapshot["result"]
+    stored = data.get(replay.WASTE_KEY)
+    if _is_current(stored):
+        return _found(stored)
+    if snapshot.get("mode", "full") != "full":
+        return None
+    return _found(replay.waste_report(data, snapshot["messages"]))
 
 
 def page_waste(
     transcript: Transcript, run: Run, data: dict[str, Any], url: charts.RequestUrl
 ) -> dict[str, Any]:
-    """``run_waste`` for the report: each kind with its findings (at most ``SHOWN_PER_KIND``),
-    each finding's requests as links, and each idle gap's two requests as links."""
-    found = run_waste(transcript, run, data)
+    """``run_waste`` as the report shows it (``shown_waste``)."""
+    return shown_waste(run_waste(transcript, run, data), url)
+
+
+def shown_waste(found: dict[str, Any], url: charts.RequestUrl) -> dict[str, Any]:
+    """Waste findings and the idle answer for a page: each kind with its findings (at most
+    ``SHOWN_PER_KIND``), each finding's requests as links, and each idle gap's two requests
+    as links."""
     waste, idle = found["waste"], found["idle"]
 
     def links(positions: list[int], roles: list[str]) -> list[dict[str, Any]]:

@@ -17,7 +17,7 @@ from contextlab.comments import presenting as comments
 from contextlab.engine import RequestRow, as_result, describe_event
 from contextlab.runs import charts, explorer, report
 from contextlab.runs.models import Run
-from contextlab.sharing import services
+from contextlab.sharing import pages, services
 from contextlab.summaries import services as summaries
 from contextlab.transcripts.models import Transcript
 
@@ -141,6 +141,8 @@ def render_html(
             }
             for i, r in enumerate(requests)
         ],
+        # the waste findings link their requests to the table's rows, as the charts do
+        **pages.report_cards(snapshot, url, explorer=False),
         "views": views,
         "comments": comment_items,
         "kept": keep,

@@ -16,7 +16,7 @@ from django.urls import reverse
 
 from contextlab.engine import RequestRow, as_result
 from contextlab.http import AuthedRequest
-from contextlab.runs import charts, report
+from contextlab.runs import charts, report, tools, waste
 from contextlab.sharing import services, targets
 from contextlab.sharing.forms import ShareForm
 from contextlab.sharing.models import ShareLink
@@ -178,9 +178,24 @@ def report_parts(
         "subagents": report.subagent_rows(data),
         "summaries": summaries.run_summaries(data, snapshot["messages"]),
         "rows": request_rows(result["requests"], url),
+        **report_cards(snapshot, url),
     }
     cache.set(key, parts, timeout=3600)
     return parts
+
+
+def report_cards(
+    snapshot: dict[str, Any], url: charts.RequestUrl, *, explorer: bool = True
+) -> dict[str, Any]:
+    """The owner's report's waste, compact-now-or-wait and tools cards from a share's snapshot
+    (``runs/_waste.html``, ``runs/_tools.html``), their requests linked by ``url``; without an
+    ``explorer`` (the HTML export) a tool's name links nowhere."""
+    found = waste.snapshot_waste(snapshot)
+    count = len(as_result(snapshot["result"])["requests"])
+    return {
+        "waste": waste.shown_waste(found, url) if found is not None else None,
+        **tools.tools_card(tools.snapshot_tools(snapshot), url if explorer else None, count),
+    }
 
 
 def request_rows(requests: list[RequestRow], url: charts.RequestUrl) -> list[dict[str, Any]]:

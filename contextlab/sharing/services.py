@@ -20,11 +20,13 @@ from django.db.models import F, Q, QuerySet
 from django.http import Http404
 from django.utils import timezone
 
-from contextlab import redaction
+from contextlab import engine, redaction
 from contextlab.comments import services as comments
 from contextlab.engine import as_result
 from contextlab.errors import FieldProblem
+from contextlab.jobs.replay import WASTE_KEY
 from contextlab.runs import services as run_services
+from contextlab.runs import waste
 from contextlab.runs.models import Run
 from contextlab.sharing.models import ShareLink, ShareSnapshot
 from contextlab.transcripts.models import Transcript
@@ -176,7 +178,13 @@ def snapshot_source(transcript: Transcript, run: Run) -> dict[str, Any]:
             "preset": run.resolved_preset or run.preset,
             "summary": run.summary,
         },
-        "result": data,
+        # with the report's tools and waste cards as the owner's report shows them (worked
+        # out here for a result stored before the worker stored them), redacted with the rest
+        "result": {
+            **data,
+            engine.TOOL_BREAKDOWN_KEY: run_services.tool_breakdown(run, data),
+            WASTE_KEY: waste.run_waste_report(transcript, run, data),
+        },
         "messages": run_services.session_messages(transcript),
         # the comments as they are when the link is made, redacted with everything else
         "comments": comments.snapshot_comments(transcript),

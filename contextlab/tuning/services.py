@@ -18,6 +18,7 @@ from typing import Any
 
 from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 
 from contextlab import engine
 from contextlab.jobs import lifecycle, tasks
@@ -236,16 +237,18 @@ def reusable_run(
     """The newest what-if run of this session with exactly this config and summarizer that is
     not failed (a run whose summaries an LLM wrote is no stand-in for an extractive one); with
     ``any_owner``, whoever started it (every member of the session's workspace sees its runs),
-    else only ``owner``'s.
+    else only ``owner``'s. A finished run is reused only if this engine version stored it (an
+    older engine's result may differ); a queued or running one will be replayed by this one.
 
     Configs are compared as dicts in Python (JSON equality in SQL differs between SQLite and
     PostgreSQL); only the small config and summarizer columns of the candidates are read.
     """
     wanted = summaries.summarizer_key(summarizer, summary_model)
     candidates = Run.objects.filter(
+        Q(status__in=(Run.Status.RUNNING, Run.Status.QUEUED))
+        | Q(status=Run.Status.DONE, engine_version=engine.ENGINE_VERSION),
         transcript=transcript,
         mode=Run.Mode.WHATIF,
-        status__in=(Run.Status.DONE, Run.Status.RUNNING, Run.Status.QUEUED),
     )
     if not any_owner:
         candidates = candidates.filter(owner=owner)

@@ -14,13 +14,6 @@ from playwright.sync_api import expect
 from contextlab.runs.models import Run
 from tests.conftest import corpus_file, require_services, settle_runs, wait_for_run
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.integration,
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.usefixtures("clean_media"),
-]
-
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 CHROMIUM = os.environ.get("CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [

@@ -25,13 +25,6 @@ from contextlab.tuning.configs import ConfigSpec
 from tests.browser.test_browser import sign_up
 from tests.conftest import corpus_file, corpus_path, wait_for_run
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.integration,
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.usefixtures("clean_media"),
-]
-
 expect.set_options(timeout=30_000)
 
 WIDTHS = [390, 1280]

@@ -16,13 +16,6 @@ from playwright.sync_api import expect
 from contextlab.jobs import replay as runner
 from tests.conftest import corpus_file
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.integration,
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.usefixtures("clean_media"),
-]
-
 expect.set_options(timeout=30_000)
 PASSWORD = "a-long-pass-42"
 

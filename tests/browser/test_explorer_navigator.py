@@ -8,7 +8,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-import pytest
 from playwright.sync_api import expect
 
 from contextlab import engine
@@ -17,13 +16,6 @@ from contextlab.runs import services
 from contextlab.runs.models import Run
 from tests.browser.test_browser import sign_up
 from tests.conftest import wait_for_run
-
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.integration,
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.usefixtures("clean_media"),
-]
 
 expect.set_options(timeout=30_000)
 

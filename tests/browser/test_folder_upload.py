@@ -9,7 +9,6 @@ import tarfile
 from pathlib import Path
 from typing import Any
 
-import pytest
 from playwright.sync_api import expect
 
 from contextlab.engine import open_upload
@@ -17,13 +16,6 @@ from contextlab.transcripts.models import Transcript
 from tests.browser.test_browser import sign_up
 from tests.conftest import wait_for_run
 from tests.engine.builders import TranscriptBuilder
-
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.integration,
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.usefixtures("clean_media"),
-]
 
 expect.set_options(timeout=30_000)
 

@@ -22,13 +22,6 @@ from contextlab.transcripts.models import Transcript
 from tests.browser.test_browser import sign_up
 from tests.conftest import wait_for_run
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.integration,
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.usefixtures("clean_media"),
-]
-
 # the machine may be shared and slow: expect() waits as long as the pages' own calls (30 s)
 expect.set_options(timeout=30_000)
 

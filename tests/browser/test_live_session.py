@@ -16,13 +16,6 @@ from contextlab.transcripts.models import Transcript
 from tests.browser.test_browser import sign_up
 from tests.conftest import DEMO, flush_broker, require_services, start_worker, wait_for_run
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.integration,
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.usefixtures("clean_media"),
-]
-
 LINES = (DEMO / "marot__spotter__tool_heavy.jsonl").read_bytes().splitlines(keepends=True)
 #: the first two requests, then a system line (the first append: the session is live)
 START, FIRST_APPEND = b"".join(LINES[:23]), LINES[23]

@@ -8,7 +8,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-import pytest
 from playwright.sync_api import expect
 
 from contextlab.runs import services
@@ -16,13 +15,6 @@ from contextlab.runs.templatetags.humanize_tokens import tokens, usd
 from contextlab.transcripts.models import Transcript
 from tests.browser.test_browser import sign_up, upload
 from tests.conftest import wait_for_run
-
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.integration,
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.usefixtures("clean_media"),
-]
 
 expect.set_options(timeout=30_000)
 

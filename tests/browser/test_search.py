@@ -18,13 +18,6 @@ from contextlab.runs.services import session_messages
 from contextlab.transcripts import services as transcripts
 from tests.conftest import CORPUS, HAVE_CORPUS, corpus_file, wait_for_run
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.integration,
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.usefixtures("clean_media"),
-]
-
 #: a real session with a typed prompt late in it (request 90-odd of 99, row ~500 of the
 #: explorer: past the first page); the committed demo session without the corpus
 SESSION = "recent/entireio__git-sync__74_fd06e0aef8_0_full.jsonl"

@@ -5,20 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import pytest
 from playwright.sync_api import expect
 
 from contextlab.runs.templatetags.humanize_tokens import usd
 from contextlab.transcripts.models import Transcript
 from tests.browser.test_browser import sign_up
 from tests.conftest import wait_for_run
-
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.integration,
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.usefixtures("clean_media"),
-]
 
 expect.set_options(timeout=30_000)
 

@@ -6,17 +6,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import pytest
-
 from tests.browser.test_browser import sign_up, upload
 from tests.conftest import corpus_file
-
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.integration,
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.usefixtures("clean_media"),
-]
 
 
 def test_share_open_logged_out_revoke_410(page: Any, browser: Any, live_server: Any) -> None:
@@ -41,6 +32,11 @@ def test_share_open_logged_out_revoke_410(page: Any, browser: Any, live_server: 
     other.locator("#shared-report").wait_for()
     assert "shared by sharer" in other.locator("#shared-banner").inner_text()
     other.locator("#chart-context .main-svg").first.wait_for()
+    # the owner's report's tools and waste cards, chart drawn under the same CSP
+    other.locator("#chart-tools .main-svg").first.wait_for()
+    assert other.locator("#tool-table tr.tool-row").count() > 0
+    assert other.locator("#waste").is_visible()
+    assert other.locator("#idle").is_visible()
     assert other.locator("form").count() == 0
     assert other.locator("#share-button").count() == 0
     other.locator("text=Explore requests").click()
@@ -48,6 +44,16 @@ def test_share_open_logged_out_revoke_410(page: Any, browser: Any, live_server: 
     assert other.locator("tr.row").count() > 0
     other.locator("#next-link").click()
     other.wait_for_url(re.compile(r".*/requests/1/$"))
+    # a tool's name opens the shared explorer filtered to it
+    other.goto(url)
+    other.locator("#tool-table a.tool-link").first.click()
+    other.wait_for_url(re.compile(r".*/s/cls_[^/]+/requests/\d+/\?tool=.+"))
+    filtered = other.locator("tr.row").count()
+    assert filtered > 0
+    assert "are shown" in other.locator("#tool-filter-note").inner_text()
+    other.locator("#tool-filter-clear").click()
+    other.locator("#tool-filter-note").wait_for(state="detached")
+    assert other.locator("tr.row").count() >= filtered
     assert csp_errors == []
 
     page.goto("/shares/")
@@ -88,6 +94,9 @@ def test_html_export_opens_offline_from_disk(page: Any, browser: Any, tmp_path: 
     other.goto(path.as_uri())
     other.locator("#chart-context .main-svg").first.wait_for()
     other.locator("#chart-fidelity .main-svg").first.wait_for()
+    other.locator("#chart-tools .main-svg").first.wait_for()
+    assert other.locator("#tool-table tr.tool-row").count() > 0
+    assert other.locator("#waste").is_visible()
     assert other.locator("[id^=view-] tr.row").count() > 0
     assert requests == []
     assert errors == []

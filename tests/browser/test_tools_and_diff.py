@@ -18,13 +18,6 @@ from playwright.sync_api import expect
 from contextlab.transcripts import services as transcripts
 from tests.conftest import corpus_file, wait_for_run
 
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.integration,
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.usefixtures("clean_media"),
-]
-
 SESSION = "marot__spotter__tool_heavy.jsonl"
 SHOTS = os.environ.get("TOOLS_SCREENSHOTS", "")
 HOSTILE_TOOL = "<img src=x onerror=window.__pwned=1>"

@@ -13,18 +13,12 @@ from typing import Any
 import pytest
 from playwright.sync_api import expect
 
+from contextlab.jobs.replay import WASTE_KEY
 from contextlab.transcripts.models import Transcript
 from tests import waste_sessions
 from tests.browser.test_browser import sign_up, upload
 from tests.browser.test_clear_pages import _internal_names, _our_words
 from tests.conftest import wait_for_run
-
-pytestmark = [
-    pytest.mark.browser,
-    pytest.mark.integration,
-    pytest.mark.django_db(transaction=True),
-    pytest.mark.usefixtures("clean_media"),
-]
 
 expect.set_options(timeout=30_000)
 
@@ -57,10 +51,16 @@ def test_walk_the_findings_to_their_requests(page: Any, width: int) -> None:
     upload(page, waste_sessions.FIXTURES / "wasteful.jsonl")
     transcript = Transcript.objects.get()
     run = wait_for_run(transcript.runs.get().pk)
+    # the worker (a real Celery worker process) stored the findings with the result
+    stored = run.result.data[WASTE_KEY]["waste"]
     report = f"/sessions/{transcript.pk}/?run={run.pk}"
     page.goto(report)
     waste = page.locator("#waste")
     expect(waste).to_be_visible()
+    for kind in stored["kinds"]:
+        expect(page.locator(f"#waste-{kind['kind']}")).to_have_attribute(
+            "data-count", str(kind["count"])
+        )
     expect(page.locator("#waste-total")).to_contain_text("$")
     _fits(page, width)
     # plain words: the transcript's file and tool names are set apart, our words name no key

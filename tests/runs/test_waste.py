@@ -91,3 +91,52 @@ def test_the_api_waits_for_a_finished_run_and_hides_others_runs(
     assert client.get(f"/api/runs/{run.pk}/waste", **auth_header).status_code == 409
     runner.execute_run(run.pk)
     assert client.get(f"/api/runs/{run.pk}/waste", **other_auth_header).status_code == 404
+
+
+def test_the_worker_stores_the_findings_and_the_page_reads_them(
+    alice_client, client, auth_header, wasteful
+):
+    """The runner stores the findings and the idle answer with the result; the report and the
+    API show that stored copy (not one of their own); a result stored before the worker did,
+    or by another engine version, is worked out again, to the same answer."""
+    from contextlab import engine
+    from contextlab.runs.models import Run, RunResult
+
+    run = wasteful.runs.get()
+    stored = RunResult.objects.get(run=run).data[runner.WASTE_KEY]
+    assert stored["engine_version"] == engine.ENGINE_VERSION
+    assert {f["kind"] for f in stored["waste"]["findings"]} >= {"reread", "cache_break"}
+    assert len(stored["idle"]["gaps"]) == 5
+    api = client.get(f"/api/runs/{run.pk}/waste", **auth_header).json()
+    assert (api["waste"], api["idle"]) == (stored["waste"], stored["idle"])
+
+    # a marked finding in the stored copy: the page shows the mark, escaped
+    row = RunResult.objects.get(run=run)
+    marked = next(
+        f for f in row.data[runner.WASTE_KEY]["waste"]["findings"] if f["kind"] == "reread"
+    )
+    marked["subject"] = "<b>stored-copy</b>"
+    marked["text"] = "<b>stored-copy</b> read again unchanged"
+    row.save()
+    Run.objects.filter(pk=run.pk).update(finished_at=run.finished_at.replace(microsecond=2))
+    html = alice_client.get(f"/sessions/{wasteful.pk}/").content.decode()
+    assert "&lt;b&gt;stored-copy&lt;/b&gt;" in html
+    assert "<b>stored-copy</b>" not in html
+
+    # stored by another engine version: worked out again (the mark is gone), the same answer
+    row.data[runner.WASTE_KEY]["engine_version"] = engine.ENGINE_VERSION - 1
+    row.save()
+    Run.objects.filter(pk=run.pk).update(finished_at=run.finished_at.replace(microsecond=3))
+    html = alice_client.get(f"/sessions/{wasteful.pk}/").content.decode()
+    assert "stored-copy" not in html
+    assert '<span class="file-name">/work/project/report.py</span> read again unchanged' in html
+    again = client.get(f"/api/runs/{run.pk}/waste", **auth_header).json()
+    assert (again["waste"], again["idle"]) == (stored["waste"], stored["idle"])
+
+    # stored before the worker stored them: worked out on demand, never a crash
+    del row.data[runner.WASTE_KEY]
+    row.save()
+    Run.objects.filter(pk=run.pk).update(finished_at=run.finished_at.replace(microsecond=4))
+    assert alice_client.get(f"/sessions/{wasteful.pk}/").status_code == 200
+    before = client.get(f"/api/runs/{run.pk}/waste", **auth_header).json()
+    assert (before["waste"], before["idle"]) == (stored["waste"], stored["idle"])

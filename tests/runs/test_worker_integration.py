@@ -8,7 +8,9 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.utils import timezone
 
+from contextlab import engine
 from contextlab.jobs import tasks
+from contextlab.jobs.replay import WASTE_KEY
 from contextlab.runs import services
 from contextlab.runs.models import Run, RunResult
 from tests.conftest import wait_for_run
@@ -40,6 +42,12 @@ def test_upload_over_http_is_replayed_by_the_worker(
     page = client.get(f"/api/runs/{run_id}/requests?limit=2", **auth_header).json()
     assert page["count"] == body["summary"]["requests"]
     assert len(page["items"]) == min(2, page["count"])
+    # the worker stored the report's waste findings and idle answer, and its engine version
+    assert run.engine_version == engine.ENGINE_VERSION
+    stored = RunResult.objects.get(run_id=run_id).data[WASTE_KEY]
+    assert stored["engine_version"] == engine.ENGINE_VERSION
+    waste = client.get(f"/api/runs/{run_id}/waste", **auth_header).json()
+    assert (waste["waste"], waste["idle"]) == (stored["waste"], stored["idle"])
 
 
 def test_whatif_run_through_the_api(

@@ -193,6 +193,58 @@ def test_identical_runs_are_reused(user, session, finish):
     assert Run.objects.filter(mode="whatif").count() == 2
 
 
+def test_a_run_stored_by_another_engine_version_is_replayed_again(
+    user, session, finish, monkeypatch
+):
+    first = one_run(
+        services.create_comparison(
+            owner=user, transcripts=[session], a=spec("auto"), b=spec("auto")
+        )
+    )
+    finish()
+    first.refresh_from_db()
+    # the worker records the engine that stored the result
+    assert first.status == Run.Status.DONE
+    assert first.engine_version == engine.ENGINE_VERSION
+    # same engine: reused
+    again = services.create_comparison(
+        owner=user, transcripts=[session], a=spec("auto"), b=spec("auto")
+    )
+    assert one_run(again) == first
+    # the engine changed since (its version bumped): the stored run is not reused
+    monkeypatch.setattr(engine, "ENGINE_VERSION", engine.ENGINE_VERSION + 1)
+    changed = one_run(
+        services.create_comparison(
+            owner=user, transcripts=[session], a=spec("auto"), b=spec("auto")
+        )
+    )
+    assert changed != first
+    assert changed.status == Run.Status.QUEUED
+    assert changed.config == first.config
+    # replayed by the new engine, it is the one reused from then on
+    finish()
+    changed.refresh_from_db()
+    assert changed.engine_version == engine.ENGINE_VERSION
+    latest = services.create_comparison(
+        owner=user, transcripts=[session], a=spec("auto"), b=spec("auto")
+    )
+    assert one_run(latest) == changed
+
+
+def test_a_run_stored_before_runs_recorded_the_engine_version_is_not_reused(user, session, finish):
+    first = one_run(
+        services.create_comparison(
+            owner=user, transcripts=[session], a=spec("auto"), b=spec("auto")
+        )
+    )
+    finish()
+    Run.objects.filter(pk=first.pk).update(engine_version=0)  # as the migration leaves it
+    again = services.create_comparison(
+        owner=user, transcripts=[session], a=spec("auto"), b=spec("auto")
+    )
+    assert one_run(again) != first
+
+
 def test_a_queued_run_is_reused_but_a_failed_one_is_not(user, session):
     first = services.create_comparison(
         owner=user, transcripts=[session], a=spec("auto"), b=spec("auto")
