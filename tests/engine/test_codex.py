@@ -187,6 +187,32 @@ def test_a_remote_compaction_keeps_its_history_and_an_opaque_summary_sized_from_
     assert kept[1] == "Refactor the storage layer."
 
 
+def test_a_remote_compactions_context_count_is_its_own_whether_written_before_or_after_it():
+    # Codex Desktop 0.104 writes the count just before its ``compacted`` record (and again after
+    # the turn_context that follows), 0.64 just after: each count is its own compaction's, the
+    # second compaction's never the first's
+    path = FIXTURES / "markers" / "v0_104_two_remote_compactions.jsonl"
+    session = engine.load_session(path)
+    messages = session.main.messages
+    boundaries = [m for m in messages if m.kind == "compact_boundary"]
+    assert [b.metadata["postTokens"] for b in boundaries] == [940_499, 612_004]
+    # above the window (Codex's estimate counts the kept images by their bytes): recorded as
+    # such, and the opaque summary is sized from the next call instead
+    assert all(b.metadata["postTokens_over_window"] for b in boundaries)
+    summaries = [messages[b.index + 1] for b in boundaries]
+    assert [s.blocks[0].data["sized_from"] for s in summaries] == [48_300, 36_100]
+    assert [b.metadata["trigger"] for b in boundaries] == ["auto", "auto"]  # mid-turn
+    expected, final = recorded_calls(path)
+    assert [m.usage.prompt_total for m in calls_of(session) if m.usage] == [
+        last["input_tokens"] for last in expected
+    ]
+    assert session.side.recorded_totals == final
+    # a count under the window still sizes the summary (0.64's order)
+    remote = engine.load_session(FIXTURES / "v0_64_remote_compaction.jsonl")
+    (boundary,) = [m for m in remote.main.messages if m.kind == "compact_boundary"]
+    assert "postTokens_over_window" not in boundary.metadata
+
+
 def test_the_older_bare_item_form_loads_without_counts():
     session = engine.load_session(FIXTURES / "v0_2x_bare_items.jsonl")
     kinds = [m.kind for m in session.main.messages]

@@ -80,6 +80,12 @@ class RolloutReader:
         self.opaque: list[Block] = []
         self.opaque_rough = 0
         self.last_boundary: Message | None = None
+        #: the context-size count of a remote compaction not yet recorded: later versions
+        #: (0.104) write it just before the ``compacted`` record, 0.64 just after
+        self.held_marker: CallFigures | None = None
+        #: whether a call came after the last compaction (its context-size count, if any more
+        #: comes, is then the next compaction's)
+        self.called_since_boundary = False
         #: local compactions' summarising calls, as compaction forks of the main thread
         self.forks: list[Thread] = []
         #: a forked or subagent rollout's parent and its copied history (``lineage``)
@@ -349,15 +355,18 @@ class RolloutReader:
         if self.copying and self.child is not None:
             self.child.counts += not figures.is_context_marker
             return  # the parent's call, counted in the parent's rollout
-        if not figures.is_context_marker:
-            self.jumped_in += figures.jump
-            if self.carried is None:
-                self.carried = figures.carried()
         if figures.is_context_marker:
-            if self.last_boundary is not None:
-                self.last_boundary.metadata["postTokens"] = figures.total
-            self.size_opaque(figures.total)
+            boundary = self.last_boundary
+            if boundary is None or self.called_since_boundary or "postTokens" in boundary.metadata:
+                self.held_marker = figures  # the count of a compaction whose record comes next
+            else:
+                self.context_after(boundary, figures)
             return
+        self.jumped_in += figures.jump
+        if self.carried is None:
+            self.carried = figures.carried()
+        self.held_marker = None
+        self.called_since_boundary = True
         if self.run is not None and self.run.usage is None:
             self.give(self.run, figures)
             return
@@ -451,6 +460,7 @@ class RolloutReader:
         )
         self.append(boundary)
         self.last_boundary = boundary
+        self.called_since_boundary = False
         kept_texts = [b.text for item in kept for b in item.blocks]
         if remote:
             block = Block(
@@ -477,6 +487,9 @@ class RolloutReader:
                 metadata={"opaque": remote},
             )
         )
+        if self.held_marker is not None:
+            self.context_after(boundary, self.held_marker)
+            self.held_marker = None
         if not isinstance(history, list):
             kept = self.modeled_kept(boundary.index)
         for item in kept:
@@ -543,6 +556,17 @@ class RolloutReader:
             kept.append(Item("user", [Block("text", text)]))
         kept.reverse()
         return kept
+
+    def context_after(self, boundary: Message, marker: CallFigures) -> None:
+        """A remote compaction's context-size count, as recorded. Codex's own estimate of the
+        kept history: above the window where the kept user messages hold images (counted by
+        their bytes, 0.104), where the opaque summary is sized from the next call instead."""
+        boundary.metadata["postTokens"] = marker.total
+        window = marker.window or self.window
+        if window and marker.total > window:
+            boundary.metadata["postTokens_over_window"] = True
+            return
+        self.size_opaque(marker.total)
 
     def size_opaque(self, context: int) -> None:
         """Size a remote compaction's opaque summary from the first count after it: the
