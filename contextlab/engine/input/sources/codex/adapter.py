@@ -68,6 +68,7 @@ class RolloutReader:
         self.run: Message | None = None
         self.pending: list[CallFigures] = []
         self.session_id: str | None = None
+        self.meta_seen = False
         self.version: str | None = None
         self.cwd: str | None = None
         self.model: str | None = None
@@ -208,14 +209,18 @@ class RolloutReader:
                 self.unknown[key] = self.unknown.get(key, 0) + 1
 
     def meta(self, payload: dict[str, Any], stamp: str = "") -> None:
+        # the first session_meta is the rollout's own: a fork writes its parent's again among
+        # the records it copies, whose version and parent are the parent's
+        first = not self.meta_seen
+        self.meta_seen = True
         if self.session_id is None and isinstance(payload.get("id"), str):
             self.session_id = payload["id"]
-        parent = parent_of(payload) if self.child is None and not self.messages else None
+        parent = parent_of(payload) if first and not self.messages else None
         if parent is not None:
             start = stamp or _text(payload.get("timestamp"))
             self.child = ChildRollout(parent, start, self.upload.siblings)
         version = payload.get("cli_version")
-        if isinstance(version, str) and version:
+        if isinstance(version, str) and version and (first or self.version is None):
             self.version = version
         if self.cwd is None and isinstance(payload.get("cwd"), str):
             self.cwd = payload["cwd"]
