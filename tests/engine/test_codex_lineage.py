@@ -232,4 +232,5 @@ def test_the_parents_session_meta_copied_into_a_fork_changes_nothing(tmp_path):
     assert again.side.recorded_totals == forked.side.recorded_totals
     assert [m.usage for m in own_calls(again)] == [m.usage for m in own_calls(forked)]
     notes = [p.message for p in again.problems if "forked from" in p.message]
-    assert notes and "0199a0e0-parent" in notes[0]
+    assert notes
+    assert "0199a0e0-parent" in notes[0]
