@@ -3,14 +3,10 @@ hold the same requests and the same recorded figures."""
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
 from contextlab import engine
+from tests.bench import load_bench_script
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-
-import bench_pages  # noqa: E402
+bench_pages = load_bench_script("bench_pages")
 
 
 def test_the_codex_session_has_the_claude_code_sessions_requests_and_figures(tmp_path):
