@@ -44,7 +44,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from contextlab.engine.config.resolve import resolve_config
+from contextlab.engine.config.resolve import resolve_session_config
 from contextlab.engine.input.sources.registry import load_session
 from contextlab.engine.measures.tokens import TiktokenCounter, percentile
 from contextlab.engine.replay.driver import replay
@@ -185,23 +185,19 @@ def measure(
     )
     compacted = sum(1 for r in records if isinstance(r, dict) and r.get("type") == "compacted")
     boundaries = [m for m in session.main.messages if m.kind == "compact_boundary"]
-    config, preset = resolve_config(
-        "auto", version=session.version, recorded_window=session.context_window
-    )
+    config, preset = resolve_session_config(session)
     result = replay(session, config, mode="recorded", preset_name=preset)
     data = result.to_json()
     fid = fidelity(result)
     if fit_path is not None and fit_path != path:  # sizes reconstructed from placeholders
         expanded = load_session(fit_path)
-        c, p = resolve_config(
-            "auto", version=expanded.version, recorded_window=expanded.context_window
-        )
+        c, p = resolve_session_config(expanded)
         fid = fidelity(replay(expanded, c, mode="recorded", preset_name=p))
     replay_s, floor_s = [], []
     for _ in range(runs):
         start = time.perf_counter()
         again = load_session(fit_path or path)
-        c, p = resolve_config("auto", version=again.version, recorded_window=again.context_window)
+        c, p = resolve_session_config(again)
         replay(again, c, mode="recorded", preset_name=p).to_json()
         replay_s.append(time.perf_counter() - start)
         start = time.perf_counter()
