@@ -27,14 +27,13 @@ from .calls import (
     usage_gap,
     window_for_version,
 )
+from .compaction import inferred_trigger, kept_history
 from .items import RECORD_TYPES, Item, is_codex_record, item_of
 from .lineage import ChildRollout, parent_of
 
 #: A local compaction keeps the newest user prompts up to about this many characters
 #: (Codex keeps about 20,000 tokens of them; modelled where no ``replacement_history`` says).
 KEPT_PROMPT_CHARS = 80_000
-#: Share of the window past which a compaction between turns is taken as automatic.
-AUTO_SHARE = 0.7
 
 
 class CodexAdapter:
@@ -399,19 +398,10 @@ class RolloutReader:
         self.flush_pending(True)
         summary_text = _text(payload.get("message"))
         history = payload.get("replacement_history")
-        kept: list[Item] = []
-        opaque_bytes = 0
-        if isinstance(history, list):
-            for entry in history:
-                item = item_of(entry) if isinstance(entry, dict) else "(not an object)"
-                if isinstance(item, Item):
-                    if item.side == "opaque":
-                        opaque_bytes += item.opaque_bytes
-                    else:
-                        kept.append(item)
-                elif isinstance(item, str):
-                    key = f"kept item {item!r}"
-                    self.unknown[key] = self.unknown.get(key, 0) + 1
+        kept, opaque_bytes, unknown = kept_history(history)
+        for kind in unknown:
+            key = f"kept item {kind!r}"
+            self.unknown[key] = self.unknown.get(key, 0) + 1
         remote = not summary_text.strip()
         last_call = next(
             (m for m in reversed(self.messages) if m.role == "assistant" and m.usage), None
@@ -423,25 +413,7 @@ class RolloutReader:
         )
         if not remote:
             self.fork_summarizer(summary_text, number, stamp)
-        mid_turn = before is not None and (
-            before.kind == "tool_result" or (before.role == "assistant" and _calls_tool(before))
-        )
-        window = self.window or 0
-        if mid_turn:
-            trigger, reason = "auto", "mid-turn, after a tool call"
-        elif window and pre >= AUTO_SHARE * window:
-            trigger, reason = (
-                "auto",
-                f"between turns at {pre:,} tokens, past {AUTO_SHARE:.0%} of the window",
-            )
-        else:
-            trigger, reason = "manual", "between turns, well under the window"
-        how = "automatic" if trigger == "auto" else "asked for (/compact)"
-        label = (
-            f"Codex compacted its context here ({'remote' if remote else 'local'} compaction "
-            f"at {pre:,} tokens). {how.capitalize()}: inferred ({reason}); a rollout does not "
-            "record whether a compaction was asked for."
-        )
+        trigger, reason, label = inferred_trigger(before, pre, self.window or 0, remote)
         boundary = Message(
             uuid=f"codex:{number}:boundary",
             role="system",
@@ -618,7 +590,3 @@ class RolloutReader:
 
 def _text(value: Any) -> str:
     return value if isinstance(value, str) else ""
-
-
-def _calls_tool(message: Message) -> bool:
-    return any(block.type == "tool_use" for block in message.blocks)
