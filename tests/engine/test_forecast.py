@@ -191,7 +191,7 @@ def test_fidelity_reports_what_users_act_on_and_the_forecast():
     assert "error: --forecast" in bad.stderr
 
 
-@pytest.mark.parametrize(("share", "limit"), [(0.5, 90.0), (0.8, 82.856), (1.0, 82.856)])
+@pytest.mark.parametrize(("share", "limit"), [(0.5, 90.0), (0.8, 82.866), (1.0, 82.866)])
 def test_a_codex_forecast_in_the_cli_resolves_the_sessions_own_config(share, limit):
     # the window Codex recorded, its preset and the limit its visible automatic compactions
     # show: what resolve_session_config gives for the forecast copy, never the Claude Code
@@ -206,8 +206,9 @@ def test_a_codex_forecast_in_the_cli_resolves_the_sessions_own_config(share, lim
     assert shown["preset"] == preset == "codex"
     assert shown["config"]["context_window"] == config.context_window == 258_400
     assert shown["config"]["autocompact_pct_override"] == config.autocompact_pct_override
-    # the one automatic compaction (at 214,100 tokens, before request 3 of 5) sets the limit
-    # where the forecast reads it; the preset's 90 % where it comes after the requests read
+    # the one automatic compaction (before request 3 of 5: the last call's 214,100 tokens and
+    # the tool output after it, 214,125) sets the limit where the forecast reads it; the
+    # preset's 90 % where it comes after the requests read
     assert config.autocompact_pct_override == pytest.approx(limit, abs=0.001)
     assert shown["usage_until"] == share
 

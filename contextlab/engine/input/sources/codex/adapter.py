@@ -17,6 +17,7 @@ from typing import Any
 from contextlab.engine.input.json_line import decode_json_line
 from contextlab.engine.input.loading import Upload, iter_lines
 from contextlab.engine.input.model import Block, Message, Problem, ProblemList, TranscriptError
+from contextlab.engine.input.rough import block_rough
 from contextlab.engine.input.session import Session, SideRecords, Thread, link_tool_results
 
 from .calls import (
@@ -411,6 +412,11 @@ class RolloutReader:
             if last_call and last_call.usage
             else 0
         )
+        # what the replay's compaction decides on, as for Claude Code's preTokens: the last
+        # usage plus the rough estimate of what came after it (the tool outputs since), so a
+        # limit inferred from it compacts where the recording did
+        after = self.messages[last_call.index + 1 :] if last_call is not None else []
+        decided = pre + sum(block_rough(b) for m in after for b in m.blocks)
         if not remote:
             self.fork_summarizer(summary_text, number, stamp)
         trigger, reason, label = inferred_trigger(before, pre, self.window or 0, remote)
@@ -429,7 +435,8 @@ class RolloutReader:
                 "trigger_inferred": True,
                 "trigger_reason": f"inferred: {reason}",
                 "label": label,
-                "preTokens": pre,
+                "preTokens": decided,
+                "pre_recorded": pre,
                 "codex_compaction": "remote" if remote else "local",
                 "kept_items": len(kept),
                 "kept_modeled": not isinstance(history, list),
