@@ -16,6 +16,12 @@ the median of ``--runs`` loads, from Playwright's navigation timing:
 Target (issue #12): report ``load_ms`` within 4× the login page's and at most 1.5 MB of
 JavaScript over the wire.
 
+A Codex rollout of the same requests (the same prompts, calls and outputs, in Codex's shapes:
+issue #24, "pages as fast as Claude Code's") is loaded beside the synthetic Claude Code session:
+its report and its request explorer (the middle request; first visit too), each against the
+Claude Code session's same page in the same run, alternately: ``codex_ratio`` (target ≤ 1, with
+the run's noise).
+
 Static files are served as in production (``--static manifest``: ``collectstatic`` into the run's
 own folder, hashed and compressed by whitenoise) or as ``make run`` serves them
 (``--static source``: straight from ``static/``).
@@ -138,6 +144,75 @@ def write_synthetic(path: Path, requests: int, seed: int = 1) -> None:
                 out.write(json.dumps(record("user", {"role": "user", "content": content})) + "\n")
             if prompt_tokens > 150_000:
                 prompt_tokens = 12_000  # as if compacted: keeps the recorded usage plausible
+
+
+def write_synthetic_codex(path: Path, requests: int, seed: int = 1) -> None:
+    """``write_synthetic``'s session as a Codex rollout (0.104 shapes): the same random draws, so
+    the same prompts, calls, outputs and recorded figures."""
+    rng = random.Random(seed)
+    clock = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
+    keys = ("input_tokens", "cached_input_tokens", "output_tokens", "reasoning_output_tokens")
+    total = dict.fromkeys((*keys, "total_tokens"), 0)
+    prompt_tokens = 12_000
+
+    def tick() -> None:
+        # where write_synthetic draws a record's time, so that every other draw is the same
+        nonlocal clock
+        clock += timedelta(seconds=rng.uniform(1, 20))
+
+    def line(kind: str, payload: dict[str, Any]) -> str:
+        stamp = clock.strftime("%Y-%m-%dT%H:%M:%S.") + f"{clock.microsecond // 1000:03d}Z"
+        return json.dumps({"timestamp": stamp, "type": kind, "payload": payload}) + "\n"
+
+    def count(last: dict[str, int]) -> str:
+        for key in total:
+            total[key] += last[key]
+        info = {"total_token_usage": dict(total), "last_token_usage": last}
+        return line(
+            "event_msg", {"type": "token_count", "info": info | {"model_context_window": 258_400}}
+        )
+
+    def item(payload: dict[str, Any]) -> str:
+        return line("response_item", payload)
+
+    with path.open("w") as out:
+        meta = {"id": "00000000-0000-4000-8000-0000000c0de5", "cwd": "/home/dev/project"}
+        out.write(
+            line("session_meta", meta | {"originator": "codex_cli_rs", "cli_version": "0.104.0"})
+        )
+        out.write(line("turn_context", {"model": "gpt-5.3-codex", "cwd": "/home/dev/project"}))
+        done = 0
+        while done < requests:
+            text = f"Step {done}: run the tests"
+            content = [{"type": "input_text", "text": text}]
+            tick()
+            out.write(item({"type": "message", "role": "user", "content": content}))
+            for call in range(rng.randint(1, 6)):
+                if done >= requests:
+                    break
+                done += 1
+                added = rng.randint(200, 900)
+                output = rng.randint(20, 300)
+                inp = 3 + added + prompt_tokens
+                last = {"input_tokens": inp, "cached_input_tokens": prompt_tokens}
+                last |= {"output_tokens": output, "reasoning_output_tokens": 0}
+                prompt_tokens += added
+                call_id = f"call_{done:08d}"
+                tick()
+                said = [{"type": "output_text", "text": f"Running check {call} of step {done}."}]
+                out.write(item({"type": "message", "role": "assistant", "content": said}))
+                arguments = json.dumps({"cmd": f"pytest -k case_{done}"})
+                function = {"type": "function_call", "name": "exec_command", "call_id": call_id}
+                out.write(item(function | {"arguments": arguments}))
+                out.write(count(last | {"total_tokens": inp + output}))
+                result = "\n".join(
+                    f"tests/test_{done}.py::case_{i} PASSED" for i in range(rng.randint(3, 30))
+                )
+                tick()
+                output_item = {"type": "function_call_output", "call_id": call_id}
+                out.write(item(output_item | {"output": result}))
+            if prompt_tokens > 150_000:
+                prompt_tokens = 12_000  # as write_synthetic does: no compaction record either
 
 
 @contextmanager
@@ -280,6 +355,34 @@ def median_of(samples: list[dict[str, float]]) -> dict[str, float]:
     return {key: round(statistics.median(s[key] for s in samples), 1) for key in samples[0]}
 
 
+def codex_against_claude(
+    browser: Any, cookies: Any, base: str, pair: tuple[int, int], middle: int, runs: int
+) -> dict[str, Any]:
+    """The Codex session's report and request explorer against the Claude Code session's of
+    the same requests: first visits, the four pages in turn in each run; medians, ratios."""
+    # page → (path under the session, whether the page draws the context chart)
+    pages = {"report": ("", True), "explorer": (f"requests/{middle}/", False)}
+    samples: dict[tuple[str, int], list[dict[str, float]]] = {}
+    for turn in range(runs + 1):  # the first turn warms the server side
+        for page, (path, chart) in pages.items():
+            for pk in pair:
+                visit = first_visit(browser, f"{base}/sessions/{pk}/{path}", cookies, chart)
+                if turn:
+                    samples.setdefault((page, pk), []).append(visit)
+    claude, codex = pair
+    out: dict[str, Any] = {}
+    for page in pages:
+        mine, theirs = median_of(samples[(page, codex)]), median_of(samples[(page, claude)])
+        ratio = round(mine["load_ms"] / theirs["load_ms"], 2)
+        out[page] = {"codex": mine, "claude_code": theirs, "codex_ratio": ratio}
+        print(
+            f"Codex {page}: {mine['load_ms']:.0f} ms (first byte {mine['ttfb_ms']:.0f} ms) "
+            f"against Claude Code's {theirs['load_ms']:.0f} ms (first byte "
+            f"{theirs['ttfb_ms']:.0f} ms) for the same {middle * 2} requests → {ratio}×"
+        )
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--runs", type=int, default=5)
@@ -305,6 +408,8 @@ def main() -> None:
     synthetic = var_dir / f"synthetic-{args.requests}-requests.jsonl"
     write_synthetic(synthetic, args.requests)
     sessions.append(synthetic)
+    codex = var_dir / f"rollout-synthetic-{args.requests}-requests.jsonl"
+    write_synthetic_codex(codex, args.requests)
     base = f"http://127.0.0.1:{args.port}"
     out: dict[str, Any] = {"static": args.static, "runs": args.runs, "sessions": []}
     try:
@@ -313,6 +418,7 @@ def main() -> None:
             setup = browser.new_context()
             log_in(setup, base, password)
             ids = [(path, upload(setup, base, path)) for path in sessions]
+            codex_id = upload(setup, base, codex)
             cookies = setup.cookies()
             setup.close()
             for path, session_id in ids:
@@ -342,6 +448,9 @@ def main() -> None:
                     f"login {login['load_ms']:.0f} ms → ratio {row['load_ratio']} "
                     f"(chart {row['charts_ratio']}) [{verdict}: ≤ {MAX_LOAD_RATIO}×, ≤ 1.5 MB]"
                 )
+            out["codex"] = codex_against_claude(
+                browser, cookies, base, (ids[-1][1], codex_id), args.requests // 2, args.runs
+            )
             browser.close()
     finally:
         shutil.rmtree(var_dir, ignore_errors=True)

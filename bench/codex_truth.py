@@ -10,7 +10,9 @@ Per rollout:
 * totals — the session's ``side.recorded_totals`` and the sum of its calls' usage against the
   final ``total_token_usage`` read here independently (input, cached, output): exact or not;
 * compactions — ``compacted`` records in the file against ``compact_boundary`` messages, and
-  each boundary's request in the recorded replay (the first call after it);
+  each boundary's request in the recorded replay (the first call after it); ``what-if``: of the
+  automatic ones (inferred), how many a what-if with the session's own limit puts on the same
+  request or the next;
 * fidelity — recorded mode, ``evaluation.fidelity`` (per-thread, per-model 2-parameter fit of
   the replayed prompt against the recorded input, as ``bench/truth.py`` does for Claude Code):
   median and p90 of |relative error| (pooled over the rollouts too);
@@ -44,7 +46,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from contextlab.engine.config.resolve import resolve_config
+from contextlab.engine.config.resolve import resolve_session_config
 from contextlab.engine.input.sources.registry import load_session
 from contextlab.engine.measures.tokens import TiktokenCounter, percentile
 from contextlab.engine.replay.driver import replay
@@ -185,23 +187,20 @@ def measure(
     )
     compacted = sum(1 for r in records if isinstance(r, dict) and r.get("type") == "compacted")
     boundaries = [m for m in session.main.messages if m.kind == "compact_boundary"]
-    config, preset = resolve_config(
-        "auto", version=session.version, recorded_window=session.context_window
-    )
+    config, preset = resolve_session_config(session)
     result = replay(session, config, mode="recorded", preset_name=preset)
     data = result.to_json()
+    placed = whatif_placement(session, config, preset, data["summary"]["compaction_requests"])
     fid = fidelity(result)
     if fit_path is not None and fit_path != path:  # sizes reconstructed from placeholders
         expanded = load_session(fit_path)
-        c, p = resolve_config(
-            "auto", version=expanded.version, recorded_window=expanded.context_window
-        )
+        c, p = resolve_session_config(expanded)
         fid = fidelity(replay(expanded, c, mode="recorded", preset_name=p))
     replay_s, floor_s = [], []
     for _ in range(runs):
         start = time.perf_counter()
         again = load_session(fit_path or path)
-        c, p = resolve_config("auto", version=again.version, recorded_window=again.context_window)
+        c, p = resolve_session_config(again)
         replay(again, c, mode="recorded", preset_name=p).to_json()
         replay_s.append(time.perf_counter() - start)
         start = time.perf_counter()
@@ -228,12 +227,31 @@ def measure(
         "boundaries": len(boundaries),
         "triggers": [b.metadata.get("trigger") for b in boundaries],
         "compaction_requests": data["summary"]["compaction_requests"],
+        "whatif_placed": placed,
         "median_rel_error": fid["median_rel_error"],
         "p90_rel_error": fid["p90_rel_error"],
         "errors": fid["errors"],
         "replay_s": statistics.median(replay_s),
         "floor_s": statistics.median(floor_s),
     }
+
+
+def whatif_placement(
+    session: Any, config: Any, preset: str, recorded_requests: list[int]
+) -> tuple[int, int]:
+    """(placed, automatic): of the rollout's automatic compactions (inferred), how many a
+    what-if with the session's own limit puts on the same request or the next."""
+    boundaries = [m for m in session.main.messages if m.kind == "compact_boundary"]
+    automatic = [
+        request
+        for request, boundary in zip(recorded_requests, boundaries, strict=False)
+        if boundary.metadata.get("trigger") == "auto"
+    ]
+    if not automatic:
+        return 0, 0
+    whatif = replay(session, config, mode="whatif", preset_name=preset).to_json()
+    predicted = set(whatif["summary"]["compaction_requests"])
+    return sum(1 for r in automatic if r in predicted or r + 1 in predicted), len(automatic)
 
 
 def synthetic_rollout(path: Path, megabytes: float, seed: int = 1) -> Path:
@@ -399,7 +417,7 @@ def main() -> int:
     ]
     print(
         f"{'file':58} {'kind':7} {'ver':7} {'calls':>5} {'totals':>6} {'cmp':>7} "
-        f"{'med':>6} {'p90':>6} {'replay/floor':>12}  problems"
+        f"{'what-if':>7} {'med':>6} {'p90':>6} {'replay/floor':>12}  problems"
     )
     for r in rows:
         med = "-" if r["median_rel_error"] is None else f"{r['median_rel_error']:.1%}"
@@ -408,7 +426,8 @@ def main() -> int:
         print(
             f"{r['file'][:58]:58} {r['kind']:7} {r['version']!s:7} {r['calls']:>5} "
             f"{'exact' if r['totals_exact'] else 'OFF':>6} "
-            f"{r['boundaries']}/{r['compacted_records']:<5} {med:>6} {p90:>6} {ratio:>12.2f}  "
+            f"{r['boundaries']}/{r['compacted_records']:<5} "
+            f"{'{}/{}'.format(*r['whatif_placed']):>7} {med:>6} {p90:>6} {ratio:>12.2f}  "
             + ", ".join(f"{k}×{v}" for k, v in sorted(r["problems"].items()))
         )
     for kind in ("real", "redacted", "fixture", "synthetic"):

@@ -40,12 +40,13 @@ from .input import disk_cache
 from .input.json_line import decode_json_line
 from .input.loading import open_upload
 from .input.model import Block, Message, Problem, TranscriptError, Usage, dropped_problems
+from .input.rough import rough_text
 from .input.session import Session, Thread
 from .input.sources.registry import ADAPTERS, build_session, load_session
 from .input.upload_chain import EarlierUpload, open_upload_chain
 from .measures.cost import PricingTable, load_pricing, request_cost
 from .measures.model_limits import ModelInfo, model_info
-from .measures.tokens import TiktokenCounter, rough_text
+from .measures.tokens import TiktokenCounter
 from .replay.driver import MODES, replay, resume
 from .replay.forecast import check_usage_until, forecast_session
 from .replay.live import continue_live, replay_live

@@ -14,7 +14,7 @@ from typing import Any, NoReturn, TextIO
 
 from .config.errors import ConfigError
 from .config.fields import PipelineConfig
-from .config.resolve import resolve_config, resolve_session_config
+from .config.resolve import resolve_session_config
 from .input.model import TranscriptError
 from .input.session import Session
 from .input.sources.registry import load_session
@@ -217,15 +217,13 @@ def cmd_fidelity(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         }
         if share is not None:
             early = forecast_session(session, share, TiktokenCounter())
-            fc_config, fc_preset = resolve_config(
-                "auto",
-                version=early.version,
-                max_recorded_prompt=early.max_recorded_prompt,
-                recorded_auto_compactions=early.recorded_auto_compactions,
-            )
+            # the copy's own facts, the agent and its recorded window among them
+            fc_config, fc_preset = resolve_session_config(early)
             predicted = replay(early, fc_config, mode="recorded", preset_name=fc_preset)
             fc = forecast_fidelity(predicted, recorded)
             figures["forecast"] = {
+                "preset": fc_preset,
+                "context_window": fc_config.context_window,
                 "requests": len(fc["requests"]),
                 "prompt_errors": sorted(abs(r["prompt"]) for r in fc["requests"]),
                 "session_cost": fc["session_cost"],

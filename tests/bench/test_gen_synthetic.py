@@ -3,18 +3,17 @@ sessions to the engine, or the replay benchmarks measure the wrong thing."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
 from collections import Counter
 from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 import pytest
 
 from contextlab import engine
+from tests.bench import load_bench_script
 
 pytestmark = pytest.mark.slow
 
@@ -22,19 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 SMALL = 200 * 1024
 
 
-def _load_generator() -> ModuleType:
-    # bench/ is a folder of scripts, not a package: load the module from its path
-    spec = importlib.util.spec_from_file_location(
-        "gen_synthetic", ROOT / "bench" / "gen_synthetic.py"
-    )
-    assert spec is not None
-    assert spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-gen = _load_generator()
+gen = load_bench_script("gen_synthetic")
 
 
 def _records(path: Path) -> list[dict[str, Any]]:

@@ -187,6 +187,50 @@ def test_a_remote_compaction_keeps_its_history_and_an_opaque_summary_sized_from_
     assert kept[1] == "Refactor the storage layer."
 
 
+def test_a_remote_compactions_context_count_is_its_own_whether_written_before_or_after_it():
+    # Codex Desktop 0.104 writes the count just before its ``compacted`` record (and again after
+    # the turn_context that follows), 0.64 just after: each count is its own compaction's, the
+    # second compaction's never the first's
+    path = FIXTURES / "v0_104_two_remote_compactions.jsonl"
+    session = engine.load_session(path)
+    messages = session.main.messages
+    boundaries = [m for m in messages if m.kind == "compact_boundary"]
+    assert [b.metadata["postTokens"] for b in boundaries] == [940_499, 612_004]
+    # above the window (Codex's estimate counts the kept images by their bytes): recorded as
+    # such, and the opaque summary is sized from the next call instead
+    assert all(b.metadata["postTokens_over_window"] for b in boundaries)
+    summaries = [messages[b.index + 1] for b in boundaries]
+    assert [s.blocks[0].data["sized_from"] for s in summaries] == [48_300, 36_100]
+    assert [b.metadata["trigger"] for b in boundaries] == ["auto", "auto"]  # mid-turn
+    expected, final = recorded_calls(path)
+    assert [m.usage.prompt_total for m in calls_of(session) if m.usage] == [
+        last["input_tokens"] for last in expected
+    ]
+    assert session.side.recorded_totals == final
+    # a count under the window still sizes the summary (0.64's order)
+    remote = engine.load_session(FIXTURES / "v0_64_remote_compaction.jsonl")
+    (boundary,) = [m for m in remote.main.messages if m.kind == "compact_boundary"]
+    assert "postTokens_over_window" not in boundary.metadata
+
+
+def test_a_whatif_reusing_a_remote_compactions_summary_gives_it_its_recorded_size():
+    # the encrypted summary's text is a placeholder: the what-if that compacts where the
+    # recording did reuses the summary at the size the next recorded count gave it, and the
+    # session's limit is counted as its own decisions are (the last usage and what came after)
+    session = engine.load_session(FIXTURES / "v0_104_two_remote_compactions.jsonl")
+    boundaries = [m for m in session.main.messages if m.kind == "compact_boundary"]
+    for boundary in boundaries:
+        assert boundary.metadata["preTokens"] > boundary.metadata["pre_recorded"]
+        assert boundary.metadata["preTokens"] - boundary.metadata["pre_recorded"] < 100
+    sized = [session.main.messages[b.index + 1].blocks[0].tok for b in boundaries]
+    config, preset = engine.resolve_session_config(session)
+    whatif = engine.replay(session, config, mode="whatif", preset_name=preset).to_json()
+    events = [e for r in whatif["requests"] for e in r["events"] if e["step"] == "autocompact"]
+    assert [e["summary_reused"] for e in events] == [True, True]
+    assert [e["summary_tokens"] for e in events] == sized
+    assert min(sized) > 20_000
+
+
 def test_the_older_bare_item_form_loads_without_counts():
     session = engine.load_session(FIXTURES / "v0_2x_bare_items.jsonl")
     kinds = [m.kind for m in session.main.messages]

@@ -213,3 +213,24 @@ def test_gpt5_family_models_get_their_own_rates_with_a_source(model, rates):
     assert (price.input, price.cache_read, price.output) == rates
     assert "verified" in price.source
     assert "https://" in price.source
+
+
+def test_the_parents_session_meta_copied_into_a_fork_changes_nothing(tmp_path):
+    """A fork writes its parent's ``session_meta`` again among the records it copies (as other
+    projects' tests of later versions show): the first one stays the rollout's, its version
+    and its parent included."""
+    lines = FORK.read_text().splitlines()
+    parent_meta = json.loads(PARENT.read_text().splitlines()[0])
+    parent_meta["timestamp"] = "2026-03-02T10:00:00.001Z"
+    parent_meta["payload"]["cli_version"] = "0.94.0"
+    parent_meta["payload"]["forked_from_id"] = "0199a0d0-grandparent-7000-8000-000000000001"
+    copied = tmp_path / "rollout-fork-with-parent-meta.jsonl"
+    copied.write_text("\n".join([lines[0], json.dumps(parent_meta), *lines[1:]]) + "\n")
+    forked, again = engine.load_session(FORK), engine.load_session(copied)
+    assert again.version == forked.version == "0.98.0"
+    assert again.session_id == forked.session_id
+    assert again.side.recorded_totals == forked.side.recorded_totals
+    assert [m.usage for m in own_calls(again)] == [m.usage for m in own_calls(forked)]
+    notes = [p.message for p in again.problems if "forked from" in p.message]
+    assert notes
+    assert "0199a0e0-parent" in notes[0]

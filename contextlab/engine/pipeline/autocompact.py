@@ -51,6 +51,15 @@ def sm_keep_start(view: View, min_tokens: int, min_text: int, max_tokens: int) -
     return _preserve_invariants(view, start)
 
 
+def opaque_size(view: View, summary: Message) -> int | None:
+    """The size of a recorded summary whose text only stands for it (a Codex remote
+    compaction's encrypted summary, sized from the next recorded count): its blocks' sizes
+    summed; None for a readable summary, which is counted as the text it is."""
+    if not any(isinstance(b.data, dict) and b.data.get("opaque") for b in summary.blocks):
+        return None
+    return sum(b.tok if b.tok >= 0 else view.counter.count(b.text) for b in summary.blocks)
+
+
 def _is_text_message(msg: Message) -> bool:
     if msg.role == "assistant":
         return any(b.type == "text" for b in msg.blocks)
@@ -162,10 +171,12 @@ class Autocompact:
         keep_start = view.end
         restore = True
         reused = self._recorded_summary(ctx)
+        sized: int | None = None
         if reused is not None:
             recorded, summary_index = reused
             result = SummaryResult(text=recorded, backend="recorded", reused=True)
             text = recorded
+            sized = opaque_size(view, view.messages[summary_index])
             kept = ctx.state.get("recorded_preserved", {}).get(summary_index)
             if kept is not None and view.start <= kept < view.end:
                 # the recorded compaction kept a segment (preservedSegment): keep the same one
@@ -207,6 +218,7 @@ class Autocompact:
             variant=variant,
             kept=kept_messages,
             restore=restore,
+            sized=sized,
         )
 
     def _recorded_summary(self, ctx: StepContext) -> tuple[str, int] | None:
@@ -232,13 +244,17 @@ class Autocompact:
         variant: str,
         kept: int,
         restore: bool = True,
+        sized: int | None = None,
     ) -> None:
         view = ctx.view
+        block = Block("text", summary_text)
+        if sized is not None:
+            block.tok = block.rough = sized
         summary = Message(
             uuid=f"summary-{ctx.k}",
             role="user",
             kind="summary",
-            blocks=[Block("text", summary_text)],
+            blocks=[block],
             timestamp=ctx.request.timestamp,
             string_content=True,
         )

@@ -15,12 +15,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 from contextlab.engine.input.model import Block, Message
+from contextlab.engine.input.rough import block_rough, rough_text
 from contextlab.engine.measures.tokens import (
     TokenCounter,
     block_key,
-    block_rough,
     block_tokens,
-    rough_text,
     size_thinking,
     text_key,
 )

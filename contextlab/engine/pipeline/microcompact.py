@@ -19,7 +19,7 @@
 
 from __future__ import annotations
 
-from contextlab.engine.measures.tokens import IMAGE_ROUGH_TOKENS, block_rough, rough_text
+from contextlab.engine.input.rough import IMAGE_ROUGH_TOKENS, block_rough, rough_text
 
 from .base import StepContext, View
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from contextlab.engine.input.jsutil import json_stringify
 from contextlab.engine.input.model import Block, Message
-from contextlab.engine.measures.tokens import rough_text
+from contextlab.engine.input.rough import rough_text
 
 from .base import HeadItem, StepContext
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from bisect import bisect_right
+
 from contextlab.engine.measures.tokens import text_key
 from contextlab.engine.pipeline.base import WHOLE_MESSAGE, View
 
@@ -20,6 +22,9 @@ class CacheBlocks:
         self.raw: list[int] = []
         self.cal: list[int] = []
         self.hashes: list[int] = []
+        #: running sums of ``cal`` after the system blocks (which the estimator sets per
+        #: request): ``sums[k]`` is the tokens of blocks ``len(system_keys)`` to that + k
+        self.sums: list[int] = []
         self.first_block: dict[int, int] = {}
         self.built_end = 0
         self.changed_from = 0
@@ -58,7 +63,34 @@ class CacheBlocks:
         for key in self.keys[start:]:
             prev = hash((prev, key))
             self.hashes.append(prev)
+        self.resum(start)
         self.changed_from = len(self.keys)
+
+    def resum(self, start: int) -> None:
+        """``sums`` again from block ``start`` of ``cal`` on."""
+        system = len(self.system_keys)
+        tail_start = max(0, start - system)
+        del self.sums[tail_start:]
+        total = self.sums[-1] if self.sums else 0
+        for tok in self.cal[system + tail_start :]:
+            total += tok
+            self.sums.append(total)
+
+    def within(self, budget: int) -> int:
+        """How many leading blocks of ``cal`` fit in ``budget`` tokens (the one that crosses
+        it counts when more than half of it fits; the read is then capped at the budget), by
+        bisection: a request's cost must not grow with the prompt's length."""
+        cal, system = self.cal, len(self.system_keys)
+        total = 0
+        for n in range(min(system, len(cal))):
+            if total + cal[n] > budget:
+                return n + 1 if budget - total > cal[n] / 2 else n
+            total += cal[n]
+        k = bisect_right(self.sums, budget - total)
+        if k == len(self.sums):
+            return len(cal)
+        before = total + (self.sums[k - 1] if k else 0)
+        return system + k + 1 if budget - before > cal[system + k] / 2 else system + k
 
     def _reset(self, view: View) -> None:
         self.keys = list(self.system_keys)

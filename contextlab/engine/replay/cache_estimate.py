@@ -25,17 +25,6 @@ from .cache_blocks import CacheBlocks
 CACHING_OFF_EVIDENCE = 3
 
 
-def blocks_within(tokens: list[int], budget: int) -> int:
-    """How many leading blocks fit in ``budget`` tokens (the one that crosses it counts when
-    more than half of it fits; the read is then capped at the budget)."""
-    total = 0
-    for n, tok in enumerate(tokens):
-        if total + tok > budget:
-            return n + 1 if budget - total > tok / 2 else n
-        total += tok
-    return len(tokens)
-
-
 class CacheEstimator:
     """The prompt cache as one thread's requests meet it, request after request."""
 
@@ -208,7 +197,7 @@ class CacheEstimator:
             warm_read = usage.cache_read
             # file start: what was cached before this file (an earlier process, another
             # session) is unknowable from it, so the first recorded read anchors it
-            warm_blocks = max(warm_blocks, blocks_within(tokens, usage.cache_read))
+            warm_blocks = max(warm_blocks, blocks.within(usage.cache_read))
             if 0 < warm_blocks - 1 < last:
                 breakpoints.insert(1, warm_blocks - 1)
         info = model_info(req.message.model)
@@ -261,7 +250,7 @@ class CacheEstimator:
             server_miss = read - level
             write += server_miss
             read = level
-            hit_blocks = min(hit_blocks, blocks_within(tokens, level))
+            hit_blocks = min(hit_blocks, blocks.within(level))
             reason = "server_miss"
             detail = (
                 f"the recorded usage read only {level:,} tokens from the cache where this model "

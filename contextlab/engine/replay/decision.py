@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from contextlab.engine.config.fields import PipelineConfig
 from contextlab.engine.input.model import Usage
+from contextlab.engine.input.rough import block_rough
 from contextlab.engine.input.session import RequestInfo
-from contextlab.engine.measures.tokens import block_rough
 from contextlab.engine.pipeline.base import View
 
 from .forecast import ESTIMATED_OUTPUT, FORECAST

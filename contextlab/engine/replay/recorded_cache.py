@@ -26,7 +26,7 @@ from __future__ import annotations
 from contextlab.engine.input.model import Usage
 from contextlab.engine.results import CacheRow
 
-from .cache_estimate import blocks_within
+from .cache_blocks import CacheBlocks
 
 __all__ = [
     "DISAGREE_MARGIN",
@@ -56,7 +56,7 @@ MISS_REASONS = frozenset(
 )
 
 
-def recorded_row(usage: Usage, estimate: CacheRow, block_tokens: list[int]) -> CacheRow:
+def recorded_row(usage: Usage, estimate: CacheRow, blocks: CacheBlocks) -> CacheRow:
     """What the recording shows of the request's cache (``usage.prompt_total`` > 0); the
     estimate gives the block structure and, for a miss, the inferred cause."""
     read, write, uncached = usage.cache_read, usage.cache_write, usage.input
@@ -92,7 +92,7 @@ def recorded_row(usage: Usage, estimate: CacheRow, block_tokens: list[int]) -> C
         "write_5m": write_5m,
         "write_1h": write_1h,
         "uncached": uncached,
-        "hit_blocks": blocks_within(block_tokens, read) if read else 0,
+        "hit_blocks": blocks.within(read) if read else 0,
         "blocks": int(estimate["blocks"]),
         "hit": hit,
         "reason": reason,

@@ -245,7 +245,7 @@ class ThreadReplay:
         # recorded facts first: a recorded replay shows the recorded usage and its price
         cache, cost, gap, disagrees = estimate, cost_estimate, None, False
         if self.inputs.mode == "recorded" and usage is not None and recorded_cost is not None:
-            cache = recorded_row(usage, estimate, self.cache.blocks.cal)
+            cache = recorded_row(usage, estimate, self.cache.blocks)
             cost = recorded_cost
             gap, disagrees = cache_disagreement(cache, estimate)
         repl_raw = view.cum_tok[p]

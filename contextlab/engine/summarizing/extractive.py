@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from contextlab.engine.input.model import Message
-from contextlab.engine.measures.tokens import rough_text
+from contextlab.engine.input.rough import rough_text
 
 from .interface import SummaryRequest, SummaryResult
 from .prompts import SUMMARY_SECTIONS

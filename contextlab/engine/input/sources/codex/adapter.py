@@ -17,6 +17,7 @@ from typing import Any
 from contextlab.engine.input.json_line import decode_json_line
 from contextlab.engine.input.loading import Upload, iter_lines
 from contextlab.engine.input.model import Block, Message, Problem, ProblemList, TranscriptError
+from contextlab.engine.input.rough import block_rough
 from contextlab.engine.input.session import Session, SideRecords, Thread, link_tool_results
 
 from .calls import (
@@ -27,14 +28,13 @@ from .calls import (
     usage_gap,
     window_for_version,
 )
+from .compaction import inferred_trigger, kept_history
 from .items import RECORD_TYPES, Item, is_codex_record, item_of
 from .lineage import ChildRollout, parent_of
 
 #: A local compaction keeps the newest user prompts up to about this many characters
 #: (Codex keeps about 20,000 tokens of them; modelled where no ``replacement_history`` says).
 KEPT_PROMPT_CHARS = 80_000
-#: Share of the window past which a compaction between turns is taken as automatic.
-AUTO_SHARE = 0.7
 
 
 class CodexAdapter:
@@ -68,6 +68,7 @@ class RolloutReader:
         self.run: Message | None = None
         self.pending: list[CallFigures] = []
         self.session_id: str | None = None
+        self.meta_seen = False
         self.version: str | None = None
         self.cwd: str | None = None
         self.model: str | None = None
@@ -80,6 +81,12 @@ class RolloutReader:
         self.opaque: list[Block] = []
         self.opaque_rough = 0
         self.last_boundary: Message | None = None
+        #: the context-size count of a remote compaction not yet recorded: later versions
+        #: (0.104) write it just before the ``compacted`` record, 0.64 just after
+        self.held_marker: CallFigures | None = None
+        #: whether a call came after the last compaction (its context-size count, if any more
+        #: comes, is then the next compaction's)
+        self.called_since_boundary = False
         #: local compactions' summarising calls, as compaction forks of the main thread
         self.forks: list[Thread] = []
         #: a forked or subagent rollout's parent and its copied history (``lineage``)
@@ -202,14 +209,18 @@ class RolloutReader:
                 self.unknown[key] = self.unknown.get(key, 0) + 1
 
     def meta(self, payload: dict[str, Any], stamp: str = "") -> None:
+        # the first session_meta is the rollout's own: a fork writes its parent's again among
+        # the records it copies, whose version and parent are the parent's
+        first = not self.meta_seen
+        self.meta_seen = True
         if self.session_id is None and isinstance(payload.get("id"), str):
             self.session_id = payload["id"]
-        parent = parent_of(payload) if self.child is None and not self.messages else None
+        parent = parent_of(payload) if first and not self.messages else None
         if parent is not None:
             start = stamp or _text(payload.get("timestamp"))
             self.child = ChildRollout(parent, start, self.upload.siblings)
         version = payload.get("cli_version")
-        if isinstance(version, str) and version:
+        if isinstance(version, str) and version and (first or self.version is None):
             self.version = version
         if self.cwd is None and isinstance(payload.get("cwd"), str):
             self.cwd = payload["cwd"]
@@ -349,15 +360,18 @@ class RolloutReader:
         if self.copying and self.child is not None:
             self.child.counts += not figures.is_context_marker
             return  # the parent's call, counted in the parent's rollout
-        if not figures.is_context_marker:
-            self.jumped_in += figures.jump
-            if self.carried is None:
-                self.carried = figures.carried()
         if figures.is_context_marker:
-            if self.last_boundary is not None:
-                self.last_boundary.metadata["postTokens"] = figures.total
-            self.size_opaque(figures.total)
+            boundary = self.last_boundary
+            if boundary is None or self.called_since_boundary or "postTokens" in boundary.metadata:
+                self.held_marker = figures  # the count of a compaction whose record comes next
+            else:
+                self.context_after(boundary, figures)
             return
+        self.jumped_in += figures.jump
+        if self.carried is None:
+            self.carried = figures.carried()
+        self.held_marker = None
+        self.called_since_boundary = True
         if self.run is not None and self.run.usage is None:
             self.give(self.run, figures)
             return
@@ -385,19 +399,10 @@ class RolloutReader:
         self.flush_pending(True)
         summary_text = _text(payload.get("message"))
         history = payload.get("replacement_history")
-        kept: list[Item] = []
-        opaque_bytes = 0
-        if isinstance(history, list):
-            for entry in history:
-                item = item_of(entry) if isinstance(entry, dict) else "(not an object)"
-                if isinstance(item, Item):
-                    if item.side == "opaque":
-                        opaque_bytes += item.opaque_bytes
-                    else:
-                        kept.append(item)
-                elif isinstance(item, str):
-                    key = f"kept item {item!r}"
-                    self.unknown[key] = self.unknown.get(key, 0) + 1
+        kept, opaque_bytes, unknown = kept_history(history)
+        for kind in unknown:
+            key = f"kept item {kind!r}"
+            self.unknown[key] = self.unknown.get(key, 0) + 1
         remote = not summary_text.strip()
         last_call = next(
             (m for m in reversed(self.messages) if m.role == "assistant" and m.usage), None
@@ -407,27 +412,14 @@ class RolloutReader:
             if last_call and last_call.usage
             else 0
         )
+        # what the replay's compaction decides on, as for Claude Code's preTokens: the last
+        # usage plus the rough estimate of what came after it (the tool outputs since), so a
+        # limit inferred from it compacts where the recording did
+        after = self.messages[last_call.index + 1 :] if last_call is not None else []
+        decided = pre + sum(block_rough(b) for m in after for b in m.blocks)
         if not remote:
             self.fork_summarizer(summary_text, number, stamp)
-        mid_turn = before is not None and (
-            before.kind == "tool_result" or (before.role == "assistant" and _calls_tool(before))
-        )
-        window = self.window or 0
-        if mid_turn:
-            trigger, reason = "auto", "mid-turn, after a tool call"
-        elif window and pre >= AUTO_SHARE * window:
-            trigger, reason = (
-                "auto",
-                f"between turns at {pre:,} tokens, past {AUTO_SHARE:.0%} of the window",
-            )
-        else:
-            trigger, reason = "manual", "between turns, well under the window"
-        how = "automatic" if trigger == "auto" else "asked for (/compact)"
-        label = (
-            f"Codex compacted its context here ({'remote' if remote else 'local'} compaction "
-            f"at {pre:,} tokens). {how.capitalize()}: inferred ({reason}); a rollout does not "
-            "record whether a compaction was asked for."
-        )
+        trigger, reason, label = inferred_trigger(before, pre, self.window or 0, remote)
         boundary = Message(
             uuid=f"codex:{number}:boundary",
             role="system",
@@ -443,7 +435,8 @@ class RolloutReader:
                 "trigger_inferred": True,
                 "trigger_reason": f"inferred: {reason}",
                 "label": label,
-                "preTokens": pre,
+                "preTokens": decided,
+                "pre_recorded": pre,
                 "codex_compaction": "remote" if remote else "local",
                 "kept_items": len(kept),
                 "kept_modeled": not isinstance(history, list),
@@ -451,6 +444,7 @@ class RolloutReader:
         )
         self.append(boundary)
         self.last_boundary = boundary
+        self.called_since_boundary = False
         kept_texts = [b.text for item in kept for b in item.blocks]
         if remote:
             block = Block(
@@ -477,6 +471,9 @@ class RolloutReader:
                 metadata={"opaque": remote},
             )
         )
+        if self.held_marker is not None:
+            self.context_after(boundary, self.held_marker)
+            self.held_marker = None
         if not isinstance(history, list):
             kept = self.modeled_kept(boundary.index)
         for item in kept:
@@ -544,6 +541,17 @@ class RolloutReader:
         kept.reverse()
         return kept
 
+    def context_after(self, boundary: Message, marker: CallFigures) -> None:
+        """A remote compaction's context-size count, as recorded. Codex's own estimate of the
+        kept history: above the window where the kept user messages hold images (counted by
+        their bytes, 0.104), where the opaque summary is sized from the next call instead."""
+        boundary.metadata["postTokens"] = marker.total
+        window = marker.window or self.window
+        if window and marker.total > window:
+            boundary.metadata["postTokens_over_window"] = True
+            return
+        self.size_opaque(marker.total)
+
     def size_opaque(self, context: int) -> None:
         """Size a remote compaction's opaque summary from the first count after it: the
         context then, less what the session sends before any message (the first call's input
@@ -589,7 +597,3 @@ class RolloutReader:
 
 def _text(value: Any) -> str:
     return value if isinstance(value, str) else ""
-
-
-def _calls_tool(message: Message) -> bool:
-    return any(block.type == "tool_use" for block in message.blocks)

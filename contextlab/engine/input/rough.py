@@ -1,0 +1,26 @@
+"""Claude Code's rough token estimate (``roughTokenCountEstimation``): a text's UTF-16 length / 4,
+JS rounding; an image or document 2,000. What its thresholds compare beyond the last recorded
+usage, and what an agent's adapter adds to a recorded count to put it on the same footing."""
+
+from __future__ import annotations
+
+from .jsutil import js_len, js_round
+from .model import Block
+
+#: Claude Code's flat estimate for an image or document block (IMAGE_MAX_TOKEN_SIZE).
+IMAGE_ROUGH_TOKENS = 2000
+
+
+def rough_text(text: str) -> int:
+    """``roughTokenCountEstimation``: round(length / 4), JS rounding, UTF-16 length."""
+    return js_round(js_len(text) / 4)
+
+
+def block_rough(block: Block) -> int:
+    """``roughTokenCountEstimationForBlock`` (cached on the block)."""
+    if block.rough < 0:
+        if block.type in ("image", "document"):
+            block.rough = IMAGE_ROUGH_TOKENS
+        else:
+            block.rough = rough_text(block.text) + block.media * IMAGE_ROUGH_TOKENS
+    return block.rough

@@ -1,0 +1,45 @@
+"""``CacheBlocks.within``: how many leading blocks fit in a cache read, by bisection over running
+sums kept in step with the blocks, against a walk over the blocks."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from contextlab.engine.replay.cache_blocks import CacheBlocks
+
+
+def walked(tokens: list[int], budget: int) -> int:
+    """The leading blocks that fit, walking them (the block that crosses the budget counts
+    when more than half of it fits)."""
+    total = 0
+    for n, tok in enumerate(tokens):
+        if total + tok > budget:
+            return n + 1 if budget - total > tok / 2 else n
+        total += tok
+    return len(tokens)
+
+
+tokens = st.lists(st.integers(0, 5_000), max_size=40)
+
+
+@given(
+    first=tokens,
+    appended=tokens,
+    cut=st.integers(0, 45),
+    system=st.tuples(st.integers(0, 20_000), st.integers(0, 20_000)),
+    budgets=st.lists(st.integers(0, 250_000), min_size=1, max_size=8),
+)
+def test_within_is_the_walk_after_appends_and_rebuilds(first, appended, cut, system, budgets):
+    blocks = CacheBlocks([1, 2])
+    # a request: the system blocks, then its messages' blocks
+    blocks.cal = [0, 0, *first]
+    blocks.resum(0)
+    # the next: its view changed from block ``cut`` on (rebuilt), then appended
+    cut = max(2, min(cut, len(blocks.cal)))  # the system blocks stay
+    blocks.cal = [*blocks.cal[:cut], *appended]
+    blocks.resum(cut)
+    # the estimator sets the system blocks per request, after the sums are kept
+    blocks.cal[0], blocks.cal[1] = system
+    for budget in budgets:
+        assert blocks.within(budget) == walked(blocks.cal, budget)
