@@ -3,6 +3,7 @@
     python bench/forecast_diagnosis.py                 # one line per session
     python bench/forecast_diagnosis.py --requests 20   # plus the 20 worst requests of each
     python bench/forecast_diagnosis.py --share 0.2 FILE…
+    python bench/forecast_diagnosis.py --set post_compact_unrecorded_prior_tokens=0
 
 Per session, over the requests the forecast did not read (``recorded`` null there): the
 median and p90 of the prompt error (``model_tokens`` against the recorded prompt), its signed
@@ -26,7 +27,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -69,7 +70,7 @@ class SessionStray:
 
     def part(self, name: str) -> float:
         total = sum(r.recorded_cost for r in self.requests)
-        return sum(getattr(r, name) for r in self.requests) / total
+        return float(sum(getattr(r, name) for r in self.requests)) / total
 
 
 def _at_recorded_rate(rec: RecordedUsage, prompt: int) -> float:
@@ -94,13 +95,13 @@ def _tags(row: RequestRow, msg: Any, kind: str) -> str:
     return ",".join(tags)
 
 
-def diagnose(path: Path, share: float) -> SessionStray:
+def diagnose(path: Path, share: float, overrides: Mapping[str, Any]) -> SessionStray:
     session = load_session(str(path))
-    config, preset = resolve(session, {})
+    config, preset = resolve(session, overrides)
     counter = TiktokenCounter()
     full = replay(session, config, mode="recorded", preset_name=preset, counter=counter)
     early = forecast_session(session, share, counter)
-    fc_config, fc_preset = resolve(early, {})
+    fc_config, fc_preset = resolve(early, overrides)
     predicted = replay(early, fc_config, mode="recorded", preset_name=fc_preset, counter=counter)
     recorded = {
         (r["thread"], r["thread_request"]): r["recorded"]
@@ -150,7 +151,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("files", nargs="*", type=Path)
     parser.add_argument("--share", type=float, default=FORECAST_SHARE)
     parser.add_argument("--requests", type=int, default=0, help="worst N requests per session")
+    parser.add_argument(
+        "--sort",
+        choices=("prompt", "cost"),
+        default="prompt",
+        help="worst requests by prompt error or by their share of the session's cost error",
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="FIELD=VALUE",
+        help="a config field for both replays (an integer or a number); repeatable",
+    )
     args = parser.parse_args(argv)
+    overrides = {
+        k: float(v) if "." in v else int(v) for k, v in (a.split("=", 1) for a in args.set)
+    }
     paths = args.files or sorted(corpus_root().rglob("*.jsonl"))
     print(
         f"{'file':52} {'n':>4} {'med':>7} {'p90':>7} {'signed':>8} {'cost':>8} "
@@ -159,7 +176,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     everything: list[float] = []
     costs: list[float] = []
     for path in paths:
-        stray = diagnose(path, args.share)
+        stray = diagnose(path, args.share, overrides)
         if not stray.requests:
             print(f"{path.name[:52]:52} (nothing forecast)")
             continue
@@ -173,11 +190,20 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{_pct(stray.part('prompt_part')):>8} {_pct(stray.part('split_part')):>8} "
             f"{_pct(stray.part('output_part')):>8}"
         )
-        worst = sorted(stray.requests, key=lambda r: -abs(r.prompt))[: args.requests]
+        total = sum(r.recorded_cost for r in stray.requests)
+        by_cost = args.sort == "cost"
+        worst = sorted(
+            stray.requests,
+            key=lambda r: (
+                -abs(r.prompt_part + r.split_part + r.output_part if by_cost else r.prompt)
+            ),
+        )[: args.requests]
         for r in worst:
             print(
                 f"    {r.thread[:12]:12} #{r.request:<4} prompt {_pct(r.prompt)} "
-                f"out {r.estimated_output:>6}/{r.recorded_output:<6} {r.tags}"
+                f"cost parts {_pct(r.prompt_part / total)} {_pct(r.split_part / total)} "
+                f"{_pct(r.output_part / total)} out {r.estimated_output:>6}/{r.recorded_output:<6} "
+                f"{r.tags}"
             )
     everything.sort()
     if everything:
