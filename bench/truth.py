@@ -91,7 +91,7 @@ FITTED_BY_COST: dict[str, tuple[Any, ...]] = {
 #: session), which they move and the other figures cannot feel.
 FITTED_FORECAST: dict[str, tuple[Any, ...]] = {
     "response_overhead": (RESPONSE_OVERHEAD_TOKENS, 0, 25, 50, 100, 150),
-    "signature_rate_max": (SIGNATURE_RATE_MAX, 0.3, 0.5, 1.0),
+    "signature_rate_max": (SIGNATURE_RATE_MAX, 0.35, 0.5, 1.0),
 }
 #: the share of each thread's requests a forecast reads (``--usage-until``)
 FORECAST_SHARE = 0.2

@@ -178,3 +178,21 @@ def test_thinking_text_after_read_final_counts_is_sized_from_the_estimate(tmp_pa
         visible = _visible(message, counter)
         assert thinking.tok == message.metadata[ESTIMATED_OUTPUT] - visible
         assert thinking.tok > counter.count(text)
+
+
+def test_thinking_after_read_final_counts_is_sent_back_at_their_signature_rate(tmp_path):
+    # enough read responses whose final count sized their thinking: a later one's thinking is
+    # sent back at their median thinking per signature character, whatever its visible part
+    rates = {400: 0.2, 800: 0.25, 1200: 0.3, 1600: 0.25, 2000: 0.2, 2400: 0.25}
+
+    def rule(v: int, s: int) -> int:
+        return v + round(rates.get(s, 0.25) * s)
+
+    responses: list[Response] = [([_thinking(n), _text(10)], rule) for n in rates]
+    responses += [([_thinking(3000), _text(200)], rule)]
+    session = _session(tmp_path, responses)
+    (message,) = _later(session, 0.85)
+    (thinking,) = [b for b in message.blocks if b.type == "thinking"]
+    assert thinking.tok == round(0.25 * 3000)
+    # the output a recording would say is the model's, not the view's size
+    assert message.metadata[ESTIMATED_OUTPUT] != thinking.tok + _visible(message, TiktokenCounter())

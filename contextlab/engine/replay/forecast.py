@@ -6,8 +6,9 @@ requests, and drops them from every later one, so a replay of it estimates every
 in the same fields (``raw_tokens``, ``model_tokens``, ``decision_tokens``, the cache estimate,
 ``cost_usd``): what a what-if does once it can no longer lean on the recording. Nothing a later
 record recorded reaches the replay: a later response's output is estimated from its content
-with the ratio the thread's read responses show (``estimated_output``), its thinking sized from
-that estimate, and Claude Code's own session cost (``cost-state``) is left out.
+with the output model the session's read responses fit (``estimated_output``), its thinking
+sized for the view as recorded mode would size it (``_hide``), and Claude Code's own session
+cost (``cost-state``) is left out.
 
 The copy shares the original's text blocks (their token counts depend on the text only) and
 copies every message and thinking block, so nothing a replay of one sizes reaches the other.
@@ -17,10 +18,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import statistics
 from collections.abc import Iterable
 
 from contextlab.engine.input.model import SIGNATURE_CHARS, Block, Message
 from contextlab.engine.input.session import Session, Thread
+from contextlab.engine.measures.anchors import THINKING_GROWTH_SAMPLES
 from contextlab.engine.measures.tokens import TokenCounter, block_tokens
 
 #: metadata a replay derives from the recorded output (``tokens.size_thinking``): recomputed
@@ -33,14 +36,14 @@ ESTIMATED_OUTPUT = "estimated_output"
 FORECAST = "forecast"
 #: output tokens a recorded response holds beyond ratio × its visible tokens (``_OutputModel``),
 #: chosen on the corpus forecast's price-free cost of the later requests (mean |error| per
-#: session over the corpus: 0 → 9.2 %, 50 → 7.3 %, 75 → 6.8 %, 100 → 7.0 %, 150 → 7.2 %);
+#: session over the corpus: 0 → 9.3 %, 50 → 7.4 %, 75 → 6.8 %, 100 → 7.0 %, 150 → 7.2 %);
 #: ``bench/truth.py`` ``FITTED_FORECAST`` chooses it leave-one-source-out
 RESPONSE_OVERHEAD_TOKENS = 75
 #: thinking output tokens per signature character, at most: the signature encrypts the
-#: thinking, so it cannot stand for more; the recordings with final output counts show
-#: 0.26–0.34 (a fit on a few read snapshots can say anything); chosen as the overhead is
-#: (0.3 → 7.37 %, 0.35 → 7.33 %, 0.5 → 7.58 %)
-SIGNATURE_RATE_MAX = 0.35
+#: thinking, so it cannot stand for much more; the recordings with final output counts show
+#: 0.26–0.34 (a fit on a few read snapshots can say anything). Chosen as the overhead is, by
+#: the mean |cost error| (0.3 → 6.80 %, 0.35 → 6.81 %, 0.5 → 7.07 %, 1.0 → 7.69 %)
+SIGNATURE_RATE_MAX = 0.3
 
 
 def check_usage_until(value: object) -> float:
@@ -137,7 +140,12 @@ class _OutputModel:
     responses: the fit takes that share up on average, which is what a later recording is
     expected to say. A thinking response without a signature, or a session whose read
     responses have none, gets the ratio of the read thinking responses to their visible part,
-    as before signatures were read."""
+    as before signatures were read.
+
+    What the view sends back of a later response's thinking is its size, not what a recording
+    would say of it: where the read responses recorded final counts, their thinking per
+    signature character (``thinking_size``); where they recorded snapshots of thinking whose
+    text the file keeps, the text, which the calibration scales as recorded mode does."""
 
     def __init__(self, overhead: int, rate_max: float) -> None:
         self.overhead = overhead
@@ -151,6 +159,8 @@ class _OutputModel:
         #: (a final count, more than the visible blocks and the text)
         self.with_text = 0
         self.sized = 0
+        #: (output, visible, signature) of the read responses whose output sized their thinking
+        self.sized_thinking: list[tuple[int, int, int]] = []
 
     def add(self, msg: Message, counter: TokenCounter) -> None:
         assert msg.usage is not None
@@ -166,9 +176,12 @@ class _OutputModel:
         if signature:
             self.signed.append((beyond, visible, signature))
         text = sum(counter.count(b.text) for b in msg.blocks if b.type == "thinking")
+        thinking = msg.usage.response_output - visible
         if text:
             self.with_text += 1
-            self.sized += msg.usage.response_output - visible > text
+            self.sized += thinking > text
+        if signature and thinking > text:
+            self.sized_thinking.append((msg.usage.response_output, visible, signature))
 
     def ratio(self, thinks: bool) -> float:
         if self.visible[thinks]:
@@ -183,6 +196,16 @@ class _OutputModel:
         ratio = self.ratio(False)
         rate = sum(out - ratio * vis for out, vis, _ in self.signed) / signatures
         return min(max(rate, 0.0), self.rate_max)
+
+    def thinking_size(self, signature: int) -> int | None:
+        """The thinking a signature of ``signature`` characters stands for, at the median
+        rate of the read responses whose final count sized theirs (their output beyond the
+        visible blocks per signature character; the median, robust to the few that a
+        visible part off its count puts far out); None with fewer than ``THINKING_GROWTH_SAMPLES``."""
+        if len(self.sized_thinking) < THINKING_GROWTH_SAMPLES or not signature:
+            return None
+        rate = statistics.median((out - vis) / sig for out, vis, sig in self.sized_thinking)
+        return round(min(rate, self.rate_max) * signature)
 
     def final_counts(self) -> bool:
         """Whether most read responses with thinking text recorded a final output count (their
@@ -239,6 +262,11 @@ def _hide(msg: Message, outputs: _OutputModel, counter: TokenCounter) -> None:
         msg.metadata["thinking_unsized"] = True
         for block, tok in zip(thinking, texts, strict=True):
             block.tok = tok
+    elif (size := outputs.thinking_size(_signature(msg.blocks))) is not None:
+        # sized from its signature, at the rate the read final counts show
+        weights = texts if sum(texts) else [1] * len(thinking)
+        for block, weight, text in zip(thinking, weights, texts, strict=True):
+            block.tok = max(round(size * weight / sum(weights)), text)
     elif output > visible + sum(texts):
         # sized as ``tokens.size_thinking`` sizes it from a recorded output
         hidden = output - visible
