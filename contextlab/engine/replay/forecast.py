@@ -159,8 +159,8 @@ class _OutputModel:
         #: (a final count, more than the visible blocks and the text)
         self.with_text = 0
         self.sized = 0
-        #: (output, visible, signature) of the read responses whose output sized their thinking
-        self.sized_thinking: list[tuple[int, int, int]] = []
+        #: (thinking tokens, signature) of the read responses whose output sized their thinking
+        self.sized_thinking: list[tuple[int, int]] = []
 
     def add(self, msg: Message, counter: TokenCounter) -> None:
         assert msg.usage is not None
@@ -181,7 +181,7 @@ class _OutputModel:
             self.with_text += 1
             self.sized += thinking > text
         if signature and thinking > text:
-            self.sized_thinking.append((msg.usage.response_output, visible, signature))
+            self.sized_thinking.append((thinking, signature))
 
     def ratio(self, thinks: bool) -> float:
         if self.visible[thinks]:
@@ -199,12 +199,12 @@ class _OutputModel:
 
     def thinking_size(self, signature: int) -> int | None:
         """The thinking a signature of ``signature`` characters stands for, at the median
-        rate of the read responses whose final count sized theirs (their output beyond the
-        visible blocks per signature character; the median, robust to the few that a
-        visible part off its count puts far out); None with fewer than ``THINKING_GROWTH_SAMPLES``."""
+        thinking per signature character of the read responses whose final count sized theirs
+        (robust to the few that a visible part off its count puts far out); None with fewer
+        than ``THINKING_GROWTH_SAMPLES`` of them."""
         if len(self.sized_thinking) < THINKING_GROWTH_SAMPLES or not signature:
             return None
-        rate = statistics.median((out - vis) / sig for out, vis, sig in self.sized_thinking)
+        rate = statistics.median(tokens / chars for tokens, chars in self.sized_thinking)
         return round(min(rate, self.rate_max) * signature)
 
     def final_counts(self) -> bool:
