@@ -29,9 +29,10 @@ replay's own calibration, against the recorded prompt, with no refit).
 
 Leave-one-source-out: every config constant fitted on the corpus (``FITTED`` and
 ``FITTED_BY_COST`` below, scored on the token p90 and the price-free cost; each is a
-``PipelineConfig`` field with its candidates) is chosen on all repositories but one, by its
-score there, and the held-out repository is scored with that choice; pooled over all
-repositories. The content-kind token ratios (``measures/data/token_kinds.toml``) are fitted
+``PipelineConfig`` field with its candidates) and every constant of the forecast's output
+model (``FITTED_FORECAST``, ``forecast_session`` keywords scored on the forecast's price-free
+cost) is chosen on all repositories but one, by its score there, and the held-out repository
+is scored with that choice; pooled over all repositories. The content-kind token ratios (``measures/data/token_kinds.toml``) are fitted
 by ``bench/fit_token_kinds.py``, which also writes them fitted without each source (the file
 name's owner, before the first ``__``): a held-out repository is counted with those.
 """
@@ -58,11 +59,16 @@ from contextlab.engine.input.sources.registry import load_session
 from contextlab.engine.measures.content_kinds import KindRatios, held_out_ratios
 from contextlab.engine.measures.tokens import TiktokenCounter, percentile
 from contextlab.engine.replay.driver import replay
-from contextlab.engine.replay.forecast import forecast_session
+from contextlab.engine.replay.forecast import (
+    RESPONSE_OVERHEAD_TOKENS,
+    SIGNATURE_RATE_MAX,
+    forecast_session,
+)
 from contextlab.engine.replay.result import ReplayResult
 from contextlab.engine.results import RequestRow
 from contextlab.engine.results.evaluation import cache_accuracy, fidelity
 from contextlab.engine.results.usage_fidelity import (
+    UsageFidelity,
     forecast_fidelity,
     usage_fidelity,
     weighted_estimate,
@@ -79,6 +85,13 @@ FITTED: dict[str, tuple[Any, ...]] = {
 #: estimate (mean |weighted error| per session) instead of the token p90 they cannot move.
 FITTED_BY_COST: dict[str, tuple[Any, ...]] = {
     "cache_system_survival_seconds": (3_600, 0, 1_800, 7_200, 86_400),
+}
+#: Forecast output-model constants (``forecast_session`` keywords; the engine's default
+#: first), scored on the forecast's price-free cost of the later requests (mean |error| per
+#: session), which they move and the other figures cannot feel.
+FITTED_FORECAST: dict[str, tuple[Any, ...]] = {
+    "response_overhead": (RESPONSE_OVERHEAD_TOKENS, 0, 25, 50, 100, 150),
+    "signature_rate_max": (SIGNATURE_RATE_MAX, 0.35, 0.5, 1.0),
 }
 #: the share of each thread's requests a forecast reads (``--usage-until``)
 FORECAST_SHARE = 0.2
@@ -191,16 +204,50 @@ def main_model(session: Session) -> str:
     )
 
 
+def forecast_figures(
+    session: Session,
+    recorded: ReplayResult,
+    overrides: Mapping[str, Any],
+    counter: TiktokenCounter,
+    constants: Mapping[str, Any],
+) -> UsageFidelity:
+    """``forecast_fidelity`` of a ``FORECAST_SHARE`` forecast of ``session`` against its
+    recorded replay."""
+    # the forecast knows only the first share of the session, its config's inference too
+    early = forecast_session(session, FORECAST_SHARE, counter, **constants)
+    fc_config, fc_preset = resolve(early, overrides)
+    predicted = replay(early, fc_config, mode="recorded", preset_name=fc_preset, counter=counter)
+    return forecast_fidelity(predicted, recorded)
+
+
+def forecast_costs(paths: Sequence[Path]) -> dict[tuple[str, Any], dict[str, float | None]]:
+    """(constant, candidate) → file name → the forecast's session cost error, for every
+    ``FITTED_FORECAST`` candidate (the others at the engine's default)."""
+    grid: dict[tuple[str, Any], dict[str, float | None]] = {
+        (name, value): {} for name, candidates in FITTED_FORECAST.items() for value in candidates
+    }
+    for path in paths:
+        session = load_session(str(path))
+        config, preset = resolve(session, {})
+        counter = TiktokenCounter()
+        recorded = replay(session, config, mode="recorded", preset_name=preset, counter=counter)
+        for name, value in grid:
+            fc = forecast_figures(session, recorded, {}, counter, {name: value})
+            grid[(name, value)][path.name] = fc["session_cost"]
+    return grid
+
+
 def evaluate(
     path: Path,
     overrides: Mapping[str, Any],
     *,
     forecast: bool = False,
     kind_ratios: KindRatios | None = None,
+    forecast_constants: Mapping[str, Any] | None = None,
 ) -> FileFigures:
     """The figures of one file; ``kind_ratios``: the content-kind ratios to count with (the
     fitted table's by default; leave-one-source-out passes those fitted without the file's
-    source)."""
+    source); ``forecast_constants``: ``forecast_session`` keywords (``FITTED_FORECAST``)."""
     session = load_session(str(path))
     config, preset = resolve(session, overrides)
     counter = TiktokenCounter(kind_ratios)
@@ -211,13 +258,7 @@ def evaluate(
     figs.model = main_model(session)
     figs.read_error = usage_fidelity(recorded)["session_read"]
     if forecast:
-        # the forecast knows only the first share of the session, its config's inference too
-        early = forecast_session(session, FORECAST_SHARE, counter)
-        fc_config, fc_preset = resolve(early, overrides)
-        predicted = replay(
-            early, fc_config, mode="recorded", preset_name=fc_preset, counter=counter
-        )
-        fc = forecast_fidelity(predicted, recorded)
+        fc = forecast_figures(session, recorded, overrides, counter, forecast_constants or {})
         figs.forecast_errors = sorted(abs(r["prompt"]) for r in fc["requests"])
         figs.forecast_cost = fc["session_cost"]
         figs.forecast_read = fc["session_read"]
@@ -351,6 +392,7 @@ def leave_one_source_out(paths: Sequence[Path]) -> tuple[list[FileFigures], dict
     fitted = {**FITTED, **FITTED_BY_COST}
     if not fitted:
         return [], {}
+    forecast_grid = forecast_costs(paths)
     grid: dict[tuple[str, Any], dict[str, FileFigures]] = {}
     for name, candidates in fitted.items():
         for value in candidates:
@@ -374,10 +416,25 @@ def leave_one_source_out(paths: Sequence[Path]) -> tuple[list[FileFigures], dict
                 return percentile(errs, 0.9) if errs else 0.0
 
             choice[name] = min(candidates, key=score)
+        constants: dict[str, Any] = {}
+        for name, candidates in FITTED_FORECAST.items():
+
+            def forecast_score(value: Any, name: str = name, source: str = source) -> float:
+                costs = [
+                    abs(cost)
+                    for fname, cost in forecast_grid[(name, value)].items()
+                    if source_of(Path(fname)) != source and cost is not None
+                ]
+                return statistics.fmean(costs) if costs else 0.0
+
+            constants[name] = min(candidates, key=forecast_score)
         # the content-kind ratios fitted without the source's owner (``fit_token_kinds``)
         ratios = held_out_ratios(source.split("/", 1)[0])
-        chosen[source] = {**choice, "kind_ratios": ratios.source}
-        scored.extend(evaluate(p, choice, forecast=True, kind_ratios=ratios) for p in held)
+        chosen[source] = {**choice, **constants, "kind_ratios": ratios.source}
+        scored.extend(
+            evaluate(p, choice, forecast=True, kind_ratios=ratios, forecast_constants=constants)
+            for p in held
+        )
     return scored, chosen
 
 

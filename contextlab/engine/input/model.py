@@ -39,6 +39,11 @@ MessageKind = Literal[
 ]
 
 
+#: ``Block.data`` key of a thinking block: the length of its signature, which encrypts the whole
+#: thinking (its size where the text is left out or summarized)
+SIGNATURE_CHARS = "signature_chars"
+
+
 @dataclass(slots=True)
 class Block:
     """One content block as the model sees it.
@@ -52,7 +57,8 @@ class Block:
     tool_use_id: str | None = None
     tool_name: str | None = None
     is_error: bool = False
-    #: tool_use input (kept for display) or the JSON of an unknown block
+    #: tool_use input (kept for display), the JSON of an unknown block, or a thinking block's
+    #: ``{SIGNATURE_CHARS: n}``
     data: Any = None
     #: number of image/document blocks nested in a tool_result
     media: int = 0

@@ -45,8 +45,9 @@ def _token_kinds_digest() -> str:
 
 #: Bump when Session, Block or the tokenization change shape, or a pickled class moves (the
 #: pickles name them by module path); the kind ratios' digest follows their refits. 11: an
-#: attachment's metadata keeps a prompt snapshot's tool definitions (the waste findings).
-CACHE_VERSION = f"11.{_token_kinds_digest()}"
+#: attachment's metadata keeps a prompt snapshot's tool definitions (the waste findings). 12: a
+#: thinking block keeps its signature's length.
+CACHE_VERSION = f"12.{_token_kinds_digest()}"
 #: Sessions kept in memory by a long-lived process (a worker replaying a file again after an
 #: LLM summary, or an A/B pair), newest last.
 _RECENT: OrderedDict[str, Session] = OrderedDict()

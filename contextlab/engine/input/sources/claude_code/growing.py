@@ -27,8 +27,9 @@ from contextlab.engine.input.session import SideRecords
 
 from .records import Record, RecordParser
 
-#: Bump when ``RecordParser``'s state, ``Record`` or ``Message`` change shape.
-STATE_VERSION = 2
+#: Bump when ``RecordParser``'s state, ``Record`` or ``Message`` change shape (3: a thinking
+#: block keeps its signature's length).
+STATE_VERSION = 3
 #: bytes before the saved offset a resumed read compares with the file, to refuse a state
 #: saved from another file
 _TAIL_BYTES = 256

@@ -18,7 +18,15 @@ from typing import Any
 from contextlab.engine.input.json_line import decode_json_line
 from contextlab.engine.input.jsutil import json_stringify
 from contextlab.engine.input.loading import LineCursor, TranscriptFile, iter_lines
-from contextlab.engine.input.model import Block, Iteration, Message, MessageKind, Problem, Usage
+from contextlab.engine.input.model import (
+    SIGNATURE_CHARS,
+    Block,
+    Iteration,
+    Message,
+    MessageKind,
+    Problem,
+    Usage,
+)
 from contextlab.engine.input.session import SideRecords
 
 from .attachments import render_attachment, snapshot_tools
@@ -358,7 +366,15 @@ class RecordParser:
             return Block("text", text if isinstance(text, str) else "")
         if btype == "thinking":
             text = item.get("thinking")
-            return Block("thinking", text if isinstance(text, str) else "")
+            signature = item.get("signature")
+            # the signature encrypts the whole thinking, so its length sizes a thinking whose
+            # text the file leaves out or whose output the record holds only as a snapshot
+            # (``replay.forecast``)
+            return Block(
+                "thinking",
+                text if isinstance(text, str) else "",
+                data={SIGNATURE_CHARS: len(signature)} if isinstance(signature, str) else None,
+            )
         if btype == "redacted_thinking":
             data = item.get("data")
             return Block("redacted_thinking", data if isinstance(data, str) else "")
