@@ -165,7 +165,8 @@ def test_every_recorded_main_chain_request_is_replayed(path):
     assert not recorded - replayed_ids
 
 
-def check_cache_estimate_targets(files: list[Path]) -> None:
+def miss_counts(files: list[Path]) -> tuple[list[float], int, int, int]:
+    """The cache model's read differences, and recorded, predicted and matched misses."""
     diffs: list[float] = []
     counts = [0, 0, 0]
     for path in files:
@@ -173,6 +174,11 @@ def check_cache_estimate_targets(files: list[Path]) -> None:
         diffs.extend(acc["diffs"])
         counts = [a + b for a, b in zip(counts, acc["counts"], strict=True)]
     recorded, predicted, both = counts
+    return diffs, recorded, predicted, both
+
+
+def check_cache_estimate_targets(files: list[Path]) -> None:
+    diffs, recorded, predicted, both = miss_counts(files)
     assert statistics.median(sorted(diffs)) <= 0.05
     # Target is 80 % / 80 %; measured 77.5 % / 77.5 % (the rest are server-side misses at short
     # gaps and sessions whose first request found the system prompt warm). This floor guards
@@ -199,6 +205,18 @@ def test_cache_estimate_targets_over_the_whole_corpus_with_recent():
 # after a compaction where the session's three other compactions read 29,760 tokens back.
 def test_cache_estimate_targets_over_the_whole_corpus_with_recent2():
     check_cache_estimate_targets(FILES)
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="cache-miss recall 75.6 % (62 of 82 recorded misses), precision 93.9 %, target 85 % "
+    "each (issue #20): 18 of the 20 misses not found are server-side drops nothing in the file "
+    "announces (bench/miss_audit.py lists them)",
+)
+def test_cache_miss_recall_and_precision_reach_85_percent():
+    _, recorded, predicted, both = miss_counts(FILES)
+    assert both / recorded >= 0.85
+    assert both / predicted >= 0.85
 
 
 def compaction_rows(files: list[Path]) -> list[dict[str, Any]]:
