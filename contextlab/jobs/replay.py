@@ -165,15 +165,21 @@ def _replay_live(
 
 
 def _replay(run: Run, summary: SummaryFetch | None, loaded: list[str]) -> dict[str, Any]:
-    if loaded:  # again: the session grew while the last replay ran
+    again = bool(loaded)
+    if again:  # the session grew while the last replay ran
         run.transcript.refresh_from_db()
         # the state this replay just kept is of the file before the growth: go on from it
         run.live_continue = True
+        # the messages the last replay stored may be the old file's (an append that came
+        # after they were stored deleted none): this replay stores the grown file's
+        TranscriptMessages.objects.filter(transcript_id=run.transcript_id).delete()
     loaded[:] = [run.transcript.sha256]
     counting = None
     if summary is None:  # a resumed run counted its session when it started
         counting = lifecycle.progress_writer(run.pk, stage=Run.Stage.COUNTING)
-    session = load_session(run.transcript, store_messages=summary is None, progress=counting)
+    session = load_session(
+        run.transcript, store_messages=summary is None or again, progress=counting
+    )
     try:
         return replay_run(run, session, summary)
     finally:
@@ -211,13 +217,11 @@ def _still_current(run: Run, loaded: list[str]) -> bool:
     """Whether the session still is the file the replay read (``loaded``: its sha256). Locks
     the session's row until the result is stored, so an append (``transcripts.live``, which
     locks it too) either comes first and is seen here, or comes after the run is done and
-    replays it again. A grown session's stored messages were maybe read from the old file:
-    they go, and the next replay stores the new ones."""
-    current = (
+    replays it again. (A grown session's stored messages were maybe read from the old file:
+    the replay again replaces them, ``_replay``; deleted here, in the transaction the
+    growth rolls back, they would stay.)"""
+    return (
         Transcript.objects.select_for_update()
         .filter(pk=run.transcript_id, sha256__in=loaded)
         .exists()
     )
-    if not current:
-        TranscriptMessages.objects.filter(transcript_id=run.transcript_id).delete()
-    return current

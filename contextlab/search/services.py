@@ -18,7 +18,7 @@ from functools import lru_cache
 from typing import Any
 
 from django.db import transaction
-from django.db.models import QuerySet
+from django.db.models import Max, Min, QuerySet
 from django.urls import reverse
 from django.utils.safestring import SafeString
 
@@ -106,18 +106,26 @@ def _request_finder(requests: list[dict[str, Any]]) -> dict[str, tuple[list[int]
 
 
 def entries_for(
-    transcript_id: int, messages: dict[str, Any], requests: list[dict[str, Any]]
+    transcript_id: int,
+    messages: dict[str, Any],
+    requests: list[dict[str, Any]],
+    start: dict[str, int] | None = None,
 ) -> Iterator[Entry]:
-    """The index rows of a session's stored messages, numbered by a replay's requests."""
+    """The index rows of a session's stored messages, numbered by a replay's requests
+    (``start``: only those of each thread's messages from that index on)."""
     finder = _request_finder(requests)
     for thread, rows in messages.items():
         if thread == _SHARED or thread not in finder or not isinstance(rows, list):
             continue
         ends, indexes = finder[thread]
+        first = (start or {}).get(thread, 0)
         #: a tool result names its tool through its call's id
         tool_names: dict[str, str] = {}
         for row in rows:
             m = int(row.get("index") or 0)
+            if m < first:
+                _learn_tool_names(row, tool_names)
+                continue
             # the first request whose history (messages 0..end-1) holds message m
             position = bisect_right(ends, m)
             in_prompt = position < len(ends)
@@ -169,9 +177,46 @@ def indexing_run(transcript: Transcript) -> Run | None:
     )
 
 
+def _learn_tool_names(row: dict[str, Any], tool_names: dict[str, str]) -> None:
+    """``entries_for``'s tool names of a message it does not index (a result after it may
+    name its tool through a call of this one)."""
+    for block in row.get("blocks") or []:
+        call = str(block.get("tool_use_id") or "")
+        tool = str(block.get("tool_name") or "")[:100]
+        if call and tool and str(block.get("text") or "").replace("\x00", "").strip():
+            tool_names[call] = tool
+
+
+def _kept_before_append(transcript: Transcript, requests: list[dict[str, Any]]) -> dict[str, int]:
+    """Per thread, the first message whose rows are to be written: after those a live
+    session's append kept (``forget(appended=True)``), which this replay's requests number as
+    they were numbered. Empty (index the session whole) when no row was kept or one would be
+    numbered otherwise now: each request's first and last message kept must still be that
+    request's (a provisional replay keeps the earlier requests as they were)."""
+    finder = _request_finder(requests)
+    spans = (
+        Entry.objects.filter(transcript=transcript)
+        .values_list("thread", "request", "in_prompt")
+        .annotate(first=Min("message"), last=Max("message"))
+    )
+    start: dict[str, int] = {}
+    for thread, request, in_prompt, first, last in spans:
+        if not in_prompt or thread not in finder:
+            return {}
+        ends, indexes = finder[thread]
+        for m in (first, last):
+            position = bisect_right(ends, m)
+            if position >= len(ends) or indexes[position] != request:
+                return {}
+        start[thread] = max(start.get(thread, 0), last + 1)
+    return start
+
+
 def index_session(transcript: Transcript, run: Run | None = None) -> IndexedSession | None:
     """(Re)build the session's index rows; None when it has no stored messages or finished
-    run yet (it is indexed when one finishes)."""
+    run yet (it is indexed when one finishes). After a live session's append replayed
+    provisionally (``run.provisional``), only the rows of what the append changed are
+    written; the others, kept, are numbered as they were."""
     run = run or indexing_run(transcript)
     stored = TranscriptMessages.objects.filter(transcript=transcript).first()
     if run is None or stored is None:
@@ -183,11 +228,17 @@ def index_session(transcript: Transcript, run: Run | None = None) -> IndexedSess
     messages = stored.data
     started = time.perf_counter()
     with transaction.atomic():
-        Entry.objects.filter(transcript=transcript).delete()
-        count = 0
-        tools: set[str] = set()
+        kept = Entry.objects.filter(transcript=transcript)
+        start = _kept_before_append(transcript, requests) if run.provisional else {}
+        if start:
+            count = kept.count()
+            tools: set[str] = set(kept.exclude(tool="").values_list("tool", flat=True).distinct())
+        else:
+            kept.delete()
+            count = 0
+            tools = set()
         batch: list[Entry] = []
-        for entry in entries_for(transcript.pk, messages, requests):
+        for entry in entries_for(transcript.pk, messages, requests, start):
             if entry.tool:
                 tools.add(entry.tool)
             batch.append(entry)
@@ -207,10 +258,11 @@ def index_session(transcript: Transcript, run: Run | None = None) -> IndexedSess
             },
         )
     logger.info(
-        "session %s: %s search rows indexed in %.2f s",
+        "session %s: %s search rows indexed in %.2f s%s",
         transcript.pk,
         count,
         time.perf_counter() - started,
+        " (the rows before the append kept)" if start else "",
     )
     return state
 
@@ -223,9 +275,13 @@ def index_after_run(run_id: int) -> None:
     index_session(run.transcript, run)
 
 
-def forget(transcript_id: int) -> None:
-    """Drop a session's index (its stored messages are gone; the next replay indexes it)."""
-    Entry.objects.filter(transcript_id=transcript_id).delete()
+def forget(transcript_id: int, *, appended: bool = False) -> None:
+    """Drop a session's index (its stored messages are gone; the next replay indexes it).
+    ``appended`` (a live session's append): the rows of blocks some request's prompt holds
+    stay (found meanwhile, at the same places; the next replay writes only the others), the
+    rows of each thread's last answer go (the append's request may now hold it)."""
+    rows = Entry.objects.filter(transcript_id=transcript_id)
+    (rows.filter(in_prompt=False) if appended else rows).delete()
     IndexedSession.objects.filter(transcript_id=transcript_id).delete()
 
 

@@ -1,7 +1,8 @@
 """A session's index goes with its stored messages: they are deleted when its file grew or the
 history it continues changed, and the replay that follows stores new ones and indexes them
 (``services.index_after_run``); until then its blocks are not searched (it counts as not
-indexed) rather than found at stale places."""
+indexed) rather than found at stale places. A live session's append (the stored messages
+marked ``grown_by_append``) keeps the rows it leaves where they were."""
 
 from __future__ import annotations
 
@@ -17,4 +18,4 @@ from contextlab.transcripts.models import TranscriptMessages
 def _forget_index(*, instance: TranscriptMessages, **kwargs: Any) -> None:
     from contextlab.search.services import forget
 
-    forget(instance.transcript_id)
+    forget(instance.transcript_id, appended=instance.grown_by_append)

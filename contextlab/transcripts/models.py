@@ -164,6 +164,9 @@ class TranscriptMessages(models.Model):
         Transcript, on_delete=models.CASCADE, primary_key=True, related_name="messages"
     )
     data: models.JSONField[dict[str, list[dict[str, Any]]]] = models.JSONField(default=dict)
+    #: not stored: set on the messages a live session's append deletes (its file grew by
+    #: whole lines), which tells the search index what it may keep (``search.signals``)
+    grown_by_append = False
 
     def __str__(self) -> str:
         return f"messages of session {self.transcript_id}"

@@ -240,8 +240,12 @@ def replace_with_longer(
         for key, value in fields.items():
             setattr(transcript, key, value)
         transcript.save()
-        # the stored messages are the old file's: the first replay stores the new ones
-        TranscriptMessages.objects.filter(transcript=transcript).delete()
+        # the stored messages are the old file's: the first replay stores the new ones.
+        # Deleted one by one (not their large JSON read): an append's mark tells the search
+        # index to keep the rows of the blocks it leaves where they were (search.signals)
+        for stored in TranscriptMessages.objects.filter(transcript=transcript).only("pk"):
+            stored.grown_by_append = live
+            stored.delete()
         if not run_services.replay_again(transcript, live=live) and not transcript.runs.exists():
             run_services.start_run(owner=transcript.owner, transcript=transcript, mode="recorded")
         shared = Transcript.objects.filter(file=old_file).exclude(pk=transcript.pk).exists()

@@ -17,9 +17,10 @@ import hashlib
 import os
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol, TypeVar
 
 from .disk_cache import (
     read_bytes,
@@ -33,6 +34,8 @@ from .session import Session
 from .sources.claude_code.growing import STATE_VERSION
 from .sources.registry import load_growing_session, load_session
 from .upload_chain import EarlierUpload, open_upload_chain
+
+T = TypeVar("T")
 
 
 def _token_kinds_digest() -> str:
@@ -84,6 +87,7 @@ def cached_session(
     sha256: str | None = None,
     earlier: Sequence[str | os.PathLike[str] | EarlierUpload] = (),
     mirror: CacheMirror | None = None,
+    beside: KeptBeside | None = None,
 ) -> Session:
     """Like ``load_session`` but served from (and written to) ``cache_dir`` when possible;
     ``prepare`` runs once on a session just parsed, before it is cached (every caller of one
@@ -92,6 +96,9 @@ def cached_session(
     With ``earlier`` (the uploads this one continues, earliest first), the session is the
     stitched one (``upload_chain.open_upload_chain``), cached under a key made of every file's;
     an earlier file that is gone is left out of both.
+    ``beside`` (a version of a growing session, whose parse was handed over): the parse is
+    kept as it is, with ``prepare``'s work saved beside it (``KeptBeside``), instead of a
+    pickle of the whole prepared session written at every append.
     A cache file that cannot be read (truncated, written by another engine version) is ignored
     and rewritten; the cache never changes what a replay computes.
     """
@@ -113,9 +120,7 @@ def cached_session(
         _RECENT.move_to_end(key)
         recent.upload = reopen()  # the last replay closed its archive handles
         return recent
-    session = read_pickle(target, Session)
-    if session is None and mirror is not None and mirror.fetch(target.name, target):
-        session = read_pickle(target, Session)  # another host prepared it
+    session = read_kept(target, Session, mirror)  # maybe another host prepared it
     if session is not None:
         session.upload = reopen()  # archives: tool-results read on demand
         if name:
@@ -123,14 +128,16 @@ def cached_session(
         _remember(key, session)
         return session
     parsed = Path(cache_dir) / f"{key}{PARSED_SUFFIX}"
-    session = read_pickle(parsed, Session)
-    if session is None and mirror is not None and mirror.fetch(parsed.name, parsed):
-        session = read_pickle(parsed, Session)  # the web host's upload check parsed it
+    session = read_kept(parsed, Session, mirror)  # maybe the web host's upload check's
     if session is not None:
         # parsed by whoever stored the upload (``keep_parsed``): only ``prepare`` is left
         session.upload = reopen()
         if name:
             session.name = name
+        if beside is not None and not files:
+            _prepare_beside(session, Path(cache_dir), key, prepare, beside, mirror)
+            _remember(key, session)
+            return session
     else:
         session = load_session(path, name, earlier=files)
     prepare(session)
@@ -150,6 +157,71 @@ def cached_session(
 
 #: file name ending of a parsed, not yet prepared session (``keep_parsed``)
 PARSED_SUFFIX = ".parsed.pickle"
+
+
+@dataclass(frozen=True)
+class KeptBeside:
+    """How a version of a growing session is kept: its parse as handed over, and what
+    ``prepare`` added to it saved beside it in a small file (``save``'s value, put back on the
+    parse by ``restore``), so an append writes no second copy of the whole session.
+    ``replaces``: the digest of the version before, whose cache files go once this one is
+    kept (each append would otherwise leave one more copy of the session)."""
+
+    suffix: str
+    kind: type
+    save: Callable[[Session], object]
+    restore: Callable[[Session, Any], object]
+    replaces: str | None = None
+
+
+def _prepare_beside(
+    session: Session,
+    folder: Path,
+    key: str,
+    prepare: Callable[[Session], object],
+    beside: KeptBeside,
+    mirror: CacheMirror | None,
+) -> None:
+    """``prepare`` a handed-over parse, starting from what an earlier load of this same
+    version saved beside it; save what it is now (the parse itself stays as it is)."""
+    kept = folder / f"{key}{beside.suffix}"
+    saved = read_kept(kept, beside.kind, mirror)
+    if saved is not None:
+        beside.restore(session, saved)
+    prepare(session)
+    if saved is None:
+        if write_pickle_atomic(kept, beside.save(session)) and mirror is not None:
+            mirror.store(kept.name, kept)
+        if beside.replaces and not key.startswith(f"{beside.replaces}-"):
+            forget_version(folder, beside.replaces, mirror)
+
+
+def read_kept(target: Path, kind: type[T], mirror: CacheMirror | None) -> T | None:
+    """The cache file ``target`` unpickled (fetched from the mirror when not on this disk)."""
+    value = read_pickle(target, kind)
+    if value is None and mirror is not None and mirror.fetch(target.name, target):
+        value = read_pickle(target, kind)
+    return value
+
+
+def kept_beside(
+    cache_dir: str | os.PathLike[str], sha256: str, beside: KeptBeside
+) -> object | None:
+    """What a version (digest ``sha256``) of a growing session saved beside its parse."""
+    for path in sorted(Path(cache_dir).glob(f"{sha256}-*-v{CACHE_VERSION}{beside.suffix}")):
+        found = read_pickle(path, beside.kind)
+        if found is not None:
+            return found
+    return None
+
+
+def forget_version(folder: Path, sha256: str, mirror: CacheMirror | None) -> None:
+    """Remove the cache files of the file of digest ``sha256`` (a growing session's version
+    that a longer one superseded); a reader that has one open still reads it whole."""
+    for path in folder.glob(f"{sha256}-*"):
+        path.unlink(missing_ok=True)
+        if mirror is not None:
+            mirror.discard(path.name)
 
 
 def cached_by_sha(cache_dir: str | os.PathLike[str], sha256: str) -> Session | None:

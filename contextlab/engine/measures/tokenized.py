@@ -8,12 +8,20 @@ counts and cache key filled before the session is pickled, so a later replay of 
 from __future__ import annotations
 
 import os
+from array import array
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from functools import partial
 
 from contextlab.engine.input.rough import block_rough
 from contextlab.engine.input.session import Session
-from contextlab.engine.input.session_cache import CacheMirror, cached_by_sha, cached_session
+from contextlab.engine.input.session_cache import (
+    CacheMirror,
+    KeptBeside,
+    cached_by_sha,
+    cached_session,
+    kept_beside,
+)
 from contextlab.engine.input.upload_chain import EarlierUpload
 
 from .tokens import (
@@ -56,6 +64,15 @@ class _ReportingCounter:
         return tokens
 
 
+def _uncounted(session: Session) -> bool:
+    return any(
+        block.tok < 0
+        for thread in session.threads
+        for message in thread.messages
+        for block in message.blocks
+    )
+
+
 def _characters_to_count(session: Session) -> int:
     return sum(
         len(block.text)
@@ -85,20 +102,66 @@ def carry_counts(earlier: Session, session: Session) -> int:
     return carried
 
 
+@dataclass(frozen=True)
+class TokenCounts:
+    """A prepared session's token counts, rough estimates and cache keys, by thread: each
+    message's number of blocks, then the blocks' figures in order (``array``s: a few bytes a
+    block). What a growing session's version keeps beside its parse, and what the next
+    version carries over (``carry_token_counts``), instead of a pickle of the whole session."""
+
+    threads: dict[str, tuple[array[int], array[int], array[int], array[int]]]
+
+    @classmethod
+    def of(cls, session: Session) -> TokenCounts:
+        threads = {}
+        for thread in session.threads:
+            blocks = [b for m in thread.messages for b in m.blocks]
+            threads[thread.id] = (
+                array("q", [len(m.blocks) for m in thread.messages]),
+                array("q", [b.tok for b in blocks]),
+                array("q", [b.rough for b in blocks]),
+                array("q", [b.key for b in blocks]),
+            )
+        return cls(threads)
+
+
+def carry_token_counts(counts: TokenCounts, session: Session) -> int:
+    """``carry_counts`` from an earlier version's ``TokenCounts``: a block at the same place
+    (thread, message, block) whose cache key (a digest of its type, text and media) is the one
+    kept takes the kept counts. Returns the blocks carried."""
+    carried = 0
+    for thread in session.threads:
+        kept = counts.threads.get(thread.id)
+        if kept is None:
+            continue
+        per_message, toks, roughs, keys = kept
+        at = 0
+        for message, size in zip(thread.messages, per_message, strict=False):
+            for i, block in zip(range(at, at + size), message.blocks, strict=False):
+                if block.tok < 0 <= toks[i] and keys[i] >= 0 and block_key(block) == keys[i]:
+                    block.tok, block.rough = toks[i], roughs[i]
+                    carried += 1
+            at += size
+    return carried
+
+
 def tokenize_session(
     session: Session,
     counter: TokenCounter | None = None,
     *,
     progress: CountProgress | None = None,
-    seed: Callable[[], Session | None] | None = None,
+    seed: Callable[[], Session | TokenCounts | None] | None = None,
 ) -> int:
     """Fill every block's token counts and cache key; returns the number of blocks.
 
     ``progress`` hears how many characters are counted, at most ``COUNT_CHUNK_CHARS`` apart.
-    ``seed`` gives an earlier version of the session (or None): its counts are carried over
-    (``carry_counts``), so only the blocks that are new or changed are counted."""
-    earlier = seed() if seed is not None else None
-    if earlier is not None:
+    ``seed`` gives an earlier version of the session, or its ``TokenCounts`` (or None): its
+    counts are carried over (``carry_counts``), so only the blocks that are new or changed
+    are counted. It is not asked when every block is counted already."""
+    earlier = seed() if seed is not None and _uncounted(session) else None
+    if isinstance(earlier, TokenCounts):
+        carry_token_counts(earlier, session)
+    elif earlier is not None:
         carry_counts(earlier, session)
     counter = counter or TiktokenCounter()
     if progress is not None:
@@ -139,13 +202,35 @@ def load_session_cached(
     A cache file that cannot be read (truncated, written by another engine version) is ignored
     and rewritten; the cache never changes what a replay computes.
     """
-    seed = partial(cached_by_sha, cache_dir, seed_sha256) if seed_sha256 and not earlier else None
+    grown = seed_sha256 if not earlier else None
     return cached_session(
         path,
         cache_dir=cache_dir,
-        prepare=partial(tokenize_session, progress=progress, seed=seed),
+        prepare=partial(
+            tokenize_session,
+            progress=progress,
+            seed=partial(_earlier_counts, cache_dir, grown) if grown else None,
+        ),
         name=name,
         sha256=sha256,
         earlier=earlier,
         mirror=mirror,
+        # a live session's version: its parse and counts kept, not the whole session again
+        beside=replace(COUNTS_BESIDE, replaces=grown) if grown else None,
     )
+
+
+#: A growing session's version keeps its ``TokenCounts`` beside its parse.
+COUNTS_BESIDE = KeptBeside(
+    suffix=".counts.pickle",
+    kind=TokenCounts,
+    save=TokenCounts.of,
+    restore=lambda session, counts: carry_token_counts(counts, session),
+)
+
+
+def _earlier_counts(cache_dir: str | os.PathLike[str], sha256: str) -> Session | TokenCounts | None:
+    """The counts an earlier version of a growing session kept (``COUNTS_BESIDE``), else its
+    prepared session (a version cached whole: the session's first upload)."""
+    counts = kept_beside(cache_dir, sha256, COUNTS_BESIDE)
+    return counts if isinstance(counts, TokenCounts) else cached_by_sha(cache_dir, sha256)

@@ -241,6 +241,17 @@ class View:
         #: first message index whose blocks changed since the cache list was built
         self.dirty_from: int | None = 0
 
+    def __getstate__(self) -> dict[str, Any]:
+        # a checkpoint keeps the thread by reference, its message list with it: the list the
+        # view reads is the thread's (a live session's append grows that very list)
+        state = self.__dict__.copy()
+        del state["messages"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self.messages = self.thread.messages
+
     def _measure_from(self, first: int) -> None:
         """Base sizes of messages ``first:`` (those before are measured already)."""
         hidden = self.hidden

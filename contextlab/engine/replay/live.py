@@ -47,20 +47,35 @@ def _message_mark(message: Message) -> tuple[str, int, int]:
     return message.uuid, len(message.blocks), output
 
 
+#: A response's thinking as a replay sized it (``tokens.size_thinking``, then maybe
+#: ``scale_unsized_thinking``): its thinking blocks' tokens, whether it was unsized, and the
+#: thread that scaled it.
+SizedThinking = tuple[tuple[int, ...], bool, str | None]
+
+
 class LiveState:
     """A replay (finished, or of one thread stopped before its last request: ``rewind``) and
-    what its continuation checks the grown session against."""
+    what its continuation checks the grown session against.
 
-    __slots__ = ("fitted", "marks", "replay", "rewind", "thinking", "thread_ids")
+    Its bytes (``_dump``) are the state's pickle followed by the rewind's (a state without a
+    rewind of its own): an update that replays only the last request keeps the state it
+    went on from as its rewind, as bytes, instead of pickling the replay a second time."""
 
-    def __init__(self, replay: SessionReplay, rewind: bytes | None, fitted: int) -> None:
+    __slots__ = ("fitted", "marks", "replay", "rewind", "sized", "thinking", "thread_ids")
+
+    def __init__(
+        self,
+        replay: SessionReplay,
+        fitted: int,
+        thinking: dict[str, float] | None = None,
+    ) -> None:
         session = replay.inputs.session
         self.replay = replay
         #: the session's requests when the calibration was fitted (its last whole replay)
         self.fitted = fitted
         #: a one-thread session: the same replay before its last request (an append that
-        #: completes that response goes on from there)
-        self.rewind = rewind
+        #: completes that response goes on from there); not part of the pickle
+        self.rewind: bytes | None = None
         self.thread_ids = [t.id for t in session.threads]
         #: per replayed thread: the messages its requests saw (through its last response),
         #: and that response's mark; messages after it no request saw, and are read again
@@ -71,10 +86,52 @@ class LiveState:
             self.marks[thread_id] = (
                 (last.position + 1, _message_mark(last.message)) if last else (0, None)
             )
-        #: the thinking-size factor each thread's calibration measured (frozen for new ones)
-        self.thinking = {
+        #: the thinking-size factor each thread's calibration measured (frozen for new ones;
+        #: a continuation's session was read afresh, without the calibration's memo)
+        self.thinking = thinking or {
             t.id: float(session.memo.get(("thinking_factor", t.id), 1.0)) for t in session.threads
         }
+        #: per thread: how the responses its requests saw had their thinking sized (message
+        #: index → sizes), so the next append sets them again instead of counting them again
+        self.sized: dict[str, dict[int, SizedThinking]] = {}
+        threads = {t.id: t for t in session.threads}
+        for thread_id, (seen, _) in self.marks.items():
+            self.sized[thread_id] = {
+                i: _sized_thinking(message)
+                for i, message in enumerate(threads[thread_id].messages[:seen])
+                if message.metadata.get("thinking_sized")
+            }
+
+    def __getstate__(self) -> dict[str, object]:
+        return {name: getattr(self, name) for name in self.__slots__ if name != "rewind"}
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.rewind = None
+        for name, value in state.items():
+            setattr(self, name, value)
+
+
+def _sized_thinking(message: Message) -> SizedThinking:
+    metadata = message.metadata
+    return (
+        tuple(b.tok for b in message.blocks if b.type == "thinking"),
+        bool(metadata.get("thinking_unsized")),
+        metadata.get("thinking_scaled_by"),
+    )
+
+
+def _set_sized_thinking(message: Message, sized: SizedThinking) -> None:
+    toks, unsized, scaled_by = sized
+    thinking = [b for b in message.blocks if b.type == "thinking"]
+    if len(thinking) != len(toks):
+        raise ValueError(f"message {message.uuid}: its thinking blocks changed")
+    for block, tok in zip(thinking, toks, strict=True):
+        block.tok = tok
+    message.metadata["thinking_sized"] = True
+    if unsized:
+        message.metadata["thinking_unsized"] = True
+    if scaled_by is not None:
+        message.metadata["thinking_scaled_by"] = scaled_by
 
 
 def replay_live(
@@ -121,12 +178,26 @@ def _runners(state: SessionReplay) -> dict[str, ThreadReplay]:
     return runners
 
 
-def _keep_rewind(state: SessionReplay) -> list[bytes]:
+def _replayed(state: SessionReplay) -> int:
+    return sum(runner.replayed() for runner in _runners(state).values())
+
+
+def _keep_rewind(
+    state: SessionReplay,
+    loaded: bytes | None = None,
+    thinking: dict[str, float] | None = None,
+) -> list[bytes]:
     """Have ``state`` keep itself when it stands before its one thread's last request; the
-    list gets the bytes."""
+    list gets the bytes. ``loaded``: the state's bytes as ``continue_live`` read them, which
+    serve as they are when no request was replayed since (one request appended: the replay
+    pauses where the last one ended), instead of a second pickle of the whole replay."""
     kept: list[bytes] = []
+    start = _replayed(state)
 
     def pause() -> None:
+        if loaded is not None and _replayed(state) == start:
+            kept.append(loaded)
+            return
         # closures do not pickle: the hook and a caller's request counter stay out
         runners = _runners(state).values()
         ticks = [runner.progress for runner in runners]
@@ -134,7 +205,7 @@ def _keep_rewind(state: SessionReplay) -> list[bytes]:
         for runner in runners:
             runner.progress = state.progress.tick
         try:
-            kept.append(_dump(state, None))
+            kept.append(_dump(state, None, thinking))
         finally:
             state.on_pause = pause
             for runner, tick in zip(runners, ticks, strict=True):
@@ -144,14 +215,18 @@ def _keep_rewind(state: SessionReplay) -> list[bytes]:
     return kept
 
 
-def _dump(state: SessionReplay, rewind: bytes | None) -> bytes:
-    return checkpoints.dump(
-        LiveState(state, rewind, state.fitted),
+def _dump(
+    state: SessionReplay, rewind: bytes | None, thinking: dict[str, float] | None = None
+) -> bytes:
+    """The state's bytes, ``rewind``'s after them (``LiveState``)."""
+    data = checkpoints.dump(
+        LiveState(state, state.fitted, thinking),
         state.inputs.session,
         state.inputs.summarizer,
         state.progress.callback,
         live=True,
     )
+    return data + rewind if rewind else data
 
 
 def continue_live(
@@ -169,7 +244,7 @@ def continue_live(
     count them). ``ValueError`` when the state does not fit ``session``, or (``refit_share``)
     when the session has grown by more than that share of the requests the calibration was
     fitted on (the frozen fit would drift): replay it whole."""
-    live = _load(data, session, progress)
+    live, loaded = _load(data, session, progress)
     if refit_share is not None and _requests(session) > live.fitted * (1 + refit_share):
         raise ValueError(
             f"the calibration was fitted on {live.fitted} requests, and the session grew past "
@@ -181,7 +256,7 @@ def continue_live(
         # the append completed the last response: go on from before it, when kept
         if live.rewind is None or "last response changed" not in str(exc):
             raise
-        live = _load(live.rewind, session, progress)
+        live, loaded = _load(live.rewind, session, progress)
         _check_grown(live, session)
     state = live.replay
     runners = _runners(state)
@@ -191,7 +266,7 @@ def continue_live(
     state.progress.callback = progress
     for runner in runners.values():
         runner.progress = _counting(replayed, runner) if replayed else state.progress.tick
-    rewind = _keep_rewind(state)
+    rewind = _keep_rewind(state, loaded, live.thinking)
     if state.runner is not None:  # stopped before its thread's last request
         result = state.run()
     else:
@@ -202,14 +277,18 @@ def continue_live(
     state.on_pause = None
     for runner in runners.values():
         runner.progress = None
-    return result, _dump(state, rewind[-1] if rewind else live.rewind)
+    return result, _dump(state, rewind[-1] if rewind else live.rewind, live.thinking)
 
 
-def _load(data: bytes, session: Session, progress: ProgressCallback | None) -> LiveState:
-    live = checkpoints.load(data, session, ExtractiveSummarizer(), progress, live=True)
+def _load(
+    data: bytes, session: Session, progress: ProgressCallback | None
+) -> tuple[LiveState, bytes]:
+    """The state ``data`` holds (its ``rewind`` the bytes after it), and its own bytes."""
+    live, end = checkpoints.load_prefix(data, session, ExtractiveSummarizer(), progress, live=True)
     if not isinstance(live, LiveState):
         raise ValueError("not a live replay's state")
-    return live
+    live.rewind = data[end:] or None
+    return live, data[:end]
 
 
 def _counting(replayed: Callable[[int], None], runner: ThreadReplay) -> Callable[[int], None]:
@@ -241,7 +320,7 @@ def _grow(runner: ThreadReplay, live: LiveState) -> int:
         a.position != b.position for a, b in zip(old, requests, strict=False)
     ):
         raise ValueError(f"thread {thread.id}: its requests changed")
-    _size_thinking(thread, runner, live.thinking.get(thread.id, 1.0))
+    _size_thinking(thread, runner, live.thinking.get(thread.id, 1.0), live.sized.get(thread.id, {}))
     recording = read_recording(runner.inputs.session, thread, requests, runner.inputs.mode)
     kept = runner.recording
     if {i for i in recording.hidden if i < seen} != {i for i in kept.hidden if i < seen}:
@@ -263,16 +342,26 @@ def _grow(runner: ThreadReplay, live: LiveState) -> int:
     return len(requests) - runner.replayed()
 
 
-def _size_thinking(thread: Thread, runner: ThreadReplay, factor: float) -> None:
+def _size_thinking(
+    thread: Thread, runner: ThreadReplay, factor: float, sized: dict[int, SizedThinking]
+) -> None:
     """Size every response's thinking as the whole replay did (``View`` sizes it from the
     recorded output; pass 1's factor scales what has no final count): the grown session was
-    read afresh, and a step may read an earlier block's size again."""
+    read afresh, and a step may read an earlier block's size again. The responses the last
+    replay sized (``sized``) get its sizes back, uncounted; the others are sized here."""
     counter = runner.inputs.counter
-    for message in thread.messages:
-        if message.role == "assistant":
+    fresh: list[Message] = []
+    for i, message in enumerate(thread.messages):
+        if message.role != "assistant":
+            continue
+        kept = sized.get(i)
+        if kept is not None:
+            _set_sized_thinking(message, kept)
+        else:
             size_thinking(message, counter)
+            fresh.append(message)
     if factor > 1.0:
-        scale_unsized_thinking(thread.messages, factor, counter, thread.id)
+        scale_unsized_thinking(fresh, factor, counter, thread.id)
 
 
 def _extend_anchors(anchors: ThreadAnchors, requests: int) -> None:
