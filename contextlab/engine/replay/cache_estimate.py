@@ -235,7 +235,7 @@ class CacheEstimator:
             # 2-hour break).
             lift = min(self.session_level, read + write) - read
             read, write = read + lift, write - lift
-            hit_blocks = max(hit_blocks, blocks_within(tokens, read))
+            hit_blocks = max(hit_blocks, blocks.within(read))
             detail = (
                 f"{detail}; the session's own system-prompt entry, {read:,} tokens as the "
                 "recording showed it at an earlier break, is still cached and read"
