@@ -14,7 +14,12 @@ import pytest
 
 from contextlab.engine import cli
 from contextlab.engine.measures import anchors, tokens
-from contextlab.engine.measures.anchor_screen import ZERO, TrialScreen, add_point
+from contextlab.engine.measures.anchor_screen import (
+    ZERO,
+    TrialScreen,
+    add_point,
+    add_shifted_points,
+)
 from contextlab.engine.measures.tokens import fit_calibration
 from tests.conftest import corpus_files, needs_corpus
 
@@ -129,3 +134,17 @@ def test_the_screens_misfit_is_the_refits(seed: int) -> None:
     expected = misfit(xs, ys)
     assert estimate is not None
     assert abs(estimate - expected) <= 1e-9 * expected
+
+
+def test_a_stretch_at_constant_offsets_sums_as_its_points_do() -> None:
+    """``add_shifted_points`` is ``add_point`` per request, to the same floats."""
+    rng = random.Random(3)
+    raw = [rng.randint(0, 90_000) for _ in range(400)]
+    totals = [max(1, round(r * 1.07 + rng.gauss(9_000, 400))) for r in raw]
+    for shift, drop in ((0.0, 0.0), (812.37, 2_345.5), (-40.5, 95_000.25), (0.5, 1.5)):
+        one: list[float] = list(ZERO)
+        for r, t in zip(raw, totals, strict=True):
+            add_point(one, r + shift, t - drop, 9_000.0, 1.07)
+        stretch: list[float] = list(ZERO)
+        add_shifted_points(stretch, raw, totals, shift, drop, 9_000.0, 1.07)
+        assert stretch == one

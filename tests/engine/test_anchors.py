@@ -18,6 +18,7 @@ import pytest
 from contextlab import engine
 from contextlab.engine.config.presets import ran_with_1m_window, thread_window
 from contextlab.engine.config.resolve import resolve_config
+from contextlab.engine.measures.anchors import ThreadAnchors
 from contextlab.engine.measures.cost import load_pricing, request_cost
 from tests.engine.builders import TranscriptBuilder
 
@@ -570,3 +571,15 @@ def test_a_branch_above_200k_ran_with_the_1m_window(tmp_path, from_records):
     ]
     # the recording never compacted the branch: with 200k, what-if would at ~167k
     assert (compacted == []) is from_records
+
+
+def test_the_history_peak_is_the_largest_span_so_far_as_the_list_grows() -> None:
+    """``ThreadAnchors.history_peak`` (read per request) is the maximum over the requests so
+    far, also after a live replay appends requests."""
+    anchors = ThreadAnchors.empty(0)
+    anchors.history_raw = [0, 5, 3, 9, 2]
+    assert [anchors.history_peak(k) for k in range(5)] == [0, 5, 5, 9, 9]
+    anchors.history_raw.extend([0, 11, 4])
+    assert [anchors.history_peak(k) for k in range(8)] == [
+        max(anchors.history_raw[: k + 1]) for k in range(8)
+    ]

@@ -347,3 +347,41 @@ def test_keys_and_hashes_are_the_same_in_another_process():
         for seed in ("1", "2")
     }
     assert len(outputs) == 1
+
+
+def test_a_kept_total_and_an_append_only_hash_list_give_the_same_results() -> None:
+    """``total_tokens`` and ``hashes_append_only`` (what the replay's CacheBlocks passes: one
+    list appended to in place, a new list when the prompt changes inside it) change nothing
+    of what the simulator decides, request after request: hits, a changed prefix, a TTL
+    expiry, a model change."""
+    rng = random.Random(5)
+    copied, kept = CacheSimulator(), CacheSimulator()
+    keys: list[int] = []
+    hashes: list[int] = []
+    time = 0.0
+    for step in range(120):
+        if step % 17 == 16 and len(keys) > 4:
+            cut = rng.randrange(2, len(keys))
+            keys = [*keys[:cut], *(rng.getrandbits(40) for _ in range(2))]
+            hashes = hashes[:cut]  # a new list: the kept one must not change
+        else:
+            keys.extend(rng.getrandbits(40) for _ in range(rng.randint(1, 4)))
+        hashes.extend(rolling_hashes(keys[len(hashes) :], hashes[-1] if hashes else 7))
+        tokens = [(key % 900) + 50 for key in keys]
+        time += 400.0 if step % 23 == 22 else rng.uniform(1, 60)
+        model = MODEL if step % 41 != 40 else "claude-opus-4-1"
+        common = {
+            "time": time,
+            "model": model,
+            "block_tokens": tokens,
+            "breakpoints": [0, len(keys) - 1],
+            "min_cacheable_tokens": MIN,
+        }
+        expected = copied.request(prefix_hashes=list(hashes), **common)  # type: ignore[arg-type]
+        got = kept.request(
+            prefix_hashes=hashes,
+            total_tokens=sum(tokens),
+            hashes_append_only=True,
+            **common,  # type: ignore[arg-type]
+        )
+        assert got == expected

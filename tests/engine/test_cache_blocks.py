@@ -43,3 +43,20 @@ def test_within_is_the_walk_after_appends_and_rebuilds(first, appended, cut, sys
     blocks.cal[0], blocks.cal[1] = system
     for budget in budgets:
         assert blocks.within(budget) == walked(blocks.cal, budget)
+
+
+@given(
+    first=tokens,
+    appended=tokens,
+    cut=st.integers(0, 45),
+    system=st.tuples(*[st.integers(0, 9)] * 2),
+)
+def test_total_is_the_sum_of_the_blocks(first, appended, cut, system):
+    blocks = CacheBlocks([1, 2])
+    blocks.cal = [0, 0, *first]
+    blocks.resum(0)
+    cut = max(2, min(cut, len(blocks.cal)))
+    blocks.cal = [*blocks.cal[:cut], *appended]
+    blocks.resum(cut)
+    blocks.cal[0], blocks.cal[1] = system
+    assert blocks.total() == sum(blocks.cal)

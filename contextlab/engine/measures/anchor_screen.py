@@ -57,6 +57,41 @@ def add_point(acc: list[float], x: float, y: float, ref_prefix: float, ref_ratio
     acc[10] += w * e * e
 
 
+def add_shifted_points(
+    acc: list[float],
+    raw: Sequence[int],
+    totals: Sequence[int],
+    shift: float,
+    drop: float,
+    ref_prefix: float,
+    ref_ratio: float,
+) -> None:
+    """``add_point`` for each request of a stretch whose offsets are constant (x raw + ``shift``,
+    y recorded - ``drop``), in the same order and arithmetic, so the sums are the same floats;
+    one loop without a call per point (a candidate's stretch can run to the thread's end)."""
+    n, sx, sy, sxx, sxy, sw, swx, swxx, swe, swxe, swee = acc
+    for raw_k, total_k in zip(raw, totals, strict=True):
+        x = raw_k + shift
+        y = total_k - drop
+        xr = round(x)
+        yr = round(y)
+        if yr > 0:
+            n += 1
+            sx += xr
+            sy += yr
+            sxx += xr * xr
+            sxy += xr * yr
+        w = 1.0 / (y if y > 1.0 else 1.0) ** 2
+        e = y - ref_prefix - ref_ratio * x
+        sw += w
+        swx += w * x
+        swxx += w * x * x
+        swe += w * e
+        swxe += w * x * e
+        swee += w * e * e
+    acc[:] = [n, sx, sy, sxx, sxy, sw, swx, swxx, swe, swxe, swee]
+
+
 def _plus(a: Sequence[float], b: Sequence[float]) -> list[float]:
     return [p + q for p, q in zip(a, b, strict=True)]
 

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import math
 import statistics
+from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TypedDict
@@ -38,7 +39,7 @@ from typing import TypedDict
 from contextlab.engine.config.fields import PipelineConfig
 from contextlab.engine.input.session import RequestInfo, Thread
 
-from .anchor_screen import SCREEN_TOLERANCE, ZERO, Sums, TrialScreen, add_point
+from .anchor_screen import SCREEN_TOLERANCE, ZERO, Sums, TrialScreen, add_shifted_points
 from .tokens import (
     DEFAULT_CALIBRATION,
     Calibration,
@@ -107,10 +108,26 @@ class ThreadAnchors:
     unrecorded: list[int]
     anchors: list[Anchor] = field(default_factory=list)
     calibration: Calibration | None = None
+    #: running maximum of ``history_raw`` (``history_peak``), grown with it
+    peaks: list[int] | None = field(default=None, repr=False, compare=False)
 
     @staticmethod
     def empty(n: int) -> ThreadAnchors:
         return ThreadAnchors([0] * n, [0] * n, [0] * n, [0] * n)
+
+    def history_peak(self, k: int) -> int:
+        """The largest earlier-history span of requests ``0..k``: read per request, so kept
+        as a running maximum rather than taken over the thread so far each time. The list is
+        final once measured, a live replay only appends to it."""
+        if self.peaks is None:
+            self.peaks = []
+        peaks, history = self.peaks, self.history_raw
+        if len(peaks) < len(history):
+            running = peaks[-1] if peaks else history[0]
+            for value in history[len(peaks) :]:
+                running = max(running, value)
+                peaks.append(running)
+        return peaks[k]
 
 
 def restart_reason(thread: Thread, start: int, end: int, previous: RequestInfo | None) -> str:
@@ -396,6 +413,8 @@ def thread_anchors(
         decided = -1
         screen = TrialScreen(recorded, n, raw, totals, base, ratio)
         recorded_flags = [t > 0 for t in totals]
+        recorded_raw = [raw[k] for k in recorded]
+        recorded_totals = [totals[k] for k in recorded]
         # the first compaction after each request (n: none), where a trial's offsets reset
         next_compaction = [n] * (n + 1)
         for k in range(n - 1, -1, -1):
@@ -424,12 +443,17 @@ def thread_anchors(
             if max(trial) != c:
                 return math.nan
             stop = next_compaction[c + 1]
-            span, _, carry = walk_span(c, stop, carries[c], trial.__contains__)
+            # after the candidate the trial takes nothing more (it is the trial's last), so the
+            # walk's offsets stay as they are at the candidate until the next compaction: one
+            # step walked, the stretch summed at those offsets
+            span, _, carry = walk_span(c, c + 1, carries[c], trial.__contains__)
+            hist, seg, unrec = span[0]
+            shift = (hist + seg) / ratio
+            lo, hi = bisect_left(recorded, c), bisect_left(recorded, stop)
             piece: list[float] = list(ZERO)
-            for k, (hist, seg, unrec) in zip(range(c, stop), span, strict=True):
-                if recorded_flags[k]:
-                    x = raw[k] + (hist + seg) / ratio
-                    add_point(piece, x, totals[k] - unrec, base, ratio)
+            add_shifted_points(
+                piece, recorded_raw[lo:hi], recorded_totals[lo:hi], shift, unrec, base, ratio
+            )
             # from the compaction on: no history, no unrecorded input, the segment delta
             rest = screen.shifted_suffix(stop, (0.0 + carry[1]) / ratio)
             if rest is None:

@@ -92,7 +92,8 @@ class _Last:
     top: int
     expiry: float
     ttl: str
-    hashes: tuple[int, ...]
+    #: its prefix hashes (items past ``top`` may be a later request's: ``hashes_append_only``)
+    hashes: Sequence[int]
 
 
 class CacheSimulator:
@@ -134,6 +135,8 @@ class CacheSimulator:
         warm_blocks: int = 0,
         label: str = "",
         ready_time: float | None = None,
+        total_tokens: int | None = None,
+        hashes_append_only: bool = False,
     ) -> CacheResult:
         """Simulate one API request and update the store.
 
@@ -146,6 +149,12 @@ class CacheSimulator:
         prompt). ``label`` names this request in later ``detail`` sentences (default
         "request N"). ``ready_time`` is when this request's response began: its writes are
         invisible to requests sent before then (parallel subagents), default ``time``.
+
+        A caller that keeps its prompt between requests saves the two passes over it that
+        would make a request cost O(prompt): ``total_tokens`` is ``sum(block_tokens)`` as it
+        keeps it, and ``hashes_append_only`` says it never changes an item of a
+        ``prefix_hashes`` list it passed (it appends, or hands in a new list), so the list is
+        kept to explain the next request instead of a copy of it.
         """
         n = len(block_tokens)
         if len(prefix_hashes) != n:
@@ -183,7 +192,7 @@ class CacheSimulator:
         # the total minus their suffix (breakpoints sit near the start and at the very end).
         warm_pos = warm_blocks - 1
         known_pos = sorted({*bps, warm_pos} - {-1})
-        total = sum(block_tokens)
+        total = sum(block_tokens) if total_tokens is None else total_tokens
         known: dict[int, int] = {-1: 0}
         half = n // 2
         acc, start = 0, 0
@@ -280,7 +289,8 @@ class CacheSimulator:
             top_ttl = hit_entry.ttl if hit_entry is not None else ttl
         else:
             top_expiry, top_ttl = expiry, ttl
-        self._last[model] = _Last(name, time, last_bp, top_expiry, top_ttl, tuple(prefix_hashes))
+        kept = prefix_hashes if hashes_append_only else tuple(prefix_hashes)
+        self._last[model] = _Last(name, time, last_bp, top_expiry, top_ttl, kept)
 
         if self._entries > self._sweep_at:
             self._sweep(time)

@@ -57,7 +57,10 @@ class CacheBlocks:
             self.ratio, self.seed, self.changed_from = ratio, seed, 0
         start = min(self.changed_from, len(self.keys))
         del self.cal[start:]
-        del self.hashes[start:]
+        if start < len(self.hashes):
+            # a new list, not a cut: the cache model keeps the previous request's list
+            # (``hashes_append_only``), whose items must not change
+            self.hashes = self.hashes[:start]
         self.cal.extend(round(ratio * t) for t in self.raw[start:])
         prev = self.hashes[-1] if self.hashes else seed
         for key in self.keys[start:]:
@@ -75,6 +78,11 @@ class CacheBlocks:
         for tok in self.cal[system + tail_start :]:
             total += tok
             self.sums.append(total)
+
+    def total(self) -> int:
+        """The tokens of every block of ``cal`` (the system blocks as the estimator set them)."""
+        system = len(self.system_keys)
+        return sum(self.cal[:system]) + (self.sums[-1] if self.sums else 0)
 
     def within(self, budget: int) -> int:
         """How many leading blocks of ``cal`` fit in ``budget`` tokens (the one that crosses

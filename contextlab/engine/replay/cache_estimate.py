@@ -212,6 +212,8 @@ class CacheEstimator:
             warm_blocks=warm_blocks,
             label=f"request {req.index + 1}",
             ready_time=ready,
+            total_tokens=blocks.total(),
+            hashes_append_only=True,
         )
         read, write, uncached = res.read, res.write, res.uncached
         if warm_read is not None and read > warm_read:

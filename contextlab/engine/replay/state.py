@@ -107,7 +107,7 @@ def anchored_tokens(
     (recorded units)."""
     if anchors is None or k >= len(anchors.segment):
         return 0, 0, 0
-    history = 0 if compacted_once else max(anchors.history_raw[: k + 1], default=0)
+    history = 0 if compacted_once else anchors.history_peak(k)
     return history, anchors.segment_raw[k], anchors.unrecorded[k]
 
 
