@@ -251,3 +251,61 @@ def test_pages_fit_the_screen_and_are_screenshotted(
     _no_horizontal_scroll(page, width)
     page.locator("#whatif").screenshot(path=str(out / f"whatif-error-{width}.png"))
     assert page.csp_errors == []
+
+
+#: the report's charts with a legend (the fidelity chart has one trace and none)
+LEGEND_CHARTS = ("chart-context", "chart-cache", "chart-cost", "chart-tools")
+
+
+def _legends_clear_of_axes(page: Any) -> None:
+    """Each chart's legend lies below its x-axis title (and tick labels) and inside the chart."""
+    for chart in LEGEND_CHARTS:
+        div = page.locator(f"#{chart}")
+        legend = div.locator("g.legend")
+        legend.wait_for(state="attached")
+        boxes = page.evaluate(
+            """(id) => {
+              const div = document.getElementById(id);
+              const box = (el) => { const r = el.getBoundingClientRect(); return [r.top, r.bottom]; };
+              const axis = [...div.querySelectorAll('.xtitle, .xtick text')].map(box);
+              return {div: box(div), legend: box(div.querySelector('g.legend')),
+                      axisBottom: Math.max(...axis.map(b => b[1]))};
+            }""",
+            chart,
+        )
+        top, bottom = boxes["legend"]
+        assert top >= boxes["axisBottom"] - 1, f"{chart}: legend runs into the x axis"
+        assert bottom <= boxes["div"][1] + 1, f"{chart}: legend cut off below the chart"
+
+
+@pytest.mark.parametrize("width", [390, 1280])
+def test_chart_legends_stay_clear_of_their_axes_and_inside_the_chart(
+    page: Any, make_transcript: Any, django_user_model: Any, width: int
+) -> None:
+    """A legend placed at a fraction of the plot's height wrapped to more rows on a phone and
+    ran into the axis title, or (a window narrowed after the charts were drawn) past the
+    figure's foot, cut off."""
+    username = f"legends-{width}"
+    sign_up(page, username)
+    transcript = _session_of(username, make_transcript, django_user_model)
+    page.set_viewport_size({"width": width, "height": 900})
+    page.goto(f"/sessions/{transcript.pk}/")
+    for chart in LEGEND_CHARTS:
+        page.locator(f"#{chart} .main-svg").first.wait_for()
+    _legends_clear_of_axes(page)
+    # drawn wide, then the window narrowed: plotly lays the charts out again at the new width
+    page.set_viewport_size({"width": 1280 if width < 600 else 390, "height": 900})
+    page.wait_for_timeout(1000)
+    _legends_clear_of_axes(page)
+
+
+def test_search_boxes_are_styled_as_the_fields_beside_them(page: Any) -> None:
+    """The search pages' text box had the browser's bare style: thinner than the selects and
+    button in the same row."""
+    sign_up(page, "search-style")
+    page.goto("/search/?q=anything")
+    box = page.locator(".search-form input[type=search]").bounding_box()
+    select = page.locator(".search-form select").first.bounding_box()
+    assert box
+    assert select
+    assert abs(box["height"] - select["height"]) <= 3, (box["height"], select["height"])

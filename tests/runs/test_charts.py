@@ -138,3 +138,25 @@ def test_long_sessions_draw_lines_and_areas_not_one_shape_per_request():
     # short sessions keep a bar and a marker per request
     short = charts.build_cache_figure(result(4), url).to_dict()
     assert [t["type"] for t in short["data"][:3]] == ["bar"] * 3
+
+
+def test_a_recorded_cache_mark_shows_on_the_bar_it_sits_on():
+    """Recorded read and write marks sit on the estimate's bars: drawn in the bars' own colours
+    they vanished (a green mark on the green read bar); each differs from every bar's colour."""
+    data = traces(charts.build_cache_figure(result(4), url))
+    bar_colors = {
+        data[f"{label} (est.)"]["marker"]["color"]
+        for label in ("cache read", "cache write", "uncached")
+    }
+    for label in ("cache read", "cache write"):
+        mark = data[f"{label} (recorded)"]["marker"]
+        assert mark["color"] not in bar_colors
+        assert mark["line"]["color"] not in bar_colors
+
+
+def test_every_request_chart_keeps_its_legend_at_the_foot_of_the_figure():
+    """Placed at a fraction of the plot's height below it, a legend that wraps to more rows on
+    a narrow screen ran into the axis title or past the figure (the browser test measures it)."""
+    fig = charts.build_context_figure(result(4), url).to_dict()
+    legend = fig["layout"]["legend"]
+    assert (legend["yref"], legend["yanchor"], legend["y"]) == ("container", "bottom", 0)

@@ -1,0 +1,92 @@
+"""What a reader sees named and formatted the same on every page: the agent that wrote the
+session (a Codex session is not "Claude Code"), dollar amounts in the one ``usd`` format (no
+"$0.0000" beside "$0.00"), a request's time as a local time on the shared explorer as on the
+owner's."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from django.test import Client
+
+from contextlab.jobs import replay as runner
+from contextlab.runs.templatetags.humanize_tokens import usd
+from contextlab.sharing import services
+from contextlab.transcripts.templatetags.agents import agent_label
+
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clean_media")]
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+CODEX = FIXTURES / "codex" / "v0_64_remote_compaction.jsonl"
+CLAUDE = FIXTURES / "waste" / "tidy.jsonl"
+
+
+def _agent_fact(html: str) -> str:
+    """The facts list's agent row: "<dt>agent</dt><dd>version</dd>"."""
+    found = re.search(r"<dt>([^<]*)</dt><dd>(\d[^<]*)</dd>", html)
+    assert found, "no agent/version row"
+    return f"{found[1]} {found[2]}"
+
+
+@pytest.mark.parametrize(("path", "label"), [(CODEX, "Codex"), (CLAUDE, "Claude Code")])
+def test_report_share_and_export_name_the_agent_that_wrote_the_session(
+    alice_client: Client, user, make_transcript, path: Path, label: str
+) -> None:
+    transcript = make_transcript(path)
+    runner.execute_run(transcript.runs.get().pk)
+    transcript.refresh_from_db()
+    version = transcript.version
+    assert version
+    _, token = services.create_share(user=user, transcript=transcript)
+    pages = {
+        "report": alice_client.get(f"/sessions/{transcript.pk}/").content.decode(),
+        "share": Client().get(f"/s/{token}/").content.decode(),
+        "export": alice_client.get(f"/sessions/{transcript.pk}/export.html").content.decode(),
+    }
+    for page, html in pages.items():
+        assert _agent_fact(html) == f"{label} {version}", page
+    if label == "Codex":
+        for page, html in pages.items():
+            assert "<dt>Claude Code</dt>" not in html, page
+            # the waste card's note on unrecorded tool definitions names no other agent
+            assert "tool definitions Claude Code sent" not in html, page
+
+
+def test_a_snapshot_from_before_transcripts_named_their_agent_is_claude_codes() -> None:
+    assert agent_label(None) == "Claude Code"
+    assert agent_label("") == "Claude Code"
+    assert agent_label("codex") == "Codex"
+
+
+def test_the_shared_explorer_shows_the_request_time_as_a_local_time(
+    alice_client: Client, user, make_transcript
+) -> None:
+    transcript = make_transcript(CLAUDE)
+    runner.execute_run(transcript.runs.get().pk)
+    _, token = services.create_share(user=user, transcript=transcript)
+    owners = alice_client.get(f"/sessions/{transcript.pk}/requests/0/").content.decode()
+    shared = Client().get(f"/s/{token}/requests/0/").content.decode()
+    # the owner's explorer: a <time> the page's script writes in the reader's zone
+    stamp = re.search(r'<dt>Time</dt><dd><time class="local-time" datetime="([^"]+)">', owners)
+    assert stamp
+    assert f'<dt>Time</dt><dd><time class="local-time" datetime="{stamp[1]}">' in shared
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        (0, "$0.00"),
+        (0.00001, "<$0.0001"),
+        (0.000049, "<$0.0001"),
+        (0.0001, "$0.0001"),
+        (0.0012, "$0.0012"),
+        (0.01, "$0.01"),
+        (1234.5, "$1,234.50"),
+        (-0.00001, "−<$0.0001"),
+        (None, "—"),
+    ],
+)
+def test_usd_never_writes_a_nonzero_amount_as_zero(value: float | None, shown: str) -> None:
+    assert usd(value) == shown
