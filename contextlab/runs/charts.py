@@ -266,15 +266,16 @@ def build_cache_figure(result: ResultJson, request_url: RequestUrl | None = None
     rows = [requests[i] for i in pos]
     urls = _point_data(pos, request_url)
     bars = len(pos) <= MARKER_LIMIT
-    layout = _layout(
-        "Prompt cache per request "
-        + (
-            "(bars: estimated, markers: recorded)"
-            if bars
-            else "(areas: estimated, lines: recorded)"
-        ),
-        "tokens",
-    )
+    layout = _layout("Prompt cache per request", "tokens")
+    # which shape is the estimate on a line of its own: in the title it ran past a phone's
+    # screen (a plotly title does not wrap)
+    layout["title"]["subtitle"] = {
+        "text": "bars: estimated, markers: recorded"
+        if bars
+        else "areas: estimated, lines: recorded",
+        "font": {"size": 12},
+    }
+    layout["margin"] = {**layout["margin"], "t": 64}
     layout["barmode"] = "stack"
     fig = go.Figure(layout=layout)
     for key, label in (("read", "cache read"), ("write", "cache write"), ("uncached", "uncached")):

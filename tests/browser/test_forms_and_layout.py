@@ -258,7 +258,8 @@ LEGEND_CHARTS = ("chart-context", "chart-cache", "chart-cost", "chart-tools")
 
 
 def _legends_clear_of_axes(page: Any) -> None:
-    """Each chart's legend lies below its x-axis title (and tick labels) and inside the chart."""
+    """Each chart's legend lies below its x-axis title (and tick labels) and inside the chart;
+    every chart's title fits its width."""
     for chart in LEGEND_CHARTS:
         div = page.locator(f"#{chart}")
         legend = div.locator("g.legend")
@@ -276,6 +277,14 @@ def _legends_clear_of_axes(page: Any) -> None:
         top, bottom = boxes["legend"]
         assert top >= boxes["axisBottom"] - 1, f"{chart}: legend runs into the x axis"
         assert bottom <= boxes["div"][1] + 1, f"{chart}: legend cut off below the chart"
+    # a plotly title does not wrap: each fits its chart's width
+    overflowing = page.evaluate(
+        """() => [...document.querySelectorAll('[data-chart]')].filter(div =>
+              [...div.querySelectorAll('.gtitle, .gtitle-subtitle')].some(t =>
+                t.getBoundingClientRect().right > div.getBoundingClientRect().right + 1)
+            ).map(div => div.id)"""
+    )
+    assert overflowing == []
 
 
 @pytest.mark.parametrize("width", [390, 1280])

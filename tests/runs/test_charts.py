@@ -45,7 +45,11 @@ def test_context_figure_without_recorded_usage_has_no_recorded_trace():
 def test_cache_figure_stacks_estimates_beside_recorded():
     fig = charts.build_cache_figure(result(4), url)
     data = traces(fig)
-    assert fig.to_dict()["layout"]["barmode"] == "stack"
+    layout = fig.to_dict()["layout"]
+    assert layout["barmode"] == "stack"
+    # which shape is estimated on its own line, under a title short enough for a phone
+    assert layout["title"]["text"] == "Prompt cache per request"
+    assert layout["title"]["subtitle"]["text"] == "bars: estimated, markers: recorded"
     assert list(data["cache read (est.)"]["y"]) == [900, 1900, 2900, 3900]
     assert list(data["cache write (est.)"]["y"]) == [100] * 4
     assert list(data["cache read (recorded)"]["y"]) == [990, 2090, 3190, 4290]
