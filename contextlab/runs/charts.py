@@ -317,7 +317,8 @@ def build_cache_figure(result: ResultJson, request_url: RequestUrl | None = None
                     # vanished into the bar it sits on
                     marker={
                         "symbol": "line-ew-open",
-                        "size": 18,
+                        # about a bar's width: wider, the marks of many bars merge into a band
+                        "size": max(6, min(18, 600 // len(pos))),
                         "color": RECORDED_MARK_COLORS[key],
                         "line": {"width": 3, "color": RECORDED_MARK_COLORS[key]},
                     },

@@ -156,6 +156,10 @@ def test_a_recorded_cache_mark_shows_on_the_bar_it_sits_on():
         mark = data[f"{label} (recorded)"]["marker"]
         assert mark["color"] not in bar_colors
         assert mark["line"]["color"] not in bar_colors
+    # about a bar's width: a few wide bars, wide marks; many narrow bars, narrow ones
+    many = traces(charts.build_cache_figure(result(150), url))
+    assert data["cache read (recorded)"]["marker"]["size"] == 18
+    assert many["cache read (recorded)"]["marker"]["size"] == 6
 
 
 def test_every_request_chart_keeps_its_legend_at_the_foot_of_the_figure():
