@@ -288,17 +288,24 @@ def _legends_clear_of_axes(page: Any) -> None:
 
 
 @pytest.mark.parametrize("width", [390, 1280])
-def test_chart_legends_stay_clear_of_their_axes_and_inside_the_chart(
+def test_report_legends_titles_and_buttons_keep_clear_of_each_other(
     page: Any, make_transcript: Any, django_user_model: Any, width: int
 ) -> None:
     """A legend placed at a fraction of the plot's height wrapped to more rows on a phone and
     ran into the axis title, or (a window narrowed after the charts were drawn) past the
-    figure's foot, cut off."""
+    figure's foot, cut off; a long chart title ran past a phone's screen; the session card's
+    wrapped buttons touched its facts."""
     username = f"legends-{width}"
     sign_up(page, username)
     transcript = _session_of(username, make_transcript, django_user_model)
     page.set_viewport_size({"width": width, "height": 900})
     page.goto(f"/sessions/{transcript.pk}/")
+    # the session card's buttons (wrapped onto lines of their own on a phone) clear its facts
+    delete = page.locator("#delete-form button").bounding_box()
+    facts = page.locator("#session-card .facts").bounding_box()
+    assert delete
+    assert facts
+    assert facts["y"] - (delete["y"] + delete["height"]) >= 4
     for chart in LEGEND_CHARTS:
         page.locator(f"#{chart} .main-svg").first.wait_for()
     _legends_clear_of_axes(page)
