@@ -325,3 +325,23 @@ def test_search_boxes_are_styled_as_the_fields_beside_them(page: Any) -> None:
     assert box
     assert select
     assert abs(box["height"] - select["height"]) <= 3, (box["height"], select["height"])
+
+
+def test_the_tools_tables_sort_buttons_show_the_keyboard_focus(
+    page: Any, make_transcript: Any, django_user_model: Any
+) -> None:
+    """The sort buttons are unstyled (``all: unset``), which took their focus ring too."""
+    sign_up(page, "sort-focus")
+    transcript = _session_of("sort-focus", make_transcript, django_user_model)
+    page.goto(f"/sessions/{transcript.pk}/")
+    buttons = page.locator("#tool-table th button.sort")
+    buttons.nth(1).focus()
+    page.keyboard.press("Shift+Tab")  # a key moves the focus: the browser shows its ring
+    focused = page.evaluate(
+        """() => { const e = document.activeElement, s = getComputedStyle(e);
+                   return [e.matches('#tool-table button.sort'), s.outlineStyle, s.outlineWidth]; }"""
+    )
+    assert focused == [True, "solid", "2px"]
+    # and Enter sorts by that column
+    page.keyboard.press("Enter")
+    expect(page.locator("#tool-table th").first).to_have_attribute("aria-sort", "ascending")

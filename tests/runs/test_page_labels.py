@@ -90,3 +90,20 @@ def test_the_shared_explorer_shows_the_request_time_as_a_local_time(
 )
 def test_usd_never_writes_a_nonzero_amount_as_zero(value: float | None, shown: str) -> None:
     assert usd(value) == shown
+
+
+def test_only_the_pages_whose_script_sorts_the_tools_table_mark_it_sortable(
+    alice_client: Client, user, make_transcript
+) -> None:
+    """The export has no sorting script: its table is ``unsorted`` (no "↕" on the columns)."""
+    transcript = make_transcript(CLAUDE)
+    runner.execute_run(transcript.runs.get().pk)
+    _, token = services.create_share(user=user, transcript=transcript)
+    table = re.compile(r'<table class="([^"]*)" id="tool-table">')
+    report = alice_client.get(f"/sessions/{transcript.pk}/").content.decode()
+    share = Client().get(f"/s/{token}/").content.decode()
+    export = alice_client.get(f"/sessions/{transcript.pk}/export.html").content.decode()
+    for html, unsorted in ((report, False), (share, False), (export, True)):
+        found = table.search(html)
+        assert found
+        assert ("unsorted" in found[1].split()) is unsorted
