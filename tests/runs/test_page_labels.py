@@ -47,7 +47,15 @@ def test_report_share_and_export_name_the_agent_that_wrote_the_session(
     }
     for page, html in pages.items():
         assert _agent_fact(html) == f"{label} {version}", page
+    # the request explorer: the agent's own context count, which its thresholds compare against
+    explorer = alice_client.get(f"/sessions/{transcript.pk}/requests/1/").content.decode()
+    assert f"{label}&#x27;s count" in explorer or f"{label}'s count" in explorer
+    assert (
+        f"Thresholds ({label}&#x27;s count)" in explorer
+        or f"Thresholds ({label}'s count)" in explorer
+    )
     if label == "Codex":
+        assert "Claude Code" not in explorer
         for page, html in pages.items():
             assert "<dt>Claude Code</dt>" not in html, page
             # the waste card's note on unrecorded tool definitions names no other agent
