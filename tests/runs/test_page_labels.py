@@ -5,6 +5,7 @@ owner's."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -115,3 +116,33 @@ def test_only_the_pages_whose_script_sorts_the_tools_table_mark_it_sortable(
         found = table.search(html)
         assert found
         assert ("unsorted" in found[1].split()) is unsorted
+
+
+def test_a_session_that_records_no_usage_has_its_cost_labelled_an_estimate(
+    alice_client: Client, make_transcript, tmp_path: Path
+) -> None:
+    """Its recorded replay's cost is the replay's estimate throughout: the report and the
+    sessions list say so instead of "recorded usage"."""
+    lines = []
+    for line in CLAUDE.read_text().splitlines():
+        record = json.loads(line)
+        record.get("message", {}).pop("usage", None)
+        lines.append(json.dumps(record))
+    path = tmp_path / "no_usage.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    transcript = make_transcript(path)
+    runner.execute_run(transcript.runs.get().pk)
+    report = alice_client.get(f"/sessions/{transcript.pk}/").content.decode()
+    headline = re.search(r'id="cost-headline".*?class="label">([^<]*)<', report, re.S)
+    assert headline
+    assert headline[1].strip() == "cost (estimated: no usage recorded)"
+    sessions = alice_client.get("/sessions/").content.decode()
+    assert "cost-estimated" in sessions
+    # a session that records its usage keeps the recorded label, no "est."
+    recorded = make_transcript(CLAUDE)
+    runner.execute_run(recorded.runs.get().pk)
+    report = alice_client.get(f"/sessions/{recorded.pk}/").content.decode()
+    headline = re.search(r'id="cost-headline".*?class="label">([^<]*)<', report, re.S)
+    assert headline
+    assert headline[1].strip() == "cost (recorded usage)"
+    assert alice_client.get("/sessions/").content.decode().count("cost-estimated") == 1
