@@ -397,6 +397,10 @@ def test_the_search_page_of_a_reader_with_no_session_says_to_upload_one(alice_cl
     assert 'id="search-no-sessions"' in html
     assert 'href="/sessions/"' in html
     assert "Nothing found" not in html
+    # the box's htmx request (typing) gets the same answer in the results it swaps in
+    partial = alice_client.get("/search/", {"q": "other"}, headers={"HX-Request": "true"})
+    assert 'id="search-results"' in partial.content.decode()
+    assert 'id="search-no-sessions"' in partial.content.decode()
 
 
 def test_the_search_page_of_a_reader_with_sessions_has_no_upload_prompt(done_session, alice_client):
