@@ -37,6 +37,9 @@ COLORS = {
     "write": "#f59e0b",
     "uncached": "#64748b",
 }
+#: recorded cache figures marked on the estimate's bars: the bars' hues, dark enough to show
+#: on a bar of either colour
+RECORDED_MARK_COLORS = {"read": "#14532d", "write": "#9a3412"}
 
 
 #: The look of plotly's "plotly_white" template, set directly: a named template makes plotly
@@ -62,8 +65,10 @@ def styled_layout(title: str, xaxis: str, yaxis: str, height: int) -> dict[str, 
         "xaxis": {"title": {"text": xaxis}, "rangemode": "tozero", **AXIS_STYLE},
         "yaxis": {"title": {"text": yaxis}, "rangemode": "tozero", **AXIS_STYLE},
         "hovermode": "x unified",
-        # below the axis title, never over it
-        "legend": {"orientation": "h", "yanchor": "top", "y": -0.28, "x": 0},
+        # at the foot of the figure, not at a fraction of the plot's height below it: on a
+        # narrow screen the legend wraps to more rows and a fraction under a shrunken plot
+        # runs into the axis title (or past the figure's bottom, cut off)
+        "legend": {"orientation": "h", "yref": "container", "yanchor": "bottom", "y": 0, "x": 0},
         "margin": {"l": 60, "r": 20, "t": 40, "b": 40},
         "height": height,
         **PAGE_STYLE,
@@ -261,15 +266,16 @@ def build_cache_figure(result: ResultJson, request_url: RequestUrl | None = None
     rows = [requests[i] for i in pos]
     urls = _point_data(pos, request_url)
     bars = len(pos) <= MARKER_LIMIT
-    layout = _layout(
-        "Prompt cache per request "
-        + (
-            "(bars: estimated, markers: recorded)"
-            if bars
-            else "(areas: estimated, lines: recorded)"
-        ),
-        "tokens",
-    )
+    layout = _layout("Prompt cache per request", "tokens")
+    # which shape is the estimate on a line of its own: in the title it ran past a phone's
+    # screen (a plotly title does not wrap)
+    layout["title"]["subtitle"] = {
+        "text": "bars: estimated, markers: recorded"
+        if bars
+        else "areas: estimated, lines: recorded",
+        "font": {"size": 12},
+    }
+    layout["margin"] = {**layout["margin"], "t": 64}
     layout["barmode"] = "stack"
     fig = go.Figure(layout=layout)
     for key, label in (("read", "cache read"), ("write", "cache write"), ("uncached", "uncached")):
@@ -307,11 +313,14 @@ def build_cache_figure(result: ResultJson, request_url: RequestUrl | None = None
                     name=f"{label} (recorded)",
                     mode="markers" if bars else "lines",
                     customdata=[t[2] for t in with_rec],
+                    # a darker shade of the bar's colour: in the bar's own colour the mark
+                    # vanished into the bar it sits on
                     marker={
                         "symbol": "line-ew-open",
-                        "size": 12,
-                        "color": COLORS[key],
-                        "line": {"width": 2, "color": COLORS[key]},
+                        # about a bar's width: wider, the marks of many bars merge into a band
+                        "size": max(6, min(18, 600 // len(pos))),
+                        "color": RECORDED_MARK_COLORS[key],
+                        "line": {"width": 3, "color": RECORDED_MARK_COLORS[key]},
                     },
                     line={"width": 1, "dash": "dot", "color": "#111827"},
                 )

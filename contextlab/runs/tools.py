@@ -89,7 +89,6 @@ def tools_figure(breakdown: engine.ToolBreakdown) -> dict[str, Any]:
     layout["yaxis"] = {**layout["yaxis"], "automargin": True, "type": "category"}
     # the title says "tokens": no axis title for the legend below to run into
     layout["xaxis"] = {**layout["xaxis"], "title": {"text": ""}}
-    layout["legend"] = {**layout["legend"], "y": -0.12}
     return {
         "data": [
             {

@@ -20,6 +20,8 @@ MAX_ROW_ID = 2**63 - 1
 #: Sessions a replay follows back through ``continues`` (a session resumed this many times
 #: in a row is rare; the cap bounds the work a chain of hostile files can cause).
 MAX_CHAIN = 20
+#: the agent of a transcript that does not say otherwise (the first and, for a while, only one)
+DEFAULT_AGENT = "claude_code"
 
 
 class Transcript(models.Model):
@@ -50,7 +52,7 @@ class Transcript(models.Model):
     version = models.CharField(max_length=40, blank=True)
     #: the agent that wrote the transcript: the engine's source adapter that read it
     #: (``claude_code``, ``codex``), recognised from the content
-    agent = models.CharField(max_length=40, default="claude_code", db_index=True)
+    agent = models.CharField(max_length=40, default=DEFAULT_AGENT, db_index=True)
     request_count = models.PositiveIntegerField(default=0)
     #: the largest prompt a response recorded: over 200k means the session had the 1M window
     max_prompt_tokens = models.PositiveIntegerField(default=0)
@@ -111,7 +113,7 @@ class Transcript(models.Model):
     @property
     def agent_label(self) -> str:
         """The agent's name as people know it (``Claude Code``, ``Codex``)."""
-        return engine.AGENT_LABELS.get(self.agent, self.agent)
+        return agent_label(self.agent)
 
     @property
     def received(self) -> int:
@@ -214,6 +216,13 @@ class ResumableUpload(models.Model):
 
     def __str__(self) -> str:
         return f"{self.name} ({self.offset}/{self.length})"
+
+
+def agent_label(agent: str | None) -> str:
+    """``agent``'s name as people know it; none (a share snapshot taken before transcripts
+    recorded their agent) is Claude Code's, the only agent there was."""
+    name = agent or DEFAULT_AGENT
+    return engine.AGENT_LABELS.get(name, name)
 
 
 def of_agent(

@@ -686,6 +686,9 @@
     if (!source || div.dataset.drawn) return;
     div.dataset.drawn = "1";
     var fig = JSON.parse(source.textContent);
+    // as tall as the figure: once the window is resized, plotly sizes its drawing to 100 % of
+    // the box, which without a height of its own shrank under the chart (legend cut off)
+    if (fig.layout && fig.layout.height) div.style.height = fig.layout.height + "px";
     window.Plotly.newPlot(div, fig.data, fig.layout, { responsive: true, displaylogo: false });
     div.on("plotly_click", function (ev) {
       var point = ev.points && ev.points[0];

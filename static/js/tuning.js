@@ -3,19 +3,9 @@
 (function () {
   "use strict";
 
+  // app.js's drawing (the same sizing and click-to-open), for the charts htmx swapped in
   function draw(root) {
-    if (!window.Plotly) return;
-    root.querySelectorAll("[data-chart]").forEach(function (div) {
-      var source = document.getElementById(div.dataset.chart);
-      if (!source || div.dataset.drawn === "1") return;
-      var fig = JSON.parse(source.textContent);
-      div.dataset.drawn = "1";
-      window.Plotly.newPlot(div, fig.data, fig.layout, { responsive: true, displaylogo: false });
-      div.on("plotly_click", function (ev) {
-        var point = ev.points && ev.points[0];
-        if (point && typeof point.customdata === "string") window.location.href = point.customdata;
-      });
-    });
+    if (window.contextlab && window.contextlab.setupCharts) window.contextlab.setupCharts(root);
   }
 
   document.addEventListener("htmx:afterSettle", function (e) {

@@ -251,3 +251,97 @@ def test_pages_fit_the_screen_and_are_screenshotted(
     _no_horizontal_scroll(page, width)
     page.locator("#whatif").screenshot(path=str(out / f"whatif-error-{width}.png"))
     assert page.csp_errors == []
+
+
+#: the report's charts with a legend (the fidelity chart has one trace and none)
+LEGEND_CHARTS = ("chart-context", "chart-cache", "chart-cost", "chart-tools")
+
+
+def _legends_clear_of_axes(page: Any) -> None:
+    """Each chart's legend lies below its x-axis title (and tick labels) and inside the chart;
+    every chart's title fits its width."""
+    for chart in LEGEND_CHARTS:
+        div = page.locator(f"#{chart}")
+        legend = div.locator("g.legend")
+        legend.wait_for(state="attached")
+        boxes = page.evaluate(
+            """(id) => {
+              const div = document.getElementById(id);
+              const box = (el) => { const r = el.getBoundingClientRect(); return [r.top, r.bottom]; };
+              const axis = [...div.querySelectorAll('.xtitle, .xtick text')].map(box);
+              return {div: box(div), legend: box(div.querySelector('g.legend')),
+                      axisBottom: Math.max(...axis.map(b => b[1]))};
+            }""",
+            chart,
+        )
+        top, bottom = boxes["legend"]
+        assert top >= boxes["axisBottom"] - 1, f"{chart}: legend runs into the x axis"
+        assert bottom <= boxes["div"][1] + 1, f"{chart}: legend cut off below the chart"
+    # a plotly title does not wrap: each fits its chart's width
+    overflowing = page.evaluate(
+        """() => [...document.querySelectorAll('[data-chart]')].filter(div =>
+              [...div.querySelectorAll('.gtitle, .gtitle-subtitle')].some(t =>
+                t.getBoundingClientRect().right > div.getBoundingClientRect().right + 1)
+            ).map(div => div.id)"""
+    )
+    assert overflowing == []
+
+
+@pytest.mark.parametrize("width", [390, 1280])
+def test_report_legends_titles_and_buttons_keep_clear_of_each_other(
+    page: Any, make_transcript: Any, django_user_model: Any, width: int
+) -> None:
+    """A legend placed at a fraction of the plot's height wrapped to more rows on a phone and
+    ran into the axis title, or (a window narrowed after the charts were drawn) past the
+    figure's foot, cut off; a long chart title ran past a phone's screen; the session card's
+    wrapped buttons touched its facts."""
+    username = f"legends-{width}"
+    sign_up(page, username)
+    transcript = _session_of(username, make_transcript, django_user_model)
+    page.set_viewport_size({"width": width, "height": 900})
+    page.goto(f"/sessions/{transcript.pk}/")
+    # the session card's buttons (wrapped onto lines of their own on a phone) clear its facts
+    delete = page.locator("#delete-form button").bounding_box()
+    facts = page.locator("#session-card .facts").bounding_box()
+    assert delete
+    assert facts
+    assert facts["y"] - (delete["y"] + delete["height"]) >= 4
+    for chart in LEGEND_CHARTS:
+        page.locator(f"#{chart} .main-svg").first.wait_for()
+    _legends_clear_of_axes(page)
+    # drawn wide, then the window narrowed: plotly lays the charts out again at the new width
+    page.set_viewport_size({"width": 1280 if width < 600 else 390, "height": 900})
+    page.wait_for_timeout(1000)
+    _legends_clear_of_axes(page)
+
+
+def test_search_boxes_are_styled_as_the_fields_beside_them(page: Any) -> None:
+    """The search pages' text box had the browser's bare style: thinner than the selects and
+    button in the same row."""
+    sign_up(page, "search-style")
+    page.goto("/search/?q=anything")
+    box = page.locator(".search-form input[type=search]").bounding_box()
+    select = page.locator(".search-form select").first.bounding_box()
+    assert box
+    assert select
+    assert abs(box["height"] - select["height"]) <= 3, (box["height"], select["height"])
+
+
+def test_the_tools_tables_sort_buttons_show_the_keyboard_focus(
+    page: Any, make_transcript: Any, django_user_model: Any
+) -> None:
+    """The sort buttons are unstyled (``all: unset``), which took their focus ring too."""
+    sign_up(page, "sort-focus")
+    transcript = _session_of("sort-focus", make_transcript, django_user_model)
+    page.goto(f"/sessions/{transcript.pk}/")
+    buttons = page.locator("#tool-table th button.sort")
+    buttons.nth(1).focus()
+    page.keyboard.press("Shift+Tab")  # a key moves the focus: the browser shows its ring
+    focused = page.evaluate(
+        """() => { const e = document.activeElement, s = getComputedStyle(e);
+                   return [e.matches('#tool-table button.sort'), s.outlineStyle, s.outlineWidth]; }"""
+    )
+    assert focused == [True, "solid", "2px"]
+    # and Enter sorts by that column
+    page.keyboard.press("Enter")
+    expect(page.locator("#tool-table th").first).to_have_attribute("aria-sort", "ascending")

@@ -45,7 +45,11 @@ def test_context_figure_without_recorded_usage_has_no_recorded_trace():
 def test_cache_figure_stacks_estimates_beside_recorded():
     fig = charts.build_cache_figure(result(4), url)
     data = traces(fig)
-    assert fig.to_dict()["layout"]["barmode"] == "stack"
+    layout = fig.to_dict()["layout"]
+    assert layout["barmode"] == "stack"
+    # which shape is estimated on its own line, under a title short enough for a phone
+    assert layout["title"]["text"] == "Prompt cache per request"
+    assert layout["title"]["subtitle"]["text"] == "bars: estimated, markers: recorded"
     assert list(data["cache read (est.)"]["y"]) == [900, 1900, 2900, 3900]
     assert list(data["cache write (est.)"]["y"]) == [100] * 4
     assert list(data["cache read (recorded)"]["y"]) == [990, 2090, 3190, 4290]
@@ -138,3 +142,29 @@ def test_long_sessions_draw_lines_and_areas_not_one_shape_per_request():
     # short sessions keep a bar and a marker per request
     short = charts.build_cache_figure(result(4), url).to_dict()
     assert [t["type"] for t in short["data"][:3]] == ["bar"] * 3
+
+
+def test_a_recorded_cache_mark_shows_on_the_bar_it_sits_on():
+    """Recorded read and write marks sit on the estimate's bars: drawn in the bars' own colours
+    they vanished (a green mark on the green read bar); each differs from every bar's colour."""
+    data = traces(charts.build_cache_figure(result(4), url))
+    bar_colors = {
+        data[f"{label} (est.)"]["marker"]["color"]
+        for label in ("cache read", "cache write", "uncached")
+    }
+    for label in ("cache read", "cache write"):
+        mark = data[f"{label} (recorded)"]["marker"]
+        assert mark["color"] not in bar_colors
+        assert mark["line"]["color"] not in bar_colors
+    # about a bar's width: a few wide bars, wide marks; many narrow bars, narrow ones
+    many = traces(charts.build_cache_figure(result(150), url))
+    assert data["cache read (recorded)"]["marker"]["size"] == 18
+    assert many["cache read (recorded)"]["marker"]["size"] == 6
+
+
+def test_every_request_chart_keeps_its_legend_at_the_foot_of_the_figure():
+    """Placed at a fraction of the plot's height below it, a legend that wraps to more rows on
+    a narrow screen ran into the axis title or past the figure (the browser test measures it)."""
+    fig = charts.build_context_figure(result(4), url).to_dict()
+    legend = fig["layout"]["legend"]
+    assert (legend["yref"], legend["yanchor"], legend["y"]) == ("container", "bottom", 0)

@@ -390,3 +390,20 @@ def test_stepped_search_lists_the_same_rows_as_one_ordered_match(
     # the rare word's rows are in every session, the newest first
     found = services.search(parse(rare), ids, limit=100)
     assert [h.session_id for h in found.hits] == sorted(ids, reverse=True)
+
+
+def test_the_search_page_of_a_reader_with_no_session_says_to_upload_one(alice_client):
+    html = alice_client.get("/search/", {"q": "anything"}).content.decode()
+    assert 'id="search-no-sessions"' in html
+    assert 'href="/sessions/"' in html
+    assert "Nothing found" not in html
+    # the box's htmx request (typing) gets the same answer in the results it swaps in
+    partial = alice_client.get("/search/", {"q": "other"}, headers={"HX-Request": "true"})
+    assert 'id="search-results"' in partial.content.decode()
+    assert 'id="search-no-sessions"' in partial.content.decode()
+
+
+def test_the_search_page_of_a_reader_with_sessions_has_no_upload_prompt(done_session, alice_client):
+    html = alice_client.get("/search/", {"q": "anything"}).content.decode()
+    assert 'id="search-no-sessions"' not in html
+    assert "of 1 session." in html

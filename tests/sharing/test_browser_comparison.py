@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from playwright.sync_api import expect
 
 from tests.browser.test_browser import browser, page, sign_up, upload  # noqa: F401  (fixtures)
 from tests.conftest import corpus_file
@@ -104,6 +105,15 @@ def test_share_a_sweep_the_chart_draws_logged_out(
     page.wait_for_url(re.compile(r".*/sweeps/\d+/$"))
     page.locator("#chart-sweep .main-svg").first.wait_for(timeout=60_000)
     page.locator("#sweep-progress[data-status=done]").wait_for(timeout=60_000)
+    # another measure on y: htmx swaps the chart in, drawn as tall as its figure
+    old_title = page.locator("#chart-sweep .ytitle").text_content() or ""
+    other_y = page.locator("#id_y option:not([selected])").first.get_attribute("value")
+    page.select_option("#id_y", other_y)
+    expect(page.locator("#chart-sweep .ytitle")).not_to_have_text(old_title)
+    figure_height = page.evaluate(
+        "JSON.parse(document.getElementById('chart-sweep-data').textContent).layout.height"
+    )
+    assert page.locator("#chart-sweep").evaluate("d => d.style.height") == f"{figure_height}px"
     page.click("#share-button")
     page.wait_for_url(re.compile(r".*/sweeps/\d+/share/$"))
     assert "Share this sweep" in page.locator("#share-dialog").inner_text()

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from contextlab.runs.models import Run
+from contextlab.runs.templatetags.humanize_tokens import usd
 from contextlab.summaries.models import RunSummarizer
 from tests.summaries.test_runner import SUMMARY, drive
 
@@ -87,6 +90,14 @@ def test_report_lists_llm_summaries_with_cost_and_backend(
     assert "claude-sonnet-4-6" in html
     assert "12345" in html
     assert "Primary Request and Intent: keep going" in html
+    # dollars in the pages' one format (``usd``), not a bare "0.0470 $"
+    card = html[
+        html.index('id="summaries"') : html.index("</section>", html.index('id="summaries"'))
+    ]
+    spent = RunSummarizer.objects.get(run=run).spent_usd
+    assert spent > 0
+    assert f"Spent {usd(spent)}" in card
+    assert not re.search(r"\d\.\d{4} \$|<td>\d+\.\d{4}</td>", card)
 
 
 def test_the_run_page_says_which_summary_the_run_waits_for(

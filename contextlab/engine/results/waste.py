@@ -561,8 +561,9 @@ def waste_findings(
             note = break_note
         elif kind == "unused_tools" and defined is None:
             note = (
-                "This transcript does not record the tool definitions Claude Code sent (newer "
-                "versions write them in a prompt snapshot), so unused ones cannot be named; "
+                "This transcript does not record the tool definitions the agent sent (newer "
+                "Claude Code versions write them in a prompt snapshot), so unused ones cannot "
+                "be named; "
                 f"{len(called)} tool{'s' if len(called) != 1 else ''} called."
             )
         kinds.append(

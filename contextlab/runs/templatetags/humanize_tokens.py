@@ -9,6 +9,8 @@ from django import template
 register = template.Library()
 
 DASH = "—"
+#: the least amount ``usd`` writes in figures (four decimal places)
+SMALLEST_USD = 0.0001
 
 
 def _number(value: Any) -> float | None:
@@ -37,6 +39,10 @@ def usd(value: Any) -> str:
     number = _number(value)
     if number is None:
         return DASH
+    if number and abs(number) < SMALLEST_USD / 2:
+        # four places would print "$0.0000" beside a real "$0.00": say it is under a cent's
+        # hundredth instead
+        return f"{'−' if number < 0 else ''}<${SMALLEST_USD}"
     if abs(number) < 0.01 and number:
         return f"${number:.4f}"
     return f"${number:,.2f}"
