@@ -82,6 +82,7 @@ if TYPE_CHECKING:  # loaded on first use (below): the CLI's start-up only pays f
         expand_messages,
         messages_json,
         side_by_side,
+        write_messages_json,
     )
     from .results.idle import IdleAnswer, idle_compaction
     from .results.navigator import (
@@ -143,6 +144,7 @@ _LAZY_MODULES: dict[str, tuple[str, ...]] = {
         "expand_messages",
         "messages_json",
         "side_by_side",
+        "write_messages_json",
     ),
     ".input.session_cache": ("file_sha256", "keep_parsed", "load_growing"),
     ".measures.tokenized": ("load_session_cached", "tokenize_session"),
@@ -302,4 +304,5 @@ __all__ = [
     "usage_fidelity",
     "view_diff",
     "waste_findings",
+    "write_messages_json",
 ]

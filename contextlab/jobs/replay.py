@@ -6,6 +6,7 @@ summary, failed) are ``jobs.lifecycle``'s; ``jobs.tasks`` queues what follows.
 
 from __future__ import annotations
 
+import io
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -13,6 +14,8 @@ from functools import partial
 from typing import Any
 
 from django.conf import settings
+from django.db import connection, models
+from django.db.models.expressions import RawSQL
 
 from contextlab import blobs, engine
 from contextlab.jobs import lifecycle
@@ -60,9 +63,21 @@ def load_session(
     )
     if store_messages and not TranscriptMessages.objects.filter(transcript=transcript).exists():
         TranscriptMessages.objects.update_or_create(
-            transcript=transcript, defaults={"data": engine.messages_json(session)}
+            transcript=transcript, defaults={"data": _messages_value(session)}
         )
     return session
+
+
+def _messages_value(session: engine.Session) -> Any:
+    """What ``TranscriptMessages.data`` is stored from: on PostgreSQL the JSON text written
+    message by message (``engine.write_messages_json``), cast there, so the worker never holds
+    every text of the session as rows as well as in the session (its blocks keep them compact);
+    elsewhere (SQLite, a developer's small sessions) the rows themselves."""
+    if connection.vendor != "postgresql":
+        return engine.messages_json(session)
+    with io.StringIO() as text:
+        engine.write_messages_json(session, text)
+        return RawSQL("%s::jsonb", (text.getvalue(),), output_field=models.JSONField())
 
 
 def replay_run(
@@ -98,7 +113,11 @@ def replay_run(
     data: dict[str, Any] = result.to_json()
     # the report's tools table and the explorer's tool filter read it; worked out once, here
     data[engine.TOOL_BREAKDOWN_KEY] = engine.tool_breakdown(
-        data, engine.expand_messages(engine.messages_json(session, include_originals=True))
+        # the figures only: the texts would be a second copy of the session's, held all at once
+        data,
+        engine.expand_messages(
+            engine.messages_json(session, include_originals=True, include_texts=False)
+        ),
     )
     return data
 
