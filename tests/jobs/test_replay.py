@@ -117,3 +117,21 @@ def test_progress_is_written_while_replaying(run, monkeypatch):
     runner.execute_run(run.pk)
     assert seen
     assert seen[-1][0] == seen[-1][1] > 0
+
+
+def test_messages_streamed_to_postgres_are_the_engine_rows(make_transcript, tmp_path):
+    from tests.engine.builders import TranscriptBuilder
+
+    tricky = 'a tab\t, a newline\n, backslashes \\ \\\\ \\n, "quotes", → 🎉 日本語'
+    b = TranscriptBuilder()
+    b.prompt(tricky)
+    b.tool_call("Read", {"file_path": "/src/a.py"}, "\n".join(f"{n:6}→{tricky}" for n in range(50)))
+    b.assistant([{"type": "text", "text": tricky}])
+    transcript = make_transcript(b.write(tmp_path / "tricky.jsonl"))
+    session = engine.load_session(transcript.path)
+    runner.store_messages_of(transcript, session)
+    stored = TranscriptMessages.objects.get(transcript=transcript).data
+    assert stored == engine.messages_json(session)
+    assert tricky in {b["text"] for row in stored["main"] for b in row["blocks"]}
+    runner.store_messages_of(transcript, session)  # a row there already: kept, no error
+    assert TranscriptMessages.objects.get(transcript=transcript).data == stored

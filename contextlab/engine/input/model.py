@@ -8,7 +8,6 @@ one means bumping ``session_cache.CACHE_VERSION``.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Literal, SupportsIndex
@@ -48,8 +47,10 @@ def compact_text(text: str) -> str | bytes:
     round-trip through ``surrogatepass``."""
     if text.isascii():
         return text
+    widest = max(text)
+    width = 1 if widest <= "\xff" else 2 if widest <= "\uffff" else 4  # bytes a character
     encoded = text.encode("utf-8", "surrogatepass")
-    return encoded if sys.getsizeof(encoded) < sys.getsizeof(text) else text
+    return encoded if len(encoded) < width * len(text) else text
 
 
 def expand_text(stored: str | bytes) -> str:
