@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
-from typing import IO, Any
+from typing import Any, Protocol
 
 from contextlab.engine.input.session import Session, Thread
 from contextlab.engine.measures.tokens import TiktokenCounter, block_tokens
@@ -27,6 +27,12 @@ BADGES = {
     "collapsed": "collapsed",
     "hidden": "boundary",
 }
+
+
+class TextSink(Protocol):
+    """Where text is written: a text file, or a stream that takes text (a database's COPY)."""
+
+    def write(self, text: str, /) -> object: ...
 
 
 #: key of ``messages_json``'s map of threads that start with another thread's messages
@@ -55,7 +61,7 @@ def messages_json(
     return out
 
 
-def write_messages_json(session: Session, out: IO[str]) -> None:
+def write_messages_json(session: Session, out: TextSink) -> None:
     """Write ``json.dumps(messages_json(session))`` to ``out``, the same characters, one
     message at a time: a session's texts are never all held a second time (as the rows of
     ``messages_json`` and as one string), which for a session of gigabytes is the difference
