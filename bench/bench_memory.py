@@ -7,8 +7,8 @@ in a fresh process, and that process's peak RSS is read with ``os.wait4`` (``ru_
 
 * ``cli``: ``contextlab replay FILE --json > /dev/null`` (``bench_scale.engine_replay``);
 * ``worker``: the engine part of the worker's job (``jobs.replay``), ``load_session_cached``
-  (parse, count tokens, pickle the session into a fresh cache folder), the JSON text of the
-  messages stored for the explorer (written message by message, as ``jobs.replay`` does on
+  (parse, count tokens, pickle the session into a fresh cache folder), the messages stored
+  for the explorer (written message by message to a file, as ``jobs.replay`` streams them to
   PostgreSQL), the recorded replay and its JSON; no database.
 
 Printed: the peaks, the slope between the smallest and the largest size (MB of RSS per MB of
@@ -40,15 +40,16 @@ TARGET_SIZE_MB = 2048
 
 #: Run in the child: the worker's engine steps, from ``jobs.replay`` without the database.
 WORKER_STEPS = """
-import io, json, sys
+import json, os, sys
 from contextlab.engine.measures.tokenized import load_session_cached
 from contextlab.engine import write_messages_json
 from contextlab.engine.config.resolve import resolve_session_config
 from contextlab.engine.replay.driver import replay
 session = load_session_cached(sys.argv[1], cache_dir=sys.argv[2])
-with io.StringIO() as text:  # what the explorer's TranscriptMessages row is stored from
-    write_messages_json(session, text)
-    text.getvalue()
+# the explorer's TranscriptMessages row, streamed message by message as jobs.replay streams it
+# to PostgreSQL (COPY); here to a file beside the cache
+with open(os.path.join(sys.argv[2], "messages.json"), "w", encoding="utf-8") as sink:
+    write_messages_json(session, sink)
 config, preset = resolve_session_config(session)
 result = replay(session, config, mode="recorded", preset_name=preset)
 json.dumps(result.to_json(), ensure_ascii=False, separators=(",", ":"))

@@ -10,10 +10,12 @@ from __future__ import annotations
 import json
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
-from typing import Any, Protocol
+from typing import Any
 
 from contextlab.engine.input.session import Session, Thread
 from contextlab.engine.measures.tokens import TiktokenCounter, block_tokens
+
+from .json_stream import TextSink
 
 PERSISTED_OPEN = "<persisted-output>"
 
@@ -27,12 +29,6 @@ BADGES = {
     "collapsed": "collapsed",
     "hidden": "boundary",
 }
-
-
-class TextSink(Protocol):
-    """Where text is written: a text file, or a stream that takes text (a database's COPY)."""
-
-    def write(self, text: str, /) -> object: ...
 
 
 #: key of ``messages_json``'s map of threads that start with another thread's messages
