@@ -9,7 +9,8 @@ in a fresh process, and that process's peak RSS is read with ``os.wait4`` (``ru_
 * ``worker``: the engine part of the worker's job (``jobs.replay``), ``load_session_cached``
   (parse, count tokens, pickle the session into a fresh cache folder), the messages stored
   for the explorer (written message by message to a file, as ``jobs.replay`` streams them to
-  PostgreSQL), the recorded replay and its JSON; no database.
+  PostgreSQL), the recorded replay and its JSON (written request by request, as the runner
+  streams it); no database.
 
 Printed: the peaks, the slope between the smallest and the largest size (MB of RSS per MB of
 file) and the peak that slope gives at 2,048 MB. Memory only: the times printed beside are one
@@ -40,9 +41,9 @@ TARGET_SIZE_MB = 2048
 
 #: Run in the child: the worker's engine steps, from ``jobs.replay`` without the database.
 WORKER_STEPS = """
-import json, os, sys
+import os, sys
 from contextlab.engine.measures.tokenized import load_session_cached
-from contextlab.engine import write_messages_json
+from contextlab.engine import write_json, write_messages_json
 from contextlab.engine.config.resolve import resolve_session_config
 from contextlab.engine.replay.driver import replay
 session = load_session_cached(sys.argv[1], cache_dir=sys.argv[2])
@@ -52,7 +53,9 @@ with open(os.path.join(sys.argv[2], "messages.json"), "w", encoding="utf-8") as 
     write_messages_json(session, sink)
 config, preset = resolve_session_config(session)
 result = replay(session, config, mode="recorded", preset_name=preset)
-json.dumps(result.to_json(), ensure_ascii=False, separators=(",", ":"))
+# its RunResult row, streamed request by request as jobs.lifecycle streams it (COPY)
+with open(os.path.join(sys.argv[2], "result.json"), "w", encoding="utf-8") as sink:
+    write_json(result.to_json(), sink)
 """
 
 

@@ -85,6 +85,7 @@ if TYPE_CHECKING:  # loaded on first use (below): the CLI's start-up only pays f
         write_messages_json,
     )
     from .results.idle import IdleAnswer, idle_compaction
+    from .results.json_stream import TextSink, write_json
     from .results.navigator import (
         EVENT_KINDS,
         NavigatorEvent,
@@ -129,6 +130,7 @@ _LAZY_MODULES: dict[str, tuple[str, ...]] = {
     ".results.usage_fidelity": ("forecast_fidelity", "usage_fidelity"),
     ".results.waste": ("WasteReport", "waste_findings"),
     ".results.idle": ("IdleAnswer", "idle_compaction"),
+    ".results.json_stream": ("TextSink", "write_json"),
     ".results.tools": (
         "BREAKDOWN_VERSION",
         "TOOL_BREAKDOWN_KEY",
@@ -228,6 +230,7 @@ __all__ = [
     "SummaryPending",
     "SummaryRequest",
     "SummaryResult",
+    "TextSink",
     "Thread",
     "Thresholds",
     "TiktokenCounter",
@@ -304,5 +307,6 @@ __all__ = [
     "usage_fidelity",
     "view_diff",
     "waste_findings",
+    "write_json",
     "write_messages_json",
 ]

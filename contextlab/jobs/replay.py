@@ -6,6 +6,7 @@ summary, failed) are ``jobs.lifecycle``'s; ``jobs.tasks`` queues what follows.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -13,7 +14,7 @@ from functools import partial
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, connection, transaction
+from django.db import IntegrityError, connection
 
 from contextlab import blobs, engine
 from contextlab.jobs import lifecycle
@@ -66,40 +67,19 @@ def load_session(
 
 def store_messages_of(transcript: Transcript, session: engine.Session) -> None:
     """Store the session's messages for the explorer (``engine.messages_json``); a row stored
-    meanwhile (by another run of the session) is kept. On PostgreSQL the JSON is streamed to the server message by message
-    (``COPY``): the worker never holds every text of the session a second time, as rows or
-    as one string (its blocks hold them compact); elsewhere (SQLite, a developer's small
-    sessions) the rows are built and saved."""
+    meanwhile (by another run of the session) is kept. On PostgreSQL the JSON is streamed to
+    the server message by message (``lifecycle.copy_json_row``): the worker never holds every
+    text of the session a second time, as rows or as one string (its blocks hold them
+    compact); elsewhere (SQLite, a developer's small sessions) the rows are built and saved."""
     if connection.vendor != "postgresql":
         TranscriptMessages.objects.update_or_create(
             transcript=transcript, defaults={"data": engine.messages_json(session)}
         )
         return
-    meta = TranscriptMessages._meta
-    columns = f"{meta.pk.column}, {meta.get_field('data').column}"
-    try:
-        with transaction.atomic(), connection.cursor() as cursor:
-            # psycopg's own cursor (Django's has no COPY), its errors made Django's
-            raw = cursor.cursor
-            statement = f"COPY {meta.db_table} ({columns}) FROM STDIN"
-            with connection.wrap_database_errors, raw.copy(statement) as copy:
-                copy.write(f"{transcript.pk}\t")
-                engine.write_messages_json(session, _CopyText(copy))
-                copy.write("\n")
-    except IntegrityError:
-        pass  # stored meanwhile by another run of the same session: the same rows
-
-
-class _CopyText:
-    """A text file over one field of a ``COPY … FROM STDIN`` row in text format. The JSON is
-    ASCII (``json.dumps``' escapes), so its backslashes are all there is to escape."""
-
-    def __init__(self, copy: Any) -> None:
-        self._copy = copy
-
-    def write(self, text: str) -> int:
-        self._copy.write(text.replace("\\", "\\\\"))
-        return len(text)
+    with contextlib.suppress(IntegrityError):  # stored meanwhile by another run: the same rows
+        lifecycle.copy_json_row(
+            TranscriptMessages, transcript.pk, partial(engine.write_messages_json, session)
+        )
 
 
 def replay_run(

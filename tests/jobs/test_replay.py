@@ -135,3 +135,14 @@ def test_messages_streamed_to_postgres_are_the_engine_rows(make_transcript, tmp_
     assert tricky in {b["text"] for row in stored["main"] for b in row["blocks"]}
     runner.store_messages_of(transcript, session)  # a row there already: kept, no error
     assert TranscriptMessages.objects.get(transcript=transcript).data == stored
+
+
+def test_a_result_streamed_to_postgres_replaces_the_last_one(run):
+    from contextlab.jobs import lifecycle
+
+    first = {"requests": [{"text": 'tab\t newline\n backslash \\ "q" → 🎉'}], "summary": {}}
+    lifecycle.finish(run.pk, first)
+    assert RunResult.objects.get(run=run).data == first
+    second = {"requests": [{"n": 1}, {"n": 2}], "summary": {"requests": 2}}
+    lifecycle.finish(run.pk, second)  # a run done again: its new result replaces the old one
+    assert RunResult.objects.get(run=run).data == second
