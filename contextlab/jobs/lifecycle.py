@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import logging
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -38,6 +39,7 @@ from django.db import (
     transaction,
 )
 from django.db.models import F, Q
+from django.db.models.expressions import RawSQL
 from django.utils import timezone
 from kombu.exceptions import OperationalError as KombuOperationalError
 
@@ -302,11 +304,22 @@ def conclude(
 def _store_result(run_id: int, data: dict[str, Any]) -> None:
     """``RunResult`` of ``run_id`` is ``data`` (replaced when there is one); on PostgreSQL
     streamed request by request (``copy_json_row``), not held as one JSON string."""
+    write = partial(engine.write_json, data)
     if connection.vendor != "postgresql":
-        RunResult.objects.update_or_create(run_id=run_id, defaults={"data": data})
+        RunResult.objects.update_or_create(run_id=run_id, defaults={"data": json_text(write)})
         return
     RunResult.objects.filter(run_id=run_id).delete()
-    copy_json_row(RunResult, run_id, partial(engine.write_json, data))
+    copy_json_row(RunResult, run_id, write)
+
+
+def json_text(write: Callable[[engine.TextSink], object]) -> Any:
+    """A JSON field's value given as the JSON text ``write`` writes, for a database without
+    ``COPY`` (SQLite): written to a spool file, then read back as one string, so the value is
+    held once as text, not as Python objects as well as the text ``json.dumps`` makes."""
+    with tempfile.TemporaryFile("w+", encoding="utf-8") as spool:
+        write(spool)
+        spool.seek(0)
+        return RawSQL("%s", (spool.read(),), output_field=models.JSONField())
 
 
 def copy_json_row(

@@ -70,16 +70,16 @@ def store_messages_of(transcript: Transcript, session: engine.Session) -> None:
     meanwhile (by another run of the session) is kept. On PostgreSQL the JSON is streamed to
     the server message by message (``lifecycle.copy_json_row``): the worker never holds every
     text of the session a second time, as rows or as one string (its blocks hold them
-    compact); elsewhere (SQLite, a developer's small sessions) the rows are built and saved."""
+    compact); elsewhere (SQLite) it is written to a spool file and stored as one string
+    (``lifecycle.json_text``)."""
+    write = partial(engine.write_messages_json, session)
     if connection.vendor != "postgresql":
         TranscriptMessages.objects.update_or_create(
-            transcript=transcript, defaults={"data": engine.messages_json(session)}
+            transcript=transcript, defaults={"data": lifecycle.json_text(write)}
         )
         return
     with contextlib.suppress(IntegrityError):  # stored meanwhile by another run: the same rows
-        lifecycle.copy_json_row(
-            TranscriptMessages, transcript.pk, partial(engine.write_messages_json, session)
-        )
+        lifecycle.copy_json_row(TranscriptMessages, transcript.pk, write)
 
 
 def replay_run(

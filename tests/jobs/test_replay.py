@@ -119,7 +119,7 @@ def test_progress_is_written_while_replaying(run, monkeypatch):
     assert seen[-1][0] == seen[-1][1] > 0
 
 
-def test_messages_streamed_to_postgres_are_the_engine_rows(make_transcript, tmp_path):
+def test_messages_streamed_to_the_database_are_the_engine_rows(make_transcript, tmp_path):
     from tests.engine.builders import TranscriptBuilder
 
     tricky = 'a tab\t, a newline\n, backslashes \\ \\\\ \\n, "quotes", → 🎉 日本語'
@@ -137,7 +137,7 @@ def test_messages_streamed_to_postgres_are_the_engine_rows(make_transcript, tmp_
     assert TranscriptMessages.objects.get(transcript=transcript).data == stored
 
 
-def test_a_result_streamed_to_postgres_replaces_the_last_one(run):
+def test_a_result_streamed_to_the_database_replaces_the_last_one(run):
     from contextlab.jobs import lifecycle
 
     first = {"requests": [{"text": 'tab\t newline\n backslash \\ "q" → 🎉'}], "summary": {}}
