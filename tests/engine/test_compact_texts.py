@@ -142,3 +142,16 @@ def test_messages_without_texts_differ_only_by_the_texts(tmp_path):
     for block in (b for rows in whole.values() for row in rows for b in row["blocks"]):
         del block["text"]
     assert bare == whole
+
+
+@pytest.mark.parametrize("mode", ["recorded", "whatif"])
+def test_the_tool_breakdown_needs_no_texts(mode):
+    from tests.conftest import corpus_file
+
+    session = engine.load_session(str(corpus_file("marot__spotter__tool_heavy.jsonl")))
+    data = engine.replay(session, engine.get_preset("claude-code-2.1.88"), mode=mode).to_json()
+    whole = engine.expand_messages(engine.messages_json(session))
+    bare = engine.expand_messages(engine.messages_json(session, include_texts=False))
+    breakdown = engine.tool_breakdown(data, whole)
+    assert breakdown["tools"]
+    assert engine.tool_breakdown(data, bare) == breakdown
