@@ -45,6 +45,8 @@ def test_a_read_result_is_held_in_about_half_the_memory_and_cjk_not_in_more():
     cjk = TEXTS[4]  # three UTF-8 bytes a character: the str's two are smaller
     assert Block("text", cjk)._text is cjk
     assert Block("text", "ascii")._text == "ascii"
+    latin = "café crème " * 100  # one byte a character as a str: UTF-8 would be bigger
+    assert Block("text", latin)._text is latin
 
 
 def test_a_message_holds_its_original_output_compact():

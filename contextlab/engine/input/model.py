@@ -47,10 +47,14 @@ def compact_text(text: str) -> str | bytes:
     round-trip through ``surrogatepass``."""
     if text.isascii():
         return text
-    widest = max(text)
-    width = 1 if widest <= "\xff" else 2 if widest <= "\uffff" else 4  # bytes a character
     encoded = text.encode("utf-8", "surrogatepass")
-    return encoded if len(encoded) < width * len(text) else text
+    if len(encoded) >= 2 * len(text):
+        return text  # mostly CJK (three UTF-8 bytes a character): the str is no bigger
+    try:
+        text.encode("latin-1")  # (stops at the first character past Latin-1)
+    except UnicodeEncodeError:
+        return encoded  # held at two or four bytes a character as a str
+    return text  # Latin-1: one byte a character as a str
 
 
 def expand_text(stored: str | bytes) -> str:
