@@ -8,7 +8,10 @@ one means bumping ``session_cache.CACHE_VERSION``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import zlib
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Literal, SupportsIndex
 
@@ -39,12 +42,53 @@ MessageKind = Literal[
 ]
 
 
-def compact_text(text: str) -> str | bytes:
+#: Texts at least this long are deflated (zlib) while ``deflating`` is on, when that saves a
+#: quarter or more: a session of hundreds of megabytes is mostly long tool results, which
+#: deflate two to four times, and reading one back costs a millisecond a megabyte.
+DEFLATE_MIN_CHARS = 4096
+_deflating: ContextVar[bool] = ContextVar("deflating", default=False)
+
+
+class Deflated:
+    """A text's UTF-8, deflated (``compact_text``). A holder, not a ``bytes`` subclass: a
+    subclass pickles through a copy of its bytes, which the pickler keeps to the end."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def __reduce__(self) -> tuple[type[Deflated], tuple[bytes]]:
+        return (Deflated, (self.data,))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Deflated) and other.data == self.data
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+@contextmanager
+def deflating(on: bool = True) -> Iterator[None]:
+    """While inside, ``compact_text`` deflates long texts (a large session being parsed: it
+    trades a few per cent of the parse's time for about a third of the session's memory)."""
+    token = _deflating.set(on)
+    try:
+        yield
+    finally:
+        _deflating.reset(token)
+
+
+def compact_text(text: str) -> str | bytes | Deflated:
     """``text`` as it costs least to hold: an ASCII ``str`` as it is (one byte a character),
-    another as UTF-8 when that is smaller. One non-ASCII character (the ``→`` of every Read
-    result's line numbers) makes CPython store a whole string at two or four bytes a character,
-    and tool results are most of a session's memory. Lone surrogates (escaped in the JSON)
-    round-trip through ``surrogatepass``."""
+    another as UTF-8 when that is smaller; a long one deflated while ``deflating`` is on. One
+    non-ASCII character (the ``→`` of every Read result's line numbers) makes CPython store a
+    whole string at two or four bytes a character, and tool results are most of a session's
+    memory. Lone surrogates (escaped in the JSON) round-trip through ``surrogatepass``."""
+    if len(text) >= DEFLATE_MIN_CHARS and _deflating.get():
+        encoded = text.encode("utf-8", "surrogatepass")
+        deflated = zlib.compress(encoded, 1)
+        if len(deflated) * 4 <= len(encoded) * 3:
+            return Deflated(deflated)
     if text.isascii():
         return text
     encoded = text.encode("utf-8", "surrogatepass")
@@ -57,9 +101,13 @@ def compact_text(text: str) -> str | bytes:
     return text  # Latin-1: one byte a character as a str
 
 
-def expand_text(stored: str | bytes) -> str:
+def expand_text(stored: str | bytes | Deflated) -> str:
     """The text ``compact_text`` kept."""
-    return stored if isinstance(stored, str) else stored.decode("utf-8", "surrogatepass")
+    if isinstance(stored, str):
+        return stored
+    if isinstance(stored, Deflated):
+        stored = zlib.decompress(stored.data)
+    return stored.decode("utf-8", "surrogatepass")
 
 
 class Block:
@@ -277,7 +325,7 @@ class Message:
     #: subtype metadata (compactMetadata / microcompactMetadata / snipMetadata)
     metadata: dict[str, Any] = field(default_factory=dict)
     #: ``original_output`` as ``compact_text`` holds it
-    compact_original_output: str | bytes | None = None
+    compact_original_output: str | bytes | Deflated | None = None
     #: index in its thread's message list (set when the thread is built)
     index: int = -1
     #: string content (not a block list): matters for the padded estimator
