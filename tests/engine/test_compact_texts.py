@@ -6,6 +6,8 @@ from __future__ import annotations
 import io
 import json
 import pickle
+import random
+import string
 import sys
 
 import pytest
@@ -157,3 +159,43 @@ def test_the_tool_breakdown_needs_no_texts(mode):
     breakdown = engine.tool_breakdown(data, whole)
     assert breakdown["tools"]
     assert engine.tool_breakdown(data, bare) == breakdown
+
+
+def test_long_texts_are_deflated_only_while_deflating():
+    from contextlab.engine.input.model import Deflated, deflating
+
+    long_read = READ_RESULT * 4
+    assert not isinstance(Block("tool_result", long_read)._text, Deflated)
+    with deflating():
+        block = Block("tool_result", long_read, tok=7)
+        short = Block("text", "a short → text")
+        rng = random.Random(1)
+        noise = Block("text", "".join(rng.choice(string.printable) for _ in range(8000)))
+    assert isinstance(block._text, Deflated)
+    assert len(block._text.data) < len(long_read) / 4
+    assert block.text == long_read
+    assert not isinstance(short._text, Deflated)
+    assert not isinstance(noise._text, Deflated)  # deflates by less than a quarter
+    again = pickle.loads(pickle.dumps(block, protocol=pickle.HIGHEST_PROTOCOL))
+    assert again == block
+    assert isinstance(again._text, Deflated)
+    assert again.text == long_read
+
+
+def test_a_large_session_parsed_deflated_replays_identically(tmp_path, monkeypatch):
+    from contextlab.engine.input.model import Deflated
+    from contextlab.engine.input.sources import registry
+
+    path = long_session(6, result_chars=20000).write(tmp_path / "s.jsonl")
+    config = engine.get_preset("claude-code-2.1.88")
+    plain = engine.load_session(str(path))
+    monkeypatch.setattr(registry, "DEFLATE_FROM_BYTES", 0)  # as if the file were large
+    deflated = engine.load_session(str(path))
+    held = [b._text for m in deflated.main.messages for b in m.blocks]
+    assert any(isinstance(t, Deflated) for t in held)
+    for mode in ("recorded", "whatif"):
+        assert (
+            engine.replay(deflated, config, mode=mode).to_json()
+            == engine.replay(plain, config, mode=mode).to_json()
+        )
+    assert json.dumps(engine.messages_json(deflated)) == json.dumps(engine.messages_json(plain))
