@@ -7,8 +7,10 @@ in a fresh process, and that process's peak RSS is read with ``os.wait4`` (``ru_
 
 * ``cli``: ``contextlab replay FILE --json > /dev/null`` (``bench_scale.engine_replay``);
 * ``worker``: the engine part of the worker's job (``jobs.replay``), ``load_session_cached``
-  (parse, count tokens, pickle the session into a fresh cache folder), the messages stored for
-  the explorer, the recorded replay and its JSON; no database.
+  (parse, count tokens, pickle the session into a fresh cache folder), the messages stored
+  for the explorer (written message by message to a file, as ``jobs.replay`` streams them to
+  PostgreSQL), the recorded replay and its JSON (written request by request, as the runner
+  streams it); no database.
 
 Printed: the peaks, the slope between the smallest and the largest size (MB of RSS per MB of
 file) and the peak that slope gives at 2,048 MB. Memory only: the times printed beside are one
@@ -39,16 +41,21 @@ TARGET_SIZE_MB = 2048
 
 #: Run in the child: the worker's engine steps, from ``jobs.replay`` without the database.
 WORKER_STEPS = """
-import json, sys
+import os, sys
 from contextlab.engine.measures.tokenized import load_session_cached
-from contextlab.engine import messages_json
+from contextlab.engine import write_json, write_messages_json
 from contextlab.engine.config.resolve import resolve_session_config
 from contextlab.engine.replay.driver import replay
 session = load_session_cached(sys.argv[1], cache_dir=sys.argv[2])
-json.dumps(messages_json(session))  # what the explorer's TranscriptMessages row stores
+# the explorer's TranscriptMessages row, streamed message by message as jobs.replay streams it
+# to PostgreSQL (COPY); here to a file beside the cache
+with open(os.path.join(sys.argv[2], "messages.json"), "w", encoding="utf-8") as sink:
+    write_messages_json(session, sink)
 config, preset = resolve_session_config(session)
 result = replay(session, config, mode="recorded", preset_name=preset)
-json.dumps(result.to_json(), ensure_ascii=False, separators=(",", ":"))
+# its RunResult row, streamed request by request as jobs.lifecycle streams it (COPY)
+with open(os.path.join(sys.argv[2], "result.json"), "w", encoding="utf-8") as sink:
+    write_json(result.to_json(), sink)
 """
 
 

@@ -84,8 +84,10 @@ if TYPE_CHECKING:  # loaded on first use (below): the CLI's start-up only pays f
         expand_messages,
         messages_json,
         side_by_side,
+        write_messages_json,
     )
     from .results.idle import IdleAnswer, idle_compaction
+    from .results.json_stream import TextSink, write_json
     from .results.navigator import (
         EVENT_KINDS,
         NavigatorEvent,
@@ -130,6 +132,7 @@ _LAZY_MODULES: dict[str, tuple[str, ...]] = {
     ".results.usage_fidelity": ("forecast_fidelity", "usage_fidelity"),
     ".results.waste": ("WasteReport", "waste_findings"),
     ".results.idle": ("IdleAnswer", "idle_compaction"),
+    ".results.json_stream": ("TextSink", "write_json"),
     ".results.tools": (
         "BREAKDOWN_VERSION",
         "TOOL_BREAKDOWN_KEY",
@@ -145,6 +148,7 @@ _LAZY_MODULES: dict[str, tuple[str, ...]] = {
         "expand_messages",
         "messages_json",
         "side_by_side",
+        "write_messages_json",
     ),
     ".input.session_cache": ("file_sha256", "keep_parsed", "load_growing"),
     ".measures.tokenized": ("load_session_cached", "tokenize_session"),
@@ -229,6 +233,7 @@ __all__ = [
     "SummaryPending",
     "SummaryRequest",
     "SummaryResult",
+    "TextSink",
     "Thread",
     "Thresholds",
     "TiktokenCounter",
@@ -305,4 +310,6 @@ __all__ = [
     "usage_fidelity",
     "view_diff",
     "waste_findings",
+    "write_json",
+    "write_messages_json",
 ]

@@ -23,6 +23,7 @@ from .replay.driver import MODES, replay
 from .replay.forecast import check_usage_until, forecast_session
 from .replay.result import ReplayResult
 from .results import compare
+from .results.json_stream import write_json
 from .summarizing import SUMMARIZER_NAMES, ExtractiveSummarizer, Summarizer
 
 EXIT_OK = 0
@@ -151,8 +152,8 @@ def cmd_replay(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
                 file=err,
             )
     if args.json:
-        # json.dumps runs the C encoder; json.dump with a stream falls back to the Python one
-        out.write(json.dumps(result.to_json(), ensure_ascii=False, separators=(",", ":")))
+        # request by request (the C encoder on each): never the whole JSON as one string
+        write_json(result.to_json(), out, ensure_ascii=False, separators=(",", ":"))
         out.write("\n")
     else:
         print_table(result, out)

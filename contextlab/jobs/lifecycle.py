@@ -17,19 +17,29 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import logging
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from functools import partial
 from typing import Any, TypeAlias
 
 from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.contrib.auth.models import User
-from django.db import DatabaseError, InterfaceError, OperationalError, connection, transaction
+from django.db import (
+    DatabaseError,
+    InterfaceError,
+    OperationalError,
+    connection,
+    models,
+    transaction,
+)
 from django.db.models import F, Q
+from django.db.models.expressions import RawSQL
 from django.utils import timezone
 from kombu.exceptions import OperationalError as KombuOperationalError
 
@@ -291,6 +301,62 @@ def conclude(
         return fail(run_id, f"The replay failed: {type(exc).__name__}: {exc}")
 
 
+def _store_result(run_id: int, data: dict[str, Any]) -> None:
+    """``RunResult`` of ``run_id`` is ``data`` (replaced when there is one); on PostgreSQL
+    streamed request by request (``copy_json_row``), not held as one JSON string."""
+    write = partial(engine.write_json, data)
+    if connection.vendor != "postgresql":
+        RunResult.objects.update_or_create(run_id=run_id, defaults={"data": json_text(write)})
+        return
+    RunResult.objects.filter(run_id=run_id).delete()
+    copy_json_row(RunResult, run_id, write)
+
+
+def json_text(write: Callable[[engine.TextSink], object]) -> Any:
+    """A JSON field's value given as the JSON text ``write`` writes, for a database without
+    ``COPY`` (SQLite): written to a spool file, then read back as one string, so the value is
+    held once as text, not as Python objects as well as the text ``json.dumps`` makes."""
+    with tempfile.TemporaryFile("w+", encoding="utf-8") as spool:
+        write(spool)
+        spool.seek(0)
+        return RawSQL("%s", (spool.read(),), output_field=models.JSONField())
+
+
+def copy_json_row(
+    model: type[models.Model], pk: object, write: Callable[[engine.TextSink], object]
+) -> None:
+    """Insert the row of ``model`` (a primary key and a JSON field ``data``) whose JSON text
+    ``write`` writes, streamed to PostgreSQL piece by piece (``COPY``): a worker never holds a
+    large session's stored JSON as one string (nor the copies a query's parameters make of
+    it). ``IntegrityError`` when the row exists."""
+    meta = model._meta
+    data = meta.get_field("data")
+    assert isinstance(data, models.JSONField)
+    columns = f"{meta.pk.column}, {data.column}"
+    statement = f"COPY {meta.db_table} ({columns}) FROM STDIN"
+    # psycopg's own cursor (Django's has no COPY), its errors made Django's
+    with (
+        transaction.atomic(),
+        connection.cursor() as cursor,
+        connection.wrap_database_errors,
+        cursor.cursor.copy(statement) as copy,
+    ):
+        copy.write(f"{pk}\t")
+        write(_CopyField(copy))
+        copy.write("\n")
+
+
+class _CopyField:
+    """A text file over one field of a ``COPY … FROM STDIN`` row in text format. The JSON is
+    ASCII (``json.dumps``' escapes), so its backslashes are all there is to escape."""
+
+    def __init__(self, copy: Any) -> None:
+        self._copy = copy
+
+    def write(self, text: str) -> None:
+        self._copy.write(text.replace("\\", "\\\\"))
+
+
 def finish(
     run_id: int,
     data: dict[str, Any],
@@ -305,7 +371,7 @@ def finish(
     with transaction.atomic():
         if current is not None and not current():
             raise SessionGrew(run_id)
-        RunResult.objects.update_or_create(run_id=run_id, defaults={"data": data})
+        _store_result(run_id, data)
         Run.objects.filter(pk=run_id).update(
             status=Run.Status.DONE,
             summary=data.get("summary") or {},

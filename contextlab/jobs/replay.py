@@ -6,6 +6,7 @@ summary, failed) are ``jobs.lifecycle``'s; ``jobs.tasks`` queues what follows.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -13,6 +14,7 @@ from functools import partial
 from typing import Any
 
 from django.conf import settings
+from django.db import IntegrityError, connection
 
 from contextlab import blobs, engine
 from contextlab.jobs import lifecycle
@@ -62,10 +64,25 @@ def load_session(
         seed_sha256=transcript.previous_sha256 or None,
     )
     if store_messages and not TranscriptMessages.objects.filter(transcript=transcript).exists():
-        TranscriptMessages.objects.update_or_create(
-            transcript=transcript, defaults={"data": engine.messages_json(session)}
-        )
+        store_messages_of(transcript, session)
     return session
+
+
+def store_messages_of(transcript: Transcript, session: engine.Session) -> None:
+    """Store the session's messages for the explorer (``engine.messages_json``); a row stored
+    meanwhile (by another run of the session) is kept. On PostgreSQL the JSON is streamed to
+    the server message by message (``lifecycle.copy_json_row``): the worker never holds every
+    text of the session a second time, as rows or as one string (its blocks hold them
+    compact); elsewhere (SQLite) it is written to a spool file and stored as one string
+    (``lifecycle.json_text``)."""
+    write = partial(engine.write_messages_json, session)
+    if connection.vendor != "postgresql":
+        TranscriptMessages.objects.update_or_create(
+            transcript=transcript, defaults={"data": lifecycle.json_text(write)}
+        )
+        return
+    with contextlib.suppress(IntegrityError):  # stored meanwhile by another run: the same rows
+        lifecycle.copy_json_row(TranscriptMessages, transcript.pk, write)
 
 
 def replay_run(
@@ -99,9 +116,11 @@ def replay_run(
             checkpoint=summarizer is not None,
         )
     data: dict[str, Any] = result.to_json()
-    messages = engine.expand_messages(engine.messages_json(session, include_originals=True))
     # the report's tools table, waste findings and idle answer read them (the explorer's tool
-    # filter too); worked out once, here, rather than on a first view of the report
+    # filter too); worked out once, here, rather than on a first view of the report. The waste
+    # findings compare texts (a file read again unchanged, a result no later request used), so
+    # these rows hold them.
+    messages = engine.expand_messages(engine.messages_json(session, include_originals=True))
     data[engine.TOOL_BREAKDOWN_KEY] = engine.tool_breakdown(data, messages)
     data[WASTE_KEY] = waste_report(data, messages)
     return data

@@ -117,3 +117,32 @@ def test_progress_is_written_while_replaying(run, monkeypatch):
     runner.execute_run(run.pk)
     assert seen
     assert seen[-1][0] == seen[-1][1] > 0
+
+
+def test_messages_streamed_to_the_database_are_the_engine_rows(make_transcript, tmp_path):
+    from tests.engine.builders import TranscriptBuilder
+
+    tricky = 'a tab\t, a newline\n, backslashes \\ \\\\ \\n, "quotes", → 🎉 日本語'
+    b = TranscriptBuilder()
+    b.prompt(tricky)
+    b.tool_call("Read", {"file_path": "/src/a.py"}, "\n".join(f"{n:6}→{tricky}" for n in range(50)))
+    b.assistant([{"type": "text", "text": tricky}])
+    transcript = make_transcript(b.write(tmp_path / "tricky.jsonl"))
+    session = engine.load_session(transcript.path)
+    runner.store_messages_of(transcript, session)
+    stored = TranscriptMessages.objects.get(transcript=transcript).data
+    assert stored == engine.messages_json(session)
+    assert tricky in {b["text"] for row in stored["main"] for b in row["blocks"]}
+    runner.store_messages_of(transcript, session)  # a row there already: kept, no error
+    assert TranscriptMessages.objects.get(transcript=transcript).data == stored
+
+
+def test_a_result_streamed_to_the_database_replaces_the_last_one(run):
+    from contextlab.jobs import lifecycle
+
+    first = {"requests": [{"text": 'tab\t newline\n backslash \\ "q" → 🎉'}], "summary": {}}
+    lifecycle.finish(run.pk, first)
+    assert RunResult.objects.get(run=run).data == first
+    second = {"requests": [{"n": 1}, {"n": 2}], "summary": {"requests": 2}}
+    lifecycle.finish(run.pk, second)  # a run done again: its new result replaces the old one
+    assert RunResult.objects.get(run=run).data == second

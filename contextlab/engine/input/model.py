@@ -8,7 +8,10 @@ one means bumping ``session_cache.CACHE_VERSION``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import zlib
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any, Literal, SupportsIndex
 
@@ -44,32 +47,186 @@ MessageKind = Literal[
 SIGNATURE_CHARS = "signature_chars"
 
 
-@dataclass(slots=True)
+#: Texts at least this long are deflated (zlib) while ``deflating`` is on, when that saves a
+#: quarter or more: a session of hundreds of megabytes is mostly long tool results, which
+#: deflate two to four times, and reading one back costs a millisecond a megabyte.
+DEFLATE_MIN_CHARS = 4096
+_deflating: ContextVar[bool] = ContextVar("deflating", default=False)
+
+
+class Deflated:
+    """A text's UTF-8, deflated (``compact_text``). A holder, not a ``bytes`` subclass: a
+    subclass pickles through a copy of its bytes, which the pickler keeps to the end."""
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def __reduce__(self) -> tuple[type[Deflated], tuple[bytes]]:
+        return (Deflated, (self.data,))
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Deflated) and other.data == self.data
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+@contextmanager
+def deflating(on: bool = True) -> Iterator[None]:
+    """While inside, ``compact_text`` deflates long texts (a large session being parsed: it
+    trades a few per cent of the parse's time for about a third of the session's memory)."""
+    token = _deflating.set(on)
+    try:
+        yield
+    finally:
+        _deflating.reset(token)
+
+
+def compact_text(text: str) -> str | bytes | Deflated:
+    """``text`` as it costs least to hold: an ASCII ``str`` as it is (one byte a character),
+    another as UTF-8 when that is smaller; a long one deflated while ``deflating`` is on. One
+    non-ASCII character (the ``→`` of every Read result's line numbers) makes CPython store a
+    whole string at two or four bytes a character, and tool results are most of a session's
+    memory. Lone surrogates (escaped in the JSON) round-trip through ``surrogatepass``."""
+    if len(text) >= DEFLATE_MIN_CHARS and _deflating.get():
+        encoded = text.encode("utf-8", "surrogatepass")
+        deflated = zlib.compress(encoded, 1)
+        if len(deflated) * 4 <= len(encoded) * 3:
+            return Deflated(deflated)
+    if text.isascii():
+        return text
+    encoded = text.encode("utf-8", "surrogatepass")
+    if len(encoded) >= 2 * len(text):
+        return text  # mostly CJK (three UTF-8 bytes a character): the str is no bigger
+    try:
+        text.encode("latin-1")  # (stops at the first character past Latin-1)
+    except UnicodeEncodeError:
+        return encoded  # held at two or four bytes a character as a str
+    return text  # Latin-1: one byte a character as a str
+
+
+def expand_text(stored: str | bytes | Deflated) -> str:
+    """The text ``compact_text`` kept."""
+    if isinstance(stored, str):
+        return stored
+    if isinstance(stored, Deflated):
+        stored = zlib.decompress(stored.data)
+    return stored.decode("utf-8", "surrogatepass")
+
+
 class Block:
     """One content block as the model sees it.
 
     ``text`` is the text that is sent (for ``tool_use``: name + JSON of the input, which is what
-    Claude Code's estimator measures). Token counts are filled in lazily by ``tokens``.
+    Claude Code's estimator measures); it is held compact (``compact_text``) and read back on
+    each access. Token counts are filled in lazily by ``tokens``. A plain class with
+    ``__slots__`` rather than a dataclass: ``text`` is a property over the compact form.
     """
 
-    type: BlockType
-    text: str = ""
-    tool_use_id: str | None = None
-    tool_name: str | None = None
-    is_error: bool = False
-    #: tool_use input (kept for display), the JSON of an unknown block, or a thinking block's
-    #: ``{SIGNATURE_CHARS: n}``
-    data: Any = None
-    #: number of image/document blocks nested in a tool_result
-    media: int = 0
-    #: the tool_result content was a list of blocks (persisted as .json)
-    is_list: bool = False
-    #: tiktoken count, filled on first use
-    tok: int = -1
-    #: Claude Code's rough estimate (chars/4, media 2,000), filled on first use
-    rough: int = -1
-    #: stable content hash for the prompt-cache model, filled on first use
-    key: int = -1
+    __slots__ = (
+        "_text",
+        "data",
+        "is_error",
+        "is_list",
+        "key",
+        "media",
+        "rough",
+        "tok",
+        "tool_name",
+        "tool_use_id",
+        "type",
+    )
+    #: the fields in the order of the constructor's arguments (compared, shown)
+    FIELDS = (
+        "type",
+        "text",
+        "tool_use_id",
+        "tool_name",
+        "is_error",
+        "data",
+        "media",
+        "is_list",
+        "tok",
+        "rough",
+        "key",
+    )
+
+    def __init__(
+        self,
+        type: BlockType,
+        text: str = "",
+        tool_use_id: str | None = None,
+        tool_name: str | None = None,
+        is_error: bool = False,
+        data: Any = None,
+        media: int = 0,
+        is_list: bool = False,
+        tok: int = -1,
+        rough: int = -1,
+        key: int = -1,
+    ) -> None:
+        self.type = type
+        self._text = compact_text(text)
+        self.tool_use_id = tool_use_id
+        self.tool_name = tool_name
+        self.is_error = is_error
+        #: tool_use input (kept for display), the JSON of an unknown block, or a thinking
+        #: block's ``{SIGNATURE_CHARS: n}``
+        self.data = data
+        #: number of image/document blocks nested in a tool_result
+        self.media = media
+        #: the tool_result content was a list of blocks (persisted as .json)
+        self.is_list = is_list
+        #: tiktoken count, filled on first use
+        self.tok = tok
+        #: Claude Code's rough estimate (chars/4, media 2,000), filled on first use
+        self.rough = rough
+        #: stable content hash for the prompt-cache model, filled on first use
+        self.key = key
+
+    @property
+    def text(self) -> str:
+        return expand_text(self._text)
+
+    def _fields(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in Block.FIELDS)
+
+    def copy(self, **changes: Any) -> Block:
+        """A copy with ``changes`` (as ``dataclasses.replace``); the text is not decoded."""
+        block = Block.__new__(Block)
+        for name in Block.__slots__:
+            setattr(block, name, getattr(self, name))
+        for name, value in changes.items():
+            if name == "text":
+                block._text = compact_text(value)
+            else:
+                setattr(block, name, value)
+        return block
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not Block:
+            return NotImplemented
+        assert isinstance(other, Block)
+        return self._fields() == other._fields()
+
+    __hash__ = None  # type: ignore[assignment]  # mutable, compared by value (as a dataclass)
+
+    def __repr__(self) -> str:
+        shown = zip(Block.FIELDS, self._fields(), strict=True)
+        return f"Block({', '.join(f'{name}={value!r}' for name, value in shown)})"
+
+    def __getstate__(self) -> tuple[Any, ...]:
+        return tuple(getattr(self, name) for name in Block.__slots__)
+
+    def __setstate__(self, state: tuple[Any, ...]) -> None:
+        if len(state) == 2 and state[0] is None and isinstance(state[1], dict):
+            # pickled when Block was a slotted dataclass (a checkpoint, a live session's
+            # reading state): its fields by name, the text a str
+            self.__init__(**state[1])  # type: ignore[misc]
+            return
+        for name, value in zip(Block.__slots__, state, strict=True):
+            setattr(self, name, value)
 
 
 @dataclass(slots=True, frozen=True)
@@ -173,12 +330,22 @@ class Message:
     uuids: list[str] = field(default_factory=list)
     #: subtype metadata (compactMetadata / microcompactMetadata / snipMetadata)
     metadata: dict[str, Any] = field(default_factory=dict)
-    #: raw tool output (toolUseResult) kept only where the model saw a persisted preview
-    original_output: str | None = None
+    #: ``original_output`` as ``compact_text`` holds it
+    compact_original_output: str | bytes | Deflated | None = None
     #: index in its thread's message list (set when the thread is built)
     index: int = -1
     #: string content (not a block list): matters for the padded estimator
     string_content: bool = False
+
+    @property
+    def original_output(self) -> str | None:
+        """Raw tool output (toolUseResult) kept only where the model saw a persisted preview."""
+        stored = self.compact_original_output
+        return None if stored is None else expand_text(stored)
+
+    @original_output.setter
+    def original_output(self, text: str | None) -> None:
+        self.compact_original_output = None if text is None else compact_text(text)
 
 
 @dataclass(slots=True, frozen=True)

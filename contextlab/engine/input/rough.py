@@ -16,11 +16,13 @@ def rough_text(text: str) -> int:
     return js_round(js_len(text) / 4)
 
 
-def block_rough(block: Block) -> int:
-    """``roughTokenCountEstimationForBlock`` (cached on the block)."""
+def block_rough(block: Block, text: str | None = None) -> int:
+    """``roughTokenCountEstimationForBlock`` (cached on the block); ``text``: the block's text
+    where the caller has already read it back (``Block.text`` expands it on every access)."""
     if block.rough < 0:
         if block.type in ("image", "document"):
             block.rough = IMAGE_ROUGH_TOKENS
         else:
-            block.rough = rough_text(block.text) + block.media * IMAGE_ROUGH_TOKENS
+            text = block.text if text is None else text
+            block.rough = rough_text(text) + block.media * IMAGE_ROUGH_TOKENS
     return block.rough

@@ -27,7 +27,6 @@ from .disk_cache import (
     read_pickle,
     stream_pickle_atomic,
     write_bytes_atomic,
-    write_pickle_atomic,
 )
 from .loading import Upload
 from .session import Session
@@ -49,8 +48,9 @@ def _token_kinds_digest() -> str:
 #: Bump when Session, Block or the tokenization change shape, or a pickled class moves (the
 #: pickles name them by module path); the kind ratios' digest follows their refits. 11: an
 #: attachment's metadata keeps a prompt snapshot's tool definitions (the waste findings). 12: a
-#: thinking block keeps its signature's length.
-CACHE_VERSION = f"12.{_token_kinds_digest()}"
+#: thinking block keeps its signature's length. 13: a block holds its text compact
+#: (``model.compact_text``), in a slotted class that is no dataclass.
+CACHE_VERSION = f"13.{_token_kinds_digest()}"
 #: Sessions kept in memory by a long-lived process (a worker replaying a file again after an
 #: LLM summary, or an A/B pair), newest last.
 _RECENT: OrderedDict[str, Session] = OrderedDict()
@@ -143,8 +143,9 @@ def cached_session(
     prepare(session)
     upload, session.upload = session.upload, None
     try:
-        # a read-only or full disk only costs the reuse
-        if write_pickle_atomic(target, session) and mirror is not None:
+        # a read-only or full disk only costs the reuse; pickled straight into the file, not
+        # held a second time as one bytes object (a 2 GB session's is over a gigabyte)
+        if stream_pickle_atomic(target, session) and mirror is not None:
             mirror.store(target.name, target)
     finally:
         session.upload = upload
@@ -190,7 +191,7 @@ def _prepare_beside(
         beside.restore(session, saved)
     prepare(session)
     if saved is None:
-        if write_pickle_atomic(kept, beside.save(session)) and mirror is not None:
+        if stream_pickle_atomic(kept, beside.save(session)) and mirror is not None:
             mirror.store(kept.name, kept)
         if beside.replaces and not key.startswith(f"{beside.replaces}-"):
             forget_version(folder, beside.replaces, mirror)

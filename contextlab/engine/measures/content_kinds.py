@@ -86,14 +86,14 @@ def classify(text: str) -> str:
     """The content kind of ``text`` (one of ``KINDS``)."""
     if len(text) < MIN_TEXT_CHARS and text.isascii():
         return "prose"
-    return _classify_long(text)
+    return _classify_sample(sample(text))
 
 
-# a replay counts the same texts again (thinking, restored outputs): their kind is remembered
-# (a string keeps its hash, so a repeated lookup does not read the text again)
+# a replay counts the same texts again (thinking, restored outputs): their kind is remembered,
+# by the sample it is read from (remembering whole texts kept thousands of them alive, a
+# second copy of each where a block holds its text compact)
 @lru_cache(maxsize=8192)
-def _classify_long(text: str) -> str:
-    part = sample(text)
+def _classify_sample(part: str) -> str:
     ascii_only = part.isascii()
     signal = len(part) - _count(part, " \n\t\r")
     if signal < MIN_SIGNAL_CHARS:

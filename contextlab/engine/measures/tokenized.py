@@ -172,9 +172,10 @@ def tokenize_session(
     for thread in session.threads:
         for message in thread.messages:
             for block in message.blocks:
-                block_tokens(block, counter)
-                block_rough(block)
-                block_key(block)
+                text = block.text  # read back from its compact form once for the three
+                block_tokens(block, counter, text)
+                block_rough(block, text)
+                block_key(block, text)
                 count += 1
     return count
 

@@ -166,13 +166,15 @@ def _cached_ranks(path: str) -> dict[bytes, int]:
     return dict(ranks)
 
 
-def block_tokens(block: Block, counter: TokenCounter) -> int:
-    """Display tokens of a block (cached on the block)."""
+def block_tokens(block: Block, counter: TokenCounter, text: str | None = None) -> int:
+    """Display tokens of a block (cached on the block); ``text``: its text, already read
+    back from its compact form by the caller."""
     if block.tok < 0:
         if block.type in ("image", "document"):
             block.tok = IMAGE_DISPLAY_TOKENS
         else:
-            block.tok = counter.count(block.text) + block.media * IMAGE_DISPLAY_TOKENS
+            text = block.text if text is None else text
+            block.tok = counter.count(text) + block.media * IMAGE_DISPLAY_TOKENS
     return block.tok
 
 
@@ -235,10 +237,11 @@ def scale_unsized_thinking(
     return changed
 
 
-def block_key(block: Block) -> int:
+def block_key(block: Block, text: str | None = None) -> int:
     """Stable 64-bit content hash of a block, for the prompt-cache prefix hashes."""
     if block.key < 0:
-        block.key = text_key(block.type + "\x00" + block.text) ^ block.media
+        text = block.text if text is None else text
+        block.key = text_key(block.type + "\x00" + text) ^ block.media
     return block.key
 
 

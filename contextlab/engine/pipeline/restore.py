@@ -39,7 +39,9 @@ def recent_read_files(ctx: StepContext, before: int) -> list[tuple[str, str]]:
     """
     view = ctx.view
     index = ctx.step_state("restore")
-    reads: dict[str, str] = index.setdefault("reads", {})  # path → content, oldest first
+    # path → the block holding its content, oldest first (the block, not its text: a text is
+    # held compact by its block and read back only for the files picked)
+    reads: dict[str, Block] = index.setdefault("reads", {})
     paths_by_id: dict[str, str] = index.setdefault("paths_by_id", {})
     for i in range(index.get("scanned", 0), before):
         for block in view.messages[i].blocks:
@@ -58,14 +60,14 @@ def recent_read_files(ctx: StepContext, before: int) -> list[tuple[str, str]]:
             ):
                 path = paths_by_id[block.tool_use_id]
                 reads.pop(path, None)  # re-read: move to the most recent end
-                reads[path] = block.text
+                reads[path] = block
     index["scanned"] = max(index.get("scanned", 0), before)
     picked: list[tuple[str, str]] = []
     for path in reversed(reads):
         lowered = path.lower()
         if lowered.endswith("claude.md") or "/.claude/plans/" in lowered:
             continue
-        picked.append((path, reads[path]))
+        picked.append((path, reads[path].text))
         if len(picked) >= ctx.config.post_compact_max_files_to_restore:
             break
     return picked

@@ -120,7 +120,7 @@ def forecast_session(
 
 def _copy(msg: Message) -> Message:
     metadata = {k: v for k, v in msg.metadata.items() if k not in DERIVED}
-    blocks = [dataclasses.replace(b, tok=-1) if b.type == "thinking" else b for b in msg.blocks]
+    blocks = [b.copy(tok=-1) if b.type == "thinking" else b for b in msg.blocks]
     return dataclasses.replace(msg, metadata=metadata, blocks=blocks)
 
 

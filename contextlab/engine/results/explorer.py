@@ -7,11 +7,15 @@ view's head and range plus the transforms with the request interval over which e
 
 from __future__ import annotations
 
+import json
 from bisect import bisect_left, bisect_right
+from collections.abc import Iterator
 from typing import Any
 
 from contextlab.engine.input.session import Session, Thread
 from contextlab.engine.measures.tokens import TiktokenCounter, block_tokens
+
+from .json_stream import TextSink
 
 PERSISTED_OPEN = "<persisted-output>"
 
@@ -31,60 +35,107 @@ BADGES = {
 SHARED_PREFIXES = "_shared_prefixes"
 
 
-def messages_json(session: Session, *, include_originals: bool = True) -> dict[str, Any]:
+def messages_json(
+    session: Session, *, include_originals: bool = True, include_texts: bool = True
+) -> dict[str, Any]:
     """Every thread's messages, once, as plain JSON (what a store keeps per session).
 
     A branch or a compaction fork starts with the main thread's own messages: those are stored
     once, under the main thread, and ``SHARED_PREFIXES`` says how many of them each such
     thread starts with. ``expand_messages`` gives every thread its whole list back.
+    ``include_texts=False`` leaves the blocks' texts out (their token counts stay): what reads
+    only the figures (``tools.tool_breakdown``) does not hold a copy of every text.
     """
     counter = TiktokenCounter()
-    out: dict[str, Any] = {}
+    threads, shared = _stored_threads(session)
+    out: dict[str, Any] = {
+        thread.id: list(_message_rows(thread, start, counter, include_originals, include_texts))
+        for thread, start in threads
+    }
+    if shared:
+        out[SHARED_PREFIXES] = shared
+    return out
+
+
+def write_messages_json(session: Session, out: TextSink) -> None:
+    """Write ``json.dumps(messages_json(session))`` to ``out``, the same characters, one
+    message at a time: a session's texts are never all held a second time (as the rows of
+    ``messages_json`` and as one string), which for a session of gigabytes is the difference
+    between a bounded worker and one that is not."""
+    threads, shared = _stored_threads(session)
+    if len({thread.id for thread, _ in threads}) < len(threads):
+        # two threads of one id: the mapping keeps the first's place and the last's rows
+        json.dump(messages_json(session), out)
+        return
+    counter = TiktokenCounter()
+    out.write("{")
+    for t, (thread, start) in enumerate(threads):
+        out.write(f"{', ' if t else ''}{json.dumps(thread.id)}: [")
+        for i, row in enumerate(_message_rows(thread, start, counter, True, True)):
+            if i:
+                out.write(", ")
+            out.write(json.dumps(row))
+        out.write("]")
+    if shared:
+        out.write(f"{', ' if threads else ''}{json.dumps(SHARED_PREFIXES)}: {json.dumps(shared)}")
+    out.write("}")
+
+
+def _stored_threads(session: Session) -> tuple[list[tuple[Thread, int]], dict[str, Any]]:
+    """Each thread with the index of its first message stored under it, and the shared
+    prefixes (``SHARED_PREFIXES``)."""
     main = session.threads[0] if session.threads else None
     shared: dict[str, dict[str, Any]] = {}
+    threads = []
     for thread in session.threads:
         start = _shared_prefix(thread, main)
         if start and main is not None:
             shared[thread.id] = {"thread": main.id, "length": start}
-        rows = []
-        for i, msg in enumerate(thread.messages[start:], start=start):
-            blocks = []
-            for block in msg.blocks:
-                item: dict[str, Any] = {
-                    "type": block.type,
-                    "text": block.text,
-                    "tokens": block_tokens(block, counter),
-                }
-                if block.tool_name:
-                    item["tool_name"] = block.tool_name
-                if block.tool_use_id:
-                    item["tool_use_id"] = block.tool_use_id
-                if block.is_error:
-                    item["is_error"] = True
-                if block.type == "tool_result" and block.text.startswith(PERSISTED_OPEN):
-                    item["persisted"] = True
-                blocks.append(item)
-            row: dict[str, Any] = {
-                "index": i,
-                "uuid": msg.uuid,
-                "role": msg.role,
-                "kind": msg.kind,
-                "line": msg.line,
-                "timestamp": msg.timestamp,
-                "message_id": msg.message_id,
-                "model": msg.model,
-                "is_meta": msg.is_meta,
-                "blocks": blocks,
-            }
-            if msg.metadata:
-                row["metadata"] = {k: v for k, v in msg.metadata.items() if k != "compactedToolIds"}
-            if include_originals and msg.original_output:
-                row["original_output"] = msg.original_output
-            rows.append(row)
-        out[thread.id] = rows
-    if shared:
-        out[SHARED_PREFIXES] = shared
-    return out
+        threads.append((thread, start))
+    return threads, shared
+
+
+def _message_rows(
+    thread: Thread,
+    start: int,
+    counter: TiktokenCounter,
+    include_originals: bool,
+    include_texts: bool,
+) -> Iterator[dict[str, Any]]:
+    for i, msg in enumerate(thread.messages[start:], start=start):
+        blocks = []
+        for block in msg.blocks:
+            text = block.text
+            item: dict[str, Any] = {"type": block.type}
+            if include_texts:
+                item["text"] = text
+            item["tokens"] = block_tokens(block, counter)
+            if block.tool_name:
+                item["tool_name"] = block.tool_name
+            if block.tool_use_id:
+                item["tool_use_id"] = block.tool_use_id
+            if block.is_error:
+                item["is_error"] = True
+            if block.type == "tool_result" and text.startswith(PERSISTED_OPEN):
+                item["persisted"] = True
+            blocks.append(item)
+        row: dict[str, Any] = {
+            "index": i,
+            "uuid": msg.uuid,
+            "role": msg.role,
+            "kind": msg.kind,
+            "line": msg.line,
+            "timestamp": msg.timestamp,
+            "message_id": msg.message_id,
+            "model": msg.model,
+            "is_meta": msg.is_meta,
+            "blocks": blocks,
+        }
+        if msg.metadata:
+            row["metadata"] = {k: v for k, v in msg.metadata.items() if k != "compactedToolIds"}
+        if include_originals and msg.original_output:
+            row["original_output"] = msg.original_output
+        yield row
 
 
 def _shared_prefix(thread: Thread, main: Thread | None) -> int:

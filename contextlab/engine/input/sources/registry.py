@@ -14,6 +14,7 @@ from typing import Any
 
 from contextlab.engine.input.json_line import decode_json_line
 from contextlab.engine.input.loading import Upload, read_head
+from contextlab.engine.input.model import deflating
 from contextlab.engine.input.session import Session
 from contextlab.engine.input.sources import SourceAdapter
 from contextlab.engine.input.upload_chain import EarlierUpload, open_upload_chain
@@ -27,6 +28,10 @@ from .codex.adapter import CodexAdapter
 ADAPTERS: tuple[SourceAdapter, ...] = (ClaudeCodeAdapter(), CodexAdapter())
 #: Lines of an upload's first file each adapter sees to recognise it.
 HEAD_LINES = 20
+#: Sessions stored in at least this many bytes are parsed with their long texts deflated
+#: (``model.deflating``): where memory decides whether a replay fits a worker at all, it is
+#: worth the few per cent of time; below, the replay's speed is what counts.
+DEFLATE_FROM_BYTES = 128 * 1024**2
 
 
 def head_records(upload: Upload) -> list[Any]:
@@ -75,7 +80,8 @@ def load_session(
     ``earlier``, stitched to the uploads it continues (``upload_chain.open_upload_chain``)."""
     upload = open_upload_chain(path, earlier, name)
     try:
-        return build_session(upload)
+        with deflating(os.path.getsize(path) >= DEFLATE_FROM_BYTES):
+            return build_session(upload)
     except BaseException:
         upload.close()
         raise

@@ -93,7 +93,7 @@ def _copy_message(msg: Message) -> Message:
         agent_id=msg.agent_id,
         uuids=list(msg.uuids),
         metadata=dict(msg.metadata),
-        original_output=msg.original_output,
+        compact_original_output=msg.compact_original_output,
         string_content=msg.string_content,
     )
 
