@@ -9,8 +9,9 @@ in a fresh process, and that process's peak RSS is read with ``os.wait4`` (``ru_
 * ``worker``: the engine part of the worker's job (``jobs.replay``), ``load_session_cached``
   (parse, count tokens, pickle the session into a fresh cache folder), the messages stored
   for the explorer (written message by message to a file, as ``jobs.replay`` streams them to
-  PostgreSQL), the recorded replay and its JSON (written request by request, as the runner
-  streams it); no database.
+  PostgreSQL), the recorded replay, the tools breakdown and waste findings stored with it
+  (worked out from message rows that read each text back when asked for), and its
+  JSON (written request by request, as the runner streams it); no database.
 
 Printed: the peaks, the slope between the smallest and the largest size (MB of RSS per MB of
 file) and the peak that slope gives at 2,048 MB. Memory only: the times printed beside are one
@@ -53,9 +54,19 @@ with open(os.path.join(sys.argv[2], "messages.json"), "w", encoding="utf-8") as 
     write_messages_json(session, sink)
 config, preset = resolve_session_config(session)
 result = replay(session, config, mode="recorded", preset_name=preset)
+data = result.to_json()
+# what jobs.replay stores with it: the tools breakdown and the waste findings, from the
+# messages whose texts are read back when asked for (the waste findings compare them)
+from contextlab import engine
+messages = engine.expand_messages(
+    engine.messages_json(session, include_originals=True, include_texts=False, texts_on_read=True)
+)
+data[engine.TOOL_BREAKDOWN_KEY] = engine.tool_breakdown(data, messages)
+data["waste"] = {"waste": engine.waste_findings(engine.as_result(data), messages)}
+del messages
 # its RunResult row, streamed request by request as jobs.lifecycle streams it (COPY)
 with open(os.path.join(sys.argv[2], "result.json"), "w", encoding="utf-8") as sink:
-    write_json(result.to_json(), sink)
+    write_json(data, sink)
 """
 
 

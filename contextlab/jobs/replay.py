@@ -118,9 +118,13 @@ def replay_run(
     data: dict[str, Any] = result.to_json()
     # the report's tools table, waste findings and idle answer read them (the explorer's tool
     # filter too); worked out once, here, rather than on a first view of the report. The waste
-    # findings compare texts (a file read again unchanged, a result no later request used), so
-    # these rows hold them.
-    messages = engine.expand_messages(engine.messages_json(session, include_originals=True))
+    # findings compare texts (a file read again unchanged, a result no later request used):
+    # these rows read each back from the session when asked, never all of them at once.
+    messages = engine.expand_messages(
+        engine.messages_json(
+            session, include_originals=True, include_texts=False, texts_on_read=True
+        )
+    )
     data[engine.TOOL_BREAKDOWN_KEY] = engine.tool_breakdown(data, messages)
     data[WASTE_KEY] = waste_report(data, messages)
     return data

@@ -303,3 +303,32 @@ def test_an_unused_result_needs_enough_later_responses_to_judge_by(tmp_path, res
     result, messages = replay(tmp_path, b)
     report = engine.waste_findings(as_result(result), messages)
     assert bool(of_kind(report, "unused_result")) is listed
+
+
+@pytest.mark.parametrize("source", ["wasteful", "corpus"])
+def test_findings_from_rows_that_read_texts_back_equal_those_from_rows_holding_them(
+    tmp_path, source
+):
+    """The worker works the findings out from rows whose texts are read back from the session
+    when asked for (``texts_on_read``), not held all at once: the same findings."""
+    if source == "wasteful":
+        path = waste_sessions.wasteful().write(tmp_path / "t.jsonl")
+    else:
+        # re-reads and unused results, both found by comparing texts
+        path = corpus_path("marot__spotter__8463c716-a2ea-4c14-9efa-87158ebd9f20.jsonl")
+    session = engine.load_session(str(path))
+    config, preset = engine.resolve_config("auto", version=session.version)
+    result = as_result(
+        engine.replay(session, config, mode="recorded", preset_name=preset).to_json()
+    )
+    held = engine.expand_messages(engine.messages_json(session))
+    on_read = engine.expand_messages(
+        engine.messages_json(session, include_texts=False, texts_on_read=True)
+    )
+    block = next(b for rows in on_read.values() for row in rows for b in row["blocks"])
+    assert "text" not in block
+    assert isinstance(block.get("text"), str)
+    assert block.get("absent", 7) == 7
+    report = engine.waste_findings(result, held)
+    assert report["findings"]
+    assert engine.waste_findings(result, on_read) == report

@@ -12,6 +12,7 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 from typing import Any
 
+from contextlab.engine.input.model import Block
 from contextlab.engine.input.session import Session, Thread
 from contextlab.engine.measures.tokens import TiktokenCounter, block_tokens
 
@@ -36,7 +37,11 @@ SHARED_PREFIXES = "_shared_prefixes"
 
 
 def messages_json(
-    session: Session, *, include_originals: bool = True, include_texts: bool = True
+    session: Session,
+    *,
+    include_originals: bool = True,
+    include_texts: bool = True,
+    texts_on_read: bool = False,
 ) -> dict[str, Any]:
     """Every thread's messages, once, as plain JSON (what a store keeps per session).
 
@@ -44,12 +49,17 @@ def messages_json(
     once, under the main thread, and ``SHARED_PREFIXES`` says how many of them each such
     thread starts with. ``expand_messages`` gives every thread its whole list back.
     ``include_texts=False`` leaves the blocks' texts out (their token counts stay): what reads
-    only the figures (``tools.tool_breakdown``) does not hold a copy of every text.
+    only the figures (``tools.tool_breakdown``) does not hold a copy of every text. With
+    ``texts_on_read`` too, a block row reads its text back from the session when asked for it
+    (``TextOnRead``): what reads each text once (the waste findings) holds one at a time. Such
+    rows are for reading in this process, never for storing (a JSON dump leaves the text out).
     """
     counter = TiktokenCounter()
     threads, shared = _stored_threads(session)
     out: dict[str, Any] = {
-        thread.id: list(_message_rows(thread, start, counter, include_originals, include_texts))
+        thread.id: list(
+            _message_rows(thread, start, counter, include_originals, include_texts, texts_on_read)
+        )
         for thread, start in threads
     }
     if shared:
@@ -95,18 +105,40 @@ def _stored_threads(session: Session) -> tuple[list[tuple[Thread, int]], dict[st
     return threads, shared
 
 
+class TextOnRead(dict[str, Any]):
+    """A message block's row whose ``"text"`` is its block's, read back (``Block.text``) each
+    time it is asked for: a session's texts are held compact, and rows holding them expanded
+    would be a second, larger copy of every one (``messages_json(texts_on_read=True)``)."""
+
+    __slots__ = ("_block",)
+
+    def __init__(self, block: Block) -> None:
+        super().__init__()
+        self._block = block
+
+    def __missing__(self, key: str) -> Any:
+        if key == "text":
+            return self._block.text
+        raise KeyError(key)
+
+    def get(self, key: str, default: Any = None) -> Any:  # type: ignore[override]
+        return self[key] if key == "text" or key in self else default
+
+
 def _message_rows(
     thread: Thread,
     start: int,
     counter: TiktokenCounter,
     include_originals: bool,
     include_texts: bool,
+    texts_on_read: bool = False,
 ) -> Iterator[dict[str, Any]]:
     for i, msg in enumerate(thread.messages[start:], start=start):
         blocks = []
         for block in msg.blocks:
             text = block.text
-            item: dict[str, Any] = {"type": block.type}
+            item: dict[str, Any] = TextOnRead(block) if texts_on_read and not include_texts else {}
+            item["type"] = block.type
             if include_texts:
                 item["text"] = text
             item["tokens"] = block_tokens(block, counter)
