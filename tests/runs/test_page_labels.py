@@ -24,6 +24,20 @@ CODEX = FIXTURES / "codex" / "v0_64_remote_compaction.jsonl"
 CLAUDE = FIXTURES / "waste" / "tidy.jsonl"
 
 
+def _replayed(make_transcript, path: Path):
+    """A session uploaded from ``path`` with its recorded run done."""
+    transcript = make_transcript(path)
+    runner.execute_run(transcript.runs.get().pk)
+    return transcript
+
+
+def _shared(user, make_transcript, path: Path = CLAUDE):
+    """A replayed session and the token of a share link to it."""
+    transcript = _replayed(make_transcript, path)
+    _, token = services.create_share(user=user, transcript=transcript)
+    return transcript, token
+
+
 def _agent_fact(html: str) -> str:
     """The facts list's agent row: "<dt>agent</dt><dd>version</dd>"."""
     found = re.search(r"<dt>([^<]*)</dt><dd>(\d[^<]*)</dd>", html)
@@ -35,12 +49,10 @@ def _agent_fact(html: str) -> str:
 def test_report_share_and_export_name_the_agent_that_wrote_the_session(
     alice_client: Client, user, make_transcript, path: Path, label: str
 ) -> None:
-    transcript = make_transcript(path)
-    runner.execute_run(transcript.runs.get().pk)
+    transcript, token = _shared(user, make_transcript, path)
     transcript.refresh_from_db()
     version = transcript.version
     assert version
-    _, token = services.create_share(user=user, transcript=transcript)
     pages = {
         "report": alice_client.get(f"/sessions/{transcript.pk}/").content.decode(),
         "share": Client().get(f"/s/{token}/").content.decode(),
@@ -48,6 +60,9 @@ def test_report_share_and_export_name_the_agent_that_wrote_the_session(
     }
     for page, html in pages.items():
         assert _agent_fact(html) == f"{label} {version}", page
+        # compact now or wait: only Claude Code has a setting that compacts at a pause
+        assert 'id="idle"' in html, page
+        assert ("idleCompaction" in html) == (label == "Claude Code"), page
     # the request explorer: the agent's own context count, which its thresholds compare against
     explorer = alice_client.get(f"/sessions/{transcript.pk}/requests/1/").content.decode()
     assert f"{label}&#x27;s count" in explorer or f"{label}'s count" in explorer
@@ -72,9 +87,7 @@ def test_a_snapshot_from_before_transcripts_named_their_agent_is_claude_codes() 
 def test_the_shared_explorer_shows_the_request_time_as_a_local_time(
     alice_client: Client, user, make_transcript
 ) -> None:
-    transcript = make_transcript(CLAUDE)
-    runner.execute_run(transcript.runs.get().pk)
-    _, token = services.create_share(user=user, transcript=transcript)
+    transcript, token = _shared(user, make_transcript)
     owners = alice_client.get(f"/sessions/{transcript.pk}/requests/0/").content.decode()
     shared = Client().get(f"/s/{token}/requests/0/").content.decode()
     # the owner's explorer: a <time> the page's script writes in the reader's zone
@@ -105,9 +118,7 @@ def test_only_the_pages_whose_script_sorts_the_tools_table_mark_it_sortable(
     alice_client: Client, user, make_transcript
 ) -> None:
     """The export has no sorting script: its table is ``unsorted`` (no "↕" on the columns)."""
-    transcript = make_transcript(CLAUDE)
-    runner.execute_run(transcript.runs.get().pk)
-    _, token = services.create_share(user=user, transcript=transcript)
+    transcript, token = _shared(user, make_transcript)
     table = re.compile(r'<table class="([^"]*)" id="tool-table">')
     report = alice_client.get(f"/sessions/{transcript.pk}/").content.decode()
     share = Client().get(f"/s/{token}/").content.decode()
@@ -130,8 +141,7 @@ def test_a_session_that_records_no_usage_has_its_cost_labelled_an_estimate(
         lines.append(json.dumps(record))
     path = tmp_path / "no_usage.jsonl"
     path.write_text("\n".join(lines) + "\n")
-    transcript = make_transcript(path)
-    runner.execute_run(transcript.runs.get().pk)
+    transcript = _replayed(make_transcript, path)
     report = alice_client.get(f"/sessions/{transcript.pk}/").content.decode()
     headline = re.search(r'id="cost-headline".*?class="label">([^<]*)<', report, re.S)
     assert headline
@@ -139,8 +149,7 @@ def test_a_session_that_records_no_usage_has_its_cost_labelled_an_estimate(
     sessions = alice_client.get("/sessions/").content.decode()
     assert "cost-estimated" in sessions
     # a session that records its usage keeps the recorded label, no "est."
-    recorded = make_transcript(CLAUDE)
-    runner.execute_run(recorded.runs.get().pk)
+    recorded = _replayed(make_transcript, CLAUDE)
     report = alice_client.get(f"/sessions/{recorded.pk}/").content.decode()
     headline = re.search(r'id="cost-headline".*?class="label">([^<]*)<', report, re.S)
     assert headline
