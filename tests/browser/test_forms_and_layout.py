@@ -39,6 +39,16 @@ def _session_of(username: str, make_transcript: Any, django_user_model: Any) -> 
     return transcript
 
 
+def _open_report(
+    page: Any, username: str, make_transcript: Any, django_user_model: Any
+) -> Transcript:
+    """Sign ``username`` up, give them a replayed session and open its report."""
+    sign_up(page, username)
+    transcript = _session_of(username, make_transcript, django_user_model)
+    page.goto(f"/sessions/{transcript.pk}/")
+    return transcript
+
+
 def _submit_run_form(page: Any, config: str, cap: str = "") -> None:
     page.fill("#id_config", config)
     page.fill("#id_spend_cap_usd", cap)
@@ -48,9 +58,7 @@ def _submit_run_form(page: Any, config: str, cap: str = "") -> None:
 def test_whatif_form_shows_each_error_beside_its_field(
     page: Any, make_transcript: Any, django_user_model: Any
 ) -> None:
-    sign_up(page, "form-user")
-    transcript = _session_of("form-user", make_transcript, django_user_model)
-    page.goto(f"/sessions/{transcript.pk}/")
+    _open_report(page, "form-user", make_transcript, django_user_model)
 
     # out of range: the 422 form is swapped in, the message right under the textarea
     _submit_run_form(page, '{"autocompact_pct_override": 150}')
@@ -79,9 +87,7 @@ def test_whatif_form_shows_each_error_beside_its_field(
 def test_server_errors_and_network_failures_show_the_banner(
     page: Any, make_transcript: Any, django_user_model: Any
 ) -> None:
-    sign_up(page, "banner-user")
-    transcript = _session_of("banner-user", make_transcript, django_user_model)
-    page.goto(f"/sessions/{transcript.pk}/")
+    transcript = _open_report(page, "banner-user", make_transcript, django_user_model)
     banner = page.locator("#error-banner")
     expect(banner).to_be_hidden()
 
@@ -331,9 +337,7 @@ def test_the_tools_tables_sort_buttons_show_the_keyboard_focus(
     page: Any, make_transcript: Any, django_user_model: Any
 ) -> None:
     """The sort buttons are unstyled (``all: unset``), which took their focus ring too."""
-    sign_up(page, "sort-focus")
-    transcript = _session_of("sort-focus", make_transcript, django_user_model)
-    page.goto(f"/sessions/{transcript.pk}/")
+    _open_report(page, "sort-focus", make_transcript, django_user_model)
     buttons = page.locator("#tool-table th button.sort")
     buttons.nth(1).focus()
     page.keyboard.press("Shift+Tab")  # a key moves the focus: the browser shows its ring
