@@ -34,6 +34,7 @@ request whose prompt holds it and read from the cache at every later one while i
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from bisect import bisect_right
@@ -233,37 +234,50 @@ def _blocks(messages: Sequence[Mapping[str, Any]]) -> Iterable[tuple[int, int, M
             yield mi, bj, block
 
 
+def _digest(text: str) -> bytes:
+    """A text's 128-bit digest: two reads of a file are compared by it."""
+    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
+
+
 def _rereads(
     thread: str, messages: Sequence[Mapping[str, Any]], stays: _Stays
 ) -> list[WasteFinding]:
-    calls: dict[str, tuple[int, dict[str, Any]]] = {}
-    last_read: dict[tuple[str, Any, Any], tuple[int, int, str]] = {}
+    # of each call, the part of a file it names (not its whole input: a Write's holds the file)
+    calls: dict[str, tuple[int, tuple[str, Any, Any] | None]] = {}
+    # of each part read, the last read and a digest of its text (not the text: a session's
+    # reads of distinct files would all be held to the end)
+    last_read: dict[tuple[str, Any, Any], tuple[int, int, bytes]] = {}
     written_at: dict[str, int] = {}
     out: list[WasteFinding] = []
     for mi, bj, block in _blocks(messages):
         kind, name = block.get("type"), block.get("tool_name")
         if kind == "tool_use" and block.get("tool_use_id"):
             args = _tool_input(block)
-            calls[str(block["tool_use_id"])] = (mi, args)
+            file_path = args.get("file_path")
+            named = (
+                (file_path, args.get("offset"), args.get("limit"))
+                if isinstance(file_path, str)
+                else None
+            )
+            calls[str(block["tool_use_id"])] = (mi, named)
             key = WRITERS.get(str(name)) or WRITERS_NOTEBOOK.get(str(name))
             if key and isinstance(args.get(key), str):
                 written_at[args[key]] = mi
             continue
         if kind != "tool_result" or name != "Read" or block.get("is_error"):
             continue
-        call = calls.get(str(block.get("tool_use_id") or ""))
-        if call is None or not isinstance(call[1].get("file_path"), str):
+        call_message, part = calls.get(str(block.get("tool_use_id") or ""), (0, None))
+        if part is None:
             continue
-        call_message, args = call
-        path = args["file_path"]
+        path = part[0]
         text = str(block.get("text") or "")
-        part = (path, args.get("offset"), args.get("limit"))
+        digest = _digest(text)
         earlier = last_read.get(part)
-        last_read[part] = (mi, bj, text)
+        last_read[part] = (mi, bj, digest)
         if earlier is None or text.startswith(UNCHANGED_STUBS) or block.get("persisted"):
             continue
-        before_mi, before_bj, before_text = earlier
-        if before_text != text or written_at.get(path, -1) > before_mi:
+        before_mi, before_bj, before_digest = earlier
+        if before_digest != digest or written_at.get(path, -1) > before_mi:
             continue
         asking = stays.request_of(thread, call_message)
         if asking is None or not stays.in_view(
