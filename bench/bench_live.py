@@ -79,23 +79,12 @@ def cut_before_last_requests(data: bytes, tail: int) -> int:
     return data.rfind(b"\n", 0, before) + 1 if before > 0 else cut
 
 
-def recorded_config(session: engine.Session) -> tuple[engine.PipelineConfig, str]:
-    """The recorded replay's config (the auto preset) and its preset's name."""
-    return engine.resolve_request_config(
-        "auto",
-        {},
-        version=session.version,
-        max_recorded_prompt=session.max_recorded_prompt,
-        recorded_auto_compactions=session.recorded_auto_compactions,
-    )
-
-
 def replay_file(path: Path, cache: Path) -> tuple[float, int]:
     """Seconds to parse, tokenize and replay ``path`` (recorded, auto preset), and requests."""
     start = time.perf_counter()
     session = engine.load_session_cached(str(path), cache_dir=str(cache), name=path.name)
     try:
-        config, preset = recorded_config(session)
+        config, preset = engine.resolve_session_config(session)
         result = engine.replay(session, config, mode="recorded", preset_name=preset)
     finally:
         session.close()
@@ -132,7 +121,7 @@ def prepare_earlier(path: Path, cache: Path, sha256: str, state: Path) -> None:
     engine.load_growing(path, path.name, cache_dir=cache, sha256=sha256)[0].close()
     session = engine.load_session_cached(str(path), cache_dir=str(cache), sha256=sha256)
     try:
-        config, preset = recorded_config(session)
+        config, preset = engine.resolve_session_config(session)
         state.write_bytes(engine.replay_live(session, config, preset_name=preset)[1])
     finally:
         session.close()
@@ -163,7 +152,7 @@ def replay_update(path: Path, cache: Path, sha256: str, earlier_sha: str) -> tup
         str(path), cache_dir=str(cache), sha256=sha256, seed_sha256=earlier_sha
     )
     try:
-        config, preset = recorded_config(session)
+        config, preset = engine.resolve_session_config(session)
         result = engine.replay(session, config, mode="recorded", preset_name=preset)
     finally:
         session.close()

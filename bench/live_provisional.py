@@ -26,7 +26,7 @@ BENCH_DIR = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH_DIR.parent))
 sys.path.insert(0, str(BENCH_DIR))
 
-from bench_live import DEFAULTS, recorded_config  # noqa: E402
+from bench_live import DEFAULTS  # noqa: E402
 
 from contextlab import engine  # noqa: E402
 
@@ -45,7 +45,7 @@ def walk(source: Path, every: int, refit: float | None) -> None:
         return engine.load_session(str(path), name=source.name)
 
     first = version(0, cuts[0])
-    config, preset = recorded_config(first)
+    config, preset = engine.resolve_session_config(first)
     result, state = engine.replay_live(first, config, preset_name=preset)
     seconds: list[float] = []
     whole_because: Counter[str] = Counter()

@@ -24,13 +24,7 @@ SUBAGENT = (
 
 
 def replayed(session: engine.Session) -> dict[str, Any]:
-    config, preset = engine.resolve_request_config(
-        "auto",
-        {},
-        version=session.version,
-        max_recorded_prompt=session.max_recorded_prompt,
-        recorded_auto_compactions=session.recorded_auto_compactions,
-    )
+    config, preset = engine.resolve_session_config(session)
     return engine.replay(session, config, mode="recorded", preset_name=preset).to_json()
 
 

@@ -20,13 +20,7 @@ ENTIREIO = FIXTURES / "entireio__cli__9f_d2fc39aa5f_0_full.jsonl"
 
 
 def _config(session: engine.Session) -> tuple[engine.PipelineConfig, str]:
-    return engine.resolve_request_config(
-        "auto",
-        {},
-        version=session.version,
-        max_recorded_prompt=session.max_recorded_prompt,
-        recorded_auto_compactions=session.recorded_auto_compactions,
-    )
+    return engine.resolve_session_config(session)
 
 
 def _plain(result: engine.ReplayResult) -> dict[str, Any]:

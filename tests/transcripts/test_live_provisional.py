@@ -87,13 +87,7 @@ def _live_session(client, headers, capture) -> tuple[int, Run]:
 
 def _whole_replay(transcript: Transcript) -> dict[str, Any]:
     session = engine.load_session(transcript.path, name=transcript.name)
-    config, preset = engine.resolve_request_config(
-        "auto",
-        {},
-        version=session.version,
-        max_recorded_prompt=session.max_recorded_prompt,
-        recorded_auto_compactions=session.recorded_auto_compactions,
-    )
+    config, preset = engine.resolve_session_config(session)
     data: dict[str, Any] = json.loads(
         json.dumps(engine.replay(session, config, preset_name=preset).to_json())
     )
