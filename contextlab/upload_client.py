@@ -128,11 +128,11 @@ def _folder_members(
 
 @contextmanager
 def packed(path: Path) -> Iterator[tuple[str, IO[bytes]]]:
-    """The upload as (file name, open file): a single ``.jsonl`` (or ``.jsonl.gz``: a Codex
-    rollout kept compressed, an archived session) as it is, else a ``.tar.gz``
-    written to a temporary file (removed afterwards)."""
+    """The upload as (file name, open file): a single ``.jsonl`` (or ``.jsonl.gz`` /
+    ``.jsonl.zst``: a Codex rollout kept compressed, an archived session) as it is, else a
+    ``.tar.gz`` written to a temporary file (removed afterwards)."""
     name, members = session_members(path)
-    if len(members) == 1 and members[0][0].name.endswith((".jsonl", ".jsonl.gz")):
+    if len(members) == 1 and members[0][0].name.endswith(SESSION_FILE_SUFFIXES):
         with members[0][0].open("rb") as fh:
             yield name, fh
         return
@@ -483,14 +483,31 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: A session file as it is uploaded alone: plain, or compressed as Codex keeps rollouts.
+SESSION_FILE_SUFFIXES = (".jsonl", ".jsonl.gz", ".jsonl.zst")
+
+
+def _first_line(path: Path) -> bytes:
+    """The first line of a session file (up to 1 MiB), decompressed when it is compressed."""
+    if path.name.endswith(".zst"):
+        import zstandard
+
+        with path.open("rb") as raw, zstandard.ZstdDecompressor().stream_reader(raw) as reader:
+            return io.BufferedReader(cast(Any, reader)).readline(1024 * 1024)
+    opener = gzip.open if path.name.endswith(".gz") else open
+    with opener(path, "rb") as fh:
+        return fh.readline(1024 * 1024)
+
+
 def is_codex_rollout(path: Path) -> bool:
-    """Whether ``path`` (``.jsonl`` or ``.jsonl.gz``) is a Codex rollout, by its first line: a
-    ``session_meta`` record, or an older rollout's header (``id`` and ``instructions``)."""
+    """Whether ``path`` (``.jsonl``, ``.jsonl.gz`` or ``.jsonl.zst``) is a Codex rollout, by its
+    first line: a ``session_meta`` record, or an older rollout's header (``id`` and
+    ``instructions``)."""
+    import zstandard
+
     try:
-        opener = gzip.open if path.name.endswith(".gz") else open
-        with opener(path, "rb") as fh:
-            first = json.loads(fh.readline(1024 * 1024) or b"null")
-    except (OSError, EOFError, ValueError):
+        first = json.loads(_first_line(path) or b"null")
+    except (OSError, EOFError, ValueError, zstandard.ZstdError):
         return False
     if not isinstance(first, dict):
         return False
@@ -507,7 +524,7 @@ def codex_rollouts(path: Path) -> list[Path]:
     found = [
         file
         for file, _ in _folder_members(path, path.name, only=None)
-        if file.name.endswith((".jsonl", ".jsonl.gz")) and is_codex_rollout(file)
+        if file.name.endswith(SESSION_FILE_SUFFIXES) and is_codex_rollout(file)
     ]
     return sorted(found)
 

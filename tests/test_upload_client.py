@@ -252,7 +252,9 @@ def test_a_longer_version_of_the_session_updates_it(live_server, api_token, user
     assert transcript.size == full.stat().st_size
 
 
-def test_codex_rollouts_upload_plain_and_gzipped(live_server, api_token, user, tmp_path):
+def test_codex_rollouts_upload_plain_gzipped_and_zstd(live_server, api_token, user, tmp_path):
+    import zstandard
+
     rollout = ROOT / "tests" / "fixtures" / "codex" / "v0_64_remote_compaction.jsonl"
     day = tmp_path / "sessions" / "2025" / "10" / "01"
     day.mkdir(parents=True)
@@ -260,31 +262,46 @@ def test_codex_rollouts_upload_plain_and_gzipped(live_server, api_token, user, t
     shutil.copy(rollout, plain)
     packed = tmp_path / "archived.jsonl.gz"
     packed.write_bytes(gzip.compress((rollout.parent / "v0_58_calls.jsonl").read_bytes()))
-    for path in (plain, packed):
+    # newer Codex re-encodes cold rollouts as .jsonl.zst
+    cold = tmp_path / "rollout-2025-09-30T09-00-00-0199b000.jsonl.zst"
+    cold.write_bytes(zstandard.ZstdCompressor().compress(rollout.read_bytes()))
+    for path in (plain, packed, cold):
         code, _, err = run_cli("upload", str(path), "--url", live_server.url, "--token", api_token)
         assert code == 0, err
     rows = dict(Transcript.objects.filter(owner=user).values_list("name", "agent"))
-    assert rows == {plain.name: "codex", packed.name: "codex"}
+    assert rows == {plain.name: "codex", packed.name: "codex", cold.name: "codex"}
     assert Transcript.objects.get(name=packed.name).version == "0.58.0"
+    by_name = {t.name: t for t in Transcript.objects.filter(owner=user)}
+    assert by_name[cold.name].request_count == by_name[plain.name].request_count > 0
 
 
 def test_a_codex_sessions_folder_sends_each_rollout_as_a_session(
     live_server, api_token, user, tmp_path
 ):
+    import zstandard
+
     fixtures = ROOT / "tests" / "fixtures" / "codex"
     sessions = tmp_path / "sessions"
     for day, name in (("01", "v0_58_calls.jsonl"), ("02", "v0_64_remote_compaction.jsonl")):
         folder = sessions / "2025" / "10" / day
         folder.mkdir(parents=True)
         shutil.copy(fixtures / name, folder / f"rollout-2025-10-{day}T09-00-00.jsonl")
+    cold = sessions / "2025" / "09" / "30"
+    cold.mkdir(parents=True)
+    (cold / "rollout-2025-09-30T09-00-00.jsonl.zst").write_bytes(
+        zstandard.ZstdCompressor().compress(
+            (fixtures / "v0_104_two_remote_compactions.jsonl").read_bytes()
+        )
+    )
     (sessions / "notes.jsonl").write_text('{"kind": "not a rollout"}\n')
     code, out, err = run_cli(
         "upload", str(sessions), "--url", live_server.url, "--token", api_token
     )
     assert code == 0, err
-    assert out.count("uploaded") == 2
+    assert out.count("uploaded") == 3
     rows = Transcript.objects.filter(owner=user).order_by("name")
     assert [(t.name, t.agent, t.request_count) for t in rows] == [
+        ("rollout-2025-09-30T09-00-00.jsonl.zst", "codex", 9),
         ("rollout-2025-10-01T09-00-00.jsonl", "codex", 4),
         ("rollout-2025-10-02T09-00-00.jsonl", "codex", 4),
     ]

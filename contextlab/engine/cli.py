@@ -365,7 +365,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     rp = sub.add_parser("replay", help="replay one transcript request by request")
-    rp.add_argument("file", help=".jsonl, .jsonl.gz, or .zip/.tar.gz of a session folder")
+    rp.add_argument(
+        "file", help=".jsonl, .jsonl.gz, .jsonl.zst, or .zip/.tar.gz of a session folder"
+    )
     rp.add_argument("--mode", choices=MODES, default="recorded")
     group = rp.add_mutually_exclusive_group()
     group.add_argument(

@@ -28,7 +28,7 @@ from contextlab.workspaces.services import personal_workspace
 logger = logging.getLogger(__name__)
 
 #: accepted upload names, longest suffix first
-ACCEPTED_SUFFIXES = (".jsonl.gz", ".tar.gz", ".jsonl", ".tgz", ".zip")
+ACCEPTED_SUFFIXES = (".jsonl.gz", ".jsonl.zst", ".tar.gz", ".jsonl", ".tgz", ".zip")
 #: problems kept on the row (a broken file can report one per line)
 MAX_STORED_PROBLEMS = 1000
 #: the largest value of a PositiveIntegerField on PostgreSQL
@@ -198,7 +198,7 @@ def _grown_from(workspace: Workspace, session: engine.Session, new_path: Path) -
     ).order_by("-pk")
     for candidate in candidates[:5]:
         if candidate.size > new_path.stat().st_size and not candidate.file.endswith(
-            (".gz", ".zip", ".tgz")
+            (".gz", ".zst", ".zip", ".tgz")
         ):
             continue  # a plain file larger than the new one cannot be its start
         if _transcript_starts(Path(candidate.path), new_path):
@@ -263,7 +263,7 @@ def clean_upload_name(name: str) -> str:
         raise UploadRejected("The upload has no file name.")
     if accepted_suffix(name) is None:
         raise UploadRejected(
-            f"{name}: unsupported file type. Upload a .jsonl or .jsonl.gz transcript, "
+            f"{name}: unsupported file type. Upload a .jsonl, .jsonl.gz or .jsonl.zst transcript, "
             "or a .zip / .tar.gz of a session folder."
         )
     return name

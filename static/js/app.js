@@ -123,6 +123,7 @@
   function sessionSuffix(path) {
     var lower = path.toLowerCase();
     if (/\.jsonl\.gz$/.test(lower)) return ".jsonl.gz";
+    if (/\.jsonl\.zst$/.test(lower)) return ".jsonl.zst";  // a cold Codex rollout
     if (/\.jsonl$/.test(lower)) return ".jsonl";
     return null;
   }
@@ -536,7 +537,12 @@
     // sent); their uploads then run side by side like the others.
     var packing = Promise.resolve();
     function sendSession(session) {
-      if (!session.members.length) { send(session.file); return; }
+      // a .jsonl.zst goes as it is (the server reads zstd; browsers cannot unpack it here):
+      // only Codex keeps rollouts so, and a rollout has no folder of subagents or tool-results
+      if (!session.members.length || sessionSuffix(session.name) === ".jsonl.zst") {
+        send(session.file);
+        return;
+      }
       var fileName = session.stem.split("/").pop() + ".tar.gz";
       var item = addItem(fileName, null);
       item.bar.removeAttribute("value");  // indeterminate until the upload starts

@@ -142,6 +142,35 @@ def test_a_gzipped_session_file_goes_in_the_archive_as_its_jsonl(page: Any, tmp_
         assert upload.read_tool_result("t1") == "persisted output of ls\n"
 
 
+def test_a_codex_sessions_folder_sends_a_zstd_rollout_as_it_is(page: Any, tmp_path: Path) -> None:
+    # newer Codex re-encodes cold rollouts as .jsonl.zst: the page cannot unpack zstd, so it
+    # sends the file as it is and the server reads it
+    import zstandard
+
+    fixtures = Path(__file__).resolve().parents[1] / "fixtures" / "codex"
+    sessions = tmp_path / "sessions"
+    day = sessions / "2025" / "10" / "01"
+    day.mkdir(parents=True)
+    (day / "rollout-2025-10-01T09-00-00.jsonl").write_bytes(
+        (fixtures / "v0_64_remote_compaction.jsonl").read_bytes()
+    )
+    raw = (fixtures / "v0_58_calls.jsonl").read_bytes()
+    (day / "rollout-2025-09-30T09-00-00.jsonl.zst").write_bytes(
+        zstandard.ZstdCompressor().compress(raw)
+    )
+    sign_up(page, "folder-zst-user")
+    page.goto("/sessions/")
+    page.set_input_files("#upload-folder", str(sessions))
+    expect(page.locator(".upload-note")).to_have_text("Folder “sessions”: 2 sessions")
+    expect(page.locator(".upload-item.ok")).to_have_count(2)
+    cold = Transcript.objects.get(name="rollout-2025-09-30T09-00-00.jsonl.zst")
+    assert cold.agent == "codex"
+    assert cold.version == "0.58.0"
+    wait_for_run(cold.runs.get().pk)
+    assert cold.request_count == 4
+    assert page.csp_errors == []
+
+
 #: A drop as Chromium hands it to the page, with the entries of a folder given in batches the
 #: way readEntries gives them (the page must ask until a batch is empty); File objects are real.
 FAKE_DROP = """([files, batch]) => {

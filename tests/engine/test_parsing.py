@@ -363,3 +363,41 @@ def test_cached_cl100k_matches_tiktoken(tmp_path, monkeypatch):
             assert ours.encode_ordinary(text) == reference.encode_ordinary(text)
     finally:
         tokens._encoding.cache_clear()
+
+
+def test_zstd_upload_reads_every_frame(tmp_path):
+    # Codex re-encodes cold rollouts as .jsonl.zst; a file of several frames is read whole
+    import zstandard
+
+    text = small_session(tmp_path).read_bytes()
+    lines = text.splitlines(keepends=True)
+    half = len(lines) // 2
+    compressor = zstandard.ZstdCompressor()
+    path = tmp_path / "s.jsonl.zst"
+    path.write_bytes(
+        compressor.compress(b"".join(lines[:half])) + compressor.compress(b"".join(lines[half:]))
+    )
+    plain = engine.load_session(str(small_session(tmp_path)))
+    session = engine.load_session(str(path))
+    assert [m.role for m in session.main.messages] == [m.role for m in plain.main.messages]
+    assert session.upload is not None
+    assert session.upload.main is not None
+    assert session.upload.main.name == "s.jsonl"
+
+
+def test_corrupt_zstd_keeps_what_was_read(tmp_path):
+    import random
+
+    import zstandard
+
+    b = TranscriptBuilder()
+    rng = random.Random(1)
+    for i in range(40):  # text zstd cannot shrink much: many 128 KiB blocks, read one by one
+        b.prompt(f"{i} " + "".join(rng.choice("abcdefghij ") for _ in range(20_000)))
+        b.assistant([{"type": "text", "text": "ok"}])
+    body = b.text().encode()
+    data = zstandard.ZstdCompressor().compress(body)
+    path = tmp_path / "cut.jsonl.zst"
+    path.write_bytes(data[: len(data) * 2 // 3])
+    session = engine.load_session(str(path))
+    assert any(p.code in ("truncated_stream", "truncated_line") for p in session.problems)

@@ -91,12 +91,41 @@ def valid_then_zeros() -> bytes:
     return buf.getvalue()
 
 
-def truncated_gzip() -> bytes:
-    many = session_text().encode() + b"".join(
+def zstd_of(data: bytes) -> bytes:
+    import zstandard
+
+    return zstandard.ZstdCompressor().compress(data)
+
+
+def zstd_bomb(prefix: bytes = b"") -> bytes:
+    """``prefix`` then zeros past the small expansion bound, as one zstd stream."""
+    import io
+
+    import zstandard
+
+    buf = io.BytesIO()
+    with zstandard.ZstdCompressor().stream_writer(buf, closefd=False) as writer:
+        writer.write(prefix)
+        for _ in range(2 * SMALL_EXPANSION // (1 << 20)):
+            writer.write(b"\0" * (1 << 20))
+    return buf.getvalue()
+
+
+def many_sessions(count: int) -> bytes:
+    return session_text().encode() + b"".join(
         session_text(session_id=f'"s{i}"').encode().replace(b'"u-', f'"u{i}-'.encode())
-        for i in range(200)
+        for i in range(count)
     )
-    data = gzip.compress(many)
+
+
+def truncated_zstd() -> bytes:
+    # past several of zstd's 128 KiB blocks, so the first ones are read before the cut
+    data = zstd_of(many_sessions(2000))
+    return data[: len(data) // 2]
+
+
+def truncated_gzip() -> bytes:
+    data = gzip.compress(many_sessions(200))
     return data[: len(data) // 2]
 
 
@@ -334,6 +363,32 @@ ATTACKS = [
         "truncated gzip", "t.jsonl.gz", truncated_gzip, problems=frozenset({"truncated_stream"})
     ),
     Attack("wrong extension", "s.exe", session_bytes, status=422, says="unsupported"),
+    # Codex keeps cold rollouts as .jsonl.zst
+    Attack("a .jsonl.zst session", "s.jsonl.zst", lambda: zstd_of(session_bytes())),
+    Attack(
+        "truncated zstd", "t.jsonl.zst", truncated_zstd, problems=frozenset({"truncated_stream"})
+    ),
+    Attack(
+        "zstd magic, garbage body",
+        "g.jsonl.zst",
+        lambda: b"\x28\xb5\x2f\xfd" + b"\x07" * 5000,
+        status=422,
+    ),
+    Attack(
+        "zstd bomb (one endless line)",
+        "b.jsonl.zst",
+        zstd_bomb,
+        status=422,
+        says="expands",
+        small=True,
+    ),
+    Attack(
+        "valid session, then a zstd bomb",
+        "b.jsonl.zst",
+        lambda: zstd_bomb(session_bytes()),
+        problems=frozenset({"expansion_limit"}),
+        small=True,
+    ),
     # --- archives --------------------------------------------------------------------------
     Attack("zip bomb", "b.zip", bomb_zip, status=422, says="bomb", small=True),
     Attack("tar bomb", "b.tar.gz", bomb_tar, status=422, says="bomb", small=True),

@@ -1,4 +1,5 @@
-"""Open a transcript upload: ``.jsonl``, ``.jsonl.gz``, or a ``.zip`` / ``.tar.gz`` session folder.
+"""Open a transcript upload: ``.jsonl``, ``.jsonl.gz``, ``.jsonl.zst`` (Codex keeps cold rollouts
+so), or a ``.zip`` / ``.tar.gz`` session folder.
 
 Files are streamed line by line; nothing holds a whole file in memory, and archive members are
 read straight from the archive (tool-results are opened only when someone asks for them).
@@ -7,7 +8,7 @@ Uploads come from strangers, so every reading step has a bound, and what goes pa
 ``Problem`` (or, when nothing can be read at all, a ``TranscriptError``), never an exception that
 takes the process down: a line is read at most ``MAX_LINE_BYTES`` at a time (a longer one is
 skipped without being held), a compressed stream stops after ``MAX_EXPANSION`` times the upload's
-size (a gzip bomb), archives are refused past ``MAX_ARCHIVE_MEMBERS`` members or past that
+size (a gzip or zstd bomb), archives are refused past ``MAX_ARCHIVE_MEMBERS`` members or past that
 expansion in declared sizes, the problem list keeps its first ``MAX_PROBLEMS`` entries and counts
 the rest (``model.ProblemList``), and ``json_line.decode_json_line`` turns hostile JSON into a
 reason or a cleaned value.
@@ -131,6 +132,14 @@ def open_upload(path: str | os.PathLike[str], name: str | None = None) -> Upload
                 opener=lambda: _open_gzip(path, budget),
             ),
         )
+    if head.startswith(ZSTD_MAGIC):
+        return Upload(
+            name=display,
+            main=TranscriptFile(
+                name=_strip_suffixes(display) + ".jsonl",
+                opener=lambda: _open_zstd(path, budget),
+            ),
+        )
     if len(head) >= 262 and head[257:262] == b"ustar":
         return _open_tar(path, display, budget)
     return Upload(name=display, main=TranscriptFile(name=display, opener=lambda: open(path, "rb")))
@@ -189,8 +198,96 @@ def _open_gzip(path: str, budget: int) -> IO[bytes]:
     return cast(IO[bytes], _ExpansionLimited(inner, budget))
 
 
+#: The first bytes of a zstd frame (RFC 8878).
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+
+
+#: A skippable zstd frame's magic numbers (RFC 8878 §3.1.2): 0x184D2A50 to 0x184D2A5F.
+_ZSTD_SKIPPABLE = range(0x184D2A50, 0x184D2A60)
+
+
+def _open_zstd(path: str, budget: int) -> IO[bytes]:
+    """A ``.jsonl.zst`` read streamed (every frame, as ``zstd -d`` does), within ``budget``.
+    zstd's reader has no ``readline``: a buffered reader over the bounded stream gives it."""
+    import zstandard
+
+    raw = open(path, "rb")  # noqa: SIM115 - closed with the reader (closefd)
+    inner = zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True, closefd=True)
+    checked = _ZstdEndChecked(cast(IO[bytes], inner), path)
+    limited = _ExpansionLimited(cast(IO[bytes], checked), budget)
+    return cast(IO[bytes], io.BufferedReader(limited, buffer_size=1024**2))
+
+
+class _ZstdEndChecked(io.RawIOBase):
+    """zstd's stream reader ends quietly where a cut file ends, mid-frame. At that end this
+    raises ``EOFError`` (as gzip does) unless the file's frames are whole, so a cut upload is
+    reported (``truncated_stream``), not read as a shorter session."""
+
+    def __init__(self, inner: IO[bytes], path: str) -> None:
+        super().__init__()
+        self.inner = inner
+        self.path = path
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int = -1) -> bytes:
+        data = self.inner.read(size)
+        if not data and size != 0 and not _zstd_frames_whole(self.path):
+            raise EOFError("the compressed file ends before its last zstd frame does (cut short?)")
+        return data
+
+    def readinto(self, buffer: Any) -> int:
+        data = self.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        self.inner.close()
+        super().close()
+
+
+def _zstd_frames_whole(path: str) -> bool:
+    """Whether the zstd file at ``path`` is whole frames to its last byte: each frame's blocks
+    are walked by their 3-byte headers (RFC 8878 §3.1.1.2), their contents skipped unread."""
+    import zstandard
+
+    with open(path, "rb") as fh:
+        size = os.fstat(fh.fileno()).st_size
+        at = 0
+        while at < size:
+            fh.seek(at)
+            head = fh.read(18)  # the magic and the largest frame header
+            if len(head) < 8:
+                return False
+            magic = int.from_bytes(head[:4], "little")
+            if magic in _ZSTD_SKIPPABLE:
+                at += 8 + int.from_bytes(head[4:8], "little")
+                continue
+            try:
+                header = zstandard.frame_header_size(head)
+                checksum = zstandard.get_frame_parameters(head).has_checksum
+            except zstandard.ZstdError:
+                return False
+            at += header
+            while True:
+                fh.seek(at)
+                block = fh.read(3)
+                if len(block) < 3:
+                    return False
+                value = int.from_bytes(block, "little")
+                kind = (value >> 1) & 3
+                if kind == 3:  # reserved: not a zstd block
+                    return False
+                at += 3 + (1 if kind == 1 else value >> 3)  # an RLE block holds one byte
+                if value & 1:  # the frame's last block
+                    break
+            at += 4 if checksum else 0
+        return at == size
+
+
 def _strip_suffixes(name: str) -> str:
-    for suffix in (".jsonl.gz", ".gz", ".jsonl"):
+    for suffix in (".jsonl.gz", ".jsonl.zst", ".gz", ".zst", ".jsonl"):
         if name.endswith(suffix):
             return name[: -len(suffix)]
     return name
@@ -546,7 +643,10 @@ def _read_errors() -> tuple[type[Exception], ...]:
     import zipfile
     import zlib
 
+    import zstandard
+
     return (
+        zstandard.ZstdError,
         OSError,
         EOFError,
         zipfile.BadZipFile,
