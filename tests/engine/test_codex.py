@@ -523,6 +523,72 @@ def test_a_whatif_compaction_of_a_codex_session_asks_for_a_codex_style_hand_off(
     assert "Primary Request and Intent" not in compactions[0].prompt  # Claude Code's sections
 
 
+def test_a_whatif_sets_aside_the_history_a_recorded_compaction_sent_again():
+    # Codex's compaction sends the kept user prompts again after its summary: copies of
+    # earlier history. A what-if has the originals, so the copies are hidden with the summary
+    def last_raw(session: Any) -> int:
+        config, preset = engine.resolve_config(
+            "auto",
+            {"autocompact_enabled": False},
+            agent=session.agent,
+            recorded_window=session.context_window,
+        )
+        data = engine.replay(session, config, mode="whatif", preset_name=preset).to_json()
+        return int(data["requests"][-1]["raw_tokens"])
+
+    session = engine.load_session(FIXTURES / "v0_46_local_compaction_cut.jsonl")
+    copies = [m for m in session.main.messages if m.metadata.get("compaction_kept")]
+    assert [m.kind for m in copies] == ["prompt"]
+    originals = [m for m in session.main.messages[: copies[0].index] if m.kind == "prompt"]
+    assert [m.blocks[0].text for m in originals] == [m.blocks[0].text for m in copies]
+    counted_twice = engine.load_session(FIXTURES / "v0_46_local_compaction_cut.jsonl")
+    for message in counted_twice.main.messages:
+        message.metadata.pop("compaction_kept", None)
+    copy_tokens = engine.TiktokenCounter().count(copies[0].blocks[0].text)
+    assert 0 < copy_tokens <= last_raw(counted_twice) - last_raw(session) <= copy_tokens + 8
+
+
+def test_a_whatif_reusing_a_local_compaction_keeps_what_the_recording_kept():
+    # compacting where the recording did, the what-if's context is the recorded one: the
+    # summary, the prompts Codex kept, then what came after them
+    session = engine.load_session(FIXTURES / "v0_46_local_compaction_cut.jsonl")
+    config, preset = engine.resolve_session_config(session)
+    recorded = engine.replay(session, config, mode="recorded", preset_name=preset).to_json()
+    whatif = engine.replay(session, config, mode="whatif", preset_name=preset).to_json()
+    events = [e for r in whatif["requests"] for e in r["events"] if e["step"] == "autocompact"]
+    assert [e["summary_reused"] for e in events] == [True]
+    for mine, theirs in zip(whatif["requests"], recorded["requests"], strict=True):
+        assert mine["raw_tokens"] == theirs["raw_tokens"]
+        assert mine["model_tokens"] == theirs["model_tokens"]
+
+
+def test_a_new_whatif_compaction_of_a_codex_session_keeps_its_newest_prompts_and_no_file():
+    session = engine.load_session(FIXTURES / "v0_58_calls.jsonl")
+    config, preset = engine.resolve_config(
+        "auto",
+        {"autocompact_pct_override": 4.0},
+        agent=session.agent,
+        recorded_window=session.context_window,
+    )
+    data = engine.replay(
+        session, config, mode="whatif", preset_name=preset, summarizer=RecordingSummarizer()
+    ).to_json()
+    events = [
+        e
+        for r in data["requests"]
+        for e in r["events"]
+        if e["step"] == "autocompact" and e["action"] == "compacted"
+    ]
+    assert events
+    prompts = {f"m:{m.index}" for m in session.main.messages if m.kind == "prompt"}
+    for request in data["requests"]:
+        head = request["view"]["head"]
+        if head and head[0].startswith("s:"):
+            assert set(head[1:]) <= prompts  # the summary, then kept prompts only
+            assert head[1:], "a Codex compaction keeps the newest user prompts"
+    assert all(e["restored_files"] == [] and not e["modeled_restoration"] for e in events)
+
+
 _JSON = st.recursive(
     st.none() | st.booleans() | st.integers(-5, 10**6) | st.text(max_size=8),
     lambda inner: (

@@ -22,8 +22,9 @@ import posixpath
 import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import IO, TYPE_CHECKING, Any, cast
+from typing import IO, TYPE_CHECKING
 
+from .compressed import ZSTD_MAGIC, ExpansionLimitExceeded, open_gzip, open_zstd
 from .model import MAX_PROBLEMS, Problem, ProblemList, TranscriptError, dropped_problems
 
 if TYPE_CHECKING:  # imported where used: a plain .jsonl needs none of them
@@ -129,7 +130,7 @@ def open_upload(path: str | os.PathLike[str], name: str | None = None) -> Upload
             name=display,
             main=TranscriptFile(
                 name=_strip_suffixes(display) + ".jsonl",
-                opener=lambda: _open_gzip(path, budget),
+                opener=lambda: open_gzip(path, budget, MAX_EXPANSION),
             ),
         )
     if head.startswith(ZSTD_MAGIC):
@@ -137,7 +138,7 @@ def open_upload(path: str | os.PathLike[str], name: str | None = None) -> Upload
             name=display,
             main=TranscriptFile(
                 name=_strip_suffixes(display) + ".jsonl",
-                opener=lambda: _open_zstd(path, budget),
+                opener=lambda: open_zstd(path, budget, MAX_EXPANSION),
             ),
         )
     if len(head) >= 262 and head[257:262] == b"ustar":
@@ -148,142 +149,6 @@ def open_upload(path: str | os.PathLike[str], name: str | None = None) -> Upload
 def expansion_budget(compressed_size: int) -> int:
     """How many bytes a compressed upload of ``compressed_size`` bytes may expand to."""
     return max(MIN_EXPANSION_BYTES, MAX_EXPANSION * compressed_size)
-
-
-class ExpansionLimitExceeded(OSError):
-    """A compressed stream expanded past its budget (a decompression bomb)."""
-
-
-class _ExpansionLimited(io.RawIOBase):
-    """A decompressed stream that stops with ``ExpansionLimitExceeded`` past ``budget`` bytes."""
-
-    def __init__(self, inner: IO[bytes], budget: int) -> None:
-        super().__init__()
-        self.inner = inner
-        self.budget = budget
-        self.produced = 0
-
-    def readable(self) -> bool:
-        return True
-
-    def _count(self, data: bytes) -> bytes:
-        self.produced += len(data)
-        if self.produced > self.budget:
-            raise ExpansionLimitExceeded(
-                f"it expands to more than {self.budget // 1024**2} MiB "
-                f"({MAX_EXPANSION}x its size); the rest was not read"
-            )
-        return data
-
-    def read(self, size: int = -1) -> bytes:
-        return self._count(self.inner.read(size))
-
-    def readline(self, size: int | None = -1) -> bytes:
-        return self._count(self.inner.readline(-1 if size is None else size))
-
-    def readinto(self, buffer: Any) -> int:
-        data = self.read(len(buffer))
-        buffer[: len(data)] = data
-        return len(data)
-
-    def close(self) -> None:
-        self.inner.close()
-        super().close()
-
-
-def _open_gzip(path: str, budget: int) -> IO[bytes]:
-    import gzip
-
-    inner = cast(IO[bytes], gzip.GzipFile(path, "rb"))  # closed by the reader
-    return cast(IO[bytes], _ExpansionLimited(inner, budget))
-
-
-#: The first bytes of a zstd frame (RFC 8878).
-ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
-
-
-#: A skippable zstd frame's magic numbers (RFC 8878 §3.1.2): 0x184D2A50 to 0x184D2A5F.
-_ZSTD_SKIPPABLE = range(0x184D2A50, 0x184D2A60)
-
-
-def _open_zstd(path: str, budget: int) -> IO[bytes]:
-    """A ``.jsonl.zst`` read streamed (every frame, as ``zstd -d`` does), within ``budget``.
-    zstd's reader has no ``readline``: a buffered reader over the bounded stream gives it."""
-    import zstandard
-
-    raw = open(path, "rb")  # noqa: SIM115 - closed with the reader (closefd)
-    inner = zstandard.ZstdDecompressor().stream_reader(raw, read_across_frames=True, closefd=True)
-    checked = _ZstdEndChecked(cast(IO[bytes], inner), path)
-    limited = _ExpansionLimited(cast(IO[bytes], checked), budget)
-    return cast(IO[bytes], io.BufferedReader(limited, buffer_size=1024**2))
-
-
-class _ZstdEndChecked(io.RawIOBase):
-    """zstd's stream reader ends quietly where a cut file ends, mid-frame. At that end this
-    raises ``EOFError`` (as gzip does) unless the file's frames are whole, so a cut upload is
-    reported (``truncated_stream``), not read as a shorter session."""
-
-    def __init__(self, inner: IO[bytes], path: str) -> None:
-        super().__init__()
-        self.inner = inner
-        self.path = path
-
-    def readable(self) -> bool:
-        return True
-
-    def read(self, size: int = -1) -> bytes:
-        data = self.inner.read(size)
-        if not data and size != 0 and not _zstd_frames_whole(self.path):
-            raise EOFError("the compressed file ends before its last zstd frame does (cut short?)")
-        return data
-
-    def readinto(self, buffer: Any) -> int:
-        data = self.read(len(buffer))
-        buffer[: len(data)] = data
-        return len(data)
-
-    def close(self) -> None:
-        self.inner.close()
-        super().close()
-
-
-def _zstd_frames_whole(path: str) -> bool:
-    """Whether the zstd file at ``path`` is whole frames to its last byte: each frame's blocks
-    are walked by their 3-byte headers (RFC 8878 §3.1.1.2), their contents skipped unread."""
-    import zstandard
-
-    with open(path, "rb") as fh:
-        size = os.fstat(fh.fileno()).st_size
-        at = 0
-        while at < size:
-            fh.seek(at)
-            head = fh.read(18)  # the magic and the largest frame header
-            if len(head) < 8:
-                return False
-            magic = int.from_bytes(head[:4], "little")
-            if magic in _ZSTD_SKIPPABLE:
-                at += 8 + int.from_bytes(head[4:8], "little")
-                continue
-            try:
-                header = zstandard.frame_header_size(head)
-                checksum = zstandard.get_frame_parameters(head).has_checksum
-            except zstandard.ZstdError:
-                return False
-            at += header
-            while True:
-                fh.seek(at)
-                block = fh.read(3)
-                if len(block) < 3:
-                    return False
-                value = int.from_bytes(block, "little")
-                kind = (value >> 1) & 3
-                if kind == 3:  # reserved: not a zstd block
-                    return False
-                at += 3 + (1 if kind == 1 else value >> 3)  # an RLE block holds one byte
-                if value & 1:  # the frame's last block
-                    break
-            at += 4 if checksum else 0
-        return at == size
 
 
 def _strip_suffixes(name: str) -> str:

@@ -49,8 +49,9 @@ def _token_kinds_digest() -> str:
 #: pickles name them by module path); the kind ratios' digest follows their refits. 11: an
 #: attachment's metadata keeps a prompt snapshot's tool definitions (the waste findings). 12: a
 #: thinking block keeps its signature's length. 13: a block holds its text compact
-#: (``model.compact_text``), in a slotted class that is no dataclass.
-CACHE_VERSION = f"13.{_token_kinds_digest()}"
+#: (``model.compact_text``), in a slotted class that is no dataclass. 14: a Codex compaction's
+#: copies of earlier history are marked (``compaction_kept``).
+CACHE_VERSION = f"14.{_token_kinds_digest()}"
 #: Sessions kept in memory by a long-lived process (a worker replaying a file again after an
 #: LLM summary, or an A/B pair), newest last.
 _RECENT: OrderedDict[str, Session] = OrderedDict()

@@ -8,7 +8,9 @@ history by one summary written by the ``Summarizer``. A failed summary counts to
 circuit breaker (3 consecutive failures in one query stop further attempts). Where the
 compaction lands on a recorded one, its summary is reused, and the messages it kept
 (``preservedSegment``) and the files it restored (recorded attachments) are kept as recorded
-(variant ``preserved_segment`` when messages are kept). Recorded mode reports the compaction the
+(variant ``preserved_segment`` when messages are kept). A Codex session's compaction keeps what
+Codex keeps: its newest user prompts (as recorded where it reuses a recorded compaction, else
+modelled within Codex's budget) and restores no file. Recorded mode reports the compaction the
 transcript holds (the boundary step applied it).
 """
 
@@ -49,6 +51,43 @@ def sm_keep_start(view: View, min_tokens: int, min_text: int, max_tokens: int) -
         if _is_text_message(msg):
             text_msgs += 1
     return _preserve_invariants(view, start)
+
+
+#: Codex keeps the newest user messages up to this many tokens after a compaction whose
+#: summary it wrote itself (``COMPACT_USER_MESSAGE_MAX_TOKENS``, codex-rs/core/src/compact.rs) ...
+CODEX_KEPT_PROMPT_TOKENS = 20_000
+#: ... and up to this many after a remote one (``RETAINED_MESSAGE_TOKEN_BUDGET``,
+#: codex-rs/core/src/compact_remote_v2.rs).
+CODEX_RETAINED_PROMPT_TOKENS = 64_000
+
+
+def codex_kept_prompts(ctx: StepContext) -> list[HeadItem]:
+    """What a Codex compaction keeps besides its summary, modelled: the newest user prompts in
+    view, oldest first, whole, up to Codex's budget (the remote one when the session's recorded
+    compactions are remote). Codex cuts the one that overflows; this stops before it. No
+    file is restored: that is Claude Code's."""
+    view = ctx.view
+    remote = any(
+        m.kind == "compact_boundary" and m.metadata.get("codex_compaction") == "remote"
+        for m in view.messages
+    )
+    budget = CODEX_RETAINED_PROMPT_TOKENS if remote else CODEX_KEPT_PROMPT_TOKENS
+    # the prompts an earlier compaction kept come first: Codex collects from all its history
+    candidates = [h for h in view.head if h.message.kind == "prompt"]
+    candidates += [
+        view.head_item(view.messages[i], f"m:{i}")
+        for i in view.view_indices()
+        if view.messages[i].kind == "prompt"
+    ]
+    kept: list[HeadItem] = []
+    used = 0
+    for item in reversed(candidates):
+        if used + item.rough > budget:
+            break
+        used += item.rough
+        kept.append(item)
+    kept.reverse()
+    return kept
 
 
 def opaque_size(view: View, summary: Message) -> int | None:
@@ -169,7 +208,9 @@ class Autocompact:
     def _full(self, ctx: StepContext, count: int, tracking: dict[str, Any]) -> None:
         view = ctx.view
         keep_start = view.end
-        restore = True
+        codex = ctx.session.agent == "codex"
+        restore = not codex
+        kept_after: list[HeadItem] = []
         reused = self._recorded_summary(ctx)
         sized: int | None = None
         if reused is not None:
@@ -177,6 +218,13 @@ class Autocompact:
             result = SummaryResult(text=recorded, backend="recorded", reused=True)
             text = recorded
             sized = opaque_size(view, view.messages[summary_index])
+            # the history the recorded compaction sent after its summary (Codex), as recorded;
+            # what came after that (the next turn's context and prompt) stays in view
+            copies = ctx.state.get("recorded_kept_after", {}).get(summary_index, [])
+            kept_after = [view.head_item(view.messages[i], f"m:{i}") for i in copies]
+            after = max([summary_index, *copies]) + 1
+            if codex and view.start <= after < view.end:
+                keep_start = after
             kept = ctx.state.get("recorded_preserved", {}).get(summary_index)
             if kept is not None and view.start <= kept < view.end:
                 # the recorded compaction kept a segment (preservedSegment): keep the same one
@@ -206,6 +254,8 @@ class Autocompact:
                 )
                 return
             text = continuation_message(result.text, suppress=True)
+            if codex:
+                kept_after = codex_kept_prompts(ctx)
         tracking["failures"] = 0
         variant = "full" if keep_start == view.end else "preserved_segment"
         kept_messages = sum(1 for i in range(keep_start, view.end) if view.in_view(i))
@@ -216,9 +266,10 @@ class Autocompact:
             result,
             count,
             variant=variant,
-            kept=kept_messages,
+            kept=kept_messages + len(kept_after),
             restore=restore,
             sized=sized,
+            kept_after=kept_after,
         )
 
     def _recorded_summary(self, ctx: StepContext) -> tuple[str, int] | None:
@@ -245,6 +296,7 @@ class Autocompact:
         kept: int,
         restore: bool = True,
         sized: int | None = None,
+        kept_after: list[HeadItem] | None = None,
     ) -> None:
         view = ctx.view
         block = Block("text", summary_text)
@@ -276,7 +328,7 @@ class Autocompact:
                 "variant": variant,
             },
         )
-        head: list[HeadItem] = [view.head_item(summary, ref)]
+        head: list[HeadItem] = [view.head_item(summary, ref), *(kept_after or [])]
         restored: list[str] = []
         if restore and variant in ("full", "preserved_segment"):
             items, restored = restoration_head(ctx, view.end)

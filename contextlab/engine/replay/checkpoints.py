@@ -18,7 +18,7 @@ from contextlab.engine.input.session import Session
 from contextlab.engine.summarizing import Summarizer
 
 #: Bump when the replay's state changes shape or one of its classes moves.
-CHECKPOINT_VERSION = 5
+CHECKPOINT_VERSION = 6
 _HEADER = f"contextlab replay checkpoint {CHECKPOINT_VERSION}\n".encode()
 #: A finished replay kept for a live session's next append (``live``): its own header, so a
 #: summary's checkpoint is never taken for one, nor one for a summary's.

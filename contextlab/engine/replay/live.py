@@ -332,6 +332,7 @@ def _grow(runner: ThreadReplay, live: LiveState) -> int:
         (kept.summaries, recording.summaries),
         (kept.pre_tokens, recording.pre_tokens),
         (kept.preserved, recording.preserved),
+        (kept.kept_after, recording.kept_after),
     ):
         mine.clear()
         mine.update(theirs)  # type: ignore[arg-type]

@@ -18,7 +18,7 @@ from contextlab.engine.pipeline.boundary import preserved_before_boundary, prese
 class RecordedHistory:
     """A thread's recording as the replay uses it (a plain class: see ``state``)."""
 
-    __slots__ = ("hidden", "pre_tokens", "preserved", "restored", "summaries")
+    __slots__ = ("hidden", "kept_after", "pre_tokens", "preserved", "restored", "summaries")
 
     def __init__(self) -> None:
         #: message indices left out of the view
@@ -31,6 +31,9 @@ class RecordedHistory:
         self.pre_tokens: dict[int, int] = {}
         #: message index of a recorded summary → the first message its compaction kept
         self.preserved: dict[int, int] = {}
+        #: message index of a recorded summary → the copies of earlier history its compaction
+        #: sent after it (Codex's ``replacement_history``), hidden in what-if
+        self.kept_after: dict[int, list[int]] = {}
 
     def base_text(self, i: int, j: int, block: Block) -> str | None:
         """The text block ``j`` of message ``i`` starts from when it is not the recorded one."""
@@ -60,12 +63,20 @@ def _raw_conversation(
     summaries: dict[int, int] = {}
     pre_tokens: int | None = None
     manual = False
+    last_summary: int | None = None
     for i, msg in enumerate(thread.messages):
+        if msg.metadata.get("compaction_kept") and last_summary is not None:
+            # history a recorded compaction sent again (Codex): what-if has the original
+            recording.hidden.add(i)
+            recording.kept_after.setdefault(last_summary, []).append(i)
+            continue
         if msg.kind == "compact_boundary" and msg.metadata.get("trigger") == "manual":
             # a /compact the user typed is part of the conversation, not a pipeline decision
             manual = True
+            last_summary = None
         elif msg.kind in ("compact_boundary", "microcompact_boundary", "snip_boundary"):
             manual = False
+            last_summary = None
             recording.hidden.add(i)
             if msg.kind == "compact_boundary":
                 pre = msg.metadata.get("preTokens")
@@ -74,6 +85,7 @@ def _raw_conversation(
             manual = False
         elif msg.kind == "summary":
             recording.hidden.add(i)
+            last_summary = i
             if i > 0 and thread.messages[i - 1].kind == "compact_boundary":
                 kept = preserved_head(thread.messages, i - 1)
                 if kept is not None:

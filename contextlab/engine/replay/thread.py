@@ -158,6 +158,7 @@ class ThreadReplay:
     def _start(self) -> ReplayPosition:
         self.state["recorded_summaries"] = self.recording.summaries
         self.state["recorded_preserved"] = self.recording.preserved
+        self.state["recorded_kept_after"] = self.recording.kept_after
         return ReplayPosition(
             first_emitted=self.thread.fork_index if continues_main(self.thread) else 0
         )

@@ -476,12 +476,11 @@ class RolloutReader:
             self.held_marker = None
         if not isinstance(history, list):
             kept = self.modeled_kept(boundary.index)
-        for item in kept:
-            self.append(
-                self.user_message(item, number, stamp)
-                if item.side != "assistant"
-                else self.kept_call(item, number, stamp)
-            )
+        for item in kept:  # copies of earlier history: a what-if sets them aside
+            copy = self.kept_call(item, number, stamp) if item.side == "assistant" else None
+            copy = copy or self.user_message(item, number, stamp)
+            copy.metadata["compaction_kept"] = True
+            self.append(copy)
 
     def fork_summarizer(self, summary: str, number: int, stamp: str) -> None:
         """A local compaction's summarising call (the call just before it, with no output
