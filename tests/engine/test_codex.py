@@ -213,6 +213,48 @@ def test_a_remote_compactions_context_count_is_its_own_whether_written_before_or
     assert "postTokens_over_window" not in boundary.metadata
 
 
+def test_a_token_budget_new_window_is_a_compaction_without_a_summary():
+    # Codex's token_budget feature (off by default) starts a new context window instead of
+    # summarising: an empty message, no encrypted item, the initial context kept, and the
+    # window's ids; lines carry an ``ordinal``. Fixture written by ContextLab in that shape.
+    path = FIXTURES / "token_budget_new_window.jsonl"
+    session = engine.load_session(path)
+    assert not session.problems
+    (boundary,) = [m for m in session.main.messages if m.kind == "compact_boundary"]
+    assert boundary.metadata["codex_compaction"] == "new_window"
+    assert boundary.metadata["trigger"] == "manual"  # the model called new_context
+    assert "new context window" in boundary.metadata["label"]
+    assert "asked for by the model" in boundary.metadata["label"].lower()
+    summary = session.main.messages[boundary.index + 1]
+    assert summary.kind == "summary"
+    assert [b.text for b in summary.blocks] == [""]
+    assert not summary.metadata["opaque"]
+    kept = [m for m in session.main.messages if m.metadata.get("compaction_kept")]
+    assert [m.blocks[0].text.split(">")[0] for m in kept] == [
+        "<permissions instructions",
+        "<environment_context",
+        "<context_window",
+    ]
+    config, preset = engine.resolve_session_config(session)
+    data = engine.replay(session, config, mode="recorded", preset_name=preset).to_json()
+    after = data["requests"][2]
+    # the new window holds no message of the old one
+    assert after["view"]["start"] > boundary.index
+    assert after["raw_tokens"] < data["requests"][1]["raw_tokens"] / 4
+
+
+def test_a_new_window_without_the_models_call_is_automatic(tmp_path):
+    lines = (FIXTURES / "token_budget_new_window.jsonl").read_text().splitlines()
+    kept = [line for line in lines if '"call_id":"call_nw002"' not in line]
+    path = tmp_path / "auto.jsonl"
+    path.write_text("\n".join(kept) + "\n")
+    session = engine.load_session(path)
+    (boundary,) = [m for m in session.main.messages if m.kind == "compact_boundary"]
+    assert boundary.metadata["codex_compaction"] == "new_window"
+    assert boundary.metadata["trigger"] == "auto"
+    assert "Automatic: inferred" in boundary.metadata["label"]
+
+
 def test_a_whatif_reusing_a_remote_compactions_summary_gives_it_its_recorded_size():
     # the encrypted summary's text is a placeholder: the what-if that compacts where the
     # recording did reuses the summary at the size the next recorded count gave it, and the

@@ -28,7 +28,7 @@ from .calls import (
     usage_gap,
     window_for_version,
 )
-from .compaction import inferred_trigger, kept_history
+from .compaction import compaction_kind, inferred_trigger, kept_history
 from .items import RECORD_TYPES, Item, is_codex_record, item_of
 from .lineage import ChildRollout, parent_of
 
@@ -403,7 +403,8 @@ class RolloutReader:
         for kind in unknown:
             key = f"kept item {kind!r}"
             self.unknown[key] = self.unknown.get(key, 0) + 1
-        remote = not summary_text.strip()
+        kind = compaction_kind(payload, summary_text, opaque_bytes)
+        remote = kind != "local"
         last_call = next(
             (m for m in reversed(self.messages) if m.role == "assistant" and m.usage), None
         )
@@ -419,7 +420,7 @@ class RolloutReader:
         decided = pre + sum(block_rough(b) for m in after for b in m.blocks)
         if not remote:
             self.fork_summarizer(summary_text, number, stamp)
-        trigger, reason, label = inferred_trigger(before, pre, self.window or 0, remote)
+        trigger, reason, label = inferred_trigger(before, pre, self.window or 0, kind)
         boundary = Message(
             uuid=f"codex:{number}:boundary",
             role="system",
@@ -437,7 +438,7 @@ class RolloutReader:
                 "label": label,
                 "preTokens": decided,
                 "pre_recorded": pre,
-                "codex_compaction": "remote" if remote else "local",
+                "codex_compaction": kind,
                 "kept_items": len(kept),
                 "kept_modeled": not isinstance(history, list),
             },
@@ -446,10 +447,11 @@ class RolloutReader:
         self.last_boundary = boundary
         self.called_since_boundary = False
         kept_texts = [b.text for item in kept for b in item.blocks]
-        if remote:
-            block = Block(
-                "text", f"[compaction summary: {opaque_bytes:,} bytes of encrypted content]"
-            )
+        if kind == "new_window":
+            block = Block("text", "")  # a new window writes no summary
+        elif remote:
+            note = f"[compaction summary: {opaque_bytes:,} bytes of encrypted content]"
+            block = Block("text", note)
             block.data = {"opaque": True, "encrypted_bytes": opaque_bytes}
             self.opaque = [block]
             self.opaque_rough = sum(len(t) for t in kept_texts) // 4
@@ -468,7 +470,7 @@ class RolloutReader:
                 file=self.file,
                 version=self.version,
                 cwd=self.cwd,
-                metadata={"opaque": remote},
+                metadata={"opaque": kind == "remote"},
             )
         )
         if self.held_marker is not None:

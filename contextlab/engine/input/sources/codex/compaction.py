@@ -35,8 +35,24 @@ def kept_history(history: Any) -> tuple[list[Item], int, list[str]]:
     return kept, opaque_bytes, unknown
 
 
+#: What Codex's ``new_context`` tool answers the model that asked for a new context window.
+NEW_CONTEXT_REPLY = "A new context window will start without summarizing conversation history."
+
+
+def compaction_kind(payload: dict[str, Any], summary: str, opaque_bytes: int) -> str:
+    """``local`` (Codex wrote the readable summary), ``remote`` (the server's encrypted one)
+    or ``new_window``: a token-budget session's new context window (Codex's ``token_budget``
+    feature, off by default), which keeps the initial context and writes no summary at all —
+    no message, no encrypted ``compaction`` item, and the window's number and ids."""
+    if summary.strip():
+        return "local"
+    if not opaque_bytes and ("window_number" in payload or "window_id" in payload):
+        return "new_window"
+    return "remote"
+
+
 def inferred_trigger(
-    before: Message | None, pre: int, window: int, remote: bool
+    before: Message | None, pre: int, window: int, kind: str
 ) -> tuple[str, str, str]:
     """``(trigger, reason, label)`` of a compaction after ``before`` at ``pre`` tokens: the
     trigger inferred, why, and the sentence the explorer shows on the boundary row."""
@@ -44,7 +60,10 @@ def inferred_trigger(
         before.kind == "tool_result"
         or (before.role == "assistant" and any(b.type == "tool_use" for b in before.blocks))
     )
-    if mid_turn:
+    asked = before is not None and any(NEW_CONTEXT_REPLY in b.text for b in before.blocks)
+    if kind == "new_window" and asked:
+        trigger, reason = "manual", "the model called new_context"
+    elif mid_turn:
         trigger, reason = "auto", "mid-turn, after a tool call"
     elif window and pre >= AUTO_SHARE * window:
         trigger, reason = (
@@ -54,8 +73,17 @@ def inferred_trigger(
     else:
         trigger, reason = "manual", "between turns, well under the window"
     how = "automatic" if trigger == "auto" else "asked for (/compact)"
+    if kind == "new_window":
+        how = "automatic" if trigger == "auto" else "asked for by the model"
+        return (
+            trigger,
+            reason,
+            f"Codex started a new context window here at {pre:,} tokens (token budget: no "
+            f"summary; the model fetches earlier items by id). {how.capitalize()}: inferred "
+            f"({reason}).",
+        )
     label = (
-        f"Codex compacted its context here ({'remote' if remote else 'local'} compaction "
+        f"Codex compacted its context here ({kind} compaction "
         f"at {pre:,} tokens). {how.capitalize()}: inferred ({reason}); a rollout does not "
         "record whether a compaction was asked for."
     )
