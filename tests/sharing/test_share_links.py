@@ -475,7 +475,7 @@ def test_human_facing_exports_write_dates_as_the_pages_do_machine_ones_keep_iso(
     """The HTML export and the shared report write the session's date (and each comment's) as
     the pages do: ``Y-m-d H:i`` in UTC, then the reader's zone by script (``time.local-time``,
     ISO 8601 in its ``datetime``); never the raw ISO text. The JSON export keeps ISO 8601."""
-    link, token = shared
+    _link, token = shared
     when = seeded.when.astimezone(UTC)
     shown = when.strftime("%Y-%m-%d %H:%M") + " UTC"
     iso = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d")
