@@ -440,3 +440,78 @@ def test_runs_and_compare_tables_fit_a_phone_with_every_heading(
             page.locator(table.split(",")[0]).first.scroll_into_view_if_needed()
             page.screenshot(path=str(out / f"{name}-{width}.png"))
     assert page.csp_errors == []
+
+
+def _column(page: Any, table: str, column: int) -> list[float]:
+    return page.evaluate(
+        """([sel, i]) => [...document.querySelectorAll(sel + ' tbody tr')]
+            .filter(r => !r.hidden).map(r => parseFloat(r.cells[i].dataset.value) || 0)""",
+        [table, column],
+    )
+
+
+def test_sortable_tables_sort_by_tap_and_keyboard_on_a_phone(
+    browser: Any, live_server: Any, make_transcript: Any, django_user_model: Any, tmp_path: Path
+) -> None:
+    """On a phone the tools table and the sessions list stack their rows, which hid their
+    header row and so every way to sort them, while the tools card still said "Click a column
+    to sort". Stacked, their sort buttons stay as a "Sort by" row: a tap sorts, and so do
+    Enter and Space from the keyboard; the hint names no pointer."""
+    context = browser.new_context(
+        base_url=live_server.url,
+        viewport={"width": 390, "height": 844},
+        has_touch=True,
+        is_mobile=True,
+    )
+    phone = context.new_page()
+    phone.set_default_timeout(30_000)
+    out = Path(os.environ.get("SCREENSHOTS_DIR") or tmp_path)
+    out.mkdir(parents=True, exist_ok=True)
+    sign_up(phone, "phone-sorter")
+    transcript = _session_of("phone-sorter", make_transcript, django_user_model)
+    _session_of("phone-sorter", make_transcript, django_user_model)  # a second row to sort
+    phone.goto(f"/sessions/{transcript.pk}/")
+    hint = phone.locator("#tools p.small").first.inner_text()
+    assert "click" not in hint.lower()
+    assert "Sort by any column" in hint
+    table = "#tool-table"
+    assert phone.locator(f"{table} thead").is_visible()
+    calls = phone.locator(f"{table} th button.sort", has_text="Calls")
+    box = calls.bounding_box()
+    assert box
+    assert box["height"] >= 24  # a finger's target
+    calls.tap()
+    expect(phone.locator(f"{table} th").nth(1)).to_have_attribute("aria-sort", "ascending")
+    assert _column(phone, table, 1) == sorted(_column(phone, table, 1))
+    calls.tap()
+    expect(phone.locator(f"{table} th").nth(1)).to_have_attribute("aria-sort", "descending")
+    assert _column(phone, table, 1) == sorted(_column(phone, table, 1), reverse=True)
+    # the keyboard: Tab reaches the buttons, Enter and Space sort
+    sent = phone.locator(f"{table} th button.sort", has_text="Sent, all requests")
+    sent.focus()
+    phone.keyboard.press("Enter")
+    expect(phone.locator(f"{table} th").nth(5)).to_have_attribute("aria-sort", "ascending")
+    assert _column(phone, table, 5) == sorted(_column(phone, table, 5))
+    phone.keyboard.press("Space")
+    expect(phone.locator(f"{table} th").nth(5)).to_have_attribute("aria-sort", "descending")
+    assert _column(phone, table, 5) == sorted(_column(phone, table, 5), reverse=True)
+    phone.locator("#tools").scroll_into_view_if_needed()
+    phone.screenshot(path=str(out / "tools-sort-390.png"))
+
+    phone.goto("/sessions/")
+    table = "#session-table"
+    assert phone.locator(f"{table} thead").is_visible()
+    requests = phone.locator(f"{table} th button.sort", has_text="Requests")
+    requests.tap()
+    column = phone.evaluate(
+        """() => [...document.querySelectorAll('#session-table thead th')]
+            .findIndex(th => th.textContent.trim() === 'Requests')"""
+    )
+    expect(phone.locator(f"{table} th").nth(column)).to_have_attribute("aria-sort", "ascending")
+    assert _column(phone, table, column) == sorted(_column(phone, table, column))
+    requests.focus()
+    phone.keyboard.press("Enter")
+    expect(phone.locator(f"{table} th").nth(column)).to_have_attribute("aria-sort", "descending")
+    _no_horizontal_scroll(phone, 390)
+    phone.screenshot(path=str(out / "sessions-sort-390.png"))
+    context.close()
