@@ -249,6 +249,7 @@ SUMMARY_KEYS  # unused variable (contextlab/tuning/services.py:50)
 TuningError  # unused variable (contextlab/tuning/services.py:63)
 signed_measure  # unused function (contextlab/tuning/templatetags/tuning_format.py:34)
 relative  # unused function (contextlab/tuning/templatetags/tuning_format.py:47)
+iso_datetime  # template filter (contextlab/runs/templatetags/humanize_tokens.py): the shared report and the HTML export
 app_name  # unused variable (contextlab/tuning/urls.py:5)
 urlpatterns  # unused variable (contextlab/tuning/urls.py:7)
 urlpatterns  # unused variable (contextlab/urls.py:14)

@@ -115,11 +115,18 @@ def replay_run(
             summarizer=summarizer,
             checkpoint=summarizer is not None,
         )
-    data: dict[str, Any] = result.to_json()
-    # the report's tools table, waste findings and idle answer read them (the explorer's tool
-    # filter too); worked out once, here, rather than on a first view of the report. The waste
-    # findings compare texts (a file read again unchanged, a result no later request used):
-    # these rows read each back from the session when asked, never all of them at once.
+    return with_findings(result.to_json(), session)
+
+
+def with_findings(data: dict[str, Any], session: engine.Session) -> dict[str, Any]:
+    """``data`` (a result's JSON) with its tools breakdown and ``waste_report`` stored in it.
+
+    The report's tools table, waste findings and idle answer read them (the explorer's tool
+    filter too); worked out once per result, here, rather than on a view of the report: a live
+    session's provisional result too, once per version (each append's), never on its pages'
+    views or polls. The waste findings compare texts (a file read again unchanged, a result no
+    later request used): these rows read each back from the session when asked, never all of
+    them at once."""
     messages = engine.expand_messages(
         engine.messages_json(
             session, include_originals=True, include_texts=False, texts_on_read=True
@@ -183,8 +190,7 @@ def _replay_live(
             progress=progress,
         )
     lifecycle.save_live_state(run, state)
-    data: dict[str, Any] = result.to_json()
-    return data
+    return with_findings(result.to_json(), session)
 
 
 def _replay(run: Run, summary: SummaryFetch | None, loaded: list[str]) -> dict[str, Any]:

@@ -1,6 +1,6 @@
 // The HTML export's only script besides plotly.js (both inlined, allowed by hash in the
-// file's CSP): draw the charts from the JSON data blocks. Clicking a point jumps to that
-// request's row, when the file holds it.
+// file's CSP): draw the charts from the JSON data blocks, and write dates in the reader's
+// time zone. Clicking a point jumps to that request's row, when the file holds it.
 (function () {
   "use strict";
   function draw() {
@@ -19,6 +19,19 @@
       });
     });
   }
-  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", draw);
-  else draw();
+  // dates in the reader's time zone and words, as the pages write them (app.js's localTimes);
+  // the file's text without script is the date in UTC
+  function localTimes() {
+    document.querySelectorAll("time.local-time").forEach(function (el) {
+      var when = new Date(el.getAttribute("datetime"));
+      if (isNaN(when.getTime())) return;
+      var options = { year: "numeric", month: "short", day: "numeric", hour: "2-digit", minute: "2-digit" };
+      if (!el.classList.contains("short")) { options.second = "2-digit"; options.timeZoneName = "short"; }
+      el.textContent = when.toLocaleString(undefined, options);
+      el.title = el.getAttribute("datetime") + " (UTC)";
+    });
+  }
+  function start() { localTimes(); draw(); }
+  if (document.readyState === "loading") document.addEventListener("DOMContentLoaded", start);
+  else start();
 })();

@@ -349,3 +349,169 @@ def test_the_tools_tables_sort_buttons_show_the_keyboard_focus(
     # and Enter sorts by that column
     page.keyboard.press("Enter")
     expect(page.locator("#tool-table th").first).to_have_attribute("aria-sort", "ascending")
+
+
+def _tables_fit(page: Any, width: int) -> None:
+    """No table scrolls sideways: each lies within the screen and no box around it scrolls."""
+    wide = page.evaluate(
+        """(width) => [...document.querySelectorAll('main table')]
+            .filter(t => t.checkVisibility())
+            .filter(t => {
+              if (t.getBoundingClientRect().right > width) return true;
+              for (let p = t.parentElement; p && p !== document.body; p = p.parentElement)
+                if (p.scrollWidth > p.clientWidth + 1) return true;
+              return false;
+            }).map(t => t.id || (t.closest('section') || {}).id || t.className)""",
+        width,
+    )
+    assert wide == [], f"{page.url}: {wide} scroll sideways at {width}px"
+
+
+def _stacked_cells_keep_their_headings(page: Any, table: str) -> None:
+    """Stacked, a table's header row is hidden: each heading a cell had (but the first, which
+    heads its row) shows above its value instead, so nothing the wide table says is lost."""
+    found = page.evaluate(
+        """(sel) => [...document.querySelectorAll(sel)].filter(t => t.checkVisibility())
+            .map(t => {
+              const heads = [...t.querySelectorAll(':scope > thead th')].slice(1)
+                .map(th => th.textContent.trim().toLowerCase()).filter(Boolean);
+              const shown = new Set();
+              t.querySelectorAll(':scope > tbody > tr > td').forEach(td => {
+                const label = getComputedStyle(td, '::before').content;
+                if (td.checkVisibility() && label && label !== 'none')
+                  shown.add(JSON.parse(label).toLowerCase());
+              });
+              return {heads, shown: [...shown],
+                      headerShown: [...t.querySelectorAll(':scope > thead')]
+                        .some(h => h.checkVisibility())};
+            })""",
+        table,
+    )
+    assert found, f"{table} not on {page.url}"
+    for each in found:
+        assert not each["headerShown"]
+        assert set(each["heads"]) <= set(each["shown"]), (table, each)
+
+
+def test_runs_and_compare_tables_fit_a_phone_with_every_heading(
+    page: Any, make_transcript: Any, django_user_model: Any, tmp_path: Path
+) -> None:
+    """At 390 px the report's Runs table, a comparison's delta table and its per-request
+    figures, a sweep's table and the Tune lists scrolled sideways: stacked, each row's cells
+    wrap under their headings; at 1280 px they are tables as before."""
+    out = Path(os.environ.get("SCREENSHOTS_DIR") or tmp_path)
+    out.mkdir(parents=True, exist_ok=True)
+    transcript = _open_report(page, "phone-tables", make_transcript, django_user_model)
+    page.goto("/compare/new/")
+    page.locator("input[name=sessions]").first.check()
+    page.select_option("#id_a_config", "preset:auto")
+    page.select_option("#id_b_config", "preset:aggressive")
+    page.click("#start-comparison")
+    page.wait_for_url(re.compile(r".*/compare/\d+/$"))
+    comparison = page.url
+    page.locator("#delta-table").wait_for(timeout=120_000)
+    page.goto("/sweeps/new/")
+    page.locator("input[name=sessions]").first.check()
+    page.fill("#id_sweep_values", "60, 90")
+    page.click("#start-sweep")
+    page.wait_for_url(re.compile(r".*/sweeps/\d+/$"))
+    sweep = page.url
+    page.locator("#sweep-progress[data-status=done]").wait_for(timeout=120_000)
+    pages = {
+        "report-runs": (f"/sessions/{transcript.pk}/", "#run-table, #problem-table"),
+        "compare-delta": (comparison, "#delta-table"),
+        "compare-request": (comparison + "requests/1/", "#ab-stats"),
+        "sweep-table": (sweep, "#sweep-table"),
+        "tune-lists": ("/tune/", "#comparisons table, #sweeps table"),
+    }
+    for width in (390, 1280):
+        page.set_viewport_size({"width": width, "height": 844 if width < 600 else 900})
+        for name, (url, table) in pages.items():
+            page.goto(url)
+            page.locator(table.split(",")[0]).first.wait_for()
+            # the runs a comparison made, folded under its row on the report, opened
+            page.evaluate("document.querySelectorAll('#runs details').forEach(d => d.open = true)")
+            _no_horizontal_scroll(page, width)
+            _tables_fit(page, width)
+            if width < 600:
+                _stacked_cells_keep_their_headings(page, table)
+            else:  # a table as before, its header row shown
+                assert page.locator(table).first.locator("thead").is_visible()
+            page.locator(table.split(",")[0]).first.scroll_into_view_if_needed()
+            page.screenshot(path=str(out / f"{name}-{width}.png"))
+    assert page.csp_errors == []
+
+
+def _column(page: Any, table: str, column: int) -> list[float]:
+    return page.evaluate(
+        """([sel, i]) => [...document.querySelectorAll(sel + ' tbody tr')]
+            .filter(r => !r.hidden).map(r => parseFloat(r.cells[i].dataset.value) || 0)""",
+        [table, column],
+    )
+
+
+def test_sortable_tables_sort_by_tap_and_keyboard_on_a_phone(
+    browser: Any, live_server: Any, make_transcript: Any, django_user_model: Any, tmp_path: Path
+) -> None:
+    """On a phone the tools table and the sessions list stack their rows, which hid their
+    header row and so every way to sort them, while the tools card still said "Click a column
+    to sort". Stacked, their sort buttons stay as a "Sort by" row: a tap sorts, and so do
+    Enter and Space from the keyboard; the hint names no pointer."""
+    context = browser.new_context(
+        base_url=live_server.url,
+        viewport={"width": 390, "height": 844},
+        has_touch=True,
+        is_mobile=True,
+    )
+    phone = context.new_page()
+    phone.set_default_timeout(30_000)
+    out = Path(os.environ.get("SCREENSHOTS_DIR") or tmp_path)
+    out.mkdir(parents=True, exist_ok=True)
+    sign_up(phone, "phone-sorter")
+    transcript = _session_of("phone-sorter", make_transcript, django_user_model)
+    _session_of("phone-sorter", make_transcript, django_user_model)  # a second row to sort
+    phone.goto(f"/sessions/{transcript.pk}/")
+    hint = phone.locator("#tools p.small").first.inner_text()
+    assert "click" not in hint.lower()
+    assert "Sort by any column" in hint
+    table = "#tool-table"
+    assert phone.locator(f"{table} thead").is_visible()
+    calls = phone.locator(f"{table} th button.sort", has_text="Calls")
+    box = calls.bounding_box()
+    assert box
+    assert box["height"] >= 24  # a finger's target
+    calls.tap()
+    expect(phone.locator(f"{table} th").nth(1)).to_have_attribute("aria-sort", "ascending")
+    assert _column(phone, table, 1) == sorted(_column(phone, table, 1))
+    calls.tap()
+    expect(phone.locator(f"{table} th").nth(1)).to_have_attribute("aria-sort", "descending")
+    assert _column(phone, table, 1) == sorted(_column(phone, table, 1), reverse=True)
+    # the keyboard: Tab reaches the buttons, Enter and Space sort
+    sent = phone.locator(f"{table} th button.sort", has_text="Sent, all requests")
+    sent.focus()
+    phone.keyboard.press("Enter")
+    expect(phone.locator(f"{table} th").nth(5)).to_have_attribute("aria-sort", "ascending")
+    assert _column(phone, table, 5) == sorted(_column(phone, table, 5))
+    phone.keyboard.press("Space")
+    expect(phone.locator(f"{table} th").nth(5)).to_have_attribute("aria-sort", "descending")
+    assert _column(phone, table, 5) == sorted(_column(phone, table, 5), reverse=True)
+    phone.locator("#tools").scroll_into_view_if_needed()
+    phone.screenshot(path=str(out / "tools-sort-390.png"))
+
+    phone.goto("/sessions/")
+    table = "#session-table"
+    assert phone.locator(f"{table} thead").is_visible()
+    requests = phone.locator(f"{table} th button.sort", has_text="Requests")
+    requests.tap()
+    column = phone.evaluate(
+        """() => [...document.querySelectorAll('#session-table thead th')]
+            .findIndex(th => th.textContent.trim() === 'Requests')"""
+    )
+    expect(phone.locator(f"{table} th").nth(column)).to_have_attribute("aria-sort", "ascending")
+    assert _column(phone, table, column) == sorted(_column(phone, table, column))
+    requests.focus()
+    phone.keyboard.press("Enter")
+    expect(phone.locator(f"{table} th").nth(column)).to_have_attribute("aria-sort", "descending")
+    _no_horizontal_scroll(phone, 390)
+    phone.screenshot(path=str(out / "sessions-sort-390.png"))
+    context.close()

@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from playwright.sync_api import expect
+
 from tests.browser.test_browser import sign_up, upload
 from tests.conftest import corpus_file
 
@@ -98,6 +100,18 @@ def test_html_export_opens_offline_from_disk(page: Any, browser: Any, tmp_path: 
     assert other.locator("#tool-table tr.tool-row").count() > 0
     assert other.locator("#waste").is_visible()
     assert other.locator("[id^=view-] tr.row").count() > 0
+    # the session's date as the pages write it: in the reader's zone and words, not ISO text
+    date = other.locator("#export-report time.local-time")
+    stamp = date.get_attribute("datetime")
+    assert stamp
+    local = other.evaluate(
+        """(s) => new Date(s).toLocaleString(undefined, {year: "numeric", month: "short",
+        day: "numeric", hour: "2-digit", minute: "2-digit"})""",
+        stamp,
+    )
+    expect(date).to_have_text(local)
+    assert not re.search(r"\d{4}-\d\d-\d\dT", date.inner_text())
+    assert date.get_attribute("title") == f"{stamp} (UTC)"
     assert requests == []
     assert errors == []
     offline.close()

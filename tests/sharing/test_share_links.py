@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from django.test import Client
@@ -467,3 +467,40 @@ def test_share_api_expiry_when_left_out_follows_the_audience(
     else:
         left = datetime.fromisoformat(expires_at) - timezone.now()
         assert timedelta(days=days) - timedelta(minutes=5) < left <= timedelta(days=days)
+
+
+def test_human_facing_exports_write_dates_as_the_pages_do_machine_ones_keep_iso(
+    shared, seeded, alice_client
+):
+    """The HTML export and the shared report write the session's date (and each comment's) as
+    the pages do: ``Y-m-d H:i`` in UTC, then the reader's zone by script (``time.local-time``,
+    ISO 8601 in its ``datetime``); never the raw ISO text. The JSON export keeps ISO 8601."""
+    _link, token = shared
+    when = seeded.when.astimezone(UTC)
+    shown = when.strftime("%Y-%m-%d %H:%M") + " UTC"
+    iso = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d")
+    comment = seeded.comments.first().created_at.astimezone(UTC)
+    for body in (
+        alice_client.get(f"/sessions/{seeded.pk}/export.html").content.decode(),
+        Client().get(f"/s/{token}/").content.decode(),
+    ):
+        date = re.search(r"<dt>Date</dt><dd>(<time [^>]*>)([^<]*)</time></dd>", body)
+        assert date is not None
+        tag, text = date.groups()
+        assert text == shown
+        assert 'class="local-time short"' in tag
+        stamp = re.search(r'datetime="([^"]+)"', tag)
+        assert stamp is not None
+        assert datetime.fromisoformat(stamp.group(1)) == when
+        # no date of ours written as ISO text (the transcript's own text stays as it is)
+        facts = re.search(r'<dl class="facts">.*?</dl>', body, flags=re.S)
+        assert facts is not None
+        headers = re.findall(r'<header class="small">.*?</header>', body, flags=re.S)
+        assert headers
+        for ours in (facts.group(0), *headers):
+            assert not iso.search(re.sub(r"<[^>]+>", "", ours)), ours
+        assert comment.strftime("%Y-%m-%d %H:%M") + " UTC" in body
+    exported = alice_client.get(f"/api/sessions/{seeded.pk}/export?format=json").json()
+    assert datetime.fromisoformat(exported["session"]["started_at"]) == when
+    assert iso.match(exported["session"]["started_at"])
+    assert all(iso.match(c["created_at"]) for c in exported["comments"])

@@ -229,3 +229,53 @@ def test_deleting_the_session_deletes_its_runs_live_states(
     with capture(execute=True):
         services.delete_transcript(transcript=Transcript.objects.get(pk=session_id))
     assert blobs.read_bytes(name) is None
+
+
+@pytest.mark.slow
+def test_a_live_runs_pages_read_the_tools_and_waste_its_worker_stored(
+    client, auth_header, user, django_capture_on_commit_callbacks, monkeypatch
+):
+    """Each live version's result (the whole replay of the first growth, then the provisional
+    one of each append) holds its tools breakdown and waste report as the worker worked them
+    out; the report, the explorer and the tools CSV read them, never work them out per view."""
+    from contextlab.jobs.replay import WASTE_KEY
+    from contextlab.runs import services as run_services
+
+    capture = django_capture_on_commit_callbacks
+    session_id, run = _live_session(client, auth_header, capture)
+    _grow_to(client, auth_header, session_id, CUTS[2], capture)
+    runner.execute_run(run.pk)
+    run.refresh_from_db()
+    assert run.provisional
+    data = RunResult.objects.get(run=run).data
+    transcript = Transcript.objects.get(pk=session_id)
+    messages = run_services.session_messages(transcript)
+    # what the worker stored is what the page would have worked out from this version
+    stored_tools = data[engine.TOOL_BREAKDOWN_KEY]
+    assert stored_tools["version"] == engine.BREAKDOWN_VERSION
+    assert json.dumps(stored_tools, sort_keys=True) == json.dumps(
+        engine.tool_breakdown(data, messages), sort_keys=True
+    )
+    assert data[WASTE_KEY]["engine_version"] == engine.ENGINE_VERSION
+    assert json.dumps(data[WASTE_KEY], sort_keys=True) == json.dumps(
+        runner.waste_report(data, messages), sort_keys=True
+    )
+    assert len(stored_tools["tools"]) > 0
+
+    calls: list[str] = []
+    for name in ("tool_breakdown", "waste_findings", "idle_compaction"):
+        real = getattr(engine, name)
+
+        def counted(*args: Any, _real: Any = real, _name: str = name, **kwargs: Any) -> Any:
+            calls.append(_name)
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(engine, name, counted)
+    client.force_login(user)
+    for _ in range(2):  # a page view, and the next (a poll's refresh)
+        page = client.get(f"/sessions/{session_id}/")
+        assert page.status_code == 200
+        assert LABEL in page.content.decode()
+        assert client.get(f"/sessions/{session_id}/requests/1/?run={run.pk}").status_code == 200
+        assert client.get(f"/runs/{run.pk}/tools.csv").status_code == 200
+    assert calls == []

@@ -1,7 +1,9 @@
-"""Number formats for reports: token counts, dollars, percentages. Missing values show "—"."""
+"""Number and date formats for reports: token counts, dollars, percentages, snapshot dates.
+Missing values show "—"."""
 
 from __future__ import annotations
 
+from datetime import datetime
 from typing import Any
 
 from django import template
@@ -120,3 +122,16 @@ def block_kind(value: Any) -> str:
     """A block type in words: ``tool_use`` → "tool call"; an unknown one without underscores."""
     name = str(value or "")
     return BLOCK_KINDS.get(name) or name.replace("_", " ")
+
+
+@register.filter
+def iso_datetime(value: Any) -> datetime | None:
+    """An ISO 8601 date as a snapshot holds it (``sharing.services.snapshot_source``), as a
+    datetime for ``date`` (None for a missing or unreadable one): a human-facing page or export
+    writes it as the pages do, never as the raw ISO text."""
+    if isinstance(value, datetime):
+        return value
+    try:
+        return datetime.fromisoformat(str(value)) if value else None
+    except ValueError:
+        return None
