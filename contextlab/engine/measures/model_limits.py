@@ -143,4 +143,4 @@ def model_info(model: str | None, table: ModelTable | None = None) -> ModelInfo:
 @functools.lru_cache(maxsize=1024)
 def _packaged_info(model: str | None) -> ModelInfo:
     """``model``'s limits in the packaged table (a replay asks once per request)."""
-    return _packaged_table().lookup(model)
+    return load_model_table().lookup(model)
