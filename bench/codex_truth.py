@@ -3,6 +3,7 @@
     python bench/codex_truth.py                      # /work/data/codex/*.jsonl + the fixtures
     python bench/codex_truth.py FILE.jsonl ...       # these rollouts
     python bench/codex_truth.py --json OUT.json
+    python bench/codex_truth.py --dense 3800 --synthetic 10  # also the two speed files
 
 Per rollout:
 
@@ -34,6 +35,7 @@ not how well text is counted.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import random
 import re
@@ -375,6 +377,18 @@ def synthetic_rollout(path: Path, megabytes: float, seed: int = 1) -> Path:
     return path
 
 
+def dense_rollout(path: Path, requests: int) -> Path:
+    """bench_pages' Codex twin of its synthetic Claude Code session: ``requests`` small calls
+    (prompts of a few words, a short command, 3-30 lines of test output each), no compaction."""
+    spec = importlib.util.spec_from_file_location("bench_pages", ROOT / "bench" / "bench_pages.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    module.write_synthetic_codex(path, requests)
+    return path
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("files", nargs="*", type=Path)
@@ -386,6 +400,13 @@ def main() -> int:
         default=0,
         metavar="MB",
         help="also a generated rollout of this size (speed only)",
+    )
+    parser.add_argument(
+        "--dense",
+        type=int,
+        default=0,
+        metavar="REQUESTS",
+        help="also bench_pages' Codex twin of this many small calls (speed on a request-dense file)",
     )
     parser.add_argument(
         "--expand-redacted",
@@ -404,6 +425,11 @@ def main() -> int:
         files.append(
             synthetic_rollout(folder / f"synthetic-{args.synthetic:g}MB.jsonl", args.synthetic)
         )
+    if args.dense:
+        folder = Path(tempfile.mkdtemp(prefix="codex-bench-"))
+        dense = folder / f"synthetic-dense-{args.dense}.jsonl"
+        dense_rollout(dense, args.dense)
+        files.append(dense)
     counter = TiktokenCounter()
     folder = Path(tempfile.mkdtemp(prefix="codex-expanded-"))
     rows = [

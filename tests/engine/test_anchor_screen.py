@@ -137,11 +137,25 @@ def test_the_screens_misfit_is_the_refits(seed: int) -> None:
 
 
 def test_a_stretch_at_constant_offsets_sums_as_its_points_do() -> None:
-    """``add_shifted_points`` is ``add_point`` per request, to the same floats."""
+    """``add_shifted_points`` is ``add_point`` per request, to the same floats: offsets whose
+    rounding is clear (integer sums shifted at once) and offsets near a half or a y that rounds
+    to zero or below (point by point)."""
     rng = random.Random(3)
     raw = [rng.randint(0, 90_000) for _ in range(400)]
     totals = [max(1, round(r * 1.07 + rng.gauss(9_000, 400))) for r in raw]
-    for shift, drop in ((0.0, 0.0), (812.37, 2_345.5), (-40.5, 95_000.25), (0.5, 1.5)):
+    offsets = (
+        (0.0, 0.0),
+        (812.37, 2_345.5),
+        (-40.5, 95_000.25),
+        (0.5, 1.5),
+        (812.37, 2_345.2),
+        (-40.7, 4_000.6),
+        (3.4999999, 0.5000001),
+        (0.2, min(totals) - 0.6),
+        (0.2, min(totals) - 1.4),
+        (0.2, min(totals) - 0.4),
+    )
+    for shift, drop in offsets:
         one: list[float] = list(ZERO)
         for r, t in zip(raw, totals, strict=True):
             add_point(one, r + shift, t - drop, 9_000.0, 1.07)

@@ -506,3 +506,38 @@ def test_side_by_side_marks_each_sent_block_read_or_written(tmp_path):
     hit = later["cache"]["hit_blocks"] - 2
     assert statuses[:hit] == ["read"] * hit
     assert set(statuses[hit:]) == {"write"}
+
+
+class _GrowLastPrompt:
+    """A step after the blocking check that makes the view's last prompt longer."""
+
+    name = "grow"
+    modeled = False
+
+    def apply(self, ctx: Any) -> None:
+        view = ctx.view
+        i = ctx.request.position - 1
+        if view.messages[i].role == "user" and (i, 0) not in view.overrides:
+            text = "y" * 8000
+            view.set_override(i, 0, view.make_override("test", self.name, text, ctx.k))
+
+
+def test_a_rows_decision_count_is_the_blocking_checks_only_when_no_step_applied_after_it(
+    tmp_path,
+):
+    b = TranscriptBuilder()
+    b.prompt("hi")
+    b.assistant(
+        [{"type": "text", "text": "hello"}],
+        usage={"input_tokens": 10, "cache_read_input_tokens": 1000, "output_tokens": 5},
+    )
+    b.prompt("x" * 4002)
+    b.assistant([{"type": "text", "text": "ok"}])
+    session = engine.load_session(str(b.write(tmp_path / "t.jsonl")))
+    plain = engine.replay(session, BASE, preset_name="test").to_json()
+    assert plain["requests"][1]["decision_tokens"] == 1015 + js_round(4002 / 4)
+    session = engine.load_session(str(b.write(tmp_path / "t.jsonl")))
+    steps = (*engine.pipeline.DEFAULT_STEPS, _GrowLastPrompt())
+    grown = engine.replay(session, BASE, preset_name="test", steps=steps).to_json()
+    # the last step changed the view after the blocking check counted it: counted again
+    assert grown["requests"][1]["decision_tokens"] == 1015 + js_round(8000 / 4)

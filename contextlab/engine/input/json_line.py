@@ -36,6 +36,9 @@ def _finite_float(text: str) -> float:
     return value
 
 
+_DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
+
+
 def decode_json_line(text: str) -> tuple[Any, int]:
     """Parse one line of JSON as ContextLab accepts it: ``(value, characters_replaced)``.
 
@@ -46,7 +49,11 @@ def decode_json_line(text: str) -> tuple[Any, int]:
     in keys and values; the count says how many.
     """
     try:
-        value = json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
+        if type(text) is str and not text.startswith("\ufeff"):
+            # what json.loads does with these hooks, without building a decoder per line
+            value = _DECODER.decode(text)
+        else:
+            value = json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
     except RecursionError:
         raise JSONLineError(f"nested deeper than {MAX_JSON_DEPTH} levels") from None
     # cheap scans first: only a line with enough brackets can be too deep, and only one with a

@@ -114,13 +114,19 @@ def _classify_sample(part: str) -> str:
     if (len(_CODE_LINE.findall(part)) >= 0.5 * lines and lines >= 3) or _DIFF_HUNK.search(part):
         return "code"
     symbols = _count(part, "{}()[];=<>&|")
-    words = len(_SENTENCE_WORD.findall(part))
-    if symbols >= 0.04 * signal and words < 0.12 * signal and len(_CODE_WORD.findall(part)) >= 2:
-        return "code"
-    # prose: mostly words in sentences; tool output: paths, numbers, columns, few sentences
     digits = _count(part, DIGITS)
-    if words * 6 >= 0.45 * signal and digits < 0.1 * signal:
-        return "prose"
+    # the sentence words (the dearest scan) are counted only where a test below reads them
+    words = -1
+    if symbols >= 0.04 * signal:
+        words = len(_SENTENCE_WORD.findall(part))
+        if words < 0.12 * signal and len(_CODE_WORD.findall(part)) >= 2:
+            return "code"
+    # prose: mostly words in sentences; tool output: paths, numbers, columns, few sentences
+    if digits < 0.1 * signal:
+        if words < 0:
+            words = len(_SENTENCE_WORD.findall(part))
+        if words * 6 >= 0.45 * signal:
+            return "prose"
     letters = len(part) - len(part.translate(_DROP_ASCII_LETTERS))
     if not ascii_only:
         letters += len(_NON_ASCII_LETTERS.findall(part))

@@ -137,4 +137,10 @@ def load_model_table(path: str | os.PathLike[str] | None = None) -> ModelTable:
 
 def model_info(model: str | None, table: ModelTable | None = None) -> ModelInfo:
     """Limits for ``model`` from ``table`` (the packaged one by default); ``None`` → default."""
-    return (table if table is not None else load_model_table()).lookup(model)
+    return table.lookup(model) if table is not None else _packaged_info(model)
+
+
+@functools.lru_cache(maxsize=1024)
+def _packaged_info(model: str | None) -> ModelInfo:
+    """``model``'s limits in the packaged table (a replay asks once per request)."""
+    return load_model_table().lookup(model)

@@ -486,6 +486,12 @@ class StepContext:
     compacted: bool = False
     recorded_compaction: dict[str, Any] | None = None
     blocked: bool = False
+    #: the decision count the blocking check took, while no step has applied since (the
+    #: request's row shows the same count: the replay takes it instead of counting again)
+    blocking_count: int | None = None
+    #: False in a pass that only measures the view (the calibration's probe): a check that
+    #: only labels the request (blocking) has nothing to do there
+    with_results: bool = True
 
     def event(self, step: str, action: str, **detail: Any) -> None:
         self.events.append({"step": step, "action": action, **detail})

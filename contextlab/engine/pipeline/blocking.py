@@ -16,12 +16,13 @@ class BlockingLimit:
     modeled = False
 
     def apply(self, ctx: StepContext) -> None:
-        if ctx.compacted:
+        if ctx.compacted or not ctx.with_results:
             return
         cfg = ctx.config
         if cfg.collapse_enabled and cfg.autocompact_enabled:
             return
-        count = ctx.decision_count() - ctx.snip_freed
+        ctx.blocking_count = ctx.decision_count()
+        count = ctx.blocking_count - ctx.snip_freed
         limit = ctx.thresholds.blocking_limit
         if count >= limit:
             ctx.blocked = True

@@ -8,6 +8,8 @@ and the server-side misses of recorded mode (met again at the same request in wh
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from contextlab.engine.config.fields import PipelineConfig
 from contextlab.engine.input.model import Usage
 from contextlab.engine.input.session import RequestInfo, Thread
@@ -23,6 +25,12 @@ from .cache_blocks import CacheBlocks
 
 #: Recorded requests, none reading or writing the cache, that show caching was off.
 CACHING_OFF_EVIDENCE = 3
+
+
+@lru_cache(maxsize=256)
+def model_key(model: str) -> int:
+    """A model's key: the seed of its prompts' block hashes (hashed once, not per request)."""
+    return text_key(model)
 
 
 class CacheEstimator:
@@ -164,7 +172,7 @@ class CacheEstimator:
             self.segment = segment
             blocks.system_keys[1] = text_key(f"system-dynamic:{self.thread.id}:{segment}")
             blocks.keys = []
-        blocks.sync(view, cal.ratio, text_key(model))
+        blocks.sync(view, cal.ratio, model_key(model))
         # the request was sent when the message before it was written; its response began later
         sent = (
             parse_time(self.thread.messages[req.position - 1].timestamp) if req.position else None

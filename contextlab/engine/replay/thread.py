@@ -142,8 +142,10 @@ class ThreadReplay:
             if at.pending is None:
                 at.pending = (self._begin_request(req, at), 0)
             ctx, first_step = at.pending
+            ctx.with_results = with_results
             for i in range(first_step, len(steps)):
                 at.pending = (ctx, i)
+                ctx.blocking_count = None  # a step may change the view: count again after it
                 steps[i].apply(ctx)
             at.pending = None
             self._finish_request(req, ctx, at, with_results=with_results)
@@ -234,7 +236,9 @@ class ThreadReplay:
         at.last_time = parse_time(req.timestamp) or at.last_time
         if not with_results:
             return
-        decision = self.decisions.count(k) - ctx.snip_freed
+        # the blocking check's count when it applied last (the view has not changed since)
+        counted = ctx.blocking_count
+        decision = (self.decisions.count(k) if counted is None else counted) - ctx.snip_freed
         usage = req.message.usage
         at.ttl = ttl = self.cache.ttl(usage, at.ttl)
         estimate = self.cache.estimate(
