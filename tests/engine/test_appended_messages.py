@@ -64,7 +64,7 @@ def test_appended_rows_are_in_step_with_a_growth_by_appends(tmp_path):
     ends = [i + 1 for i, byte in enumerate(data) if byte == ord("\n")]
     first = _load(tmp_path, data[: ends[11]], "v.jsonl")
     stored, marks = _stored(first), engine.message_marks(first)
-    for cut in ends[12::3] + [len(data)]:
+    for cut in [*ends[12::3], len(data)]:
         version = _load(tmp_path, data[:cut], "v.jsonl")
         appended = engine.appended_messages_json(version, marks)
         assert appended is not None
@@ -85,6 +85,8 @@ def test_a_session_that_changed_otherwise_is_stored_whole(tmp_path):
     assert engine.appended_messages_json(session, longer) is None
     renamed = [["other", *m[1:]] for m in marks]
     assert engine.appended_messages_json(session, renamed) is None
+    shared = [[*m[:3], 2] for m in marks]  # the store's thread started with main's messages
+    assert engine.appended_messages_json(session, shared) is None
     assert engine.appended_messages_json(session, marks) is not None
 
 

@@ -94,10 +94,12 @@ def write_messages_json(session: Session, out: TextSink) -> None:
 def message_marks(session: Session) -> list[list[Any]]:
     """What a store of ``messages_json(session)`` keeps to take a later, longer version of
     the session by its appended rows (``appended_messages_json``): each thread's id, message
-    count and last message's uuid, in order."""
+    count, last message's uuid and how many of its first messages are the main thread's
+    (``SHARED_PREFIXES``), in order."""
+    threads, _ = _stored_threads(session)
     return [
-        [t.id, len(t.messages), t.messages[-1].uuid if t.messages else None]
-        for t in session.threads
+        [t.id, len(t.messages), t.messages[-1].uuid if t.messages else None, start]
+        for t, start in threads
     ]
 
 
@@ -116,12 +118,14 @@ def appended_messages_json(
     ids = [thread.id for thread, _ in threads]
     if shared or len(set(ids)) < len(ids) or len(ids) < len(marks):
         return None
+    if any(len(mark) != 4 or mark[3] for mark in marks):
+        return None  # the store's threads shared a prefix
     counter = TiktokenCounter()
     out: dict[str, dict[str, Any]] = {}
     for n, (thread, _) in enumerate(threads):
         start = 0
         if n < len(marks):
-            thread_id, count, last = marks[n]
+            thread_id, count, last, _ = marks[n]
             if thread_id != thread.id or len(thread.messages) < count:
                 return None
             if count and thread.messages[count - 1].uuid != last:
