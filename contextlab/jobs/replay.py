@@ -14,13 +14,13 @@ from functools import partial
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, connection
+from django.db import IntegrityError, connection, transaction
 
 from contextlab import blobs, engine
 from contextlab.jobs import lifecycle
 from contextlab.runs.models import Run
 from contextlab.summaries import services as summaries
-from contextlab.transcripts.models import Transcript, TranscriptMessages
+from contextlab.transcripts.models import AppendedMessages, Transcript, TranscriptMessages
 
 logger = logging.getLogger(__name__)
 
@@ -63,26 +63,84 @@ def load_session(
         # a live session that grew: the version before the append has its tokens counted
         seed_sha256=transcript.previous_sha256 or None,
     )
-    if store_messages and not TranscriptMessages.objects.filter(transcript=transcript).exists():
+    current = TranscriptMessages.objects.filter(
+        transcript=transcript, sha256__in=("", transcript.sha256)
+    )
+    if store_messages and not current.exists():
         store_messages_of(transcript, session)
     return session
 
 
+#: Appends whose rows a live session's stored messages take after them (``AppendedMessages``)
+#: before they are stored whole again: a page reading them cold reads every part.
+APPENDED_PARTS_MAX = 100
+
+
 def store_messages_of(transcript: Transcript, session: engine.Session) -> None:
     """Store the session's messages for the explorer (``engine.messages_json``); a row stored
-    meanwhile (by another run of the session) is kept. On PostgreSQL the JSON is streamed to
-    the server message by message (``lifecycle.copy_json_row``): the worker never holds every
-    text of the session a second time, as rows or as one string (its blocks hold them
-    compact); elsewhere (SQLite) it is written to a spool file and stored as one string
-    (``lifecycle.json_text``)."""
+    meanwhile (by another run of the session) is kept. A live session's append (the stored
+    messages are of the file before it) stores only the rows it changed or added, after them
+    (``_store_appended``). Else, on PostgreSQL the JSON is streamed to the server message by
+    message (``lifecycle.copy_json_row``): the worker never holds every text of the session a
+    second time, as rows or as one string (its blocks hold them compact); elsewhere (SQLite)
+    it is written to a spool file and stored as one string (``lifecycle.json_text``)."""
+    if _store_appended(transcript, session):
+        return
     write = partial(engine.write_messages_json, session)
+    kept = {"sha256": transcript.sha256, "marks": engine.message_marks(session)}
     if connection.vendor != "postgresql":
         TranscriptMessages.objects.update_or_create(
-            transcript=transcript, defaults={"data": lifecycle.json_text(write)}
+            transcript=transcript, defaults={"data": lifecycle.json_text(write), **kept}
         )
         return
-    with contextlib.suppress(IntegrityError):  # stored meanwhile by another run: the same rows
+    # stored meanwhile by another run: the same rows
+    with contextlib.suppress(IntegrityError), transaction.atomic():
         lifecycle.copy_json_row(TranscriptMessages, transcript.pk, write)
+        # set after the COPY (which writes the data only): the data is not written again
+        TranscriptMessages.objects.filter(pk=transcript.pk).update(**kept)
+
+
+def _store_appended(transcript: Transcript, session: engine.Session) -> bool:
+    """Store the rows of ``session`` that its stored messages, of the file before a live
+    session's append, lack (``engine.appended_messages_json``), after them: what is written
+    grows with the append, not with the session. False when that is not how they can be
+    stored (none stored, of another file, too many parts, the session changed otherwise than
+    by appended lines): the stale ones are deleted and the caller stores them whole."""
+    with transaction.atomic():
+        stored = (
+            TranscriptMessages.objects.select_for_update()
+            .filter(transcript=transcript)
+            .only("sha256", "marks")
+            .first()
+        )
+        if stored is None:
+            return False
+        if stored.sha256 in ("", transcript.sha256):
+            return True  # stored meanwhile by another run of the session
+        appended = None
+        grown = bool(transcript.previous_sha256) and stored.sha256 == transcript.previous_sha256
+        if grown and stored.marks and stored.appended.count() < APPENDED_PARTS_MAX:
+            appended = engine.appended_messages_json(session, stored.marks)
+        if appended is None:
+            # an append's (``grown``): the search index keeps the rows it left in place
+            stored.grown_by_append = grown
+            stored.delete()
+            return False
+        AppendedMessages.objects.create(
+            messages=stored,
+            sha256=transcript.sha256,
+            previous_sha256=stored.sha256,
+            data=appended,
+        )
+        TranscriptMessages.objects.filter(pk=stored.pk).update(
+            sha256=transcript.sha256, marks=engine.message_marks(session)
+        )
+    logger.info(
+        "session %s: the messages of %s thread(s) stored after the append",
+        transcript.pk,
+        len(appended),
+    )
+    return True
 
 
 def replay_run(

@@ -204,13 +204,25 @@ def tool_breakdown(run: Run, data: dict[str, Any]) -> engine.ToolBreakdown:
 def session_messages(transcript: Transcript) -> dict[str, list[dict[str, Any]]]:
     """``engine.messages_json`` of the session, as stored by the first run."""
 
-    def load() -> dict[str, list[dict[str, Any]]]:
-        row = TranscriptMessages.objects.filter(transcript=transcript).first()
-        return engine.expand_messages(row.data) if row else {}
-
     # the sessions it continues are part of its messages: a link made or undone changes them
-    files = [t.sha256 for t in transcript.earlier_sessions()] + [transcript.sha256]
-    key = ("messages", transcript.pk, "+".join(files))
+    earlier = [t.sha256 for t in transcript.earlier_sessions()]
+    key = ("messages", transcript.pk, "+".join([*earlier, transcript.sha256]))
+
+    def load() -> dict[str, list[dict[str, Any]]]:
+        # a live session's append: this process's copy of the file before it, with the rows
+        # appended since, when they are so stored (the work grows with the append)
+        before = ("messages", transcript.pk, "+".join([*earlier, transcript.previous_sha256]))
+        with _CACHE_LOCK:
+            held = _CACHE.get(before) if transcript.previous_sha256 else None
+        if held:
+            parts = TranscriptMessages.appended_since(transcript, transcript.previous_sha256)
+            if parts is not None:
+                for part in parts:
+                    held = engine.apply_appended_messages(held, part)
+                return held
+        data = TranscriptMessages.current_data(transcript)
+        return engine.expand_messages(data) if data else {}
+
     data: dict[str, list[dict[str, Any]]] = _cached(key, load)
     if not data:
         with _CACHE_LOCK:

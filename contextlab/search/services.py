@@ -218,14 +218,13 @@ def index_session(transcript: Transcript, run: Run | None = None) -> IndexedSess
     provisionally (``run.provisional``), only the rows of what the append changed are
     written; the others, kept, are numbered as they were."""
     run = run or indexing_run(transcript)
-    stored = TranscriptMessages.objects.filter(transcript=transcript).first()
-    if run is None or stored is None:
+    messages = TranscriptMessages.current_data(transcript) if run is not None else None
+    if run is None or messages is None:
         return None
     result = RunResult.objects.filter(run=run).values_list("data", flat=True).first()
     if not result:
         return None
     requests = result.get("requests") or []
-    messages = stored.data
     started = time.perf_counter()
     with transaction.atomic():
         kept = Entry.objects.filter(transcript=transcript)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import uuid
 from datetime import datetime
 from typing import Any
@@ -166,12 +167,86 @@ class TranscriptMessages(models.Model):
         Transcript, on_delete=models.CASCADE, primary_key=True, related_name="messages"
     )
     data: models.JSONField[dict[str, list[dict[str, Any]]]] = models.JSONField(default=dict)
+    #: the digest of the session's file these messages are of, with the rows appended since
+    #: (``AppendedMessages``); "" for messages stored before it was kept (of the current file:
+    #: those were deleted when it changed)
+    sha256 = models.CharField(max_length=64, blank=True, default="", db_default="")
+    #: ``engine.message_marks`` of that file's session (each thread's id, message count and
+    #: last message's uuid): what the next append's rows are stored after; None when not kept
+    #: (written by ``COPY``, which sets only the data: the worker sets these after it)
+    marks: models.JSONField[list[list[Any]] | None] = models.JSONField(null=True, blank=True)
     #: not stored: set on the messages a live session's append deletes (its file grew by
     #: whole lines), which tells the search index what it may keep (``search.signals``)
     grown_by_append = False
 
     def __str__(self) -> str:
         return f"messages of session {self.transcript_id}"
+
+    @classmethod
+    def current_data(cls, transcript: Transcript) -> dict[str, Any] | None:
+        """``engine.messages_json`` of the session's file as stored (with the rows appended
+        since put in), or None when none are stored for its file (yet)."""
+        stored = cls.objects.filter(transcript=transcript).values_list("sha256", "data").first()
+        if stored is None or stored[0] not in ("", transcript.sha256):
+            return None
+        data: dict[str, Any] = stored[1]
+        for part in AppendedMessages.objects.filter(messages_id=transcript.pk).values_list(
+            "data", flat=True
+        ):
+            data = engine.apply_appended_messages(data, part)
+        return data
+
+    @classmethod
+    def appended_since(
+        cls, transcript: Transcript, earlier_sha256: str
+    ) -> list[dict[str, Any]] | None:
+        """The appended rows that bring the stored messages of the file of digest
+        ``earlier_sha256`` to the session's file (in order), or None when they are not so
+        stored (then read them whole: ``current_data``)."""
+        current = cls.objects.filter(transcript=transcript, sha256=transcript.sha256).exists()
+        if not current or not earlier_sha256 or earlier_sha256 == transcript.sha256:
+            return None
+        parts = list(
+            AppendedMessages.objects.filter(messages_id=transcript.pk).values_list(
+                "pk", "previous_sha256", "sha256"
+            )
+        )
+        since = [n for n, part in enumerate(parts) if part[1] == earlier_sha256]
+        if not since:
+            return None
+        chain = parts[since[-1] :]
+        if chain[-1][2] != transcript.sha256 or any(
+            later[1] != part[2] for part, later in itertools.pairwise(chain)
+        ):
+            return None
+        # only these parts' rows are read: the work grows with what was appended since
+        rows = dict(
+            AppendedMessages.objects.filter(pk__in=[part[0] for part in chain]).values_list(
+                "pk", "data"
+            )
+        )
+        return [rows[part[0]] for part in chain]
+
+
+class AppendedMessages(models.Model):
+    """The rows of a live session's messages an append changed or added
+    (``engine.appended_messages_json``), stored after the session's ``TranscriptMessages`` (and
+    the parts before this one) instead of every message again: per thread, the stored rows
+    from ``start`` on are replaced by these (``TranscriptMessages.current_data``)."""
+
+    messages = models.ForeignKey(
+        TranscriptMessages, on_delete=models.CASCADE, related_name="appended"
+    )
+    #: the file these rows bring the messages to, and the one they extend
+    sha256 = models.CharField(max_length=64)
+    previous_sha256 = models.CharField(max_length=64)
+    data: models.JSONField[dict[str, dict[str, Any]]] = models.JSONField()
+
+    class Meta:
+        ordering = ("id",)
+
+    def __str__(self) -> str:
+        return f"messages appended to session {self.messages_id} ({self.sha256[:12]})"
 
 
 class ResumableUpload(models.Model):

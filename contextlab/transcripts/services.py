@@ -20,6 +20,7 @@ from django.db import IntegrityError, transaction
 from contextlab import blobs, engine
 from contextlab.engine import dropped_problems, keep_parsed
 from contextlab.runs import services as run_services
+from contextlab.search import services as search
 from contextlab.transcripts import continuations, naming, quotas
 from contextlab.transcripts.models import Transcript, TranscriptMessages
 from contextlab.workspaces.models import Workspace
@@ -240,12 +241,22 @@ def replace_with_longer(
         for key, value in fields.items():
             setattr(transcript, key, value)
         transcript.save()
-        # the stored messages are the old file's: the first replay stores the new ones.
-        # Deleted one by one (not their large JSON read): an append's mark tells the search
-        # index to keep the rows of the blocks it leaves where they were (search.signals)
-        for stored in TranscriptMessages.objects.filter(transcript=transcript).only("pk"):
-            stored.grown_by_append = live
-            stored.delete()
+        if live:
+            # the stored messages are the old file's (their ``sha256`` says so: no page shows
+            # them now): the first replay stores the rows the append changed or added after
+            # them (``jobs.replay.store_messages_of``). The search index keeps the rows of the
+            # blocks the append leaves where they were
+            search.forget(transcript.pk, appended=True)
+            # messages stored before the file's digest was kept with them: deleted as before
+            legacy = TranscriptMessages.objects.filter(transcript=transcript, sha256="")
+            for stored in legacy.only("pk"):
+                stored.grown_by_append = True
+                stored.delete()
+        else:
+            # the first replay stores the new ones. Deleted one by one (not their large JSON
+            # read), which drops the search index's rows (search.signals)
+            for stored in TranscriptMessages.objects.filter(transcript=transcript).only("pk"):
+                stored.delete()
         if not run_services.replay_again(transcript, live=live) and not transcript.runs.exists():
             run_services.start_run(owner=transcript.owner, transcript=transcript, mode="recorded")
         shared = Transcript.objects.filter(file=old_file).exclude(pk=transcript.pk).exists()

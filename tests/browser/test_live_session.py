@@ -12,9 +12,17 @@ import httpx
 import pytest
 from playwright.sync_api import expect
 
+from contextlab.search.models import IndexedSession
 from contextlab.transcripts.models import Transcript
 from tests.browser.test_browser import sign_up
-from tests.conftest import DEMO, flush_broker, require_services, start_worker, wait_for_run
+from tests.conftest import (
+    DEMO,
+    ROOT,
+    flush_broker,
+    require_services,
+    start_worker,
+    wait_for_run,
+)
 
 LINES = (DEMO / "marot__spotter__tool_heavy.jsonl").read_bytes().splitlines(keepends=True)
 #: the first two requests, then a system line (the first append: the session is live)
@@ -117,3 +125,59 @@ def test_an_appended_turn_reaches_the_open_explorer_within_5_s(page: Any, live_s
         expect(page.locator("#summary")).to_be_visible()
         expect(page.locator("#provisional")).to_have_count(0)
         expect(page.locator("#replay-in-full")).to_have_count(0)
+
+
+#: ``CONTEXTLAB_LIVE_MB=64``: the explorer's latency on a synthetic session of that many MB
+#: (``bench/gen_synthetic.py``, seed 1) instead of the small one (not run by default: the first
+#: replay of a large session takes minutes on a loaded machine)
+LIVE_MB = float(os.environ.get("CONTEXTLAB_LIVE_MB") or 0)
+
+
+@pytest.mark.skipif(not LIVE_MB, reason="set CONTEXTLAB_LIVE_MB to time a large live session")
+def test_an_appended_turn_of_a_large_session_reaches_the_open_explorer_within_5_s(
+    page: Any, live_server: Any, tmp_path: Any
+) -> None:
+    """As above on a synthetic session of ``CONTEXTLAB_LIVE_MB`` MB cut before its last turn
+    (as ``bench/bench_live.py`` cuts it): the seconds from the append's call to the new last
+    request shown in the open explorer, printed (bench/README.md quotes them)."""
+    import sys
+
+    from contextlab.accounts.services import create_api_token
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    from bench_live import cut_before_last_requests
+    from gen_synthetic import generate
+
+    source = tmp_path / "synthetic.jsonl"
+    generate(source, int(LIVE_MB * 1024**2), seed=1)
+    data = source.read_bytes()
+    cut = cut_before_last_requests(data, 1)
+    last_line = data.rfind(b"\n", 0, cut - 1) + 1
+    start, first_append, turn = data[:last_line], data[last_line:cut], data[cut:]
+    sign_up(page, "live-large")
+    token = create_api_token(username="live-large")[1]
+    with httpx.Client(
+        base_url=live_server.url, headers={"Authorization": f"Bearer {token}"}, timeout=600
+    ) as client:
+        created = client.post("/api/sessions", files={"file": ("live.jsonl", start)})
+        assert created.status_code == 201, created.text
+        session_id = created.json()["id"]
+        offset = _append(client, session_id, len(start), first_append)["offset"]
+        transcript = Transcript.objects.get(pk=session_id)
+        run = wait_for_run(transcript.runs.get().pk, timeout=900)
+        count = len(run.result.data["requests"])
+        # the worker indexes the session for search after its first replay: the append is
+        # timed once it is idle (else it waits in the queue behind that)
+        deadline = time.monotonic() + 900
+        while not IndexedSession.objects.filter(transcript_id=session_id).exists():
+            assert time.monotonic() < deadline, "the session was not indexed"
+            time.sleep(0.5)
+        page.goto(f"/sessions/{session_id}/requests/{count - 1}/", timeout=120_000)
+        expect(page.locator("#req-number")).to_have_text(str(count), timeout=120_000)
+        started = time.monotonic()
+        _append(client, session_id, offset, turn)
+        appended = time.monotonic() - started
+        expect(page.locator("#req-number")).to_have_text(str(count + 1), timeout=120_000)
+        elapsed = time.monotonic() - started
+        print(f"\n{LIVE_MB:g} MB: append answered in {appended:.1f} s, explorer in {elapsed:.1f} s")
+        assert elapsed <= 5.0, elapsed

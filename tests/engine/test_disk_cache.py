@@ -40,3 +40,24 @@ def test_a_rewrite_replaces_the_whole_file(tmp_path: Path) -> None:
     assert disk_cache.write_bytes_atomic(target, b"a" * 10_000)
     assert disk_cache.write_bytes_atomic(target, b"b")
     assert disk_cache.read_bytes(target) == b"b"
+
+
+def test_gc_paused_pauses_the_collector_and_puts_it_back_as_it_was():
+    import gc
+
+    from contextlab.engine.input.disk_cache import gc_paused
+
+    assert gc.isenabled()
+    with gc_paused():
+        assert not gc.isenabled()
+        with gc_paused():  # nested: the outer one turns it back on
+            assert not gc.isenabled()
+        assert not gc.isenabled()
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with gc_paused():
+            pass
+        assert not gc.isenabled()  # it was off: left off
+    finally:
+        gc.enable()

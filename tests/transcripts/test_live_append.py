@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 
+from contextlab import engine
 from contextlab.jobs import replay as runner
 from contextlab.runs.models import Run, RunResult
-from contextlab.transcripts.models import Transcript, TranscriptMessages
+from contextlab.transcripts.models import AppendedMessages, Transcript, TranscriptMessages
 from tests.conftest import DEMO
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clean_media")]
@@ -69,14 +70,20 @@ def test_appended_lines_grow_the_session_and_replay_its_run(
     assert transcript.sha256 != first["sha256"]
     assert transcript.is_live
     assert Path(transcript.path).read_bytes() == FULL.read_bytes()
-    # the stored messages were the shorter file's: the replay stores the new ones
-    assert not TranscriptMessages.objects.filter(transcript=transcript).exists()
+    # the stored messages are the shorter file's: no page reads them, and the replay stores
+    # only the rows the append changed or added after them
+    assert TranscriptMessages.objects.get(transcript=transcript).sha256 == first["sha256"]
+    assert TranscriptMessages.current_data(transcript) is None
     run.refresh_from_db()
     assert run.status == Run.Status.QUEUED
     runner.execute_run(run.pk)
     after = RunResult.objects.get(run=run).data
     assert len(after["requests"]) == 4
-    assert TranscriptMessages.objects.filter(transcript=transcript).exists()
+    stored = TranscriptMessages.objects.get(transcript=transcript)
+    assert stored.sha256 == transcript.sha256
+    assert AppendedMessages.objects.filter(messages=stored).count() == 1
+    whole = engine.messages_json(engine.load_session(transcript.path, name=transcript.name))
+    assert TranscriptMessages.current_data(transcript) == json.loads(json.dumps(whole))
 
 
 def test_a_partial_last_line_waits_for_the_append_that_ends_it(client, auth_header):

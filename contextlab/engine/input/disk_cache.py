@@ -8,10 +8,12 @@ never a wrong result, so every failure here is swallowed and reported as "no cac
 
 from __future__ import annotations
 
+import gc
 import os
 import pickle
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, TypeVar
 
@@ -19,6 +21,22 @@ T = TypeVar("T")
 
 #: What an unreadable pickle raises: truncated files, and classes renamed or removed since.
 _UNREADABLE = (OSError, pickle.UnpicklingError, EOFError, AttributeError, ImportError, ValueError)
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """The cyclic garbage collector paused while a large session is read, built or unpickled
+    (turned back on after, if it was on). Such work makes millions of objects and no garbage:
+    each time allocations pass the collector's threshold it walks the objects made so far, for
+    nothing (about 40 % of a 64 MB live session's update). Reference counting still frees what
+    is dropped; a cycle made meanwhile waits for the next collection."""
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if paused:
+            gc.enable()
 
 
 def user_cache_dir() -> Path:

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from .disk_cache import (
+    gc_paused,
     read_bytes,
     read_pickle,
     stream_pickle_atomic,
@@ -102,7 +103,33 @@ def cached_session(
     pickle of the whole prepared session written at every append.
     A cache file that cannot be read (truncated, written by another engine version) is ignored
     and rewritten; the cache never changes what a replay computes.
+    The garbage collector is paused meanwhile (``disk_cache.gc_paused``).
     """
+    with gc_paused():
+        return _cached_session(
+            path,
+            cache_dir=cache_dir,
+            prepare=prepare,
+            name=name,
+            sha256=sha256,
+            earlier=earlier,
+            mirror=mirror,
+            beside=beside,
+        )
+
+
+def _cached_session(
+    path: str | os.PathLike[str],
+    *,
+    cache_dir: str | os.PathLike[str],
+    prepare: Callable[[Session], object],
+    name: str | None = None,
+    sha256: str | None = None,
+    earlier: Sequence[str | os.PathLike[str] | EarlierUpload] = (),
+    mirror: CacheMirror | None = None,
+    beside: KeptBeside | None = None,
+) -> Session:
+    """``cached_session``'s work (see there), the garbage collector not paused."""
     path = os.fspath(path)
     files = [e if isinstance(e, EarlierUpload) else EarlierUpload(e) for e in earlier]
     files = [e for e in files if os.path.isfile(e.path)]
@@ -263,8 +290,10 @@ def keep_parsed(
     target = Path(cache_dir) / f"{_key(path, sha256)}{PARSED_SUFFIX}"
     upload, session.upload = session.upload, None  # open archive handles do not pickle
     try:
-        if not stream_pickle_atomic(target, session):
-            return None
+        # the pickler's memo holds a tuple per object: collections would walk the session
+        with gc_paused():
+            if not stream_pickle_atomic(target, session):
+                return None
     finally:
         session.upload = upload
     if mirror is not None:
@@ -297,7 +326,30 @@ def load_growing(
     this one) stopped, when that read left its state in ``cache_dir`` (or the mirror), else
     from the first byte; the state this read ends in is left there for the next append, under
     ``sha256`` (the earlier one moved there and this read's frame appended to it). The session
-    is the one a whole read makes; the second value says whether the read was resumed."""
+    is the one a whole read makes; the second value says whether the read was resumed.
+    The garbage collector is paused meanwhile (``disk_cache.gc_paused``).
+    """
+    with gc_paused():
+        return _load_growing(
+            path,
+            name,
+            cache_dir=cache_dir,
+            sha256=sha256,
+            earlier_sha256=earlier_sha256,
+            mirror=mirror,
+        )
+
+
+def _load_growing(
+    path: str | os.PathLike[str],
+    name: str | None = None,
+    *,
+    cache_dir: str | os.PathLike[str],
+    sha256: str,
+    earlier_sha256: str | None = None,
+    mirror: CacheMirror | None = None,
+) -> tuple[Session, bool]:
+    """``load_growing``'s work (see there), the garbage collector not paused."""
     folder = Path(cache_dir)
     earlier = folder / _reading_state_name(earlier_sha256) if earlier_sha256 else None
     saved = None

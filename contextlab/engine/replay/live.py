@@ -19,6 +19,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from contextlab.engine.config.fields import PipelineConfig
+from contextlab.engine.input.disk_cache import gc_paused
 from contextlab.engine.input.model import Message
 from contextlab.engine.input.session import Session, Thread, thread_requests
 from contextlab.engine.measures.anchors import ThreadAnchors
@@ -243,7 +244,19 @@ def continue_live(
     and the state for the next append. ``replayed(k)`` hears each request replayed (tests
     count them). ``ValueError`` when the state does not fit ``session``, or (``refit_share``)
     when the session has grown by more than that share of the requests the calibration was
-    fitted on (the frozen fit would drift): replay it whole."""
+    fitted on (the frozen fit would drift): replay it whole. The garbage collector is paused
+    meanwhile (``disk_cache.gc_paused``: the state unpickled is a large graph)."""
+    with gc_paused():
+        return _continue(data, session, progress, replayed, refit_share)
+
+
+def _continue(
+    data: bytes,
+    session: Session,
+    progress: ProgressCallback | None,
+    replayed: Callable[[int], None] | None,
+    refit_share: float | None,
+) -> tuple[ReplayResult, bytes]:
     live, loaded = _load(data, session, progress)
     if refit_share is not None and _requests(session) > live.fitted * (1 + refit_share):
         raise ValueError(

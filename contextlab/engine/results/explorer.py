@@ -91,6 +91,66 @@ def write_messages_json(session: Session, out: TextSink) -> None:
     out.write("}")
 
 
+def message_marks(session: Session) -> list[list[Any]]:
+    """What a store of ``messages_json(session)`` keeps to take a later, longer version of
+    the session by its appended rows (``appended_messages_json``): each thread's id, message
+    count, last message's uuid and how many of its first messages are the main thread's
+    (``SHARED_PREFIXES``), in order."""
+    threads, _ = _stored_threads(session)
+    return [
+        [t.id, len(t.messages), t.messages[-1].uuid if t.messages else None, start]
+        for t, start in threads
+    ]
+
+
+def appended_messages_json(
+    session: Session, marks: list[list[Any]]
+) -> dict[str, dict[str, Any]] | None:
+    """The rows of ``messages_json(session)`` a store of an earlier version of the session
+    (its ``message_marks``: the session before lines were appended to its file) lacks: per
+    thread, ``{"start": i, "rows": [...]}``, its stored rows from ``i`` on to be replaced by
+    ``rows`` (``apply_appended_messages``). A thread's last stored message is written again (an
+    append may complete a response written record by record); a new thread after the stored
+    ones comes whole. None when the session did not grow so: a thread stored is gone, moved,
+    shorter or ends on another message, threads share an id, or one starts with another's
+    messages (``SHARED_PREFIXES``, which a whole store handles): store it whole."""
+    threads, shared = _stored_threads(session)
+    ids = [thread.id for thread, _ in threads]
+    if shared or len(set(ids)) < len(ids) or len(ids) < len(marks):
+        return None
+    if any(len(mark) != 4 or mark[3] for mark in marks):
+        return None  # the store's threads shared a prefix
+    counter = TiktokenCounter()
+    out: dict[str, dict[str, Any]] = {}
+    for n, (thread, _) in enumerate(threads):
+        start = 0
+        if n < len(marks):
+            thread_id, count, last, _ = marks[n]
+            if thread_id != thread.id or len(thread.messages) < count:
+                return None
+            if count and thread.messages[count - 1].uuid != last:
+                return None
+            start = max(0, count - 1)
+            if start == len(thread.messages):
+                continue  # an empty thread stays empty
+        out[thread.id] = {
+            "start": start,
+            "rows": list(_message_rows(thread, start, counter, True, True)),
+        }
+    return out
+
+
+def apply_appended_messages(
+    data: dict[str, Any], appended: dict[str, dict[str, Any]]
+) -> dict[str, Any]:
+    """Stored ``messages_json`` output ``data`` with the rows ``appended_messages_json`` gave
+    put in (a new mapping; ``data``'s lists are not changed, their rows are shared)."""
+    out = dict(data)
+    for thread, part in appended.items():
+        out[thread] = list(out.get(thread) or [])[: part["start"]] + part["rows"]
+    return out
+
+
 def _stored_threads(session: Session) -> tuple[list[tuple[Thread, int]], dict[str, Any]]:
     """Each thread with the index of its first message stored under it, and the shared
     prefixes (``SHARED_PREFIXES``)."""
