@@ -210,7 +210,7 @@ SEPARATOR = re.compile(
 )
 #: a value that is code or a stand-in, not a literal secret
 NOT_A_SECRET = re.compile(
-    r"(?i)(?:[$%]|\{\{|<%|<[a-z_ -]+>|os\.|process\.|env\.|ENV\[|settings\.|config\.|self\.|this\."
+    r"(?i)(?:\{\{|<%|<[a-z_ -]+>|os\.|process\.|env\.|ENV\[|settings\.|config\.|self\.|this\."
     r"|request\.|getenv|secrets\.|vault:|ref\+|\*{3}|x{4}|\.{3}|…|redacted|your[-_ ]|placeholder"
     r"|changeme$|example|dummy|sample|fake|test(?:ing)?$|none$|null$|nil$|true$|false$|undefined$"
     r"|yes$|no$|required$|optional$|string$|str$|bytes$|secret$|password$|token$|hidden$|masked$"
@@ -246,9 +246,29 @@ def looks_random(value: str) -> bool:
     return has_digit and has_alpha
 
 
+#: punctuation a generated key holds and a reference ($NAME, ${NAME}, $(command), %NAME%) does not
+_KEY_PUNCTUATION = frozenset("!#&*+,;<=>?@[]^|~")
+
+
+def is_reference(value: str) -> bool:
+    """A value that starts like a reference (``$NAME``, ``${NAME}``, ``$(command)``,
+    ``%NAME%``), unless it is a generated key that happens to start with "$" or "%"
+    (WordPress's salts draw from an alphabet with both): letters of both cases, digits and
+    punctuation no reference holds."""
+    if not value or value[0] not in "$%":
+        return False
+    generated = (
+        any(c.islower() for c in value)
+        and any(c.isupper() for c in value)
+        and any(c.isdigit() for c in value)
+        and any(c in _KEY_PUNCTUATION for c in value)
+    )
+    return not generated
+
+
 def is_literal(value: str, quoted: bool) -> bool:
     """A value that may be a secret: not a reference, a stand-in, a type or bare code."""
-    if len(value) < (4 if quoted else 6) or NOT_A_SECRET.match(value):
+    if len(value) < (4 if quoted else 6) or is_reference(value) or NOT_A_SECRET.match(value):
         return False
     if STAND_IN.fullmatch(value) and STAND_IN_WORD.search(value):
         return False

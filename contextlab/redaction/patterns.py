@@ -22,7 +22,7 @@ from detect_secrets.plugins.base import RegexBasedDetector
 from detect_secrets.plugins.high_entropy_strings import Base64HighEntropyString
 from detect_secrets.plugins.keyword import KeywordDetector
 
-from contextlab.redaction.keywords import is_literal
+from contextlab.redaction.keywords import is_literal, is_reference
 
 #: detect-secrets plugins run on windows of at most this many characters (lines longer than
 #: that are cut with an overlap), so a pattern that backtracks stays bounded
@@ -279,9 +279,19 @@ def _high_entropy(value: str, split: re.Pattern[str] = _WORD_SPLIT) -> bool:
             return False
     digits = sum(c.isdigit() for c in value)
     vowels = sum(c in _VOWELS for c in value) / len(value)
-    if digits < 2 and vowels >= 0.2:
-        return False
+    if digits < 2 and vowels >= 0.2 and _mean_chunk(value) >= _WORD_CHUNK:
+        return False  # a name of words ("renderUserSettings2"), not random letters
     return _entropy(value) >= ENTROPY_MIN
+
+
+#: camel-case chunks of a name of words are this long on average; random letters, about 2.5
+_WORD_CHUNK = 3.5
+_CHUNK = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+|[^A-Za-z\d]+")
+
+
+def _mean_chunk(value: str) -> float:
+    """The mean length of ``value``'s camel-case chunks (words, capitals runs, numbers)."""
+    return len(value) / max(1, len(_CHUNK.findall(value)))
 
 
 #: Base64 uses "+" and "/" as letters: a random key judged whole splits only at word marks
@@ -380,7 +390,7 @@ def _keyword_spans(text: str, lowered: str, priority: int) -> Iterator[Span]:
             value = value.strip()
             if (
                 heuristic.is_templated_secret(value)
-                or heuristic.is_prefixed_with_dollar_sign(value)
+                or (heuristic.is_prefixed_with_dollar_sign(value) and is_reference(value))
                 or not is_literal(value, quoted=True)
             ):
                 continue
