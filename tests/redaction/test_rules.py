@@ -145,7 +145,7 @@ def test_ordinary_code_is_not_a_finding(text):
 
 
 @pytest.mark.parametrize(
-    "text, secret",
+    ("text", "secret"),
     [
         # a generated key starting with "$" (WordPress salts draw from it): no reference
         (
