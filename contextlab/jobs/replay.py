@@ -7,6 +7,7 @@ summary, failed) are ``jobs.lifecycle``'s; ``jobs.tasks`` queues what follows.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -14,13 +15,18 @@ from functools import partial
 from typing import Any
 
 from django.conf import settings
-from django.db import IntegrityError, connection
+from django.db import IntegrityError, connection, transaction
 
 from contextlab import blobs, engine
 from contextlab.jobs import lifecycle
 from contextlab.runs.models import Run
 from contextlab.summaries import services as summaries
-from contextlab.transcripts.models import Transcript, TranscriptMessages
+from contextlab.transcripts.models import (
+    IN_PARTS,
+    Transcript,
+    TranscriptMessages,
+    TranscriptMessagesPart,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -69,20 +75,33 @@ def load_session(
 
 
 def store_messages_of(transcript: Transcript, session: engine.Session) -> None:
-    """Store the session's messages for the explorer (``engine.messages_json``); a row stored
-    meanwhile (by another run of the session) is kept. On PostgreSQL the JSON is streamed to
-    the server message by message (``lifecycle.copy_json_row``): the worker never holds every
-    text of the session a second time, as rows or as one string (its blocks hold them
-    compact); elsewhere (SQLite) it is written to a spool file and stored as one string
-    (``lifecycle.json_text``)."""
-    write = partial(engine.write_messages_json, session)
+    """Store the session's messages for the explorer (``engine.messages_json``) in parts of
+    a few megabytes (``TranscriptMessages``: one value of every message would not fit
+    PostgreSQL's ``jsonb`` past sessions of about 550 MB); a row stored meanwhile (by another
+    run of the session) is kept. The worker holds one part's JSON at a time, never every text
+    of the session a second time (its blocks hold them compact): on PostgreSQL streamed to
+    the server (``lifecycle.copy_json_parts``), elsewhere (SQLite) stored part by part."""
+    head = {**engine.messages_json_head(session), IN_PARTS: True}
+    parts = engine.messages_json_parts(session)
     if connection.vendor != "postgresql":
-        TranscriptMessages.objects.update_or_create(
-            transcript=transcript, defaults={"data": lifecycle.json_text(write)}
-        )
+        with transaction.atomic():
+            stored, _ = TranscriptMessages.objects.update_or_create(
+                transcript=transcript, defaults={"data": head}
+            )
+            stored.parts.all().delete()
+            for seq, text in enumerate(parts):
+                TranscriptMessagesPart.objects.create(
+                    messages=stored, seq=seq, data=lifecycle.json_value(text)
+                )
         return
-    with contextlib.suppress(IntegrityError):  # stored meanwhile by another run: the same rows
-        lifecycle.copy_json_row(TranscriptMessages, transcript.pk, write)
+    with contextlib.suppress(IntegrityError), transaction.atomic():
+        # stored meanwhile by another run: the same rows
+        lifecycle.copy_json_row(TranscriptMessages, transcript.pk, partial(_dump, head))
+        lifecycle.copy_json_parts(TranscriptMessagesPart, transcript.pk, parts)
+
+
+def _dump(data: dict[str, Any], sink: engine.TextSink) -> None:
+    sink.write(json.dumps(data))
 
 
 def replay_run(

@@ -206,7 +206,7 @@ def session_messages(transcript: Transcript) -> dict[str, list[dict[str, Any]]]:
 
     def load() -> dict[str, list[dict[str, Any]]]:
         row = TranscriptMessages.objects.filter(transcript=transcript).first()
-        return engine.expand_messages(row.data) if row else {}
+        return engine.expand_messages(row.read()) if row else {}
 
     # the sessions it continues are part of its messages: a link made or undone changes them
     files = [t.sha256 for t in transcript.earlier_sessions()] + [transcript.sha256]

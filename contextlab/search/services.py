@@ -107,20 +107,23 @@ def _request_finder(requests: list[dict[str, Any]]) -> dict[str, tuple[list[int]
 
 def entries_for(
     transcript_id: int,
-    messages: dict[str, Any],
+    messages: dict[str, Any] | Iterable[tuple[str, list[dict[str, Any]]]],
     requests: list[dict[str, Any]],
     start: dict[str, int] | None = None,
 ) -> Iterator[Entry]:
-    """The index rows of a session's stored messages, numbered by a replay's requests
-    (``start``: only those of each thread's messages from that index on)."""
+    """The index rows of a session's stored messages (their mapping, or its pieces in order,
+    ``TranscriptMessages.pieces``: a thread's rows may run on over several), numbered by a
+    replay's requests (``start``: only those of each thread's messages from that index on)."""
     finder = _request_finder(requests)
-    for thread, rows in messages.items():
+    pieces = messages.items() if isinstance(messages, dict) else messages
+    #: per thread: a tool result names its tool through its call's id
+    tool_names_of: dict[str, dict[str, str]] = {}
+    for thread, rows in pieces:
         if thread == _SHARED or thread not in finder or not isinstance(rows, list):
             continue
         ends, indexes = finder[thread]
         first = (start or {}).get(thread, 0)
-        #: a tool result names its tool through its call's id
-        tool_names: dict[str, str] = {}
+        tool_names = tool_names_of.setdefault(thread, {})
         for row in rows:
             m = int(row.get("index") or 0)
             if m < first:
@@ -157,8 +160,36 @@ def entries_for(
                     )
 
 
-def _first_prompt(messages: dict[str, Any]) -> str:
-    for row in messages.get("main") or next(iter(messages.values()), []) or []:
+class _FirstPrompt:
+    """The session's first prompt (the main thread's, else the first thread's), as plain text,
+    seen while the stored messages' pieces pass through ``watch``."""
+
+    def __init__(self) -> None:
+        self.first_thread: str | None = None
+        self.main = ""
+        self.main_rows = False
+        self.first = ""
+
+    def watch(
+        self, pieces: Iterable[tuple[str, list[dict[str, Any]]]]
+    ) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+        for thread, rows in pieces:
+            if self.first_thread is None:
+                self.first_thread = thread
+            if thread == "main":
+                self.main_rows = self.main_rows or bool(rows)
+                self.main = self.main or _prompt_in(rows)
+            elif thread == self.first_thread:
+                self.first = self.first or _prompt_in(rows)
+            yield thread, rows
+
+    @property
+    def text(self) -> str:
+        return self.main if self.main_rows else self.first
+
+
+def _prompt_in(rows: Any) -> str:
+    for row in rows if isinstance(rows, list) else []:
         if isinstance(row, dict) and row.get("kind") == "prompt":
             for block in row.get("blocks") or []:
                 text = " ".join(str(block.get("text") or "").split())
@@ -225,7 +256,9 @@ def index_session(transcript: Transcript, run: Run | None = None) -> IndexedSess
     if not result:
         return None
     requests = result.get("requests") or []
-    messages = stored.data
+    # the stored messages read one part at a time (a long session's are gigabytes)
+    first_prompt = _FirstPrompt()
+    pieces = first_prompt.watch(stored.pieces())
     started = time.perf_counter()
     with transaction.atomic():
         kept = Entry.objects.filter(transcript=transcript)
@@ -238,7 +271,7 @@ def index_session(transcript: Transcript, run: Run | None = None) -> IndexedSess
             count = 0
             tools = set()
         batch: list[Entry] = []
-        for entry in entries_for(transcript.pk, messages, requests, start):
+        for entry in entries_for(transcript.pk, pieces, requests, start):
             if entry.tool:
                 tools.add(entry.tool)
             batch.append(entry)
@@ -254,7 +287,7 @@ def index_session(transcript: Transcript, run: Run | None = None) -> IndexedSess
                 "run": run,
                 "blocks": count,
                 "tools": sorted(tools),
-                "first_prompt": _first_prompt(messages),
+                "first_prompt": first_prompt.text,
             },
         )
     logger.info(

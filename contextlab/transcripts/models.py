@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
@@ -159,19 +160,65 @@ class Transcript(models.Model):
         return chain
 
 
+#: ``TranscriptMessages.data`` of messages stored in parts (``TranscriptMessagesPart``)
+IN_PARTS = "_in_parts"
+
+
 class TranscriptMessages(models.Model):
-    """The session's messages, once per session (``engine.messages_json``), for the explorer."""
+    """The session's messages, once per session (``engine.messages_json``), for the explorer.
+
+    Stored in parts (``TranscriptMessagesPart``, ``engine.messages_json_parts``): ``data``
+    holds the rest (``engine.messages_json_head``) and ``IN_PARTS``. One JSON value of every
+    message would not fit PostgreSQL's ``jsonb`` (256 MB a value) past sessions of about
+    550 MB. A row stored whole (before parts) is read as it is."""
 
     transcript = models.OneToOneField(
         Transcript, on_delete=models.CASCADE, primary_key=True, related_name="messages"
     )
-    data: models.JSONField[dict[str, list[dict[str, Any]]]] = models.JSONField(default=dict)
+    data: models.JSONField[dict[str, Any]] = models.JSONField(default=dict)
     #: not stored: set on the messages a live session's append deletes (its file grew by
     #: whole lines), which tells the search index what it may keep (``search.signals``)
     grown_by_append = False
 
     def __str__(self) -> str:
         return f"messages of session {self.transcript_id}"
+
+    def read(self) -> dict[str, Any]:
+        """``engine.messages_json`` of the session, as stored."""
+        if not self.data.get(IN_PARTS):
+            return self.data
+        head = {k: v for k, v in self.data.items() if k != IN_PARTS}
+        parts = ({"thread": thread, "rows": rows} for thread, rows in self.pieces())
+        return engine.join_messages_parts(head, parts)
+
+    def pieces(self) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+        """(thread, its next rows) of the stored messages in order, one part in memory at a
+        time (a thread's rows run on over consecutive pieces); the threads' rows only."""
+        if not self.data.get(IN_PARTS):
+            for thread, rows in self.data.items():
+                if isinstance(rows, list):  # (not the shared prefixes)
+                    yield thread, rows
+            return
+        parts = self.parts.order_by("seq").values_list("data", flat=True)
+        for data in parts.iterator(chunk_size=1):
+            yield data["thread"], data["rows"]
+
+
+class TranscriptMessagesPart(models.Model):
+    """Consecutive rows of one thread of a session's stored messages (``TranscriptMessages``):
+    ``{"thread": id, "rows": [...]}`` (``engine.messages_json_parts``)."""
+
+    messages = models.ForeignKey(TranscriptMessages, on_delete=models.CASCADE, related_name="parts")
+    seq = models.PositiveIntegerField()
+    data: models.JSONField[dict[str, Any]] = models.JSONField()
+
+    class Meta:
+        constraints = (
+            models.UniqueConstraint(fields=["messages", "seq"], name="transcript_messages_part"),
+        )
+
+    def __str__(self) -> str:
+        return f"part {self.seq} of the messages of session {self.messages_id}"
 
 
 class ResumableUpload(models.Model):

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import json
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
-from contextlab.engine.input.model import Block
+from contextlab.engine.input.model import Block, Message
 from contextlab.engine.input.session import Session, Thread
 from contextlab.engine.measures.tokens import TiktokenCounter, block_tokens
 
@@ -91,6 +91,65 @@ def write_messages_json(session: Session, out: TextSink) -> None:
     out.write("}")
 
 
+#: ``messages_json_parts``: characters of a part's JSON at most (a single row longer than this
+#: is a part of its own). A store keeps each part as one value: PostgreSQL's ``jsonb`` holds at
+#: most 256 MB in one, which the messages of a session above about 550 MB exceed.
+PART_CHARS = 4 * 1024 * 1024
+
+
+def messages_json_head(session: Session) -> dict[str, Any]:
+    """What ``messages_json(session)`` holds beside the threads' rows: its ``SHARED_PREFIXES``
+    (empty when no thread shares another's messages)."""
+    _, shared = _stored_threads(session)
+    return {SHARED_PREFIXES: shared} if shared else {}
+
+
+def messages_json_parts(session: Session, max_chars: int | None = None) -> Iterator[str]:
+    """The threads' rows of ``messages_json(session)`` as the JSON texts of parts
+    ``{"thread": id, "rows": [...]}``, in order: a thread's rows run on over its parts, each
+    of at most ``max_chars`` (``PART_CHARS``) characters of rows. ``join_messages_parts`` with
+    ``messages_json_head`` gives ``messages_json(session)`` back. One part's text is held at a
+    time, never every text of the session."""
+    limit = max_chars or PART_CHARS
+    threads, _ = _stored_threads(session)
+    if len({thread.id for thread, _ in threads}) < len(threads):
+        # two threads of one id: the mapping keeps the first's place and the last's rows
+        rows_of: Iterator[tuple[str, Iterator[dict[str, Any]]]] = (
+            (thread_id, iter(rows))
+            for thread_id, rows in messages_json(session).items()
+            if thread_id != SHARED_PREFIXES
+        )
+    else:
+        counter = TiktokenCounter()
+        rows_of = (
+            (thread.id, _message_rows(thread, start, counter, True, True))
+            for thread, start in threads
+        )
+    for thread_id, rows in rows_of:
+        head = f'{{"thread": {json.dumps(thread_id)}, "rows": ['
+        batch: list[str] = []
+        size = 0
+        for row in rows:
+            text = json.dumps(row)
+            if batch and size + len(text) > limit:
+                yield head + ", ".join(batch) + "]}"
+                batch, size = [], 0
+            batch.append(text)
+            size += len(text) + 2
+        yield head + ", ".join(batch) + "]}"  # a thread without rows is one empty part
+
+
+def join_messages_parts(head: dict[str, Any], parts: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """``messages_json``'s mapping from ``messages_json_head`` and the parsed parts of
+    ``messages_json_parts``, in their order."""
+    out: dict[str, Any] = {}
+    for part in parts:
+        out.setdefault(part["thread"], []).extend(part["rows"])
+    if SHARED_PREFIXES in head:
+        out[SHARED_PREFIXES] = head[SHARED_PREFIXES]
+    return out
+
+
 def _stored_threads(session: Session) -> tuple[list[tuple[Thread, int]], dict[str, Any]]:
     """Each thread with the index of its first message stored under it, and the shared
     prefixes (``SHARED_PREFIXES``)."""
@@ -125,6 +184,34 @@ class TextOnRead(dict[str, Any]):
         return self[key] if key == "text" or key in self else default
 
 
+class OriginalOnRead(dict[str, Any]):
+    """A message's row whose ``"original_output"`` (a persisted tool output's whole text) is
+    its message's, read back (``Message.original_output``) each time it is asked for, as
+    ``TextOnRead`` does for a block's text (``messages_json(texts_on_read=True)``)."""
+
+    __slots__ = ("_message",)
+
+    def __init__(self, message: Message) -> None:
+        super().__init__()
+        self._message = message
+
+    def __missing__(self, key: str) -> Any:
+        if key == "original_output" and self._message.compact_original_output:
+            return self._message.original_output
+        raise KeyError(key)
+
+    def get(self, key: str, default: Any = None) -> Any:  # type: ignore[override]
+        try:
+            return self[key]
+        except KeyError:
+            return default
+
+    def __contains__(self, key: object) -> bool:
+        if key == "original_output":
+            return bool(self._message.compact_original_output)
+        return dict.__contains__(self, key)
+
+
 def _message_rows(
     thread: Thread,
     start: int,
@@ -136,7 +223,8 @@ def _message_rows(
     for i, msg in enumerate(thread.messages[start:], start=start):
         blocks = []
         for block in msg.blocks:
-            text = block.text
+            # (a text is expanded only where it is kept or looked at: deflated, most are)
+            text = block.text if include_texts or block.type == "tool_result" else ""
             item: dict[str, Any] = TextOnRead(block) if texts_on_read and not include_texts else {}
             item["type"] = block.type
             if include_texts:
@@ -151,7 +239,9 @@ def _message_rows(
             if block.type == "tool_result" and text.startswith(PERSISTED_OPEN):
                 item["persisted"] = True
             blocks.append(item)
-        row: dict[str, Any] = {
+        on_read = texts_on_read and not include_texts and include_originals
+        row: dict[str, Any] = OriginalOnRead(msg) if on_read else {}
+        row |= {
             "index": i,
             "uuid": msg.uuid,
             "role": msg.role,
@@ -165,7 +255,7 @@ def _message_rows(
         }
         if msg.metadata:
             row["metadata"] = {k: v for k, v in msg.metadata.items() if k != "compactedToolIds"}
-        if include_originals and msg.original_output:
+        if include_originals and not on_read and msg.original_output:
             row["original_output"] = msg.original_output
         yield row
 
