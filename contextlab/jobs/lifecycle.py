@@ -414,7 +414,7 @@ def finish(
     logger.info("run %s: done (%s requests)", run_id, total)
     try:
         # the session's first stored replay numbers its blocks for search
-        search.index_after_run(run_id)
+        search.index_after_run(run_id, data.get("requests") or [])
     except Exception:
         # the run is done all the same; the periodic recovery indexes the session later
         logger.exception("run %s: its session could not be indexed for search", run_id)

@@ -243,19 +243,25 @@ def _kept_before_append(transcript: Transcript, requests: list[dict[str, Any]]) 
     return start
 
 
-def index_session(transcript: Transcript, run: Run | None = None) -> IndexedSession | None:
+def index_session(
+    transcript: Transcript,
+    run: Run | None = None,
+    requests: list[dict[str, Any]] | None = None,
+) -> IndexedSession | None:
     """(Re)build the session's index rows; None when it has no stored messages or finished
     run yet (it is indexed when one finishes). After a live session's append replayed
     provisionally (``run.provisional``), only the rows of what the append changed are
-    written; the others, kept, are numbered as they were."""
+    written; the others, kept, are numbered as they were. ``requests``: the run's result's,
+    when the caller holds them (else its stored result is read)."""
     run = run or indexing_run(transcript)
     stored = TranscriptMessages.objects.filter(transcript=transcript).first()
     if run is None or stored is None:
         return None
-    result = RunResult.objects.filter(run=run).values_list("data", flat=True).first()
-    if not result:
-        return None
-    requests = result.get("requests") or []
+    if requests is None:
+        result = RunResult.objects.filter(run=run).values_list("data", flat=True).first()
+        if not result:
+            return None
+        requests = result.get("requests") or []
     # the stored messages read one part at a time (a long session's are gigabytes)
     first_prompt = _FirstPrompt()
     pieces = first_prompt.watch(stored.pieces())
@@ -300,12 +306,14 @@ def index_session(transcript: Transcript, run: Run | None = None) -> IndexedSess
     return state
 
 
-def index_after_run(run_id: int) -> None:
-    """The worker's step after a run is stored: index its session if it is not yet."""
+def index_after_run(run_id: int, requests: list[dict[str, Any]] | None = None) -> None:
+    """The worker's step after a run is stored: index its session if it is not yet.
+    ``requests``: the stored result's (the worker holds them: not read back, a second copy
+    of a long session's result)."""
     run = Run.objects.select_related("transcript").filter(pk=run_id).first()
     if run is None or IndexedSession.objects.filter(transcript_id=run.transcript_id).exists():
         return
-    index_session(run.transcript, run)
+    index_session(run.transcript, run, requests)
 
 
 def forget(transcript_id: int, *, appended: bool = False) -> None:
