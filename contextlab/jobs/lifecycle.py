@@ -358,17 +358,21 @@ def copy_json_parts(
     ``data``) for each JSON text of ``parts``, numbered from ``start``, streamed to
     PostgreSQL in one ``COPY``: one part's text is held at a time."""
     meta = model._meta
-    columns = ", ".join(meta.get_field(name).column for name in ("messages", "seq", "data"))
+    columns = []
+    for name in ("messages", "seq", "data"):
+        field = meta.get_field(name)
+        assert isinstance(field, models.Field)
+        columns.append(str(field.column))
     with (
         transaction.atomic(),
         connection.cursor() as cursor,
         connection.wrap_database_errors,
-        cursor.cursor.copy(f"COPY {meta.db_table} ({columns}) FROM STDIN") as copy,
+        cursor.cursor.copy(f"COPY {meta.db_table} ({', '.join(columns)}) FROM STDIN") as copy,
     ):
-        field = _CopyField(copy)
+        sink = _CopyField(copy)
         for seq, text in enumerate(parts, start=start):
             copy.write(f"{owner}\t{seq}\t")
-            field.write(text)
+            sink.write(text)
             copy.write("\n")
 
 

@@ -185,11 +185,13 @@ class TranscriptMessages(models.Model):
 
     def read(self) -> dict[str, Any]:
         """``engine.messages_json`` of the session, as stored."""
-        if not self.data.get(IN_PARTS):
-            return self.data
-        head = {k: v for k, v in self.data.items() if k != IN_PARTS}
+        data: dict[str, Any] = self.data
+        if not data.get(IN_PARTS):
+            return data
+        head = {k: v for k, v in data.items() if k != IN_PARTS}
         parts = ({"thread": thread, "rows": rows} for thread, rows in self.pieces())
-        return engine.join_messages_parts(head, parts)
+        joined: dict[str, Any] = engine.join_messages_parts(head, parts)
+        return joined
 
     def pieces(self) -> Iterator[tuple[str, list[dict[str, Any]]]]:
         """(thread, its next rows) of the stored messages in order, one part in memory at a
