@@ -8,7 +8,7 @@ in a fresh process, and that process's peak RSS is read with ``os.wait4`` (``ru_
 * ``cli``: ``contextlab replay FILE --json > /dev/null`` (``bench_scale.engine_replay``);
 * ``worker``: the engine part of the worker's job (``jobs.replay``), ``load_session_cached``
   (parse, count tokens, pickle the session into a fresh cache folder), the messages stored
-  for the explorer (written message by message to a file, as ``jobs.replay`` streams them to
+  for the explorer (written part by part to a file, as ``jobs.replay`` streams them to
   PostgreSQL), the recorded replay, the tools breakdown and waste findings stored with it
   (worked out from message rows that read each text back when asked for), and its
   JSON (written request by request, as the runner streams it); no database.
@@ -17,7 +17,7 @@ Printed: the peaks, the slope between the smallest and the largest size (MB of R
 file) and the peak that slope gives at 2,048 MB. Memory only: the times printed beside are one
 run each, not a benchmark.
 
-Usage: .venv/bin/python bench/bench_memory.py [--sizes 100 200 400]
+Usage: .venv/bin/python bench/bench_memory.py [--sizes 100 200 400] [--steps worker]
 Writes bench/out/memory.json.
 """
 
@@ -44,14 +44,15 @@ TARGET_SIZE_MB = 2048
 WORKER_STEPS = """
 import os, sys
 from contextlab.engine.measures.tokenized import load_session_cached
-from contextlab.engine import write_json, write_messages_json
+from contextlab.engine import messages_json_parts, write_json
 from contextlab.engine.config.resolve import resolve_session_config
 from contextlab.engine.replay.driver import replay
 session = load_session_cached(sys.argv[1], cache_dir=sys.argv[2])
-# the explorer's TranscriptMessages row, streamed message by message as jobs.replay streams it
+# the explorer's TranscriptMessages parts, streamed part by part as jobs.replay streams them
 # to PostgreSQL (COPY); here to a file beside the cache
 with open(os.path.join(sys.argv[2], "messages.json"), "w", encoding="utf-8") as sink:
-    write_messages_json(session, sink)
+    for part in messages_json_parts(session):
+        sink.write(part)
 config, preset = resolve_session_config(session)
 result = replay(session, config, mode="recorded", preset_name=preset)
 data = result.to_json()
@@ -91,12 +92,21 @@ def slope(points: list[tuple[int, int]]) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[100, 200, 400], help="MiB")
+    parser.add_argument(
+        "--steps",
+        nargs="+",
+        choices=("cli", "worker"),
+        default=["cli", "worker"],
+        help="which replays to measure (default both)",
+    )
     parser.add_argument("-o", "--output", default=str(ROOT / "bench" / "out" / "memory.json"))
     args = parser.parse_args()
     if len(set(args.sizes)) < 2:
         parser.error("--sizes needs two sizes or more")
     report: dict[str, dict[str, object]] = {}
     for name, run in (("cli", engine_replay), ("worker", worker_replay)):
+        if name not in args.steps:
+            continue
         points = []
         for size_mb in sorted(args.sizes):
             seconds, peak = run(synthetic(size_mb))

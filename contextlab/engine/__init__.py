@@ -81,16 +81,21 @@ if TYPE_CHECKING:  # loaded on first use (below): the CLI's start-up only pays f
         BADGES,
         HistoryIndex,
         TransformIndex,
-        appended_messages_json,
-        apply_appended_messages,
         expand_messages,
-        message_marks,
         messages_json,
         side_by_side,
         write_messages_json,
     )
     from .results.idle import IdleAnswer, idle_compaction
     from .results.json_stream import TextSink, write_json
+    from .results.message_store import (
+        appended_messages_json,
+        apply_appended_messages,
+        join_messages_parts,
+        message_marks,
+        messages_json_head,
+        messages_json_parts,
+    )
     from .results.navigator import (
         EVENT_KINDS,
         NavigatorEvent,
@@ -135,6 +140,14 @@ _LAZY_MODULES: dict[str, tuple[str, ...]] = {
     ".results.usage_fidelity": ("forecast_fidelity", "usage_fidelity"),
     ".results.waste": ("WasteReport", "waste_findings"),
     ".results.idle": ("IdleAnswer", "idle_compaction"),
+    ".results.message_store": (
+        "appended_messages_json",
+        "apply_appended_messages",
+        "join_messages_parts",
+        "message_marks",
+        "messages_json_head",
+        "messages_json_parts",
+    ),
     ".results.json_stream": ("TextSink", "write_json"),
     ".results.tools": (
         "BREAKDOWN_VERSION",
@@ -148,10 +161,7 @@ _LAZY_MODULES: dict[str, tuple[str, ...]] = {
         "BADGES",
         "HistoryIndex",
         "TransformIndex",
-        "appended_messages_json",
-        "apply_appended_messages",
         "expand_messages",
-        "message_marks",
         "messages_json",
         "side_by_side",
         "write_messages_json",
@@ -281,6 +291,7 @@ __all__ = [
     "gaps",
     "get_preset",
     "idle_compaction",
+    "join_messages_parts",
     "keep_parsed",
     "load_growing",
     "load_pricing",
@@ -290,6 +301,8 @@ __all__ = [
     "make_summarizer",
     "message_marks",
     "messages_json",
+    "messages_json_head",
+    "messages_json_parts",
     "model_info",
     "open_upload",
     "open_upload_chain",

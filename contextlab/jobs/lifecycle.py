@@ -20,7 +20,7 @@ import logging
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -319,7 +319,12 @@ def json_text(write: Callable[[engine.TextSink], object]) -> Any:
     with tempfile.TemporaryFile("w+", encoding="utf-8") as spool:
         write(spool)
         spool.seek(0)
-        return RawSQL("%s", (spool.read(),), output_field=models.JSONField())
+        return json_value(spool.read())
+
+
+def json_value(text: str) -> Any:
+    """A JSON field's value given as its JSON text (not parsed into Python objects)."""
+    return RawSQL("%s", (text,), output_field=models.JSONField())
 
 
 def copy_json_row(
@@ -344,6 +349,31 @@ def copy_json_row(
         copy.write(f"{pk}\t")
         write(_CopyField(copy))
         copy.write("\n")
+
+
+def copy_json_parts(
+    model: type[models.Model], owner: object, parts: Iterable[str], start: int = 0
+) -> None:
+    """Insert a row of ``model`` (a foreign key ``messages``, a ``seq`` and a JSON field
+    ``data``) for each JSON text of ``parts``, numbered from ``start``, streamed to
+    PostgreSQL in one ``COPY``: one part's text is held at a time."""
+    meta = model._meta
+    columns = []
+    for name in ("messages", "seq", "data"):
+        field = meta.get_field(name)
+        assert isinstance(field, models.Field)
+        columns.append(str(field.column))
+    with (
+        transaction.atomic(),
+        connection.cursor() as cursor,
+        connection.wrap_database_errors,
+        cursor.cursor.copy(f"COPY {meta.db_table} ({', '.join(columns)}) FROM STDIN") as copy,
+    ):
+        sink = _CopyField(copy)
+        for seq, text in enumerate(parts, start=start):
+            copy.write(f"{owner}\t{seq}\t")
+            sink.write(text)
+            copy.write("\n")
 
 
 class _CopyField:
@@ -388,7 +418,7 @@ def finish(
     logger.info("run %s: done (%s requests)", run_id, total)
     try:
         # the session's first stored replay numbers its blocks for search
-        search.index_after_run(run_id)
+        search.index_after_run(run_id, data.get("requests") or [])
     except Exception:
         # the run is done all the same; the periodic recovery indexes the session later
         logger.exception("run %s: its session could not be indexed for search", run_id)

@@ -7,6 +7,7 @@ summary, failed) are ``jobs.lifecycle``'s; ``jobs.tasks`` queues what follows.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,7 +21,13 @@ from contextlab import blobs, engine
 from contextlab.jobs import lifecycle
 from contextlab.runs.models import Run
 from contextlab.summaries import services as summaries
-from contextlab.transcripts.models import AppendedMessages, Transcript, TranscriptMessages
+from contextlab.transcripts.models import (
+    IN_PARTS,
+    AppendedMessages,
+    Transcript,
+    TranscriptMessages,
+    TranscriptMessagesPart,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -77,25 +84,34 @@ APPENDED_PARTS_MAX = 100
 
 
 def store_messages_of(transcript: Transcript, session: engine.Session) -> None:
-    """Store the session's messages for the explorer (``engine.messages_json``); a row stored
-    meanwhile (by another run of the session) is kept. A live session's append (the stored
-    messages are of the file before it) stores only the rows it changed or added, after them
-    (``_store_appended``). Else, on PostgreSQL the JSON is streamed to the server message by
-    message (``lifecycle.copy_json_row``): the worker never holds every text of the session a
-    second time, as rows or as one string (its blocks hold them compact); elsewhere (SQLite)
-    it is written to a spool file and stored as one string (``lifecycle.json_text``)."""
+    """Store the session's messages for the explorer (``engine.messages_json``) in parts of
+    a few megabytes (``TranscriptMessages``: one value of every message would not fit
+    PostgreSQL's ``jsonb`` past sessions of about 550 MB); a row stored meanwhile (by another
+    run of the session) is kept. A live session's append (the stored messages are of the file
+    before it) stores only the rows it changed or added, after them (``_store_appended``).
+    The worker holds one part's JSON at a time, never every text of the session a second time
+    (its blocks hold them compact): on PostgreSQL streamed to the server
+    (``lifecycle.copy_json_parts``), elsewhere (SQLite) stored part by part."""
     if _store_appended(transcript, session):
         return
-    write = partial(engine.write_messages_json, session)
+    head = {**engine.messages_json_head(session), IN_PARTS: True}
+    parts = engine.messages_json_parts(session)
     kept = {"sha256": transcript.sha256, "marks": engine.message_marks(session)}
     if connection.vendor != "postgresql":
-        TranscriptMessages.objects.update_or_create(
-            transcript=transcript, defaults={"data": lifecycle.json_text(write), **kept}
-        )
+        with transaction.atomic():
+            stored, _ = TranscriptMessages.objects.update_or_create(
+                transcript=transcript, defaults={"data": head, **kept}
+            )
+            stored.parts.all().delete()
+            for seq, text in enumerate(parts):
+                TranscriptMessagesPart.objects.create(
+                    messages=stored, seq=seq, data=lifecycle.json_value(text)
+                )
         return
-    # stored meanwhile by another run: the same rows
     with contextlib.suppress(IntegrityError), transaction.atomic():
-        lifecycle.copy_json_row(TranscriptMessages, transcript.pk, write)
+        # stored meanwhile by another run: the same rows
+        lifecycle.copy_json_row(TranscriptMessages, transcript.pk, partial(_dump, head))
+        lifecycle.copy_json_parts(TranscriptMessagesPart, transcript.pk, parts)
         # set after the COPY (which writes the data only): the data is not written again
         TranscriptMessages.objects.filter(pk=transcript.pk).update(**kept)
 
@@ -141,6 +157,10 @@ def _store_appended(transcript: Transcript, session: engine.Session) -> bool:
         len(appended),
     )
     return True
+
+
+def _dump(data: dict[str, Any], sink: engine.TextSink) -> None:
+    sink.write(json.dumps(data))
 
 
 def replay_run(

@@ -107,20 +107,23 @@ def _request_finder(requests: list[dict[str, Any]]) -> dict[str, tuple[list[int]
 
 def entries_for(
     transcript_id: int,
-    messages: dict[str, Any],
+    messages: dict[str, Any] | Iterable[tuple[str, list[dict[str, Any]]]],
     requests: list[dict[str, Any]],
     start: dict[str, int] | None = None,
 ) -> Iterator[Entry]:
-    """The index rows of a session's stored messages, numbered by a replay's requests
-    (``start``: only those of each thread's messages from that index on)."""
+    """The index rows of a session's stored messages (their mapping, or its pieces in order,
+    ``TranscriptMessages.pieces``: a thread's rows may run on over several), numbered by a
+    replay's requests (``start``: only those of each thread's messages from that index on)."""
     finder = _request_finder(requests)
-    for thread, rows in messages.items():
+    pieces = messages.items() if isinstance(messages, dict) else messages
+    #: per thread: a tool result names its tool through its call's id
+    tool_names_of: dict[str, dict[str, str]] = {}
+    for thread, rows in pieces:
         if thread == _SHARED or thread not in finder or not isinstance(rows, list):
             continue
         ends, indexes = finder[thread]
         first = (start or {}).get(thread, 0)
-        #: a tool result names its tool through its call's id
-        tool_names: dict[str, str] = {}
+        tool_names = tool_names_of.setdefault(thread, {})
         for row in rows:
             m = int(row.get("index") or 0)
             if m < first:
@@ -157,8 +160,36 @@ def entries_for(
                     )
 
 
-def _first_prompt(messages: dict[str, Any]) -> str:
-    for row in messages.get("main") or next(iter(messages.values()), []) or []:
+class _FirstPrompt:
+    """The session's first prompt (the main thread's, else the first thread's), as plain text,
+    seen while the stored messages' pieces pass through ``watch``."""
+
+    def __init__(self) -> None:
+        self.first_thread: str | None = None
+        self.main = ""
+        self.main_rows = False
+        self.first = ""
+
+    def watch(
+        self, pieces: Iterable[tuple[str, list[dict[str, Any]]]]
+    ) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+        for thread, rows in pieces:
+            if self.first_thread is None:
+                self.first_thread = thread
+            if thread == "main":
+                self.main_rows = self.main_rows or bool(rows)
+                self.main = self.main or _prompt_in(rows)
+            elif thread == self.first_thread:
+                self.first = self.first or _prompt_in(rows)
+            yield thread, rows
+
+    @property
+    def text(self) -> str:
+        return self.main if self.main_rows else self.first
+
+
+def _prompt_in(rows: Any) -> str:
+    for row in rows if isinstance(rows, list) else []:
         if isinstance(row, dict) and row.get("kind") == "prompt":
             for block in row.get("blocks") or []:
                 text = " ".join(str(block.get("text") or "").split())
@@ -212,19 +243,28 @@ def _kept_before_append(transcript: Transcript, requests: list[dict[str, Any]]) 
     return start
 
 
-def index_session(transcript: Transcript, run: Run | None = None) -> IndexedSession | None:
+def index_session(
+    transcript: Transcript,
+    run: Run | None = None,
+    requests: list[dict[str, Any]] | None = None,
+) -> IndexedSession | None:
     """(Re)build the session's index rows; None when it has no stored messages or finished
     run yet (it is indexed when one finishes). After a live session's append replayed
     provisionally (``run.provisional``), only the rows of what the append changed are
-    written; the others, kept, are numbered as they were."""
+    written; the others, kept, are numbered as they were. ``requests``: the run's result's,
+    when the caller holds them (else its stored result is read)."""
     run = run or indexing_run(transcript)
-    messages = TranscriptMessages.current_data(transcript) if run is not None else None
-    if run is None or messages is None:
+    stored = TranscriptMessages.current_pieces(transcript) if run is not None else None
+    if run is None or stored is None:
         return None
-    result = RunResult.objects.filter(run=run).values_list("data", flat=True).first()
-    if not result:
-        return None
-    requests = result.get("requests") or []
+    if requests is None:
+        result = RunResult.objects.filter(run=run).values_list("data", flat=True).first()
+        if not result:
+            return None
+        requests = result.get("requests") or []
+    # the stored messages read one part at a time (a long session's are gigabytes)
+    first_prompt = _FirstPrompt()
+    pieces = first_prompt.watch(stored)
     started = time.perf_counter()
     with transaction.atomic():
         kept = Entry.objects.filter(transcript=transcript)
@@ -237,7 +277,7 @@ def index_session(transcript: Transcript, run: Run | None = None) -> IndexedSess
             count = 0
             tools = set()
         batch: list[Entry] = []
-        for entry in entries_for(transcript.pk, messages, requests, start):
+        for entry in entries_for(transcript.pk, pieces, requests, start):
             if entry.tool:
                 tools.add(entry.tool)
             batch.append(entry)
@@ -253,7 +293,7 @@ def index_session(transcript: Transcript, run: Run | None = None) -> IndexedSess
                 "run": run,
                 "blocks": count,
                 "tools": sorted(tools),
-                "first_prompt": _first_prompt(messages),
+                "first_prompt": first_prompt.text,
             },
         )
     logger.info(
@@ -266,12 +306,14 @@ def index_session(transcript: Transcript, run: Run | None = None) -> IndexedSess
     return state
 
 
-def index_after_run(run_id: int) -> None:
-    """The worker's step after a run is stored: index its session if it is not yet."""
+def index_after_run(run_id: int, requests: list[dict[str, Any]] | None = None) -> None:
+    """The worker's step after a run is stored: index its session if it is not yet.
+    ``requests``: the stored result's (the worker holds them: not read back, a second copy
+    of a long session's result)."""
     run = Run.objects.select_related("transcript").filter(pk=run_id).first()
     if run is None or IndexedSession.objects.filter(transcript_id=run.transcript_id).exists():
         return
-    index_session(run.transcript, run)
+    index_session(run.transcript, run, requests)
 
 
 def forget(transcript_id: int, *, appended: bool = False) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import uuid
+from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
@@ -160,13 +161,22 @@ class Transcript(models.Model):
         return chain
 
 
+#: ``TranscriptMessages.data`` of messages stored in parts (``TranscriptMessagesPart``)
+IN_PARTS = "_in_parts"
+
+
 class TranscriptMessages(models.Model):
-    """The session's messages, once per session (``engine.messages_json``), for the explorer."""
+    """The session's messages, once per session (``engine.messages_json``), for the explorer.
+
+    Stored in parts (``TranscriptMessagesPart``, ``engine.messages_json_parts``): ``data``
+    holds the rest (``engine.messages_json_head``) and ``IN_PARTS``. One JSON value of every
+    message would not fit PostgreSQL's ``jsonb`` (256 MB a value) past sessions of about
+    550 MB. A row stored whole (before parts) is read as it is."""
 
     transcript = models.OneToOneField(
         Transcript, on_delete=models.CASCADE, primary_key=True, related_name="messages"
     )
-    data: models.JSONField[dict[str, list[dict[str, Any]]]] = models.JSONField(default=dict)
+    data: models.JSONField[dict[str, Any]] = models.JSONField(default=dict)
     #: the digest of the session's file these messages are of, with the rows appended since
     #: (``AppendedMessages``); "" for messages stored before it was kept (of the current file:
     #: those were deleted when it changed)
@@ -182,19 +192,56 @@ class TranscriptMessages(models.Model):
     def __str__(self) -> str:
         return f"messages of session {self.transcript_id}"
 
+    def read(self) -> dict[str, Any]:
+        """``engine.messages_json`` of the session, as stored."""
+        data: dict[str, Any] = self.data
+        if not data.get(IN_PARTS):
+            return data
+        head = {k: v for k, v in data.items() if k != IN_PARTS}
+        parts = ({"thread": thread, "rows": rows} for thread, rows in self.pieces())
+        joined: dict[str, Any] = engine.join_messages_parts(head, parts)
+        return joined
+
+    def pieces(self) -> Iterator[tuple[str, list[dict[str, Any]]]]:
+        """(thread, its next rows) of the stored messages in order, one part in memory at a
+        time (a thread's rows run on over consecutive pieces); the threads' rows only."""
+        if not self.data.get(IN_PARTS):
+            for thread, rows in self.data.items():
+                if isinstance(rows, list):  # (not the shared prefixes)
+                    yield thread, rows
+            return
+        parts = self.parts.order_by("seq").values_list("data", flat=True)
+        for data in parts.iterator(chunk_size=1):
+            yield data["thread"], data["rows"]
+
     @classmethod
     def current_data(cls, transcript: Transcript) -> dict[str, Any] | None:
         """``engine.messages_json`` of the session's file as stored (with the rows appended
         since put in), or None when none are stored for its file (yet)."""
-        stored = cls.objects.filter(transcript=transcript).values_list("sha256", "data").first()
-        if stored is None or stored[0] not in ("", transcript.sha256):
+        stored = cls.objects.filter(transcript=transcript).only("sha256", "data").first()
+        if stored is None or stored.sha256 not in ("", transcript.sha256):
             return None
-        data: dict[str, Any] = stored[1]
+        data = stored.read()  # its parts joined
         for part in AppendedMessages.objects.filter(messages_id=transcript.pk).values_list(
             "data", flat=True
         ):
             data = engine.apply_appended_messages(data, part)
         return data
+
+    @classmethod
+    def current_pieces(
+        cls, transcript: Transcript
+    ) -> Iterator[tuple[str, list[dict[str, Any]]]] | None:
+        """(thread, its next rows) of the session's file's messages as stored (``pieces``:
+        one part in memory at a time), or None when none are stored for its file (yet). A live
+        session's, with rows appended since, are read whole and the rows put in."""
+        stored = cls.objects.filter(transcript=transcript).only("sha256", "data").first()
+        if stored is None or stored.sha256 not in ("", transcript.sha256):
+            return None
+        if not stored.appended.exists():
+            return stored.pieces()
+        data = cls.current_data(transcript) or {}
+        return ((thread, rows) for thread, rows in data.items() if isinstance(rows, list))
 
     @classmethod
     def appended_since(
@@ -226,6 +273,23 @@ class TranscriptMessages(models.Model):
             )
         )
         return [rows[part[0]] for part in chain]
+
+
+class TranscriptMessagesPart(models.Model):
+    """Consecutive rows of one thread of a session's stored messages (``TranscriptMessages``):
+    ``{"thread": id, "rows": [...]}`` (``engine.messages_json_parts``)."""
+
+    messages = models.ForeignKey(TranscriptMessages, on_delete=models.CASCADE, related_name="parts")
+    seq = models.PositiveIntegerField()
+    data: models.JSONField[dict[str, Any]] = models.JSONField()
+
+    class Meta:
+        constraints = (
+            models.UniqueConstraint(fields=["messages", "seq"], name="transcript_messages_part"),
+        )
+
+    def __str__(self) -> str:
+        return f"part {self.seq} of the messages of session {self.messages_id}"
 
 
 class AppendedMessages(models.Model):

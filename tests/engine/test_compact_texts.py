@@ -139,6 +139,41 @@ def test_written_messages_keep_the_shared_prefixes_of_branches(tmp_path):
     assert out.getvalue() == json.dumps(engine.messages_json(session))
 
 
+@pytest.mark.parametrize("max_chars", [1, 3000, 10**9])
+def test_messages_in_parts_join_back_to_the_messages(tmp_path, max_chars):
+    from contextlab.engine.input.session import Thread
+
+    session = _tricky_session(tmp_path)
+    main = session.main
+    branch_own = Message("b1", "user", "prompt", [Block("text", "a branch →")])
+    session.threads.append(
+        Thread("branch-1", "branch", [*main.messages[:3], branch_own], fork_index=3)
+    )
+    session.threads.append(Thread("empty", "subagent", []))
+    texts = list(engine.messages_json_parts(session, max_chars))
+    parts = [json.loads(text) for text in texts]
+    for part in parts:
+        rows = json.dumps(part["rows"])
+        # a part longer than the limit holds one row
+        assert len(rows) <= max_chars + 2 or len(part["rows"]) == 1
+    threads = [part["thread"] for part in parts]
+    assert threads == sorted(threads, key=[t.id for t in session.threads].index)
+    if max_chars == 1:  # a part per row
+        stored = engine.messages_json(session).values()
+        rows = sum(len(each) for each in stored if isinstance(each, list))
+        assert len(parts) == rows + 1  # and the empty thread's part
+    elif max_chars == 3000:
+        assert len(parts) > len(session.threads)
+    else:
+        assert len(parts) == len(session.threads)
+    assert engine.messages_json_head(session) == {
+        "_shared_prefixes": {"branch-1": {"thread": main.id, "length": 3}}
+    }
+    joined = engine.join_messages_parts(engine.messages_json_head(session), parts)
+    assert joined == engine.messages_json(session)
+    assert json.dumps(joined) == json.dumps(engine.messages_json(session))  # the same order
+
+
 def test_messages_without_texts_differ_only_by_the_texts(tmp_path):
     session = _tricky_session(tmp_path)
     whole = engine.messages_json(session)

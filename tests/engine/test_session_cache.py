@@ -23,6 +23,26 @@ def test_cached_session_replays_identically_and_is_reused(tmp_path):
     assert engine.replay(second, config).to_json() == fresh
 
 
+def test_sessions_kept_in_memory_are_bounded_by_their_files_bytes(tmp_path, monkeypatch):
+    # a worker must not hold a session of gigabytes while it reads the next one (issue #25)
+    session_cache._RECENT.clear()
+    small = long_session(3).write(tmp_path / "small.jsonl")
+    large = long_session(12).write(tmp_path / "large.jsonl")
+    assert small.stat().st_size < large.stat().st_size
+    monkeypatch.setattr(session_cache, "RECENT_MAX_BYTES", large.stat().st_size - 1)
+    cache = tmp_path / "cache"
+    first = engine.load_session_cached(small, cache_dir=cache)
+    assert engine.load_session_cached(small, cache_dir=cache) is first  # kept
+    big = engine.load_session_cached(large, cache_dir=cache)
+    assert not session_cache._RECENT  # the small one let go before, the large one not kept
+    assert engine.load_session_cached(large, cache_dir=cache) is not big
+    again = engine.load_session_cached(small, cache_dir=cache)
+    assert again is not first
+    assert engine.load_session_cached(small, cache_dir=cache) is again
+    assert again.main.messages == first.main.messages
+    session_cache._RECENT.clear()  # (the next tests read these sessions' files afresh)
+
+
 def test_a_corrupt_cache_file_is_ignored_and_rewritten(tmp_path):
     path = long_session(3).write(tmp_path / "s.jsonl")
     cache = tmp_path / "cache"

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 from datetime import timedelta
 
 import pytest
@@ -29,7 +30,7 @@ def test_execute_run_replays_and_stores_the_result(run):
     data = RunResult.objects.get(run=run).data
     assert data["session"]["mode"] == "recorded"
     assert len(data["requests"]) == run.summary["requests"]
-    assert "main" in TranscriptMessages.objects.get(transcript=run.transcript).data
+    assert "main" in TranscriptMessages.objects.get(transcript=run.transcript).read()
 
 
 def test_execute_run_twice_replays_once(run, monkeypatch):
@@ -130,11 +131,37 @@ def test_messages_streamed_to_the_database_are_the_engine_rows(make_transcript, 
     transcript = make_transcript(b.write(tmp_path / "tricky.jsonl"))
     session = engine.load_session(transcript.path)
     runner.store_messages_of(transcript, session)
-    stored = TranscriptMessages.objects.get(transcript=transcript).data
+    stored = TranscriptMessages.objects.get(transcript=transcript).read()
     assert stored == engine.messages_json(session)
     assert tricky in {b["text"] for row in stored["main"] for b in row["blocks"]}
     runner.store_messages_of(transcript, session)  # a row there already: kept, no error
-    assert TranscriptMessages.objects.get(transcript=transcript).data == stored
+    assert TranscriptMessages.objects.get(transcript=transcript).read() == stored
+
+
+def test_messages_are_stored_in_parts_of_bounded_size(
+    make_transcript, tool_heavy_jsonl, monkeypatch
+):
+    # PostgreSQL keeps at most 256 MB in one jsonb value: a session's messages past that
+    # (sessions above ~550 MB) are stored in parts of PART_CHARS; here parts of 2,000 characters
+    from contextlab.engine.results import message_store
+
+    monkeypatch.setattr(message_store, "PART_CHARS", 2000)
+    transcript = make_transcript(tool_heavy_jsonl)
+    session = engine.load_session(transcript.path)
+    runner.store_messages_of(transcript, session)
+    stored = TranscriptMessages.objects.get(transcript=transcript)
+    sizes = [
+        (len(json.dumps(data["rows"])), len(data["rows"]))
+        for data in stored.parts.order_by("seq").values_list("data", flat=True)
+    ]
+    assert len(sizes) > 5
+    assert all(chars <= 2000 + 2 or rows == 1 for chars, rows in sizes)
+    assert stored.read() == engine.messages_json(session)
+    pieces = list(stored.pieces())
+    assert [rows for _, rows in pieces] == [
+        data["rows"] for data in stored.parts.order_by("seq").values_list("data", flat=True)
+    ]
+    assert len(str(stored.data)) < 200  # the row itself holds no message
 
 
 def test_a_result_streamed_to_the_database_replaces_the_last_one(run):

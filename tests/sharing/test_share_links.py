@@ -146,7 +146,7 @@ def test_no_secret_survives_in_anything_a_link_serves(shared, seeded):
 
 
 def test_the_original_is_never_changed(shared, seeded):
-    stored = json.dumps(TranscriptMessages.objects.get(transcript=seeded).data)
+    stored = json.dumps(TranscriptMessages.objects.get(transcript=seeded).read())
     assert SECRETS[0].cores[0] in stored
     seeded.refresh_from_db()
     assert seeded.name == NAME

@@ -207,7 +207,7 @@ def test_a_session_that_grows_while_its_run_replays_is_replayed_again(
     assert run.status == Run.Status.DONE
     assert len(RunResult.objects.get(run=run).data["requests"]) == 4
     transcript = Transcript.objects.get(pk=first["id"])
-    stored = TranscriptMessages.objects.get(transcript=transcript).data
+    stored = TranscriptMessages.objects.get(transcript=transcript).read()
     main = next(t for t in transcript.threads if t["kind"] == "main")
     assert len(stored[main["id"]]) == main["messages"]  # the grown file's messages
 

@@ -47,7 +47,7 @@ def test_messages_stored_are_the_grown_files(
     assert len(loads) == 2
     assert loads[-1] == transcript.sha256 != loads[0]
     assert transcript.size == len(b"".join(LINES[: CUTS[3]]))
-    stored = engine.expand_messages(TranscriptMessages.objects.get(transcript=transcript).data)
+    stored = engine.expand_messages(TranscriptMessages.objects.get(transcript=transcript).read())
     grown = engine.expand_messages(engine.messages_json(engine.load_session(transcript.path)))
     assert stored == grown
     requests = RunResult.objects.get(run=run).data["requests"]

@@ -13,11 +13,13 @@ there, and a file written here is copied there.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 from importlib import resources
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
@@ -57,6 +59,12 @@ CACHE_VERSION = f"14.{_token_kinds_digest()}"
 #: LLM summary, or an A/B pair), newest last.
 _RECENT: OrderedDict[str, Session] = OrderedDict()
 RECENT_LIMIT = 2
+#: bytes of session files whose sessions are kept in memory at most (``_RECENT``): a session
+#: of gigabytes is not kept, and one is let go before a session is read that would take them
+#: past it, so a worker never holds a large session while it reads the next one
+RECENT_MAX_BYTES = 256 * 1024 * 1024
+#: file bytes of each session of ``_RECENT``
+_RECENT_BYTES: dict[str, int] = {}
 
 
 class CacheMirror(Protocol):
@@ -148,12 +156,15 @@ def _cached_session(
         _RECENT.move_to_end(key)
         recent.upload = reopen()  # the last replay closed its archive handles
         return recent
+    size = _files_bytes([path, *(e.path for e in files)])
+    _make_room(size)
+    remember = partial(_remember, size=size)
     session = read_kept(target, Session, mirror)  # maybe another host prepared it
     if session is not None:
         session.upload = reopen()  # archives: tool-results read on demand
         if name:
             session.name = name
-        _remember(key, session)
+        remember(key, session)
         return session
     parsed = Path(cache_dir) / f"{key}{PARSED_SUFFIX}"
     session = read_kept(parsed, Session, mirror)  # maybe the web host's upload check's
@@ -164,7 +175,7 @@ def _cached_session(
             session.name = name
         if beside is not None and not files:
             _prepare_beside(session, Path(cache_dir), key, prepare, beside, mirror)
-            _remember(key, session)
+            remember(key, session)
             return session
     else:
         session = load_session(path, name, earlier=files)
@@ -180,7 +191,7 @@ def _cached_session(
     parsed.unlink(missing_ok=True)  # the prepared copy supersedes it
     if mirror is not None:
         mirror.discard(parsed.name)
-    _remember(key, session)
+    remember(key, session)
     return session
 
 
@@ -301,11 +312,29 @@ def keep_parsed(
     return target
 
 
-def _remember(key: str, session: Session) -> None:
+def _remember(key: str, session: Session, size: int) -> None:
+    if size > RECENT_MAX_BYTES:
+        return  # its replay holds it; once done, it goes
     _RECENT[key] = session
     _RECENT.move_to_end(key)
+    _RECENT_BYTES[key] = size
     while len(_RECENT) > RECENT_LIMIT:
-        _RECENT.popitem(last=False)
+        _RECENT_BYTES.pop(_RECENT.popitem(last=False)[0], None)
+
+
+def _make_room(size: int) -> None:
+    """Let the oldest sessions kept in memory go until they and a session read from files of
+    ``size`` bytes fit ``RECENT_MAX_BYTES``."""
+    while _RECENT and sum(_RECENT_BYTES.get(k, 0) for k in _RECENT) + size > RECENT_MAX_BYTES:
+        _RECENT_BYTES.pop(_RECENT.popitem(last=False)[0], None)
+
+
+def _files_bytes(paths: Sequence[str | os.PathLike[str]]) -> int:
+    total = 0
+    for path in paths:
+        with contextlib.suppress(OSError):  # a file gone: its reading says so
+            total += os.path.getsize(path)
+    return total
 
 
 def _reading_state_name(sha256: str) -> str:

@@ -186,6 +186,11 @@ def _thinking_parts(message: Message, counter: TokenCounter) -> tuple[list[Block
     return thinking, texts, visible
 
 
+#: metadata a replay derives from the recorded output (``size_thinking``): recomputed by each
+#: replay, so neither a forecast's copy nor the stored messages keep it
+DERIVED_METADATA = ("thinking_sized", "thinking_unsized", "thinking_scaled_by")
+
+
 def size_thinking(message: Message, counter: TokenCounter) -> None:
     """Size a response's thinking from its recorded output, not from the text the file holds.
 

@@ -24,10 +24,8 @@ from collections.abc import Iterable
 from contextlab.engine.input.model import SIGNATURE_CHARS, Block, Message
 from contextlab.engine.input.session import Session, Thread
 from contextlab.engine.measures.anchors import THINKING_GROWTH_SAMPLES
-from contextlab.engine.measures.tokens import TokenCounter, block_tokens
+from contextlab.engine.measures.tokens import DERIVED_METADATA, TokenCounter, block_tokens
 
-#: metadata a replay derives from the recorded output (``tokens.size_thinking``): recomputed
-DERIVED = ("thinking_sized", "thinking_unsized", "thinking_scaled_by")
 #: records whose metadata carries Claude Code's own counts (``preTokens``, ``tokensSaved``)
 BOUNDARIES = ("compact_boundary", "microcompact_boundary", "snip_boundary")
 #: metadata key of a response whose usage was left out: its estimated output tokens
@@ -119,7 +117,7 @@ def forecast_session(
 
 
 def _copy(msg: Message) -> Message:
-    metadata = {k: v for k, v in msg.metadata.items() if k not in DERIVED}
+    metadata = {k: v for k, v in msg.metadata.items() if k not in DERIVED_METADATA}
     blocks = [b.copy(tok=-1) if b.type == "thinking" else b for b in msg.blocks]
     return dataclasses.replace(msg, metadata=metadata, blocks=blocks)
 

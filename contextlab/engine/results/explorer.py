@@ -12,9 +12,9 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 from typing import Any
 
-from contextlab.engine.input.model import Block
+from contextlab.engine.input.model import Block, Message
 from contextlab.engine.input.session import Session, Thread
-from contextlab.engine.measures.tokens import TiktokenCounter, block_tokens
+from contextlab.engine.measures.tokens import DERIVED_METADATA, TiktokenCounter, block_tokens
 
 from .json_stream import TextSink
 
@@ -91,66 +91,6 @@ def write_messages_json(session: Session, out: TextSink) -> None:
     out.write("}")
 
 
-def message_marks(session: Session) -> list[list[Any]]:
-    """What a store of ``messages_json(session)`` keeps to take a later, longer version of
-    the session by its appended rows (``appended_messages_json``): each thread's id, message
-    count, last message's uuid and how many of its first messages are the main thread's
-    (``SHARED_PREFIXES``), in order."""
-    threads, _ = _stored_threads(session)
-    return [
-        [t.id, len(t.messages), t.messages[-1].uuid if t.messages else None, start]
-        for t, start in threads
-    ]
-
-
-def appended_messages_json(
-    session: Session, marks: list[list[Any]]
-) -> dict[str, dict[str, Any]] | None:
-    """The rows of ``messages_json(session)`` a store of an earlier version of the session
-    (its ``message_marks``: the session before lines were appended to its file) lacks: per
-    thread, ``{"start": i, "rows": [...]}``, its stored rows from ``i`` on to be replaced by
-    ``rows`` (``apply_appended_messages``). A thread's last stored message is written again (an
-    append may complete a response written record by record); a new thread after the stored
-    ones comes whole. None when the session did not grow so: a thread stored is gone, moved,
-    shorter or ends on another message, threads share an id, or one starts with another's
-    messages (``SHARED_PREFIXES``, which a whole store handles): store it whole."""
-    threads, shared = _stored_threads(session)
-    ids = [thread.id for thread, _ in threads]
-    if shared or len(set(ids)) < len(ids) or len(ids) < len(marks):
-        return None
-    if any(len(mark) != 4 or mark[3] for mark in marks):
-        return None  # the store's threads shared a prefix
-    counter = TiktokenCounter()
-    out: dict[str, dict[str, Any]] = {}
-    for n, (thread, _) in enumerate(threads):
-        start = 0
-        if n < len(marks):
-            thread_id, count, last, _ = marks[n]
-            if thread_id != thread.id or len(thread.messages) < count:
-                return None
-            if count and thread.messages[count - 1].uuid != last:
-                return None
-            start = max(0, count - 1)
-            if start == len(thread.messages):
-                continue  # an empty thread stays empty
-        out[thread.id] = {
-            "start": start,
-            "rows": list(_message_rows(thread, start, counter, True, True)),
-        }
-    return out
-
-
-def apply_appended_messages(
-    data: dict[str, Any], appended: dict[str, dict[str, Any]]
-) -> dict[str, Any]:
-    """Stored ``messages_json`` output ``data`` with the rows ``appended_messages_json`` gave
-    put in (a new mapping; ``data``'s lists are not changed, their rows are shared)."""
-    out = dict(data)
-    for thread, part in appended.items():
-        out[thread] = list(out.get(thread) or [])[: part["start"]] + part["rows"]
-    return out
-
-
 def _stored_threads(session: Session) -> tuple[list[tuple[Thread, int]], dict[str, Any]]:
     """Each thread with the index of its first message stored under it, and the shared
     prefixes (``SHARED_PREFIXES``)."""
@@ -185,6 +125,34 @@ class TextOnRead(dict[str, Any]):
         return self[key] if key == "text" or key in self else default
 
 
+class OriginalOnRead(dict[str, Any]):
+    """A message's row whose ``"original_output"`` (a persisted tool output's whole text) is
+    its message's, read back (``Message.original_output``) each time it is asked for, as
+    ``TextOnRead`` does for a block's text (``messages_json(texts_on_read=True)``)."""
+
+    __slots__ = ("_message",)
+
+    def __init__(self, message: Message) -> None:
+        super().__init__()
+        self._message = message
+
+    def __missing__(self, key: str) -> Any:
+        if key == "original_output" and self._message.compact_original_output:
+            return self._message.original_output
+        raise KeyError(key)
+
+    def get(self, key: str, default: Any = None) -> Any:  # type: ignore[override]
+        try:
+            return self[key]
+        except KeyError:
+            return default
+
+    def __contains__(self, key: object) -> bool:
+        if key == "original_output":
+            return bool(self._message.compact_original_output)
+        return dict.__contains__(self, key)
+
+
 def _message_rows(
     thread: Thread,
     start: int,
@@ -196,7 +164,8 @@ def _message_rows(
     for i, msg in enumerate(thread.messages[start:], start=start):
         blocks = []
         for block in msg.blocks:
-            text = block.text
+            # (a text is expanded only where it is kept or looked at: deflated, most are)
+            text = block.text if include_texts or block.type == "tool_result" else ""
             item: dict[str, Any] = TextOnRead(block) if texts_on_read and not include_texts else {}
             item["type"] = block.type
             if include_texts:
@@ -211,7 +180,9 @@ def _message_rows(
             if block.type == "tool_result" and text.startswith(PERSISTED_OPEN):
                 item["persisted"] = True
             blocks.append(item)
-        row: dict[str, Any] = {
+        on_read = texts_on_read and not include_texts and include_originals
+        row: dict[str, Any] = OriginalOnRead(msg) if on_read else {}
+        row |= {
             "index": i,
             "uuid": msg.uuid,
             "role": msg.role,
@@ -224,8 +195,12 @@ def _message_rows(
             "blocks": blocks,
         }
         if msg.metadata:
-            row["metadata"] = {k: v for k, v in msg.metadata.items() if k != "compactedToolIds"}
-        if include_originals and msg.original_output:
+            row["metadata"] = {
+                k: v
+                for k, v in msg.metadata.items()
+                if k != "compactedToolIds" and k not in DERIVED_METADATA
+            }
+        if include_originals and not on_read and msg.original_output:
             row["original_output"] = msg.original_output
         yield row
 
