@@ -546,7 +546,9 @@ class RecordingSummarizer:
         return SummaryResult(text="<summary>where things stand</summary>", backend=self.name)
 
 
-def test_a_whatif_compaction_of_a_codex_session_asks_for_a_codex_style_hand_off():
+def whatif_compacting_early() -> tuple[Any, dict[str, Any], RecordingSummarizer]:
+    """The 0.58 fixture replayed what-if with compaction at 4 % of the window: the session,
+    the result and the summarizer that saw the requests."""
     session = engine.load_session(FIXTURES / "v0_58_calls.jsonl")
     config, preset = engine.resolve_config(
         "auto",
@@ -558,6 +560,11 @@ def test_a_whatif_compaction_of_a_codex_session_asks_for_a_codex_style_hand_off(
     data = engine.replay(
         session, config, mode="whatif", preset_name=preset, summarizer=summarizer
     ).to_json()
+    return session, data, summarizer
+
+
+def test_a_whatif_compaction_of_a_codex_session_asks_for_a_codex_style_hand_off():
+    _, data, summarizer = whatif_compacting_early()
     assert data["summary"]["compactions"] >= 1
     compactions = [r for r in summarizer.requests if r.kind == "codex_compact"]
     assert compactions
@@ -605,16 +612,7 @@ def test_a_whatif_reusing_a_local_compaction_keeps_what_the_recording_kept():
 
 
 def test_a_new_whatif_compaction_of_a_codex_session_keeps_its_newest_prompts_and_no_file():
-    session = engine.load_session(FIXTURES / "v0_58_calls.jsonl")
-    config, preset = engine.resolve_config(
-        "auto",
-        {"autocompact_pct_override": 4.0},
-        agent=session.agent,
-        recorded_window=session.context_window,
-    )
-    data = engine.replay(
-        session, config, mode="whatif", preset_name=preset, summarizer=RecordingSummarizer()
-    ).to_json()
+    session, data, _ = whatif_compacting_early()
     events = [
         e
         for r in data["requests"]

@@ -17,18 +17,38 @@ class ExpansionLimitExceeded(OSError):
     """A compressed stream expanded past its budget (a decompression bomb)."""
 
 
-class _ExpansionLimited(io.RawIOBase):
-    """A decompressed stream that stops with ``ExpansionLimitExceeded`` past ``budget`` bytes."""
+class _Filter(io.RawIOBase):
+    """A readable stream over ``inner`` whose ``read`` a subclass checks; ``readinto`` and
+    ``close`` go through it."""
 
-    def __init__(self, inner: IO[bytes], budget: int, ratio: int) -> None:
+    def __init__(self, inner: IO[bytes]) -> None:
         super().__init__()
         self.inner = inner
-        self.budget = budget
-        self.ratio = ratio
-        self.produced = 0
 
     def readable(self) -> bool:
         return True
+
+    def read(self, size: int = -1) -> bytes:
+        return self.inner.read(size)
+
+    def readinto(self, buffer: Any) -> int:
+        data = self.read(len(buffer))
+        buffer[: len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        self.inner.close()
+        super().close()
+
+
+class _ExpansionLimited(_Filter):
+    """A decompressed stream that stops with ``ExpansionLimitExceeded`` past ``budget`` bytes."""
+
+    def __init__(self, inner: IO[bytes], budget: int, ratio: int) -> None:
+        super().__init__(inner)
+        self.budget = budget
+        self.ratio = ratio
+        self.produced = 0
 
     def _count(self, data: bytes) -> bytes:
         self.produced += len(data)
@@ -44,15 +64,6 @@ class _ExpansionLimited(io.RawIOBase):
 
     def readline(self, size: int | None = -1) -> bytes:
         return self._count(self.inner.readline(-1 if size is None else size))
-
-    def readinto(self, buffer: Any) -> int:
-        data = self.read(len(buffer))
-        buffer[: len(data)] = data
-        return len(data)
-
-    def close(self) -> None:
-        self.inner.close()
-        super().close()
 
 
 def open_gzip(path: str, budget: int, ratio: int) -> IO[bytes]:
@@ -74,33 +85,20 @@ def open_zstd(path: str, budget: int, ratio: int) -> IO[bytes]:
     return cast(IO[bytes], io.BufferedReader(limited, buffer_size=1024**2))
 
 
-class _ZstdEndChecked(io.RawIOBase):
+class _ZstdEndChecked(_Filter):
     """zstd's stream reader ends quietly where a cut file ends, mid-frame. At that end this
     raises ``EOFError`` (as gzip does) unless the file's frames are whole, so a cut upload is
     reported (``truncated_stream``), not read as a shorter session."""
 
     def __init__(self, inner: IO[bytes], path: str) -> None:
-        super().__init__()
-        self.inner = inner
+        super().__init__(inner)
         self.path = path
-
-    def readable(self) -> bool:
-        return True
 
     def read(self, size: int = -1) -> bytes:
         data = self.inner.read(size)
         if not data and size != 0 and not _zstd_frames_whole(self.path):
             raise EOFError("the compressed file ends before its last zstd frame does (cut short?)")
         return data
-
-    def readinto(self, buffer: Any) -> int:
-        data = self.read(len(buffer))
-        buffer[: len(data)] = data
-        return len(data)
-
-    def close(self) -> None:
-        self.inner.close()
-        super().close()
 
 
 def _zstd_frames_whole(path: str) -> bool:

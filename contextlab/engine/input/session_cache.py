@@ -88,6 +88,7 @@ def file_sha256(path: str | os.PathLike[str]) -> str:
     return digest.hexdigest()
 
 
+@gc_paused()
 def cached_session(
     path: str | os.PathLike[str],
     *,
@@ -113,31 +114,6 @@ def cached_session(
     and rewritten; the cache never changes what a replay computes.
     The garbage collector is paused meanwhile (``disk_cache.gc_paused``).
     """
-    with gc_paused():
-        return _cached_session(
-            path,
-            cache_dir=cache_dir,
-            prepare=prepare,
-            name=name,
-            sha256=sha256,
-            earlier=earlier,
-            mirror=mirror,
-            beside=beside,
-        )
-
-
-def _cached_session(
-    path: str | os.PathLike[str],
-    *,
-    cache_dir: str | os.PathLike[str],
-    prepare: Callable[[Session], object],
-    name: str | None = None,
-    sha256: str | None = None,
-    earlier: Sequence[str | os.PathLike[str] | EarlierUpload] = (),
-    mirror: CacheMirror | None = None,
-    beside: KeptBeside | None = None,
-) -> Session:
-    """``cached_session``'s work (see there), the garbage collector not paused."""
     path = os.fspath(path)
     files = [e if isinstance(e, EarlierUpload) else EarlierUpload(e) for e in earlier]
     files = [e for e in files if os.path.isfile(e.path)]
@@ -341,6 +317,7 @@ def _reading_state_name(sha256: str) -> str:
     return f"{sha256}.reading-v{STATE_VERSION}.pickle"
 
 
+@gc_paused()
 def load_growing(
     path: str | os.PathLike[str],
     name: str | None = None,
@@ -358,27 +335,6 @@ def load_growing(
     is the one a whole read makes; the second value says whether the read was resumed.
     The garbage collector is paused meanwhile (``disk_cache.gc_paused``).
     """
-    with gc_paused():
-        return _load_growing(
-            path,
-            name,
-            cache_dir=cache_dir,
-            sha256=sha256,
-            earlier_sha256=earlier_sha256,
-            mirror=mirror,
-        )
-
-
-def _load_growing(
-    path: str | os.PathLike[str],
-    name: str | None = None,
-    *,
-    cache_dir: str | os.PathLike[str],
-    sha256: str,
-    earlier_sha256: str | None = None,
-    mirror: CacheMirror | None = None,
-) -> tuple[Session, bool]:
-    """``load_growing``'s work (see there), the garbage collector not paused."""
     folder = Path(cache_dir)
     earlier = folder / _reading_state_name(earlier_sha256) if earlier_sha256 else None
     saved = None
