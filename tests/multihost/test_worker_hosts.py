@@ -146,6 +146,11 @@ def test_two_worker_hosts_replay_every_upload_once_and_survive_losing_one(
         )
         assert failed == {}, f"{failed}\n{first.log('worker')[-3000:]}"
 
+        # a run is stored done a moment before its worker writes its "done" line
+        def every_done_line_written() -> bool:
+            return set(done_by(first.log("worker")) + done_on_second) >= set(runs)
+
+        wait_until(every_done_line_written, 30, "the 'done' line of every finished run")
         done_on_first = done_by(first.log("worker"))
         # every replay done exactly once, across the two hosts
         assert sorted(done_on_first + done_on_second) == sorted(runs)
