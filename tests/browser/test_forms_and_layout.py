@@ -419,6 +419,7 @@ def test_runs_and_compare_tables_fit_a_phone_with_every_heading(
     page.locator("#sweep-progress[data-status=done]").wait_for(timeout=120_000)
     pages = {
         "report-runs": (f"/sessions/{transcript.pk}/", "#run-table, #problem-table"),
+        "config-fields": (f"/sessions/{transcript.pk}/", "#config-fields"),
         "compare-delta": (comparison, "#delta-table"),
         "compare-request": (comparison + "requests/1/", "#ab-stats"),
         "sweep-table": (sweep, "#sweep-table"),
@@ -428,9 +429,13 @@ def test_runs_and_compare_tables_fit_a_phone_with_every_heading(
         page.set_viewport_size({"width": width, "height": 844 if width < 600 else 900})
         for name, (url, table) in pages.items():
             page.goto(url)
+            # the runs a comparison made, folded under its row on the report, and the what-if
+            # form's table of config fields, opened
+            page.evaluate(
+                "document.querySelectorAll('#runs details, details.fields')"
+                ".forEach(d => d.open = true)"
+            )
             page.locator(table.split(",")[0]).first.wait_for()
-            # the runs a comparison made, folded under its row on the report, opened
-            page.evaluate("document.querySelectorAll('#runs details').forEach(d => d.open = true)")
             _no_horizontal_scroll(page, width)
             _tables_fit(page, width)
             if width < 600:
