@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import gzip
 import io
 import json
 import os
@@ -487,27 +486,19 @@ def build_parser() -> argparse.ArgumentParser:
 SESSION_FILE_SUFFIXES = (".jsonl", ".jsonl.gz", ".jsonl.zst")
 
 
-def _first_line(path: Path) -> bytes:
-    """The first line of a session file (up to 1 MiB), decompressed when it is compressed."""
-    if path.name.endswith(".zst"):
-        import zstandard
-
-        with path.open("rb") as raw, zstandard.ZstdDecompressor().stream_reader(raw) as reader:
-            return io.BufferedReader(cast(Any, reader)).readline(1024 * 1024)
-    opener = gzip.open if path.name.endswith(".gz") else open
-    with opener(path, "rb") as fh:
-        return fh.readline(1024 * 1024)
-
-
 def is_codex_rollout(path: Path) -> bool:
     """Whether ``path`` (``.jsonl``, ``.jsonl.gz`` or ``.jsonl.zst``) is a Codex rollout, by its
     first line: a ``session_meta`` record, or an older rollout's header (``id`` and
     ``instructions``)."""
-    import zstandard
+    # the engine's reader opens it as an upload is opened (plain, gzip or zstd), quietly
+    from contextlab.engine.input.loading import open_upload, read_head
+    from contextlab.engine.input.model import TranscriptError
 
     try:
-        first = json.loads(_first_line(path) or b"null")
-    except (OSError, EOFError, ValueError, zstandard.ZstdError):
+        with open_upload(path) as upload:
+            head = read_head(upload.main, 1) if upload.main is not None else []
+        first = json.loads(head[0] if head else "null")
+    except (OSError, ValueError, TranscriptError):
         return False
     if not isinstance(first, dict):
         return False

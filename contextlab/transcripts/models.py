@@ -215,14 +215,25 @@ class TranscriptMessages(models.Model):
             yield data["thread"], data["rows"]
 
     @classmethod
-    def current_data(cls, transcript: Transcript) -> dict[str, Any] | None:
-        """``engine.messages_json`` of the session's file as stored (with the rows appended
-        since put in), or None when none are stored for its file (yet)."""
+    def of_file(cls, transcript: Transcript) -> TranscriptMessages | None:
+        """The stored messages of the session's file (the rows appended since after them), or
+        None when none are stored for its file (yet)."""
         stored = cls.objects.filter(transcript=transcript).only("sha256", "data").first()
         if stored is None or stored.sha256 not in ("", transcript.sha256):
             return None
-        data = stored.read()  # its parts joined
-        for part in AppendedMessages.objects.filter(messages_id=transcript.pk).values_list(
+        return stored
+
+    @classmethod
+    def current_data(cls, transcript: Transcript) -> dict[str, Any] | None:
+        """``engine.messages_json`` of the session's file as stored (with the rows appended
+        since put in), or None when none are stored for its file (yet)."""
+        stored = cls.of_file(transcript)
+        return None if stored is None else stored.with_appended()
+
+    def with_appended(self) -> dict[str, Any]:
+        """``read()`` with the rows appended since put in."""
+        data = self.read()  # its parts joined
+        for part in AppendedMessages.objects.filter(messages_id=self.pk).values_list(
             "data", flat=True
         ):
             data = engine.apply_appended_messages(data, part)
@@ -235,12 +246,12 @@ class TranscriptMessages(models.Model):
         """(thread, its next rows) of the session's file's messages as stored (``pieces``:
         one part in memory at a time), or None when none are stored for its file (yet). A live
         session's, with rows appended since, are read whole and the rows put in."""
-        stored = cls.objects.filter(transcript=transcript).only("sha256", "data").first()
-        if stored is None or stored.sha256 not in ("", transcript.sha256):
+        stored = cls.of_file(transcript)
+        if stored is None:
             return None
         if not stored.appended.exists():
             return stored.pieces()
-        data = cls.current_data(transcript) or {}
+        data = stored.with_appended()
         return ((thread, rows) for thread, rows in data.items() if isinstance(rows, list))
 
     @classmethod
