@@ -491,8 +491,7 @@ def is_codex_rollout(path: Path) -> bool:
     first line: a ``session_meta`` record, or an older rollout's header (``id`` and
     ``instructions``)."""
     # the engine's reader opens it as an upload is opened (plain, gzip or zstd), quietly
-    from contextlab.engine.input.loading import open_upload, read_head
-    from contextlab.engine.input.model import TranscriptError
+    from contextlab.engine import TranscriptError, open_upload, read_head
 
     try:
         with open_upload(path) as upload:

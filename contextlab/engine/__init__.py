@@ -38,7 +38,7 @@ from .config.resolve import (
 from .config.thresholds import Thresholds, compute_thresholds
 from .input import disk_cache
 from .input.json_line import decode_json_line
-from .input.loading import open_upload
+from .input.loading import open_upload, read_head
 from .input.model import Block, Message, Problem, TranscriptError, Usage, dropped_problems
 from .input.rough import rough_text
 from .input.session import Session, Thread
@@ -311,6 +311,7 @@ __all__ = [
     "parse_time",
     "preload_sdks",
     "preset_for_version",
+    "read_head",
     "render_messages",
     "replay",
     "replay_live",
