@@ -21,7 +21,7 @@ from contextlab import blobs, engine
 from contextlab.engine import dropped_problems, keep_parsed
 from contextlab.runs import services as run_services
 from contextlab.search import services as search
-from contextlab.transcripts import continuations, naming, quotas
+from contextlab.transcripts import continuations, naming, quotas, upload_check
 from contextlab.transcripts.models import Transcript, TranscriptMessages
 from contextlab.workspaces.models import Workspace
 from contextlab.workspaces.services import personal_workspace
@@ -188,15 +188,13 @@ def session_fields(
 _COMPARE_CHUNK = 1 << 20
 
 
-def _grown_from(workspace: Workspace, session: engine.Session, new_path: Path) -> Transcript | None:
+def _grown_from(workspace: Workspace, session_id: str, new_path: Path) -> Transcript | None:
     """The session of ``workspace`` that this upload continues: the same ``sessionId``, and its
     transcript is where the new one starts (Claude Code appends to a session's file, so a
     SessionEnd hook uploads ever longer versions of it). None for anything else."""
-    if not session.session_id:
+    if not session_id:
         return None
-    candidates = Transcript.objects.filter(
-        workspace=workspace, session_id=session.session_id[:100]
-    ).order_by("-pk")
+    candidates = Transcript.objects.filter(workspace=workspace, session_id=session_id[:100]).order_by("-pk")
     for candidate in candidates[:5]:
         if candidate.size > new_path.stat().st_size and not candidate.file.endswith(
             (".gz", ".zst", ".zip", ".tgz")
@@ -374,27 +372,16 @@ def store_upload(
                 "later, or tell the administrator the storage may be full or unreachable.",
                 status=507,
             ) from None
-        try:
-            session = engine.load_session(str(final), name=name)
-        except engine.TranscriptError as exc:
-            # a reading error (a bomb stopped, a corrupt stream) is the reason worth naming
-            errors = [p for p in exc.problems if p.severity == "error"]
-            raise UploadRejected(
-                f"{name}: {exc}" + (f" ({errors[0].message})" if errors else ""),
-                [p.to_json() for p in exc.problems[:MAX_STORED_PROBLEMS]],
-            ) from None
-        except Exception:
-            # An engine bug must not leave a half-imported session behind; the log has details.
-            logger.exception("engine failed to load upload %s", name)
-            raise UploadRejected(
-                f"{name}: ContextLab could not read this file (internal error; see the server log)."
-            ) from None
-        fields = session_fields(
-            session, stored_name=stored_name, name=name, size=size, sha256=sha256
+        # parsed once, here or in a child process (a large file: its parse's memory goes
+        # back to the system before the replay); the parse is left for the first replay
+        checked = upload_check.check(
+            final, name=name, stored_name=stored_name, size=size, sha256=sha256
         )
+        handed = checked.parsed
+        fields = checked.fields
         scanned: set[int] = set()
         try:
-            grown = _grown_from(workspace, session, final)
+            grown = _grown_from(workspace, fields["session_id"], final)
             # looked for before the row exists, so that its first replay is already stitched
             # (a longer version of a linked session starts as it did: the same link)
             continued = (
@@ -411,10 +398,15 @@ def store_upload(
             )
             if continued is not None:
                 fields["continues"] = continued
-            else:
-                # before the run is queued: its worker must find it (a stitched replay reads
-                # every file of the conversation, so it has no use for this one's parse)
-                handed = hand_over(final, session, sha256)
+                # a stitched replay reads every file of the conversation: this parse is no use
+                if handed is not None:
+                    handed.unlink(missing_ok=True)
+                    handed = None
+            elif handed is not None:
+                # before the run is queued: its worker, on any host, must find it
+                mirror = blobs.session_cache_mirror()
+                if mirror is not None:
+                    mirror.store(handed.name, handed)
             if grown is not None:
                 transcript = replace_with_longer(grown, fields)
                 final = None  # the grown session's row now owns the file
@@ -433,10 +425,8 @@ def store_upload(
             # Two uploads of the same bytes raced; the other one won and owns the file.
             final = None
             return Transcript.objects.get(workspace=workspace, sha256=sha256), Stored.DUPLICATE
-        finally:
-            session.close()
         try:
-            continuations.link_after_upload(transcript, session.record_uuids, scanned)
+            continuations.link_after_upload(transcript, checked.record_uuids, scanned)
         except Exception:  # the upload is stored and replayed: a failed link must not undo it
             logger.exception(
                 "could not link session %s to the sessions it continues", transcript.pk
