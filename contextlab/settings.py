@@ -254,6 +254,11 @@ STORAGES: dict[str, dict[str, Any]] = {
     },
 }
 
+# --- results -------------------------------------------------------------------------------
+#: A run's result is stored with its requests in parts of at most this many characters of JSON
+#: each (``runs.models.RunResultPart``): PostgreSQL holds at most 256 MB in one ``jsonb`` value.
+RUN_RESULT_PART_CHARS = env_int("RUN_RESULT_PART_CHARS", 4 * 1024**2, minimum=1)
+
 # --- uploads -------------------------------------------------------------------------------
 #: Largest accepted transcript upload, bytes (per file). Enforced in the browser and the server.
 UPLOAD_MAX_BYTES = env_int("UPLOAD_MAX_BYTES", 5 * 1024**3, minimum=1)

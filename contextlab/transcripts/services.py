@@ -194,7 +194,9 @@ def _grown_from(workspace: Workspace, session_id: str, new_path: Path) -> Transc
     SessionEnd hook uploads ever longer versions of it). None for anything else."""
     if not session_id:
         return None
-    candidates = Transcript.objects.filter(workspace=workspace, session_id=session_id[:100]).order_by("-pk")
+    candidates = Transcript.objects.filter(
+        workspace=workspace, session_id=session_id[:100]
+    ).order_by("-pk")
     for candidate in candidates[:5]:
         if candidate.size > new_path.stat().st_size and not candidate.file.endswith(
             (".gz", ".zst", ".zip", ".tgz")

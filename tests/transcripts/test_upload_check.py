@@ -95,7 +95,7 @@ def test_a_child_checks_the_upload_as_the_storing_process_does(
     runner.execute_run(run.pk)
     run.refresh_from_db()
     assert run.status == Run.Status.DONE, run.error
-    assert run.result.data["requests"]
+    assert run.result.read()["requests"]
 
 
 @pytest.mark.usefixtures("empty_session_cache", "in_child")
