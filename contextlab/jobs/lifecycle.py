@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import itertools
 import logging
 import tempfile
 import threading
@@ -302,22 +303,26 @@ def conclude(
 
 
 def _store_result(run_id: int, data: dict[str, Any]) -> None:
-    """``RunResult`` of ``run_id`` is ``data`` (replaced when there is one), its requests in
-    parts of at most ``RUN_RESULT_PART_CHARS`` characters (``RunResultPart``: one value of
-    every request would not fit PostgreSQL's ``jsonb`` past sessions of about 4.5 GB). On
-    PostgreSQL streamed part by part (``copy_json_row``, ``copy_json_parts``), elsewhere
-    stored part by part: never held as one JSON string."""
+    """``RunResult`` of ``run_id`` is ``data`` (replaced when there is one). Requests of more
+    than ``RUN_RESULT_PART_CHARS`` characters of JSON are stored in parts of at most that
+    (``RunResultPart``: one value of every request would not fit PostgreSQL's ``jsonb`` past
+    sessions of about 4.5 GB); fewer, in the row as they always were. On PostgreSQL streamed
+    (``copy_json_row``, ``copy_json_parts``), elsewhere stored part by part: never held as one
+    JSON string."""
     requests = data.get("requests")
+    head = data
+    parts: Iterator[str] = iter(())
     if isinstance(requests, list):
-        head = {
-            (REQUESTS_IN_PARTS if key == "requests" else key): (
-                len(requests) if key == "requests" else value
-            )
-            for key, value in data.items()
-        }
-        parts = engine.json_list_parts(requests, settings.RUN_RESULT_PART_CHARS)
-    else:
-        head, parts = data, iter(())
+        texts = engine.json_list_parts(requests, settings.RUN_RESULT_PART_CHARS)
+        first = list(itertools.islice(texts, 2))
+        if len(first) > 1:
+            head = {
+                (REQUESTS_IN_PARTS if key == "requests" else key): (
+                    len(requests) if key == "requests" else value
+                )
+                for key, value in data.items()
+            }
+            parts = itertools.chain(first, texts)
     write = partial(engine.write_json, head)
     if connection.vendor != "postgresql":
         RunResult.objects.update_or_create(run_id=run_id, defaults={"data": json_text(write)})

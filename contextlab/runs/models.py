@@ -107,10 +107,11 @@ REQUESTS_IN_PARTS = "_requests_in_parts"
 class RunResult(models.Model):
     """The engine's ``ReplayResult.to_json()``, stored once per finished run.
 
-    Its requests are stored in parts (``RunResultPart``, ``engine.json_list_parts``): ``data``
-    holds the rest, with ``REQUESTS_IN_PARTS`` where ``requests`` was. One JSON value of every
-    request would not fit PostgreSQL's ``jsonb`` (256 MB a value) past sessions of about
-    4.5 GB. A row stored whole (before parts) is read as it is: read it with ``read``."""
+    Requests of more than ``RUN_RESULT_PART_CHARS`` characters of JSON are stored in parts
+    (``RunResultPart``, ``engine.json_list_parts``): ``data`` then holds the rest, with
+    ``REQUESTS_IN_PARTS`` where ``requests`` was (one JSON value of every request would not fit
+    PostgreSQL's ``jsonb``, 256 MB a value, past sessions of about 4.5 GB). Fewer are in
+    ``data``, as every result stored before parts: read a result with ``read``."""
 
     run = models.OneToOneField(
         Run, on_delete=models.CASCADE, primary_key=True, related_name="result"

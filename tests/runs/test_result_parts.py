@@ -58,14 +58,16 @@ def test_a_replay_past_the_part_size_is_stored_in_parts_and_reads_whole(
         text = ", ".join(json.dumps(r) for r in part.data)
         assert len(text) <= SMALL_PART or len(part.data) == 1
     assert [r for p in parts for r in p.data] == requests
-    # the same result the engine gives, and the same as stored in one part
+    # the same result the engine gives, and the same as when it fits one part: then stored
+    # in the row, as before parts
     fresh = fresh_result(tool_heavy_jsonl)
     assert [r["model_tokens"] for r in requests] == [r["model_tokens"] for r in fresh["requests"]]
     whole = stored.read()
     settings.RUN_RESULT_PART_CHARS = 10**9
     lifecycle._store_result(run.pk, whole)
     again = RunResult.objects.get(run=run)
-    assert RunResultPart.objects.filter(result=again).count() == 1
+    assert not RunResultPart.objects.filter(result=again).exists()
+    assert again.data == whole
     assert again.read() == whole
     # the key order as the engine wrote it (the worker adds its own keys after the engine's)
     # where the database keeps it (SQLite's JSON text)

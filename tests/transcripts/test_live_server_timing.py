@@ -57,7 +57,7 @@ def test_one_append_through_the_server(
         assert append(client, auth_header, session["id"], last_line, data[last_line:cut])
     runner.execute_run(run.pk)
     run.refresh_from_db()
-    count = len(run.result.read()["requests"])
+    count = len(run.result.data["requests"])
     client.force_login(user)
     url = f"/sessions/{session['id']}/requests/{count - 1}/"
     assert client.get(url).status_code == 200  # the open explorer: this version held

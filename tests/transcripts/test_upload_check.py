@@ -1,4 +1,4 @@
-"""An upload's check in a child process (``transcripts.upload_check``, files of at least
+"""An upload's check in a child process (``transcripts.upload_check``, ``services.check_upload``, files of at least
 ``UPLOAD_CHECK_CHILD_MIN_BYTES``): the same session as the check in the storing process, the
 parse left for the replay, and a child that dies rejects the upload with its reason and keeps
 nothing."""
@@ -16,7 +16,7 @@ from contextlab import blobs
 from contextlab.engine import session_cache
 from contextlab.jobs import replay as runner
 from contextlab.runs.models import Run
-from contextlab.transcripts import resumable, services, upload_check
+from contextlab.transcripts import resumable, services
 from contextlab.transcripts.models import ResumableUpload, Transcript
 from tests.transcripts.test_resumable import create, patch, upload_id
 
@@ -50,14 +50,14 @@ def in_child(settings, monkeypatch):
     def not_here(request):
         raise AssertionError("the upload was checked in the storing process")
 
-    monkeypatch.setattr(upload_check, "check_here", not_here)
+    monkeypatch.setattr(services, "check_here", not_here)
 
 
 def dying_child(monkeypatch) -> None:
     """The child kills itself with SIGKILL (as the kernel's out-of-memory killer would) after
     reading its request."""
     code = "import os, signal, sys; sys.stdin.buffer.read(); os.kill(os.getpid(), signal.SIGKILL)"
-    monkeypatch.setattr(upload_check, "child_command", lambda: [sys.executable, "-c", code])
+    monkeypatch.setattr(services, "child_command", lambda: [sys.executable, "-c", code])
 
 
 def row_fields(transcript: Transcript) -> dict[str, object]:
@@ -76,7 +76,7 @@ def test_a_child_checks_the_upload_as_the_storing_process_does(
     for path in parsed_copies():
         path.unlink()
     settings.UPLOAD_CHECK_CHILD_MIN_BYTES = len(data)  # this file is at the threshold
-    monkeypatch.setattr(upload_check, "check_here", None)  # not callable here: the child's
+    monkeypatch.setattr(services, "check_here", None)  # not callable here: the child's
     child, created = services.create_transcript(
         owner=other_user, name="short.jsonl", content=io.BytesIO(data)
     )
