@@ -106,6 +106,7 @@ class PeakMemory:
         self.root = root
         self.peaks: dict[int, tuple[str, int]] = {}
         self.tree_peaks: dict[str, int] = dict.fromkeys(ROLE_MARKERS, 0)
+        self.subtree_peaks: dict[str, int] = dict.fromkeys(ROLE_MARKERS, 0)
         self._roles: dict[int, str] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
@@ -170,6 +171,19 @@ class PeakMemory:
                 self.peaks[pid] = (commands[pid], hwm)
         for role, total in totals.items():
             self.tree_peaks[role] = max(self.tree_peaks[role], total)
+        # a process the role's first process started (a pool process), with its own children
+        for pid in sizes:
+            role = self._roles.get(pid)
+            if role is None or self._roles.get(tree.get(pid, 0)) != role:
+                continue  # not the role's, or its first process (the sum of all, above)
+            below = {pid}
+            grew = True
+            while grew:
+                more = {p for p, ppid in tree.items() if ppid in below} - below
+                below |= more
+                grew = bool(more)
+            held = sum(sizes[p][1] for p in below if p in sizes)
+            self.subtree_peaks[role] = max(self.subtree_peaks[role], held)
 
     def _role(self, pid: int, tree: dict[int, int], commands: dict[int, str]) -> str | None:
         """The role of the nearest process up from ``pid`` whose command names one."""
@@ -193,6 +207,11 @@ class PeakMemory:
     def tree_peak(self, role: str) -> int:
         """The largest RSS the role's processes held together in one sample."""
         return self.tree_peaks[role]
+
+    def subtree_peak(self, role: str) -> int:
+        """The largest RSS one process the role's first process started (a pool process) held
+        together with the processes it started (the upload check's child), in one sample."""
+        return self.subtree_peaks[role]
 
 
 def stored_bytes(var_dir: Path, session_id: int) -> dict[str, int]:
