@@ -15,9 +15,23 @@ from typing import Any
 
 from contextlab.engine.input.model import Block
 
+#: Top-level record types Codex writes for its own bookkeeping, nothing the model is sent as
+#: such: ``world_state`` (the state a resumed session diffs its context updates against),
+#: ``security_risk_score`` (scores Codex keeps out of the model's context),
+#: ``inter_agent_communication`` and its ``_metadata`` (a message between agents, which the
+#: history holds as a response item of its own: ``agent_message``, or an assistant message)
+BOOKKEEPING_RECORDS = frozenset(
+    {
+        "world_state",
+        "security_risk_score",
+        "inter_agent_communication",
+        "inter_agent_communication_metadata",
+    }
+)
 #: Top-level record types of the ``{timestamp, type, payload}`` form (0.45 onward).
-RECORD_TYPES = frozenset(
-    {"session_meta", "turn_context", "response_item", "event_msg", "compacted"}
+RECORD_TYPES = (
+    frozenset({"session_meta", "turn_context", "response_item", "event_msg", "compacted"})
+    | BOOKKEEPING_RECORDS
 )
 #: Bare item types of the older (≤ 0.4x) rollouts, one item per line after the header line.
 BARE_ITEMS = frozenset(
@@ -39,8 +53,12 @@ OUTPUT_ITEMS = frozenset(
 TOOL_OUTPUT_ITEMS = frozenset(
     {"function_call_output", "custom_tool_call_output", "local_shell_call_output"}
 )
-#: Response items that are bookkeeping, never sent to the model.
-IGNORED_ITEMS = frozenset({"ghost_snapshot"})
+#: Response items that are bookkeeping or request controls, never sent to the model as text:
+#: a git snapshot for /undo, a request to compact now, a change of reasoning settings.
+IGNORED_ITEMS = frozenset({"ghost_snapshot", "compaction_trigger", "configuration_update"})
+#: Response items holding a remote compaction's encrypted summary (``compaction_summary`` is
+#: an older name of ``compaction``; ``context_compaction``'s content may be absent).
+OPAQUE_ITEMS = frozenset({"compaction", "compaction_summary", "context_compaction"})
 #: Text that opens a user message Codex injects itself (context, not a person's prompt).
 INJECTED_PREFIXES = (
     "<environment_context",
@@ -75,6 +93,10 @@ def images_in(content: Any) -> int:
     return sum(
         1 for part in content if isinstance(part, dict) and part.get("type") == "input_image"
     )
+
+
+def json_text(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
 
 
 def output_text(output: Any) -> str:
@@ -141,19 +163,44 @@ def item_of(payload: dict[str, Any]) -> Item | str | None:
             "assistant",
             [Block("tool_use", f"{name} {args_text}", tool_use_id=call_id, tool_name=name)],
         )
+    call_id = payload.get("call_id") if isinstance(payload.get("call_id"), str) else None
     if kind in OUTPUT_ITEMS:
-        call_id = payload.get("call_id") if isinstance(payload.get("call_id"), str) else None
-        data = {k: v for k, v in payload.items() if k not in ("id", "encrypted_content")}
-        text = json.dumps(data, ensure_ascii=False)
-        return Item("assistant", [Block("tool_use", text, tool_use_id=call_id, tool_name=kind)])
+        # an image generation's ``result`` is the image itself (base64): one image, not text
+        image = kind == "image_generation_call" and bool(payload.get("result"))
+        hidden = ("id", "encrypted_content", "result") if image else ("id", "encrypted_content")
+        text = json_text({k: v for k, v in payload.items() if k not in hidden})
+        block = Block("tool_use", text, tool_use_id=call_id, tool_name=kind, media=int(image))
+        return Item("assistant", [block])
     if kind in TOOL_OUTPUT_ITEMS:
-        call_id = payload.get("call_id") if isinstance(payload.get("call_id"), str) else None
-        text = output_text(payload.get("output"))
-        return Item("tool_output", [Block("tool_result", text, tool_use_id=call_id)])
-    if kind == "compaction" or kind == "compaction_summary":
+        output = payload.get("output")
+        block = Block("tool_result", output_text(output), tool_use_id=call_id)
+        block.media = images_in(output)  # content items: text and images (MCP, view_image)
+        return Item("tool_output", [block])
+    if kind in OPAQUE_ITEMS:
         encrypted = payload.get("encrypted_content")
         size = len(encrypted) if isinstance(encrypted, str) else 0
         return Item("opaque", [], opaque_bytes=size)
+    return context_item(kind, payload, call_id)
+
+
+def context_item(kind: str, payload: dict[str, Any], call_id: str | None) -> Item | str:
+    """Items of newer versions that put text before the model without being a message: the
+    tools a tool search loaded (``tool_search_output``: their definitions, which the model
+    reads), tools added mid-session (``additional_tools``) and a message from another agent
+    (``agent_message``); the item type (a string) for a shape this adapter does not know."""
+    if kind == "tool_search_output":
+        text = json_text(payload.get("tools", []))
+        if call_id is None:  # run by the server: part of the model's own output, as a web search
+            return Item("assistant", [Block("tool_use", text, tool_name=kind)])
+        return Item("tool_output", [Block("tool_result", text, tool_use_id=call_id)])
+    if kind == "additional_tools":
+        return Item("developer", [Block("text", json_text(payload.get("tools", [])))], True)
+    if kind == "agent_message":
+        header = {k: payload.get(k) for k in ("author", "recipient") if k in payload}
+        content = payload.get("content")
+        text = "\n".join(t for t in (json_text(header), text_of(content)) if t)
+        blocks = [Block("text", text), *(Block("image") for _ in range(images_in(content)))]
+        return Item("developer", blocks, injected=True)
     return kind
 
 
