@@ -158,3 +158,23 @@ def test_later_session_meta_fields_name_the_session_and_a_subagents_parent(tmp_p
         "parent_thread_id": "019d0000-aaaa-7bbb-8ccc-000000000001",
     }
     assert parent_of(spawned) == Parent("subagent", spawned["parent_thread_id"])
+
+
+def test_content_parts_of_types_it_does_not_read_are_reported_and_the_rest_kept(tmp_path):
+    rows = records(TOOLS)
+    for row in rows:
+        if row["payload"].get("call_id") == "call_3" and row["payload"]["type"].endswith("output"):
+            row["payload"]["output"] += [
+                {"type": "input_audio", "audio_url": "data:audio/wav;base64,UklGRg=="},
+                {"type": "encrypted_content", "encrypted_content": "gAAAAABz"},
+            ]
+    session = engine.load_session(write(tmp_path / "parts.jsonl", rows))
+    shapes = [p.message for p in session.problems if p.code == "unknown_codex_shape"]
+    assert len(shapes) == 2
+    assert any("'input_audio'" in m for m in shapes)
+    assert any("'encrypted_content'" in m for m in shapes)
+    screenshot = next(
+        b for b in blocks_of(session) if b.tool_use_id == "call_3" and b.type == "tool_result"
+    )
+    assert "Screenshot of" in screenshot.text
+    assert screenshot.media == 1

@@ -87,6 +87,23 @@ def text_of(content: Any) -> str:
     return "\n".join(parts)
 
 
+#: Content parts whose text (or image) the adapter reads: message text, images, reasoning.
+KNOWN_PARTS = frozenset(
+    {"input_text", "output_text", "text", "input_image", "summary_text", "reasoning_text"}
+)
+
+
+def unknown_parts(content: Any) -> list[str]:
+    """The types of a content list's parts this adapter does not read (later versions:
+    ``input_audio``, ``encrypted_content``, ``input_file``): left out of the replay, so reported."""
+    if not isinstance(content, list):
+        return []
+    kinds = (part.get("type") for part in content if isinstance(part, dict))
+    return [
+        kind if isinstance(kind, str) else "(no type)" for kind in kinds if kind not in KNOWN_PARTS
+    ]
+
+
 def images_in(content: Any) -> int:
     if not isinstance(content, list):
         return 0
@@ -129,7 +146,17 @@ class Item:
 
 def item_of(payload: dict[str, Any]) -> Item | str | None:
     """The item of a response-item payload; None when it is bookkeeping; the item type (a
-    string) when the shape is not one this adapter knows."""
+    string) when the shape is not one this adapter knows. Content parts of types it does not
+    read are listed in the item's ``extra["unknown_parts"]``."""
+    item = _item_of(payload)
+    if isinstance(item, Item):
+        parts = [*unknown_parts(payload.get("content")), *unknown_parts(payload.get("output"))]
+        if parts:
+            item.extra["unknown_parts"] = parts
+    return item
+
+
+def _item_of(payload: dict[str, Any]) -> Item | str | None:
     kind = payload.get("type")
     if not isinstance(kind, str):
         return "(no type)"
