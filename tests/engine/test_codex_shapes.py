@@ -178,3 +178,32 @@ def test_content_parts_of_types_it_does_not_read_are_reported_and_the_rest_kept(
     )
     assert "Screenshot of" in screenshot.text
     assert screenshot.media == 1
+
+
+def test_another_agents_message_in_the_history_as_an_assistant_message_is_no_calls_output(
+    tmp_path,
+):
+    rows = records(TOOLS)
+    at = next(i for i, r in enumerate(rows) if r["payload"].get("type") == "agent_message")
+    agent = rows[at]["payload"]
+    note = agent["content"][0]["text"]
+    # before ``agent_message``: the history holds the communication's JSON as an assistant
+    # message (phase commentary)
+    communication = {
+        "author": agent["author"],
+        "recipient": agent["recipient"],
+        "other_recipients": [],
+        "content": note,
+        "trigger_turn": True,
+    }
+    rows[at]["payload"] = {
+        "type": "message",
+        "role": "assistant",
+        "content": [{"type": "output_text", "text": json.dumps(communication)}],  # as sent
+        "phase": "commentary",
+    }
+    session = engine.load_session(write(tmp_path / "json_message.jsonl", rows))
+    sent = json.dumps(communication)
+    holding = [m for m in session.main.messages if any(sent in b.text for b in m.blocks)]
+    assert [m.kind for m in holding] == ["meta"]
+    assert len([m for m in session.main.messages if m.role == "assistant"]) == 7

@@ -70,6 +70,10 @@ INJECTED_PREFIXES = (
     "<collaboration_mode",
 )
 
+#: How an assistant message that is another agent's message to this one begins: the JSON of
+#: Codex's ``InterAgentCommunication`` (author, recipient, …), or its older plain-text form.
+INTER_AGENT_PREFIXES = ('{"author":', "author: /")
+
 
 def text_of(content: Any) -> str:
     """The text of a message's ``content``: a string, or a list of ``input_text`` /
@@ -166,6 +170,10 @@ def _item_of(payload: dict[str, Any]) -> Item | str | None:
         role = payload.get("role")
         content = payload.get("content")
         text = text_of(content)
+        if role == "assistant" and text.lstrip().startswith(INTER_AGENT_PREFIXES):
+            # a message from another agent, which Codex puts in the history as an assistant
+            # message (its JSON; earlier, "author: …" lines): context, no output of a call
+            return Item("developer", [Block("text", text)], injected=True)
         if role == "assistant":
             return Item("assistant", [Block("text", text)])
         if role in ("user", "developer", "system"):
