@@ -238,10 +238,9 @@ class RolloutReader:
             key = f"response item {item!r}"
             self.unknown[key] = self.unknown.get(key, 0) + 1
             return
-        for part in item.extra.get("unknown_parts", ()):
-            self.unknown[f"content part {part!r}"] = (
-                self.unknown.get(f"content part {part!r}", 0) + 1
-            )
+        for part in item.extra.get("unknown_parts", ()) if item.extra else ():
+            key = f"content part {part!r}"
+            self.unknown[key] = self.unknown.get(key, 0) + 1
         if self.copying:
             self.close_run()
             self.append(self.copied_message(item, number, stamp))

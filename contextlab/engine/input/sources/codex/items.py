@@ -100,12 +100,18 @@ KNOWN_PARTS = frozenset(
 def unknown_parts(content: Any) -> list[str]:
     """The types of a content list's parts this adapter does not read (later versions:
     ``input_audio``, ``encrypted_content``, ``input_file``): left out of the replay, so reported."""
-    if not isinstance(content, list):
-        return []
-    kinds = (part.get("type") for part in content if isinstance(part, dict))
-    return [
-        kind if isinstance(kind, str) else "(no type)" for kind in kinds if kind not in KNOWN_PARTS
-    ]
+    unknown: list[str] = []
+    if type(content) is not list:
+        return unknown
+    for part in content:
+        if type(part) is dict:
+            kind = part.get("type")
+            # a type of the wrong kind (a list: unhashable) is no type, never an exception
+            if type(kind) is not str:
+                unknown.append("(no type)")
+            elif kind not in KNOWN_PARTS:
+                unknown.append(kind)
+    return unknown
 
 
 def images_in(content: Any) -> int:
@@ -148,19 +154,19 @@ class Item:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+def with_parts(item: Item, content: Any) -> Item:
+    """``item``, with the types of ``content``'s parts it does not read in its
+    ``extra["unknown_parts"]`` (reported by the adapter)."""
+    parts = unknown_parts(content)
+    if parts:
+        item.extra["unknown_parts"] = parts
+    return item
+
+
 def item_of(payload: dict[str, Any]) -> Item | str | None:
     """The item of a response-item payload; None when it is bookkeeping; the item type (a
     string) when the shape is not one this adapter knows. Content parts of types it does not
     read are listed in the item's ``extra["unknown_parts"]``."""
-    item = _item_of(payload)
-    if isinstance(item, Item):
-        parts = [*unknown_parts(payload.get("content")), *unknown_parts(payload.get("output"))]
-        if parts:
-            item.extra["unknown_parts"] = parts
-    return item
-
-
-def _item_of(payload: dict[str, Any]) -> Item | str | None:
     kind = payload.get("type")
     if not isinstance(kind, str):
         return "(no type)"
@@ -170,17 +176,18 @@ def _item_of(payload: dict[str, Any]) -> Item | str | None:
         role = payload.get("role")
         content = payload.get("content")
         text = text_of(content)
-        if role == "assistant" and text.lstrip().startswith(INTER_AGENT_PREFIXES):
+        if role == "assistant" and text[:40].lstrip().startswith(INTER_AGENT_PREFIXES):
             # a message from another agent, which Codex puts in the history as an assistant
             # message (its JSON; earlier, "author: …" lines): context, no output of a call
-            return Item("developer", [Block("text", text)], injected=True)
+            return with_parts(Item("developer", [Block("text", text)], injected=True), content)
         if role == "assistant":
-            return Item("assistant", [Block("text", text)])
+            return with_parts(Item("assistant", [Block("text", text)]), content)
         if role in ("user", "developer", "system"):
             blocks = [Block("text", text)]
             blocks += [Block("image") for _ in range(images_in(content))]
             injected = role != "user" or text.lstrip().startswith(INJECTED_PREFIXES)
-            return Item("developer" if role != "user" else "user", blocks, injected=injected)
+            item = Item("developer" if role != "user" else "user", blocks, injected=injected)
+            return with_parts(item, content)
         return f"message/{role}"
     if kind == "reasoning":
         summary = payload.get("summary")
@@ -188,7 +195,7 @@ def _item_of(payload: dict[str, Any]) -> Item | str | None:
         content = payload.get("content")
         if isinstance(content, list):
             text = "\n".join(t for t in (text, text_of(content)) if t)
-        return Item("assistant", [Block("thinking", text)])
+        return with_parts(Item("assistant", [Block("thinking", text)]), content)
     if kind in ("function_call", "custom_tool_call"):
         name = payload.get("name") if isinstance(payload.get("name"), str) else "tool"
         args = payload.get("arguments", payload.get("input", ""))
@@ -198,7 +205,8 @@ def _item_of(payload: dict[str, Any]) -> Item | str | None:
             "assistant",
             [Block("tool_use", f"{name} {args_text}", tool_use_id=call_id, tool_name=name)],
         )
-    call_id = payload.get("call_id") if isinstance(payload.get("call_id"), str) else None
+    call_id = payload.get("call_id")
+    call_id = call_id if isinstance(call_id, str) else None
     if kind in OUTPUT_ITEMS:
         # an image generation's ``result`` is the image itself (base64): one image, not text
         image = kind == "image_generation_call" and bool(payload.get("result"))
@@ -210,7 +218,7 @@ def _item_of(payload: dict[str, Any]) -> Item | str | None:
         output = payload.get("output")
         block = Block("tool_result", output_text(output), tool_use_id=call_id)
         block.media = images_in(output)  # content items: text and images (MCP, view_image)
-        return Item("tool_output", [block])
+        return with_parts(Item("tool_output", [block]), output)
     if kind in OPAQUE_ITEMS:
         encrypted = payload.get("encrypted_content")
         size = len(encrypted) if isinstance(encrypted, str) else 0
@@ -235,7 +243,7 @@ def context_item(kind: str, payload: dict[str, Any], call_id: str | None) -> Ite
         content = payload.get("content")
         text = "\n".join(t for t in (json_text(header), text_of(content)) if t)
         blocks = [Block("text", text), *(Block("image") for _ in range(images_in(content)))]
-        return Item("developer", blocks, injected=True)
+        return with_parts(Item("developer", blocks, injected=True), content)
     return kind
 
 
