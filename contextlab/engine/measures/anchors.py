@@ -155,7 +155,7 @@ def restart_reason(thread: Thread, start: int, end: int, previous: RequestInfo |
     return ""
 
 
-def _named_points(thread: Thread, requests: Sequence[RequestInfo]) -> list[dict[str, str]]:
+def named_points(thread: Thread, requests: Sequence[RequestInfo]) -> list[dict[str, str]]:
     """Per request, the nameable points right before it (point → reason)."""
     out: list[dict[str, str]] = []
     prev_end = 0
@@ -224,6 +224,7 @@ def thinking_growth_factor(
     raw: Sequence[int],
     totals: Sequence[int],
     counter: TokenCounter,
+    points: Sequence[dict[str, str]] | None = None,
 ) -> float:
     """What a thread's thinking costs when it is sent back, per token of the text the file
     keeps, measured on the thread's own recording.
@@ -237,10 +238,11 @@ def thinking_growth_factor(
     median over the thread's responses with at least ``THINKING_SAMPLE_TEXT_TOKENS`` of
     thinking text; 1.0 (the text as it is) with fewer than ``THINKING_GROWTH_SAMPLES`` of
     them, never less. The ratio takes up part of the thinking when it is a large share of the
-    growth, so the factor errs low.
+    growth, so the factor errs low. ``points``: ``named_points`` of the requests, when the
+    caller has them.
     """
     recorded = [k for k in range(len(requests)) if totals[k] > 0]
-    points = _named_points(thread, requests)
+    points = named_points(thread, requests) if points is None else points
     ratio = _stretch_ratio(points, recorded, raw, totals)
     if ratio is None:
         return 1.0
@@ -266,11 +268,13 @@ def thread_anchors(
     raw: Sequence[int],
     totals: Sequence[int],
     config: PipelineConfig,
+    points: Sequence[dict[str, str]] | None = None,
 ) -> ThreadAnchors:
-    """Segments, earlier history and unrecorded input of one thread, from pass 1's raw counts."""
+    """Segments, earlier history and unrecorded input of one thread, from pass 1's raw counts
+    (``points``: ``named_points`` of the requests, when the caller has them)."""
     n = len(requests)
     result = ThreadAnchors.empty(n)
-    points = _named_points(thread, requests)
+    points = named_points(thread, requests) if points is None else points
     segment = 0
     for k in range(n):
         if "restart" in points[k]:

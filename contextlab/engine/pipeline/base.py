@@ -287,7 +287,14 @@ class View:
         """Tokens, rough tokens and key of a block's base text (restored in what-if mode)."""
         text = self.base_text(i, j, block)
         if text is None:
-            return block_tokens(block, self.counter), block_rough(block), block_key(block)
+            tok, rough, key = block.tok, block.rough, block.key
+            if tok < 0 or rough < 0 or key < 0:
+                # measured once per block (the sizes stay on it): its text read back once
+                plain = block.text
+                tok = block_tokens(block, self.counter, plain)
+                rough = block_rough(block, plain)
+                key = block_key(block, plain)
+            return tok, rough, key
         cached = self._restored.get((i, j))
         if cached is None:
             cached = (
