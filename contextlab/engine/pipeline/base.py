@@ -254,7 +254,7 @@ class View:
 
     def _measure_from(self, first: int) -> None:
         """Base sizes of messages ``first:`` (those before are measured already)."""
-        hidden = self.hidden
+        hidden, base_text, base_block = self.hidden, self.base_text, self.base_block
         for i in range(first, len(self.messages)):
             msg = self.messages[i]
             tok = rough = 0
@@ -262,7 +262,11 @@ class View:
                 if msg.role == "assistant":
                     size_thinking(msg, self.counter)
                 for j, block in enumerate(msg.blocks):
-                    t, r, _ = self.base_block(i, j, block)
+                    t, r = block.tok, block.rough
+                    # a block measured before (the calibration's pass, an earlier config) and
+                    # not restored: its sizes as they are, without ``base_block``'s call
+                    if t < 0 or r < 0 or block.key < 0 or base_text(i, j, block) is not None:
+                        t, r, _ = base_block(i, j, block)
                     tok += t
                     rough += r
             self.msg_tok.append(tok)
