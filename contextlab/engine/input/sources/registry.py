@@ -12,6 +12,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+from contextlab.engine.input.disk_cache import gc_paused
 from contextlab.engine.input.json_line import decode_json_line
 from contextlab.engine.input.loading import Upload, read_head
 from contextlab.engine.input.model import deflating
@@ -80,7 +81,8 @@ def load_session(
     ``earlier``, stitched to the uploads it continues (``upload_chain.open_upload_chain``)."""
     upload = open_upload_chain(path, earlier, name)
     try:
-        with deflating(os.path.getsize(path) >= DEFLATE_FROM_BYTES):
+        # a session is a large graph built in one go, with no garbage to collect meanwhile
+        with deflating(os.path.getsize(path) >= DEFLATE_FROM_BYTES), gc_paused():
             return build_session(upload)
     except BaseException:
         upload.close()
