@@ -33,6 +33,7 @@ from .disk_cache import (
 )
 from .loading import Upload
 from .session import Session
+from .sources.claude_code.extending import KeptRead
 from .sources.claude_code.growing import STATE_VERSION
 from .sources.registry import load_growing_session, load_session
 from .upload_chain import EarlierUpload, open_upload_chain
@@ -338,11 +339,12 @@ def load_growing(
     folder = Path(cache_dir)
     earlier = folder / _reading_state_name(earlier_sha256) if earlier_sha256 else None
     saved = None
-    if earlier is not None:
+    in_memory = _take_kept_read(earlier) if earlier is not None else None
+    if earlier is not None and in_memory is None:
         saved = read_bytes(earlier)
         if saved is None and mirror is not None and mirror.fetch(earlier.name, earlier):
             saved = read_bytes(earlier)
-    session, growing = load_growing_session(path, name, saved=saved)
+    session, growing = load_growing_session(path, name, saved=saved, kept=in_memory)
     target = folder / _reading_state_name(sha256)
     kept = False
     if growing.state is not None and target != earlier:
@@ -353,11 +355,53 @@ def load_growing(
             kept = write_bytes_atomic(target, growing.state)
     if kept and mirror is not None:
         mirror.store(target.name, target)
+    if kept and growing.kept is not None:
+        _keep_read(target, growing.kept, _files_bytes([path]))
     if earlier is not None and earlier != target:
         earlier.unlink(missing_ok=True)
         if mirror is not None:
             mirror.discard(earlier.name)
     return session, growing.resumed
+
+
+#: Reads of growing sessions kept in this process's memory (``KeptRead``), by the path of the
+#: state they wrote, with that file's size and modification time: the next append's read goes
+#: on from one without unpickling its records, and extends its threads. The state file stays
+#: the truth: a read kept of a state file that changed since (or is gone) is not used.
+_KEPT_READS: OrderedDict[str, tuple[tuple[int, int], KeptRead]] = OrderedDict()
+#: growing sessions whose reads are kept at most, and the file bytes they may hold
+KEPT_READS_LIMIT = 2
+KEPT_READS_MAX_BYTES = 256 * 1024 * 1024
+_KEPT_BYTES: dict[str, int] = {}
+
+
+def _state_signature(path: Path) -> tuple[int, int] | None:
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return stat.st_size, stat.st_mtime_ns
+
+
+def _take_kept_read(state: Path) -> KeptRead | None:
+    """The read kept in memory that wrote the state file ``state``, taken out (a read goes on
+    from it, changing it), if that file is still as it wrote it."""
+    found = _KEPT_READS.pop(str(state), None)
+    _KEPT_BYTES.pop(str(state), None)
+    if found is None or found[0] != _state_signature(state):
+        return None
+    return found[1]
+
+
+def _keep_read(state: Path, read: KeptRead, size: int) -> None:
+    signature = _state_signature(state)
+    if signature is None or size > KEPT_READS_MAX_BYTES:
+        return
+    key = str(state)
+    _KEPT_READS[key] = (signature, read)
+    _KEPT_BYTES[key] = size
+    while len(_KEPT_READS) > KEPT_READS_LIMIT or sum(_KEPT_BYTES.values()) > KEPT_READS_MAX_BYTES:
+        _KEPT_BYTES.pop(_KEPT_READS.popitem(last=False)[0], None)
 
 
 def _append_frame(earlier: Path, target: Path, frame: bytes) -> bool:
