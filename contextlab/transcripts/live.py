@@ -149,13 +149,11 @@ def _grow(transcript: Transcript, whole: bytes, tail: bytes) -> Appended:
         except engine.TranscriptError as exc:
             raise AppendRefused(422, f"{transcript.name}: {exc}", transcript.received) from None
         try:
+            # no parse handed over to the worker: it reads on from the read of the version
+            # before that it kept, else from the state this read left (``load_growing``)
             fields = services.session_fields(
                 session, stored_name=stored_name, name=transcript.name, size=size, sha256=sha256
             )
-            if transcript.continues_id is None:
-                # the worker takes this parse instead of reading the file again (a stitched
-                # replay reads every file of the conversation, and has no use for it)
-                services.hand_over(final, session, sha256)
         finally:
             session.close()
         fields.pop("continues_uuid", None)  # where the file starts did not change

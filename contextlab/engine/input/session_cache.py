@@ -136,6 +136,11 @@ def cached_session(
     size = _files_bytes([path, *(e.path for e in files)])
     _make_room(size)
     remember = partial(_remember, size=size)
+    if beside is not None and not files and sha256 is not None:
+        grown = _read_version(path, name, key, sha256, prepare, beside, mirror, Path(cache_dir))
+        if grown is not None:
+            remember(key, grown)
+            return grown
     session = read_kept(target, Session, mirror)  # maybe another host prepared it
     if session is not None:
         session.upload = reopen()  # archives: tool-results read on demand
@@ -169,6 +174,38 @@ def cached_session(
     if mirror is not None:
         mirror.discard(parsed.name)
     remember(key, session)
+    return session
+
+
+def _read_version(
+    path: str,
+    name: str | None,
+    key: str,
+    sha256: str,
+    prepare: Callable[[Session], object],
+    beside: KeptBeside,
+    mirror: CacheMirror | None,
+    folder: Path,
+) -> Session | None:
+    """A growing session's version (digest ``sha256``) read on from the read of the version
+    before it (``beside.replaces``) that this process kept in memory: only the appended lines
+    are parsed, the main thread extended, and only the new blocks counted (the others are the
+    earlier version's, counted). Without one, read from the state the append's read left
+    (``load_growing``), whose read is then kept for the next version; None when there is no
+    such state either (the caller reads the session as any other)."""
+    kept = _take_version_read(beside.replaces) if beside.replaces else None
+    saved = None
+    if kept is None:
+        state = folder / _reading_state_name(sha256)
+        saved = read_bytes(state)
+        if saved is None and mirror is not None and mirror.fetch(state.name, state):
+            saved = read_bytes(state)
+        if saved is None:
+            return None
+    session, growing = load_growing_session(path, name, saved=saved, kept=kept)
+    _prepare_beside(session, folder, key, prepare, beside, mirror)
+    if growing.kept is not None:
+        _keep_version_read(sha256, growing.kept, _files_bytes([path]))
     return session
 
 
@@ -373,6 +410,28 @@ _KEPT_READS: OrderedDict[str, tuple[tuple[int, int], KeptRead]] = OrderedDict()
 KEPT_READS_LIMIT = 2
 KEPT_READS_MAX_BYTES = 256 * 1024 * 1024
 _KEPT_BYTES: dict[str, int] = {}
+
+
+#: Reads of growing sessions' versions kept by a worker (``_read_version``), by digest.
+_VERSION_READS: OrderedDict[str, KeptRead] = OrderedDict()
+_VERSION_BYTES: dict[str, int] = {}
+
+
+def _take_version_read(sha256: str) -> KeptRead | None:
+    _VERSION_BYTES.pop(sha256, None)
+    return _VERSION_READS.pop(sha256, None)
+
+
+def _keep_version_read(sha256: str, read: KeptRead, size: int) -> None:
+    if size > KEPT_READS_MAX_BYTES:
+        return
+    _VERSION_READS[sha256] = read
+    _VERSION_BYTES[sha256] = size
+    while (
+        len(_VERSION_READS) > KEPT_READS_LIMIT
+        or sum(_VERSION_BYTES.values()) > KEPT_READS_MAX_BYTES
+    ):
+        _VERSION_BYTES.pop(_VERSION_READS.popitem(last=False)[0], None)
 
 
 def _state_signature(path: Path) -> tuple[int, int] | None:

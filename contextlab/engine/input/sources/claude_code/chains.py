@@ -44,7 +44,16 @@ class MessageGrouper:
         self.seen_results: set[str] = set()
         #: a resume was recorded and no message has taken it yet
         self.resumed = False
+        #: the messages made since ``go_on`` (the others are an earlier version's: copied
+        #: before a record is merged into one)
+        self.made: set[int] = set()
         thread.messages = []
+
+    def go_on(self, thread: Thread) -> None:
+        """Group the next records into ``thread`` (a copy of the thread grouped so far,
+        which the session of the records before keeps as it is)."""
+        self.thread = thread
+        self.made = set()
 
     def add(self, records: Iterable[Record]) -> None:
         thread, messages = self.thread, self.thread.messages
@@ -59,6 +68,8 @@ class MessageGrouper:
             if msg.role == "assistant" and msg.message_id:
                 existing = self.by_id.get(msg.message_id)
                 if existing is not None:
+                    if id(existing) not in self.made:
+                        existing = self._own(existing)
                     _merge_into(existing, _copy_message(msg))
                     continue
                 msg = _copy_message(msg)
@@ -80,6 +91,17 @@ class MessageGrouper:
                 self.resumed = False
             msg.index = len(messages)
             messages.append(msg)
+            self.made.add(id(msg))
+
+    def _own(self, message: Message) -> Message:
+        """A copy of an earlier version's ``message`` in its place, to merge records into."""
+        copy = _copy_message(message)
+        copy.index = message.index
+        self.thread.messages[message.index] = copy
+        if message.message_id:
+            self.by_id[message.message_id] = copy
+        self.made.add(id(copy))
+        return copy
 
 
 def _messages_from_records(records: Iterable[Record], thread: Thread) -> MessageGrouper:

@@ -13,7 +13,7 @@ the main one. Whatever it does not fit is built whole (``build_threads``), as be
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from contextlab.engine.input.loading import LineCursor
 from contextlab.engine.input.model import Problem, ProblemList
@@ -152,8 +152,13 @@ def extend(built: BuiltThreads, added: list[Record]) -> bool:
         return False
     if _reattaches(built.kept.passed, path):
         return False
-    assert built.kept.grouper is not None  # an extendable build has one
-    built.kept.grouper.add(path)
+    grouper = built.kept.grouper
+    assert grouper is not None  # an extendable build has one
+    # the session of the records before keeps its thread and messages as they are
+    thread = replace(built.threads[0], messages=list(built.threads[0].messages))
+    grouper.go_on(thread)
+    grouper.add(path)
+    built.threads = [thread]
     built.uuids |= fresh
     built.dangling |= {
         r.source_assistant

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import io
 import pickle
+from dataclasses import replace
 from typing import Any
 
 from contextlab.engine.input.loading import LineCursor, TranscriptFile
@@ -103,6 +104,14 @@ def _restore_kept(kept: KeptRead, tfile: TranscriptFile) -> tuple[RecordParser, 
         return None
     parser.tfile = tfile
     parser.problems = kept.feed_problems
+    # the session of the read before keeps its side records as they are
+    side = parser.side
+    parser.side = replace(
+        side,
+        content_replacements=dict(side.content_replacements),
+        collapse_commits=list(side.collapse_commits),
+        titles=list(side.titles),
+    )
     return parser, kept.cursor
 
 
