@@ -193,3 +193,83 @@ def test_a_changed_state_file_is_not_read_on_from_memory(tmp_path):
     assert not resumed
     assert Counter(READS) - before == Counter({"built whole": 1})
     assert_same_parse(grown, engine.load_session(str(path)))
+
+
+def test_a_worker_reads_each_version_on_from_the_one_before(tmp_path, monkeypatch):
+    """The worker's load of each version (``load_session_cached`` seeded by the version
+    before) goes on from the read it kept of that version: the threads extended, only the new
+    blocks' characters counted; each version's session equals a whole read and counts as a
+    fresh load does, and the earlier version's session is left as it was."""
+    from contextlab.engine.measures import tokenized
+    from tests.engine.test_live_update_storage import CountingCounter, _figures
+
+    monkeypatch.setattr(tokenized, "TiktokenCounter", CountingCounter)
+    session_cache._RECENT.clear()
+    data = linear_transcript(turns=8)
+    ends = line_ends(data)
+    cache = tmp_path / "cache"
+    earlier: str | None = None
+    previous: tuple[engine.Session, list[dict]] | None = None
+    for n, cut in enumerate([*ends[3::3], len(data)]):
+        folder = tmp_path / f"v{n}"
+        folder.mkdir()
+        path = folder / "session.jsonl"  # each version is a file of its own, as stored
+        path.write_bytes(data[:cut])
+        sha = engine.file_sha256(str(path))
+        load_growing(path, cache_dir=cache, sha256=sha, earlier_sha256=earlier)[0].close()
+        before = Counter(READS)
+        CountingCounter.characters = 0
+        worker = engine.load_session_cached(
+            str(path), cache_dir=str(cache), sha256=sha, seed_sha256=earlier
+        )
+        counted = CountingCounter.characters
+        whole = engine.load_session(str(path))
+        assert_same_parse(worker, whole)
+        fresh = engine.load_session_cached(str(path), cache_dir=str(tmp_path / f"fresh{n}"))
+        assert _figures(worker) == _figures(fresh)
+        if earlier is None:
+            assert Counter(READS) == before  # the first upload: cached whole, no growing read
+        elif n == 1:
+            # the first version of the live session: read from the append's state
+            assert Counter(READS) - before == Counter({"built whole": 1})
+        else:
+            assert Counter(READS) - before == Counter({"extended": 1})
+            characters = sum(
+                len(b.text) for t in worker.threads for m in t.messages for b in m.blocks
+            )
+            assert 0 < counted < characters / 2, (counted, characters, n)
+        assert (sha in session_cache._VERSION_READS) == (earlier is not None)
+        if previous is not None:
+            # the version before, still held (``_RECENT``), is the session it was
+            assert engine.messages_json(previous[0]) == previous[1]
+        previous = (worker, engine.messages_json(worker))
+        earlier = sha
+    assert previous is not None
+    assert_same_session(previous[0], engine.load_session(str(path)))
+
+
+def test_a_worker_without_the_read_or_the_state_reads_the_file_whole(tmp_path):
+    """Another host, a restart: no read kept and no state on this disk: read whole, right."""
+    data = linear_transcript()
+    ends = line_ends(data)
+    cache = tmp_path / "cache"
+    shas = []
+    for n, cut in enumerate((ends[6], len(data))):
+        folder = tmp_path / f"v{n}"
+        folder.mkdir()
+        path = folder / "session.jsonl"
+        path.write_bytes(data[:cut])
+        shas.append(engine.file_sha256(str(path)))
+        load_growing(path, cache_dir=cache, sha256=shas[-1], earlier_sha256=shas[0] if n else None)[
+            0
+        ].close()
+    session_cache._VERSION_READS.clear()
+    session_cache._RECENT.clear()
+    for state in cache.glob("*.reading-*"):
+        state.unlink()
+    before = Counter(READS)
+    worker = engine.load_session_cached(
+        str(path), cache_dir=str(cache), sha256=shas[1], seed_sha256=shas[0]
+    )
+    assert Counter(READS) == before  # no growing read: the file parsed as any session
+    assert_same_session(worker, engine.load_session(str(path)))
