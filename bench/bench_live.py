@@ -11,6 +11,9 @@ replay's state over the appended requests only (``engine.continue_live``: the ca
 frozen as fitted before them, the result provisional), and writes the state for the next
 append. Beside it, in the same run, the update as it was before: every request replayed again
 ("update, whole replay").
+"Warm": the same update in a web process and a worker process that took the append before it
+(and the session's first replay), as a long-lived web and worker do, against the appended lines
+alone replayed in a process whose tokenizer has started.
 "Appended alone" replays a file of only the appended lines, parsed and tokenized the same way;
 "whole" is a fresh upload's replay of the grown file. Each figure is the median of ``--runs``.
 Sessions: ``--session PATH`` (repeatable; default two corpus sessions) and synthetic ones of
