@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -410,6 +411,8 @@ _KEPT_READS: OrderedDict[str, tuple[tuple[int, int], KeptRead]] = OrderedDict()
 KEPT_READS_LIMIT = 2
 KEPT_READS_MAX_BYTES = 256 * 1024 * 1024
 _KEPT_BYTES: dict[str, int] = {}
+#: a threaded server's appends of two sessions keep and take reads at once
+_KEPT_LOCK = threading.Lock()
 
 
 #: Reads of growing sessions' versions kept by a worker (``_read_version``), by digest.
@@ -418,20 +421,22 @@ _VERSION_BYTES: dict[str, int] = {}
 
 
 def _take_version_read(sha256: str) -> KeptRead | None:
-    _VERSION_BYTES.pop(sha256, None)
-    return _VERSION_READS.pop(sha256, None)
+    with _KEPT_LOCK:
+        _VERSION_BYTES.pop(sha256, None)
+        return _VERSION_READS.pop(sha256, None)
 
 
 def _keep_version_read(sha256: str, read: KeptRead, size: int) -> None:
     if size > KEPT_READS_MAX_BYTES:
         return
-    _VERSION_READS[sha256] = read
-    _VERSION_BYTES[sha256] = size
-    while (
-        len(_VERSION_READS) > KEPT_READS_LIMIT
-        or sum(_VERSION_BYTES.values()) > KEPT_READS_MAX_BYTES
-    ):
-        _VERSION_BYTES.pop(_VERSION_READS.popitem(last=False)[0], None)
+    with _KEPT_LOCK:
+        _VERSION_READS[sha256] = read
+        _VERSION_BYTES[sha256] = size
+        while (
+            len(_VERSION_READS) > KEPT_READS_LIMIT
+            or sum(_VERSION_BYTES.values()) > KEPT_READS_MAX_BYTES
+        ):
+            _VERSION_BYTES.pop(_VERSION_READS.popitem(last=False)[0], None)
 
 
 def _state_signature(path: Path) -> tuple[int, int] | None:
@@ -445,8 +450,9 @@ def _state_signature(path: Path) -> tuple[int, int] | None:
 def _take_kept_read(state: Path) -> KeptRead | None:
     """The read kept in memory that wrote the state file ``state``, taken out (a read goes on
     from it, changing it), if that file is still as it wrote it."""
-    found = _KEPT_READS.pop(str(state), None)
-    _KEPT_BYTES.pop(str(state), None)
+    with _KEPT_LOCK:
+        found = _KEPT_READS.pop(str(state), None)
+        _KEPT_BYTES.pop(str(state), None)
     if found is None or found[0] != _state_signature(state):
         return None
     return found[1]
@@ -457,10 +463,13 @@ def _keep_read(state: Path, read: KeptRead, size: int) -> None:
     if signature is None or size > KEPT_READS_MAX_BYTES:
         return
     key = str(state)
-    _KEPT_READS[key] = (signature, read)
-    _KEPT_BYTES[key] = size
-    while len(_KEPT_READS) > KEPT_READS_LIMIT or sum(_KEPT_BYTES.values()) > KEPT_READS_MAX_BYTES:
-        _KEPT_BYTES.pop(_KEPT_READS.popitem(last=False)[0], None)
+    with _KEPT_LOCK:
+        _KEPT_READS[key] = (signature, read)
+        _KEPT_BYTES[key] = size
+        while (
+            len(_KEPT_READS) > KEPT_READS_LIMIT or sum(_KEPT_BYTES.values()) > KEPT_READS_MAX_BYTES
+        ):
+            _KEPT_BYTES.pop(_KEPT_READS.popitem(last=False)[0], None)
 
 
 def _append_frame(earlier: Path, target: Path, frame: bytes) -> bool:
