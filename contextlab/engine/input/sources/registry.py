@@ -22,6 +22,7 @@ from contextlab.engine.input.upload_chain import EarlierUpload, open_upload_chai
 
 from .claude_code.adapter import ClaudeCodeAdapter
 from .claude_code.adapter import build_session as build_claude_code_session
+from .claude_code.extending import KeptRead
 from .claude_code.growing import GrowingParse
 from .codex.adapter import CodexAdapter
 
@@ -90,14 +91,19 @@ def load_session(
 
 
 def load_growing_session(
-    path: str | os.PathLike[str], name: str | None = None, *, saved: bytes | None = None
+    path: str | os.PathLike[str],
+    name: str | None = None,
+    *,
+    saved: bytes | None = None,
+    kept: KeptRead | None = None,
 ) -> tuple[Session, GrowingParse]:
     """``load_session`` of a session file that grows (a live session): a Claude Code main file
     is read on from ``saved`` (the ``GrowingParse.state`` of its earlier version) when that
-    fits it, and the returned ``GrowingParse`` holds the state to read on from next time (None
-    for another agent's file, which is read whole)."""
+    fits it, or from ``kept`` (that version's read kept in memory), and the returned
+    ``GrowingParse`` holds the state to read on from next time (None for another agent's
+    file, which is read whole)."""
     upload = open_upload_chain(path, (), name)
-    growing = GrowingParse(saved)
+    growing = GrowingParse(saved, kept)
     try:
         adapter = detect_source(upload)
         if isinstance(adapter, ClaudeCodeAdapter):
