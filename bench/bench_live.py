@@ -11,6 +11,9 @@ replay's state over the appended requests only (``engine.continue_live``: the ca
 frozen as fitted before them, the result provisional), and writes the state for the next
 append. Beside it, in the same run, the update as it was before: every request replayed again
 ("update, whole replay").
+"Warm": the same update in a web process and a worker process that took the append before it
+(and the session's first replay), as a long-lived web and worker do, against the appended lines
+alone replayed in a process whose tokenizer has started.
 "Appended alone" replays a file of only the appended lines, parsed and tokenized the same way;
 "whole" is a fresh upload's replay of the grown file. Each figure is the median of ``--runs``.
 Sessions: ``--session PATH`` (repeatable; default two corpus sessions) and synthetic ones of
@@ -47,6 +50,8 @@ DEFAULTS = [
 ]
 
 from contextlab import engine  # noqa: E402
+from contextlab.engine.input import session_cache  # noqa: E402
+from contextlab.engine.measures.tokens import TiktokenCounter  # noqa: E402
 
 
 def cut_before_last_requests(data: bytes, tail: int) -> int:
@@ -91,18 +96,36 @@ def replay_file(path: Path, cache: Path) -> tuple[float, int]:
     return time.perf_counter() - start, len(result.to_json()["requests"])
 
 
-def web_read(path: Path, cache: Path, sha256: str, earlier_sha: str) -> float:
+#: whether the web hands its parse over to the worker (``keep_parsed``): it did before branch
+#: livedelta, where the worker reads a version on from its own read instead
+WEB_HANDS_OVER = not hasattr(session_cache, "_read_version")
+
+
+def web_read(path: Path, cache: Path, sha256: str, earlier_sha: str | None) -> float:
     """The append's read of the grown file (the session's columns), on from the last append's
-    read, its parse left for the worker (``keep_parsed``), as ``transcripts.live`` does."""
+    read (before branch livedelta, its parse left for the worker, ``keep_parsed``), as
+    ``transcripts.live`` does."""
     start = time.perf_counter()
     session, resumed = engine.load_growing(
         path, path.name, cache_dir=cache, sha256=sha256, earlier_sha256=earlier_sha
     )
-    if not resumed:
+    if earlier_sha and not resumed:
         raise SystemExit(f"{path.name}: the append was read whole (no state of its earlier read)")
-    engine.keep_parsed(path, session, cache_dir=str(cache), sha256=sha256)
+    if WEB_HANDS_OVER:
+        engine.keep_parsed(path, session, cache_dir=str(cache), sha256=sha256)
     session.close()
     return time.perf_counter() - start
+
+
+def first_replay(path: Path, cache: Path, sha256: str, state: Path) -> None:
+    """The session's first replay, as a worker does it once the upload is stored: cached
+    whole, its replay state kept."""
+    session = engine.load_session_cached(str(path), cache_dir=str(cache), sha256=sha256)
+    try:
+        config, preset = engine.resolve_session_config(session)
+        state.write_bytes(engine.replay_live(session, config, preset_name=preset)[1])
+    finally:
+        session.close()
 
 
 def web_read_whole(path: Path, cache: Path, sha256: str) -> float:
@@ -170,6 +193,8 @@ def _cold(task: Callable[..., Any], *args: Any) -> Any:
 def measure(source: Path, tail: int, runs: int) -> dict[str, Any]:
     data = source.read_bytes()
     cut = cut_before_last_requests(data, tail)
+    # the append before the timed one (for the warm figures: the processes that did it)
+    before = cut_before_last_requests(data, tail + 1)
     times: dict[str, list[float]] = {
         "web_read": [],
         "web_read_whole": [],
@@ -179,6 +204,10 @@ def measure(source: Path, tail: int, runs: int) -> dict[str, Any]:
         "worker_whole_replay": [],
         "appended_alone": [],
         "whole": [],
+        "warm_web": [],
+        "warm_worker": [],
+        "warm_update": [],
+        "warm_alone": [],
     }
     counts: dict[str, int] = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -216,6 +245,12 @@ def measure(source: Path, tail: int, runs: int) -> dict[str, Any]:
             times["appended_alone"].append(seconds)
             seconds, counts["whole"] = _cold(replay_file, grown, folder / f"w{n}")
             times["whole"].append(seconds)
+        for n in range(runs):
+            web, worker = _warm(folder, data, cut, before, n)
+            times["warm_web"].append(web)
+            times["warm_worker"].append(worker)
+            times["warm_update"].append(web + worker)
+            times["warm_alone"].append(_warm_alone(folder / "appended.jsonl", folder / f"wa{n}"))
     median = {k: statistics.median(v) for k, v in times.items()}
     return {
         "session": source.name,
@@ -224,6 +259,8 @@ def measure(source: Path, tail: int, runs: int) -> dict[str, Any]:
         "requests": counts,
         "seconds": median,
         "update_vs_appended_alone": median["update"] / median["appended_alone"],
+        "warm_update_vs_appended_alone": median["warm_update"] / median["appended_alone"],
+        "warm_update_vs_warm_alone": median["warm_update"] / median["warm_alone"],
         "update_vs_whole": median["update"] / median["whole"],
         "update_whole_replay_vs_appended_alone": median["update_whole_replay"]
         / median["appended_alone"],
@@ -233,6 +270,42 @@ def measure(source: Path, tail: int, runs: int) -> dict[str, Any]:
         / median["appended_alone"],
         "target_update_vs_appended_alone": 2.0,
     }
+
+
+def _warm(folder: Path, data: bytes, cut: int, before: int, n: int) -> tuple[float, float]:
+    """The update as a web process and a worker process that handled the append before it
+    (and the session's first replay) do it: each keeps what it read in memory (before branch
+    livedelta, only the worker's last session). Seconds of the web's read and the worker's."""
+    versions = []
+    for k, end in enumerate((before, cut, len(data))):
+        path = folder / f"warm{n}" / f"v{k}" / "grown.jsonl"  # each version a file, as stored
+        path.parent.mkdir(parents=True)
+        path.write_bytes(data[:end])
+        versions.append((path, engine.file_sha256(str(path))))
+    cache, state = folder / f"warm{n}" / "cache", folder / f"warm{n}" / "state.pickle"
+    context = multiprocessing.get_context("fork")
+    with context.Pool(1) as web, context.Pool(1) as worker:
+        (first, first_sha), (earlier, earlier_sha), (grown, sha) = versions
+        web.apply(web_read, (first, cache, first_sha, None))
+        worker.apply(first_replay, (first, cache, first_sha, state))
+        web.apply(web_read, (earlier, cache, earlier_sha, first_sha))
+        worker.apply(continue_update, (earlier, cache, earlier_sha, first_sha, state))
+        seconds_web = web.apply(web_read, (grown, cache, sha, earlier_sha))
+        seconds_worker, _ = worker.apply(continue_update, (grown, cache, sha, earlier_sha, state))
+    return seconds_web, seconds_worker
+
+
+def _warm_alone(alone: Path, cache: Path) -> float:
+    """``replay_file`` of the appended lines alone in a process whose tokenizer has started
+    (as the warm worker's has; no text of the session counted)."""
+    context = multiprocessing.get_context("fork")
+    with context.Pool(1) as pool:
+        pool.apply(_start_tokenizer)
+        return float(pool.apply(replay_file, (alone, cache))[0])
+
+
+def _start_tokenizer() -> None:
+    TiktokenCounter().count("the tokenizer's start")
 
 
 def synthetic(megabytes: float, folder: Path) -> Path:
@@ -271,7 +344,13 @@ def main() -> None:
                 f" {out['seconds']['update_whole_replay']:.3f} s; worker"
                 f" {out['seconds']['worker']:.3f} s against"
                 f" {out['seconds']['worker_whole_replay']:.3f} s"
-                f" ({out['update_whole_replay_vs_appended_alone']:.2f}x alone)",
+                f" ({out['update_whole_replay_vs_appended_alone']:.2f}x alone);"
+                f" warm processes: update {out['seconds']['warm_update']:.3f} s (web"
+                f" {out['seconds']['warm_web']:.3f} s, worker"
+                f" {out['seconds']['warm_worker']:.3f} s),"
+                f" {out['warm_update_vs_appended_alone']:.2f}x alone; alone in a warm process"
+                f" {out['seconds']['warm_alone']:.3f} s:"
+                f" {out['warm_update_vs_warm_alone']:.2f}x",
                 flush=True,
             )
             results.append(out)

@@ -12,4 +12,4 @@ from __future__ import annotations
 #: rename or speed-up (5 people edit the engine at once) and so throw away every stored run,
 #: costly to replay again, on each deploy, while a worker host whose copy differs only in
 #: formatting would disagree with the web about it.
-ENGINE_VERSION = 3
+ENGINE_VERSION = 4

@@ -12,8 +12,11 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import shutil
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
@@ -112,20 +115,46 @@ def append(transcript_id: int, *, offset: int, data: bytes) -> Appended:
         return _grow(transcript, whole, tail)
 
 
+#: The SHA-256 of live sessions' files as this process last hashed them, by their hex digest:
+#: the next append hashes only its bytes (``hashlib``'s state is carried on, not saved: a web
+#: process that did not take the last append hashes the file whole)
+_RUNNING_DIGESTS: OrderedDict[str, Any] = OrderedDict()
+RUNNING_DIGESTS_LIMIT = 64
+
+
+def _running_digest(sha256: str) -> Any | None:
+    """A copy of the hash of the file of digest ``sha256`` taken on its bytes, to go on with
+    (None when this process holds none). The digest it gives is ``sha256`` itself, so it is
+    the hash of those very bytes."""
+    digest = _RUNNING_DIGESTS.pop(sha256, None)
+    return digest if digest is not None and digest.hexdigest() == sha256 else None
+
+
+def _keep_digest(digest: Any) -> None:
+    _RUNNING_DIGESTS[digest.hexdigest()] = digest.copy()
+    while len(_RUNNING_DIGESTS) > RUNNING_DIGESTS_LIMIT:
+        _RUNNING_DIGESTS.popitem(last=False)
+
+
 def _grow(transcript: Transcript, whole: bytes, tail: bytes) -> Appended:
     """Store the transcript with ``whole`` appended and make it the session's file."""
     folder = f"uploads/{transcript.owner_id}"
     partial = blobs.new_spool_name(blobs.spool_dir(f"{folder}/live"), ".jsonl")
     stored_name = ""
     try:
-        digest = hashlib.sha256()
+        digest = _running_digest(transcript.sha256)
         with Path(transcript.path).open("rb") as old, partial.open("wb") as out:
-            while chunk := old.read(1 << 20):
-                digest.update(chunk)
-                out.write(chunk)
+            if digest is not None:
+                shutil.copyfileobj(old, out, 1 << 20)  # its bytes are hashed already
+            else:
+                digest = hashlib.sha256()
+                while chunk := old.read(1 << 20):
+                    digest.update(chunk)
+                    out.write(chunk)
             digest.update(whole)
             out.write(whole)
         sha256 = digest.hexdigest()
+        _keep_digest(digest)
         size = transcript.size + len(whole)
         stored_name = f"{folder}/{sha256}.jsonl"
         final = blobs.store_file(partial, stored_name)
@@ -149,13 +178,11 @@ def _grow(transcript: Transcript, whole: bytes, tail: bytes) -> Appended:
         except engine.TranscriptError as exc:
             raise AppendRefused(422, f"{transcript.name}: {exc}", transcript.received) from None
         try:
+            # no parse handed over to the worker: it reads on from the read of the version
+            # before that it kept, else from the state this read left (``load_growing``)
             fields = services.session_fields(
                 session, stored_name=stored_name, name=transcript.name, size=size, sha256=sha256
             )
-            if transcript.continues_id is None:
-                # the worker takes this parse instead of reading the file again (a stitched
-                # replay reads every file of the conversation, and has no use for it)
-                services.hand_over(final, session, sha256)
         finally:
             session.close()
         fields.pop("continues_uuid", None)  # where the file starts did not change

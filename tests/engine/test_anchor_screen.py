@@ -162,3 +162,46 @@ def test_a_stretch_at_constant_offsets_sums_as_its_points_do() -> None:
         stretch: list[float] = list(ZERO)
         add_shifted_points(stretch, raw, totals, shift, drop, 9_000.0, 1.07)
         assert stretch == one
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_the_stretch_bound_is_at_most_the_stretchs_misfit(seed: int) -> None:
+    """``TrialScreen.stretch_bound``: the sums of a stretch at constant offsets from the suffix
+    sums, whose misfit is never above the one the stretch summed point by point gives (it only
+    rejects what the full sum rejects), equal to it with no drop, and close to it for a drop
+    small against the prompts."""
+    rng = random.Random(seed)
+    n = 300
+    raw = sorted(rng.randrange(2_000, 120_000) for _ in range(n))
+    totals = [round(15_000 + 1.31 * r + rng.gauss(0, 600)) for r in raw]
+    recorded = [k for k in range(n) if rng.random() > 0.1]
+    ratio, base = 1.3, 14_000.0
+    screen = TrialScreen(recorded, n, raw, totals, base, ratio)
+    flags = [k in set(recorded) for k in range(n)]
+    state = [(0.0, 0.0, 0.0)] * n
+    before = screen.prefix_sums(flags, raw, totals, state, ratio)
+    start, stop = rng.randrange(20, 150), rng.choice([rng.randrange(150, n), n])
+    stretch = [k for k in recorded if start <= k < stop]
+    low, high = min(totals[k] for k in stretch), max(totals[k] for k in stretch)
+    rest = screen.shifted_suffix(stop, 0.0)
+    assert rest is not None
+    for shift, drop in ((0.0, 0.0), (812.37, 0.0), (-40.2, 2_345.2), (3.3, -1_800.4)):
+        piece: list[float] = list(ZERO)
+        add_shifted_points(
+            piece, [raw[k] for k in stretch], [totals[k] for k in stretch], shift, drop, base, ratio
+        )
+        summed = screen.misfit([before[start], piece, rest])
+        bound = screen.stretch_bound(start, stop, shift, drop, low, high)
+        assert bound is not None
+        assert bound[:5] == piece[:5]  # the fit's integer sums, exactly
+        bounded = screen.misfit([before[start], bound, rest])
+        assert summed is not None
+        assert bounded is not None
+        assert bounded <= summed * (1 + 1e-9)
+        if drop == 0.0:
+            assert abs(bounded - summed) <= 1e-9 * summed
+        else:
+            assert bounded >= 0.5 * summed
+    # an offset whose rounding is in doubt, or a y that rounds to zero: sum the stretch
+    assert screen.stretch_bound(start, stop, 0.5, 0.0, low, high) is None
+    assert screen.stretch_bound(start, stop, 0.0, low - 0.4, low, high) is None

@@ -329,8 +329,17 @@ def test_recorded_replay_has_one_request_per_call_and_the_compactions_at_their_r
     session = engine.load_session(path)
     config, preset = engine.resolve_config("auto", version=session.version)
     data = engine.replay(session, config, mode="recorded", preset_name=preset).to_json()
-    calls = [m for m in session.main.messages if m.role == "assistant"]
+    # a rollback's branch holds calls too: the requests are the main thread's and the
+    # branches', in time order
+    branched = [
+        m for t in session.threads if t.kind == "branch" for m in t.messages[t.fork_index :]
+    ]
+    calls = sorted(
+        (m for m in [*session.main.messages, *branched] if m.role == "assistant"),
+        key=lambda m: m.timestamp,
+    )
     assert len(data["requests"]) == len(calls)
+    assert [r["message_id"] for r in data["requests"]] == [m.message_id for m in calls]
     boundaries = [m.index for m in session.main.messages if m.kind == "compact_boundary"]
     expected = [next(i for i, c in enumerate(calls) if c.index > b) for b in boundaries]
     assert data["summary"]["compaction_requests"] == expected

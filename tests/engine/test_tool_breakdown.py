@@ -179,11 +179,20 @@ def test_codex_function_calls_are_tools(name: str) -> None:
     path = CODEX / name
     data, messages = _replayed(path)
     breakdown = engine.tool_breakdown(data, messages)
-    # function calls, and the custom tool calls (apply_patch) of later versions
+    # function calls, the custom tool calls (apply_patch) of later versions, and the calls of
+    # tools Codex or the server runs (shell, web and tool search, image generation)
+    kinds = (
+        "function_call",
+        "custom_tool_call",
+        "local_shell_call",
+        "web_search_call",
+        "tool_search_call",
+        "image_generation_call",
+    )
     recorded_calls = sum(
         1
         for line in path.read_text().splitlines()
-        for kind in ("function_call", "custom_tool_call")
+        for kind in kinds
         if f'"type":"{kind}"' in line.replace(" ", "")
     )
     assert sum(t["calls"] for t in breakdown["tools"]) == recorded_calls > 0

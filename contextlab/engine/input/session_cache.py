@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -33,6 +34,7 @@ from .disk_cache import (
 )
 from .loading import Upload
 from .session import Session
+from .sources.claude_code.extending import KeptRead
 from .sources.claude_code.growing import STATE_VERSION
 from .sources.registry import load_growing_session, load_session
 from .upload_chain import EarlierUpload, open_upload_chain
@@ -53,8 +55,9 @@ def _token_kinds_digest() -> str:
 #: attachment's metadata keeps a prompt snapshot's tool definitions (the waste findings). 12: a
 #: thinking block keeps its signature's length. 13: a block holds its text compact
 #: (``model.compact_text``), in a slotted class that is no dataclass. 14: a Codex compaction's
-#: copies of earlier history are marked (``compaction_kept``).
-CACHE_VERSION = f"14.{_token_kinds_digest()}"
+#: copies of earlier history are marked (``compaction_kept``). 15: Codex rollouts of later
+#: versions read anew (tool-search outputs, images, agent messages, rollbacks as branches).
+CACHE_VERSION = f"15.{_token_kinds_digest()}"
 #: Sessions kept in memory by a long-lived process (a worker replaying a file again after an
 #: LLM summary, or an A/B pair), newest last.
 _RECENT: OrderedDict[str, Session] = OrderedDict()
@@ -135,6 +138,11 @@ def cached_session(
     size = _files_bytes([path, *(e.path for e in files)])
     _make_room(size)
     remember = partial(_remember, size=size)
+    if beside is not None and not files and sha256 is not None:
+        grown = _read_version(path, name, key, sha256, prepare, beside, mirror, Path(cache_dir))
+        if grown is not None:
+            remember(key, grown)
+            return grown
     session = read_kept(target, Session, mirror)  # maybe another host prepared it
     if session is not None:
         session.upload = reopen()  # archives: tool-results read on demand
@@ -168,6 +176,38 @@ def cached_session(
     if mirror is not None:
         mirror.discard(parsed.name)
     remember(key, session)
+    return session
+
+
+def _read_version(
+    path: str,
+    name: str | None,
+    key: str,
+    sha256: str,
+    prepare: Callable[[Session], object],
+    beside: KeptBeside,
+    mirror: CacheMirror | None,
+    folder: Path,
+) -> Session | None:
+    """A growing session's version (digest ``sha256``) read on from the read of the version
+    before it (``beside.replaces``) that this process kept in memory: only the appended lines
+    are parsed, the main thread extended, and only the new blocks counted (the others are the
+    earlier version's, counted). Without one, read from the state the append's read left
+    (``load_growing``), whose read is then kept for the next version; None when there is no
+    such state either (the caller reads the session as any other)."""
+    kept = _take_version_read(beside.replaces) if beside.replaces else None
+    saved = None
+    if kept is None:
+        state = folder / _reading_state_name(sha256)
+        saved = read_bytes(state)
+        if saved is None and mirror is not None and mirror.fetch(state.name, state):
+            saved = read_bytes(state)
+        if saved is None:
+            return None
+    session, growing = load_growing_session(path, name, saved=saved, kept=kept)
+    _prepare_beside(session, folder, key, prepare, beside, mirror)
+    if growing.kept is not None:
+        _keep_version_read(sha256, growing.kept, _files_bytes([path]))
     return session
 
 
@@ -338,11 +378,12 @@ def load_growing(
     folder = Path(cache_dir)
     earlier = folder / _reading_state_name(earlier_sha256) if earlier_sha256 else None
     saved = None
-    if earlier is not None:
+    in_memory = _take_kept_read(earlier) if earlier is not None else None
+    if earlier is not None and in_memory is None:
         saved = read_bytes(earlier)
         if saved is None and mirror is not None and mirror.fetch(earlier.name, earlier):
             saved = read_bytes(earlier)
-    session, growing = load_growing_session(path, name, saved=saved)
+    session, growing = load_growing_session(path, name, saved=saved, kept=in_memory)
     target = folder / _reading_state_name(sha256)
     kept = False
     if growing.state is not None and target != earlier:
@@ -353,11 +394,83 @@ def load_growing(
             kept = write_bytes_atomic(target, growing.state)
     if kept and mirror is not None:
         mirror.store(target.name, target)
+    if kept and growing.kept is not None:
+        _keep_read(target, growing.kept, _files_bytes([path]))
     if earlier is not None and earlier != target:
         earlier.unlink(missing_ok=True)
         if mirror is not None:
             mirror.discard(earlier.name)
     return session, growing.resumed
+
+
+#: Reads of growing sessions kept in this process's memory (``KeptRead``), by the path of the
+#: state they wrote, with that file's size and modification time: the next append's read goes
+#: on from one without unpickling its records, and extends its threads. The state file stays
+#: the truth: a read kept of a state file that changed since (or is gone) is not used.
+_KEPT_READS: OrderedDict[str, tuple[tuple[int, int], KeptRead]] = OrderedDict()
+#: growing sessions whose reads are kept at most, and the file bytes they may hold
+KEPT_READS_LIMIT = 2
+KEPT_READS_MAX_BYTES = 256 * 1024 * 1024
+_KEPT_BYTES: dict[str, int] = {}
+#: a threaded server's appends of two sessions keep and take reads at once
+_KEPT_LOCK = threading.Lock()
+
+
+#: Reads of growing sessions' versions kept by a worker (``_read_version``), by digest.
+_VERSION_READS: OrderedDict[str, KeptRead] = OrderedDict()
+_VERSION_BYTES: dict[str, int] = {}
+
+
+def _take_version_read(sha256: str) -> KeptRead | None:
+    with _KEPT_LOCK:
+        _VERSION_BYTES.pop(sha256, None)
+        return _VERSION_READS.pop(sha256, None)
+
+
+def _keep_version_read(sha256: str, read: KeptRead, size: int) -> None:
+    if size > KEPT_READS_MAX_BYTES:
+        return
+    with _KEPT_LOCK:
+        _VERSION_READS[sha256] = read
+        _VERSION_BYTES[sha256] = size
+        while (
+            len(_VERSION_READS) > KEPT_READS_LIMIT
+            or sum(_VERSION_BYTES.values()) > KEPT_READS_MAX_BYTES
+        ):
+            _VERSION_BYTES.pop(_VERSION_READS.popitem(last=False)[0], None)
+
+
+def _state_signature(path: Path) -> tuple[int, int] | None:
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return stat.st_size, stat.st_mtime_ns
+
+
+def _take_kept_read(state: Path) -> KeptRead | None:
+    """The read kept in memory that wrote the state file ``state``, taken out (a read goes on
+    from it, changing it), if that file is still as it wrote it."""
+    with _KEPT_LOCK:
+        found = _KEPT_READS.pop(str(state), None)
+        _KEPT_BYTES.pop(str(state), None)
+    if found is None or found[0] != _state_signature(state):
+        return None
+    return found[1]
+
+
+def _keep_read(state: Path, read: KeptRead, size: int) -> None:
+    signature = _state_signature(state)
+    if signature is None or size > KEPT_READS_MAX_BYTES:
+        return
+    key = str(state)
+    with _KEPT_LOCK:
+        _KEPT_READS[key] = (signature, read)
+        _KEPT_BYTES[key] = size
+        while (
+            len(_KEPT_READS) > KEPT_READS_LIMIT or sum(_KEPT_BYTES.values()) > KEPT_READS_MAX_BYTES
+        ):
+            _KEPT_BYTES.pop(_KEPT_READS.popitem(last=False)[0], None)
 
 
 def _append_frame(earlier: Path, target: Path, frame: bytes) -> bool:

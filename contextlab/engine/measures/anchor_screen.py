@@ -191,6 +191,48 @@ class TrialScreen:
             swee - 2 * r0d * swe + r0d * r0d * sw,
         ]
 
+    def stretch_bound(
+        self, start: int, stop: int, shift: float, drop: float, low: int, high: int
+    ) -> list[float] | None:
+        """Sums of the recorded requests ``start:stop`` at constant offsets (x raw + ``shift``,
+        y recorded - ``drop``) from the suffix sums, in O(1): the fit's integer sums exactly,
+        the misfit's weighted sums with each weight 1/y² bounded from below (``low`` and
+        ``high``: the stretch's smallest and largest recorded prompt). A misfit from these is
+        at most the trial's (its terms are squares): when it already rejects the candidate,
+        the stretch need not be summed point by point. None where the rounding of an offset
+        is in doubt or a y would round to zero or below (sum the stretch instead)."""
+        if _near_half(shift) or _near_half(drop) or low - round(drop) < 1:
+            return None
+        after, before = self.suffix[stop], self.suffix[start]
+        count, sx, sy, sxx, sxy = (int(b - a) for b, a in zip(before[:5], after[:5], strict=True))
+        sw, swx, swxx, swe, swxe, swee = (b - a for b, a in zip(before[5:], after[5:], strict=True))
+        s, d = round(shift), round(drop)
+        # each weight is 1/t² in the suffix sums and 1/max(1, t - drop)² in the trial: the
+        # trial's is (t/(t - drop))² times the suffix's where t - drop >= 1, least at the
+        # stretch's largest t for a positive drop, its smallest for a negative one; a positive
+        # drop never makes a weight smaller (t >= 1), whatever the clamp
+        if drop <= 0:
+            scale = (low / (low - drop)) ** 2
+        elif low - drop >= 1:
+            scale = (high / (high - drop)) ** 2
+        else:
+            scale = 1.0
+        # e = y - the reference line = the suffix's e minus (drop + ratio * shift)
+        c = drop + self.ref_ratio * shift
+        return [
+            count,
+            sx + count * s,
+            sy - count * d,
+            sxx + 2 * s * sx + s * s * count,
+            sxy - d * sx + s * sy - count * s * d,
+            scale * sw,
+            scale * (swx + shift * sw),
+            scale * (swxx + 2 * shift * swx + shift * shift * sw),
+            scale * (swe - c * sw),
+            scale * (swxe + shift * swe - c * swx - c * shift * sw),
+            scale * (swee - 2 * c * swe + c * c * sw),
+        ]
+
     def misfit(self, parts: Sequence[Sequence[float]]) -> float | None:
         """Estimate of ``misfit`` over the union of ``parts`` (None: decide it exactly)."""
         total: Sequence[float] = ZERO

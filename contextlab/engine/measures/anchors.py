@@ -155,7 +155,7 @@ def restart_reason(thread: Thread, start: int, end: int, previous: RequestInfo |
     return ""
 
 
-def _named_points(thread: Thread, requests: Sequence[RequestInfo]) -> list[dict[str, str]]:
+def named_points(thread: Thread, requests: Sequence[RequestInfo]) -> list[dict[str, str]]:
     """Per request, the nameable points right before it (point → reason)."""
     out: list[dict[str, str]] = []
     prev_end = 0
@@ -224,6 +224,7 @@ def thinking_growth_factor(
     raw: Sequence[int],
     totals: Sequence[int],
     counter: TokenCounter,
+    points: Sequence[dict[str, str]] | None = None,
 ) -> float:
     """What a thread's thinking costs when it is sent back, per token of the text the file
     keeps, measured on the thread's own recording.
@@ -237,10 +238,11 @@ def thinking_growth_factor(
     median over the thread's responses with at least ``THINKING_SAMPLE_TEXT_TOKENS`` of
     thinking text; 1.0 (the text as it is) with fewer than ``THINKING_GROWTH_SAMPLES`` of
     them, never less. The ratio takes up part of the thinking when it is a large share of the
-    growth, so the factor errs low.
+    growth, so the factor errs low. ``points``: ``named_points`` of the requests, when the
+    caller has them.
     """
     recorded = [k for k in range(len(requests)) if totals[k] > 0]
-    points = _named_points(thread, requests)
+    points = named_points(thread, requests) if points is None else points
     ratio = _stretch_ratio(points, recorded, raw, totals)
     if ratio is None:
         return 1.0
@@ -266,11 +268,13 @@ def thread_anchors(
     raw: Sequence[int],
     totals: Sequence[int],
     config: PipelineConfig,
+    points: Sequence[dict[str, str]] | None = None,
 ) -> ThreadAnchors:
-    """Segments, earlier history and unrecorded input of one thread, from pass 1's raw counts."""
+    """Segments, earlier history and unrecorded input of one thread, from pass 1's raw counts
+    (``points``: ``named_points`` of the requests, when the caller has them)."""
     n = len(requests)
     result = ThreadAnchors.empty(n)
-    points = _named_points(thread, requests)
+    points = named_points(thread, requests) if points is None else points
     segment = 0
     for k in range(n):
         if "restart" in points[k]:
@@ -436,10 +440,14 @@ def thread_anchors(
             return [k for k in seen if k > decided and k not in taken], carries, sums_before
 
         def estimate(
-            c: int, trial: set[int], carries: list[Carry], sums_before: list[Sums]
+            c: int,
+            trial: set[int],
+            carries: list[Carry],
+            sums_before: list[Sums],
         ) -> float:
             """The trial's score from the screen, or NaN where it cannot stand for it (NaN
-            compares false: the candidate is decided exactly)."""
+            compares false: the candidate is decided exactly); a lower bound of it where that
+            already rejects the candidate (the stretch is then not summed)."""
             if max(trial) != c:
                 return math.nan
             stop = next_compaction[c + 1]
@@ -450,16 +458,24 @@ def thread_anchors(
             hist, seg, unrec = span[0]
             shift = (hist + seg) / ratio
             lo, hi = bisect_left(recorded, c), bisect_left(recorded, stop)
-            piece: list[float] = list(ZERO)
-            add_shifted_points(
-                piece, recorded_raw[lo:hi], recorded_totals[lo:hi], shift, unrec, base, ratio
-            )
             # from the compaction on: no history, no unrecorded input, the segment delta
             rest = screen.shifted_suffix(stop, (0.0 + carry[1]) / ratio)
             if rest is None:
                 return math.nan
+            stretch = recorded_totals[lo:hi]
+            if stretch:
+                bound = screen.stretch_bound(c, stop, shift, unrec, min(stretch), max(stretch))
+                low = None if bound is None else screen.misfit([sums_before[c], bound, rest])
+                if low is not None and rejected(math.log(max(low, 1e-300))):
+                    return math.log(max(low, 1e-300))
+            piece: list[float] = list(ZERO)
+            add_shifted_points(piece, recorded_raw[lo:hi], stretch, shift, unrec, base, ratio)
             value = screen.misfit([sums_before[c], piece, rest])
             return math.nan if value is None else math.log(max(value, 1e-300))
+
+        def rejected(estimated: float) -> bool:
+            """Whether a trial's estimated score is clearly worse than the anchors taken."""
+            return estimated + penalty - best > SCREEN_TOLERANCE
 
         best = score(walk(taken.__contains__)[0])
         queue, carries, sums_before = current()
@@ -469,7 +485,7 @@ def thread_anchors(
             trial = taken | {c}
             # most candidates fit clearly worse: the screen rejects them; the others are
             # decided by the exact walk and refit, as before
-            if estimate(c, trial, carries, sums_before) + penalty - best > SCREEN_TOLERANCE:
+            if rejected(estimate(c, trial, carries, sums_before)):
                 continue
             exact = score(walk(trial.__contains__)[0])
             if exact + penalty < best:

@@ -172,11 +172,13 @@ def tokenize_session(
     for thread in session.threads:
         for message in thread.messages:
             for block in message.blocks:
+                count += 1
+                if block.tok >= 0 and block.rough >= 0 and block.key >= 0:
+                    continue  # counted already (an earlier version's block): not read back
                 text = block.text  # read back from its compact form once for the three
                 block_tokens(block, counter, text)
                 block_rough(block, text)
                 block_key(block, text)
-                count += 1
     return count
 
 

@@ -254,7 +254,7 @@ class View:
 
     def _measure_from(self, first: int) -> None:
         """Base sizes of messages ``first:`` (those before are measured already)."""
-        hidden = self.hidden
+        hidden, base_text, base_block = self.hidden, self.base_text, self.base_block
         for i in range(first, len(self.messages)):
             msg = self.messages[i]
             tok = rough = 0
@@ -262,7 +262,11 @@ class View:
                 if msg.role == "assistant":
                     size_thinking(msg, self.counter)
                 for j, block in enumerate(msg.blocks):
-                    t, r, _ = self.base_block(i, j, block)
+                    t, r = block.tok, block.rough
+                    # a block measured before (the calibration's pass, an earlier config) and
+                    # not restored: its sizes as they are, without ``base_block``'s call
+                    if t < 0 or r < 0 or block.key < 0 or base_text(i, j, block) is not None:
+                        t, r, _ = base_block(i, j, block)
                     tok += t
                     rough += r
             self.msg_tok.append(tok)
@@ -287,7 +291,14 @@ class View:
         """Tokens, rough tokens and key of a block's base text (restored in what-if mode)."""
         text = self.base_text(i, j, block)
         if text is None:
-            return block_tokens(block, self.counter), block_rough(block), block_key(block)
+            tok, rough, key = block.tok, block.rough, block.key
+            if tok < 0 or rough < 0 or key < 0:
+                # measured once per block (the sizes stay on it): its text read back once
+                plain = block.text
+                tok = block_tokens(block, self.counter, plain)
+                rough = block_rough(block, plain)
+                key = block_key(block, plain)
+            return tok, rough, key
         cached = self._restored.get((i, j))
         if cached is None:
             cached = (

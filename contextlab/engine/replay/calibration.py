@@ -13,7 +13,12 @@ from __future__ import annotations
 
 from contextlab.engine.config.fields import PipelineConfig
 from contextlab.engine.input.session import RequestInfo, Thread
-from contextlab.engine.measures.anchors import ThreadAnchors, thinking_growth_factor, thread_anchors
+from contextlab.engine.measures.anchors import (
+    ThreadAnchors,
+    named_points,
+    thinking_growth_factor,
+    thread_anchors,
+)
 from contextlab.engine.measures.tokens import Calibration, fit_calibration, scale_unsized_thinking
 from contextlab.engine.pipeline.base import TransformLog
 
@@ -72,6 +77,9 @@ def calibrate(inputs: ReplayInputs, threads: list[Thread]) -> dict[str, ThreadCa
             continue
         probe = _probe(inputs, thread)
         totals = [(r.message.usage.prompt_total if r.message.usage else 0) for r in probe.requests]
+        # where the thread restarts, compacts or starts a turn: the messages' kinds and order,
+        # which sizing the thinking again does not change
+        points = named_points(thread, probe.requests)
         # responses with only a streaming snapshot of their output: their thinking is sized
         # from what the thread's recording says thinking costs sent back, then measured
         # again. Measured once per thread and session, on the text sizes, so a replay under
@@ -79,7 +87,7 @@ def calibrate(inputs: ReplayInputs, threads: list[Thread]) -> dict[str, ThreadCa
         factor_key = ("thinking_factor", thread.id)
         if factor_key not in session.memo:
             factor = thinking_growth_factor(
-                thread, probe.requests, probe.trace.raw, totals, inputs.counter
+                thread, probe.requests, probe.trace.raw, totals, inputs.counter, points
             )
             session.memo[factor_key] = factor
             if factor > 1.0 and scale_unsized_thinking(
@@ -87,7 +95,7 @@ def calibrate(inputs: ReplayInputs, threads: list[Thread]) -> dict[str, ThreadCa
             ):
                 probe = _probe(inputs, thread)
         raw = probe.trace.raw
-        anchors = thread_anchors(thread, probe.requests, raw, totals, inputs.config)
+        anchors = thread_anchors(thread, probe.requests, raw, totals, inputs.config, points)
         per_model = fit_per_model(probe.requests, raw, totals)
         calibration = fit_calibration(raw, totals)
         if per_model or anchors.calibration is None:

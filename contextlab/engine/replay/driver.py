@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from contextlab.engine.config.fields import PipelineConfig
+from contextlab.engine.input.disk_cache import gc_paused
 from contextlab.engine.input.session import Session, Thread
 from contextlab.engine.measures.cost import PricingTable, load_pricing
 from contextlab.engine.measures.prompt_cache import CacheSimulator
@@ -289,8 +290,12 @@ def resume(
 
 
 def _run(state: SessionReplay, checkpoint: bool) -> ReplayResult:
+    """Run ``state`` to its end, with the cyclic garbage collector paused: a replay builds a
+    row and a cache list per request and drops little that reference counting does not free,
+    so collections triggered by its allocations only walk the session over and over."""
     try:
-        return state.run()
+        with gc_paused():
+            return state.run()
     except SummaryPending as pending:
         if checkpoint:
             pending.checkpoint = state.checkpoint()

@@ -112,7 +112,16 @@ def _raw_conversation(
 
 
 def session_dir(session: Session, thread: Thread) -> str:
-    """Where Claude Code saved tool results: read off a recorded wrapper when there is one."""
+    """Where Claude Code saved tool results: read off a recorded wrapper when there is one
+    (looked up once per thread and length: both passes of a replay, and every config, ask)."""
+    key = ("session_dir", thread.id, len(thread.messages))
+    found = session.memo.get(key)
+    if found is None:
+        found = session.memo[key] = _session_dir(session, thread)
+    return str(found)
+
+
+def _session_dir(session: Session, thread: Thread) -> str:
     for msg in thread.messages:
         for block in msg.blocks:
             if block.type == "tool_result" and block.text.startswith("<persisted-output>"):

@@ -12,6 +12,7 @@ import os
 from collections.abc import Sequence
 from typing import Any
 
+from contextlab.engine.input.disk_cache import gc_paused
 from contextlab.engine.input.json_line import decode_json_line
 from contextlab.engine.input.loading import Upload, read_head
 from contextlab.engine.input.model import deflating
@@ -21,6 +22,7 @@ from contextlab.engine.input.upload_chain import EarlierUpload, open_upload_chai
 
 from .claude_code.adapter import ClaudeCodeAdapter
 from .claude_code.adapter import build_session as build_claude_code_session
+from .claude_code.extending import KeptRead
 from .claude_code.growing import GrowingParse
 from .codex.adapter import CodexAdapter
 
@@ -80,7 +82,8 @@ def load_session(
     ``earlier``, stitched to the uploads it continues (``upload_chain.open_upload_chain``)."""
     upload = open_upload_chain(path, earlier, name)
     try:
-        with deflating(os.path.getsize(path) >= DEFLATE_FROM_BYTES):
+        # a session is a large graph built in one go, with no garbage to collect meanwhile
+        with deflating(os.path.getsize(path) >= DEFLATE_FROM_BYTES), gc_paused():
             return build_session(upload)
     except BaseException:
         upload.close()
@@ -88,14 +91,19 @@ def load_session(
 
 
 def load_growing_session(
-    path: str | os.PathLike[str], name: str | None = None, *, saved: bytes | None = None
+    path: str | os.PathLike[str],
+    name: str | None = None,
+    *,
+    saved: bytes | None = None,
+    kept: KeptRead | None = None,
 ) -> tuple[Session, GrowingParse]:
     """``load_session`` of a session file that grows (a live session): a Claude Code main file
     is read on from ``saved`` (the ``GrowingParse.state`` of its earlier version) when that
-    fits it, and the returned ``GrowingParse`` holds the state to read on from next time (None
-    for another agent's file, which is read whole)."""
+    fits it, or from ``kept`` (that version's read kept in memory), and the returned
+    ``GrowingParse`` holds the state to read on from next time (None for another agent's
+    file, which is read whole)."""
     upload = open_upload_chain(path, (), name)
-    growing = GrowingParse(saved)
+    growing = GrowingParse(saved, kept)
     try:
         adapter = detect_source(upload)
         if isinstance(adapter, ClaudeCodeAdapter):

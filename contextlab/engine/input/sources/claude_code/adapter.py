@@ -113,7 +113,21 @@ def build_session(upload: Upload, growing: GrowingParse | None = None) -> Sessio
             record_uuids = frozenset(r.uuid for r in parser.records)
         if kind == "main" and upload.subagents:
             main_parents = {r.uuid: r.parent for r in parser.records}
-        file_threads = build_threads(parser.records, problems, parser.tfile.name, kind, thread_id)
+        if (
+            parser is main_parser
+            and growing is not None
+            and not (upload.subagents or subagent_file)
+        ):
+            # a live session's main file: its earlier read's threads extended where they can be
+            file_threads = growing.main_threads(parser, problems)
+        else:
+            if growing is not None and parser is main_parser:
+                growing.kept = (
+                    None  # its records change below: the next read goes on from the state
+                )
+            file_threads = build_threads(
+                parser.records, problems, parser.tfile.name, kind, thread_id
+            )
         fork_point = (
             fork_point_of(parser.records)
             if kind == "subagent" and COMPACTION_FORK_ID.fullmatch(tfile.agent_id or "")

@@ -10,6 +10,7 @@ and 1.0.x inline sidechains, become threads of their own.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 
 from contextlab.engine.input.model import Message, Problem, Usage
 from contextlab.engine.input.session import Thread
@@ -31,44 +32,83 @@ def _merge_into(target: Message, other: Message) -> None:
             target.usage.output = other.usage.output
 
 
-def _messages_from_records(records: Iterable[Record], thread: Thread) -> None:
-    """Group records into messages: one assistant message per message.id, in chain order."""
-    by_id: dict[str, Message] = {}
-    messages: list[Message] = []
-    seen_results: set[str] = set()
-    resumed = False
-    for rec in records:
-        msg = rec.message
-        resumed = resumed or rec.resumed
-        if msg is None:
-            continue
-        if rec.synthetic:
-            thread.synthetic_dropped += 1
-            continue
-        if msg.role == "assistant" and msg.message_id:
-            existing = by_id.get(msg.message_id)
-            if existing is not None:
-                _merge_into(existing, _copy_message(msg))
+class MessageGrouper:
+    """Groups a chain's records into a thread's messages: one assistant message per
+    message.id, in chain order. ``add`` can be called again with records that follow on the
+    same chain (a live session's appended records): the messages are those one call with
+    every record makes."""
+
+    def __init__(self, thread: Thread) -> None:
+        self.thread = thread
+        self.by_id: dict[str, Message] = {}
+        self.seen_results: set[str] = set()
+        #: a resume was recorded and no message has taken it yet
+        self.resumed = False
+        #: the messages made since ``go_on`` (the others are an earlier version's: copied
+        #: before a record is merged into one)
+        self.made: set[int] = set()
+        thread.messages = []
+
+    def go_on(self, thread: Thread) -> None:
+        """Group the next records into ``thread`` (a copy of the thread grouped so far,
+        which the session of the records before keeps as it is)."""
+        self.thread = thread
+        self.made = set()
+
+    def add(self, records: Iterable[Record]) -> None:
+        thread, messages = self.thread, self.thread.messages
+        for rec in records:
+            msg = rec.message
+            self.resumed = self.resumed or rec.resumed
+            if msg is None:
                 continue
-            msg = _copy_message(msg)
-            msg.metadata["first_record_blocks"] = len(msg.blocks)
-            by_id[msg.message_id or msg.uuid] = msg
-        else:
-            if msg.kind == "tool_result":
-                ids = [
-                    b.tool_use_id for b in msg.blocks if b.type == "tool_result" and b.tool_use_id
-                ]
-                if ids and all(i in seen_results for i in ids):
-                    continue  # a duplicate result for a tool_use already answered
-                seen_results.update(ids)
-            msg = _copy_message(msg)
-        if resumed:
-            msg.metadata["resumed"] = True  # the first message after a resume
-            resumed = False
-        messages.append(msg)
-    for index, msg in enumerate(messages):
-        msg.index = index
-    thread.messages = messages
+            if rec.synthetic:
+                thread.synthetic_dropped += 1
+                continue
+            if msg.role == "assistant" and msg.message_id:
+                existing = self.by_id.get(msg.message_id)
+                if existing is not None:
+                    if id(existing) not in self.made:
+                        existing = self._own(existing)
+                    _merge_into(existing, _copy_message(msg))
+                    continue
+                msg = _copy_message(msg)
+                msg.metadata["first_record_blocks"] = len(msg.blocks)
+                self.by_id[msg.message_id or msg.uuid] = msg
+            else:
+                if msg.kind == "tool_result":
+                    ids = [
+                        b.tool_use_id
+                        for b in msg.blocks
+                        if b.type == "tool_result" and b.tool_use_id
+                    ]
+                    if ids and all(i in self.seen_results for i in ids):
+                        continue  # a duplicate result for a tool_use already answered
+                    self.seen_results.update(ids)
+                msg = _copy_message(msg)
+            if self.resumed:
+                msg.metadata["resumed"] = True  # the first message after a resume
+                self.resumed = False
+            msg.index = len(messages)
+            messages.append(msg)
+            self.made.add(id(msg))
+
+    def _own(self, message: Message) -> Message:
+        """A copy of an earlier version's ``message`` in its place, to merge records into."""
+        copy = _copy_message(message)
+        copy.index = message.index
+        self.thread.messages[message.index] = copy
+        if message.message_id:
+            self.by_id[message.message_id] = copy
+        self.made.add(id(copy))
+        return copy
+
+
+def _messages_from_records(records: Iterable[Record], thread: Thread) -> MessageGrouper:
+    """Group records into messages: one assistant message per message.id, in chain order."""
+    grouper = MessageGrouper(thread)
+    grouper.add(records)
+    return grouper
 
 
 def _copy_message(msg: Message) -> Message:
@@ -168,8 +208,10 @@ class RecordTree:
         chain.reverse()
         return chain
 
-    def reattach(self, chain: list[Record]) -> list[Record]:
-        """Add split-response siblings and parallel tool results that sit on side branches."""
+    def reattach(self, chain: list[Record], passed: list[Record] | None = None) -> list[Record]:
+        """Add split-response siblings and parallel tool results that sit on side branches.
+        ``passed`` gets the records that hang from the chain but were not added (what a
+        later record's response or tool call could still make belong to it)."""
         members = {r.uuid for r in chain}
         message_ids = {
             r.message.message_id for r in chain if r.message is not None and r.type == "assistant"
@@ -195,6 +237,8 @@ class RecordTree:
             ):
                 pass
             else:
+                if passed is not None:
+                    passed.append(rec)
                 continue
             members.add(rec.uuid)
             extra.append(rec)
@@ -217,10 +261,26 @@ def _main_leaf(records: list[Record]) -> Record | None:
     return records[-1] if records else None
 
 
+@dataclass
+class MainChainKept:
+    """What ``build_threads`` leaves to extend its main thread with records that only
+    continue the main chain (``extending``): its message grouping, and the records that hang
+    from the chain but were not reattached to it."""
+
+    grouper: MessageGrouper | None = None
+    passed: list[Record] = field(default_factory=list)
+
+
 def build_threads(
-    records: list[Record], problems: list[Problem], file_name: str, main_kind: str, main_id: str
+    records: list[Record],
+    problems: list[Problem],
+    file_name: str,
+    main_kind: str,
+    main_id: str,
+    kept: MainChainKept | None = None,
 ) -> list[Thread]:
-    """Main chain of one file plus its abandoned branches and inline sidechains."""
+    """Main chain of one file plus its abandoned branches and inline sidechains (``kept``
+    gets what extending the main thread later needs)."""
     threads: list[Thread] = []
     main_records = [r for r in records if not r.is_sidechain]
     side_records = [r for r in records if r.is_sidechain]
@@ -228,13 +288,17 @@ def build_threads(
     leaf = _main_leaf(main_records)
     main_chain: list[Record] = []
     if leaf is not None:
-        main_chain = tree.reattach(tree.walk(leaf, problems))
+        main_chain = tree.reattach(
+            tree.walk(leaf, problems), kept.passed if kept is not None else None
+        )
         main = Thread(id=main_id, kind=main_kind, messages=[], file=file_name)
         root = main_chain[0] if main_chain else None
         if root is not None and root.parent is not None and root.parent not in tree.by_uuid:
             main.starts_outside = True
             main.continues_uuid = root.parent
-        _messages_from_records(main_chain, main)
+        grouper = _messages_from_records(main_chain, main)
+        if kept is not None:
+            kept.grouper = grouper
         threads.append(main)
         threads.extend(_branches(tree, main_chain, main, problems, file_name))
     if side_records:

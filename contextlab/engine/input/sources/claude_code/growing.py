@@ -19,12 +19,14 @@ from __future__ import annotations
 
 import io
 import pickle
+from dataclasses import replace
 from typing import Any
 
 from contextlab.engine.input.loading import LineCursor, TranscriptFile
-from contextlab.engine.input.model import ProblemList
-from contextlab.engine.input.session import SideRecords
+from contextlab.engine.input.model import Problem, ProblemList
+from contextlab.engine.input.session import SideRecords, Thread
 
+from .extending import BuiltThreads, KeptRead, main_threads
 from .records import Record, RecordParser
 
 #: Bump when ``RecordParser``'s state, ``Record`` or ``Message`` change shape (3: a thinking
@@ -40,17 +42,30 @@ _FIELDS = ("versions", "session_id", "usable", "unknown_types", "unknown_attachm
 
 class GrowingParse:
     """The main file's read, resumed from ``saved`` (the state of the file's earlier
-    version) when it fits the file. After ``parse_main``: ``resumed`` says whether the read
-    started from ``saved``; ``state`` is what to keep for the next read, None when it cannot
-    go on from here: when resumed, only a frame to append to ``saved``, else a whole state."""
+    version) when it fits the file, or from ``kept`` (the earlier version's read kept in
+    memory: its records not unpickled, its threads extended, ``extending``). After
+    ``parse_main``: ``resumed`` says whether the read started from either; ``state`` is what
+    to keep for the next read, None when it cannot go on from here: when resumed, only a frame
+    to append to ``saved``, else a whole state; ``kept`` the read to keep in memory for the
+    next (once the threads are built, ``main_threads``), None likewise."""
 
-    def __init__(self, saved: bytes | None = None) -> None:
+    def __init__(self, saved: bytes | None = None, kept: KeptRead | None = None) -> None:
         self.saved = saved
         self.state: bytes | None = None
         self.resumed = False
+        self.kept = kept
+        #: the earlier read's threads, to extend by ``added`` (the records this read added)
+        self._earlier: BuiltThreads | None = None
+        self.added: list[Record] = []
 
     def parse_main(self, tfile: TranscriptFile, upload_problems: ProblemList) -> RecordParser:
-        restored = _restore(self.saved, tfile) if self.saved and not upload_problems else None
+        kept, self.kept = self.kept, None
+        restored = None
+        if kept is not None and not upload_problems:
+            restored = _restore_kept(kept, tfile)
+            self._earlier = kept.built if restored is not None else None
+        if restored is None and self.saved and not upload_problems:
+            restored = _restore(self.saved, tfile)
         if restored is not None:
             parser, cursor = restored
             self.resumed = True
@@ -59,11 +74,45 @@ class GrowingParse:
             cursor = LineCursor()
         known = len(parser.records)
         parser.feed(cursor)
-        frame = _frame(parser, cursor, parser.records[known:]) if not upload_problems else None
+        self.added = parser.records[known:]
+        frame = _frame(parser, cursor, self.added) if not upload_problems else None
         if frame is not None:
             self.state = frame if self.resumed else _header(tfile.name) + frame
+        problems = parser.problems
+        if frame is not None and isinstance(problems, ProblemList):
+            # the problems as a read on from here finds them (``finish`` adds its own)
+            tail = _read_tail(tfile, cursor.offset) or b""
+            self.kept = KeptRead(parser, cursor, tail, ProblemList(problems, limit=problems.limit))
         parser.finish()
         return parser
+
+    def main_threads(self, parser: RecordParser, problems: list[Problem]) -> list[Thread]:
+        """The main file's threads (``build_threads``), extended from the earlier read's
+        when that read was kept in memory and the appended records allow it."""
+        threads, built = main_threads(parser, problems, self.added, self._earlier)
+        self._earlier = None
+        if self.kept is not None:
+            self.kept.built = built
+        return threads
+
+
+def _restore_kept(kept: KeptRead, tfile: TranscriptFile) -> tuple[RecordParser, LineCursor] | None:
+    """The parser of a read kept in memory, to go on over ``tfile`` (None when it is not the
+    file that read was of)."""
+    parser = kept.parser
+    if parser.tfile.name != tfile.name or _read_tail(tfile, kept.cursor.offset) != kept.tail:
+        return None
+    parser.tfile = tfile
+    parser.problems = kept.feed_problems
+    # the session of the read before keeps its side records as they are
+    side = parser.side
+    parser.side = replace(
+        side,
+        content_replacements=dict(side.content_replacements),
+        collapse_commits=list(side.collapse_commits),
+        titles=list(side.titles),
+    )
+    return parser, kept.cursor
 
 
 def _header(name: str) -> bytes:

@@ -29,12 +29,9 @@ from .calls import (
     window_for_version,
 )
 from .compaction import compaction_kind, inferred_trigger, kept_history
+from .history import modeled_kept, rolled_back_branch
 from .items import RECORD_TYPES, Item, is_codex_record, item_of
 from .lineage import ChildRollout, parent_of
-
-#: A local compaction keeps the newest user prompts up to about this many characters
-#: (Codex keeps about 20,000 tokens of them; modelled where no ``replacement_history`` says).
-KEPT_PROMPT_CHARS = 80_000
 
 
 class CodexAdapter:
@@ -204,6 +201,8 @@ class RolloutReader:
             event = payload.get("type")
             if event == "token_count":
                 self.token_count(number, payload.get("info"), stamp)
+            elif event == "thread_rolled_back":
+                self.roll_back(number, payload.get("num_turns"))
             elif not isinstance(event, str):  # a list or object is no type (nor hashable)
                 key = "event without a type"
                 self.unknown[key] = self.unknown.get(key, 0) + 1
@@ -213,8 +212,9 @@ class RolloutReader:
         # the records it copies, whose version and parent are the parent's
         first = not self.meta_seen
         self.meta_seen = True
-        if self.session_id is None and isinstance(payload.get("id"), str):
-            self.session_id = payload["id"]
+        own_id = payload.get("id", payload.get("session_id"))  # 0.15x: session_id beside id
+        if self.session_id is None and isinstance(own_id, str):
+            self.session_id = own_id
         parent = parent_of(payload) if first and not self.messages else None
         if parent is not None:
             start = stamp or _text(payload.get("timestamp"))
@@ -238,6 +238,9 @@ class RolloutReader:
             key = f"response item {item!r}"
             self.unknown[key] = self.unknown.get(key, 0) + 1
             return
+        for part in item.extra.get("unknown_parts", ()) if item.extra else ():
+            key = f"content part {part!r}"
+            self.unknown[key] = self.unknown.get(key, 0) + 1
         if self.copying:
             self.close_run()
             self.append(self.copied_message(item, number, stamp))
@@ -477,7 +480,7 @@ class RolloutReader:
             self.context_after(boundary, self.held_marker)
             self.held_marker = None
         if not isinstance(history, list):
-            kept = self.modeled_kept(boundary.index)
+            kept = modeled_kept(self.messages, boundary.index)
         for item in kept:  # copies of earlier history: a what-if sets them aside
             copy = self.kept_call(item, number, stamp) if item.side == "assistant" else None
             copy = copy or self.user_message(item, number, stamp)
@@ -524,23 +527,14 @@ class RolloutReader:
         """An assistant item a compaction kept: history, not a call (no request of its own)."""
         return self.history_message([Block("text", b.text) for b in item.blocks], number, stamp)
 
-    def modeled_kept(self, boundary: int) -> list[Item]:
-        """A local compaction without ``replacement_history``: the newest user prompts since
-        the previous compaction, up to ``KEPT_PROMPT_CHARS`` (modelled on what Codex keeps)."""
-        kept: list[Item] = []
-        size = 0
-        for message in reversed(self.messages[:boundary]):
-            if message.kind == "compact_boundary":
-                break
-            if message.kind != "prompt":
-                continue
-            text = "\n".join(b.text for b in message.blocks)
-            if size + len(text) > KEPT_PROMPT_CHARS:
-                break
-            size += len(text)
-            kept.append(Item("user", [Block("text", text)]))
-        kept.reverse()
-        return kept
+    def roll_back(self, number: int, num_turns: object) -> None:
+        """A ``thread_rolled_back`` event: the turns it removed leave for a branch of their own."""
+        self.close_run()
+        self.flush_pending(True)
+        branch_id = f"rolled-back-{len(self.forks) + 1}"
+        branch, note = rolled_back_branch(self.messages, num_turns, branch_id, self.file)
+        self.forks += [branch] if branch else []
+        self.problem(number, "rolled_back" if branch else "rollback_not_applied", note, "info")
 
     def context_after(self, boundary: Message, marker: CallFigures) -> None:
         """A remote compaction's context-size count, as recorded. Codex's own estimate of the

@@ -15,9 +15,23 @@ from typing import Any
 
 from contextlab.engine.input.model import Block
 
+#: Top-level record types Codex writes for its own bookkeeping, nothing the model is sent as
+#: such: ``world_state`` (the state a resumed session diffs its context updates against),
+#: ``security_risk_score`` (scores Codex keeps out of the model's context),
+#: ``inter_agent_communication`` and its ``_metadata`` (a message between agents, which the
+#: history holds as a response item of its own: ``agent_message``, or an assistant message)
+BOOKKEEPING_RECORDS = frozenset(
+    {
+        "world_state",
+        "security_risk_score",
+        "inter_agent_communication",
+        "inter_agent_communication_metadata",
+    }
+)
 #: Top-level record types of the ``{timestamp, type, payload}`` form (0.45 onward).
-RECORD_TYPES = frozenset(
-    {"session_meta", "turn_context", "response_item", "event_msg", "compacted"}
+RECORD_TYPES = (
+    frozenset({"session_meta", "turn_context", "response_item", "event_msg", "compacted"})
+    | BOOKKEEPING_RECORDS
 )
 #: Bare item types of the older (≤ 0.4x) rollouts, one item per line after the header line.
 BARE_ITEMS = frozenset(
@@ -39,8 +53,12 @@ OUTPUT_ITEMS = frozenset(
 TOOL_OUTPUT_ITEMS = frozenset(
     {"function_call_output", "custom_tool_call_output", "local_shell_call_output"}
 )
-#: Response items that are bookkeeping, never sent to the model.
-IGNORED_ITEMS = frozenset({"ghost_snapshot"})
+#: Response items that are bookkeeping or request controls, never sent to the model as text:
+#: a git snapshot for /undo, a request to compact now, a change of reasoning settings.
+IGNORED_ITEMS = frozenset({"ghost_snapshot", "compaction_trigger", "configuration_update"})
+#: Response items holding a remote compaction's encrypted summary (``compaction_summary`` is
+#: an older name of ``compaction``; ``context_compaction``'s content may be absent).
+OPAQUE_ITEMS = frozenset({"compaction", "compaction_summary", "context_compaction"})
 #: Text that opens a user message Codex injects itself (context, not a person's prompt).
 INJECTED_PREFIXES = (
     "<environment_context",
@@ -51,6 +69,10 @@ INJECTED_PREFIXES = (
     "<turn_aborted",
     "<collaboration_mode",
 )
+
+#: How an assistant message that is another agent's message to this one begins: the JSON of
+#: Codex's ``InterAgentCommunication`` (author, recipient, …), or its older plain-text form.
+INTER_AGENT_PREFIXES = ('{"author":', "author: /")
 
 
 def text_of(content: Any) -> str:
@@ -69,12 +91,39 @@ def text_of(content: Any) -> str:
     return "\n".join(parts)
 
 
+#: Content parts whose text (or image) the adapter reads: message text, images, reasoning.
+KNOWN_PARTS = frozenset(
+    {"input_text", "output_text", "text", "input_image", "summary_text", "reasoning_text"}
+)
+
+
+def unknown_parts(content: Any) -> list[str]:
+    """The types of a content list's parts this adapter does not read (later versions:
+    ``input_audio``, ``encrypted_content``, ``input_file``): left out of the replay, so reported."""
+    unknown: list[str] = []
+    if type(content) is not list:
+        return unknown
+    for part in content:
+        if type(part) is dict:
+            kind = part.get("type")
+            # a type of the wrong kind (a list: unhashable) is no type, never an exception
+            if type(kind) is not str:
+                unknown.append("(no type)")
+            elif kind not in KNOWN_PARTS:
+                unknown.append(kind)
+    return unknown
+
+
 def images_in(content: Any) -> int:
     if not isinstance(content, list):
         return 0
     return sum(
         1 for part in content if isinstance(part, dict) and part.get("type") == "input_image"
     )
+
+
+def json_text(value: Any) -> str:
+    return json.dumps(value, ensure_ascii=False)
 
 
 def output_text(output: Any) -> str:
@@ -105,9 +154,19 @@ class Item:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
+def with_parts(item: Item, content: Any) -> Item:
+    """``item``, with the types of ``content``'s parts it does not read in its
+    ``extra["unknown_parts"]`` (reported by the adapter)."""
+    parts = unknown_parts(content)
+    if parts:
+        item.extra["unknown_parts"] = parts
+    return item
+
+
 def item_of(payload: dict[str, Any]) -> Item | str | None:
     """The item of a response-item payload; None when it is bookkeeping; the item type (a
-    string) when the shape is not one this adapter knows."""
+    string) when the shape is not one this adapter knows. Content parts of types it does not
+    read are listed in the item's ``extra["unknown_parts"]``."""
     kind = payload.get("type")
     if not isinstance(kind, str):
         return "(no type)"
@@ -117,13 +176,18 @@ def item_of(payload: dict[str, Any]) -> Item | str | None:
         role = payload.get("role")
         content = payload.get("content")
         text = text_of(content)
+        if role == "assistant" and text[:40].lstrip().startswith(INTER_AGENT_PREFIXES):
+            # a message from another agent, which Codex puts in the history as an assistant
+            # message (its JSON; earlier, "author: …" lines): context, no output of a call
+            return with_parts(Item("developer", [Block("text", text)], injected=True), content)
         if role == "assistant":
-            return Item("assistant", [Block("text", text)])
+            return with_parts(Item("assistant", [Block("text", text)]), content)
         if role in ("user", "developer", "system"):
             blocks = [Block("text", text)]
             blocks += [Block("image") for _ in range(images_in(content))]
             injected = role != "user" or text.lstrip().startswith(INJECTED_PREFIXES)
-            return Item("developer" if role != "user" else "user", blocks, injected=injected)
+            item = Item("developer" if role != "user" else "user", blocks, injected=injected)
+            return with_parts(item, content)
         return f"message/{role}"
     if kind == "reasoning":
         summary = payload.get("summary")
@@ -131,7 +195,7 @@ def item_of(payload: dict[str, Any]) -> Item | str | None:
         content = payload.get("content")
         if isinstance(content, list):
             text = "\n".join(t for t in (text, text_of(content)) if t)
-        return Item("assistant", [Block("thinking", text)])
+        return with_parts(Item("assistant", [Block("thinking", text)]), content)
     if kind in ("function_call", "custom_tool_call"):
         name = payload.get("name") if isinstance(payload.get("name"), str) else "tool"
         args = payload.get("arguments", payload.get("input", ""))
@@ -141,19 +205,45 @@ def item_of(payload: dict[str, Any]) -> Item | str | None:
             "assistant",
             [Block("tool_use", f"{name} {args_text}", tool_use_id=call_id, tool_name=name)],
         )
+    call_id = payload.get("call_id")
+    call_id = call_id if isinstance(call_id, str) else None
     if kind in OUTPUT_ITEMS:
-        call_id = payload.get("call_id") if isinstance(payload.get("call_id"), str) else None
-        data = {k: v for k, v in payload.items() if k not in ("id", "encrypted_content")}
-        text = json.dumps(data, ensure_ascii=False)
-        return Item("assistant", [Block("tool_use", text, tool_use_id=call_id, tool_name=kind)])
+        # an image generation's ``result`` is the image itself (base64): one image, not text
+        image = kind == "image_generation_call" and bool(payload.get("result"))
+        hidden = ("id", "encrypted_content", "result") if image else ("id", "encrypted_content")
+        text = json_text({k: v for k, v in payload.items() if k not in hidden})
+        block = Block("tool_use", text, tool_use_id=call_id, tool_name=kind, media=int(image))
+        return Item("assistant", [block])
     if kind in TOOL_OUTPUT_ITEMS:
-        call_id = payload.get("call_id") if isinstance(payload.get("call_id"), str) else None
-        text = output_text(payload.get("output"))
-        return Item("tool_output", [Block("tool_result", text, tool_use_id=call_id)])
-    if kind == "compaction" or kind == "compaction_summary":
+        output = payload.get("output")
+        block = Block("tool_result", output_text(output), tool_use_id=call_id)
+        block.media = images_in(output)  # content items: text and images (MCP, view_image)
+        return with_parts(Item("tool_output", [block]), output)
+    if kind in OPAQUE_ITEMS:
         encrypted = payload.get("encrypted_content")
         size = len(encrypted) if isinstance(encrypted, str) else 0
         return Item("opaque", [], opaque_bytes=size)
+    return context_item(kind, payload, call_id)
+
+
+def context_item(kind: str, payload: dict[str, Any], call_id: str | None) -> Item | str:
+    """Items of newer versions that put text before the model without being a message: the
+    tools a tool search loaded (``tool_search_output``: their definitions, which the model
+    reads), tools added mid-session (``additional_tools``) and a message from another agent
+    (``agent_message``); the item type (a string) for a shape this adapter does not know."""
+    if kind == "tool_search_output":
+        text = json_text(payload.get("tools", []))
+        if call_id is None:  # run by the server: part of the model's own output, as a web search
+            return Item("assistant", [Block("tool_use", text, tool_name=kind)])
+        return Item("tool_output", [Block("tool_result", text, tool_use_id=call_id)])
+    if kind == "additional_tools":
+        return Item("developer", [Block("text", json_text(payload.get("tools", [])))], True)
+    if kind == "agent_message":
+        header = {k: payload.get(k) for k in ("author", "recipient") if k in payload}
+        content = payload.get("content")
+        text = "\n".join(t for t in (json_text(header), text_of(content)) if t)
+        blocks = [Block("text", text), *(Block("image") for _ in range(images_in(content)))]
+        return with_parts(Item("developer", blocks, injected=True), content)
     return kind
 
 

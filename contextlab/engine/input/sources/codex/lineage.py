@@ -51,6 +51,8 @@ def parent_of(meta: dict[str, Any]) -> Parent | None:
     if subagent is not None or meta.get("thread_source") == "subagent":
         spawn = subagent.get("thread_spawn") if isinstance(subagent, dict) else None
         parent = spawn.get("parent_thread_id") if isinstance(spawn, dict) else None
+        # later versions also name it beside ``thread_source`` (``parent_thread_id``)
+        parent = parent if isinstance(parent, str) and parent else meta.get("parent_thread_id")
         return Parent("subagent", parent if isinstance(parent, str) and parent else None)
     return None
 
