@@ -609,23 +609,6 @@ def _how_it_ended(returncode: int) -> str:
     return f"exit status {returncode}"
 
 
-def hand_over(final: Path, session: engine.Session, sha256: str) -> Path | None:
-    """Leave the session this upload's check parsed for its first replay (the session cache),
-    so the worker tokenizes it instead of reading and parsing the file a second time. Only
-    a speed-up: any failure leaves the worker to parse the file itself."""
-    try:
-        return keep_parsed(
-            final,
-            session,
-            cache_dir=settings.SESSION_CACHE_DIR,
-            sha256=sha256,
-            mirror=blobs.session_cache_mirror(),
-        )
-    except Exception:  # an unpicklable oddity must not refuse a good upload
-        logger.exception("could not keep the parsed session of %s for its replay", final.name)
-        return None
-
-
 #: Longest session title, characters (the column's size).
 MAX_TITLE = 200
 
