@@ -91,14 +91,23 @@ def engine_replay(path: Path) -> tuple[float, int]:
     return elapsed, usage.ru_maxrss * 1024
 
 
+#: the word in the command line of the web server's and the worker's processes
+ROLE_MARKERS = {"web": "runserver", "worker": "celery"}
+
+
 class PeakMemory:
     """The largest ``VmHWM`` seen for each process descending from ``root`` (the launcher's
     children run in sessions of their own), sampled while they run: a pool process that exits
-    keeps the figure it last showed."""
+    keeps the figure it last showed. A process started by the web server or the worker (the
+    worker's upload check in a child process) counts as theirs; ``tree_peak`` is the largest
+    sum of the current RSS of a role's processes seen in one sample (what they held together)."""
 
     def __init__(self, root: int) -> None:
         self.root = root
         self.peaks: dict[int, tuple[str, int]] = {}
+        self.tree_peaks: dict[str, int] = dict.fromkeys(ROLE_MARKERS, 0)
+        self.subtree_peaks: dict[str, int] = dict.fromkeys(ROLE_MARKERS, 0)
+        self._roles: dict[int, str] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
@@ -115,7 +124,8 @@ class PeakMemory:
         while not self._stop.wait(0.25):
             self.sample()
 
-    def _descendants(self) -> set[int]:
+    def _descendants(self) -> dict[int, int]:
+        """Each process descending from ``root`` (and ``root``) with its parent."""
         parent: dict[int, int] = {}
         for entry in Path("/proc").iterdir():
             if entry.name.isdigit():
@@ -131,38 +141,86 @@ class PeakMemory:
             more = {pid for pid, ppid in parent.items() if ppid in found} - found
             found |= more
             grew = bool(more)
-        return found
+        return {pid: parent.get(pid, 0) for pid in found}
 
     def sample(self) -> None:
-        for pid in self._descendants():
+        tree = self._descendants()
+        commands: dict[int, str] = {}
+        sizes: dict[int, tuple[int, int]] = {}
+        for pid in tree:
             entry = Path("/proc") / str(pid)
             try:
                 status = (entry / "status").read_text()
-                cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+                commands[pid] = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
             except OSError:
                 continue
-            hwm = next(
-                (
-                    int(line.split()[1]) * 1024
-                    for line in status.splitlines()
-                    if line.startswith("VmHWM:")
-                ),
-                0,
-            )
+            values = {
+                line.split(":")[0]: int(line.split()[1]) * 1024
+                for line in status.splitlines()
+                if line.startswith(("VmHWM:", "VmRSS:"))
+            }
+            sizes[pid] = (values.get("VmHWM", 0), values.get("VmRSS", 0))
+        totals = dict.fromkeys(ROLE_MARKERS, 0)
+        for pid, (hwm, rss) in sizes.items():
+            role = self._role(pid, tree, commands)
+            if role is None:
+                continue
+            self._roles[pid] = role
+            totals[role] += rss
             if hwm > self.peaks.get(pid, ("", 0))[1]:
-                self.peaks[pid] = (cmdline, hwm)
+                self.peaks[pid] = (commands[pid], hwm)
+        for role, total in totals.items():
+            self.tree_peaks[role] = max(self.tree_peaks[role], total)
+        # a process the role's first process started (a pool process), with its own children
+        for pid in sizes:
+            role = self._roles.get(pid)
+            if role is None or self._roles.get(tree.get(pid, 0)) != role:
+                continue  # not the role's, or its first process (the sum of all, above)
+            below = {pid}
+            grew = True
+            while grew:
+                more = {p for p, ppid in tree.items() if ppid in below} - below
+                below |= more
+                grew = bool(more)
+            held = sum(sizes[p][1] for p in below if p in sizes)
+            self.subtree_peaks[role] = max(self.subtree_peaks[role], held)
+
+    def _role(self, pid: int, tree: dict[int, int], commands: dict[int, str]) -> str | None:
+        """The role of the nearest process up from ``pid`` whose command names one."""
+        while pid in tree:
+            if pid in self._roles:
+                return self._roles[pid]
+            command = commands.get(pid, "")
+            for role, marker in ROLE_MARKERS.items():
+                if marker in command:
+                    return role
+            pid = tree[pid]
+        return None
 
     def peak(self, role: str) -> int:
-        """The largest peak among the web server's (``runserver``) or the worker's processes."""
-        marker = "runserver" if role == "web" else "celery"
-        return max((hwm for cmd, hwm in self.peaks.values() if marker in cmd), default=0)
+        """The largest peak among the web server's (``runserver``) or the worker's processes
+        (and the processes they started)."""
+        return max(
+            (hwm for pid, (_, hwm) in self.peaks.items() if self._roles.get(pid) == role), default=0
+        )
+
+    def tree_peak(self, role: str) -> int:
+        """The largest RSS the role's processes held together in one sample."""
+        return self.tree_peaks[role]
+
+    def subtree_peak(self, role: str) -> int:
+        """The largest RSS one process the role's first process started (a pool process) held
+        together with the processes it started (the upload check's child), in one sample."""
+        return self.subtree_peaks[role]
 
 
 def stored_bytes(var_dir: Path, session_id: int) -> dict[str, int]:
     with sqlite3.connect(var_dir / "db.sqlite3") as db:
+        # the result's row and its requests' parts (``RunResultPart``)
         result = db.execute(
-            "SELECT length(r.data) FROM runs_runresult r JOIN runs_run u ON u.id = r.run_id "
-            "WHERE u.transcript_id = ? ORDER BY u.id DESC LIMIT 1",
+            "SELECT length(r.data) + coalesce((SELECT sum(length(p.data)) FROM runs_runresultpart p"
+            " WHERE p.result_id = r.run_id), 0) FROM runs_runresult r JOIN runs_run u"
+            " ON u.id = r.run_id WHERE u.transcript_id = ? ORDER BY u.id DESC LIMIT 1",
             (session_id,),
         ).fetchone()
         messages = db.execute(

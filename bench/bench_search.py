@@ -94,7 +94,7 @@ def build_workspace(count: int) -> tuple[Any, Any, dict[str, Any]]:
         origin = first[path]
         TranscriptMessages.objects.create(transcript=session, data=origin.messages.data)
         origin_run = origin.runs.get()
-        RunResult.objects.create(run=run, data=origin_run.result.data)
+        RunResult.objects.create(run=run, data=origin_run.result.read())
         Run.objects.filter(pk=run.pk).update(
             status=Run.Status.DONE, summary=origin_run.summary, finished_at=origin_run.finished_at
         )

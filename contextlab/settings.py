@@ -254,12 +254,21 @@ STORAGES: dict[str, dict[str, Any]] = {
     },
 }
 
+# --- results -------------------------------------------------------------------------------
+#: A run's result is stored with its requests in parts of at most this many characters of JSON
+#: each (``runs.models.RunResultPart``): PostgreSQL holds at most 256 MB in one ``jsonb`` value.
+RUN_RESULT_PART_CHARS = env_int("RUN_RESULT_PART_CHARS", 4 * 1024**2, minimum=1)
+
 # --- uploads -------------------------------------------------------------------------------
 #: Largest accepted transcript upload, bytes (per file). Enforced in the browser and the server.
 UPLOAD_MAX_BYTES = env_int("UPLOAD_MAX_BYTES", 5 * 1024**3, minimum=1)
 #: Largest piece of a resumable (tus) upload, bytes: one PATCH request's body. A dropped
 #: connection costs at most this much sent again.
 UPLOAD_CHUNK_MAX_BYTES = env_int("UPLOAD_CHUNK_MAX_BYTES", 64 * 1024**2, minimum=1024)
+#: An upload of at least this many bytes is checked (parsed) in a child process, whose memory
+#: all goes back to the system before the worker replays it (``transcripts.upload_check``);
+#: a smaller one in the process that stores it. 0: never in a child.
+UPLOAD_CHECK_CHILD_MIN_BYTES = env_int("UPLOAD_CHECK_CHILD_MIN_BYTES", 64 * 1024**2, minimum=0)
 #: Largest body of one append to a live session (``POST /api/sessions/{id}/append``), bytes.
 LIVE_APPEND_MAX_BYTES = env_int("LIVE_APPEND_MAX_BYTES", 16 * 1024**2, minimum=1024)
 #: A session appended to within this many seconds is live: its report and explorer poll for

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import itertools
 import logging
 import tempfile
 import threading
@@ -44,7 +45,7 @@ from django.utils import timezone
 from kombu.exceptions import OperationalError as KombuOperationalError
 
 from contextlab import blobs, engine
-from contextlab.runs.models import Run, RunResult
+from contextlab.runs.models import REQUESTS_IN_PARTS, Run, RunResult, RunResultPart
 from contextlab.search import services as search
 from contextlab.summaries import services as summaries
 from contextlab.transcripts.models import Transcript
@@ -302,14 +303,36 @@ def conclude(
 
 
 def _store_result(run_id: int, data: dict[str, Any]) -> None:
-    """``RunResult`` of ``run_id`` is ``data`` (replaced when there is one); on PostgreSQL
-    streamed request by request (``copy_json_row``), not held as one JSON string."""
-    write = partial(engine.write_json, data)
+    """``RunResult`` of ``run_id`` is ``data`` (replaced when there is one). Requests of more
+    than ``RUN_RESULT_PART_CHARS`` characters of JSON are stored in parts of at most that
+    (``RunResultPart``: one value of every request would not fit PostgreSQL's ``jsonb`` past
+    sessions of about 4.5 GB); fewer, in the row as they always were. On PostgreSQL streamed
+    (``copy_json_row``, ``copy_json_parts``), elsewhere stored part by part: never held as one
+    JSON string."""
+    requests = data.get("requests")
+    head = data
+    parts: Iterator[str] = iter(())
+    if isinstance(requests, list):
+        texts = engine.json_list_parts(requests, settings.RUN_RESULT_PART_CHARS)
+        first = list(itertools.islice(texts, 2))
+        if len(first) > 1:
+            head = {
+                (REQUESTS_IN_PARTS if key == "requests" else key): (
+                    len(requests) if key == "requests" else value
+                )
+                for key, value in data.items()
+            }
+            parts = itertools.chain(first, texts)
+    write = partial(engine.write_json, head)
     if connection.vendor != "postgresql":
         RunResult.objects.update_or_create(run_id=run_id, defaults={"data": json_text(write)})
+        RunResultPart.objects.filter(result_id=run_id).delete()
+        for seq, text in enumerate(parts):
+            RunResultPart.objects.create(result_id=run_id, seq=seq, data=json_value(text))
         return
-    RunResult.objects.filter(run_id=run_id).delete()
+    RunResult.objects.filter(run_id=run_id).delete()  # and its parts
     copy_json_row(RunResult, run_id, write)
+    copy_json_parts(RunResultPart, run_id, parts, owner_field="result")
 
 
 def json_text(write: Callable[[engine.TextSink], object]) -> Any:
@@ -352,14 +375,19 @@ def copy_json_row(
 
 
 def copy_json_parts(
-    model: type[models.Model], owner: object, parts: Iterable[str], start: int = 0
+    model: type[models.Model],
+    owner: object,
+    parts: Iterable[str],
+    start: int = 0,
+    *,
+    owner_field: str = "messages",
 ) -> None:
-    """Insert a row of ``model`` (a foreign key ``messages``, a ``seq`` and a JSON field
+    """Insert a row of ``model`` (a foreign key ``owner_field``, a ``seq`` and a JSON field
     ``data``) for each JSON text of ``parts``, numbered from ``start``, streamed to
     PostgreSQL in one ``COPY``: one part's text is held at a time."""
     meta = model._meta
     columns = []
-    for name in ("messages", "seq", "data"):
+    for name in (owner_field, "seq", "data"):
         field = meta.get_field(name)
         assert isinstance(field, models.Field)
         columns.append(str(field.column))

@@ -99,8 +99,19 @@ class Run(models.Model):
         return run_label(self.mode, self.preset, self.overrides)
 
 
+#: ``RunResult.data``'s key, in the place of ``requests``, when the requests are stored in
+#: ``RunResultPart`` rows (its value: how many requests)
+REQUESTS_IN_PARTS = "_requests_in_parts"
+
+
 class RunResult(models.Model):
-    """The engine's ``ReplayResult.to_json()``, stored once per finished run."""
+    """The engine's ``ReplayResult.to_json()``, stored once per finished run.
+
+    Requests of more than ``RUN_RESULT_PART_CHARS`` characters of JSON are stored in parts
+    (``RunResultPart``, ``engine.json_list_parts``): ``data`` then holds the rest, with
+    ``REQUESTS_IN_PARTS`` where ``requests`` was (one JSON value of every request would not fit
+    PostgreSQL's ``jsonb``, 256 MB a value, past sessions of about 4.5 GB). Fewer are in
+    ``data``, as every result stored before parts: read a result with ``read``."""
 
     run = models.OneToOneField(
         Run, on_delete=models.CASCADE, primary_key=True, related_name="result"
@@ -109,3 +120,43 @@ class RunResult(models.Model):
 
     def __str__(self) -> str:
         return f"result of run {self.run_id}"
+
+    def read(self) -> dict[str, Any]:
+        """The engine's result as stored, its requests put back in their place."""
+        data: dict[str, Any] = self.data
+        if REQUESTS_IN_PARTS not in data:
+            return data
+        requests = self.requests()
+        return {
+            ("requests" if key == REQUESTS_IN_PARTS else key): (
+                requests if key == REQUESTS_IN_PARTS else value
+            )
+            for key, value in data.items()
+        }
+
+    def requests(self) -> list[dict[str, Any]]:
+        """The result's requests, in order."""
+        if REQUESTS_IN_PARTS not in self.data:
+            return list(self.data.get("requests") or [])
+        requests: list[dict[str, Any]] = []
+        # one part's value fetched at a time (a long session's requests are hundreds of MB)
+        for part in (
+            self.parts.order_by("seq").values_list("data", flat=True).iterator(chunk_size=1)
+        ):
+            requests.extend(part)
+        return requests
+
+
+class RunResultPart(models.Model):
+    """Consecutive requests of a run's result (``RunResult``), a list of at most
+    ``RUN_RESULT_PART_CHARS`` characters of JSON (one request longer than that alone)."""
+
+    result = models.ForeignKey(RunResult, on_delete=models.CASCADE, related_name="parts")
+    seq = models.PositiveIntegerField()
+    data: models.JSONField[list[dict[str, Any]]] = models.JSONField()
+
+    class Meta:
+        constraints = (models.UniqueConstraint(fields=["result", "seq"], name="run_result_part"),)
+
+    def __str__(self) -> str:
+        return f"part {self.seq} of the result of run {self.result_id}"

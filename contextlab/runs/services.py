@@ -171,7 +171,7 @@ def result_data(run: Run) -> dict[str, Any] | None:
 
     def load() -> dict[str, Any] | None:
         row = RunResult.objects.filter(run=run).first()
-        return row.data if row else None
+        return row.read() if row else None
 
     # finished_at in the key: a row id reused (a reset database) never serves stale data
     data: dict[str, Any] | None = _cached(("result", run.pk, str(run.finished_at)), load)

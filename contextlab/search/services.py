@@ -258,10 +258,10 @@ def index_session(
     if run is None or stored is None:
         return None
     if requests is None:
-        result = RunResult.objects.filter(run=run).values_list("data", flat=True).first()
-        if not result:
+        result = RunResult.objects.filter(run=run).first()
+        if result is None or not result.data:
             return None
-        requests = result.get("requests") or []
+        requests = result.requests()
     # the stored messages read one part at a time (a long session's are gigabytes)
     first_prompt = _FirstPrompt()
     pieces = first_prompt.watch(stored)

@@ -6,7 +6,12 @@ import enum
 import hashlib
 import logging
 import os
+import pickle
 import re
+import signal
+import subprocess
+import sys
+import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -188,14 +193,14 @@ def session_fields(
 _COMPARE_CHUNK = 1 << 20
 
 
-def _grown_from(workspace: Workspace, session: engine.Session, new_path: Path) -> Transcript | None:
+def _grown_from(workspace: Workspace, session_id: str, new_path: Path) -> Transcript | None:
     """The session of ``workspace`` that this upload continues: the same ``sessionId``, and its
     transcript is where the new one starts (Claude Code appends to a session's file, so a
     SessionEnd hook uploads ever longer versions of it). None for anything else."""
-    if not session.session_id:
+    if not session_id:
         return None
     candidates = Transcript.objects.filter(
-        workspace=workspace, session_id=session.session_id[:100]
+        workspace=workspace, session_id=session_id[:100]
     ).order_by("-pk")
     for candidate in candidates[:5]:
         if candidate.size > new_path.stat().st_size and not candidate.file.endswith(
@@ -374,27 +379,14 @@ def store_upload(
                 "later, or tell the administrator the storage may be full or unreachable.",
                 status=507,
             ) from None
-        try:
-            session = engine.load_session(str(final), name=name)
-        except engine.TranscriptError as exc:
-            # a reading error (a bomb stopped, a corrupt stream) is the reason worth naming
-            errors = [p for p in exc.problems if p.severity == "error"]
-            raise UploadRejected(
-                f"{name}: {exc}" + (f" ({errors[0].message})" if errors else ""),
-                [p.to_json() for p in exc.problems[:MAX_STORED_PROBLEMS]],
-            ) from None
-        except Exception:
-            # An engine bug must not leave a half-imported session behind; the log has details.
-            logger.exception("engine failed to load upload %s", name)
-            raise UploadRejected(
-                f"{name}: ContextLab could not read this file (internal error; see the server log)."
-            ) from None
-        fields = session_fields(
-            session, stored_name=stored_name, name=name, size=size, sha256=sha256
-        )
+        # parsed once, here or in a child process (a large file: its parse's memory goes
+        # back to the system before the replay); the parse is left for the first replay
+        checked = check_upload(final, name=name, stored_name=stored_name, size=size, sha256=sha256)
+        handed = checked.parsed
+        fields = checked.fields
         scanned: set[int] = set()
         try:
-            grown = _grown_from(workspace, session, final)
+            grown = _grown_from(workspace, fields["session_id"], final)
             # looked for before the row exists, so that its first replay is already stitched
             # (a longer version of a linked session starts as it did: the same link)
             continued = (
@@ -411,10 +403,15 @@ def store_upload(
             )
             if continued is not None:
                 fields["continues"] = continued
-            else:
-                # before the run is queued: its worker must find it (a stitched replay reads
-                # every file of the conversation, so it has no use for this one's parse)
-                handed = hand_over(final, session, sha256)
+                # a stitched replay reads every file of the conversation: this parse is no use
+                if handed is not None:
+                    handed.unlink(missing_ok=True)
+                    handed = None
+            elif handed is not None:
+                # before the run is queued: its worker, on any host, must find it
+                mirror = blobs.session_cache_mirror()
+                if mirror is not None:
+                    mirror.store(handed.name, handed)
             if grown is not None:
                 transcript = replace_with_longer(grown, fields)
                 final = None  # the grown session's row now owns the file
@@ -433,10 +430,8 @@ def store_upload(
             # Two uploads of the same bytes raced; the other one won and owns the file.
             final = None
             return Transcript.objects.get(workspace=workspace, sha256=sha256), Stored.DUPLICATE
-        finally:
-            session.close()
         try:
-            continuations.link_after_upload(transcript, session.record_uuids, scanned)
+            continuations.link_after_upload(transcript, checked.record_uuids, scanned)
         except Exception:  # the upload is stored and replayed: a failed link must not undo it
             logger.exception(
                 "could not link session %s to the sessions it continues", transcript.pk
@@ -453,21 +448,165 @@ def store_upload(
                     mirror.discard(handed.name)
 
 
-def hand_over(final: Path, session: engine.Session, sha256: str) -> Path | None:
-    """Leave the session this upload's check parsed for its first replay (the session cache),
-    so the worker tokenizes it instead of reading and parsing the file a second time. Only
-    a speed-up: any failure leaves the worker to parse the file itself."""
+# --- an upload's check -------------------------------------------------------------------------
+# The engine parses the stored file once, for the session's columns and to leave the parse for
+# its first replay (the session cache); the parse is let go before that replay runs. A file of
+# at least UPLOAD_CHECK_CHILD_MIN_BYTES is checked in a child process (``upload_check``, run
+# as ``python -m``): the parse of a multi-gigabyte session takes about as much memory as its
+# replay (1.4 GB at 2 GB), and a worker process that parsed it keeps much of that heap after
+# freeing it (the allocator's arenas), which the replay it runs next adds to; a child's memory
+# all goes back to the system when it exits. A smaller file is checked here (a child's start,
+# about a second, would dominate). A child that dies (out of memory, killed) rejects the
+# upload with that reason; ``store_upload`` then keeps nothing of it. The request and answer
+# cross as pickles between this module in the parent and in its child: never a user's bytes
+# (the transcript's content is only ever parsed by the engine).
+
+#: the child's module (``python -m``); named, not imported: it imports this one
+CHECK_MODULE = "contextlab.transcripts.upload_check"
+
+
+@dataclass(frozen=True)
+class CheckRequest:
+    """What the check reads: the stored file and the columns the upload already knows."""
+
+    path: Path
+    name: str
+    stored_name: str
+    size: int
+    sha256: str
+    #: where to leave the parse for the replay (the session cache folder)
+    cache_dir: Path
+    #: the child's answer (pickled ``Checked`` or ``UploadRejected``)
+    out: Path
+
+
+@dataclass(frozen=True)
+class Checked:
+    """A file the engine read: the session row's columns (``services.session_fields``), the
+    uuids of its records (to link the sessions that continue it) and the parse left for the
+    replay in the session cache (None when it could not be written)."""
+
+    fields: dict[str, Any]
+    record_uuids: frozenset[str]
+    parsed: Path | None
+
+
+def check_here(request: CheckRequest) -> Checked:
+    """The check in this process; ``UploadRejected`` for a file the engine refuses."""
+    try:
+        session = engine.load_session(str(request.path), name=request.name)
+    except engine.TranscriptError as exc:
+        # a reading error (a bomb stopped, a corrupt stream) is the reason worth naming
+        errors = [p for p in exc.problems if p.severity == "error"]
+        raise UploadRejected(
+            f"{request.name}: {exc}" + (f" ({errors[0].message})" if errors else ""),
+            [p.to_json() for p in exc.problems[:MAX_STORED_PROBLEMS]],
+        ) from None
+    except Exception:
+        # An engine bug must not leave a half-imported session behind; the log has details.
+        logger.exception("engine failed to load upload %s", request.name)
+        raise UploadRejected(
+            f"{request.name}: ContextLab could not read this file (internal error; see the "
+            "server log)."
+        ) from None
+    try:
+        fields = session_fields(
+            session,
+            stored_name=request.stored_name,
+            name=request.name,
+            size=request.size,
+            sha256=request.sha256,
+        )
+        parsed = _keep_parse(request, session)
+        return Checked(fields=fields, record_uuids=session.record_uuids, parsed=parsed)
+    finally:
+        session.close()
+
+
+def _keep_parse(request: CheckRequest, session: engine.Session) -> Path | None:
+    """Leave the parse in the session cache for the first replay, so the worker does not read
+    and parse the file a second time. Only a speed-up: a failure leaves the replay to parse
+    the file itself. (The object store's mirror gets it from the caller, once the upload is
+    kept.)"""
     try:
         return keep_parsed(
-            final,
-            session,
-            cache_dir=settings.SESSION_CACHE_DIR,
-            sha256=sha256,
-            mirror=blobs.session_cache_mirror(),
+            request.path, session, cache_dir=request.cache_dir, sha256=request.sha256
         )
     except Exception:  # an unpicklable oddity must not refuse a good upload
-        logger.exception("could not keep the parsed session of %s for its replay", final.name)
+        logger.exception("could not keep the parsed session of %s for its replay", request.name)
         return None
+
+
+def check_upload(request_path: Path, **columns: Any) -> Checked:
+    """``check_here`` of the stored file ``request_path``, in a child process when the file is
+    at least ``UPLOAD_CHECK_CHILD_MIN_BYTES`` (0: never). ``columns``: ``CheckRequest``'s
+    ``name``, ``stored_name``, ``size`` and ``sha256``."""
+    threshold = settings.UPLOAD_CHECK_CHILD_MIN_BYTES
+    size = request_path.stat().st_size
+    with tempfile.TemporaryDirectory(prefix="contextlab-check-") as folder:
+        request = CheckRequest(
+            path=request_path,
+            cache_dir=Path(settings.SESSION_CACHE_DIR),
+            out=Path(folder) / "checked.pickle",
+            **columns,
+        )
+        if not threshold or size < threshold:
+            return check_here(request)
+        return _check_in_child(request)
+
+
+def child_command() -> list[str]:
+    """The child's command line (a function: a test replaces it with one that dies)."""
+    return [sys.executable, "-m", CHECK_MODULE]
+
+
+def _check_in_child(request: CheckRequest) -> Checked:
+    # the settings this process runs with (a worker's, a test run's; under
+    # ``override_settings`` SETTINGS_MODULE is None, the environment still names them)
+    module = os.environ.get("DJANGO_SETTINGS_MODULE") or settings.SETTINGS_MODULE
+    env = dict(os.environ, DJANGO_SETTINGS_MODULE=module or "contextlab.settings")
+    completed = subprocess.run(
+        child_command(),
+        input=pickle.dumps(request),
+        env=env,
+        cwd=settings.BASE_DIR,
+        capture_output=True,
+        check=False,
+    )
+    answer: object = None
+    if completed.returncode == 0 and request.out.exists():
+        with request.out.open("rb") as fh:
+            answer = pickle.load(fh)  # written by this module's child, not by a user
+    if isinstance(answer, UploadRejected):
+        raise answer
+    if isinstance(answer, Checked):
+        return answer
+    # the child died (out of memory, killed) or crashed: the caller's cleanup, which the
+    # rejection below triggers, removes the stored file
+    stderr = completed.stderr.decode("utf-8", "replace")[-4000:]
+    logger.error(
+        "the check of upload %s stopped (exit status %s): %s",
+        request.name,
+        completed.returncode,
+        stderr,
+    )
+    raise UploadRejected(
+        f"{request.name}: the check of this file stopped before it finished "
+        f"({_how_it_ended(completed.returncode)}); nothing was kept. Upload it again; if it "
+        "fails again, the server may be short of memory for a file this large (the "
+        "administrator's log has the details).",
+        status=503,
+    )
+
+
+def _how_it_ended(returncode: int) -> str:
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        return f"killed by {name}" + (", out of memory?" if -returncode == signal.SIGKILL else "")
+    return f"exit status {returncode}"
 
 
 #: Longest session title, characters (the column's size).

@@ -76,7 +76,7 @@ def test_late_prompt_is_found_and_its_hit_opens_its_request(
     run = wait_for_run(transcript.runs.get().pk)
     assert run.status == "done", run.error
     message, phrase = _late_phrase(transcript)
-    result = run.result.data["requests"]
+    result = run.result.read()["requests"]
     request = next(r for r in result if r["thread"] == "main" and r["view"]["end"] > message)
     number, block = request["index"] + 1, f"b-{message}-0"
 

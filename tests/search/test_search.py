@@ -76,7 +76,7 @@ def test_late_prompt_is_found_at_the_request_that_first_holds_it(done_session, a
     hits = response.json()["hits"]
     assert [h["block_id"] for h in hits] == [f"b-{message}-0"]
     hit = hits[0]
-    data = done_session.runs.get().result.data
+    data = done_session.runs.get().result.read()
     first = next(
         r for r in data["requests"] if r["thread"] == "main" and r["view"]["end"] > message
     )
@@ -208,7 +208,7 @@ def test_long_blocks_are_indexed_in_parts_and_found_once(done_session):
     assert tail in parts[-1]
     message = dict(session_messages(done_session))
     message["main"] = [dict(message["main"][0], blocks=[{"type": "text", "text": text}])]
-    requests = done_session.runs.get().result.data["requests"]
+    requests = done_session.runs.get().result.read()["requests"]
     rows = list(services.entries_for(done_session.pk, message, requests))
     assert len(rows) == len(parts)
 
@@ -318,7 +318,7 @@ def test_hostile_transcript_text_is_escaped_on_the_page(done_session, alice_clie
 
 
 def test_a_block_after_the_last_request_is_named_as_such(done_session, alice_client):
-    data = done_session.runs.get().result.data["requests"]
+    data = done_session.runs.get().result.read()["requests"]
     last_end = max(r["view"]["end"] for r in data if r["thread"] == "main")
     after = Entry.objects.filter(transcript=done_session, thread="main", message__gte=last_end)
     before = Entry.objects.filter(transcript=done_session, thread="main", message__lt=last_end)

@@ -57,7 +57,7 @@ def test_the_worker_replays_the_upload_without_parsing_it_again(user, short_json
     session = engine.load_session(str(short_jsonl))
     config, preset = engine.resolve_config("auto", version=session.version)
     fresh = engine.replay(session, config, preset_name=preset).to_json()
-    stored = run.result.data
+    stored = run.result.read()
     assert stored["summary"] == fresh["summary"]
     assert [r["model_tokens"] for r in stored["requests"]] == [
         r["model_tokens"] for r in fresh["requests"]

@@ -9,6 +9,7 @@ below them to ``json.dumps`` (the C encoder): the largest string held is one req
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Iterator
 from typing import Any, Protocol
 
 
@@ -45,3 +46,22 @@ def write_json(
         out.write("]")
     else:
         out.write(json.dumps(value, ensure_ascii=ensure_ascii, separators=separators))
+
+
+def json_list_parts(items: Iterable[Any], max_chars: int) -> Iterator[str]:
+    """The JSON texts of consecutive runs of ``items`` as lists, in order, each of at most
+    ``max_chars`` characters of items (an item longer than that is a list of its own; no
+    items: no part). Their lists joined are ``items``, as ``write_json`` writes them: a store
+    keeps each part as one value (PostgreSQL's ``jsonb`` holds at most 256 MB in one), and
+    one part's text is held at a time."""
+    batch: list[str] = []
+    size = 0
+    for item in items:
+        text = json.dumps(item)
+        if batch and size + len(text) > max_chars:
+            yield "[" + ", ".join(batch) + "]"
+            batch, size = [], 0
+        batch.append(text)
+        size += len(text) + 2
+    if batch:
+        yield "[" + ", ".join(batch) + "]"

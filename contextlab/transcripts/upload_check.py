@@ -1,0 +1,37 @@
+"""The child process of an upload's check (``services.check_upload``, for files of at least
+``UPLOAD_CHECK_CHILD_MIN_BYTES``): ``python -m contextlab.transcripts.upload_check`` reads the
+request (a pickled ``services.CheckRequest``, from its parent) on stdin, checks the file
+(``services.check_here``: the engine's parse, the session's columns, the parse left for the
+replay) and writes the pickled ``services.Checked`` or ``services.UploadRejected`` to the
+request's ``out`` file. Its memory all goes back to the system when it exits.
+"""
+
+from __future__ import annotations
+
+import logging
+import pickle
+import sys
+
+
+def main() -> int:
+    import django
+
+    django.setup()
+    from contextlab.transcripts import services
+
+    request: services.CheckRequest = pickle.loads(sys.stdin.buffer.read())  # from our parent
+    answer: services.Checked | services.UploadRejected
+    try:
+        answer = services.check_here(request)
+    except services.UploadRejected as exc:
+        answer = exc
+    partial = request.out.with_suffix(".partial")
+    with partial.open("wb") as fh:
+        pickle.dump(answer, fh, protocol=pickle.HIGHEST_PROTOCOL)
+    partial.replace(request.out)
+    return 0
+
+
+if __name__ == "__main__":
+    logging.basicConfig(level=logging.INFO)
+    sys.exit(main())
