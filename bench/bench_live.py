@@ -142,12 +142,7 @@ def prepare_earlier(path: Path, cache: Path, sha256: str, state: Path) -> None:
     """The session before the append: the last append's read left its state, and its replay
     left its tokenized copy cached and its replay state in ``state``."""
     engine.load_growing(path, path.name, cache_dir=cache, sha256=sha256)[0].close()
-    session = engine.load_session_cached(str(path), cache_dir=str(cache), sha256=sha256)
-    try:
-        config, preset = engine.resolve_session_config(session)
-        state.write_bytes(engine.replay_live(session, config, preset_name=preset)[1])
-    finally:
-        session.close()
+    first_replay(path, cache, sha256, state)
 
 
 def continue_update(

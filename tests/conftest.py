@@ -73,6 +73,23 @@ def pytest_configure(config: pytest.Config) -> None:
             )
 
 
+def assert_passes_on_sqlite(test_file: str) -> None:
+    """Run ``test_file``'s tests again on SQLite (``make run``'s database) in a child pytest,
+    all but the ones that start this pass (named ``*sqlite*``), and assert they passed."""
+    env = {**os.environ, "DATABASE_URL": "sqlite://"}
+    out = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", test_file, "-k", "not sqlite"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=ROOT,
+        timeout=600,
+    )
+    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
+    assert " passed" in out.stdout
+    assert "failed" not in out.stdout
+
+
 def corpus_file(name: str) -> Path:
     """A real transcript that always exists: from the corpus when present, else the committed
     copy (``contextlab/demo/`` or ``tests/fixtures/``, byte-identical to the corpus file)."""

@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import itertools
+import json
 import logging
 import tempfile
 import threading
@@ -453,6 +454,28 @@ def finish(
     return Done(run_id, total)
 
 
+def store_findings(run_id: int, finished_at: datetime, found: dict[str, Any]) -> bool:
+    """Put ``found`` (keys of the result JSON) in the run's stored result, if it still is
+    the result stored at ``finished_at`` (no newer version stored meanwhile; the run's row
+    locked, as ``finish`` locks it). The run is marked finished again now, so the pages and
+    caches named by its result's version (``runs.live.result_version``) are made again with
+    them. False when the result was not that one."""
+    with transaction.atomic():
+        if not (
+            Run.objects.select_for_update()
+            .filter(pk=run_id, status=Run.Status.DONE, finished_at=finished_at)
+            .exists()
+        ):
+            return False
+        row = RunResult.objects.select_for_update().filter(run_id=run_id).first()
+        if row is None:
+            return False
+        row.data = {**row.data, **found}
+        row.save(update_fields=["data"])
+        Run.objects.filter(pk=run_id).update(finished_at=timezone.now())
+    return True
+
+
 def fail(run_id: int, message: str, *, out_of_time: bool = False) -> Failed:
     """Mark the run failed with a reason the user can read."""
     Run.objects.filter(pk=run_id).update(
@@ -708,6 +731,28 @@ def load_live_state(run: Run) -> bytes | None:
     if data is None or not data.startswith(owner):
         return None
     return data[len(owner) :]
+
+
+def live_findings_name(run_id: int) -> str:
+    """The stored name of a live session's run's last findings (``LaterFindings``): an
+    append deletes the run's result, and its next version carries these until it stores its
+    own."""
+    return f"checkpoints/run-{run_id}.live-findings.json"
+
+
+def save_live_findings(run: Run, found: dict[str, Any]) -> None:
+    owner = _checkpoint_owner(run)
+    blobs.write_bytes(live_findings_name(run.pk), owner + json.dumps(found).encode())
+
+
+def load_live_findings(run: Run) -> dict[str, Any]:
+    """The findings ``save_live_findings`` kept for this very run, else none."""
+    data = blobs.read_bytes(live_findings_name(run.pk))
+    owner = _checkpoint_owner(run)
+    if data is None or not data.startswith(owner):
+        return {}
+    found: dict[str, Any] = json.loads(data[len(owner) :])
+    return found
 
 
 def checkpoint_name(run_id: int) -> str:

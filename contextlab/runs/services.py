@@ -130,9 +130,11 @@ def replay_in_full(run: Run) -> bool:
 
 
 def forget_live_states(run_ids: list[int]) -> None:
-    """Delete the live replay states of these (deleted) runs from the storage."""
+    """Delete the live replay states (and last findings) of these (deleted) runs from the
+    storage."""
     for run_id in run_ids:
         blobs.delete(lifecycle.live_state_name(run_id))
+        blobs.delete(lifecycle.live_findings_name(run_id))
 
 
 def cancel_run(run: Run) -> bool:

@@ -165,7 +165,7 @@ def test_an_appended_turn_of_a_large_session_reaches_the_open_explorer_within_5_
         offset = _append(client, session_id, len(start), first_append)["offset"]
         transcript = Transcript.objects.get(pk=session_id)
         run = wait_for_run(transcript.runs.get().pk, timeout=900)
-        count = len(run.result.data["requests"])
+        count = len(run.result.requests())
         # the worker indexes the session for search after its first replay: the append is
         # timed once it is idle (else it waits in the queue behind that)
         deadline = time.monotonic() + 900

@@ -8,9 +8,6 @@ SQLite (the same file in a child pytest with ``DATABASE_URL=sqlite://``)."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -23,6 +20,7 @@ from contextlab.runs import services as run_services
 from contextlab.runs.models import REQUESTS_IN_PARTS, Run, RunResult, RunResultPart
 from contextlab.search import services as search
 from contextlab.search.models import Entry
+from tests.conftest import assert_passes_on_sqlite
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clean_media")]
 
@@ -138,15 +136,4 @@ def test_a_result_without_requests_has_no_part(make_transcript, short_jsonl):
 @pytest.mark.slow
 def test_sqlite_backend_passes():
     """The same tests on SQLite (``make run``'s database)."""
-    env = {**os.environ, "DATABASE_URL": "sqlite://"}
-    out = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", __file__, "-k", "not sqlite"],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=Path(__file__).resolve().parents[2],
-        timeout=600,
-    )
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
-    assert " passed" in out.stdout
-    assert "failed" not in out.stdout
+    assert_passes_on_sqlite(__file__)

@@ -5,9 +5,6 @@ on SQLite with FTS5 (the same file in a child pytest with ``DATABASE_URL=sqlite:
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,6 +15,7 @@ from contextlab.runs.services import session_messages
 from contextlab.search import services
 from contextlab.search.models import Entry, IndexedSession
 from contextlab.search.query import parse, snippet
+from tests.conftest import assert_passes_on_sqlite
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clean_media")]
 
@@ -247,20 +245,9 @@ def test_index_command_and_recovery_fill_sessions_stored_before(done_session):
     connection.vendor != "postgresql", reason="runs the SQLite pass from the PostgreSQL one"
 )
 @pytest.mark.slow
-def test_sqlite_backend_passes(tmp_path: Path):
+def test_sqlite_backend_passes():
     """The same tests on SQLite with FTS5 (``make run``'s database)."""
-    env = {**os.environ, "DATABASE_URL": "sqlite://"}
-    out = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:randomly", __file__, "-k", "not sqlite"],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=Path(__file__).resolve().parents[2],
-        timeout=600,
-    )
-    assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-2000:]
-    assert " passed" in out.stdout
-    assert "failed" not in out.stdout
+    assert_passes_on_sqlite(__file__)
 
 
 def test_a_session_whose_messages_go_is_indexed_again_by_its_next_replay(done_session):

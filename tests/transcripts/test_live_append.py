@@ -190,8 +190,8 @@ def test_a_session_that_grows_while_its_run_replays_is_replayed_again(
     real = runner.replay_run
     replayed: list[int] = []
 
-    def replay_while_claude_writes(run, session, summary=None):
-        data = real(run, session, summary)
+    def replay_while_claude_writes(run, session, summary=None, **kwargs):
+        data = real(run, session, summary, **kwargs)
         if not replayed:  # Claude Code wrote on while the worker replayed: an append lands
             with django_capture_on_commit_callbacks(execute=False):
                 response = append(client, auth_header, first["id"], len(START), REST)

@@ -224,11 +224,11 @@ def test_deleting_the_session_deletes_its_runs_live_states(
 
     capture = django_capture_on_commit_callbacks
     session_id, run = _live_session(client, auth_header, capture)
-    name = lifecycle.live_state_name(run.pk)
-    assert blobs.read_bytes(name) is not None
+    names = [lifecycle.live_state_name(run.pk), lifecycle.live_findings_name(run.pk)]
+    assert all(blobs.read_bytes(name) is not None for name in names)
     with capture(execute=True):
         services.delete_transcript(transcript=Transcript.objects.get(pk=session_id))
-    assert blobs.read_bytes(name) is None
+    assert [blobs.read_bytes(name) for name in names] == [None, None]
 
 
 @pytest.mark.slow
@@ -279,3 +279,63 @@ def test_a_live_runs_pages_read_the_tools_and_waste_its_worker_stored(
         assert client.get(f"/sessions/{session_id}/requests/1/?run={run.pk}").status_code == 200
         assert client.get(f"/runs/{run.pk}/tools.csv").status_code == 200
     assert calls == []
+
+
+def test_an_update_stores_its_result_before_its_findings(
+    client, auth_header, django_capture_on_commit_callbacks, monkeypatch
+):
+    """The explorer gets an appended turn as soon as its result is stored: the update's
+    findings (read from every message's text) are stored after it. Until then the result
+    carries the last version's; then this version's, and the run is marked finished again
+    (the pages named by its result's version are made again)."""
+    from contextlab.jobs.replay import WASTE_KEY
+
+    capture = django_capture_on_commit_callbacks
+    session_id, run = _live_session(client, auth_header, capture)
+    before = RunResult.objects.get(run=run).data
+    _grow_to(client, auth_header, session_id, CUTS[2], capture)
+    seen: list[tuple[int, dict[str, Any], Any]] = []
+    real = lifecycle.store_findings
+
+    def observed(run_id: int, finished_at: Any, found: dict[str, Any]) -> bool:
+        stored = RunResult.objects.get(run_id=run_id).data
+        row = Run.objects.get(pk=run_id)
+        assert row.status == Run.Status.DONE
+        assert row.finished_at == finished_at
+        seen.append((len(stored["requests"]), stored, found))
+        return real(run_id, finished_at, found)
+
+    monkeypatch.setattr(lifecycle, "store_findings", observed)
+    runner.execute_run(run.pk)
+    run.refresh_from_db()
+    assert run.provisional
+    ((count, stored, found),) = seen
+    after = RunResult.objects.get(run=run).data
+    # the result was stored (done, the new requests) with the last version's findings
+    assert count == len(after["requests"]) > len(before["requests"])
+    for key in (engine.TOOL_BREAKDOWN_KEY, WASTE_KEY):
+        assert stored[key] == before[key]
+        assert after[key] == found[key]
+    # and this version's differ from them: the new turn's tool calls are counted
+    calls = sum(t["calls"] for t in after[engine.TOOL_BREAKDOWN_KEY]["tools"])
+    assert calls > sum(t["calls"] for t in before[engine.TOOL_BREAKDOWN_KEY]["tools"])
+    assert run.finished_at > Run.objects.get(pk=run.pk).started_at
+
+
+def test_findings_of_a_result_no_longer_stored_are_not_stored(
+    client, auth_header, django_capture_on_commit_callbacks
+):
+    """A newer version stored meanwhile (its finished_at moved on): the older version's
+    findings, worked out late, must not land on it."""
+    from contextlab.jobs.replay import WASTE_KEY
+
+    _, run = _live_session(client, auth_header, django_capture_on_commit_callbacks)
+    data = RunResult.objects.get(run=run).data
+    stale = run.finished_at - timedelta(seconds=1)
+    assert not lifecycle.store_findings(run.pk, stale, {WASTE_KEY: {"waste": "stale"}})
+    assert RunResult.objects.get(run=run).data == data
+    assert Run.objects.get(pk=run.pk).finished_at == run.finished_at
+    # the result of finished_at takes them
+    assert lifecycle.store_findings(run.pk, run.finished_at, {WASTE_KEY: {"waste": "late"}})
+    assert RunResult.objects.get(run=run).data[WASTE_KEY] == {"waste": "late"}
+    assert Run.objects.get(pk=run.pk).finished_at > run.finished_at

@@ -17,6 +17,7 @@ import pytest
 
 from contextlab.jobs import replay as runner
 from contextlab.runs.models import Run
+from contextlab.search import services as search
 from tests.conftest import ROOT
 from tests.transcripts.test_live_append import append, create
 
@@ -37,7 +38,7 @@ def _seconds(call: Callable[[], Any]) -> tuple[float, Any]:
 
 @pytest.mark.parametrize("megabytes", SIZES or [0])
 def test_one_append_through_the_server(
-    client, user, auth_header, django_capture_on_commit_callbacks, tmp_path, megabytes
+    client, user, auth_header, django_capture_on_commit_callbacks, tmp_path, megabytes, monkeypatch
 ):
     sys.path.insert(0, str(ROOT / "bench"))
     from bench_live import cut_before_last_requests
@@ -57,7 +58,7 @@ def test_one_append_through_the_server(
         assert append(client, auth_header, session["id"], last_line, data[last_line:cut])
     runner.execute_run(run.pk)
     run.refresh_from_db()
-    count = len(run.result.data["requests"])
+    count = len(run.result.requests())
     client.force_login(user)
     url = f"/sessions/{session['id']}/requests/{count - 1}/"
     assert client.get(url).status_code == 200  # the open explorer: this version held
@@ -66,7 +67,19 @@ def test_one_append_through_the_server(
             lambda: append(client, auth_header, session["id"], cut, data[cut:])
         )
     assert response.status_code == 200, response.content
+    # when the result is stored: the worker indexes the session for search and stores the
+    # result's findings after it (the explorer has the turn once it is stored)
+    stored_at: list[float] = []
+    index_after_run = search.index_after_run
+
+    def index_after_the_result(*args: Any) -> None:
+        stored_at.append(time.perf_counter())
+        index_after_run(*args)
+
+    monkeypatch.setattr(search, "index_after_run", index_after_the_result)
+    started = time.perf_counter()
     worker, _ = _seconds(lambda: runner.execute_run(run.pk))
+    (result_at,) = stored_at
     run.refresh_from_db()
     assert run.provisional
     poll, page = _seconds(
@@ -75,6 +88,6 @@ def test_one_append_through_the_server(
     assert page.status_code == 200
     assert f'id="req-number">{count + 1}<' in page.content.decode()
     print(
-        f"\n{megabytes:g} MB ({count + 1} requests): web {web:.2f} s, worker {worker:.2f} s,"
-        f" explorer poll {poll:.2f} s"
+        f"\n{megabytes:g} MB ({count + 1} requests): web {web:.2f} s, worker {worker:.2f} s"
+        f" (result stored after {result_at - started:.2f} s), explorer poll {poll:.2f} s"
     )

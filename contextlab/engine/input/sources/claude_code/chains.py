@@ -138,6 +138,16 @@ def _copy_message(msg: Message) -> Message:
     )
 
 
+def response_and_call_ids(records: list[Record]) -> tuple[set[str | None], set[str | None]]:
+    """The message ids of the responses among ``records`` and the ids of the tool calls they
+    make: what a split response's sibling or a parallel tool result hangs on to."""
+    responses = [r.message for r in records if r.message is not None and r.type == "assistant"]
+    return (
+        {m.message_id for m in responses},
+        {b.tool_use_id for m in responses for b in m.blocks if b.type == "tool_use"},
+    )
+
+
 class RecordTree:
     """Index of one file's records (or one sidechain group) for chain walks."""
 
@@ -213,16 +223,7 @@ class RecordTree:
         ``passed`` gets the records that hang from the chain but were not added (what a
         later record's response or tool call could still make belong to it)."""
         members = {r.uuid for r in chain}
-        message_ids = {
-            r.message.message_id for r in chain if r.message is not None and r.type == "assistant"
-        }
-        tool_ids = {
-            b.tool_use_id
-            for r in chain
-            if r.message is not None and r.type == "assistant"
-            for b in r.message.blocks
-            if b.type == "tool_use"
-        }
+        message_ids, tool_ids = response_and_call_ids(chain)
         extra: list[Record] = []
         for rec in self.records:
             if rec.uuid in members or rec.message is None:

@@ -19,7 +19,7 @@ from contextlab.engine.input.loading import LineCursor
 from contextlab.engine.input.model import Problem, ProblemList
 from contextlab.engine.input.session import Thread
 
-from .chains import MainChainKept, build_threads
+from .chains import MainChainKept, build_threads, response_and_call_ids
 from .records import Record, RecordParser
 
 #: how the main file's threads of each growing read were made, in this process: "extended"
@@ -177,16 +177,7 @@ def _reattaches(passed: list[Record], added: list[Record]) -> bool:
     (``chains.RecordTree.reattach``)."""
     if not passed:
         return False
-    response_ids = {
-        r.message.message_id for r in added if r.message is not None and r.type == "assistant"
-    }
-    tool_ids = {
-        b.tool_use_id
-        for r in added
-        if r.message is not None and r.type == "assistant"
-        for b in r.message.blocks
-        if b.type == "tool_use"
-    }
+    response_ids, tool_ids = response_and_call_ids(added)
     for record in passed:
         message = record.message
         if message is None:
