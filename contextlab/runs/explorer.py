@@ -271,7 +271,7 @@ def build(
         "gap": engine.format_duration(gap) if gap is not None else None,
         "mini": charts.mark_request(overview["mini"], index, requests),
         "composition": composition,
-        "parts": _styled_parts(composition["parts"]),
+        "parts": styled_parts(composition["parts"]),
         "heaviest": [
             {
                 "anchor": rows[h["position"]]["anchor"],
@@ -471,8 +471,9 @@ def _previous_in_thread(requests: list[RequestRow], index: int) -> RequestRow | 
     return None
 
 
-def _styled_parts(parts: list[Any]) -> list[dict[str, Any]]:
-    """The composition's parts with a colour class: one per kind, tool results in shades."""
+def styled_parts(parts: list[Any]) -> list[dict[str, Any]]:
+    """The composition's parts with a colour class (``static/css/app.css``): one per kind,
+    tool results in shades."""
     out = []
     tools = 0
     for part in parts:

@@ -84,3 +84,17 @@ def test_a_kept_cell_is_not_reused_for_another_block(done_transcript):
     assert one != two
     assert "/0/" in one
     assert "/1/" in two
+
+
+def test_every_part_of_a_prompt_has_its_colour():
+    """Each kind the composition names (``engine.results.composition.ORDER``) gets a class the
+    stylesheet colours: a renamed kind without its rule would draw an uncoloured bar."""
+    from contextlab.engine.results.composition import ORDER
+    from tests.conftest import ROOT
+
+    css = (ROOT / "static" / "css" / "app.css").read_text()
+    parts = [{"kind": kind, "tokens": 1} for kind in ORDER]
+    for part in explorer_builder.styled_parts(parts):
+        for name in part["css"].split():
+            if name.startswith("part-"):
+                assert f".{name}" in css, part["kind"]

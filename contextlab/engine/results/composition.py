@@ -2,8 +2,9 @@
 
 ``compose`` takes the rows of ``explorer.side_by_side`` for a request and returns:
 
-* ``parts``: the prompt by kind (system + tools, CLAUDE.md and reminders, user text, assistant
-  text, thinking, tool calls, tool results by tool name, summaries, persisted previews, ...),
+* ``parts``: the prompt by kind (system + tools, CLAUDE.md/AGENTS.md and reminders, user text,
+  assistant text, thinking, tool calls, tool results by tool name, summaries, persisted
+  previews, ...),
   in display tokens that add up to the request's ``model_tokens``. The system prompt and tool
   definitions are not in the transcript: their share is the calibration's fitted prefix, an
   estimate, and says so;
@@ -28,7 +29,7 @@ SYSTEM_PART = "system + tools (estimated)"
 #: fixed kinds in display order; tool results ("tool results · Bash") follow "tool calls"
 ORDER = [
     SYSTEM_PART,
-    "CLAUDE.md and reminders",
+    "CLAUDE.md/AGENTS.md and reminders",
     "user text",
     "assistant text",
     "thinking",
@@ -100,7 +101,7 @@ def kind_of(row: dict[str, Any], cell: dict[str, Any] | None) -> str:
     if kind == "summary":
         return "summaries"
     if kind in ("meta", "attachment") or text.lstrip().startswith(REMINDER_MARK):
-        return "CLAUDE.md and reminders"
+        return "CLAUDE.md/AGENTS.md and reminders"
     if block_type == "tool_result":
         tool = (row.get("repl") or {}).get("tool_name") or (cell or {}).get("tool_name")
         return f"tool results · {tool}" if tool else "tool results"
