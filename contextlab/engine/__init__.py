@@ -87,7 +87,7 @@ if TYPE_CHECKING:  # loaded on first use (below): the CLI's start-up only pays f
         write_messages_json,
     )
     from .results.idle import IdleAnswer, idle_compaction
-    from .results.json_stream import TextSink, json_list_parts, write_json
+    from .results.json_stream import JsonText, TextSink, json_list_parts, write_json
     from .results.message_store import (
         appended_messages_json,
         apply_appended_messages,
@@ -148,7 +148,7 @@ _LAZY_MODULES: dict[str, tuple[str, ...]] = {
         "messages_json_head",
         "messages_json_parts",
     ),
-    ".results.json_stream": ("TextSink", "json_list_parts", "write_json"),
+    ".results.json_stream": ("JsonText", "TextSink", "json_list_parts", "write_json"),
     ".results.tools": (
         "BREAKDOWN_VERSION",
         "TOOL_BREAKDOWN_KEY",
@@ -229,6 +229,7 @@ __all__ = [
     "FieldError",
     "HistoryIndex",
     "IdleAnswer",
+    "JsonText",
     "LLMSettings",
     "Message",
     "ModelInfo",

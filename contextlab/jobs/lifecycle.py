@@ -324,6 +324,8 @@ def _store_result(run_id: int, data: dict[str, Any]) -> None:
                 for key, value in data.items()
             }
             parts = itertools.chain(first, texts)
+        elif first:  # one part: its text is the requests' JSON, not encoded again
+            head = {**data, "requests": engine.JsonText(first[0])}
     write = partial(engine.write_json, head)
     if connection.vendor != "postgresql":
         RunResult.objects.update_or_create(run_id=run_id, defaults={"data": json_text(write)})

@@ -44,3 +44,16 @@ def test_a_replay_result_written_is_its_dumped_json(tmp_path):
     assert "".join(pieces) == json.dumps(data, ensure_ascii=False, separators=(",", ":"))
     longest = max(map(len, pieces))
     assert longest < len("".join(pieces)) / 2  # written in pieces, never the whole at once
+
+
+@pytest.mark.parametrize("count", [0, 1, 3, 40])
+def test_a_part_of_json_text_is_written_as_the_items_it_holds(count):
+    """A result whose requests fit one part is written with that part's text
+    (``engine.JsonText``, not encoded again): the same characters as ``json.dumps``."""
+    items = [{"index": i, "text": f"caf\u00e9 {i}", "sizes": [i, i * 2]} for i in range(count)]
+    parts = list(engine.json_list_parts(items, 1 << 20))
+    assert len(parts) == (1 if items else 0)
+    value = {"summary": {"n": count}, "requests": engine.JsonText(parts[0]) if parts else []}
+    out = io.StringIO()
+    write_json(value, out)
+    assert out.getvalue() == json.dumps({"summary": {"n": count}, "requests": items})

@@ -19,6 +19,11 @@ class TextSink(Protocol):
     def write(self, text: str, /) -> object: ...
 
 
+class JsonText(str):
+    """Text that is already JSON (``json_list_parts``' part): ``write_json`` writes it as it
+    is, instead of encoding its values a second time."""
+
+
 def write_json(
     value: Any,
     out: TextSink,
@@ -30,7 +35,9 @@ def write_json(
     """``out.write(json.dumps(value, ensure_ascii=..., separators=...))``, written piece by
     piece through ``depth`` levels of dicts and lists."""
     item_separator, key_separator = separators
-    if depth > 0 and isinstance(value, dict) and all(isinstance(k, str) for k in value):
+    if isinstance(value, JsonText):
+        out.write(value)
+    elif depth > 0 and isinstance(value, dict) and all(isinstance(k, str) for k in value):
         out.write("{")
         for i, (key, item) in enumerate(value.items()):
             key_text = json.dumps(key, ensure_ascii=ensure_ascii)
