@@ -205,3 +205,23 @@ def test_a_session_grown_past_the_refit_share_is_refused(tmp_path):
         engine.continue_live(state, _session(tmp_path, data, "g1.jsonl"), refit_share=share / 2)
     result, _ = engine.continue_live(state, _session(tmp_path, data, "g2.jsonl"), refit_share=share)
     assert len(_plain(result)["requests"]) == total
+
+
+def test_a_state_refers_to_the_sessions_blocks_instead_of_copying_them(tmp_path):
+    """A step's state may hold the session's blocks (``restore``'s index of the files read
+    holds every Read result's): the live state keeps them by reference, so its bytes (pickled
+    at every append, and read back at the next) do not grow with the session's text. The
+    state read back against the grown session holds that session's very blocks."""
+    data, _ = compacting_transcript()
+    _, state, _ = _start(tmp_path, data)
+    session = _session(tmp_path, data, "again.jsonl")
+    live = checkpoints.load(state, session, engine.ExtractiveSummarizer(), None, live=True)
+    runners = live.replay.finished  # type: ignore[attr-defined]
+    reads = [
+        block
+        for runner in runners.values()
+        for block in runner.state.get("restore", {}).get("reads", {}).values()
+    ]
+    assert reads, "the compaction's restoration indexed no Read result"
+    blocks = {id(b) for t in session.threads for m in t.messages for b in m.blocks}
+    assert all(id(block) in blocks for block in reads)
