@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import io
 import pickle
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import IO, Any
 
 from contextlab.engine.input.session import Session
@@ -66,6 +66,124 @@ class _Pickler(pickle.Pickler):
     def reducer_override(self, obj: Any) -> Any:
         pid = self._refs.get(id(obj))
         return NotImplemented if pid is None else (_reference, pid)
+
+
+class _NotPlain(Exception):
+    """An item of an ``AppendedList`` is not plain data (``_PlainPickler``)."""
+
+
+class _PlainPickler(pickle.Pickler):
+    """Pickles plain data only (dicts, lists, tuples, strings, numbers: ``reducer_override`` is
+    asked about nothing else): an item holding a session's object, or any other, is refused,
+    so that a chunk pickled on its own never copies what the state refers to."""
+
+    def __init__(self, file: IO[bytes]) -> None:
+        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
+
+    def reducer_override(self, obj: Any) -> Any:
+        raise _NotPlain(type(obj).__name__)
+
+
+def _plain_chunk(items: list[Any]) -> bytes | None:
+    buffer = io.BytesIO()
+    try:
+        _PlainPickler(buffer).dump(items)
+    except _NotPlain:
+        return None
+    return buffer.getvalue()
+
+
+class AppendedList(list[Any]):
+    """A list of a replay's state that only ever grows by items that never change once in it
+    (a thread's result rows, the replay's synthetic messages: plain data), pickled in chunks
+    kept as bytes: a live state's next dump pickles only the items added since, and copies the
+    earlier chunks' bytes as they are (a 64 MB session's rows and synthetic texts were most of
+    what each append pickled again). Chunks are merged as a binary counter's digits carry (a
+    chunk is merged into the one before it once it holds as many items), so there are few,
+    and each item is pickled again a logarithmic number of times. A change other than an
+    append drops the chunks (the next dump pickles the list whole)."""
+
+    __slots__ = ("chunks",)
+
+    def __init__(self, items: Iterable[Any] = (), chunks: list[tuple[int, bytes]] | None = None):
+        super().__init__(items)
+        #: (items, their pickle) of consecutive items from the first
+        self.chunks: list[tuple[int, bytes]] = chunks or []
+
+    def __reduce_ex__(self, _protocol: Any) -> Any:
+        """The pickle's reduction: the list made again from its chunks (``_from_chunks``), or,
+        when an item is not plain data, pickled as a list (the pickler's references kept)."""
+        done = sum(count for count, _ in self.chunks)
+        if done > len(self):
+            self.chunks, done = [], 0
+        if done < len(self):
+            data = _plain_chunk(self[done:])
+            if data is None:
+                self.chunks = []
+                return (AppendedList, (list(self),))
+            self.chunks.append((len(self) - done, data))
+        while len(self.chunks) > 1 and self.chunks[-2][0] <= self.chunks[-1][0]:
+            merged = self.chunks[-2][0] + self.chunks[-1][0]
+            end = sum(count for count, _ in self.chunks)
+            data = _plain_chunk(self[end - merged : end])
+            assert data is not None  # the items were plain when chunked, and are the same
+            self.chunks[-2:] = [(merged, data)]
+        return (_from_chunks, (tuple(self.chunks),))
+
+    # every change but an append makes the chunks stale
+    def _changed(self) -> None:
+        self.chunks = []
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        self._changed()
+        super().__setitem__(index, value)
+
+    def __delitem__(self, index: Any) -> None:
+        self._changed()
+        super().__delitem__(index)
+
+    def __iadd__(self, other: Iterable[Any]) -> AppendedList:  # type: ignore[override,misc]
+        self.extend(other)
+        return self
+
+    def __imul__(self, n: Any) -> AppendedList:  # type: ignore[override,misc]
+        self._changed()
+        return super().__imul__(n)  # type: ignore[return-value]
+
+    def insert(self, index: Any, value: Any) -> None:
+        self._changed()
+        super().insert(index, value)
+
+    def pop(self, index: Any = -1) -> Any:
+        self._changed()
+        return super().pop(index)
+
+    def remove(self, value: Any) -> None:
+        self._changed()
+        super().remove(value)
+
+    def clear(self) -> None:
+        self._changed()
+        super().clear()
+
+    def sort(self, *args: Any, **kwargs: Any) -> None:
+        self._changed()
+        super().sort(*args, **kwargs)
+
+    def reverse(self) -> None:
+        self._changed()
+        super().reverse()
+
+
+def _from_chunks(chunks: tuple[tuple[int, bytes], ...]) -> AppendedList:
+    """An ``AppendedList`` read back from its chunks, which it keeps for its next dump."""
+    items: list[Any] = []
+    for count, data in chunks:
+        part = pickle.loads(data)
+        if len(part) != count:
+            raise pickle.UnpicklingError("a chunk holds another number of items")
+        items.extend(part)
+    return AppendedList(items, list(chunks))
 
 
 def dump(
