@@ -5,6 +5,8 @@ a state that does not fit the grown session is refused (the caller then replays 
 from __future__ import annotations
 
 import json
+import multiprocessing
+import pickle
 from pathlib import Path
 from typing import Any
 
@@ -205,3 +207,101 @@ def test_a_session_grown_past_the_refit_share_is_refused(tmp_path):
         engine.continue_live(state, _session(tmp_path, data, "g1.jsonl"), refit_share=share / 2)
     result, _ = engine.continue_live(state, _session(tmp_path, data, "g2.jsonl"), refit_share=share)
     assert len(_plain(result)["requests"]) == total
+
+
+def test_a_state_refers_to_the_sessions_blocks_instead_of_copying_them(tmp_path):
+    """A step's state may hold the session's blocks (``restore``'s index of the files read
+    holds every Read result's): the live state keeps them by reference, so its bytes (pickled
+    at every append, and read back at the next) do not grow with the session's text. The
+    state read back against the grown session holds that session's very blocks."""
+    data, _ = compacting_transcript()
+    _, state, _ = _start(tmp_path, data)
+    session = _session(tmp_path, data, "again.jsonl")
+    live = checkpoints.load(state, session, engine.ExtractiveSummarizer(), None, live=True)
+    runners = live.replay.finished  # type: ignore[attr-defined]
+    reads = [
+        block
+        for runner in runners.values()
+        for block in runner.state.get("restore", {}).get("reads", {}).values()
+    ]
+    assert reads, "the compaction's restoration indexed no Read result"
+    blocks = {id(b) for t in session.threads for m in t.messages for b in m.blocks}
+    assert all(id(block) in blocks for block in reads)
+
+
+def test_an_appended_list_pickles_only_what_was_added_since_its_last_dump():
+    rows = checkpoints.AppendedList([{"n": n, "events": [n]} for n in range(8)])
+    first = pickle.dumps(rows, protocol=pickle.HIGHEST_PROTOCOL)
+    (whole,) = rows.chunks
+    rows.append({"n": 8, "events": []})
+    again = pickle.dumps(rows, protocol=pickle.HIGHEST_PROTOCOL)
+    # the earlier items' chunk copied as it was, one chunk more for the new item
+    assert whole[1] in again
+    assert [count for count, _ in rows.chunks] == [8, 1]
+    back = pickle.loads(again)
+    assert back == rows
+    assert type(back) is checkpoints.AppendedList
+    assert back.chunks == rows.chunks  # read back, it goes on from the same chunks
+    assert len(first) < len(again)
+    # chunks of as many items merge (a binary counter's carry): few chunks however many dumps
+    for n in range(9, 40):
+        back.append({"n": n})
+        back = pickle.loads(pickle.dumps(back, protocol=pickle.HIGHEST_PROTOCOL))
+    assert [row["n"] for row in back] == list(range(40))
+    assert len(back.chunks) <= 6
+    # a change other than an append drops the chunks: the list is pickled whole again
+    back[3] = {"n": "changed"}
+    assert back.chunks == []
+    assert pickle.loads(pickle.dumps(back))[3] == {"n": "changed"}
+
+
+def test_an_appended_list_of_objects_is_pickled_as_a_list():
+    """An item that is not plain data is never chunked (a chunk, pickled on its own, would copy
+    the session's objects the state refers to): the list is pickled whole, as before."""
+    session = engine.load_session(str(TOOL_HEAVY), name="session.jsonl")
+    message = session.threads[0].messages[0]
+    items = checkpoints.AppendedList([{"n": 1}, message])
+    summarizer = engine.ExtractiveSummarizer()
+    data = checkpoints.dump({"items": items}, session, summarizer, None, live=True)
+    back = checkpoints.load(data, session, summarizer, None, live=True)
+    assert back["items"][1] is message  # type: ignore[index]
+    assert items.chunks == []
+
+
+def test_each_append_copies_the_earlier_rows_pickle_instead_of_pickling_them_again(tmp_path):
+    """A live state keeps its rows and synthetic messages in chunks (``AppendedList``): the
+    state after an append holds the earlier state's chunks byte for byte, and read back (as
+    another process would) it goes on to the same result as the process that wrote it."""
+    data = TOOL_HEAVY.read_bytes()
+    # each append fewer requests than the first replay's (a chunk merges with one as large)
+    cuts = [_user_line_start(data, share) for share in (0.6, 0.75, 0.9)] + [len(data)]
+    _, state, _ = _start(tmp_path, data[: cuts[0]])
+    states: list[bytes] = []
+    for n, cut in enumerate(cuts[1:], start=1):
+        session = _session(tmp_path, data[:cut], f"v{n}.jsonl")
+        live = checkpoints.load(state, session, engine.ExtractiveSummarizer(), None, live=True)
+        chunks = [
+            chunk
+            for runner in live.replay.finished.values()  # type: ignore[attr-defined]
+            for _, chunk in runner.position.results.chunks
+        ]
+        assert chunks
+        result, after = engine.continue_live(state, session)
+        last = _plain(result)
+        # the earlier rows' chunk (the first, the largest) copied as it was
+        assert chunks[0] in after
+        state, states = after, [*states, after]
+    # the state of the first append, continued over the others in a fresh process (another
+    # worker's), gives what continuing it here gives, and the rows the appends gave one by one
+    grown = _session(tmp_path, data, "g.jsonl")
+    here = _plain(engine.continue_live(states[0], grown)[0])
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(1) as pool:
+        there = pool.apply(_continue_in_process, (states[0], str(tmp_path / "g.jsonl")))
+    assert json.dumps(there, sort_keys=True) == json.dumps(here, sort_keys=True)
+    assert here["requests"] == last["requests"]
+
+
+def _continue_in_process(state: bytes, path: str) -> dict[str, Any]:
+    session = engine.load_session(path, name="session.jsonl")
+    return _plain(engine.continue_live(state, session)[0])

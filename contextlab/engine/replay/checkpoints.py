@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import io
 import pickle
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import IO, Any
 
 from contextlab.engine.input.session import Session
 from contextlab.engine.summarizing import Summarizer
 
-#: Bump when the replay's state changes shape or one of its classes moves.
-CHECKPOINT_VERSION = 6
+#: Bump when the replay's state changes shape or one of its classes moves. 7: a session's
+#: blocks are kept by reference too (an older reader would take one for its message).
+CHECKPOINT_VERSION = 7
 _HEADER = f"contextlab replay checkpoint {CHECKPOINT_VERSION}\n".encode()
 #: A finished replay kept for a live session's next append (``live``): its own header, so a
 #: summary's checkpoint is never taken for one, nor one for a summary's.
@@ -28,9 +29,12 @@ _LIVE_HEADER = f"contextlab live replay {CHECKPOINT_VERSION}\n".encode()
 def _external(
     session: Session, summarizer: Summarizer, progress: Callable[..., None] | None
 ) -> dict[int, tuple[Any, ...]]:
-    """Objects a checkpoint refers to instead of copying: the session, its threads and
-    messages, the summarizer and the progress callback (a thread's message list is the
-    ``View``'s, which leaves it out of its pickled state)."""
+    """Objects a checkpoint refers to instead of copying: the session, its threads, messages
+    and their blocks, the summarizer and the progress callback (a thread's message list is
+    the ``View``'s, which leaves it out of its pickled state). Blocks too: a step's state
+    may hold the session's blocks themselves (``restore``'s index of read files holds every
+    Read result's), which copied made most of a live state's bytes, and its pickling time,
+    grow with the session's text (3.5 of 4.2 MB at 16 MB)."""
     refs: dict[int, tuple[Any, ...]] = {id(session): ("session",)}
     refs[id(summarizer)] = ("summarizer",)
     if progress is not None:
@@ -39,6 +43,8 @@ def _external(
         refs[id(thread)] = ("thread", t)
         for m, message in enumerate(thread.messages):
             refs[id(message)] = ("message", t, m)
+            for b, block in enumerate(message.blocks):
+                refs[id(block)] = ("block", t, m, b)
     return refs
 
 
@@ -60,6 +66,124 @@ class _Pickler(pickle.Pickler):
     def reducer_override(self, obj: Any) -> Any:
         pid = self._refs.get(id(obj))
         return NotImplemented if pid is None else (_reference, pid)
+
+
+class _NotPlain(Exception):
+    """An item of an ``AppendedList`` is not plain data (``_PlainPickler``)."""
+
+
+class _PlainPickler(pickle.Pickler):
+    """Pickles plain data only (dicts, lists, tuples, strings, numbers: ``reducer_override`` is
+    asked about nothing else): an item holding a session's object, or any other, is refused,
+    so that a chunk pickled on its own never copies what the state refers to."""
+
+    def __init__(self, file: IO[bytes]) -> None:
+        super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
+
+    def reducer_override(self, obj: Any) -> Any:
+        raise _NotPlain(type(obj).__name__)
+
+
+def _plain_chunk(items: list[Any]) -> bytes | None:
+    buffer = io.BytesIO()
+    try:
+        _PlainPickler(buffer).dump(items)
+    except _NotPlain:
+        return None
+    return buffer.getvalue()
+
+
+class AppendedList(list[Any]):
+    """A list of a replay's state that only ever grows by items that never change once in it
+    (a thread's result rows, the replay's synthetic messages: plain data), pickled in chunks
+    kept as bytes: a live state's next dump pickles only the items added since, and copies the
+    earlier chunks' bytes as they are (a 64 MB session's rows and synthetic texts were most of
+    what each append pickled again). Chunks are merged as a binary counter's digits carry (a
+    chunk is merged into the one before it once it holds as many items), so there are few,
+    and each item is pickled again a logarithmic number of times. A change other than an
+    append drops the chunks (the next dump pickles the list whole)."""
+
+    __slots__ = ("chunks",)
+
+    def __init__(self, items: Iterable[Any] = (), chunks: list[tuple[int, bytes]] | None = None):
+        super().__init__(items)
+        #: (items, their pickle) of consecutive items from the first
+        self.chunks: list[tuple[int, bytes]] = chunks or []
+
+    def __reduce_ex__(self, _protocol: Any) -> Any:
+        """The pickle's reduction: the list made again from its chunks (``_from_chunks``), or,
+        when an item is not plain data, pickled as a list (the pickler's references kept)."""
+        done = sum(count for count, _ in self.chunks)
+        if done > len(self):
+            self.chunks, done = [], 0
+        if done < len(self):
+            data = _plain_chunk(self[done:])
+            if data is None:
+                self.chunks = []
+                return (AppendedList, (list(self),))
+            self.chunks.append((len(self) - done, data))
+        while len(self.chunks) > 1 and self.chunks[-2][0] <= self.chunks[-1][0]:
+            merged = self.chunks[-2][0] + self.chunks[-1][0]
+            end = sum(count for count, _ in self.chunks)
+            data = _plain_chunk(self[end - merged : end])
+            assert data is not None  # the items were plain when chunked, and are the same
+            self.chunks[-2:] = [(merged, data)]
+        return (_from_chunks, (tuple(self.chunks),))
+
+    # every change but an append makes the chunks stale
+    def _changed(self) -> None:
+        self.chunks = []
+
+    def __setitem__(self, index: Any, value: Any) -> None:
+        self._changed()
+        super().__setitem__(index, value)
+
+    def __delitem__(self, index: Any) -> None:
+        self._changed()
+        super().__delitem__(index)
+
+    def __iadd__(self, other: Iterable[Any]) -> AppendedList:  # type: ignore[override,misc]
+        self.extend(other)
+        return self
+
+    def __imul__(self, n: Any) -> AppendedList:  # type: ignore[override,misc]
+        self._changed()
+        return super().__imul__(n)  # type: ignore[return-value]
+
+    def insert(self, index: Any, value: Any) -> None:
+        self._changed()
+        super().insert(index, value)
+
+    def pop(self, index: Any = -1) -> Any:
+        self._changed()
+        return super().pop(index)
+
+    def remove(self, value: Any) -> None:
+        self._changed()
+        super().remove(value)
+
+    def clear(self) -> None:
+        self._changed()
+        super().clear()
+
+    def sort(self, *args: Any, **kwargs: Any) -> None:
+        self._changed()
+        super().sort(*args, **kwargs)
+
+    def reverse(self) -> None:
+        self._changed()
+        super().reverse()
+
+
+def _from_chunks(chunks: tuple[tuple[int, bytes], ...]) -> AppendedList:
+    """An ``AppendedList`` read back from its chunks, which it keeps for its next dump."""
+    items: list[Any] = []
+    for count, data in chunks:
+        part = pickle.loads(data)
+        if len(part) != count:
+            raise pickle.UnpicklingError("a chunk holds another number of items")
+        items.extend(part)
+    return AppendedList(items, list(chunks))
 
 
 def dump(
@@ -117,7 +241,10 @@ def load_prefix(
         thread = session.threads[pid[1]]
         if kind == "thread":
             return thread
-        return thread.messages[pid[2]]
+        message = thread.messages[pid[2]]
+        if kind == "block":
+            return message.blocks[pid[3]]
+        return message
 
     stream = io.BytesIO(memoryview(data)[len(header) :])
     unpickler = _Unpickler(stream, load_reference)

@@ -220,6 +220,7 @@ def _dump(
     state: SessionReplay, rewind: bytes | None, thinking: dict[str, float] | None = None
 ) -> bytes:
     """The state's bytes, ``rewind``'s after them (``LiveState``)."""
+    _appended_lists(state)
     data = checkpoints.dump(
         LiveState(state, state.fitted, thinking),
         state.inputs.session,
@@ -228,6 +229,25 @@ def _dump(
         live=True,
     )
     return data + rewind if rewind else data
+
+
+def _appended_lists(state: SessionReplay) -> None:
+    """Make the state's lists that only grow by final items ``checkpoints.AppendedList``s, so
+    each dump pickles only what was added since the last (each thread's result rows, which
+    its ``ThreadResult`` shares, and the synthetic messages' log). A state read back has them
+    already, with the chunks it was read from."""
+    log = state.log
+    if type(log.synthetic) is list:
+        log.synthetic = checkpoints.AppendedList(log.synthetic)
+    for thread_id, runner in _runners(state).items():
+        at = runner.position
+        if at is None or type(at.results) is not list:
+            continue
+        rows = checkpoints.AppendedList(at.results)
+        finished = state.by_thread.get(thread_id)
+        if finished is not None and finished.requests is at.results:
+            finished.requests = rows
+        at.results = rows
 
 
 def continue_live(

@@ -157,6 +157,12 @@ class ThreadReplay:
         """Requests replayed so far (a live session's continuation starts at the next)."""
         return self._position.next if self._position is not None else 0
 
+    @property
+    def position(self) -> ReplayPosition | None:
+        """Where the replay stands (None before it started): a live state's dump reads its
+        rows (``replay.live``)."""
+        return self._position
+
     def _start(self) -> ReplayPosition:
         self.state["recorded_summaries"] = self.recording.summaries
         self.state["recorded_preserved"] = self.recording.preserved
