@@ -60,16 +60,22 @@ def _grow(tmp_path: Path, data: bytes, cuts: list[int], *, findings_every: int =
     for n, cut in enumerate(versions):
         version = _load(tmp_path, data[:cut])
         main = version.threads[0]
-        if kept is not None and waste_scan._go_on(kept, main.id, main.messages) is not None:
+        if (
+            kept is not None
+            and waste_scan._go_on(kept, main.id, main.messages, waste_scan._stable(main.messages))
+            is not None
+        ):
             went_on += 1
         scan, state = engine.scan_main_thread(version, kept)
         whole, _ = engine.scan_main_thread(version)
         assert _scanned(scan) == _scanned(whole), f"version cut at byte {cut}"
         if n % findings_every == 0 or n == len(versions) - 1:
             assert _findings(version, scan) == _findings(version, None)
-        # the state leaves the last message out (an append may complete it), and it went
+        # the state leaves the last response out (an append may complete it), and it went
         # through bytes, as a worker on another host reads it
-        assert engine.WasteScan.from_bytes(state).count == max(0, len(main.messages) - 1)
+        kept_scan = waste_scan._go_on(state, main.id, main.messages, len(main.messages))
+        assert kept_scan is not None
+        assert kept_scan.count == waste_scan._stable(main.messages)
         kept = state
         version.close()
     return went_on
@@ -138,15 +144,20 @@ def test_a_state_of_another_session_or_version_is_not_gone_on_from(tmp_path):
     earlier.close()
     other = _load(tmp_path, ENTIREIO.read_bytes())
     main = other.threads[0]
-    assert waste_scan._go_on(state, main.id, main.messages) is None
-    assert waste_scan._go_on(b"not a state", main.id, main.messages) is None
+    assert waste_scan._go_on(state, main.id, main.messages, len(main.messages)) is None
+    assert waste_scan._go_on(b"not a state", main.id, main.messages, len(main.messages)) is None
     # the same session with the messages the state covers changed: its last one renamed
     grown = _load(tmp_path, data)
     main = grown.threads[0]
-    assert waste_scan._go_on(state, main.id, main.messages) is not None
-    kept = engine.WasteScan.from_bytes(state)
+    assert waste_scan._go_on(state, main.id, main.messages, len(main.messages)) is not None
+    kept = waste_scan._go_on(state, main.id, main.messages, len(main.messages))
+    assert kept is not None
+    # a record merged into a message the state covers (a response's, by its id)
+    main.messages[kept.count - 1].uuids.append("merged")
+    assert waste_scan._go_on(state, main.id, main.messages, len(main.messages)) is None
+    main.messages[kept.count - 1].uuids.pop()
     main.messages[kept.count - 1].uuid = "changed"
-    assert waste_scan._go_on(state, main.id, main.messages) is None
+    assert waste_scan._go_on(state, main.id, main.messages, len(main.messages)) is None
     scan, _ = engine.scan_main_thread(grown, state)
     whole, _ = engine.scan_main_thread(grown)
     assert _scanned(scan) == _scanned(whole)

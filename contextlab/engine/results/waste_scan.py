@@ -219,37 +219,62 @@ def scan_messages(thread: str, messages: Iterable[Mapping[str, Any]]) -> WasteSc
 
 def scan_main_thread(session: Session, kept: bytes | None = None) -> tuple[WasteScan, bytes]:
     """The scan of ``session``'s main thread, and the state a longer version of the session
-    goes on from (``kept``: an earlier version's, else or when it does not fit, the thread is
-    scanned whole). The state covers every message but the last, which an append may still
-    complete (``message_store.appended_messages_json`` writes it again too): its bytes are
-    taken before the last message is fed."""
+    goes on from (``kept``: an earlier version's; the thread is scanned whole without one, or
+    when it does not fit). The state covers the messages before the thread's last response:
+    an append may still add records to it (parallel tool calls: a response's next call comes
+    after the first one's result), or to the message after it."""
     thread = session.threads[0] if session.threads else None
     if thread is None:
         scan = WasteScan()
         return scan, scan.to_bytes()
-    scan = _go_on(kept, thread.id, thread.messages) if kept is not None else None
+    messages = thread.messages
+    end = len(messages)
+    stable = _stable(messages)
+    scan = _go_on(kept, thread.id, messages, stable) if kept is not None else None
     if scan is None:
         scan = WasteScan(thread.id)
-    end = len(thread.messages)
+    state = b""
     rows = _message_rows(thread, scan.count, TiktokenCounter(), False, False, True)
-    state = scan.to_bytes() if end == 0 else b""
     for mi, row in enumerate(rows, start=scan.count):
-        if mi == end - 1:
-            state = scan.to_bytes()
+        if mi == stable:
+            state = _state(scan, messages)
         scan.feed(mi, row)
+    if stable == end:
+        state = _state(scan, messages)
     return scan, state
 
 
-def _go_on(kept: bytes, thread_id: str, messages: list[Any]) -> WasteScan | None:
-    """The kept scan when the thread still starts with the messages it covers."""
+def _stable(messages: list[Any]) -> int:
+    """How many of the thread's first messages a longer version of it still has as they are:
+    those before its last response, and before its last message."""
+    last = max(0, len(messages) - 1)
+    for mi in range(last, -1, -1):
+        if messages[mi].role == "assistant":
+            return mi
+    return last
+
+
+def _state(scan: WasteScan, messages: list[Any]) -> bytes:
+    """The scan's bytes with how many records each message it covers was made of: a record
+    that a later version merged into one of them (a response's, by its id) is seen, and the
+    state not gone on from."""
+    sizes = [len(messages[mi].uuids) for mi in range(scan.count)]
+    return json.dumps(sizes, separators=(",", ":")).encode() + b"\n" + scan.to_bytes()
+
+
+def _go_on(kept: bytes, thread_id: str, messages: list[Any], stable: int) -> WasteScan | None:
+    """The kept scan when the thread still starts with the messages it covers, as they were,
+    and it covers no more than this version's stable messages."""
+    head, _, blob = kept.partition(b"\n")
     try:
-        scan = WasteScan.from_bytes(kept)
+        sizes = json.loads(head)
+        scan = WasteScan.from_bytes(blob)
     except ValueError:
         return None
-    # (the state leaves the thread's last message out: a thread that did not grow past it
-    # has nothing to go on over)
-    if scan.thread != thread_id or len(messages) <= scan.count:
+    if scan.thread != thread_id or scan.count > stable or len(sizes) != scan.count:
         return None
     if scan.count and messages[scan.count - 1].uuid != scan.last_uuid:
+        return None
+    if any(len(messages[mi].uuids) != size for mi, size in enumerate(sizes)):
         return None
     return scan
