@@ -135,8 +135,13 @@ def _store_appended(transcript: Transcript, session: engine.Session) -> bool:
             return True  # stored meanwhile by another run of the session
         appended = None
         grown = bool(transcript.previous_sha256) and stored.sha256 == transcript.previous_sha256
-        if grown and stored.marks and stored.appended.count() < APPENDED_PARTS_MAX:
+        if grown and stored.marks:
             appended = engine.appended_messages_json(session, stored.marks)
+            # not grown by appended lines alone (a thread moved, a message replaced): the
+            # search index keeps none of its rows either
+            grown = appended is not None
+            if stored.appended.count() >= APPENDED_PARTS_MAX:
+                appended = None
         if appended is None:
             # an append's (``grown``): the search index keeps the rows it left in place
             stored.grown_by_append = grown
