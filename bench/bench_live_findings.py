@@ -12,8 +12,8 @@ search index read from every stored message (``search.services._appended_pieces`
 the waste scan made whole (no kept state), as before it. The pieces timed in each update:
 
 * ``replay``: ``engine.continue_live``, the appended requests replayed from the kept state;
-* ``findings``: ``jobs.replay.with_findings`` (tools breakdown and waste report, the waste
-  scan and its state's read and write included);
+* ``findings``: ``jobs.replay.with_findings`` (tools breakdown and waste report) and, of it,
+  ``scan``: the waste scan with its kept state's read and write (``jobs.replay._live_scan``);
 * ``index``: ``search.services.index_session``.
 
     python bench/bench_live_findings.py [--size-mb 16 64] [--tail 1] [--runs 1]
@@ -130,6 +130,7 @@ def update(data: bytes, cuts: tuple[int, int], before: bool) -> dict[str, float]
         with (
             timed(engine, "continue_live", times),
             timed(runner, "with_findings", times),
+            timed(runner, "_live_scan", times),
             timed(search, "index_session", times),
             as_before() if before and last else _nothing(),
         ):
@@ -141,7 +142,8 @@ def update(data: bytes, cuts: tuple[int, int], before: bool) -> dict[str, float]
             raise SystemExit(f"the update did not go on provisionally: {run.status} {run.error}")
     return {
         "replay": times["continue_live"],
-        "findings": times["with_findings"],
+        "findings": times["with_findings"] + times["_live_scan"],
+        "scan": times["_live_scan"],
         "index": times["index_session"],
         "update": times["update"],
     }

@@ -291,10 +291,15 @@ def with_findings(
     views or polls. The waste findings compare texts (a file read again unchanged, a result no
     later request used): these rows read each back from the session when asked, never all of
     them at once. ``scan``: the main thread's waste scan (``engine.scan_main_thread``), when
-    the caller holds it."""
+    the caller holds it: then no rule reads a text, and the rows hold none (nor a persisted
+    output's whole text, which only a what-if's tools breakdown counts)."""
+    whatif = (data.get("session") or {}).get("mode") == "whatif"
     messages = engine.expand_messages(
         engine.messages_json(
-            session, include_originals=True, include_texts=False, texts_on_read=True
+            session,
+            include_originals=scan is None or whatif,
+            include_texts=False,
+            texts_on_read=scan is None,
         )
     )
     data[engine.TOOL_BREAKDOWN_KEY] = engine.tool_breakdown(data, messages)

@@ -59,6 +59,11 @@ def test_each_updates_findings_go_on_from_the_last_scan_and_are_the_whole_ones(
         assert scans == [True]
         data = RunResult.objects.get(run=run).data
         assert json.dumps(data[runner.WASTE_KEY], sort_keys=True) == _whole_waste(session_id, data)
+        # and the tools breakdown, from rows that hold no text, is the whole one
+        messages = run_services.session_messages(Transcript.objects.get(pk=session_id))
+        assert json.dumps(data[engine.TOOL_BREAKDOWN_KEY], sort_keys=True) == json.dumps(
+            engine.tool_breakdown(data, messages), sort_keys=True
+        )
         transcript = Transcript.objects.get(pk=session_id)
         kept = blobs.read_bytes(runner.waste_scan_name(run.pk)) or b""
         assert f"sha256={transcript.sha256}\n".encode() in kept.split(b"\n", 1)[0] + b"\n"
