@@ -225,14 +225,13 @@ def scan_main_thread(session: Session, kept: bytes | None = None) -> tuple[Waste
     after the first one's result), or to the message after it."""
     thread = session.threads[0] if session.threads else None
     if thread is None:
-        scan = WasteScan()
-        return scan, scan.to_bytes()
+        empty = WasteScan()
+        return empty, _state(empty, [])
     messages = thread.messages
     end = len(messages)
     stable = _stable(messages)
-    scan = _go_on(kept, thread.id, messages, stable) if kept is not None else None
-    if scan is None:
-        scan = WasteScan(thread.id)
+    went_on = _go_on(kept, thread.id, messages, stable) if kept is not None else None
+    scan = went_on if went_on is not None else WasteScan(thread.id)
     state = b""
     rows = _message_rows(thread, scan.count, TiktokenCounter(), False, False, True)
     for mi, row in enumerate(rows, start=scan.count):
