@@ -117,6 +117,7 @@ if TYPE_CHECKING:  # loaded on first use (below): the CLI's start-up only pays f
     from .results.usage_fidelity import forecast_fidelity, usage_fidelity
     from .results.view_diff import ViewDiff, view_diff
     from .results.waste import WasteReport, waste_findings
+    from .results.waste_scan import WasteScan, scan_main_thread
     from .summarizing.anthropic_backend import AnthropicSummarizer
     from .summarizing.factory import make_summarizer, preload_sdks
     from .summarizing.fallback import FallbackSummarizer
@@ -139,6 +140,7 @@ _LAZY_MODULES: dict[str, tuple[str, ...]] = {
     ".results.evaluation": ("cache_accuracy", "compaction_accuracy", "fidelity", "result_fidelity"),
     ".results.usage_fidelity": ("forecast_fidelity", "usage_fidelity"),
     ".results.waste": ("WasteReport", "waste_findings"),
+    ".results.waste_scan": ("WasteScan", "scan_main_thread"),
     ".results.idle": ("IdleAnswer", "idle_compaction"),
     ".results.message_store": (
         "appended_messages_json",
@@ -260,6 +262,7 @@ __all__ = [
     "Usage",
     "ViewDiff",
     "WasteReport",
+    "WasteScan",
     "appended_messages_json",
     "apply_appended_messages",
     "as_result",
@@ -325,6 +328,7 @@ __all__ = [
     "result_fidelity",
     "resume",
     "rough_text",
+    "scan_main_thread",
     "session_cache",
     "setting_from_text",
     "side_by_side",

@@ -135,8 +135,13 @@ def _store_appended(transcript: Transcript, session: engine.Session) -> bool:
             return True  # stored meanwhile by another run of the session
         appended = None
         grown = bool(transcript.previous_sha256) and stored.sha256 == transcript.previous_sha256
-        if grown and stored.marks and stored.appended.count() < APPENDED_PARTS_MAX:
+        if grown and stored.marks:
             appended = engine.appended_messages_json(session, stored.marks)
+            # not grown by appended lines alone (a thread moved, a message replaced): the
+            # search index keeps none of its rows either
+            grown = appended is not None
+            if stored.appended.count() >= APPENDED_PARTS_MAX:
+                appended = None
         if appended is None:
             # an append's (``grown``): the search index keeps the rows it left in place
             stored.grown_by_append = grown
@@ -231,7 +236,7 @@ class LaterFindings:
         finished = Run.objects.filter(pk=run.pk).values_list("finished_at", flat=True).first()
         if finished is None:
             return
-        with_findings(data, session)
+        with_findings(data, session, _live_scan(run, session))
         found = {key: data[key] for key in (engine.TOOL_BREAKDOWN_KEY, WASTE_KEY)}
         if lifecycle.store_findings(run.pk, finished, found):
             lifecycle.save_live_findings(run, found)
@@ -244,7 +249,40 @@ class LaterFindings:
             self._held = None
 
 
-def with_findings(data: dict[str, Any], session: engine.Session) -> dict[str, Any]:
+def waste_scan_name(run_id: int) -> str:
+    """The stored name of a live session's run's last ``engine.WasteScan`` state: the next
+    version's findings go on from it over the appended messages (``_live_scan``). In the
+    storage every worker host reads: the next append's update may run on another host."""
+    return f"checkpoints/run-{run_id}.waste-scan"
+
+
+def _scan_owner(run: Run, sha256: str) -> bytes:
+    # the run's identity (a deleted run's id may be handed out again) and the file scanned
+    owner = f"contextlab-waste-scan run={run.pk} created={run.created_at.isoformat()}"
+    return f"{owner} sha256={sha256}\n".encode()
+
+
+def _live_scan(run: Run, session: engine.Session) -> engine.WasteScan:
+    """The main thread's waste scan of a live session's version: gone on from the state
+    the version before the append kept (the file of ``previous_sha256``), else made whole;
+    its state for the next append is stored. The findings are the same either way; what is
+    read grows with the append, not the session."""
+    transcript = run.transcript
+    kept = None
+    if transcript.previous_sha256:
+        blob = blobs.read_bytes(waste_scan_name(run.pk))
+        owner = _scan_owner(run, transcript.previous_sha256)
+        if blob is not None and blob.startswith(owner):
+            kept = blob[len(owner) :]
+    scan, state = engine.scan_main_thread(session, kept)
+    if not blobs.write_bytes(waste_scan_name(run.pk), _scan_owner(run, transcript.sha256) + state):
+        logger.info("run %s: its waste scan could not be kept; the next is made whole", run.pk)
+    return scan
+
+
+def with_findings(
+    data: dict[str, Any], session: engine.Session, scan: engine.WasteScan | None = None
+) -> dict[str, Any]:
     """``data`` (a result's JSON) with its tools breakdown and ``waste_report`` stored in it.
 
     The report's tools table, waste findings and idle answer read them (the explorer's tool
@@ -252,18 +290,28 @@ def with_findings(data: dict[str, Any], session: engine.Session) -> dict[str, An
     session's provisional result too, once per version (each append's), never on its pages'
     views or polls. The waste findings compare texts (a file read again unchanged, a result no
     later request used): these rows read each back from the session when asked, never all of
-    them at once."""
+    them at once. ``scan``: the main thread's waste scan (``engine.scan_main_thread``), when
+    the caller holds it: then no rule reads a text, and the rows hold none (nor a persisted
+    output's whole text, which only a what-if's tools breakdown counts)."""
+    whatif = (data.get("session") or {}).get("mode") == "whatif"
     messages = engine.expand_messages(
         engine.messages_json(
-            session, include_originals=True, include_texts=False, texts_on_read=True
+            session,
+            include_originals=scan is None or whatif,
+            include_texts=False,
+            texts_on_read=scan is None,
         )
     )
     data[engine.TOOL_BREAKDOWN_KEY] = engine.tool_breakdown(data, messages)
-    data[WASTE_KEY] = waste_report(data, messages)
+    data[WASTE_KEY] = waste_report(data, messages, scan)
     return data
 
 
-def waste_report(data: dict[str, Any], messages: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+def waste_report(
+    data: dict[str, Any],
+    messages: dict[str, list[dict[str, Any]]],
+    scan: engine.WasteScan | None = None,
+) -> dict[str, Any]:
     """The report's waste findings and compact-now-or-wait answer of a result and its session's
     messages (``engine.expand_messages``): ``{"engine_version", "waste", "idle"}``. Stored with
     the result under ``WASTE_KEY``; ``runs.waste`` works out again one of another engine
@@ -271,7 +319,7 @@ def waste_report(data: dict[str, Any], messages: dict[str, list[dict[str, Any]]]
     result = engine.as_result(data)
     return {
         "engine_version": engine.ENGINE_VERSION,
-        "waste": engine.waste_findings(result, messages),
+        "waste": engine.waste_findings(result, messages, scan=scan),
         "idle": engine.idle_compaction(result),
     }
 

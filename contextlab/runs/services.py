@@ -12,7 +12,7 @@ from cachetools import LRUCache
 from django.contrib.auth.models import User
 
 from contextlab import blobs, engine
-from contextlab.jobs import lifecycle, tasks
+from contextlab.jobs import lifecycle, replay, tasks
 from contextlab.runs.models import Run, RunResult
 from contextlab.summaries import services as summaries
 from contextlab.transcripts.models import Transcript, TranscriptMessages
@@ -135,6 +135,7 @@ def forget_live_states(run_ids: list[int]) -> None:
     for run_id in run_ids:
         blobs.delete(lifecycle.live_state_name(run_id))
         blobs.delete(lifecycle.live_findings_name(run_id))
+        blobs.delete(replay.waste_scan_name(run_id))
 
 
 def cancel_run(run: Run) -> bool:

@@ -12,13 +12,13 @@ import json
 import logging
 import time
 from bisect import bisect_right
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
 from django.db import transaction
-from django.db.models import Max, Min, QuerySet
+from django.db.models import Max, Min, Q, QuerySet
 from django.urls import reverse
 from django.utils.safestring import SafeString
 
@@ -26,7 +26,7 @@ from contextlab.runs.models import Run, RunResult
 from contextlab.search import backends
 from contextlab.search.models import Entry, IndexedSession
 from contextlab.search.query import Query, snippet
-from contextlab.transcripts.models import Transcript, TranscriptMessages
+from contextlab.transcripts.models import AppendedMessages, Transcript, TranscriptMessages
 
 logger = logging.getLogger(__name__)
 
@@ -251,24 +251,38 @@ def index_session(
     """(Re)build the session's index rows; None when it has no stored messages or finished
     run yet (it is indexed when one finishes). After a live session's append replayed
     provisionally (``run.provisional``), only the rows of what the append changed are
-    written; the others, kept, are numbered as they were. ``requests``: the run's result's,
-    when the caller holds them (else its stored result is read)."""
+    written; the others, kept, are numbered as they were. Those rows are read from the
+    append's stored rows alone (``AppendedMessages``, ``_appended_pieces``) when they hold
+    every message to index: what is read grows with the append, not the session; else the
+    stored messages are read whole. ``requests``: the run's result's, when the caller holds
+    them (else its stored result is read)."""
     run = run or indexing_run(transcript)
-    stored = TranscriptMessages.current_pieces(transcript) if run is not None else None
-    if run is None or stored is None:
+    if run is None or TranscriptMessages.of_file(transcript) is None:
         return None
     if requests is None:
         result = RunResult.objects.filter(run=run).first()
         if result is None or not result.data:
             return None
         requests = result.requests()
-    # the stored messages read one part at a time (a long session's are gigabytes)
-    first_prompt = _FirstPrompt()
-    pieces = first_prompt.watch(stored)
     started = time.perf_counter()
     with transaction.atomic():
         kept = Entry.objects.filter(transcript=transcript)
         start = _kept_before_append(transcript, requests) if run.provisional else {}
+        appended = _appended_pieces(transcript, start) if start else None
+        if appended is not None:
+            pieces, prompt = appended
+            first_prompt: Callable[[], str] = lambda: prompt  # noqa: E731
+            entries: Iterable[Entry] = _changed_only(
+                transcript, list(entries_for(transcript.pk, pieces, requests)), start
+            )
+        else:
+            # the stored messages read one part at a time (a long session's are gigabytes)
+            stored = TranscriptMessages.current_pieces(transcript)
+            if stored is None:
+                return None
+            watched = _FirstPrompt()
+            first_prompt = lambda: watched.text  # noqa: E731 (seen once the rows are read)
+            entries = entries_for(transcript.pk, watched.watch(stored), requests, start)
         if start:
             count = kept.count()
             tools: set[str] = set(kept.exclude(tool="").values_list("tool", flat=True).distinct())
@@ -277,7 +291,7 @@ def index_session(
             count = 0
             tools = set()
         batch: list[Entry] = []
-        for entry in entries_for(transcript.pk, pieces, requests, start):
+        for entry in entries:
             if entry.tool:
                 tools.add(entry.tool)
             batch.append(entry)
@@ -293,7 +307,7 @@ def index_session(
                 "run": run,
                 "blocks": count,
                 "tools": sorted(tools),
-                "first_prompt": first_prompt.text,
+                "first_prompt": first_prompt(),
             },
         )
     logger.info(
@@ -301,9 +315,109 @@ def index_session(
         transcript.pk,
         count,
         time.perf_counter() - started,
-        " (the rows before the append kept)" if start else "",
+        (
+            " (the append's rows only)"
+            if appended is not None
+            else " (the rows before the append kept)"
+        )
+        if start
+        else "",
     )
     return state
+
+
+#: appends' stored rows read back at most to find the rows an index update writes
+APPENDED_PARTS_READ = 8
+
+
+def _appended_pieces(
+    transcript: Transcript, start: dict[str, int]
+) -> tuple[list[tuple[str, list[dict[str, Any]]]], str] | None:
+    """The rows to index after a live session's append (``start``: per thread, the first
+    message with no kept row), read from the last appends' stored rows alone (their
+    ``AppendedMessages``, the newest of the session's file, each the one before's next), and
+    the session's first prompt as indexed before; None when they do not hold them all within
+    ``APPENDED_PARTS_READ`` appends (the index kept is of a much earlier version), a result's
+    tool is named by a call before them, or the first prompt was not the main thread's. A
+    message they write again that had rows kept is compared with them (``_changed_only``)."""
+    indexed = IndexedSession.objects.filter(transcript=transcript).only("first_prompt").first()
+    if indexed is None or not indexed.first_prompt or "main" not in start:
+        return None  # the first prompt is read from the main thread's first rows
+    parts = (
+        AppendedMessages.objects.filter(messages_id=transcript.pk)
+        .order_by("-id")
+        .values_list("sha256", "previous_sha256", "data")
+    )
+    rows_of: dict[str, tuple[int, list[dict[str, Any]]]] = {}
+    sha256 = transcript.sha256
+    for n, (part_sha256, previous, data) in enumerate(parts.iterator(chunk_size=1)):
+        if part_sha256 != sha256 or n == APPENDED_PARTS_READ:
+            return None
+        sha256 = previous
+        for thread, part in data.items():
+            first, rows = int(part["start"]), part["rows"]
+            if thread not in rows_of:
+                if n == 0:
+                    rows_of[thread] = (first, rows)
+                continue  # (a thread the newest rows hold no longer)
+            later, later_rows = rows_of[thread]
+            if later > start.get(thread, 0) and first <= later <= first + len(rows):
+                # this append's rows up to where the later one's take over
+                rows_of[thread] = (first, rows[: later - first] + later_rows)
+        if all(first <= start.get(thread, 0) for thread, (first, _) in rows_of.items()):
+            break
+    else:
+        return None
+    if set(start) - set(rows_of):
+        return None
+    pieces = [(thread, rows) for thread, (_, rows) in rows_of.items()]
+    if not _tools_named(pieces):
+        return None
+    return pieces, indexed.first_prompt
+
+
+def _tools_named(pieces: list[tuple[str, list[dict[str, Any]]]]) -> bool:
+    """Whether every result of ``pieces`` that is named by its call (``entries_for``) has
+    that call before it in them."""
+    for _, rows in pieces:
+        calls: set[str] = set()
+        for row in rows:
+            for block in row.get("blocks") or []:
+                call = str(block.get("tool_use_id") or "")
+                if not call or not str(block.get("text") or "").replace("\x00", "").strip():
+                    continue
+                if block.get("tool_name"):
+                    calls.add(call)
+                elif call not in calls:
+                    return False
+    return True
+
+
+def _changed_only(
+    transcript: Transcript, entries: list[Entry], start: dict[str, int]
+) -> list[Entry]:
+    """``entries`` without those of messages with rows kept that are the kept rows: an append
+    writes a thread's last stored message again, and every one after a response a record
+    was merged into (``engine.appended_messages_json``). A message whose rows changed has its
+    kept rows deleted, and its new ones written."""
+    fields = ("message", "block", "request", "in_prompt", "kind", "tool", "path", "body")
+    out: list[Entry] = []
+    by_thread: dict[str, list[Entry]] = {}
+    for entry in entries:
+        if entry.message < start.get(entry.thread, 0):
+            by_thread.setdefault(entry.thread, []).append(entry)
+        else:
+            out.append(entry)
+    for thread, again in by_thread.items():
+        first = min(e.message for e in again)
+        rows = Entry.objects.filter(
+            transcript=transcript, thread=thread, message__gte=first, message__lt=start[thread]
+        )
+        before = sorted(rows.values_list(*fields))
+        if before != sorted(tuple(getattr(e, f) for f in fields) for e in again):
+            rows.delete()
+            out.extend(again)
+    return out
 
 
 def index_after_run(run_id: int, requests: list[dict[str, Any]] | None = None) -> None:
@@ -311,7 +425,8 @@ def index_after_run(run_id: int, requests: list[dict[str, Any]] | None = None) -
     ``requests``: the stored result's (the worker holds them: not read back, a second copy
     of a long session's result)."""
     run = Run.objects.select_related("transcript").filter(pk=run_id).first()
-    if run is None or IndexedSession.objects.filter(transcript_id=run.transcript_id).exists():
+    indexed = IndexedSession.objects.filter(transcript_id=run.transcript_id) if run else None
+    if run is None or indexed is None or indexed.filter(run__isnull=False).exists():
         return
     index_session(run.transcript, run, requests)
 
@@ -320,16 +435,24 @@ def forget(transcript_id: int, *, appended: bool = False) -> None:
     """Drop a session's index (its stored messages are gone; the next replay indexes it).
     ``appended`` (a live session's append): the rows of blocks some request's prompt holds
     stay (found meanwhile, at the same places; the next replay writes only the others), the
-    rows of each thread's last answer go (the append's request may now hold it)."""
+    rows of each thread's last answer go (the append's request may now hold it), and the
+    session's ``IndexedSession`` stays, with no run (it counts as not indexed), for what the
+    next replay keeps of it (its first prompt)."""
     rows = Entry.objects.filter(transcript_id=transcript_id)
     (rows.filter(in_prompt=False) if appended else rows).delete()
-    IndexedSession.objects.filter(transcript_id=transcript_id).delete()
+    indexed = IndexedSession.objects.filter(transcript_id=transcript_id)
+    if appended:
+        indexed.update(run=None)
+    else:
+        indexed.delete()
 
 
 def unindexed(limit: int | None = None) -> QuerySet[Transcript]:
-    """Sessions with a finished run but no index rows yet, oldest first."""
+    """Sessions with a finished run but no index rows yet (or those of an earlier version:
+    ``forget(appended=True)``), oldest first."""
     sessions = (
-        Transcript.objects.filter(runs__status=Run.Status.DONE, search_index__isnull=True)
+        Transcript.objects.filter(runs__status=Run.Status.DONE)
+        .filter(Q(search_index__isnull=True) | Q(search_index__run__isnull=True))
         .distinct()
         .order_by("pk")
     )
@@ -511,4 +634,5 @@ def tools_of(transcript_id: int) -> list[str]:
 def not_indexed(session_ids: Iterable[int]) -> int:
     """How many of the sessions have no index yet."""
     ids = set(session_ids)
-    return len(ids) - IndexedSession.objects.filter(transcript_id__in=ids).count()
+    indexed = IndexedSession.objects.filter(transcript_id__in=ids, run__isnull=False)
+    return len(ids) - indexed.count()

@@ -36,8 +36,9 @@ def _load(tmp_path: Path, data: bytes, name: str) -> engine.Session:
 def test_stored_rows_with_the_appended_ones_are_the_grown_sessions(tmp_path, source):
     data = source.read_bytes()
     ends = [i + 1 for i, byte in enumerate(data) if byte == ord("\n")]
-    # every line end of the second half (a cut inside a response too), at most 12 of them
-    cuts = ends[len(ends) // 2 :: max(1, len(ends) // 24)][:12]
+    # every line end of the second half (a cut inside a response too), at most 12 of them,
+    # and the last few (a response's parallel calls: the next comes after a result)
+    cuts = [*ends[len(ends) // 2 :: max(1, len(ends) // 24)][:12], *ends[-12:-1]]
     grown = _load(tmp_path, data, "grown.jsonl")
     whole = _stored(grown)
     assert SHARED_PREFIXES not in whole  # else the append is stored whole
@@ -50,10 +51,11 @@ def test_stored_rows_with_the_appended_ones_are_the_grown_sessions(tmp_path, sou
         stored_any = True
         rows = json.loads(json.dumps(appended))
         assert engine.apply_appended_messages(_stored(earlier), rows) == whole
-        # only what the append brought, and each thread's last stored message again
+        # only what the append brought, and each thread's last stored message again (and
+        # from a response an appended record was merged into)
         for thread in earlier.threads:
             if thread.id in rows:
-                assert rows[thread.id]["start"] == max(0, len(thread.messages) - 1)
+                assert rows[thread.id]["start"] <= max(0, len(thread.messages) - 1)
     assert stored_any
 
 
@@ -85,7 +87,13 @@ def test_a_session_that_changed_otherwise_is_stored_whole(tmp_path):
     assert engine.appended_messages_json(session, longer) is None
     renamed = [["other", *m[1:]] for m in marks]
     assert engine.appended_messages_json(session, renamed) is None
-    shared = [[*m[:3], 2] for m in marks]  # the store's thread started with main's messages
+    shared = [[*m[:3], 2, m[4]] for m in marks]  # the store's thread started with main's
+    assert engine.appended_messages_json(session, shared) is None
+    unsized = [m[:4] for m in marks]  # a store's marks before they counted records
+    assert engine.appended_messages_json(session, unsized) is None
+    merged = [[*m[:4], [*m[4][:2], m[4][2] - 1, *m[4][3:]]] for m in marks]
+    # a record was merged into message 2 since: its rows on are written again
+    assert engine.appended_messages_json(session, merged)[marks[0][0]]["start"] == 2
     assert engine.appended_messages_json(session, shared) is None
     assert engine.appended_messages_json(session, marks) is not None
 

@@ -18,11 +18,17 @@ from .explorer import SHARED_PREFIXES, _message_rows, _stored_threads, messages_
 def message_marks(session: Session) -> list[list[Any]]:
     """What a store of ``messages_json(session)`` keeps to take a later, longer version of
     the session by its appended rows (``appended_messages_json``): each thread's id, message
-    count, last message's uuid and how many of its first messages are the main thread's
-    (``SHARED_PREFIXES``), in order."""
+    count, last message's uuid, how many of its first messages are the main thread's
+    (``SHARED_PREFIXES``) and how many records each message was made of, in order."""
     threads, _ = _stored_threads(session)
     return [
-        [t.id, len(t.messages), t.messages[-1].uuid if t.messages else None, start]
+        [
+            t.id,
+            len(t.messages),
+            t.messages[-1].uuid if t.messages else None,
+            start,
+            [len(m.uuids) for m in t.messages],
+        ]
         for t, start in threads
     ]
 
@@ -34,27 +40,39 @@ def appended_messages_json(
     (its ``message_marks``: the session before lines were appended to its file) lacks: per
     thread, ``{"start": i, "rows": [...]}``, its stored rows from ``i`` on to be replaced by
     ``rows`` (``apply_appended_messages``). A thread's last stored message is written again (an
-    append may complete a response written record by record); a new thread after the stored
-    ones comes whole. None when the session did not grow so: a thread stored is gone, moved,
-    shorter or ends on another message, threads share an id, or one starts with another's
-    messages (``SHARED_PREFIXES``, which a whole store handles): store it whole."""
+    append may complete a response written record by record), and so is every one after the
+    first that an appended record was merged into (a response's next parallel tool call comes
+    after the first call's result); a new thread after the stored ones comes whole. None when
+    the session did not grow so: a thread stored is gone, moved, shorter or ends on another
+    message, threads share an id, or one starts with another's messages (``SHARED_PREFIXES``,
+    which a whole store handles), or the marks count no records (a store before they did):
+    store it whole."""
     threads, shared = _stored_threads(session)
     ids = [thread.id for thread, _ in threads]
     if shared or len(set(ids)) < len(ids) or len(ids) < len(marks):
         return None
-    if any(len(mark) != 4 or mark[3] for mark in marks):
-        return None  # the store's threads shared a prefix
+    if any(len(mark) != 5 or mark[3] for mark in marks):
+        return None  # the store's threads shared a prefix, or its marks count no records
     counter = TiktokenCounter()
     out: dict[str, dict[str, Any]] = {}
     for n, (thread, _) in enumerate(threads):
         start = 0
         if n < len(marks):
-            thread_id, count, last, _ = marks[n]
-            if thread_id != thread.id or len(thread.messages) < count:
+            thread_id, count, last, _, sizes = marks[n]
+            if thread_id != thread.id or len(thread.messages) < count or len(sizes) != count:
                 return None
             if count and thread.messages[count - 1].uuid != last:
                 return None
             start = max(0, count - 1)
+            # the first message a record was merged into since (its rows on are written)
+            start = next(
+                (
+                    mi
+                    for mi, size in enumerate(sizes[:start])
+                    if len(thread.messages[mi].uuids) != size
+                ),
+                start,
+            )
             if start == len(thread.messages):
                 continue  # an empty thread stays empty
         out[thread.id] = {

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from itertools import accumulate
 from typing import Any, TypedDict
 
 from contextlab.engine.measures.tokens import TiktokenCounter
@@ -131,10 +132,13 @@ class _ThreadTools:
             self.called.append(called)
         for per_tool in self.message_tools:
             for name in per_tool:
-                self.totals.setdefault(name, [0] * (len(messages) + 1))
-        for name, running in self.totals.items():
-            for mi, per_tool in enumerate(self.message_tools):
-                running[mi + 1] = running[mi] + per_tool.get(name, 0)
+                if name not in self.totals:
+                    # running totals, summed in C (a Python loop per tool and message was
+                    # most of a long session's breakdown)
+                    self.totals[name] = [
+                        0,
+                        *accumulate(tools.get(name, 0) for tools in self.message_tools),
+                    ]
 
     def in_range(self, start: int, end: int) -> dict[str, int]:
         """Raw tokens per tool of messages ``start`` to ``end``."""

@@ -34,9 +34,6 @@ request whose prompt holds it and read from the cache at every later one while i
 
 from __future__ import annotations
 
-import hashlib
-import json
-import re
 from bisect import bisect_right
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
@@ -46,27 +43,18 @@ from typing import Any, TypedDict
 from contextlab.engine.measures.cost import PricingTable, load_pricing
 from contextlab.engine.results import RequestRow, ResultJson
 from contextlab.engine.results.navigator import format_duration, gaps, miss_cost
+from contextlab.engine.results.waste_scan import UNUSED_MIN_WORDS, WasteScan, scan_messages
 
 #: a tool output this large (display tokens) is "oversized" when it is later cleared
 OVERSIZED_TOKENS = 4_000
 #: results below this size (display tokens) are never called unused
 UNUSED_MIN_TOKENS = 1_000
-#: a result needs this many distinctive words before the rule can call it unused
-UNUSED_MIN_WORDS = 5
 #: and this many responses after it to judge by (a session that ends soon after says nothing)
 UNUSED_MIN_LATER_RESPONSES = 3
 #: gaps (seconds) the 5-minute cache does not outlive and the 1-hour one does
 FIVE_MINUTES, ONE_HOUR = 300.0, 3600.0
-#: the Read tool's own answers to a file read again unchanged (found in the 2.1.100 package;
-#: the second behind a server-side flag): a short note, no waste
-UNCHANGED_STUBS = ("File unchanged since last read", "Wasted call — file unchanged")
-#: tools that change a file, by the input key naming it
-WRITERS = {"Edit": "file_path", "MultiEdit": "file_path", "Write": "file_path"}
-WRITERS_NOTEBOOK = {"NotebookEdit": "notebook_path"}
 #: transforms that clear a tool output or replace it by a preview (microcompact, persistence)
 CLEARING_KINDS = frozenset({"cleared", "persisted", "budget"})
-#: a distinctive word: 6+ characters of a name or path, not ending in punctuation
-_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_./-]{4,}[A-Za-z0-9_]")
 
 KINDS: dict[str, str] = {
     "reread": "Files read again unchanged",
@@ -218,80 +206,30 @@ class _Stays:
         return None
 
 
-def _tool_input(block: Mapping[str, Any]) -> dict[str, Any]:
-    name = str(block.get("tool_name") or "")
-    text = str(block.get("text") or "")
-    try:
-        value = json.loads(text[len(name) :]) if text.startswith(name) else None
-    except ValueError:
-        return {}
-    return value if isinstance(value, dict) else {}
-
-
 def _blocks(messages: Sequence[Mapping[str, Any]]) -> Iterable[tuple[int, int, Mapping[str, Any]]]:
     for mi, msg in enumerate(messages):
         for bj, block in enumerate(msg.get("blocks") or []):
             yield mi, bj, block
 
 
-def _digest(text: str) -> bytes:
-    """A text's 128-bit digest: two reads of a file are compared by it."""
-    return hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16).digest()
-
-
-def _rereads(
-    thread: str, messages: Sequence[Mapping[str, Any]], stays: _Stays
-) -> list[WasteFinding]:
-    # of each call, the part of a file it names (not its whole input: a Write's holds the file)
-    calls: dict[str, tuple[int, tuple[str, Any, Any] | None]] = {}
-    # of each part read, the last read and a digest of its text (not the text: a session's
-    # reads of distinct files would all be held to the end)
-    last_read: dict[tuple[str, Any, Any], tuple[int, int, bytes]] = {}
-    written_at: dict[str, int] = {}
+def _rereads(thread: str, scan: WasteScan, stays: _Stays) -> list[WasteFinding]:
+    """The scan's reads of a file part again unchanged (``WasteScan.rereads``) whose earlier
+    read was still in the view of the request that asked again."""
     out: list[WasteFinding] = []
-    for mi, bj, block in _blocks(messages):
-        kind, name = block.get("type"), block.get("tool_name")
-        if kind == "tool_use" and block.get("tool_use_id"):
-            args = _tool_input(block)
-            file_path = args.get("file_path")
-            named = (
-                (file_path, args.get("offset"), args.get("limit"))
-                if isinstance(file_path, str)
-                else None
-            )
-            calls[str(block["tool_use_id"])] = (mi, named)
-            key = WRITERS.get(str(name)) or WRITERS_NOTEBOOK.get(str(name))
-            if key and isinstance(args.get(key), str):
-                written_at[args[key]] = mi
-            continue
-        if kind != "tool_result" or name != "Read" or block.get("is_error"):
-            continue
-        call_message, part = calls.get(str(block.get("tool_use_id") or ""), (0, None))
-        if part is None:
-            continue
-        path = part[0]
-        text = str(block.get("text") or "")
-        digest = _digest(text)
-        earlier = last_read.get(part)
-        last_read[part] = (mi, bj, digest)
-        if earlier is None or text.startswith(UNCHANGED_STUBS) or block.get("persisted"):
-            continue
-        before_mi, before_bj, before_digest = earlier
-        if before_digest != digest or written_at.get(path, -1) > before_mi:
-            continue
+    for path, call_message, before_mi, before_bj, mi, bj, raw in scan.rereads:
         asking = stays.request_of(thread, call_message)
         if asking is None or not stays.in_view(
             _Place(thread, before_mi, before_bj), stays.row(asking)
         ):
             continue  # the earlier read had left the view: reading again was the way back
-        _, cost = stays.stay(_Place(thread, mi, bj), int(block.get("tokens") or 0))
+        _, cost = stays.stay(_Place(thread, mi, bj), raw)
         first = stays.request_before(thread, before_mi)
         out.append(
             {
                 "kind": "reread",
                 "subject": path,
                 "text": f"{path} read again unchanged",
-                "tokens": stays.tokens(thread, int(block.get("tokens") or 0)),
+                "tokens": stays.tokens(thread, raw),
                 "cost_usd": round(cost, 6),
                 "requests": (
                     linked := _linked((first, "read first by"), (asking, "read again by"))
@@ -357,59 +295,32 @@ def _cleared(
     return out
 
 
-def _words(text: str) -> set[str]:
-    return set(_WORD.findall(text))
-
-
-def _unused(
-    thread: str, messages: Sequence[Mapping[str, Any]], stays: _Stays
-) -> list[WasteFinding]:
+def _unused(thread: str, scan: WasteScan, stays: _Stays) -> list[WasteFinding]:
+    """The scan's results no later response referred to (``WasteScan.unused``) that are large
+    enough, with enough responses after them, and were sent whole."""
     out: list[WasteFinding] = []
-    seen: set[str] = set()
-    # the last response (text, thinking, tool calls) that says each word
-    said_last: dict[str, int] = {}
-    responses: list[int] = []
-    for mi, msg in enumerate(messages):
-        if msg.get("role") == "assistant":
-            responses.append(mi)
-            for block in msg.get("blocks") or []:
-                for word in _words(str(block.get("text") or "")):
-                    said_last[word] = mi
-    calls: dict[str, str] = {}
-    for mi, msg in enumerate(messages):
-        for bj, block in enumerate(msg.get("blocks") or []):
-            text = str(block.get("text") or "")
-            if block.get("type") == "tool_use" and block.get("tool_use_id"):
-                calls[str(block["tool_use_id"])] = text
-            if block.get("type") == "tool_result" and not block.get("is_error"):
-                tokens = stays.tokens(thread, int(block.get("tokens") or 0))
-                new = _words(text) - seen - _words(calls.get(str(block.get("tool_use_id")), ""))
-                if (
-                    tokens >= UNUSED_MIN_TOKENS
-                    and len(new) >= UNUSED_MIN_WORDS
-                    and len(responses) - bisect_right(responses, mi) >= UNUSED_MIN_LATER_RESPONSES
-                    and not any(said_last.get(w, -1) > mi for w in new)
-                    and not block.get("persisted")
-                ):
-                    held, cost = stays.stay(_Place(thread, mi, bj), int(block.get("tokens") or 0))
-                    if held:
-                        tool = str(block.get("tool_name") or "tool")
-                        out.append(
-                            {
-                                "kind": "unused_result",
-                                "subject": tool,
-                                "text": f"{tool} result of {tokens:,} tokens that no later "
-                                "response refers to",
-                                "tokens": tokens,
-                                "cost_usd": round(cost, 6),
-                                "requests": (
-                                    linked := _linked((held[0], "sent from"), (held[-1], "until"))
-                                )[0],
-                                "request_roles": linked[1],
-                                "fix": _output_fix(tool),
-                            }
-                        )
-            seen |= _words(text)
+    responses = scan.responses
+    for (mi, bj), (raw, tool) in scan.unused.items():
+        tokens = stays.tokens(thread, raw)
+        if (
+            tokens < UNUSED_MIN_TOKENS
+            or len(responses) - bisect_right(responses, mi) < UNUSED_MIN_LATER_RESPONSES
+        ):
+            continue
+        held, cost = stays.stay(_Place(thread, mi, bj), raw)
+        if held:
+            out.append(
+                {
+                    "kind": "unused_result",
+                    "subject": tool,
+                    "text": f"{tool} result of {tokens:,} tokens that no later response refers to",
+                    "tokens": tokens,
+                    "cost_usd": round(cost, 6),
+                    "requests": (linked := _linked((held[0], "sent from"), (held[-1], "until")))[0],
+                    "request_roles": linked[1],
+                    "fix": _output_fix(tool),
+                }
+            )
     return out
 
 
@@ -545,10 +456,13 @@ def waste_findings(
     result: ResultJson,
     messages: Mapping[str, Sequence[Mapping[str, Any]]],
     pricing: PricingTable | None = None,
+    scan: WasteScan | None = None,
 ) -> WasteReport:
     """The session's waste findings (see the module docstring), costliest first per kind.
 
     ``messages`` is ``expand_messages(messages_json(session))``: every thread's messages.
+    ``scan``: the main thread's ``WasteScan`` when the caller holds it (a live session's,
+    gone on from its last version's: ``waste_scan.scan_main_thread``); else it is made here.
     """
     pricing = pricing or load_pricing()
     stays = _Stays(result, pricing)
@@ -558,9 +472,11 @@ def waste_findings(
     threads = result["session"]["threads"]
     for thread in [threads[0]["id"]] if threads else []:
         thread_messages = messages.get(thread) or []
-        findings += _rereads(thread, thread_messages, stays)
+        if scan is None or scan.thread != thread:
+            scan = scan_messages(thread, thread_messages)
+        findings += _rereads(thread, scan, stays)
         findings += _cleared(thread, thread_messages, stays)
-        findings += _unused(thread, thread_messages, stays)
+        findings += _unused(thread, scan, stays)
     tool_findings, defined, called = _tools(messages, result, stays)
     findings += tool_findings
     breaks, break_note = _cache_breaks(result, pricing)

@@ -1,0 +1,100 @@
+"""A live session's update works its waste findings out going on from the last version's
+waste scan (kept in the storage every worker host reads) over the appended messages: the
+findings stored are those of a whole computation at every version; a scan of another file
+version is not gone on from; deleting the session deletes the scan."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from contextlab import blobs, engine
+from contextlab.jobs import replay as runner
+from contextlab.runs import services as run_services
+from contextlab.runs.models import RunResult
+from contextlab.transcripts.models import Transcript
+from tests.transcripts.test_live_provisional import CUTS, _grow_to, _live_session
+
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clean_media")]
+
+
+@pytest.fixture(autouse=True)
+def _no_refit(settings) -> None:
+    settings.LIVE_REFIT_PERCENT = 100_000
+
+
+@pytest.fixture
+def scans(monkeypatch) -> list[bool]:
+    """For each waste scan of the main thread: whether it went on from a kept state."""
+    went_on: list[bool] = []
+    real = engine.scan_main_thread
+
+    def scan(session: engine.Session, kept: bytes | None = None) -> Any:
+        went_on.append(kept is not None)
+        return real(session, kept)
+
+    monkeypatch.setattr(engine, "scan_main_thread", scan)
+    return went_on
+
+
+def _whole_waste(session_id: int, data: dict[str, Any]) -> str:
+    messages = run_services.session_messages(Transcript.objects.get(pk=session_id))
+    return json.dumps(runner.waste_report(data, messages), sort_keys=True)
+
+
+def test_each_updates_findings_go_on_from_the_last_scan_and_are_the_whole_ones(
+    client, auth_header, django_capture_on_commit_callbacks, scans
+):
+    capture = django_capture_on_commit_callbacks
+    session_id, run = _live_session(client, auth_header, capture)
+    assert scans == [False]  # the first growth's (no state yet; the upload's is not live)
+    for cut in CUTS[2:]:
+        _grow_to(client, auth_header, session_id, cut, capture)
+        scans.clear()
+        runner.execute_run(run.pk)
+        run.refresh_from_db()
+        assert run.provisional
+        assert scans == [True]
+        data = RunResult.objects.get(run=run).data
+        assert json.dumps(data[runner.WASTE_KEY], sort_keys=True) == _whole_waste(session_id, data)
+        # and the tools breakdown, from rows that hold no text, is the whole one
+        messages = run_services.session_messages(Transcript.objects.get(pk=session_id))
+        assert json.dumps(data[engine.TOOL_BREAKDOWN_KEY], sort_keys=True) == json.dumps(
+            engine.tool_breakdown(data, messages), sort_keys=True
+        )
+        transcript = Transcript.objects.get(pk=session_id)
+        kept = blobs.read_bytes(runner.waste_scan_name(run.pk)) or b""
+        assert f"sha256={transcript.sha256}\n".encode() in kept.split(b"\n", 1)[0] + b"\n"
+
+
+def test_a_scan_of_another_version_is_not_gone_on_from(
+    client, auth_header, django_capture_on_commit_callbacks, scans
+):
+    capture = django_capture_on_commit_callbacks
+    session_id, run = _live_session(client, auth_header, capture)
+    name = runner.waste_scan_name(run.pk)
+    # kept for a file this session never was
+    kept = blobs.read_bytes(name) or b""
+    head, _, state = kept.partition(b"\n")
+    blobs.write_bytes(name, head.rsplit(b"sha256=", 1)[0] + b"sha256=" + b"0" * 64 + b"\n" + state)
+    _grow_to(client, auth_header, session_id, CUTS[2], capture)
+    scans.clear()
+    runner.execute_run(run.pk)
+    assert scans == [False]
+    data = RunResult.objects.get(run=run).data
+    assert json.dumps(data[runner.WASTE_KEY], sort_keys=True) == _whole_waste(session_id, data)
+
+
+def test_deleting_the_session_deletes_its_runs_waste_scan(
+    client, auth_header, django_capture_on_commit_callbacks
+):
+    from contextlab.transcripts import services
+
+    capture = django_capture_on_commit_callbacks
+    session_id, run = _live_session(client, auth_header, capture)
+    assert blobs.read_bytes(runner.waste_scan_name(run.pk)) is not None
+    with capture(execute=True):
+        services.delete_transcript(transcript=Transcript.objects.get(pk=session_id))
+    assert blobs.read_bytes(runner.waste_scan_name(run.pk)) is None
