@@ -143,10 +143,16 @@ class ThreadReplay:
                 at.pending = (self._begin_request(req, at), 0)
             ctx, first_step = at.pending
             ctx.with_results = with_results
-            for i in range(first_step, len(steps)):
+            i = first_step
+            try:
+                for i in range(first_step, len(steps)):
+                    ctx.blocking_count = None  # a step may change the view: count again after it
+                    steps[i].apply(ctx)
+            except BaseException:
+                # where a resumed replay picks up (kept only when a step stops the request:
+                # a tuple per step would cost every request nine)
                 at.pending = (ctx, i)
-                ctx.blocking_count = None  # a step may change the view: count again after it
-                steps[i].apply(ctx)
+                raise
             at.pending = None
             self._finish_request(req, ctx, at, with_results=with_results)
             at.next += 1
@@ -170,13 +176,12 @@ class ThreadReplay:
         k = req.index
         p = req.position
         new_range = (at.prev_end, p)
-        turn_start = (
-            any(
-                m.role == "user" and m.kind in ("prompt", "command")
-                for m in self.thread.messages[at.prev_end : p]
-            )
-            or k == 0
-        )
+        turn_start = k == 0
+        if not turn_start:
+            for m in self.thread.messages[at.prev_end : p]:
+                if m.role == "user" and m.kind in ("prompt", "command"):
+                    turn_start = True
+                    break
         now = parse_time(req.timestamp) or (at.last_time or 0.0)
         if turn_start and k > 0:
             view.drop_turn_overrides(k - 1)

@@ -261,6 +261,9 @@ def usage_of(value: Any) -> dict[str, int] | None:
         "total_tokens",
     ):
         figure: Any = value.get(key)
+        if type(figure) is int and figure >= 0:  # the usual figure: the checks below in one
+            out[key] = figure
+            continue
         ok = isinstance(figure, int | float) and not isinstance(figure, bool) and figure >= 0
         out[key] = int(figure) if ok else 0
     return out
