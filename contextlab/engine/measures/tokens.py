@@ -205,8 +205,11 @@ def size_thinking(message: Message, counter: TokenCounter) -> None:
     usage = message.usage
     if usage is None or message.metadata.get("thinking_sized"):
         return
-    if not any(b.type == "thinking" for b in message.blocks):
-        return
+    for block in message.blocks:
+        if block.type == "thinking":
+            break
+    else:
+        return  # no thinking to size
     message.metadata["thinking_sized"] = True
     thinking, texts, visible = _thinking_parts(message, counter)
     hidden = usage.response_output - visible

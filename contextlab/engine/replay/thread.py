@@ -183,7 +183,7 @@ class ThreadReplay:
                     turn_start = True
                     break
         now = parse_time(req.timestamp) or (at.last_time or 0.0)
-        if turn_start and k > 0:
+        if turn_start and k > 0 and view.overrides:
             view.drop_turn_overrides(k - 1)
         view.end = p
         self.state["last_assistant_time"] = at.last_time
@@ -218,7 +218,9 @@ class ThreadReplay:
         events = ctx.events
         cal = self.calibrations.for_model(req.message.model)
         raw = view.raw_tokens()
-        if any(e["step"] == "autocompact" and e["action"] == "compacted" for e in events):
+        if events and any(
+            e["step"] == "autocompact" and e["action"] == "compacted" for e in events
+        ):
             trace.compacted_once = True
             trace.compactions_at.append(k)
         history_raw, segment_raw, unrecorded = anchored_tokens(
