@@ -227,7 +227,10 @@ class ThreadReplay:
             self.anchors, k, trace.compacted_once
         )
         extra_raw = history_raw + segment_raw
-        model_tokens = cal.apply(raw + extra_raw) + unrecorded
+        # the view's calibrated size, also the base of the part the anchors add (one
+        # ``apply`` where they add nothing raw)
+        plain_tokens = cal.apply(raw)
+        model_tokens = (plain_tokens if not extra_raw else cal.apply(raw + extra_raw)) + unrecorded
         if self.anchors is not None and with_results:
             # one event per anchor, on the request it was measured at (both modes: the agent
             # sent that input whatever the pipeline does)
@@ -249,7 +252,7 @@ class ThreadReplay:
         usage = req.message.usage
         at.ttl = ttl = self.cache.ttl(usage, at.ttl)
         estimate = self.cache.estimate(
-            cal, model_tokens, req, now, ttl, model_tokens - cal.apply(raw)
+            cal, model_tokens, req, now, ttl, model_tokens - plain_tokens
         )
         cost_estimate, iteration_cost, recorded, recorded_cost = price_request(
             req, usage, estimate, self.inputs.pricing
@@ -389,7 +392,9 @@ def price_request(
     # the server's further calls inside the request (an advisor, a tool loop) are taken
     # as recorded in both modes: the agent made them whatever the pipeline did
     iteration_cost = (
-        iterations_cost(req.message.model, usage, pricing) if usage is not None else 0.0
+        (iterations_cost(req.message.model, usage, pricing) if usage.iterations else 0)
+        if usage is not None
+        else 0.0
     )
     cost += iteration_cost
     recorded: RecordedUsage | None = None
