@@ -9,7 +9,7 @@ from typing import Any, cast
 from contextlab.engine.config.fields import PipelineConfig
 from contextlab.engine.input.session import Session, Thread
 from contextlab.engine.measures.anchors import ThreadAnchors
-from contextlab.engine.measures.cost import load_pricing
+from contextlab.engine.measures.cost import Price, load_pricing
 from contextlab.engine.measures.tokens import Calibration
 from contextlab.engine.pipeline import DEFAULT_STEPS
 from contextlab.engine.pipeline.base import TransformLog
@@ -241,13 +241,17 @@ def _pricing_facts(
     ]
     notes: dict[str, str] = {}
     long_context = 0
+    # each model's price and note looked up once (a session has thousands of rows, a few models)
+    prices: dict[str | None, Price] = {}
     for r in rows:
         model = r["model"]
-        if model and model not in notes:
-            note = pricing.pricing_note(model)
-            if note:
-                notes[model] = note
-        price, _, _ = pricing.price_for(model)
+        price = prices.get(model)
+        if price is None:
+            if model:
+                note = pricing.pricing_note(model)
+                if note:
+                    notes[model] = note
+            price = prices[model] = pricing.price_for(model)[0]
         cache = r["cache"]
         if price.rates_for(cache["read"] + cache["write"] + cache["uncached"]) is not price:
             long_context += 1
