@@ -583,3 +583,59 @@ def test_the_history_peak_is_the_largest_span_so_far_as_the_list_grows() -> None
     assert [anchors.history_peak(k) for k in range(8)] == [
         max(anchors.history_raw[: k + 1]) for k in range(8)
     ]
+
+
+def _named_points_reference(thread: Any, requests: Any) -> list[dict[str, str]]:
+    """``named_points`` written plainly (each point its own look at the messages)."""
+    from contextlab.engine.measures.anchors import restart_reason
+
+    out: list[dict[str, str]] = []
+    prev_end = 0
+    for k, req in enumerate(requests):
+        points: dict[str, str] = {}
+        between = thread.messages[prev_end : req.position]
+        if k == 0:
+            points["file_start"] = "first request of the file"
+        reason = restart_reason(thread, prev_end, req.position, requests[k - 1] if k else None)
+        if reason and k:
+            points["restart"] = reason
+        if any(m.kind in ("compact_boundary", "summary") for m in between) and k:
+            points["after_compaction"] = "first request after a compaction"
+        if any(m.role == "user" and m.kind in ("prompt", "command") for m in between) and k:
+            points["turn_start"] = "a user turn starts"
+        out.append(points)
+        prev_end = req.position
+    return out
+
+
+def test_named_points_are_the_plain_readings_of_every_fixture_and_corpus_thread():
+    """The one-look ``named_points`` names the same points, in the same order, as reading the
+    messages once per point: restarts (commands, resumes, versions), compactions, turns."""
+    import os
+
+    from contextlab.engine.input.session import thread_requests
+    from contextlab.engine.input.sources.registry import load_session
+    from contextlab.engine.measures.anchors import named_points
+
+    fixtures = Path(__file__).resolve().parents[1] / "fixtures"
+    corpus = Path(os.environ.get("CONTEXTLAB_CORPUS", "/nonexistent"))
+    files = [
+        *sorted(fixtures.glob("*.jsonl")),
+        *sorted((fixtures / "codex").rglob("*.jsonl")),
+        *sorted(corpus.rglob("*.jsonl")),
+    ]
+    named = 0
+    for path in files:
+        try:
+            session = load_session(path)
+        except Exception:  # a fixture made to be refused
+            continue
+        for thread in session.threads:
+            requests = thread_requests(thread)
+            points = named_points(thread, requests)
+            assert points == _named_points_reference(thread, requests), path.name
+            assert [list(p) for p in points] == [
+                list(p) for p in _named_points_reference(thread, requests)
+            ]
+            named += sum(len(p) for p in points)
+    assert named > 100

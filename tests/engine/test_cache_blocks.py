@@ -60,3 +60,23 @@ def test_total_is_the_sum_of_the_blocks(first, appended, cut, system):
     blocks.resum(cut)
     blocks.cal[0], blocks.cal[1] = system
     assert blocks.total() == sum(blocks.cal)
+
+
+def test_a_blocks_key_is_the_text_key_of_its_type_and_text():
+    """``block_key`` hashes from a hasher that holds the type's part: the same key as the
+    content hash of ``type + NUL + text`` (keys are kept in the session cache and must not
+    change), for ASCII, other characters and a lone surrogate from a JSON escape."""
+    from contextlab.engine.input.model import Block
+    from contextlab.engine.measures.tokens import block_key, text_key
+
+    for kind, text, media in [
+        ("text", "hello", 0),
+        ("tool_result", "x" * 5000, 0),
+        ("tool_use", "édition → 編集", 0),
+        ("text", "half \ud83d pair", 0),
+        ("tool_result", "", 2),
+        ("thinking", "\x00 inside", 0),
+    ]:
+        block = Block(kind, text, media=media)
+        assert block_key(block) == text_key(kind + "\x00" + text) ^ media
+        assert block_key(Block(kind, text, media=media)) == block.key  # stable

@@ -61,3 +61,73 @@ def test_gc_paused_pauses_the_collector_and_puts_it_back_as_it_was():
         assert not gc.isenabled()  # it was off: left off
     finally:
         gc.enable()
+
+
+def test_gc_paused_puts_what_it_made_in_the_oldest_generation():
+    """Objects made under a long pause leave it in the oldest generation: the next collections
+    (young, then middle) would otherwise walk every one of them, twice, for nothing."""
+    import gc
+
+    from contextlab.engine.input.disk_cache import PROMOTE_FROM_OBJECTS, gc_paused
+
+    gc.collect()
+    with gc_paused():
+        made = [[n] for n in range(2 * PROMOTE_FROM_OBJECTS)]
+    probe = {id(made[0]), id(made[-1])}
+    assert probe <= {id(o) for o in gc.get_objects(generation=2)}
+    assert not probe & {id(o) for o in gc.get_objects(generation=0)}
+    assert gc.isenabled()
+    # a short pause leaves its few objects to the collector as before
+    with gc_paused():
+        few = [[n] for n in range(10)]
+    assert id(few[0]) not in {id(o) for o in gc.get_objects(generation=2)}
+
+
+def test_gc_paused_leaves_no_frozen_objects_and_spares_frozen_ones():
+    import gc
+
+    from contextlab.engine.input.disk_cache import PROMOTE_FROM_OBJECTS, gc_paused
+
+    with gc_paused():
+        made = [[n] for n in range(2 * PROMOTE_FROM_OBJECTS)]
+    assert made
+    assert gc.get_freeze_count() == 0
+    gc.freeze()  # someone else's frozen start-up state stays frozen
+    try:
+        frozen = gc.get_freeze_count()
+        with gc_paused():
+            more = [[n] for n in range(2 * PROMOTE_FROM_OBJECTS)]
+        assert more
+        assert gc.get_freeze_count() == frozen
+    finally:
+        gc.unfreeze()
+
+
+def test_loading_and_replaying_leave_no_cyclic_garbage():
+    """What ``gc_paused`` promotes is freed by reference counting when dropped: a session and
+    its replays (recorded and what-if, both agents) make no reference cycles, so keeping their
+    objects out of young collections holds no memory longer."""
+    import gc
+
+    from contextlab.engine.config.resolve import resolve_session_config
+    from contextlab.engine.input.sources.registry import load_session
+    from contextlab.engine.replay.driver import replay
+
+    fixtures = Path(__file__).resolve().parents[1] / "fixtures"
+    files = [
+        *sorted((fixtures / "codex").glob("*.jsonl"))[:4],
+        *sorted(fixtures.glob("*.jsonl"))[:4],
+    ]
+    assert len(files) >= 5
+    for path in files:
+        gc.collect()
+        gc.disable()
+        try:
+            session = load_session(path)
+            config, preset = resolve_session_config(session)
+            for mode in ("recorded", "whatif"):
+                replay(session, config, mode=mode, preset_name=preset).to_json()
+            del session
+            assert gc.collect() == 0, path.name
+        finally:
+            gc.enable()

@@ -70,7 +70,8 @@ def decode_json_line(text: str) -> tuple[Any, int]:
     # NUL or surrogate escape can hold an unstorable character
     if text.count("[") + text.count("{") > MAX_JSON_DEPTH and _deeper_than(value, MAX_JSON_DEPTH):
         raise JSONLineError(f"nested deeper than {MAX_JSON_DEPTH} levels")
-    if _SUSPECT_ESCAPE.search(text) is None:
+    # (a line without any ``\u`` escape has none of them: one fast scan before the pattern's)
+    if "\\u" not in text or _SUSPECT_ESCAPE.search(text) is None:
         return value, 0
     replaced = [0]
     return _scrub(value, replaced), replaced[0]

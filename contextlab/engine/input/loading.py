@@ -426,7 +426,7 @@ def iter_lines(
                         )
                     )
                     continue
-                if not raw.strip():
+                if raw.isspace():  # blank (what ``strip`` would empty, without the copy)
                     continue
                 if pending is not None:
                     yield _decode(pending, tfile, problems, is_last=False)

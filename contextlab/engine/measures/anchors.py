@@ -159,17 +159,37 @@ def named_points(thread: Thread, requests: Sequence[RequestInfo]) -> list[dict[s
     """Per request, the nameable points right before it (point → reason)."""
     out: list[dict[str, str]] = []
     prev_end = 0
+    messages = thread.messages
     for k, req in enumerate(requests):
         points: dict[str, str] = {}
-        between = thread.messages[prev_end : req.position]
         if k == 0:
+            # the first request's only point (the others are named from the second on)
             points["file_start"] = "first request of the file"
-        reason = restart_reason(thread, prev_end, req.position, requests[k - 1] if k else None)
-        if reason and k:
+            out.append(points)
+            prev_end = req.position
+            continue
+        # one look at the messages between the two requests; ``restart_reason`` reads them
+        # again only where one of them could hold a restart (a command, a resume, another
+        # version)
+        compaction = turn = maybe_restart = False
+        before = requests[k - 1].message.version
+        for m in messages[prev_end : req.position]:
+            kind = m.kind
+            if kind == "compact_boundary" or kind == "summary":
+                compaction = True
+            elif kind == "command" or kind == "prompt":
+                turn = turn or m.role == "user"
+                maybe_restart = maybe_restart or kind == "command"
+            if m.metadata.get("resumed") or (m.version and before and m.version != before):
+                maybe_restart = True
+        reason = (
+            restart_reason(thread, prev_end, req.position, requests[k - 1]) if maybe_restart else ""
+        )
+        if reason:
             points["restart"] = reason
-        if any(m.kind in ("compact_boundary", "summary") for m in between) and k:
+        if compaction:
             points["after_compaction"] = "first request after a compaction"
-        if any(m.role == "user" and m.kind in ("prompt", "command") for m in between) and k:
+        if turn:
             points["turn_start"] = "a user turn starts"
         out.append(points)
         prev_end = req.position

@@ -338,7 +338,12 @@ class CacheSimulator:
         In steady state the hit sits a few blocks before the last breakpoint, so this is a
         short slice rather than a second pass over the whole request.
         """
-        k = min(known, key=lambda q: abs(q - pos))
+        # the nearest known position, the first of equals in ``known``'s order (as ``min``)
+        k, best = pos, -1
+        for q in known:
+            d = q - pos if q >= pos else pos - q
+            if best < 0 or d < best:
+                k, best = q, d
         if k <= pos:
             return known[k] + sum(tokens[k + 1 : pos + 1])
         return known[k] - sum(tokens[pos + 1 : k + 1])

@@ -205,8 +205,11 @@ def size_thinking(message: Message, counter: TokenCounter) -> None:
     usage = message.usage
     if usage is None or message.metadata.get("thinking_sized"):
         return
-    if not any(b.type == "thinking" for b in message.blocks):
-        return
+    for block in message.blocks:
+        if block.type == "thinking":
+            break
+    else:
+        return  # no thinking to size
     message.metadata["thinking_sized"] = True
     thinking, texts, visible = _thinking_parts(message, counter)
     hidden = usage.response_output - visible
@@ -243,11 +246,24 @@ def scale_unsized_thinking(
 
 
 def block_key(block: Block, text: str | None = None) -> int:
-    """Stable 64-bit content hash of a block, for the prompt-cache prefix hashes."""
+    """Stable 64-bit content hash of a block, for the prompt-cache prefix hashes:
+    ``text_key(type + "\\x00" + text)``, from a hasher that already holds the type's part
+    (the text is not copied into a new string first)."""
     if block.key < 0:
         text = block.text if text is None else text
-        block.key = text_key(block.type + "\x00" + text) ^ block.media
+        hasher = _TYPE_HASHERS.get(block.type)
+        if hasher is None:
+            hasher = _TYPE_HASHERS[block.type] = hashlib.blake2b(
+                (block.type + "\x00").encode("utf-8", "surrogatepass"), digest_size=8
+            )
+        hasher = hasher.copy()
+        hasher.update(text.encode("utf-8", "surrogatepass"))
+        block.key = (int.from_bytes(hasher.digest(), "big") >> 1) ^ block.media
     return block.key
+
+
+#: block type → a BLAKE2b hasher fed ``type + "\\x00"`` (``block_key`` copies it per block)
+_TYPE_HASHERS: dict[str, Any] = {}
 
 
 def text_key(text: str) -> int:

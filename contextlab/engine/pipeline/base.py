@@ -37,11 +37,18 @@ WHOLE_MESSAGE = -1
 class Fenwick:
     """Prefix sums with point updates, for token deltas of overrides by message index."""
 
+    #: whether any point was ever updated; until then every sum is 0 without walking the tree
+    #: (a recorded replay without overrides asks twice a request). The class default keeps a
+    #: tree unpickled from before this flag existed walking.
+    touched = True
+
     def __init__(self, size: int) -> None:
         self.size = size
         self.tree = [0] * (size + 1)
+        self.touched = False
 
     def add(self, index: int, delta: int) -> None:
+        self.touched = True
         i = index + 1
         while i <= self.size:
             self.tree[i] += delta
@@ -49,6 +56,8 @@ class Fenwick:
 
     def prefix(self, end: int) -> int:
         """Sum of positions [0, end)."""
+        if not self.touched:
+            return 0
         total = 0
         i = min(end, self.size)
         while i > 0:
@@ -57,7 +66,7 @@ class Fenwick:
         return total
 
     def range(self, start: int, end: int) -> int:
-        if end <= start:
+        if end <= start or not self.touched:
             return 0
         return self.prefix(end) - self.prefix(start)
 
@@ -72,6 +81,7 @@ class Fenwick:
             if parent <= self.size:
                 values[parent] -= values[i]
         out = Fenwick(size)
+        out.touched = self.touched
         tree = out.tree
         tree[1 : min(self.size, size) + 1] = values[1 : min(self.size, size) + 1]
         for i in range(1, size + 1):

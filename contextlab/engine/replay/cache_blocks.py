@@ -61,11 +61,13 @@ class CacheBlocks:
             # a new list, not a cut: the cache model keeps the previous request's list
             # (``hashes_append_only``), whose items must not change
             self.hashes = self.hashes[:start]
-        self.cal.extend(round(ratio * t) for t in self.raw[start:])
-        prev = self.hashes[-1] if self.hashes else seed
+        self.cal.extend([round(ratio * t) for t in self.raw[start:]])
+        hashes = self.hashes
+        prev = hashes[-1] if hashes else seed
+        append = hashes.append
         for key in self.keys[start:]:
             prev = hash((prev, key))
-            self.hashes.append(prev)
+            append(prev)
         self.resum(start)
         self.changed_from = len(self.keys)
 
@@ -113,21 +115,27 @@ class CacheBlocks:
 
     def _extend(self, view: View, end: int) -> None:
         keys, raw = self.keys, self.raw
+        # ``view.is_removed`` and the override look-ups inline: this runs for every new block
+        # of every request, and most views have no override at all
+        hidden, overrides, messages = view.hidden, view.overrides, view.messages
+        base_block, first_block = view.base_block, self.first_block
         for i in range(self.built_end, end):
-            if view.is_removed(i):
+            if i in hidden:
                 continue
-            msg = view.messages[i]
+            whole = overrides.get((i, WHOLE_MESSAGE)) if overrides else None
+            if whole is not None and whole.text is None:
+                continue  # removed
+            msg = messages[i]
             if msg.role == "system":
                 continue
-            self.first_block[i] = len(keys)
-            whole = view.overrides.get((i, WHOLE_MESSAGE))
+            first_block[i] = len(keys)
             if whole is not None:
                 keys.append(whole.key)
                 raw.append(whole.tok)
                 continue
             for j, block in enumerate(msg.blocks):
-                ov = view.overrides.get((i, j))
-                base_tok, _, base_key = view.base_block(i, j, block)
+                ov = overrides.get((i, j)) if overrides else None
+                base_tok, _, base_key = base_block(i, j, block)
                 if ov is None:
                     keys.append(base_key)
                     raw.append(base_tok)

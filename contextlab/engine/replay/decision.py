@@ -93,9 +93,13 @@ class DecisionCounter:
                 # (its estimated output holds every block of the response)
                 base = self.trace.model_tokens[j] + int(req.message.metadata[ESTIMATED_OUTPUT])
                 return base + view.rough_range(pos + 1, view.end)
-            if usage is None or usage.total <= 0:
+            if usage is None:
                 continue
-            base = self._usage_total(j, usage)
+            total = usage.total  # a property that adds up the usage: read once
+            if total <= 0:
+                continue
+            recorded = self.mode == "recorded" or self.recorded_raw is None
+            base = total if recorded else self._usage_total(j, usage)
             first_blocks = int(
                 req.message.metadata.get("first_record_blocks", len(req.message.blocks))
             )

@@ -9,7 +9,7 @@ from typing import Any, cast
 from contextlab.engine.config.fields import PipelineConfig
 from contextlab.engine.input.session import Session, Thread
 from contextlab.engine.measures.anchors import ThreadAnchors
-from contextlab.engine.measures.cost import load_pricing
+from contextlab.engine.measures.cost import Price, load_pricing
 from contextlab.engine.measures.tokens import Calibration
 from contextlab.engine.pipeline import DEFAULT_STEPS
 from contextlab.engine.pipeline.base import TransformLog
@@ -130,37 +130,82 @@ def summarize(
     apart; ``claude_code_cost`` is Claude Code's own figure when the transcript has one."""
     side = _side_costs(requests, threads)
     pricing_notes, long_context = _pricing_facts(requests, threads)
-    read, write, uncached = _cache_totals(requests, "cache")
-    est_read, est_write, est_uncached = _cache_totals(requests, "cache_estimate")
-    compactions = [
-        r["index"]
-        for r in requests
-        if any(e["step"] == "autocompact" and e["action"] == "compacted" for e in r["events"])
-    ]
-    shares = [r["model_tokens"] / r["repl_tokens"] for r in requests if r["repl_tokens"]]
-    recorded = [r for r in requests if r["recorded"]]
+    # one pass over the requests gathers every column the totals add up (a session of
+    # thousands of small requests paid a pass per total); each is summed as a list, in the
+    # requests' order, as the totals were before
+    read_l: list[int] = []
+    write_l: list[int] = []
+    uncached_l: list[int] = []
+    est_read_l: list[int] = []
+    est_write_l: list[int] = []
+    est_uncached_l: list[int] = []
+    costs: list[float] = []
+    recorded_costs: list[float] = []
+    iteration_costs: list[float] = []
+    estimate_costs: list[float] = []
+    call_costs: list[float] = []
+    model_tokens: list[int] = []
+    compactions: list[int] = []
+    shares: list[float] = []
+    recorded = microcompactions = recorded_cache = disagreements = above_warning = blocking = 0
+    for r in requests:
+        cache, estimate = r["cache"], r["cache_estimate"]
+        read_l.append(cache["read"])
+        write_l.append(cache["write"])
+        uncached_l.append(cache["uncached"])
+        est_read_l.append(estimate["read"])
+        est_write_l.append(estimate["write"])
+        est_uncached_l.append(estimate["uncached"])
+        compacted = False
+        for e in r["events"]:
+            step = e["step"]
+            if step == "autocompact":
+                compacted = compacted or e["action"] == "compacted"
+                if "call" in e:
+                    call_costs.append(float(e["call"]["cost_usd"]))
+            elif step == "microcompact":
+                microcompactions += 1
+            elif step == "blocking":
+                blocking += 1
+        if compacted:
+            compactions.append(r["index"])
+        if r["repl_tokens"]:
+            shares.append(r["model_tokens"] / r["repl_tokens"])
+        if r["recorded"]:
+            recorded += 1
+        model_tokens.append(r["model_tokens"])
+        costs.append(r["cost_usd"])
+        recorded_costs.append(r["recorded_cost_usd"] or 0.0)
+        iteration_costs.append(r["iteration_cost_usd"])
+        estimate_costs.append(r["cost_estimate_usd"])
+        if cache["source"] == "recorded":
+            recorded_cache += 1
+        if r["cache_disagrees"]:
+            disagreements += 1
+        if r["decision_tokens"] >= r["thresholds"]["warning"]:
+            above_warning += 1
+    read, write, uncached = sum(read_l), sum(write_l), sum(uncached_l)
+    est_read, est_write, est_uncached = sum(est_read_l), sum(est_write_l), sum(est_uncached_l)
     return {
         "requests": len(requests),
         "compactions": len(compactions),
         "compaction_requests": compactions,
-        "microcompactions": sum(
-            1 for r in requests for e in r["events"] if e["step"] == "microcompact"
-        ),
+        "microcompactions": microcompactions,
         "summary_calls": sum(
             t.summary_calls for t in threads if t.thread.kind in ("main", "branch")
         ),
-        "peak_model_tokens": max((r["model_tokens"] for r in requests), default=0),
+        "peak_model_tokens": max(model_tokens, default=0),
         "cache_read_tokens": read,
         "cache_write_tokens": write,
         "uncached_tokens": uncached,
-        "cost_usd": round(sum(r["cost_usd"] for r in requests), 6),
-        "recorded_cost_usd": round(sum(r["recorded_cost_usd"] or 0.0 for r in requests), 6),
-        "iteration_cost_usd": round(sum(r["iteration_cost_usd"] for r in requests), 6),
+        "cost_usd": round(sum(costs), 6),
+        "recorded_cost_usd": round(sum(recorded_costs), 6),
+        "iteration_cost_usd": round(sum(iteration_costs), 6),
         "cache_hit_rate": _hit_rate(read, write, uncached),
-        "recorded_cache_requests": sum(1 for r in requests if r["cache"]["source"] == "recorded"),
-        "cache_disagreements": sum(1 for r in requests if r["cache_disagrees"]),
+        "recorded_cache_requests": recorded_cache,
+        "cache_disagreements": disagreements,
         "estimate": {
-            "cost_usd": round(sum(r["cost_estimate_usd"] for r in requests), 6),
+            "cost_usd": round(sum(estimate_costs), 6),
             "session_cost_usd": side["session_cost_estimate_usd"],
             "cache_read_tokens": est_read,
             "cache_write_tokens": est_write,
@@ -168,25 +213,15 @@ def summarize(
             "cache_hit_rate": _hit_rate(est_read, est_write, est_uncached),
         },
         "mean_history_share": round(statistics.fmean(shares), 4) if shares else 1.0,
-        "requests_above_warning": sum(
-            1 for r in requests if r["decision_tokens"] >= r["thresholds"]["warning"]
-        ),
-        "blocking_hits": sum(1 for r in requests for e in r["events"] if e["step"] == "blocking"),
-        "recorded_requests": len(recorded),
+        "requests_above_warning": above_warning,
+        "blocking_hits": blocking,
+        "recorded_requests": recorded,
         "pricing_notes": pricing_notes,
         "long_context_requests": long_context,
         "subagent_cost_usd": side["subagent_cost_usd"],
         "recorded_subagent_cost_usd": side["recorded_subagent_cost_usd"],
         "compaction_cost_usd": side["compaction_cost_usd"],
-        "compaction_call_cost_usd": round(
-            sum(
-                float(e["call"]["cost_usd"])
-                for r in requests
-                for e in r["events"]
-                if e["step"] == "autocompact" and "call" in e
-            ),
-            6,
-        ),
+        "compaction_call_cost_usd": round(sum(call_costs), 6),
         "recorded_compaction_cost_usd": side["recorded_compaction_cost_usd"],
         "session_cost_usd": side["session_cost_usd"],
         "recorded_session_cost_usd": side["recorded_session_cost_usd"],
@@ -206,27 +241,21 @@ def _pricing_facts(
     ]
     notes: dict[str, str] = {}
     long_context = 0
+    # each model's price and note looked up once (a session has thousands of rows, a few models)
+    prices: dict[str | None, Price] = {}
     for r in rows:
         model = r["model"]
-        if model and model not in notes:
-            note = pricing.pricing_note(model)
-            if note:
-                notes[model] = note
-        price, _, _ = pricing.price_for(model)
+        price = prices.get(model)
+        if price is None:
+            if model:
+                note = pricing.pricing_note(model)
+                if note:
+                    notes[model] = note
+            price = prices[model] = pricing.price_for(model)[0]
         cache = r["cache"]
         if price.rates_for(cache["read"] + cache["write"] + cache["uncached"]) is not price:
             long_context += 1
     return list(notes.values()), long_context
-
-
-def _cache_totals(requests: list[RequestRow], key: str) -> tuple[int, int, int]:
-    """(read, write, uncached) summed over ``requests``' ``cache`` or ``cache_estimate``."""
-    rows = [r["cache"] if key == "cache" else r["cache_estimate"] for r in requests]
-    return (
-        sum(c["read"] for c in rows),
-        sum(c["write"] for c in rows),
-        sum(c["uncached"] for c in rows),
-    )
 
 
 def _hit_rate(read: int, write: int, uncached: int) -> float:

@@ -143,10 +143,16 @@ class ThreadReplay:
                 at.pending = (self._begin_request(req, at), 0)
             ctx, first_step = at.pending
             ctx.with_results = with_results
-            for i in range(first_step, len(steps)):
+            i = first_step
+            try:
+                for i in range(first_step, len(steps)):
+                    ctx.blocking_count = None  # a step may change the view: count again after it
+                    steps[i].apply(ctx)
+            except BaseException:
+                # where a resumed replay picks up (kept only when a step stops the request:
+                # a tuple per step would cost every request nine)
                 at.pending = (ctx, i)
-                ctx.blocking_count = None  # a step may change the view: count again after it
-                steps[i].apply(ctx)
+                raise
             at.pending = None
             self._finish_request(req, ctx, at, with_results=with_results)
             at.next += 1
@@ -176,15 +182,14 @@ class ThreadReplay:
         k = req.index
         p = req.position
         new_range = (at.prev_end, p)
-        turn_start = (
-            any(
-                m.role == "user" and m.kind in ("prompt", "command")
-                for m in self.thread.messages[at.prev_end : p]
-            )
-            or k == 0
-        )
+        turn_start = k == 0
+        if not turn_start:
+            for m in self.thread.messages[at.prev_end : p]:
+                if m.role == "user" and m.kind in ("prompt", "command"):
+                    turn_start = True
+                    break
         now = parse_time(req.timestamp) or (at.last_time or 0.0)
-        if turn_start and k > 0:
+        if turn_start and k > 0 and view.overrides:
             view.drop_turn_overrides(k - 1)
         view.end = p
         self.state["last_assistant_time"] = at.last_time
@@ -219,14 +224,19 @@ class ThreadReplay:
         events = ctx.events
         cal = self.calibrations.for_model(req.message.model)
         raw = view.raw_tokens()
-        if any(e["step"] == "autocompact" and e["action"] == "compacted" for e in events):
+        if events and any(
+            e["step"] == "autocompact" and e["action"] == "compacted" for e in events
+        ):
             trace.compacted_once = True
             trace.compactions_at.append(k)
         history_raw, segment_raw, unrecorded = anchored_tokens(
             self.anchors, k, trace.compacted_once
         )
         extra_raw = history_raw + segment_raw
-        model_tokens = cal.apply(raw + extra_raw) + unrecorded
+        # the view's calibrated size, also the base of the part the anchors add (one
+        # ``apply`` where they add nothing raw)
+        plain_tokens = cal.apply(raw)
+        model_tokens = (plain_tokens if not extra_raw else cal.apply(raw + extra_raw)) + unrecorded
         if self.anchors is not None and with_results:
             # one event per anchor, on the request it was measured at (both modes: the agent
             # sent that input whatever the pipeline does)
@@ -248,7 +258,7 @@ class ThreadReplay:
         usage = req.message.usage
         at.ttl = ttl = self.cache.ttl(usage, at.ttl)
         estimate = self.cache.estimate(
-            cal, model_tokens, req, now, ttl, model_tokens - cal.apply(raw)
+            cal, model_tokens, req, now, ttl, model_tokens - plain_tokens
         )
         cost_estimate, iteration_cost, recorded, recorded_cost = price_request(
             req, usage, estimate, self.inputs.pricing
@@ -388,7 +398,9 @@ def price_request(
     # the server's further calls inside the request (an advisor, a tool loop) are taken
     # as recorded in both modes: the agent made them whatever the pipeline did
     iteration_cost = (
-        iterations_cost(req.message.model, usage, pricing) if usage is not None else 0.0
+        (iterations_cost(req.message.model, usage, pricing) if usage.iterations else 0)
+        if usage is not None
+        else 0.0
     )
     cost += iteration_cost
     recorded: RecordedUsage | None = None

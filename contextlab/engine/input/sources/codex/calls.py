@@ -124,7 +124,15 @@ def _is_marker(last: dict[str, int]) -> bool:
 
 
 def _same(a: dict[str, int], b: dict[str, int]) -> bool:
-    return all(a[k] == b[k] for k in (*USAGE_KEYS, "total_tokens"))
+    # every figure of ``USAGE_KEYS`` and the total, written out: most events repeat the previous
+    # one, and this runs for each
+    return (
+        a["input_tokens"] == b["input_tokens"]
+        and a["cached_input_tokens"] == b["cached_input_tokens"]
+        and a["output_tokens"] == b["output_tokens"]
+        and a["reasoning_output_tokens"] == b["reasoning_output_tokens"]
+        and a["total_tokens"] == b["total_tokens"]
+    )
 
 
 def window_for_version(version: str | None) -> int | None:

@@ -253,17 +253,24 @@ def usage_of(value: Any) -> dict[str, int] | None:
     if not isinstance(value, dict):
         return None
     out = {}
-    for key in (
-        "input_tokens",
-        "cached_input_tokens",
-        "output_tokens",
-        "reasoning_output_tokens",
-        "total_tokens",
-    ):
+    for key in USAGE_FIGURES:
         figure: Any = value.get(key)
+        if type(figure) is int and figure >= 0:  # the usual figure: the checks below in one
+            out[key] = figure
+            continue
         ok = isinstance(figure, int | float) and not isinstance(figure, bool) and figure >= 0
         out[key] = int(figure) if ok else 0
     return out
+
+
+#: the figures of a ``token_usage`` object, in the order ``usage_of`` gives them
+USAGE_FIGURES = (
+    "input_tokens",
+    "cached_input_tokens",
+    "output_tokens",
+    "reasoning_output_tokens",
+    "total_tokens",
+)
 
 
 def is_codex_record(record: dict[str, Any], index: int) -> bool:
