@@ -16,6 +16,7 @@ import tarfile
 import zipfile
 import zlib
 from collections.abc import Iterable
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 
 from django.db import transaction
@@ -174,7 +175,7 @@ def replay_with_new_history(transcript: Transcript, *, itself: bool = True) -> N
                 run_services.start_run(owner=each.owner, transcript=each, mode="recorded")
 
 
-def link_continuations(transcript: Transcript, record_uuids: frozenset[str]) -> None:
+def link_continuations(transcript: Transcript, record_uuids: AbstractSet[str]) -> None:
     """Link the sessions of the workspace that start from a record of ``transcript`` (an
     earlier session uploaded after them) and replay them with their real history."""
     waiting = (
@@ -198,7 +199,7 @@ def link_continuations(transcript: Transcript, record_uuids: frozenset[str]) -> 
 
 
 def link_after_upload(
-    transcript: Transcript, record_uuids: frozenset[str], scanned: set[int]
+    transcript: Transcript, record_uuids: AbstractSet[str], scanned: set[int]
 ) -> None:
     """Once the upload is committed: link it to the session it continues if that one arrived
     meanwhile (files dropped together are stored by concurrent requests, and each only sees

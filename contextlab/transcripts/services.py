@@ -13,6 +13,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -487,7 +488,7 @@ class Checked:
     replay in the session cache (None when it could not be written)."""
 
     fields: dict[str, Any]
-    record_uuids: frozenset[str]
+    record_uuids: AbstractSet[str]
     parsed: Path | None
 
 

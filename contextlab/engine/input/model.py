@@ -8,12 +8,35 @@ one means bumping ``session_cache.CACHE_VERSION``.
 
 from __future__ import annotations
 
+import copyreg
 import zlib
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Literal, SupportsIndex
+
+#: What ``__reduce__`` gives the pickler (see ``pickled_by_fields``).
+Reduced = tuple[Any, tuple[type], None, Iterator[Any]]
+
+
+def pickled_by_fields(obj: object, names: tuple[str, ...]) -> Reduced:
+    """``__reduce__`` of a slotted class whose instances a session holds by the hundred
+    thousand: the object made with ``cls.__new__`` and its field values handed to its
+    ``extend`` (the pickle's APPENDS), in ``names``' order. The usual state, a tuple (or a
+    slots dict) per object, is memoized like every object the pickler saves, so the pickler
+    holds all of them until the whole session is written (a 2 GB session's parse: some
+    hundred MB of states and memo entries); the field values themselves are the object's
+    own, and ``copyreg.__newobj__`` with no further arguments pickles no tuple at all."""
+    newobj = copyreg.__newobj__  # type: ignore[attr-defined]  # (not in typeshed)
+    return (newobj, (obj.__class__,), None, (getattr(obj, n) for n in names))
+
+
+def set_fields(obj: object, names: tuple[str, ...], values: Iterable[Any]) -> None:
+    """The unpickling side of ``pickled_by_fields``: ``values`` set on ``obj`` by name."""
+    for name, value in zip(names, values, strict=True):
+        object.__setattr__(obj, name, value)
+
 
 BlockType = Literal[
     "text",
@@ -216,10 +239,16 @@ class Block:
         shown = zip(Block.FIELDS, self._fields(), strict=True)
         return f"Block({', '.join(f'{name}={value!r}' for name, value in shown)})"
 
-    def __getstate__(self) -> tuple[Any, ...]:
-        return tuple(getattr(self, name) for name in Block.__slots__)
+    def __reduce__(self) -> Reduced:
+        return pickled_by_fields(self, Block.__slots__)
+
+    def extend(self, values: Iterable[Any]) -> None:
+        """Unpickling only (``pickled_by_fields``): the fields, in ``__slots__`` order."""
+        set_fields(self, Block.__slots__, values)
 
     def __setstate__(self, state: tuple[Any, ...]) -> None:
+        # a Block pickled before ``pickled_by_fields`` (a checkpoint, a live session's
+        # reading state): its slots as a tuple, or older, as a slotted dataclass
         if len(state) == 2 and state[0] is None and isinstance(state[1], dict):
             # pickled when Block was a slotted dataclass (a checkpoint, a live session's
             # reading state): its fields by name, the text a str
@@ -294,6 +323,13 @@ class Usage:
         model, with output), the base of ``tokenCountWithEstimation``."""
         return self.counted_prompt + self.response_output
 
+    def __reduce__(self) -> Reduced:
+        return pickled_by_fields(self, USAGE_FIELDS)
+
+    def extend(self, values: Iterable[Any]) -> None:
+        """Unpickling only (``pickled_by_fields``)."""
+        set_fields(self, USAGE_FIELDS, values)
+
     def to_json(self) -> dict[str, int | None]:
         return {
             "input": self.input,
@@ -337,6 +373,13 @@ class Message:
     #: string content (not a block list): matters for the padded estimator
     string_content: bool = False
 
+    def __reduce__(self) -> Reduced:
+        return pickled_by_fields(self, MESSAGE_FIELDS)
+
+    def extend(self, values: Iterable[Any]) -> None:
+        """Unpickling only (``pickled_by_fields``)."""
+        set_fields(self, MESSAGE_FIELDS, values)
+
     @property
     def original_output(self) -> str | None:
         """Raw tool output (toolUseResult) kept only where the model saw a persisted preview."""
@@ -346,6 +389,11 @@ class Message:
     @original_output.setter
     def original_output(self, text: str | None) -> None:
         self.compact_original_output = None if text is None else compact_text(text)
+
+
+#: the fields of ``Usage`` and ``Message``, in the order they are pickled
+USAGE_FIELDS = tuple(f.name for f in fields(Usage))
+MESSAGE_FIELDS = tuple(f.name for f in fields(Message))
 
 
 @dataclass(slots=True, frozen=True)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, overload
 
 from contextlab.engine.input.json_line import decode_json_line
 from contextlab.engine.input.jsutil import json_stringify
@@ -110,6 +110,20 @@ class RecordParser:
         self.unknown_types: dict[str, int] = {}
         #: attachment types this version of ContextLab cannot render, counted as their JSON
         self.unknown_attachments: dict[str, int] = {}
+        #: one copy of each value of the fields most records repeat (version, cwd, model, tool
+        #: name): the JSON decoder makes a string per record, and a session of gigabytes holds
+        #: hundreds of thousands of them (and its pickle as many memo entries)
+        self.shared: dict[str, str] = {}
+
+    @overload
+    def share(self, value: str) -> str: ...
+
+    @overload
+    def share(self, value: None) -> None: ...
+
+    def share(self, value: str | None) -> str | None:
+        """``value``, or the equal string this parser met first."""
+        return value if value is None else self.shared.setdefault(value, value)
 
     def problem(self, line: int, code: str, message: str, severity: str = "warning") -> None:
         self.problems.append(Problem(line, code, message, self.tfile.name, severity))  # type: ignore[arg-type]
@@ -298,11 +312,11 @@ class RecordParser:
             "timestamp": timestamp,
             "line": number,
             "file": self.tfile.name,
-            "version": obj.get("version") if isinstance(obj.get("version"), str) else None,
-            "cwd": obj.get("cwd") if isinstance(obj.get("cwd"), str) else None,
+            "version": self.share(_opt_str(obj, "version")),
+            "cwd": self.share(_opt_str(obj, "cwd")),
             "is_meta": obj.get("isMeta") is True,
             "is_sidechain": obj.get("isSidechain") is True,
-            "agent_id": obj.get("agentId") if isinstance(obj.get("agentId"), str) else None,
+            "agent_id": self.share(_opt_str(obj, "agentId")),
             "uuids": [obj["uuid"]],
             "string_content": string_content,
         }
@@ -315,7 +329,7 @@ class RecordParser:
                 blocks=blocks,
                 message_id=mid if isinstance(mid, str) and mid else f"uuid:{obj['uuid']}",
                 request_id=obj.get("requestId") if isinstance(obj.get("requestId"), str) else None,
-                model=model,
+                model=self.share(model),
                 usage=self.usage(number, raw.get("usage")),
                 **common,
             )
@@ -379,7 +393,7 @@ class RecordParser:
             data = item.get("data")
             return Block("redacted_thinking", data if isinstance(data, str) else "")
         if btype == "tool_use":
-            name = _str(item, "name")
+            name = self.share(_str(item, "name"))
             tool_input = item.get("input") if item.get("input") is not None else {}
             return Block(
                 "tool_use",
@@ -481,8 +495,8 @@ class RecordParser:
             "timestamp": obj.get("timestamp") if isinstance(obj.get("timestamp"), str) else "",
             "line": number,
             "file": self.tfile.name,
-            "version": obj.get("version") if isinstance(obj.get("version"), str) else None,
-            "cwd": obj.get("cwd") if isinstance(obj.get("cwd"), str) else None,
+            "version": self.share(_opt_str(obj, "version")),
+            "cwd": self.share(_opt_str(obj, "cwd")),
             "uuids": [obj["uuid"]],
             "metadata": metadata,
         }
@@ -533,6 +547,11 @@ class RecordParser:
 def _str(obj: dict[str, Any], key: str) -> str:
     value = obj.get(key)
     return value if isinstance(value, str) else ""
+
+
+def _opt_str(obj: dict[str, Any], key: str) -> str | None:
+    value = obj.get(key)
+    return value if isinstance(value, str) else None
 
 
 def _json_reason(exc: ValueError) -> str:
