@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import tarfile
 import zipfile
 import zlib
@@ -27,9 +26,6 @@ from contextlab.runs import services as run_services
 from contextlab.transcripts.models import MAX_CHAIN, Transcript, TranscriptMessages
 
 logger = logging.getLogger(__name__)
-
-#: characters no record uuid has (C0 controls, DEL)
-_CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f]")
 
 #: Sessions of a workspace searched for the record a new upload hangs from (newest first, those
 #: of the same project or sessionId first). Each is read through, so the search is bounded.
@@ -49,15 +45,6 @@ _UNREADABLE = (
     tarfile.TarError,
     engine.TranscriptError,
 )
-
-
-def linkable_uuid(value: str | None) -> str:
-    """The ``parentUuid`` a session's file starts from, as stored: empty when there is none, or
-    when it cannot be the uuid of a record (past the column, control characters), so a hostile
-    value is never searched for."""
-    if not value or len(value) > 100 or _CONTROL_CHARS.search(value):
-        return ""
-    return value
 
 
 def _record_needles(record_uuid: str) -> tuple[bytes, ...]:
