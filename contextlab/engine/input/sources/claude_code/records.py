@@ -111,8 +111,10 @@ class RecordParser:
         #: attachment types this version of ContextLab cannot render, counted as their JSON
         self.unknown_attachments: dict[str, int] = {}
         #: one copy of each value of the fields most records repeat (version, cwd, model, tool
-        #: name): the JSON decoder makes a string per record, and a session of gigabytes holds
-        #: hundreds of thousands of them (and its pickle as many memo entries)
+        #: name, record type): the JSON decoder makes a string per record, and a session of
+        #: gigabytes holds hundreds of thousands of them (and its pickle as many memo entries);
+        #: while the file is read, also its records' uuids, so that a record's parent is its
+        #: parent's uuid string, not a copy (let go by ``finish``)
         self.shared: dict[str, str] = {}
 
     @overload
@@ -161,6 +163,7 @@ class RecordParser:
 
     def finish(self) -> None:
         """What is reported once the file is read: the record and attachment kinds not known."""
+        self.shared = {}  # (its values stay where they are held)
         for rtype, count in sorted(self.unknown_types.items()):
             self.problem(
                 0,
@@ -204,6 +207,8 @@ class RecordParser:
         if not isinstance(uuid, str) or not uuid:
             self.problem(number, "missing_uuid", f"{rtype} record without a uuid")
             return
+        # (a record named as a parent before it was read: the message takes that string)
+        uuid = obj["uuid"] = self.share(uuid)
         parent = obj.get("parentUuid")
         if parent is not None and not isinstance(parent, str):
             self.problem(number, "bad_field", "parentUuid is not a string; treated as a root")
@@ -218,16 +223,16 @@ class RecordParser:
         rec = Record(
             line=number,
             file=self.tfile.name,
-            type=rtype,
+            type=self.share(rtype),
             uuid=uuid,
-            parent=parent,
-            logical_parent=logical if isinstance(logical, str) else None,
-            subtype=obj.get("subtype") if isinstance(obj.get("subtype"), str) else None,
+            parent=self.share(parent),
+            logical_parent=self.share(logical) if isinstance(logical, str) else None,
+            subtype=self.share(_opt_str(obj, "subtype")),
             is_sidechain=obj.get("isSidechain") is True,
         )
         src = obj.get("sourceToolAssistantUUID")
         if isinstance(src, str):
-            rec.source_assistant = src
+            rec.source_assistant = self.share(src)
         if rtype in ("user", "assistant"):
             message = self.message(number, rtype, obj)
             if message is None:
