@@ -112,3 +112,26 @@ def test_a_session_keeps_its_record_uuids_in_16_bytes_each(tmp_path):
     assert session.record_uuids == frozenset(r["uuid"] for r in b.records)
     pickled = pickle.dumps(session.record_uuids, protocol=pickle.HIGHEST_PROTOCOL)
     assert len(pickled) < 17 * len(b.records) + 200
+
+
+def test_a_record_s_parent_is_its_parent_s_uuid_string(tmp_path):
+    from contextlab.engine.input.loading import TranscriptFile
+    from contextlab.engine.input.model import ProblemList
+    from contextlab.engine.input.session import SideRecords
+    from contextlab.engine.input.sources.claude_code.records import RecordParser
+
+    b = TranscriptBuilder()
+    for n in range(5):
+        b.prompt(f"prompt {n}")
+        b.tool_call("Read", {"file_path": f"/src/{n}.py"}, f"contents {n}")
+    path = b.write(tmp_path / "s.jsonl")
+    parser = RecordParser(
+        TranscriptFile(path.name, lambda: path.open("rb")), ProblemList(), SideRecords()
+    )
+    parser.parse()
+    by_uuid = {r.uuid: r for r in parser.records}
+    linked = [r for r in parser.records if r.parent is not None]
+    assert len(linked) == len(parser.records) - 1
+    assert all(r.parent is by_uuid[r.parent].uuid for r in linked)
+    assert all(r.message is None or r.message.uuid is r.uuid for r in parser.records)
+    assert parser.shared == {}  # let go once the file is read
