@@ -4,6 +4,7 @@ in 16 bytes each, and a pickle whose memo holds no state object per block or mes
 
 from __future__ import annotations
 
+import copy
 import pickle
 import pickletools
 import uuid as uuids
@@ -40,6 +41,17 @@ def test_blocks_messages_and_usage_round_trip_sharing_what_they_shared():
     assert again == [first, second]
     assert again[0].blocks[0] is again[1].blocks[0]
     assert again[0].usage == Usage(input=3, cache_read=100, output=7, cache_write_5m=0)
+
+
+def test_blocks_messages_and_usage_copy_as_they_did():
+    message = _message([Block("text", "done")])
+    shallow, deep = copy.copy(message), copy.deepcopy(message)
+    assert shallow == message
+    assert shallow.blocks is message.blocks
+    assert deep == message
+    assert deep.blocks[0] is not message.blocks[0]
+    assert deep.usage is not message.usage
+    assert copy.copy(message.blocks[0]) == message.blocks[0]
 
 
 def test_the_pickler_keeps_no_state_object_per_block_message_or_usage():
