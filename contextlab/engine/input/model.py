@@ -27,7 +27,7 @@ class PickledByFields:
     a hundred MB and more of states and memo entries); the field values are the object's own,
     and ``copyreg.__newobj__`` with no further arguments pickles no tuple at all. ``copy``
     would hand such values to ``append`` one by one: ``__copy__`` and ``__deepcopy__`` say how
-    to copy instead."""
+    to copy instead. (Pickle protocol 1 or later: protocol 0 appends one value at a time.)"""
 
     __slots__ = ()
     _FIELDS: ClassVar[tuple[str, ...]]
