@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
-from typing import Any, overload
+from typing import Any, TypeVar, cast
 
 from contextlab.engine.input.json_line import decode_json_line
 from contextlab.engine.input.jsutil import json_stringify
@@ -73,6 +73,7 @@ KEPT_SYSTEM_SUBTYPES = frozenset(
     {"compact_boundary", "microcompact_boundary", "snip_boundary", "local_command"}
 )
 SYNTHETIC_MODEL = "<synthetic>"
+_Shared = TypeVar("_Shared", bound=str | None)
 PERSISTED_TAG = "<persisted-output>"
 
 
@@ -117,15 +118,9 @@ class RecordParser:
         #: parent's uuid string, not a copy (let go by ``finish``)
         self.shared: dict[str, str] = {}
 
-    @overload
-    def share(self, value: str) -> str: ...
-
-    @overload
-    def share(self, value: None) -> None: ...
-
-    def share(self, value: str | None) -> str | None:
+    def share(self, value: _Shared) -> _Shared:
         """``value``, or the equal string this parser met first."""
-        return value if value is None else self.shared.setdefault(value, value)
+        return value if value is None else cast(_Shared, self.shared.setdefault(value, value))
 
     def problem(self, line: int, code: str, message: str, severity: str = "warning") -> None:
         self.problems.append(Problem(line, code, message, self.tfile.name, severity))  # type: ignore[arg-type]
