@@ -124,6 +124,10 @@ def main() -> None:
         "worker_peak_mb": round(worker_peak / MB),
         "worker_tree_peak_mb": round(worker_tree_peak / MB),
         "pool_process_tree_peak_mb": round(pool_tree_peak / MB),
+        # the same by phase: the upload and its check (the check's child beside the pool
+        # process waiting for it), then the replay
+        "pool_process_tree_peak_mb_upload": round(upload_memory.subtree_peak("worker") / MB),
+        "pool_process_tree_peak_mb_replay": round(memory.subtree_peak("worker") / MB),
         "worker_processes": {
             f"{pid}: {command[:80]}": round(hwm / MB)
             for peaks in (upload_memory.peaks, memory.peaks)
@@ -137,7 +141,8 @@ def main() -> None:
         f"{total_s / replay_s:.2f}× the engine's replay (target ≤ 1.5); web peak "
         f"{web_peak / MB:.0f} MB during the upload (target ≤ 300); worker peak "
         f"{worker_peak / MB:.0f} MB (target ≤ 1536); a pool process with its children "
-        f"{pool_tree_peak / MB:.0f} MB; all the worker's processes together "
+        f"{pool_tree_peak / MB:.0f} MB (during the upload and its check "
+        f"{upload_memory.subtree_peak('worker') / MB:.0f} MB); all the worker's processes together "
         f"{worker_tree_peak / MB:.0f} MB"
     )
     OUT.mkdir(parents=True, exist_ok=True)

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 import tarfile
 import zipfile
 import zlib
 from collections.abc import Iterable
+from collections.abc import Set as AbstractSet
 from pathlib import Path
 
 from django.db import transaction
@@ -26,9 +26,6 @@ from contextlab.runs import services as run_services
 from contextlab.transcripts.models import MAX_CHAIN, Transcript, TranscriptMessages
 
 logger = logging.getLogger(__name__)
-
-#: characters no record uuid has (C0 controls, DEL)
-_CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f]")
 
 #: Sessions of a workspace searched for the record a new upload hangs from (newest first, those
 #: of the same project or sessionId first). Each is read through, so the search is bounded.
@@ -48,15 +45,6 @@ _UNREADABLE = (
     tarfile.TarError,
     engine.TranscriptError,
 )
-
-
-def linkable_uuid(value: str | None) -> str:
-    """The ``parentUuid`` a session's file starts from, as stored: empty when there is none, or
-    when it cannot be the uuid of a record (past the column, control characters), so a hostile
-    value is never searched for."""
-    if not value or len(value) > 100 or _CONTROL_CHARS.search(value):
-        return ""
-    return value
 
 
 def _record_needles(record_uuid: str) -> tuple[bytes, ...]:
@@ -174,7 +162,7 @@ def replay_with_new_history(transcript: Transcript, *, itself: bool = True) -> N
                 run_services.start_run(owner=each.owner, transcript=each, mode="recorded")
 
 
-def link_continuations(transcript: Transcript, record_uuids: frozenset[str]) -> None:
+def link_continuations(transcript: Transcript, record_uuids: AbstractSet[str]) -> None:
     """Link the sessions of the workspace that start from a record of ``transcript`` (an
     earlier session uploaded after them) and replay them with their real history."""
     waiting = (
@@ -198,7 +186,7 @@ def link_continuations(transcript: Transcript, record_uuids: frozenset[str]) -> 
 
 
 def link_after_upload(
-    transcript: Transcript, record_uuids: frozenset[str], scanned: set[int]
+    transcript: Transcript, record_uuids: AbstractSet[str], scanned: set[int]
 ) -> None:
     """Once the upload is committed: link it to the session it continues if that one arrived
     meanwhile (files dropped together are stored by concurrent requests, and each only sees

@@ -7,14 +7,11 @@ import hashlib
 import logging
 import os
 import pickle
-import re
 import signal
 import subprocess
 import sys
 import tempfile
 from collections.abc import Iterable
-from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
@@ -23,10 +20,14 @@ from django.contrib.auth.models import User
 from django.db import IntegrityError, transaction
 
 from contextlab import blobs, engine
-from contextlab.engine import dropped_problems, keep_parsed
 from contextlab.runs import services as run_services
 from contextlab.search import services as search
-from contextlab.transcripts import continuations, naming, quotas
+from contextlab.transcripts import continuations, quotas
+from contextlab.transcripts.checking import CONTROL_CHARS, Checked, CheckRequest, check_here
+
+# kept here for the pages, the API and live sessions: an upload's refusal and its columns
+from contextlab.transcripts.checking import UploadRejected as UploadRejected
+from contextlab.transcripts.checking import session_fields as session_fields
 from contextlab.transcripts.models import Transcript, TranscriptMessages
 from contextlab.workspaces.models import Workspace
 from contextlab.workspaces.services import personal_workspace
@@ -35,25 +36,6 @@ logger = logging.getLogger(__name__)
 
 #: accepted upload names, longest suffix first
 ACCEPTED_SUFFIXES = (".jsonl.gz", ".jsonl.zst", ".tar.gz", ".jsonl", ".tgz", ".zip")
-#: problems kept on the row (a broken file can report one per line)
-MAX_STORED_PROBLEMS = 1000
-#: the largest value of a PositiveIntegerField on PostgreSQL
-MAX_INT32 = 2**31 - 1
-#: characters a file name may not carry into the database or a page (C0 controls, DEL)
-_CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f]")
-
-
-@dataclass
-class UploadRejected(Exception):
-    """The upload cannot become a session; ``message`` is the one clear reason."""
-
-    message: str
-    problems: list[dict[str, Any]] = field(default_factory=list)
-    #: HTTP status the caller should answer with
-    status: int = 400
-
-    def __str__(self) -> str:
-        return self.message
 
 
 def format_bytes(size: int) -> str:
@@ -101,92 +83,6 @@ def _copy_hashing(source: IO[bytes] | Iterable[bytes], target: Path) -> tuple[st
                 raise UploadRejected(too_large_message(""), status=413)
             out.write(chunk)
     return digest.hexdigest(), size
-
-
-def stored_problems(problems: list[engine.Problem]) -> list[dict[str, Any]]:
-    """The engine's problems as JSON, capped, with a last line saying how many were left out."""
-    out = [p.to_json() for p in problems[:MAX_STORED_PROBLEMS]]
-    # past the cap, errors still say why reading stopped (a bomb, too many bad lines)
-    late_errors = [p for p in problems[MAX_STORED_PROBLEMS:] if p.severity == "error"][:5]
-    out += [p.to_json() for p in late_errors]
-    # the loader keeps only the first problems in memory and counts the rest
-    left_out = max(0, len(problems) - MAX_STORED_PROBLEMS - len(late_errors)) + dropped_problems(
-        problems
-    )
-    if left_out:
-        out.append(
-            {
-                "file": "",
-                "line": 0,
-                "code": "more_problems",
-                "message": f"{left_out} more problem(s) not listed",
-                "severity": "info",
-            }
-        )
-    return out
-
-
-def _request_count(session: engine.Session) -> int:
-    ids = {
-        m.message_id
-        for m in session.main.messages
-        if m.role == "assistant" and getattr(m, "message_id", None)
-    }
-    return len(ids)
-
-
-def _started(session: engine.Session) -> datetime | None:
-    """The time of the session's first timed record, None when no record has one."""
-    for m in session.main.messages:
-        stamp = engine.parse_time(m.timestamp)
-        if stamp is not None:
-            return stamp if stamp.tzinfo is not None else stamp.replace(tzinfo=UTC)
-    return None
-
-
-def session_fields(
-    session: engine.Session, *, stored_name: str, name: str, size: int, sha256: str
-) -> dict[str, Any]:
-    """A session row's columns from the file and what the engine read in it."""
-    return {
-        "name": name,
-        "file": stored_name,
-        "size": size,
-        "sha256": sha256,
-        # what the file says, cut to the columns (a hostile file may say anything)
-        "session_id": (session.session_id or "")[:100],
-        "title": _CONTROL_CHARS.sub(" ", session.title or "").strip()[:200],
-        "first_prompt": naming.first_prompt(
-            "".join(b.text for b in m.blocks if b.type == "text")
-            for m in session.main.messages
-            if m.role == "user" and m.kind == "prompt" and not m.is_meta
-        ),
-        "started_at": _started(session),
-        "project": _CONTROL_CHARS.sub(" ", session.project or "").strip()[:500],
-        "version": (session.version or "")[:40],
-        "agent": session.agent[:40],
-        "request_count": min(_request_count(session), MAX_INT32),
-        "max_prompt_tokens": min(session.max_recorded_prompt, MAX_INT32),
-        "threads": [
-            {
-                "id": t.id,
-                "kind": t.kind,
-                "messages": len(t.messages),
-                # the main thread's recorded auto compactions (preTokens): the evidence
-                # resolve_config uses for the window "auto" picks
-                **({"auto_compactions": session.recorded_auto_compactions} if n == 0 else {}),
-                # the window the agent recorded (Codex), "auto"'s window for the session
-                **(
-                    {"context_window": session.context_window}
-                    if n == 0 and session.context_window
-                    else {}
-                ),
-            }
-            for n, t in enumerate(session.threads)
-        ],
-        "problems": stored_problems(session.problems),
-        "continues_uuid": continuations.linkable_uuid(session.continues_uuid),
-    }
 
 
 #: Bytes compared at a time when checking that an earlier upload is the start of a new one.
@@ -274,7 +170,7 @@ def replace_with_longer(
 def clean_upload_name(name: str) -> str:
     """The upload's file name as stored and shown (no folders, no control characters), or
     ``UploadRejected`` for none or a kind of file ContextLab cannot read."""
-    name = _CONTROL_CHARS.sub("", os.path.basename(name.replace("\\", "/"))).strip()[:200]
+    name = CONTROL_CHARS.sub("", os.path.basename(name.replace("\\", "/"))).strip()[:200]
     if not name:
         raise UploadRejected("The upload has no file name.")
     if accepted_suffix(name) is None:
@@ -457,84 +353,13 @@ def store_upload(
 # freeing it (the allocator's arenas), which the replay it runs next adds to; a child's memory
 # all goes back to the system when it exits. A smaller file is checked here (a child's start,
 # about a second, would dominate). A child that dies (out of memory, killed) rejects the
-# upload with that reason; ``store_upload`` then keeps nothing of it. The request and answer
-# cross as pickles between this module in the parent and in its child: never a user's bytes
-# (the transcript's content is only ever parsed by the engine).
+# upload with that reason; ``store_upload`` then keeps nothing of it. The check itself is
+# ``checking.check_here``, which the child runs without setting Django up; the request and
+# answer cross as pickles of ``checking``'s classes between the parent and its child: never a
+# user's bytes (the transcript's content is only ever parsed by the engine).
 
-#: the child's module (``python -m``); named, not imported: it imports this one
+#: the child's module (``python -m``); named, not imported
 CHECK_MODULE = "contextlab.transcripts.upload_check"
-
-
-@dataclass(frozen=True)
-class CheckRequest:
-    """What the check reads: the stored file and the columns the upload already knows."""
-
-    path: Path
-    name: str
-    stored_name: str
-    size: int
-    sha256: str
-    #: where to leave the parse for the replay (the session cache folder)
-    cache_dir: Path
-    #: the child's answer (pickled ``Checked`` or ``UploadRejected``)
-    out: Path
-
-
-@dataclass(frozen=True)
-class Checked:
-    """A file the engine read: the session row's columns (``services.session_fields``), the
-    uuids of its records (to link the sessions that continue it) and the parse left for the
-    replay in the session cache (None when it could not be written)."""
-
-    fields: dict[str, Any]
-    record_uuids: frozenset[str]
-    parsed: Path | None
-
-
-def check_here(request: CheckRequest) -> Checked:
-    """The check in this process; ``UploadRejected`` for a file the engine refuses."""
-    try:
-        session = engine.load_session(str(request.path), name=request.name)
-    except engine.TranscriptError as exc:
-        # a reading error (a bomb stopped, a corrupt stream) is the reason worth naming
-        errors = [p for p in exc.problems if p.severity == "error"]
-        raise UploadRejected(
-            f"{request.name}: {exc}" + (f" ({errors[0].message})" if errors else ""),
-            [p.to_json() for p in exc.problems[:MAX_STORED_PROBLEMS]],
-        ) from None
-    except Exception:
-        # An engine bug must not leave a half-imported session behind; the log has details.
-        logger.exception("engine failed to load upload %s", request.name)
-        raise UploadRejected(
-            f"{request.name}: ContextLab could not read this file (internal error; see the "
-            "server log)."
-        ) from None
-    try:
-        fields = session_fields(
-            session,
-            stored_name=request.stored_name,
-            name=request.name,
-            size=request.size,
-            sha256=request.sha256,
-        )
-        parsed = _keep_parse(request, session)
-        return Checked(fields=fields, record_uuids=session.record_uuids, parsed=parsed)
-    finally:
-        session.close()
-
-
-def _keep_parse(request: CheckRequest, session: engine.Session) -> Path | None:
-    """Leave the parse in the session cache for the first replay, so the worker does not read
-    and parse the file a second time. Only a speed-up: a failure leaves the replay to parse
-    the file itself. (The object store's mirror gets it from the caller, once the upload is
-    kept.)"""
-    try:
-        return keep_parsed(
-            request.path, session, cache_dir=request.cache_dir, sha256=request.sha256
-        )
-    except Exception:  # an unpicklable oddity must not refuse a good upload
-        logger.exception("could not keep the parsed session of %s for its replay", request.name)
-        return None
 
 
 def check_upload(request_path: Path, **columns: Any) -> Checked:
@@ -616,7 +441,7 @@ MAX_TITLE = 200
 def rename_transcript(*, transcript: Transcript, title: str) -> Transcript:
     """Set the session's title; an empty one falls back to the transcript's own (or its first
     prompt). Control characters become spaces; longer than ``MAX_TITLE`` is refused."""
-    cleaned = _CONTROL_CHARS.sub(" ", title).strip()
+    cleaned = CONTROL_CHARS.sub(" ", title).strip()
     if len(cleaned) > MAX_TITLE:
         raise UploadRejected(f"A title has at most {MAX_TITLE} characters ({len(cleaned)} given).")
     transcript.title = cleaned

@@ -10,7 +10,7 @@ import pytest
 from django.conf import settings
 
 from contextlab.runs.models import Run
-from contextlab.transcripts import services
+from contextlab.transcripts import checking, services
 from contextlab.transcripts.models import Transcript
 
 pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("clean_media")]
@@ -174,7 +174,7 @@ def test_corrupt_zip_is_refused_cleanly(user):
 
 
 def test_problem_lists_are_capped_with_a_note(user, short_jsonl, monkeypatch):
-    monkeypatch.setattr(services, "MAX_STORED_PROBLEMS", 2)
+    monkeypatch.setattr(checking, "MAX_STORED_PROBLEMS", 2)
     lines = short_jsonl.read_bytes().splitlines()
     data = b"\n".join([b"{broken", b"{broken", b"{broken", *lines]) + b"\n"
     transcript, _ = create(user, "noisy.jsonl", data)

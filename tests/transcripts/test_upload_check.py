@@ -5,7 +5,12 @@ nothing."""
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import io
+import os
+import pickle
+import subprocess
 import sys
 from pathlib import Path
 
@@ -16,7 +21,7 @@ from contextlab import blobs
 from contextlab.engine import session_cache
 from contextlab.jobs import replay as runner
 from contextlab.runs.models import Run
-from contextlab.transcripts import resumable, services
+from contextlab.transcripts import checking, resumable, services
 from contextlab.transcripts.models import ResumableUpload, Transcript
 from tests.transcripts.test_resumable import create, patch, upload_id
 
@@ -141,3 +146,49 @@ def test_a_resumable_upload_whose_check_dies_is_rejected_with_the_reason(
     assert blobs.listdir(f"incoming/{finished.pk}") == ([], [])
     # the client reads the reason
     assert client.get(created["Location"], **auth_header).json()["state"] == "rejected"
+
+
+#: runs the child as ``check_upload`` does, then says whether Django was imported in it
+CHILD_REPORTING_DJANGO = """
+import runpy, sys
+try:
+    runpy.run_module("contextlab.transcripts.upload_check", run_name="__main__")
+except SystemExit as exit:
+    if exit.code:
+        raise
+sys.exit(3 if any(m.partition(".")[0] == "django" for m in sys.modules) else 0)
+"""
+
+
+def test_the_child_checks_without_setting_django_up(short_jsonl, tmp_path):
+    # what the child holds beside its parse counts against the worker's memory (issue #25):
+    # it imports the engine and ``checking`` only, so it runs without any Django settings
+    request = checking.CheckRequest(
+        path=short_jsonl,
+        name="short.jsonl",
+        stored_name="uploads/1/short.jsonl",
+        size=short_jsonl.stat().st_size,
+        sha256=hashlib.sha256(short_jsonl.read_bytes()).hexdigest(),
+        cache_dir=tmp_path / "cache",
+        out=tmp_path / "checked.pickle",
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DJANGO")}
+    completed = subprocess.run(
+        [sys.executable, "-c", CHILD_REPORTING_DJANGO],
+        input=pickle.dumps(request),
+        env=env,
+        cwd=django_settings.BASE_DIR,
+        capture_output=True,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stderr.decode()[-2000:]
+    with request.out.open("rb") as fh:
+        answer = pickle.load(fh)
+    here = checking.check_here(
+        dataclasses.replace(request, cache_dir=tmp_path / "here", out=tmp_path / "here.pickle")
+    )
+    assert isinstance(answer, checking.Checked)
+    assert answer.fields == here.fields
+    assert answer.record_uuids == here.record_uuids
+    assert answer.parsed is not None
+    assert answer.parsed.exists()

@@ -8,12 +8,50 @@ one means bumping ``session_cache.CACHE_VERSION``.
 
 from __future__ import annotations
 
+import copy
+import copyreg
 import zlib
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass, field
-from typing import Any, Literal, SupportsIndex
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar, Literal, Self, SupportsIndex
+
+
+class PickledByFields:
+    """Pickling (and copying) of a slotted class whose instances a session holds by the
+    hundred thousand: the object is made with ``cls.__new__`` and its field values (``_FIELDS``,
+    in that order) are handed to its ``extend`` (the pickle's APPENDS). The usual state, a
+    tuple (or a slots dict) per object, is memoized like every object the pickler saves, so the
+    pickler would hold all of them until the whole session is written (a 2 GB session's parse:
+    a hundred MB and more of states and memo entries); the field values are the object's own,
+    and ``copyreg.__newobj__`` with no further arguments pickles no tuple at all. ``copy``
+    would hand such values to ``append`` one by one: ``__copy__`` and ``__deepcopy__`` say how
+    to copy instead. (Pickle protocol 1 or later: protocol 0 appends one value at a time.)"""
+
+    __slots__ = ()
+    _FIELDS: ClassVar[tuple[str, ...]]
+
+    def __reduce__(self) -> tuple[Any, tuple[type], None, Iterator[Any]]:
+        newobj = copyreg.__newobj__  # type: ignore[attr-defined]  # (not in typeshed)
+        return (newobj, (self.__class__,), None, (getattr(self, n) for n in self._FIELDS))
+
+    def extend(self, values: Iterable[Any]) -> None:
+        """Unpickling only: the fields' values, in ``_FIELDS``' order."""
+        for name, value in zip(self._FIELDS, values, strict=True):
+            object.__setattr__(self, name, value)
+
+    def __copy__(self) -> Self:
+        copied = self.__class__.__new__(self.__class__)
+        copied.extend(getattr(self, n) for n in self._FIELDS)
+        return copied
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Self:
+        copied = self.__class__.__new__(self.__class__)
+        memo[id(self)] = copied
+        copied.extend(copy.deepcopy(getattr(self, n), memo) for n in self._FIELDS)
+        return copied
+
 
 BlockType = Literal[
     "text",
@@ -115,7 +153,7 @@ def expand_text(stored: str | bytes | Deflated) -> str:
     return stored.decode("utf-8", "surrogatepass")
 
 
-class Block:
+class Block(PickledByFields):
     """One content block as the model sees it.
 
     ``text`` is the text that is sent (for ``tool_use``: name + JSON of the input, which is what
@@ -137,6 +175,7 @@ class Block:
         "tool_use_id",
         "type",
     )
+    _FIELDS = __slots__
     #: the fields in the order of the constructor's arguments (compared, shown)
     FIELDS = (
         "type",
@@ -216,10 +255,9 @@ class Block:
         shown = zip(Block.FIELDS, self._fields(), strict=True)
         return f"Block({', '.join(f'{name}={value!r}' for name, value in shown)})"
 
-    def __getstate__(self) -> tuple[Any, ...]:
-        return tuple(getattr(self, name) for name in Block.__slots__)
-
     def __setstate__(self, state: tuple[Any, ...]) -> None:
+        # a Block pickled before ``PickledByFields`` (a checkpoint, a live session's
+        # reading state): its slots as a tuple, or older, as a slotted dataclass
         if len(state) == 2 and state[0] is None and isinstance(state[1], dict):
             # pickled when Block was a slotted dataclass (a checkpoint, a live session's
             # reading state): its fields by name, the text a str
@@ -254,7 +292,7 @@ class Iteration:
 
 
 @dataclass(slots=True)
-class Usage:
+class Usage(PickledByFields):
     """Recorded API usage of one response (counted once per ``message.id``).
 
     With several server-side iterations the fields are the first model call's (the prompt as
@@ -306,7 +344,7 @@ class Usage:
 
 
 @dataclass(slots=True)
-class Message:
+class Message(PickledByFields):
     """One conversation message in chain order (assistant split records merged by id)."""
 
     uuid: str
@@ -346,6 +384,11 @@ class Message:
     @original_output.setter
     def original_output(self, text: str | None) -> None:
         self.compact_original_output = None if text is None else compact_text(text)
+
+
+# the fields of ``Usage`` and ``Message``, in the order they are pickled (``PickledByFields``)
+Usage._FIELDS = tuple(f.name for f in fields(Usage))
+Message._FIELDS = tuple(f.name for f in fields(Message))
 
 
 @dataclass(slots=True, frozen=True)

@@ -10,6 +10,7 @@ the chain that the pipeline replays. A request is one distinct assistant respons
 from __future__ import annotations
 
 from collections.abc import Iterable
+from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -71,8 +72,9 @@ class Session:
     upload: Upload | None = None
     record_count: int = 0
     #: the uuid of every record read from the session file(s), main chain or not: what a file
-    #: continuing this session can hang from
-    record_uuids: frozenset[str] = frozenset()
+    #: continuing this session can hang from (a ``uuid_set.UuidSet``: a 2 GB session's
+    #: hundreds of thousands of them in 16 bytes each)
+    record_uuids: AbstractSet[str] = frozenset()
     #: results derived from the session alone, reused by later replays in this process
     memo: dict[Any, Any] = field(default_factory=dict)
     #: share of each thread's requests whose recorded figures the replay reads (a forecast

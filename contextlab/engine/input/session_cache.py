@@ -56,8 +56,10 @@ def _token_kinds_digest() -> str:
 #: thinking block keeps its signature's length. 13: a block holds its text compact
 #: (``model.compact_text``), in a slotted class that is no dataclass. 14: a Codex compaction's
 #: copies of earlier history are marked (``compaction_kept``). 15: Codex rollouts of later
-#: versions read anew (tool-search outputs, images, agent messages, rollbacks as branches).
-CACHE_VERSION = f"15.{_token_kinds_digest()}"
+#: versions read anew (tool-search outputs, images, agent messages, rollbacks as branches). 16:
+#: blocks, messages and usage pickled by their fields (``model.pickled_by_fields``), record
+#: uuids in a ``uuid_set.UuidSet``.
+CACHE_VERSION = f"16.{_token_kinds_digest()}"
 #: Sessions kept in memory by a long-lived process (a worker replaying a file again after an
 #: LLM summary, or an A/B pair), newest last.
 _RECENT: OrderedDict[str, Session] = OrderedDict()

@@ -10,11 +10,13 @@ chain they continue (``compaction_fork``).
 from __future__ import annotations
 
 from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from contextlab.engine.input.loading import TranscriptFile, Upload
 from contextlab.engine.input.model import Problem, ProblemList, TranscriptError
 from contextlab.engine.input.session import Session, SideRecords, Thread, link_tool_results
+from contextlab.engine.input.uuid_set import UuidSet
 
 from .chains import build_threads
 from .compaction_fork import COMPACTION_FORK_ID, continue_main, fork_point_of
@@ -82,7 +84,7 @@ def build_session(upload: Upload, growing: GrowingParse | None = None) -> Sessio
     #: uuid → parent of every main-file record (system and progress records included), to
     #: find the message a compaction fork hangs from when its parent is a turn-end record
     main_parents: dict[str, str | None] = {}
-    record_uuids: frozenset[str] = frozenset()
+    record_uuids: AbstractSet[str] = frozenset()
     if upload.main is not None:
         files.append((upload.main, "main", "main"))
     for sub in upload.subagents:
@@ -110,7 +112,7 @@ def build_session(upload: Upload, growing: GrowingParse | None = None) -> Sessio
             for r in parser.records:
                 r.is_sidechain = False
         if kind == "main":
-            record_uuids = frozenset(r.uuid for r in parser.records)
+            record_uuids = UuidSet(r.uuid for r in parser.records)
         if kind == "main" and upload.subagents:
             main_parents = {r.uuid: r.parent for r in parser.records}
         if (

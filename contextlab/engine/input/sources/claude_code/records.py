@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from contextlab.engine.input.json_line import decode_json_line
 from contextlab.engine.input.jsutil import json_stringify
@@ -73,6 +73,7 @@ KEPT_SYSTEM_SUBTYPES = frozenset(
     {"compact_boundary", "microcompact_boundary", "snip_boundary", "local_command"}
 )
 SYNTHETIC_MODEL = "<synthetic>"
+_Shared = TypeVar("_Shared", bound=str | None)
 PERSISTED_TAG = "<persisted-output>"
 
 
@@ -110,6 +111,16 @@ class RecordParser:
         self.unknown_types: dict[str, int] = {}
         #: attachment types this version of ContextLab cannot render, counted as their JSON
         self.unknown_attachments: dict[str, int] = {}
+        #: one copy of each value of the fields most records repeat (version, cwd, model, tool
+        #: name, record type): the JSON decoder makes a string per record, and a session of
+        #: gigabytes holds hundreds of thousands of them (and its pickle as many memo entries);
+        #: while the file is read, also its records' uuids, so that a record's parent is its
+        #: parent's uuid string, not a copy (let go by ``finish``)
+        self.shared: dict[str, str] = {}
+
+    def share(self, value: _Shared) -> _Shared:
+        """``value``, or the equal string this parser met first."""
+        return value if value is None else cast(_Shared, self.shared.setdefault(value, value))
 
     def problem(self, line: int, code: str, message: str, severity: str = "warning") -> None:
         self.problems.append(Problem(line, code, message, self.tfile.name, severity))  # type: ignore[arg-type]
@@ -147,6 +158,7 @@ class RecordParser:
 
     def finish(self) -> None:
         """What is reported once the file is read: the record and attachment kinds not known."""
+        self.shared = {}  # (its values stay where they are held)
         for rtype, count in sorted(self.unknown_types.items()):
             self.problem(
                 0,
@@ -190,6 +202,8 @@ class RecordParser:
         if not isinstance(uuid, str) or not uuid:
             self.problem(number, "missing_uuid", f"{rtype} record without a uuid")
             return
+        # (a record named as a parent before it was read: the message takes that string)
+        uuid = obj["uuid"] = self.share(uuid)
         parent = obj.get("parentUuid")
         if parent is not None and not isinstance(parent, str):
             self.problem(number, "bad_field", "parentUuid is not a string; treated as a root")
@@ -204,16 +218,16 @@ class RecordParser:
         rec = Record(
             line=number,
             file=self.tfile.name,
-            type=rtype,
+            type=self.share(rtype),
             uuid=uuid,
-            parent=parent,
-            logical_parent=logical if isinstance(logical, str) else None,
-            subtype=obj.get("subtype") if isinstance(obj.get("subtype"), str) else None,
+            parent=self.share(parent),
+            logical_parent=self.share(logical) if isinstance(logical, str) else None,
+            subtype=self.share(_opt_str(obj, "subtype")),
             is_sidechain=obj.get("isSidechain") is True,
         )
         src = obj.get("sourceToolAssistantUUID")
         if isinstance(src, str):
-            rec.source_assistant = src
+            rec.source_assistant = self.share(src)
         if rtype in ("user", "assistant"):
             message = self.message(number, rtype, obj)
             if message is None:
@@ -298,11 +312,11 @@ class RecordParser:
             "timestamp": timestamp,
             "line": number,
             "file": self.tfile.name,
-            "version": obj.get("version") if isinstance(obj.get("version"), str) else None,
-            "cwd": obj.get("cwd") if isinstance(obj.get("cwd"), str) else None,
+            "version": self.share(_opt_str(obj, "version")),
+            "cwd": self.share(_opt_str(obj, "cwd")),
             "is_meta": obj.get("isMeta") is True,
             "is_sidechain": obj.get("isSidechain") is True,
-            "agent_id": obj.get("agentId") if isinstance(obj.get("agentId"), str) else None,
+            "agent_id": self.share(_opt_str(obj, "agentId")),
             "uuids": [obj["uuid"]],
             "string_content": string_content,
         }
@@ -315,7 +329,7 @@ class RecordParser:
                 blocks=blocks,
                 message_id=mid if isinstance(mid, str) and mid else f"uuid:{obj['uuid']}",
                 request_id=obj.get("requestId") if isinstance(obj.get("requestId"), str) else None,
-                model=model,
+                model=self.share(model),
                 usage=self.usage(number, raw.get("usage")),
                 **common,
             )
@@ -379,7 +393,7 @@ class RecordParser:
             data = item.get("data")
             return Block("redacted_thinking", data if isinstance(data, str) else "")
         if btype == "tool_use":
-            name = _str(item, "name")
+            name = self.share(_str(item, "name"))
             tool_input = item.get("input") if item.get("input") is not None else {}
             return Block(
                 "tool_use",
@@ -481,8 +495,8 @@ class RecordParser:
             "timestamp": obj.get("timestamp") if isinstance(obj.get("timestamp"), str) else "",
             "line": number,
             "file": self.tfile.name,
-            "version": obj.get("version") if isinstance(obj.get("version"), str) else None,
-            "cwd": obj.get("cwd") if isinstance(obj.get("cwd"), str) else None,
+            "version": self.share(_opt_str(obj, "version")),
+            "cwd": self.share(_opt_str(obj, "cwd")),
             "uuids": [obj["uuid"]],
             "metadata": metadata,
         }
@@ -533,6 +547,11 @@ class RecordParser:
 def _str(obj: dict[str, Any], key: str) -> str:
     value = obj.get(key)
     return value if isinstance(value, str) else ""
+
+
+def _opt_str(obj: dict[str, Any], key: str) -> str | None:
+    value = obj.get(key)
+    return value if isinstance(value, str) else None
 
 
 def _json_reason(exc: ValueError) -> str:
