@@ -258,6 +258,9 @@ STORAGES: dict[str, dict[str, Any]] = {
 #: A run's result is stored with its requests in parts of at most this many characters of JSON
 #: each (``runs.models.RunResultPart``): PostgreSQL holds at most 256 MB in one ``jsonb`` value.
 RUN_RESULT_PART_CHARS = env_int("RUN_RESULT_PART_CHARS", 4 * 1024**2, minimum=1)
+#: A live session's provisional result is stored in parts of this many requests: an append
+#: writes its last part and the new ones, the others are kept (``jobs.lifecycle``).
+RUN_RESULT_LIVE_PART_REQUESTS = env_int("RUN_RESULT_LIVE_PART_REQUESTS", 256, minimum=1)
 
 # --- uploads -------------------------------------------------------------------------------
 #: Largest accepted transcript upload, bytes (per file). Enforced in the browser and the server.

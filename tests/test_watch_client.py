@@ -33,7 +33,7 @@ def watcher(live_server, api_token, root, state) -> watch_client.Watcher:
 def requests_replayed(transcript: Transcript) -> int:
     run = wait_for_run(transcript.runs.get().pk)
     assert run.status == Run.Status.DONE, run.error
-    return len(RunResult.objects.get(run=run).data["requests"])
+    return len(RunResult.objects.get(run=run).read()["requests"])
 
 
 def test_watch_creates_then_appends_and_survives_a_restart(

@@ -22,6 +22,8 @@ import logging
 import tempfile
 import threading
 import time
+import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -46,7 +48,13 @@ from django.utils import timezone
 from kombu.exceptions import OperationalError as KombuOperationalError
 
 from contextlab import blobs, engine
-from contextlab.runs.models import REQUESTS_IN_PARTS, Run, RunResult, RunResultPart
+from contextlab.runs.models import (
+    LIVE_PARTS_KEY,
+    REQUESTS_IN_PARTS,
+    Run,
+    RunResult,
+    RunResultPart,
+)
 from contextlab.search import services as search
 from contextlab.summaries import services as summaries
 from contextlab.transcripts.models import Transcript
@@ -303,14 +311,27 @@ def conclude(
         return fail(run_id, f"The replay failed: {type(exc).__name__}: {exc}")
 
 
-def _store_result(run_id: int, data: dict[str, Any]) -> None:
+#: The parts of the live results this worker stored last, by run (``_store_live_result``):
+#: the head's ``LIVE_PARTS_KEY`` value, and each part's requests, as stored.
+_LIVE_PARTS: OrderedDict[int, tuple[str, list[list[Any]]]] = OrderedDict()
+#: live runs whose parts a worker keeps in memory at most (a 64 MB session's: about 20 MB)
+LIVE_PARTS_KEPT = 4
+
+
+def _store_result(run_id: int, data: dict[str, Any], *, live: bool = False) -> None:
     """``RunResult`` of ``run_id`` is ``data`` (replaced when there is one). Requests of more
     than ``RUN_RESULT_PART_CHARS`` characters of JSON are stored in parts of at most that
     (``RunResultPart``: one value of every request would not fit PostgreSQL's ``jsonb`` past
     sessions of about 4.5 GB); fewer, in the row as they always were. On PostgreSQL streamed
     (``copy_json_row``, ``copy_json_parts``), elsewhere stored part by part: never held as one
-    JSON string."""
+    JSON string. ``live`` (a live session's provisional result, ``_store_live_result``):
+    stored in parts of ``RUN_RESULT_LIVE_PART_REQUESTS`` requests, and the parts the last
+    store of this run left unchanged are kept."""
     requests = data.get("requests")
+    if live and isinstance(requests, list) and requests:
+        _store_live_result(run_id, data, requests)
+        return
+    _LIVE_PARTS.pop(run_id, None)
     head = data
     parts: Iterator[str] = iter(())
     if isinstance(requests, list):
@@ -336,6 +357,63 @@ def _store_result(run_id: int, data: dict[str, Any]) -> None:
     RunResult.objects.filter(run_id=run_id).delete()  # and its parts
     copy_json_row(RunResult, run_id, write)
     copy_json_parts(RunResultPart, run_id, parts, owner_field="result")
+
+
+def _store_live_result(run_id: int, data: dict[str, Any], requests: list[Any]) -> None:
+    """Store a live session's provisional result in parts of a fixed number of requests: an
+    append changes none of its earlier rows (``engine.continue_live``), so the parts this
+    worker stored at the last append, when the database still holds them (the head's
+    ``LIVE_PARTS_KEY``: no other worker stored the run since) and their requests are equal,
+    are kept; only the head, the last of them and the new ones are written. Encoding and
+    writing a 64 MB session's 2.5 MB of requests at each append grew with the session."""
+    size = settings.RUN_RESULT_LIVE_PART_REQUESTS
+    parts = [requests[at : at + size] for at in range(0, len(requests), size)]
+    marker = f"live-{uuid.uuid4().hex}"  # a JSON string, never taken for a number
+    kept = 0
+    remembered = _LIVE_PARTS.get(run_id)
+    stored = (
+        RunResult.objects.filter(run_id=run_id)
+        .values_list(f"data__{LIVE_PARTS_KEY}", flat=True)
+        .first()
+    )
+    if remembered is not None and stored == remembered[0]:
+        # full parts equal to the ones stored (each a few hundred requests: a C compare)
+        for old, new in zip(remembered[1], parts, strict=False):
+            if len(old) != size or len(new) != size or old != new:
+                break
+            kept += 1
+    head = {
+        (REQUESTS_IN_PARTS if key == "requests" else key): (
+            len(requests) if key == "requests" else value
+        )
+        for key, value in data.items()
+    }
+    head[LIVE_PARTS_KEY] = marker
+    write = partial(engine.write_json, head)
+    texts = (json.dumps(part) for part in parts[kept:])
+    RunResultPart.objects.filter(result_id=run_id, seq__gte=kept).delete()
+    if kept:
+        RunResult.objects.filter(run_id=run_id).update(data=json_text(write))
+    elif connection.vendor == "postgresql":
+        RunResult.objects.filter(run_id=run_id).delete()
+        copy_json_row(RunResult, run_id, write)
+    else:
+        RunResult.objects.update_or_create(run_id=run_id, defaults={"data": json_text(write)})
+    if connection.vendor == "postgresql":
+        copy_json_parts(RunResultPart, run_id, texts, kept, owner_field="result")
+    else:
+        for seq, text in enumerate(texts, start=kept):
+            RunResultPart.objects.create(result_id=run_id, seq=seq, data=json_value(text))
+    # remembered once the transaction that stores them commits (a rollback leaves the marker
+    # stored before, which then is not this one)
+    transaction.on_commit(partial(_remember_live_parts, run_id, marker, parts))
+
+
+def _remember_live_parts(run_id: int, marker: str, parts: list[list[Any]]) -> None:
+    _LIVE_PARTS[run_id] = (marker, parts)
+    _LIVE_PARTS.move_to_end(run_id)
+    while len(_LIVE_PARTS) > LIVE_PARTS_KEPT:
+        _LIVE_PARTS.popitem(last=False)
 
 
 def json_text(write: Callable[[engine.TextSink], object]) -> Any:
@@ -432,7 +510,7 @@ def finish(
     with transaction.atomic():
         if current is not None and not current():
             raise SessionGrew(run_id)
-        _store_result(run_id, data)
+        _store_result(run_id, data, live=provisional)
         Run.objects.filter(pk=run_id).update(
             status=Run.Status.DONE,
             summary=data.get("summary") or {},
@@ -679,7 +757,10 @@ def replay_again(run_ids: list[int], *, live: bool = False) -> list[int]:
             .filter(pk__in=run_ids, status__in=finished)
             .values_list("pk", flat=True)
         )
-        RunResult.objects.filter(run_id__in=ids).delete()
+        # a live append keeps the results (no reader reads a run's result until it is done
+        # again): the update that goes on from the last state keeps their unchanged parts
+        if not live:
+            RunResult.objects.filter(run_id__in=ids).delete()
         Run.objects.filter(pk__in=ids).update(
             status=Run.Status.QUEUED,
             live_continue=live,

@@ -102,6 +102,9 @@ class Run(models.Model):
 #: ``RunResult.data``'s key, in the place of ``requests``, when the requests are stored in
 #: ``RunResultPart`` rows (its value: how many requests)
 REQUESTS_IN_PARTS = "_requests_in_parts"
+#: ``RunResult.data``'s key of a live session's provisional result stored in parts of a fixed
+#: number of requests (``jobs.lifecycle``): which store wrote them (not part of the result)
+LIVE_PARTS_KEY = "_live_parts"
 
 
 class RunResult(models.Model):
@@ -132,6 +135,7 @@ class RunResult(models.Model):
                 requests if key == REQUESTS_IN_PARTS else value
             )
             for key, value in data.items()
+            if key != LIVE_PARTS_KEY
         }
 
     def requests(self) -> list[dict[str, Any]]:

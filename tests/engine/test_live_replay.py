@@ -7,14 +7,17 @@ from __future__ import annotations
 import json
 import multiprocessing
 import pickle
+import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from contextlab import engine
+from contextlab.engine.input.session import thread_requests
 from contextlab.engine.replay import checkpoints
-from tests.conftest import DEMO, FIXTURES
+from contextlab.engine.replay import live as live_module
+from tests.conftest import DEMO, FIXTURES, ROOT
 from tests.engine.test_growing_session import compacting_transcript
 
 TOOL_HEAVY = DEMO / "marot__spotter__tool_heavy.jsonl"
@@ -227,6 +230,58 @@ def test_a_state_refers_to_the_sessions_blocks_instead_of_copying_them(tmp_path)
     assert reads, "the compaction's restoration indexed no Read result"
     blocks = {id(b) for t in session.threads for m in t.messages for b in m.blocks}
     assert all(id(block) in blocks for block in reads)
+
+
+def test_a_state_keeps_each_threads_requests_as_their_positions(tmp_path):
+    """A thread's requests (one per response, each a reference to its message) are pickled as
+    the thread and their positions: read back, they are the session's ``thread_requests``,
+    holding its very messages. Requests no longer ``thread_requests``' are pickled whole."""
+    data = TOOL_HEAVY.read_bytes()
+    _, state, _ = _start(tmp_path, data)
+    assert b"RequestInfo" not in state  # no request pickled as an object
+    session = _session(tmp_path, data, "again.jsonl")
+    live = checkpoints.load(state, session, engine.ExtractiveSummarizer(), None, live=True)
+    runners = live.replay.finished  # type: ignore[attr-defined]
+    assert runners
+    for runner in runners.values():
+        fresh = thread_requests(runner.thread)
+        assert runner.requests == fresh
+        assert len(fresh) > 1
+        assert all(a.message is b.message for a, b in zip(runner.requests, fresh, strict=True))
+    requests = thread_requests(session.threads[0])
+    requests.reverse()  # no longer the thread's requests in order: kept as they are
+    back = pickle.loads(pickle.dumps(requests))
+    assert [r.position for r in back] == [r.position for r in requests]
+
+
+def test_a_continuation_keeps_the_thinking_sizes_a_whole_walk_finds(tmp_path, monkeypatch):
+    """Each append's state keeps how every response its requests saw had its thinking sized;
+    a continuation carries the last state's sizes and reads only the responses it sized afresh
+    (not every message at every append): the same as reading every message again."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    from gen_synthetic import generate
+
+    source = tmp_path / "synthetic.jsonl"
+    generate(source, 400_000, seed=1)
+    data = source.read_bytes()
+    compared: list[dict[str, dict[int, Any]]] = []
+    init = live_module.LiveState.__init__
+
+    def checked(self: Any, replay: Any, fitted: int, thinking: Any = None, carried: Any = None):
+        init(self, replay, fitted, thinking, carried)
+        if carried is not None:
+            whole = object.__new__(live_module.LiveState)
+            init(whole, replay, fitted, thinking)
+            assert self.sized == whole.sized
+            compared.append(self.sized)
+
+    monkeypatch.setattr(live_module.LiveState, "__init__", checked)
+    cuts = [_user_line_start(data, k / 5) for k in (2, 3, 4)] + [len(data)]
+    _, state, _ = _start(tmp_path, data[: cuts[0]])
+    for n, cut in enumerate(cuts[1:], start=1):
+        _, state = engine.continue_live(state, _session(tmp_path, data[:cut], f"v{n}.jsonl"))
+    assert len(compared) == 3
+    assert any(len(sized) > 2 for sized in compared[-1].values())
 
 
 def test_an_appended_list_pickles_only_what_was_added_since_its_last_dump():

@@ -11,13 +11,19 @@ import json
 from pathlib import Path
 
 import pytest
-from django.db import connection
+from django.db import connection, transaction
 
 from contextlab import engine
 from contextlab.jobs import lifecycle
 from contextlab.jobs import replay as runner
 from contextlab.runs import services as run_services
-from contextlab.runs.models import REQUESTS_IN_PARTS, Run, RunResult, RunResultPart
+from contextlab.runs.models import (
+    LIVE_PARTS_KEY,
+    REQUESTS_IN_PARTS,
+    Run,
+    RunResult,
+    RunResultPart,
+)
 from contextlab.search import services as search
 from contextlab.search.models import Entry
 from tests.conftest import assert_passes_on_sqlite
@@ -128,6 +134,100 @@ def test_a_result_without_requests_has_no_part(make_transcript, short_jsonl):
     stored = RunResult.objects.get(run=run)
     assert not RunResultPart.objects.filter(result=stored).exists()
     assert stored.read() == {"summary": {"requests": 0}, "requests": []}
+
+
+def _store_live(run_id: int, data: dict, capture) -> None:
+    with capture(execute=True), transaction.atomic():
+        lifecycle._store_result(run_id, data, live=True)
+
+
+def _parts(run_id: int) -> list[tuple[int, int]]:
+    return list(
+        RunResultPart.objects.filter(result_id=run_id).order_by("seq").values_list("seq", "pk")
+    )
+
+
+def test_a_live_result_keeps_its_unchanged_parts_across_an_append(
+    make_transcript, tool_heavy_jsonl, settings, django_capture_on_commit_callbacks
+):
+    """A live session's provisional result is stored in parts of a fixed number of requests;
+    the next append's store keeps the full parts whose requests did not change (the same
+    rows), rewrites the rest and the head, and reads back as the result it was given."""
+    settings.RUN_RESULT_LIVE_PART_REQUESTS = 1
+    run = make_transcript(tool_heavy_jsonl).runs.get()
+    whole = fresh_result(tool_heavy_jsonl)
+    requests = whole["requests"]
+    assert len(requests) >= 4
+    before = {**whole, "requests": requests[:-2], "summary": {"requests": len(requests) - 2}}
+    _store_live(run.pk, before, django_capture_on_commit_callbacks)
+    stored = RunResult.objects.get(run=run)
+    assert stored.read() == before
+    assert LIVE_PARTS_KEY in stored.data  # not in what it reads as
+    first = _parts(run.pk)
+    assert len(first) == len(requests) - 2
+    _store_live(run.pk, whole, django_capture_on_commit_callbacks)
+    assert RunResult.objects.get(run=run).read() == whole
+    after = _parts(run.pk)
+    # the earlier result's parts kept, as stored; the appended requests' parts added
+    assert after[: len(first)] == first
+    assert [seq for seq, _ in after] == list(range(len(requests)))
+    # an earlier row changed (a whole replay's): its part and those after it are rewritten
+    changed = json.loads(json.dumps(whole))
+    changed["requests"][1]["model_tokens"] = -1
+    _store_live(run.pk, changed, django_capture_on_commit_callbacks)
+    assert RunResult.objects.get(run=run).read() == changed
+    again = _parts(run.pk)
+    assert again[:1] == after[:1]
+    assert not {pk for _, pk in again[1:]} & {pk for _, pk in after}
+    # parts of several requests: a part the append filled is written again
+    settings.RUN_RESULT_LIVE_PART_REQUESTS = 3
+    _store_live(run.pk, before, django_capture_on_commit_callbacks)
+    _store_live(run.pk, whole, django_capture_on_commit_callbacks)
+    assert RunResult.objects.get(run=run).read() == whole
+
+
+def test_a_live_result_another_store_wrote_is_written_whole(
+    make_transcript, tool_heavy_jsonl, settings, django_capture_on_commit_callbacks
+):
+    """Parts are kept only when the database holds the ones this worker stored last: after a
+    store by another worker (or a whole replay's), or in a worker that stored none, every part
+    is written."""
+    settings.RUN_RESULT_LIVE_PART_REQUESTS = 4
+    run = make_transcript(tool_heavy_jsonl).runs.get()
+    whole = fresh_result(tool_heavy_jsonl)
+    _store_live(run.pk, whole, django_capture_on_commit_callbacks)
+    first = _parts(run.pk)
+    # another worker's store of the same rows: this one's memory is not what is stored
+    lifecycle._LIVE_PARTS.clear()
+    _store_live(run.pk, whole, django_capture_on_commit_callbacks)
+    second = _parts(run.pk)
+    assert not {pk for _, pk in second} & {pk for _, pk in first}
+    lifecycle._LIVE_PARTS[run.pk] = (lifecycle._LIVE_PARTS[run.pk][0] + "x", [])
+    _store_live(run.pk, whole, django_capture_on_commit_callbacks)
+    assert not {pk for _, pk in _parts(run.pk)} & {pk for _, pk in second}
+    # a whole replay's result (not provisional) replaces it, its parts too
+    lifecycle._store_result(run.pk, whole)
+    assert not RunResultPart.objects.filter(result_id=run.pk).exists()
+    assert RunResult.objects.get(run=run).read() == whole
+    assert run.pk not in lifecycle._LIVE_PARTS
+
+
+def test_an_append_keeps_a_live_runs_result_for_its_update(
+    make_transcript, tool_heavy_jsonl, settings, django_capture_on_commit_callbacks
+):
+    """An append requeues a live session's runs without deleting their results (the update
+    keeps their unchanged parts); no reader reads one until the run is done again."""
+    run = make_transcript(tool_heavy_jsonl).runs.get()
+    runner.execute_run(run.pk)
+    assert lifecycle.replay_again([run.pk], live=True) == [run.pk]
+    run.refresh_from_db()
+    assert run.status == Run.Status.QUEUED
+    assert RunResult.objects.filter(run=run).exists()
+    assert run_services.result_data(run) is None
+    # a whole replay's requeue deletes it
+    Run.objects.filter(pk=run.pk).update(status=Run.Status.DONE)
+    assert lifecycle.replay_again([run.pk]) == [run.pk]
+    assert not RunResult.objects.filter(run=run).exists()
 
 
 @pytest.mark.skipif(

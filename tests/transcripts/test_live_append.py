@@ -53,7 +53,7 @@ def test_appended_lines_grow_the_session_and_replay_its_run(
     runner.execute_run(run.pk)
     run.refresh_from_db()
     assert run.status == Run.Status.DONE
-    before = RunResult.objects.get(run=run).data
+    before = RunResult.objects.get(run=run).read()
     assert len(before["requests"]) == 2
 
     with django_capture_on_commit_callbacks(execute=False):
@@ -77,7 +77,7 @@ def test_appended_lines_grow_the_session_and_replay_its_run(
     run.refresh_from_db()
     assert run.status == Run.Status.QUEUED
     runner.execute_run(run.pk)
-    after = RunResult.objects.get(run=run).data
+    after = RunResult.objects.get(run=run).read()
     assert len(after["requests"]) == 4
     stored = TranscriptMessages.objects.get(transcript=transcript)
     assert stored.sha256 == transcript.sha256
@@ -205,7 +205,7 @@ def test_a_session_that_grows_while_its_run_replays_is_replayed_again(
     assert replayed == [2, 4]
     run.refresh_from_db()
     assert run.status == Run.Status.DONE
-    assert len(RunResult.objects.get(run=run).data["requests"]) == 4
+    assert len(RunResult.objects.get(run=run).read()["requests"]) == 4
     transcript = Transcript.objects.get(pk=first["id"])
     stored = TranscriptMessages.objects.get(transcript=transcript).read()
     main = next(t for t in transcript.threads if t["kind"] == "main")
@@ -240,7 +240,7 @@ def test_the_explorer_of_a_live_session_polls_and_follows_the_last_request(
     assert client.get(page + f"&live=1&seen={seen}", **poll).status_code == 204
     followed = client.get(page + "&live=1&follow=1&seen=old", **poll)
     assert followed.status_code == 200
-    count = len(RunResult.objects.get(run=run).data["requests"])
+    count = len(RunResult.objects.get(run=run).read()["requests"])
     assert f'data-index="{count - 1}"' in followed.content.decode()
     # the report's session card polls too
     report = client.get(f"/sessions/{first['id']}/").content.decode()
@@ -332,7 +332,7 @@ def test_a_run_replayed_after_each_append_equals_a_replay_of_the_whole_file(
     run.refresh_from_db()
     assert run.status == Run.Status.DONE
     assert not run.provisional
-    stored = RunResult.objects.get(run=run).data
+    stored = RunResult.objects.get(run=run).read()
     transcript = Transcript.objects.get(pk=created["id"])
     fresh = engine.load_session_cached(transcript.path, cache_dir=tmp_path / "fresh")
     try:

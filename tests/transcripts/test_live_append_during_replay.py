@@ -50,7 +50,7 @@ def test_messages_stored_are_the_grown_files(
     stored = engine.expand_messages(TranscriptMessages.objects.get(transcript=transcript).read())
     grown = engine.expand_messages(engine.messages_json(engine.load_session(transcript.path)))
     assert stored == grown
-    requests = RunResult.objects.get(run=run).data["requests"]
+    requests = RunResult.objects.get(run=run).read()["requests"]
     assert max(r["view"]["end"] for r in requests) <= len(stored["main"])
     client.force_login(user)
     last = client.get(f"/sessions/{session_id}/requests/{len(requests) - 1}/")

@@ -101,7 +101,7 @@ def _replays_whole(run: Run, session_id: int) -> None:
     run.refresh_from_db()
     assert run.status == Run.Status.DONE
     assert not run.provisional
-    stored = RunResult.objects.get(run=run).data["requests"]
+    stored = RunResult.objects.get(run=run).read()["requests"]
     whole = _whole_replay(Transcript.objects.get(pk=session_id))
     assert json.dumps(stored, sort_keys=True) == json.dumps(whole["requests"], sort_keys=True)
 
@@ -116,14 +116,14 @@ def test_an_append_replays_only_its_requests_and_the_ended_session_is_replayed_w
     client.force_login(user)
     assert LABEL not in client.get(report).content.decode()
     for cut in CUTS[2:]:
-        stored = RunResult.objects.get(run=run).data["requests"]
+        stored = RunResult.objects.get(run=run).read()["requests"]
         _grow_to(client, auth_header, session_id, cut, capture)
         replayed_requests.clear()
         runner.execute_run(run.pk)
         run.refresh_from_db()
         assert run.status == Run.Status.DONE
         assert run.provisional
-        rows = RunResult.objects.get(run=run).data["requests"]
+        rows = RunResult.objects.get(run=run).read()["requests"]
         # (1) the earlier rows as stored, the new ones replayed from the state: no earlier
         # request is replayed again (in either pass)
         assert len(rows) > len(stored)
@@ -155,7 +155,7 @@ def test_an_append_replays_only_its_requests_and_the_ended_session_is_replayed_w
     run.refresh_from_db()
     assert run.status == Run.Status.DONE
     assert not run.provisional
-    final = RunResult.objects.get(run=run).data
+    final = RunResult.objects.get(run=run).read()
     # (2) the final result is a replay of the whole file from scratch: identical JSON
     assert json.dumps(final["requests"], sort_keys=True) == json.dumps(
         whole["requests"], sort_keys=True
@@ -247,7 +247,7 @@ def test_a_live_runs_pages_read_the_tools_and_waste_its_worker_stored(
     runner.execute_run(run.pk)
     run.refresh_from_db()
     assert run.provisional
-    data = RunResult.objects.get(run=run).data
+    data = RunResult.objects.get(run=run).read()
     transcript = Transcript.objects.get(pk=session_id)
     messages = run_services.session_messages(transcript)
     # what the worker stored is what the page would have worked out from this version
@@ -292,13 +292,13 @@ def test_an_update_stores_its_result_before_its_findings(
 
     capture = django_capture_on_commit_callbacks
     session_id, run = _live_session(client, auth_header, capture)
-    before = RunResult.objects.get(run=run).data
+    before = RunResult.objects.get(run=run).read()
     _grow_to(client, auth_header, session_id, CUTS[2], capture)
     seen: list[tuple[int, dict[str, Any], Any]] = []
     real = lifecycle.store_findings
 
     def observed(run_id: int, finished_at: Any, found: dict[str, Any]) -> bool:
-        stored = RunResult.objects.get(run_id=run_id).data
+        stored = RunResult.objects.get(run_id=run_id).read()
         row = Run.objects.get(pk=run_id)
         assert row.status == Run.Status.DONE
         assert row.finished_at == finished_at
@@ -310,7 +310,7 @@ def test_an_update_stores_its_result_before_its_findings(
     run.refresh_from_db()
     assert run.provisional
     ((count, stored, found),) = seen
-    after = RunResult.objects.get(run=run).data
+    after = RunResult.objects.get(run=run).read()
     # the result was stored (done, the new requests) with the last version's findings
     assert count == len(after["requests"]) > len(before["requests"])
     for key in (engine.TOOL_BREAKDOWN_KEY, WASTE_KEY):
@@ -330,12 +330,12 @@ def test_findings_of_a_result_no_longer_stored_are_not_stored(
     from contextlab.jobs.replay import WASTE_KEY
 
     _, run = _live_session(client, auth_header, django_capture_on_commit_callbacks)
-    data = RunResult.objects.get(run=run).data
+    data = RunResult.objects.get(run=run).read()
     stale = run.finished_at - timedelta(seconds=1)
     assert not lifecycle.store_findings(run.pk, stale, {WASTE_KEY: {"waste": "stale"}})
-    assert RunResult.objects.get(run=run).data == data
+    assert RunResult.objects.get(run=run).read() == data
     assert Run.objects.get(pk=run.pk).finished_at == run.finished_at
     # the result of finished_at takes them
     assert lifecycle.store_findings(run.pk, run.finished_at, {WASTE_KEY: {"waste": "late"}})
-    assert RunResult.objects.get(run=run).data[WASTE_KEY] == {"waste": "late"}
+    assert RunResult.objects.get(run=run).read()[WASTE_KEY] == {"waste": "late"}
     assert Run.objects.get(pk=run.pk).finished_at > run.finished_at

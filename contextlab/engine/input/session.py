@@ -169,9 +169,43 @@ class RequestInfo:
         return self.message.timestamp
 
 
-def thread_requests(thread: Thread) -> list[RequestInfo]:
+class RequestList(list[RequestInfo]):
+    """A thread's requests (``thread_requests``), pickled as the thread (which a replay's
+    checkpoint keeps by reference) and the requests' positions in it: a live session's state
+    is pickled at every append, and its requests, each a message's reference, were a share of
+    its bytes and of its pickling and reading time that grew with the session. Requests that
+    are not exactly ``thread_requests``' (changed since) are pickled as a list."""
+
+    __slots__ = ("thread",)
+
+    def __init__(self, thread: Thread, requests: Iterable[RequestInfo] = ()) -> None:
+        super().__init__(requests)
+        self.thread = thread
+
+    def __reduce_ex__(self, _protocol: Any) -> Any:
+        messages = self.thread.messages
+        positions = tuple(r.position for r in self)
+        same = all(
+            r.index == i and 0 <= r.position < len(messages) and r.message is messages[r.position]
+            for i, r in enumerate(self)
+        )
+        if same:
+            return (_requests_at, (self.thread, positions))
+        return (RequestList, (self.thread, list(self)))
+
+
+def _requests_at(thread: Thread, positions: tuple[int, ...]) -> RequestList:
+    """``RequestList``'s requests read back: the messages at ``positions`` of ``thread``."""
+    messages = thread.messages
+    return RequestList(
+        thread,
+        (RequestInfo(index=i, position=p, message=messages[p]) for i, p in enumerate(positions)),
+    )
+
+
+def thread_requests(thread: Thread) -> RequestList:
     """Every distinct assistant response of the thread, in order."""
-    out: list[RequestInfo] = []
+    out = RequestList(thread)
     for pos, msg in enumerate(thread.messages):
         if msg.role == "assistant":
             out.append(RequestInfo(index=len(out), position=pos, message=msg))

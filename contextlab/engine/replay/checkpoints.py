@@ -18,8 +18,9 @@ from contextlab.engine.input.session import Session
 from contextlab.engine.summarizing import Summarizer
 
 #: Bump when the replay's state changes shape or one of its classes moves. 7: a session's
-#: blocks are kept by reference too (an older reader would take one for its message).
-CHECKPOINT_VERSION = 7
+#: blocks are kept by reference too (an older reader would take one for its message). 8: a
+#: thread's requests are kept as their positions (``session.RequestList``).
+CHECKPOINT_VERSION = 8
 _HEADER = f"contextlab replay checkpoint {CHECKPOINT_VERSION}\n".encode()
 #: A finished replay kept for a live session's next append (``live``): its own header, so a
 #: summary's checkpoint is never taken for one, nor one for a summary's.

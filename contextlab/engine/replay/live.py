@@ -69,6 +69,7 @@ class LiveState:
         replay: SessionReplay,
         fitted: int,
         thinking: dict[str, float] | None = None,
+        carried: dict[str, tuple[dict[int, SizedThinking], list[int]]] | None = None,
     ) -> None:
         session = replay.inputs.session
         self.replay = replay
@@ -97,9 +98,19 @@ class LiveState:
         self.sized: dict[str, dict[int, SizedThinking]] = {}
         threads = {t.id: t for t in session.threads}
         for thread_id, (seen, _) in self.marks.items():
+            messages = threads[thread_id].messages
+            if carried is not None and thread_id in carried:
+                # a continuation: the sizes it set again stand, and only the responses it
+                # sized afresh are read (not every message of the session at every append)
+                sized, fresh = carried[thread_id]
+                for i in fresh:
+                    if i < seen and messages[i].metadata.get("thinking_sized"):
+                        sized[i] = _sized_thinking(messages[i])
+                self.sized[thread_id] = sized
+                continue
             self.sized[thread_id] = {
                 i: _sized_thinking(message)
-                for i, message in enumerate(threads[thread_id].messages[:seen])
+                for i, message in enumerate(messages[:seen])
                 if message.metadata.get("thinking_sized")
             }
 
@@ -217,12 +228,16 @@ def _keep_rewind(
 
 
 def _dump(
-    state: SessionReplay, rewind: bytes | None, thinking: dict[str, float] | None = None
+    state: SessionReplay,
+    rewind: bytes | None,
+    thinking: dict[str, float] | None = None,
+    carried: dict[str, tuple[dict[int, SizedThinking], list[int]]] | None = None,
 ) -> bytes:
-    """The state's bytes, ``rewind``'s after them (``LiveState``)."""
+    """The state's bytes, ``rewind``'s after them (``LiveState``; ``carried``: its thinking
+    sizes as a continuation set them, ``_size_thinking``)."""
     _appended_lists(state)
     data = checkpoints.dump(
-        LiveState(state, state.fitted, thinking),
+        LiveState(state, state.fitted, thinking, carried),
         state.inputs.session,
         state.inputs.summarizer,
         state.progress.callback,
@@ -293,7 +308,8 @@ def _continue(
         _check_grown(live, session)
     state = live.replay
     runners = _runners(state)
-    added = {thread_id: _grow(runner, live) for thread_id, runner in runners.items()}
+    carried: dict[str, tuple[dict[int, SizedThinking], list[int]]] = {}
+    added = {thread_id: _grow(runner, live, carried) for thread_id, runner in runners.items()}
     state.progress.total = sum(added.values())
     state.progress.done = 0
     state.progress.callback = progress
@@ -310,7 +326,7 @@ def _continue(
     state.on_pause = None
     for runner in runners.values():
         runner.progress = None
-    return result, _dump(state, rewind[-1] if rewind else live.rewind, live.thinking)
+    return result, _dump(state, rewind[-1] if rewind else live.rewind, live.thinking, carried)
 
 
 def _load(
@@ -343,8 +359,13 @@ def _check_grown(live: LiveState, session: Session) -> None:
             raise ValueError(f"thread {thread.id}: its last response changed")
 
 
-def _grow(runner: ThreadReplay, live: LiveState) -> int:
-    """Take the messages ``runner``'s thread gained into its replay; the requests added."""
+def _grow(
+    runner: ThreadReplay,
+    live: LiveState,
+    carried: dict[str, tuple[dict[int, SizedThinking], list[int]]],
+) -> int:
+    """Take the messages ``runner``'s thread gained into its replay; the requests added.
+    ``carried`` gets the thread's thinking sizes set again and the responses sized afresh."""
     thread = runner.thread
     seen = live.marks[thread.id][0]
     requests = thread_requests(thread)
@@ -353,7 +374,9 @@ def _grow(runner: ThreadReplay, live: LiveState) -> int:
         a.position != b.position for a, b in zip(old, requests, strict=False)
     ):
         raise ValueError(f"thread {thread.id}: its requests changed")
-    _size_thinking(thread, runner, live.thinking.get(thread.id, 1.0), live.sized.get(thread.id, {}))
+    sized = live.sized.get(thread.id, {})
+    fresh = _size_thinking(thread, runner, live.thinking.get(thread.id, 1.0), sized)
+    carried[thread.id] = (sized, fresh)
     recording = read_recording(runner.inputs.session, thread, requests, runner.inputs.mode)
     kept = runner.recording
     if {i for i in recording.hidden if i < seen} != {i for i in kept.hidden if i < seen}:
@@ -378,13 +401,15 @@ def _grow(runner: ThreadReplay, live: LiveState) -> int:
 
 def _size_thinking(
     thread: Thread, runner: ThreadReplay, factor: float, sized: dict[int, SizedThinking]
-) -> None:
+) -> list[int]:
     """Size every response's thinking as the whole replay did (``View`` sizes it from the
     recorded output; pass 1's factor scales what has no final count): the grown session was
     read afresh, and a step may read an earlier block's size again. The responses the last
-    replay sized (``sized``) get its sizes back, uncounted; the others are sized here."""
+    replay sized (``sized``) get its sizes back, uncounted; the others are sized here (their
+    indices returned)."""
     counter = runner.inputs.counter
     fresh: list[Message] = []
+    indices: list[int] = []
     for i, message in enumerate(thread.messages):
         if message.role != "assistant":
             continue
@@ -394,8 +419,10 @@ def _size_thinking(
         else:
             size_thinking(message, counter)
             fresh.append(message)
+            indices.append(i)
     if factor > 1.0:
         scale_unsized_thinking(fresh, factor, counter, thread.id)
+    return indices
 
 
 def _extend_anchors(anchors: ThreadAnchors, requests: int) -> None:
