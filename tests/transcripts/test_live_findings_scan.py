@@ -57,7 +57,7 @@ def test_each_updates_findings_go_on_from_the_last_scan_and_are_the_whole_ones(
         run.refresh_from_db()
         assert run.provisional
         assert scans == [True]
-        data = RunResult.objects.get(run=run).data
+        data = RunResult.objects.get(run=run).read()
         assert json.dumps(data[runner.WASTE_KEY], sort_keys=True) == _whole_waste(session_id, data)
         # and the tools breakdown, from rows that hold no text, is the whole one
         messages = run_services.session_messages(Transcript.objects.get(pk=session_id))
@@ -83,7 +83,7 @@ def test_a_scan_of_another_version_is_not_gone_on_from(
     scans.clear()
     runner.execute_run(run.pk)
     assert scans == [False]
-    data = RunResult.objects.get(run=run).data
+    data = RunResult.objects.get(run=run).read()
     assert json.dumps(data[runner.WASTE_KEY], sort_keys=True) == _whole_waste(session_id, data)
 
 
