@@ -44,6 +44,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(BENCH_DIR))
 OUT_FILE = BENCH_DIR / "out" / "live-findings.json"
 
+from bench_django import setup_django, test_database  # noqa: E402
 from bench_live import cut_before_last_requests  # noqa: E402
 
 
@@ -182,19 +183,9 @@ def main() -> None:
     parser.add_argument("--tail", type=int, default=1, help="requests the measured append adds")
     parser.add_argument("--runs", type=int, default=1)
     args = parser.parse_args()
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
-    import django
-
-    django.setup()
-    from django.db import connection
-    from django.test.utils import setup_test_environment
-
-    setup_test_environment()
-    name = connection.creation.create_test_db(verbosity=0, keepdb=False)
-    try:
+    setup_django(name="bench_live_findings")
+    with test_database("bench_live_findings"):
         out = measure(args)
-    finally:
-        connection.creation.destroy_test_db(name, verbosity=0)
     OUT_FILE.parent.mkdir(exist_ok=True)
     OUT_FILE.write_text(json.dumps(out, indent=2))
 

@@ -30,15 +30,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(BENCH_DIR))
 OUT_FILE = BENCH_DIR / "out" / "live-store.json"
 
-
-def _setup(database: str) -> None:
-    if database == "sqlite":
-        folder = tempfile.mkdtemp(prefix="bench-live-store-")
-        os.environ["DATABASE_URL"] = f"sqlite:///{folder}/bench.sqlite3"
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
-    import django
-
-    django.setup()
+from bench_django import setup_django, test_database  # noqa: E402
 
 
 def replayed(megabytes: float, folder: Path) -> tuple[Path, dict[str, Any]]:
@@ -95,29 +87,18 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--database", choices=("postgres", "sqlite"), default="postgres")
     args = parser.parse_args()
-    _setup(args.database)
-    from django.conf import settings
-    from django.db import connection
-    from django.test.utils import setup_test_environment
-
-    setup_test_environment()
-    # a test database of its own: never one a test run elsewhere on the server is using
-    settings.DATABASES["default"].setdefault("TEST", {})["NAME"] = "test_bench_live_store"
-    name = connection.creation.create_test_db(verbosity=0, keepdb=False)
+    setup_django(args.database, name="bench_live_store")
     results = []
-    try:
-        with tempfile.TemporaryDirectory() as tmp:
-            for megabytes in args.synthetic_mb:
-                out = measure(megabytes, args.runs, Path(tmp))
-                results.append(out)
-                print(
-                    f"{out['session']}: {out['requests']} requests"
-                    f" ({out['requests_json_bytes'] / 1e6:.2f} MB of JSON): store whole"
-                    f" {out['seconds']['whole']:.3f} s, live store"
-                    f" {out['seconds']['live']:.3f} s ({out['live_vs_whole']:.2f}x)"
-                )
-    finally:
-        connection.creation.destroy_test_db(name, verbosity=0)
+    with test_database("bench_live_store"), tempfile.TemporaryDirectory() as tmp:
+        for megabytes in args.synthetic_mb:
+            out = measure(megabytes, args.runs, Path(tmp))
+            results.append(out)
+            print(
+                f"{out['session']}: {out['requests']} requests"
+                f" ({out['requests_json_bytes'] / 1e6:.2f} MB of JSON): store whole"
+                f" {out['seconds']['whole']:.3f} s, live store"
+                f" {out['seconds']['live']:.3f} s ({out['live_vs_whole']:.2f}x)"
+            )
     OUT_FILE.parent.mkdir(exist_ok=True)
     OUT_FILE.write_text(
         json.dumps({"database": args.database, "load": os.getloadavg(), "results": results})

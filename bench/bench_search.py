@@ -27,7 +27,6 @@ import json
 import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -35,18 +34,11 @@ from typing import Any
 BENCH_DIR = Path(__file__).resolve().parent
 ROOT = BENCH_DIR.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(BENCH_DIR))
 CORPUS = Path(os.environ.get("CONTEXTLAB_CORPUS") or ROOT.parent / "shared" / "corpus")
 TARGET_S = 0.5
 
-
-def _setup(database: str) -> None:
-    if database == "sqlite":
-        folder = tempfile.mkdtemp(prefix="bench-search-")
-        os.environ["DATABASE_URL"] = f"sqlite:///{folder}/bench.sqlite3"
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "tests.settings")
-    import django
-
-    django.setup()
+from bench_django import setup_django, test_database  # noqa: E402
 
 
 def sources() -> list[Path]:
@@ -220,19 +212,13 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--database", choices=("postgres", "sqlite"), default="postgres")
     args = parser.parse_args()
-    _setup(args.database)
+    setup_django(args.database, name="bench_search")
     import django.test.client as test_client
-    from django.db import connection
-    from django.test.utils import setup_test_environment
 
-    # the test client copies every template's context for assertions: a server does not
-    test_client.store_rendered_templates = lambda *a, **k: None
-    setup_test_environment()
-    name = connection.creation.create_test_db(verbosity=0, keepdb=False)
-    try:
+    with test_database("bench_search"):
+        # the test client copies every template's context for assertions: a server does not
+        test_client.store_rendered_templates = lambda *a, **k: None
         out = measure(args)
-    finally:
-        connection.creation.destroy_test_db(name, verbosity=0)
     path = BENCH_DIR / "out" / f"search-{args.database}.json"
     path.parent.mkdir(exist_ok=True)
     path.write_text(json.dumps({"database": args.database, **out}, indent=2))
