@@ -98,7 +98,9 @@ def test_gc_paused_leaves_no_frozen_objects_and_spares_frozen_ones():
         with gc_paused():
             more = [[n] for n in range(2 * PROMOTE_FROM_OBJECTS)]
         assert more
-        assert gc.get_freeze_count() == frozen
+        # neither unfrozen (0) nor frozen again with what the pause made (2 × more); other
+        # threads of the test process (live servers) may free a few frozen objects meanwhile
+        assert frozen - PROMOTE_FROM_OBJECTS < gc.get_freeze_count() <= frozen
     finally:
         gc.unfreeze()
 
