@@ -273,3 +273,29 @@ def test_a_worker_without_the_read_or_the_state_reads_the_file_whole(tmp_path):
     )
     assert Counter(READS) == before  # no growing read: the file parsed as any session
     assert_same_session(worker, engine.load_session(str(path)))
+
+
+def test_an_append_packs_only_the_appended_records_uuids(tmp_path, monkeypatch):
+    """A read on from a kept one adds the appended records' uuids to the earlier read's set
+    (``UuidSet.with_added``) instead of packing every uuid of the session again; the set
+    equals a whole read's at every cut (``grow``)."""
+    from contextlab.engine.input import uuid_set
+
+    data = linear_transcript(turns=12)
+    ends = line_ends(data)
+    path = tmp_path / "session.jsonl"
+    path.write_bytes(data[: ends[-3]])
+    load_growing(path, cache_dir=tmp_path / "cache", sha256="v0")[0].close()
+    packed: list[str] = []
+    real = uuid_set._packed
+    monkeypatch.setattr(uuid_set, "_packed", lambda u: packed.append(u) or real(u))
+    path.write_bytes(data)
+    grown, resumed = load_growing(
+        path, cache_dir=tmp_path / "cache", sha256="v1", earlier_sha256="v0"
+    )
+    assert resumed
+    # two lines appended: their uuids packed (and looked up), none of the earlier ones
+    assert 0 < len(packed) <= 4, len(packed)
+    whole = engine.load_session(str(path))
+    assert grown.record_uuids == whole.record_uuids
+    assert grown.record_uuids._rows == whole.record_uuids._rows  # type: ignore[attr-defined]

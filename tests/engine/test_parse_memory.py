@@ -147,3 +147,21 @@ def test_a_record_s_parent_is_its_parent_s_uuid_string(tmp_path):
     assert all(r.parent is by_uuid[r.parent].uuid for r in linked)
     assert all(r.message is None or r.message.uuid is r.uuid for r in parser.records)
     assert parser.shared == {}  # let go once the file is read
+
+
+@pytest.mark.parametrize("known", [0, 1, 7, 300])
+def test_a_uuid_set_with_added_uuids_is_the_set_of_all_of_them(known):
+    """``with_added`` merges uuids into the sorted rows: the same rows as a set made of all of
+    them at once (known ones and repeats once, other strings kept apart), the set added to
+    unchanged."""
+    values = [str(uuids.uuid4()) for _ in range(known + 40)]
+    earlier = UuidSet([*values[:known], "agent-x"])
+    added = [*values[known:], values[0], values[-1], "agent-y", str(uuids.UUID(int=0))]
+    grown = earlier.with_added(added)
+    whole = UuidSet([*values[:known], "agent-x", *added])
+    assert grown._rows == whole._rows
+    assert grown._others == whole._others
+    assert grown == whole
+    assert all(v in grown for v in [*values, "agent-y", str(uuids.UUID(int=0))])
+    assert earlier == frozenset([*values[:known], "agent-x"])
+    assert earlier.with_added([]) == earlier

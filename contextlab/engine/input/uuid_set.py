@@ -53,6 +53,32 @@ class UuidSet(Set[str]):
         self._rows = bytes(rows)
         self._others = frozenset(others)
 
+    def with_added(self, uuids: Iterable[str]) -> UuidSet:
+        """This set and ``uuids``, as a new set (this one unchanged): the few uuids an append
+        adds are merged into the sorted rows, not every uuid of the session packed and sorted
+        again (a growing session's read, ``growing.GrowingParse``)."""
+        added = UuidSet(uuids)
+        merged = UuidSet.__new__(UuidSet)
+        merged._others = self._others | added._others
+        rows, new = self._rows, added._rows
+        if not new:
+            merged._rows = rows
+            return merged
+        pieces: list[bytes] = []
+        start = 0  # the next of ``rows``' rows not yet copied
+        count = len(rows) // _WIDTH
+        for at in range(0, len(new), _WIDTH):
+            needle = new[at : at + _WIDTH]
+            index = bisect_left(range(count), needle, lo=start, key=self._row)
+            pieces.append(rows[start * _WIDTH : index * _WIDTH])
+            start = index
+            if index < count and self._row(index) == needle:
+                continue  # known already
+            pieces.append(needle)
+        pieces.append(rows[start * _WIDTH :])
+        merged._rows = b"".join(pieces)
+        return merged
+
     def __contains__(self, item: object) -> bool:
         if not isinstance(item, str):
             return False

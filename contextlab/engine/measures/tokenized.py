@@ -65,10 +65,12 @@ class _ReportingCounter:
 
 
 def _uncounted(session: Session) -> bool:
+    # last message first: a grown session's uncounted blocks are its appended ones, at the
+    # end (walked first, all the blocks an earlier version counted were walked each append)
     return any(
         block.tok < 0
-        for thread in session.threads
-        for message in thread.messages
+        for thread in reversed(session.threads)
+        for message in reversed(thread.messages)
         for block in message.blocks
     )
 

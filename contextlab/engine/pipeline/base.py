@@ -73,6 +73,8 @@ class Fenwick:
     def grown(self, size: int) -> Fenwick:
         """The same sums over ``size`` positions (those past the old size 0): a thread that
         grew."""
+        if size >= self.size:
+            return self._extended(size)
         # the point values back out of the tree (undoing the linear build, last node first),
         # then the linear build over the new size
         values = self.tree[:]
@@ -88,6 +90,26 @@ class Fenwick:
             parent = i + (i & -i)
             if parent <= size:
                 tree[parent] += tree[i]
+        return out
+
+    def _extended(self, size: int) -> Fenwick:
+        """``grown`` to a larger size: the old nodes as they are, each new node the sum of the
+        old points it covers (those past the old size are 0), from the old prefix sums. The
+        new nodes' work, not the whole tree's rebuild (a live append adds a few messages to a
+        thread of thousands)."""
+        out = Fenwick(0)
+        out.size = size
+        out.touched = self.touched
+        tree = self.tree + [0] * (size - self.size)
+        out.tree = tree
+        if not self.touched:
+            return out  # every point is 0
+        old = self.size
+        total = self.prefix(old)
+        for i in range(old + 1, size + 1):
+            low = i - (i & -i)
+            if low < old:  # the node covers old points (low, old]
+                tree[i] = total - self.prefix(low)
         return out
 
 

@@ -111,7 +111,9 @@ def build_session(upload: Upload, growing: GrowingParse | None = None) -> Sessio
             # a subagent file (or one uploaded on its own) is one chain of sidechain records
             for r in parser.records:
                 r.is_sidechain = False
-        if kind == "main":
+        if kind == "main" and parser is main_parser and growing is not None:
+            record_uuids = growing.record_uuids(parser)
+        elif kind == "main":
             record_uuids = UuidSet(r.uuid for r in parser.records)
         if kind == "main" and upload.subagents:
             main_parents = {r.uuid: r.parent for r in parser.records}

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from contextlab.engine.input.loading import LineCursor
 from contextlab.engine.input.model import Problem, ProblemList
 from contextlab.engine.input.session import Thread
+from contextlab.engine.input.uuid_set import UuidSet
 
 from .chains import MainChainKept, build_threads, response_and_call_ids
 from .records import Record, RecordParser
@@ -61,6 +62,9 @@ class KeptRead:
     tail: bytes
     feed_problems: ProblemList
     built: BuiltThreads | None = field(default=None)
+    #: the uuids of the parser's records as this read left them (``Session.record_uuids``),
+    #: which the next read adds its records' to instead of packing every uuid again
+    uuids: UuidSet | None = field(default=None)
 
 
 def main_threads(

@@ -25,6 +25,7 @@ from typing import Any
 from contextlab.engine.input.loading import LineCursor, TranscriptFile
 from contextlab.engine.input.model import Problem, ProblemList
 from contextlab.engine.input.session import SideRecords, Thread
+from contextlab.engine.input.uuid_set import UuidSet
 
 from .extending import BuiltThreads, KeptRead, main_threads
 from .records import Record, RecordParser
@@ -56,6 +57,8 @@ class GrowingParse:
         self.kept = kept
         #: the earlier read's threads, to extend by ``added`` (the records this read added)
         self._earlier: BuiltThreads | None = None
+        #: the earlier read's record uuids (``KeptRead.uuids``), when this read went on from it
+        self._earlier_uuids: UuidSet | None = None
         self.added: list[Record] = []
 
     def parse_main(self, tfile: TranscriptFile, upload_problems: ProblemList) -> RecordParser:
@@ -64,6 +67,7 @@ class GrowingParse:
         if kept is not None and not upload_problems:
             restored = _restore_kept(kept, tfile)
             self._earlier = kept.built if restored is not None else None
+            self._earlier_uuids = kept.uuids if restored is not None else None
         if restored is None and self.saved and not upload_problems:
             restored = _restore(self.saved, tfile)
         if restored is not None:
@@ -85,6 +89,19 @@ class GrowingParse:
             self.kept = KeptRead(parser, cursor, tail, ProblemList(problems, limit=problems.limit))
         parser.finish()
         return parser
+
+    def record_uuids(self, parser: RecordParser) -> UuidSet:
+        """The uuids of the main file's records (``parse_main``'s ``parser``): the earlier
+        read's with the appended records' added, when this read went on from a kept one (the
+        parser only appends records), else all of them; kept for the next read."""
+        earlier, self._earlier_uuids = self._earlier_uuids, None
+        if earlier is not None:
+            uuids = earlier.with_added(r.uuid for r in self.added)
+        else:
+            uuids = UuidSet(r.uuid for r in parser.records)
+        if self.kept is not None:
+            self.kept.uuids = uuids
+        return uuids
 
     def main_threads(self, parser: RecordParser, problems: list[Problem]) -> list[Thread]:
         """The main file's threads (``build_threads``), extended from the earlier read's
