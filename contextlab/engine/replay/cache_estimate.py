@@ -164,7 +164,8 @@ class CacheEstimator:
                 "server_miss_tokens": 0,
                 "source": "estimate",
             }
-        model = req.message.model or ""
+        message = req.message
+        model = message.model or ""
         segment = self.anchors.segment[req.index] if self.anchors else 0
         if segment != self.segment:
             # a restart rebuilds the dynamic system prompt (environment, git status, session
@@ -180,7 +181,7 @@ class CacheEstimator:
         ready = now
         now = min(now, sent) if sent is not None else now
         prefix = max(0, round(cal.prefix_tokens))
-        usage = req.message.usage
+        usage = message.usage
         if req.index == 0 and usage is not None and usage.cache_read > 0:
             # what the first request found warm (other sessions, an earlier process) holds at
             # least the part before the system breakpoint, so it bounds the modeled share
@@ -208,7 +209,7 @@ class CacheEstimator:
             warm_blocks = max(warm_blocks, blocks.within(usage.cache_read))
             if 0 < warm_blocks - 1 < last:
                 breakpoints.insert(1, warm_blocks - 1)
-        info = model_info(req.message.model)
+        info = model_info(message.model)
         res = self.sim.request(
             time=now,
             model=cache_key,
