@@ -18,7 +18,6 @@ from functools import lru_cache
 from typing import Any, Protocol
 
 from contextlab.engine.input.disk_cache import read_pickle, user_cache_dir, write_pickle_atomic
-from contextlab.engine.input.jsutil import js_round
 from contextlab.engine.input.model import Block, Message
 from contextlab.engine.input.rough import IMAGE_ROUGH_TOKENS, block_rough, rough_text
 
@@ -304,7 +303,8 @@ class Calibration:
     source: str  # "fit" | "inherited" | "default"
 
     def apply(self, raw: int) -> int:
-        return max(0, js_round(self.prefix_tokens + self.ratio * raw))
+        # ``js_round`` inline (floor of x + 0.5): asked a few times for every request
+        return max(0, math.floor(self.prefix_tokens + self.ratio * raw + 0.5))
 
     def to_json(self) -> dict[str, Any]:
         return {

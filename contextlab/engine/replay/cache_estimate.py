@@ -33,6 +33,20 @@ def model_key(model: str) -> int:
     return text_key(model)
 
 
+def _caching_off(thread: Thread) -> bool:
+    """Whether ``thread``'s recorded requests (at least ``CACHING_OFF_EVIDENCE``) never read
+    or wrote the cache; the scan stops at the first that did (most threads: their first)."""
+    recorded = 0
+    for m in thread.messages:
+        usage = m.usage
+        if usage is None or usage.prompt_total <= 0:
+            continue
+        if usage.cache_read or usage.cache_write:
+            return False
+        recorded += 1
+    return recorded >= CACHING_OFF_EVIDENCE
+
+
 class CacheEstimator:
     """The prompt cache as one thread's requests meet it, request after request."""
 
@@ -72,14 +86,9 @@ class CacheEstimator:
         #: what-if: message index → the cache read the recording fell to there with nothing
         #: changed before it (a server-side miss, measured in recorded mode and carried over)
         self.server_misses = server_misses
-        recorded = [
-            m.usage for m in thread.messages if m.usage is not None and m.usage.prompt_total > 0
-        ]
         #: the recording never read or wrote the prompt cache over several requests: caching
         #: was off (``DISABLE_PROMPT_CACHING``, a provider without it), every token uncached
-        self.caching_off = len(recorded) >= CACHING_OFF_EVIDENCE and not any(
-            u.cache_read or u.cache_write for u in recorded
-        )
+        self.caching_off = _caching_off(thread)
         self.segment = 0
         #: the thread's first recorded cache read: an upper bound of the static system part
         self.system_level: int | None = None
