@@ -331,12 +331,16 @@ def fit_calibration(raw: list[int], recorded: list[int]) -> Calibration | None:
     if len(pairs) < 3:
         return None
     n = len(pairs)
-    mean_x = sum(x for x, _ in pairs) / n
-    mean_y = sum(y for _, y in pairs) / n
-    sxx = sum((x - mean_x) ** 2 for x, _ in pairs)
+    # list comprehensions, not generators (the same sums in the same order): a thread of
+    # thousands of requests is fitted a few times a replay
+    xs = [x for x, _ in pairs]
+    ys = [y for _, y in pairs]
+    mean_x = sum(xs) / n
+    mean_y = sum(ys) / n
+    sxx = sum([(x - mean_x) ** 2 for x in xs])
     if sxx <= 0:
         return None
-    ratio = sum((x - mean_x) * (y - mean_y) for x, y in pairs) / sxx
+    ratio = sum([(x - mean_x) * (y - mean_y) for x, y in pairs]) / sxx
     if ratio <= 0:
         return None
     prefix = mean_y - ratio * mean_x
