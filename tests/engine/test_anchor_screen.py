@@ -16,6 +16,7 @@ from contextlab.engine import cli
 from contextlab.engine.measures import anchors, tokens
 from contextlab.engine.measures.anchor_screen import (
     ZERO,
+    StretchExtremes,
     TrialScreen,
     add_point,
     add_shifted_points,
@@ -205,3 +206,17 @@ def test_the_stretch_bound_is_at_most_the_stretchs_misfit(seed: int) -> None:
     # an offset whose rounding is in doubt, or a y that rounds to zero: sum the stretch
     assert screen.stretch_bound(start, stop, 0.5, 0.0, low, high) is None
     assert screen.stretch_bound(start, stop, 0.0, low - 0.4, low, high) is None
+
+
+def test_stretch_extremes_are_the_slices_min_and_max() -> None:
+    """Asked in any order (later starts, earlier ones, other ends), each answer is the
+    stretch's own ``min`` and ``max``."""
+    rng = random.Random(24)
+    for size in (1, 2, 7, 300):
+        values = [rng.randrange(-50, 10_000) for _ in range(size)]
+        extremes = StretchExtremes(values)
+        for _ in range(400):
+            hi = rng.randint(1, size)
+            lo = rng.randrange(hi)
+            stretch = values[lo:hi]
+            assert extremes.of(lo, hi) == (min(stretch), max(stretch)), (lo, hi)

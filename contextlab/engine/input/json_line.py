@@ -68,7 +68,11 @@ def decode_json_line(text: str) -> tuple[Any, int]:
         raise JSONLineError(f"nested deeper than {MAX_JSON_DEPTH} levels") from None
     # cheap scans first: only a line with enough brackets can be too deep, and only one with a
     # NUL or surrogate escape can hold an unstorable character
-    if text.count("[") + text.count("{") > MAX_JSON_DEPTH and _deeper_than(value, MAX_JSON_DEPTH):
+    if (
+        len(text) > MAX_JSON_DEPTH  # (a shorter line cannot hold that many brackets)
+        and text.count("[") + text.count("{") > MAX_JSON_DEPTH
+        and _deeper_than(value, MAX_JSON_DEPTH)
+    ):
         raise JSONLineError(f"nested deeper than {MAX_JSON_DEPTH} levels")
     # (a line without any ``\u`` escape has none of them: one fast scan before the pattern's)
     if "\\u" not in text or _SUSPECT_ESCAPE.search(text) is None:

@@ -317,6 +317,8 @@ class Usage(PickledByFields):
     def counted_prompt(self) -> int:
         """The prompt as the top-level fields report it, which add up every call of the
         request's own model: what Claude Code counted, and so what its thresholds saw."""
+        if not self.iterations:  # most usages: no generator to make for an empty sum
+            return self.input + self.cache_write + self.cache_read
         return self.prompt_total + sum(
             i.prompt_total for i in self.iterations if i.continues_request
         )
@@ -324,6 +326,8 @@ class Usage(PickledByFields):
     @property
     def response_output(self) -> int:
         """Output of the request's own model over all its calls: the response's content."""
+        if not self.iterations:
+            return self.output
         return self.output + sum(i.output for i in self.iterations if i.continues_request)
 
     @property

@@ -257,3 +257,37 @@ class TrialScreen:
         if not value > 0 or not math.isfinite(value):
             return None
         return value
+
+
+class StretchExtremes:
+    """The least and the greatest of ``values[lo:hi]``, for the stretches the screen bounds.
+
+    Every candidate before one compaction (or the thread's end) ends its stretch there, so per
+    end the minima and maxima of the stretches ending at it are kept and grown downwards as an
+    earlier start is asked for: each value is looked at once per end, where ``min`` and ``max``
+    over each candidate's stretch looked at a long thread's recorded prompts once a candidate.
+    """
+
+    def __init__(self, values: Sequence[int]) -> None:
+        self.values = values
+        #: end → (minima, maxima) of ``values[hi - 1 - j : hi]`` at position j
+        self._by_end: dict[int, tuple[list[int], list[int]]] = {}
+
+    def of(self, lo: int, hi: int) -> tuple[int, int]:
+        """``(min(values[lo:hi]), max(values[lo:hi]))``; the stretch must not be empty."""
+        found = self._by_end.get(hi)
+        if found is None:
+            first = self.values[hi - 1]
+            found = self._by_end[hi] = ([first], [first])
+        lows, highs = found
+        values = self.values
+        low, high = lows[-1], highs[-1]
+        for i in range(hi - 1 - len(lows), lo - 1, -1):
+            value = values[i]
+            if value < low:
+                low = value
+            if value > high:
+                high = value
+            lows.append(low)
+            highs.append(high)
+        return lows[hi - 1 - lo], highs[hi - 1 - lo]

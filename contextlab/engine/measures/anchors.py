@@ -39,7 +39,14 @@ from typing import TypedDict
 from contextlab.engine.config.fields import PipelineConfig
 from contextlab.engine.input.session import RequestInfo, Thread
 
-from .anchor_screen import SCREEN_TOLERANCE, ZERO, Sums, TrialScreen, add_shifted_points
+from .anchor_screen import (
+    SCREEN_TOLERANCE,
+    ZERO,
+    StretchExtremes,
+    Sums,
+    TrialScreen,
+    add_shifted_points,
+)
 from .tokens import (
     DEFAULT_CALIBRATION,
     Calibration,
@@ -439,6 +446,7 @@ def thread_anchors(
         recorded_flags = [t > 0 for t in totals]
         recorded_raw = [raw[k] for k in recorded]
         recorded_totals = [totals[k] for k in recorded]
+        extremes = StretchExtremes(recorded_totals)
         # the first compaction after each request (n: none), where a trial's offsets reset
         next_compaction = [n] * (n + 1)
         for k in range(n - 1, -1, -1):
@@ -484,7 +492,8 @@ def thread_anchors(
                 return math.nan
             stretch = recorded_totals[lo:hi]
             if stretch:
-                bound = screen.stretch_bound(c, stop, shift, unrec, min(stretch), max(stretch))
+                low_total, high_total = extremes.of(lo, hi)
+                bound = screen.stretch_bound(c, stop, shift, unrec, low_total, high_total)
                 low = None if bound is None else screen.misfit([sums_before[c], bound, rest])
                 if low is not None and rejected(math.log(max(low, 1e-300))):
                     return math.log(max(low, 1e-300))

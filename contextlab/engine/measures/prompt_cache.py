@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 __all__ = [
     "TTL_SECONDS",
@@ -44,8 +44,7 @@ CacheReason = Literal[
 _INF = float("inf")
 
 
-@dataclass(frozen=True, slots=True)
-class CacheResult:
+class CacheResult(NamedTuple):
     """Estimated usage of one request, mirroring the API usage fields.
 
     ``read`` ↔ ``cache_read_input_tokens``, ``write`` ↔ ``cache_creation_input_tokens``
@@ -53,6 +52,10 @@ class CacheResult:
     to the request's total input. ``hit_block`` is the number of leading blocks read from cache
     (0 = nothing read); ``reason`` says why the read stopped there and ``detail`` says it in
     one sentence for the UI.
+
+    A named tuple, not a frozen dataclass: one is made per request, and a frozen dataclass's
+    ``__init__`` sets each of its eight fields through ``object.__setattr__`` (three times
+    the cost); it is as immutable, and never stored.
     """
 
     read: int
@@ -166,9 +169,14 @@ class CacheSimulator:
             raise ValueError(f"ttl must be one of {sorted(TTL_SECONDS)}, got {ttl!r}")
         if not 0 <= warm_blocks <= n:
             raise ValueError(f"warm_blocks must be in 0..{n}, got {warm_blocks}")
-        bps = sorted(set(breakpoints))
+        # the estimator hands them in order and distinct: kept as they are (no set, no sort)
+        bps: Sequence[int] = (
+            breakpoints
+            if len(breakpoints) == 2 and breakpoints[0] < breakpoints[1]
+            else sorted(set(breakpoints))
+        )
         if bps and (bps[0] < 0 or bps[-1] >= n):
-            raise ValueError(f"breakpoints must be block indices in 0..{n - 1}, got {bps}")
+            raise ValueError(f"breakpoints must be block indices in 0..{n - 1}, got {list(bps)}")
 
         self._count += 1
         name = label or f"request {self._count}"
@@ -191,7 +199,8 @@ class CacheSimulator:
         # short slices: positions in the first half are summed from the left, the others are
         # the total minus their suffix (breakpoints sit near the start and at the very end).
         warm_pos = warm_blocks - 1
-        known_pos = sorted({*bps, warm_pos} - {-1})
+        # the warm prefix ends at a breakpoint (or there is none): the breakpoints themselves
+        known_pos = bps if warm_pos < 0 or warm_pos in bps else sorted({*bps, warm_pos} - {-1})
         total = sum(block_tokens) if total_tokens is None else total_tokens
         known: dict[int, int] = {-1: 0}
         half = n // 2

@@ -18,7 +18,6 @@ from functools import lru_cache
 from typing import Any, Protocol
 
 from contextlab.engine.input.disk_cache import read_pickle, user_cache_dir, write_pickle_atomic
-from contextlab.engine.input.jsutil import js_round
 from contextlab.engine.input.model import Block, Message
 from contextlab.engine.input.rough import IMAGE_ROUGH_TOKENS, block_rough, rough_text
 
@@ -304,7 +303,8 @@ class Calibration:
     source: str  # "fit" | "inherited" | "default"
 
     def apply(self, raw: int) -> int:
-        return max(0, js_round(self.prefix_tokens + self.ratio * raw))
+        # ``js_round`` inline (floor of x + 0.5): asked a few times for every request
+        return max(0, math.floor(self.prefix_tokens + self.ratio * raw + 0.5))
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -331,12 +331,16 @@ def fit_calibration(raw: list[int], recorded: list[int]) -> Calibration | None:
     if len(pairs) < 3:
         return None
     n = len(pairs)
-    mean_x = sum(x for x, _ in pairs) / n
-    mean_y = sum(y for _, y in pairs) / n
-    sxx = sum((x - mean_x) ** 2 for x, _ in pairs)
+    # list comprehensions, not generators (the same sums in the same order): a thread of
+    # thousands of requests is fitted a few times a replay
+    xs = [x for x, _ in pairs]
+    ys = [y for _, y in pairs]
+    mean_x = sum(xs) / n
+    mean_y = sum(ys) / n
+    sxx = sum([(x - mean_x) ** 2 for x in xs])
     if sxx <= 0:
         return None
-    ratio = sum((x - mean_x) * (y - mean_y) for x, y in pairs) / sxx
+    ratio = sum([(x - mean_x) * (y - mean_y) for x, y in pairs]) / sxx
     if ratio <= 0:
         return None
     prefix = mean_y - ratio * mean_x

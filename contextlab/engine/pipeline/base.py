@@ -287,12 +287,18 @@ class View:
     def _measure_from(self, first: int) -> None:
         """Base sizes of messages ``first:`` (those before are measured already)."""
         hidden, base_text, base_block = self.hidden, self.base_text, self.base_block
-        for i in range(first, len(self.messages)):
-            msg = self.messages[i]
+        messages, counter = self.messages, self.counter
+        # the lists' appends bound once, the running sums kept here (a loop over every
+        # message of the thread, twice a replay)
+        msg_tok, msg_rough = self.msg_tok.append, self.msg_rough.append
+        cum_tok, cum_rough = self.cum_tok.append, self.cum_rough.append
+        total_tok, total_rough = self.cum_tok[first], self.cum_rough[first]
+        for i in range(first, len(messages)):
+            msg = messages[i]
             tok = rough = 0
             if i not in hidden and msg.role != "system":
                 if msg.role == "assistant":
-                    size_thinking(msg, self.counter)
+                    size_thinking(msg, counter)
                 for j, block in enumerate(msg.blocks):
                     t, r = block.tok, block.rough
                     # a block measured before (the calibration's pass, an earlier config) and
@@ -301,10 +307,12 @@ class View:
                         t, r, _ = base_block(i, j, block)
                     tok += t
                     rough += r
-            self.msg_tok.append(tok)
-            self.msg_rough.append(rough)
-            self.cum_tok.append(self.cum_tok[i] + tok)
-            self.cum_rough.append(self.cum_rough[i] + rough)
+            msg_tok(tok)
+            msg_rough(rough)
+            total_tok += tok
+            total_rough += rough
+            cum_tok(total_tok)
+            cum_rough(total_rough)
 
     def grow(self, first: int) -> None:
         """Measure again the messages from ``first`` on, and those the thread gained since the

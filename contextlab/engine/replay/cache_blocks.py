@@ -118,7 +118,7 @@ class CacheBlocks:
         # ``view.is_removed`` and the override look-ups inline: this runs for every new block
         # of every request, and most views have no override at all
         hidden, overrides, messages = view.hidden, view.overrides, view.messages
-        base_block, first_block = view.base_block, self.first_block
+        base_block, base_text, first_block = view.base_block, view.base_text, self.first_block
         for i in range(self.built_end, end):
             if i in hidden:
                 continue
@@ -135,7 +135,16 @@ class CacheBlocks:
                 continue
             for j, block in enumerate(msg.blocks):
                 ov = overrides.get((i, j)) if overrides else None
-                base_tok, _, base_key = base_block(i, j, block)
+                # ``view.base_block`` inline for a block measured already and not restored
+                # (every block of a recorded replay's pass with results)
+                base_tok, base_key = block.tok, block.key
+                if (
+                    base_tok < 0
+                    or block.rough < 0
+                    or base_key < 0
+                    or base_text(i, j, block) is not None
+                ):
+                    base_tok, _, base_key = base_block(i, j, block)
                 if ov is None:
                     keys.append(base_key)
                     raw.append(base_tok)

@@ -33,6 +33,20 @@ def model_key(model: str) -> int:
     return text_key(model)
 
 
+def _caching_off(thread: Thread) -> bool:
+    """Whether ``thread``'s recorded requests (at least ``CACHING_OFF_EVIDENCE``) never read
+    or wrote the cache; the scan stops at the first that did (most threads: their first)."""
+    recorded = 0
+    for m in thread.messages:
+        usage = m.usage
+        if usage is None or usage.prompt_total <= 0:
+            continue
+        if usage.cache_read or usage.cache_write:
+            return False
+        recorded += 1
+    return recorded >= CACHING_OFF_EVIDENCE
+
+
 class CacheEstimator:
     """The prompt cache as one thread's requests meet it, request after request."""
 
@@ -72,14 +86,9 @@ class CacheEstimator:
         #: what-if: message index → the cache read the recording fell to there with nothing
         #: changed before it (a server-side miss, measured in recorded mode and carried over)
         self.server_misses = server_misses
-        recorded = [
-            m.usage for m in thread.messages if m.usage is not None and m.usage.prompt_total > 0
-        ]
         #: the recording never read or wrote the prompt cache over several requests: caching
         #: was off (``DISABLE_PROMPT_CACHING``, a provider without it), every token uncached
-        self.caching_off = len(recorded) >= CACHING_OFF_EVIDENCE and not any(
-            u.cache_read or u.cache_write for u in recorded
-        )
+        self.caching_off = _caching_off(thread)
         self.segment = 0
         #: the thread's first recorded cache read: an upper bound of the static system part
         self.system_level: int | None = None
@@ -164,7 +173,8 @@ class CacheEstimator:
                 "server_miss_tokens": 0,
                 "source": "estimate",
             }
-        model = req.message.model or ""
+        message = req.message
+        model = message.model or ""
         segment = self.anchors.segment[req.index] if self.anchors else 0
         if segment != self.segment:
             # a restart rebuilds the dynamic system prompt (environment, git status, session
@@ -180,7 +190,7 @@ class CacheEstimator:
         ready = now
         now = min(now, sent) if sent is not None else now
         prefix = max(0, round(cal.prefix_tokens))
-        usage = req.message.usage
+        usage = message.usage
         if req.index == 0 and usage is not None and usage.cache_read > 0:
             # what the first request found warm (other sessions, an earlier process) holds at
             # least the part before the system breakpoint, so it bounds the modeled share
@@ -208,7 +218,7 @@ class CacheEstimator:
             warm_blocks = max(warm_blocks, blocks.within(usage.cache_read))
             if 0 < warm_blocks - 1 < last:
                 breakpoints.insert(1, warm_blocks - 1)
-        info = model_info(req.message.model)
+        info = model_info(message.model)
         res = self.sim.request(
             time=now,
             model=cache_key,

@@ -100,10 +100,14 @@ class DecisionCounter:
                 continue
             recorded = self.mode == "recorded" or self.recorded_raw is None
             base = total if recorded else self._usage_total(j, usage)
-            first_blocks = int(
-                req.message.metadata.get("first_record_blocks", len(req.message.blocks))
+            blocks = req.message.blocks
+            first_blocks = int(req.message.metadata.get("first_record_blocks", len(blocks)))
+            # (most responses are one record: nothing after it, no generator for an empty sum)
+            tail = (
+                sum(block_rough(b) for b in blocks[first_blocks:])
+                if first_blocks < len(blocks)
+                else 0
             )
-            tail = sum(block_rough(b) for b in req.message.blocks[first_blocks:])
             return base + tail + view.rough_range(pos + 1, view.end)
         return view.rough_total()
 

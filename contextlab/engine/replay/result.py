@@ -128,7 +128,6 @@ def summarize(
 ) -> SessionSummary:
     """Session totals for the main thread (and its branches), subagents and compaction calls
     apart; ``claude_code_cost`` is Claude Code's own figure when the transcript has one."""
-    side = _side_costs(requests, threads)
     pricing_notes, long_context = _pricing_facts(requests, threads)
     # one pass over the requests gathers every column the totals add up (a session of
     # thousands of small requests paid a pass per total); each is summed as a list, in the
@@ -186,6 +185,9 @@ def summarize(
             above_warning += 1
     read, write, uncached = sum(read_l), sum(write_l), sum(uncached_l)
     est_read, est_write, est_uncached = sum(est_read_l), sum(est_write_l), sum(est_uncached_l)
+    # the main requests' costs from the columns above (the same sums in the same order)
+    cost, recorded_cost, estimate_cost = sum(costs), sum(recorded_costs), sum(estimate_costs)
+    side = _side_costs(threads, main=(cost, recorded_cost, estimate_cost))
     return {
         "requests": len(requests),
         "compactions": len(compactions),
@@ -198,14 +200,14 @@ def summarize(
         "cache_read_tokens": read,
         "cache_write_tokens": write,
         "uncached_tokens": uncached,
-        "cost_usd": round(sum(costs), 6),
-        "recorded_cost_usd": round(sum(recorded_costs), 6),
+        "cost_usd": round(cost, 6),
+        "recorded_cost_usd": round(recorded_cost, 6),
         "iteration_cost_usd": round(sum(iteration_costs), 6),
         "cache_hit_rate": _hit_rate(read, write, uncached),
         "recorded_cache_requests": recorded_cache,
         "cache_disagreements": disagreements,
         "estimate": {
-            "cost_usd": round(sum(estimate_costs), 6),
+            "cost_usd": round(estimate_cost, 6),
             "session_cost_usd": side["session_cost_estimate_usd"],
             "cache_read_tokens": est_read,
             "cache_write_tokens": est_write,
@@ -262,8 +264,9 @@ def _hit_rate(read: int, write: int, uncached: int) -> float:
     return round(read / (read + write + uncached), 4) if read + write + uncached else 0.0
 
 
-def _side_costs(requests: list[RequestRow], threads: list[ThreadResult]) -> dict[str, float]:
-    """Subagent and compaction-call costs apart, and the session totals that include them."""
+def _side_costs(threads: list[ThreadResult], main: tuple[float, float, float]) -> dict[str, float]:
+    """Subagent and compaction-call costs apart, and the session totals that include them;
+    ``main``: the main requests' cost, recorded cost and estimated cost."""
 
     def total(rows: list[RequestRow], recorded: bool) -> float:
         if recorded:
@@ -285,11 +288,11 @@ def _side_costs(requests: list[RequestRow], threads: list[ThreadResult]) -> dict
         "recorded_subagent_cost_usd": total(subagents, True),
         "compaction_cost_usd": total(compactions, False),
         "recorded_compaction_cost_usd": total(compactions, True),
-        "session_cost_usd": total(requests, False),
-        "recorded_session_cost_usd": total(requests, True),
+        "session_cost_usd": main[0],
+        "recorded_session_cost_usd": main[1],
     }
     out["session_cost_usd"] += out["subagent_cost_usd"] + out["compaction_cost_usd"]
-    out["session_cost_estimate_usd"] = estimated(requests) + estimated(subagents + compactions)
+    out["session_cost_estimate_usd"] = main[2] + estimated(subagents + compactions)
     out["recorded_session_cost_usd"] += (
         out["recorded_subagent_cost_usd"] + out["recorded_compaction_cost_usd"]
     )

@@ -60,12 +60,13 @@ class Calibrations:
         self.thread = thread
         self.per_model = per_model or {}
 
-    @property
-    def thread_line(self) -> Calibration:
-        return self.thread or DEFAULT_CALIBRATION
-
     def for_model(self, model: str | None) -> Calibration:
-        return self.per_model.get(model or "", self.thread_line)
+        # asked several times a request: most threads have no per-model line (no look-up)
+        if self.per_model:
+            found = self.per_model.get(model or "")
+            if found is not None:
+                return found
+        return self.thread or DEFAULT_CALIBRATION
 
 
 class ThresholdsByModel:

@@ -188,7 +188,7 @@ class ThreadReplay:
                 if m.role == "user" and m.kind in ("prompt", "command"):
                     turn_start = True
                     break
-        now = parse_time(req.timestamp) or (at.last_time or 0.0)
+        now = parse_time(req.message.timestamp) or (at.last_time or 0.0)
         if turn_start and k > 0 and view.overrides:
             view.drop_turn_overrides(k - 1)
         view.end = p
@@ -237,7 +237,7 @@ class ThreadReplay:
         # ``apply`` where they add nothing raw)
         plain_tokens = cal.apply(raw)
         model_tokens = (plain_tokens if not extra_raw else cal.apply(raw + extra_raw)) + unrecorded
-        if self.anchors is not None and with_results:
+        if self.anchors is not None and with_results and self.anchors.anchors:
             # one event per anchor, on the request it was measured at (both modes: the agent
             # sent that input whatever the pipeline does)
             events.extend(
@@ -249,7 +249,11 @@ class ThreadReplay:
         trace.model_tokens.append(model_tokens)
         self.state["last_model_tokens"] = model_tokens
         at.prev_end = p
-        at.last_time = parse_time(req.timestamp) or at.last_time
+        # the request's time as ``_begin_request`` read it (``now``): its own when it has one,
+        # else the previous request's, which is then ``last_time`` already (0.0 when there was
+        # none: ``last_time`` stays None)
+        if at.last_time is not None or now:
+            at.last_time = now
         if not with_results:
             return
         # the blocking check's count when it applied last (the view has not changed since)
@@ -272,7 +276,8 @@ class ThreadReplay:
         repl_raw = view.cum_tok[p]
         if p < at.first_emitted:
             return
-        self._bill_compactions(req, ctx, cal, events, ttl)
+        if events:  # only a compaction's event gets a bill
+            self._bill_compactions(req, ctx, cal, events, ttl)
         at.results.append(
             {
                 "index": k,
