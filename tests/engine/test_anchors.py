@@ -619,23 +619,31 @@ def test_named_points_are_the_plain_readings_of_every_fixture_and_corpus_thread(
 
     fixtures = Path(__file__).resolve().parents[1] / "fixtures"
     corpus = Path(os.environ.get("CONTEXTLAB_CORPUS", "/nonexistent"))
-    files = [
-        *sorted(fixtures.glob("*.jsonl")),
-        *sorted((fixtures / "codex").rglob("*.jsonl")),
-        *sorted(corpus.rglob("*.jsonl")),
-    ]
-    named = 0
-    for path in files:
-        try:
-            session = load_session(path)
-        except Exception:  # a fixture made to be refused
-            continue
-        for thread in session.threads:
-            requests = thread_requests(thread)
-            points = named_points(thread, requests)
-            assert points == _named_points_reference(thread, requests), path.name
-            assert [list(p) for p in points] == [
-                list(p) for p in _named_points_reference(thread, requests)
-            ]
-            named += sum(len(p) for p in points)
-    assert named > 100
+
+    def named_in(files: list[Path]) -> int:
+        named = 0
+        for path in files:
+            try:
+                session = load_session(path)
+            except Exception:  # a fixture made to be refused
+                continue
+            for thread in session.threads:
+                requests = thread_requests(thread)
+                points = named_points(thread, requests)
+                assert points == _named_points_reference(thread, requests), path.name
+                assert [list(p) for p in points] == [
+                    list(p) for p in _named_points_reference(thread, requests)
+                ]
+                named += sum(len(p) for p in points)
+        return named
+
+    # the committed fixtures alone name some points (a clone without the corpus: 43); the
+    # corpus, where there is one, many more
+    assert (
+        named_in(
+            [*sorted(fixtures.glob("*.jsonl")), *sorted((fixtures / "codex").rglob("*.jsonl"))]
+        )
+        > 30
+    )
+    if corpus.is_dir():
+        assert named_in(sorted(corpus.rglob("*.jsonl"))) > 100
