@@ -20,6 +20,7 @@ from contextlab.engine.config.presets import ran_with_1m_window, thread_window
 from contextlab.engine.config.resolve import resolve_config
 from contextlab.engine.measures.anchors import ThreadAnchors
 from contextlab.engine.measures.cost import load_pricing, request_cost
+from tests.conftest import HAVE_CORPUS, corpus_files
 from tests.engine.builders import TranscriptBuilder
 
 PREFIX = 18_000
@@ -611,14 +612,11 @@ def _named_points_reference(thread: Any, requests: Any) -> list[dict[str, str]]:
 def test_named_points_are_the_plain_readings_of_every_fixture_and_corpus_thread():
     """The one-look ``named_points`` names the same points, in the same order, as reading the
     messages once per point: restarts (commands, resumes, versions), compactions, turns."""
-    import os
-
     from contextlab.engine.input.session import thread_requests
     from contextlab.engine.input.sources.registry import load_session
     from contextlab.engine.measures.anchors import named_points
 
     fixtures = Path(__file__).resolve().parents[1] / "fixtures"
-    corpus = Path(os.environ.get("CONTEXTLAB_CORPUS", "/nonexistent"))
 
     def named_in(files: list[Path]) -> int:
         named = 0
@@ -645,5 +643,5 @@ def test_named_points_are_the_plain_readings_of_every_fixture_and_corpus_thread(
         )
         > 30
     )
-    if corpus.is_dir():
-        assert named_in(sorted(corpus.rglob("*.jsonl"))) > 100
+    if HAVE_CORPUS:
+        assert named_in(corpus_files()) > 100
