@@ -12,6 +12,10 @@ from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
+from itertools import accumulate
+from operator import attrgetter
+
+from contextlab.engine.input.model import Block
 
 from contextlab.engine.input.rough import block_rough
 from contextlab.engine.input.session import Session
@@ -64,17 +68,6 @@ class _ReportingCounter:
         return tokens
 
 
-def _uncounted(session: Session) -> bool:
-    # last message first: a grown session's uncounted blocks are its appended ones, at the
-    # end (walked first, all the blocks an earlier version counted were walked each append)
-    return any(
-        block.tok < 0
-        for thread in reversed(session.threads)
-        for message in reversed(thread.messages)
-        for block in message.blocks
-    )
-
-
 def _characters_to_count(session: Session) -> int:
     return sum(
         len(block.text)
@@ -119,12 +112,37 @@ class TokenCounts:
         for thread in session.threads:
             blocks = [b for m in thread.messages for b in m.blocks]
             threads[thread.id] = (
-                array("q", [len(m.blocks) for m in thread.messages]),
-                array("q", [b.tok for b in blocks]),
-                array("q", [b.rough for b in blocks]),
-                array("q", [b.key for b in blocks]),
+                array("q", map(len, map(_BLOCKS, thread.messages))),
+                array("q", map(_TOK, blocks)),
+                array("q", map(_ROUGH, blocks)),
+                array("q", map(_KEY, blocks)),
             )
         return cls(threads)
+
+    def carry_onto(self, pending: Sequence[tuple[str, int, int, Block]]) -> None:
+        """``carry_token_counts`` onto the blocks of ``pending`` only (thread id, message and
+        block index, the block: every block of the session it could change), not a walk of
+        every block of the session."""
+        offsets: dict[str, tuple[list[int], array[int]]] = {}
+        for thread_id, m, b, block in pending:
+            if block.tok >= 0:
+                continue
+            found = offsets.get(thread_id)
+            if found is None:
+                kept = self.threads.get(thread_id)
+                if kept is None:
+                    continue
+                found = offsets[thread_id] = (list(accumulate(kept[0], initial=0)), kept[0])
+            starts, per_message = found
+            if m >= len(per_message) or b >= per_message[m]:
+                continue
+            _, toks, roughs, keys = self.threads[thread_id]
+            i = starts[m] + b
+            if 0 <= toks[i] and keys[i] >= 0 and block_key(block) == keys[i]:
+                block.tok, block.rough = toks[i], roughs[i]
+
+
+_BLOCKS, _TOK, _ROUGH, _KEY = (attrgetter(name) for name in ("blocks", "tok", "rough", "key"))
 
 
 def carry_token_counts(counts: TokenCounts, session: Session) -> int:
@@ -160,9 +178,22 @@ def tokenize_session(
     ``seed`` gives an earlier version of the session, or its ``TokenCounts`` (or None): its
     counts are carried over (``carry_counts``), so only the blocks that are new or changed
     are counted. It is not asked when every block is counted already."""
-    earlier = seed() if seed is not None and _uncounted(session) else None
+    # the blocks not counted yet, in order (a grown session's: its appended ones), found in
+    # one walk; the earlier version's counts are carried onto those only
+    pending: list[tuple[str, int, int, Block]] = []
+    count = 0
+    for thread in session.threads:
+        thread_id = thread.id
+        for m, message in enumerate(thread.messages):
+            blocks = message.blocks
+            count += len(blocks)
+            for b, block in enumerate(blocks):
+                if block.tok < 0 or block.rough < 0 or block.key < 0:
+                    pending.append((thread_id, m, b, block))
+    uncounted = any(block.tok < 0 for *_, block in pending)
+    earlier = seed() if seed is not None and uncounted else None
     if isinstance(earlier, TokenCounts):
-        carry_token_counts(earlier, session)
+        earlier.carry_onto(pending)
     elif earlier is not None:
         carry_counts(earlier, session)
     counter = counter or TiktokenCounter()
@@ -170,17 +201,13 @@ def tokenize_session(
         total = _characters_to_count(session)
         progress(0, total)
         counter = _ReportingCounter(counter, total, progress)
-    count = 0
-    for thread in session.threads:
-        for message in thread.messages:
-            for block in message.blocks:
-                count += 1
-                if block.tok >= 0 and block.rough >= 0 and block.key >= 0:
-                    continue  # counted already (an earlier version's block): not read back
-                text = block.text  # read back from its compact form once for the three
-                block_tokens(block, counter, text)
-                block_rough(block, text)
-                block_key(block, text)
+    for *_, block in pending:
+        if block.tok >= 0 and block.rough >= 0 and block.key >= 0:
+            continue  # carried from an earlier version: not read back
+        text = block.text  # read back from its compact form once for the three
+        block_tokens(block, counter, text)
+        block_rough(block, text)
+        block_key(block, text)
     return count
 
 
