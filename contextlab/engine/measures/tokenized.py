@@ -9,14 +9,14 @@ from __future__ import annotations
 
 import os
 from array import array
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from itertools import accumulate
-from operator import attrgetter
+from operator import attrgetter, is_
 
-from contextlab.engine.input.model import Block
-
+from contextlab.engine.input.model import Block, Message
 from contextlab.engine.input.rough import block_rough
 from contextlab.engine.input.session import Session
 from contextlab.engine.input.session_cache import (
@@ -138,7 +138,7 @@ class TokenCounts:
                 continue
             _, toks, roughs, keys = self.threads[thread_id]
             i = starts[m] + b
-            if 0 <= toks[i] and keys[i] >= 0 and block_key(block) == keys[i]:
+            if toks[i] >= 0 and keys[i] >= 0 and block_key(block) == keys[i]:
                 block.tok, block.rough = toks[i], roughs[i]
 
 
@@ -184,8 +184,11 @@ def tokenize_session(
     count = 0
     for thread in session.threads:
         thread_id = thread.id
-        for m, message in enumerate(thread.messages):
-            blocks = message.blocks
+        messages = thread.messages
+        start = _counted_before(thread_id, messages)
+        count += sum(map(len, map(_BLOCKS, messages[:start])))
+        for m in range(start, len(messages)):
+            blocks = messages[m].blocks
             count += len(blocks)
             for b, block in enumerate(blocks):
                 if block.tok < 0 or block.rough < 0 or block.key < 0:
@@ -208,7 +211,59 @@ def tokenize_session(
         block_tokens(block, counter, text)
         block_rough(block, text)
         block_key(block, text)
+    for thread in session.threads:
+        _keep_counted(thread.id, thread.messages)
     return count
+
+
+@dataclass
+class _Counted:
+    """A thread's messages (but the last: a grown session's next read may hold a longer copy
+    of it) whose blocks ``tokenize_session`` left counted, and each one's number of blocks."""
+
+    messages: list[Message]
+    sizes: list[int]
+
+
+#: by (thread id, its first message's id): the threads this process counted last. A growing
+#: session's next version holds the same message objects first (``claude_code.extending``),
+#: whose blocks need no second look (a walk of every block of a 64 MB session, about 4 ms an
+#: append); a block only ever goes from uncounted to counted.
+_COUNTED: OrderedDict[tuple[str, int], _Counted] = OrderedDict()
+_COUNTED_LIMIT = 4
+
+
+def _counted_key(thread_id: str, messages: list[Message]) -> tuple[str, int]:
+    return thread_id, id(messages[0]) if messages else 0
+
+
+def _counted_before(thread_id: str, messages: list[Message]) -> int:
+    """How many of ``messages`` are known counted: the very objects ``_COUNTED`` holds, with
+    as many blocks."""
+    kept = _COUNTED.get(_counted_key(thread_id, messages))
+    if kept is None or len(kept.messages) >= len(messages):
+        return 0
+    n = len(kept.messages)
+    prefix = messages[:n]
+    if all(map(is_, kept.messages, prefix)) and list(map(len, map(_BLOCKS, prefix))) == kept.sizes:
+        return n
+    return 0
+
+
+def _keep_counted(thread_id: str, messages: list[Message]) -> None:
+    key = _counted_key(thread_id, messages)
+    last = len(messages) - 1
+    kept = _COUNTED.get(key)
+    if kept is not None and _counted_before(thread_id, messages) == len(kept.messages):
+        added = messages[len(kept.messages) : last]
+        kept.messages.extend(added)
+        kept.sizes.extend(map(len, map(_BLOCKS, added)))
+    elif last > 0:
+        _COUNTED[key] = _Counted(messages[:last], list(map(len, map(_BLOCKS, messages[:last]))))
+    if key in _COUNTED:
+        _COUNTED.move_to_end(key)
+        while len(_COUNTED) > _COUNTED_LIMIT:
+            _COUNTED.popitem(last=False)
 
 
 def load_session_cached(

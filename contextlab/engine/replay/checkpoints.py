@@ -13,6 +13,8 @@ import io
 import pickle
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
+from itertools import chain
+from operator import attrgetter, is_
 from typing import IO, Any
 
 from contextlab.engine.input.session import Session
@@ -43,11 +45,71 @@ def _external(
         refs[id(progress)] = ("progress",)
     for t, thread in enumerate(session.threads):
         refs[id(thread)] = ("thread", t)
-        for m, message in enumerate(thread.messages):
-            refs[id(message)] = ("message", t, m)
-            for b, block in enumerate(message.blocks):
-                refs[id(block)] = ("block", t, m, b)
+        refs.update(_thread_refs(t, thread.messages))
     return refs
+
+
+class _ThreadRefs:
+    """A thread's messages and blocks as ``_external`` referred to them at a live state's
+    last dump: the objects themselves (held, so no id is reused while kept), how many blocks
+    each message had, and their references. A grown session's next dump holds the same
+    objects first (``claude_code.extending`` keeps the earlier messages): checked object by
+    object, they need no new references (a 64 MB session's 13,000 were about 3 ms a dump)."""
+
+    __slots__ = ("blocks", "messages", "refs", "sizes")
+
+    def __init__(self, messages: list[Any], blocks: list[Any], sizes: list[int], refs: Any):
+        self.messages, self.blocks, self.sizes, self.refs = messages, blocks, sizes, refs
+
+
+#: by (thread position, its first message's id): the last dumps' ``_ThreadRefs``
+_REFS: OrderedDict[tuple[int, int], _ThreadRefs] = OrderedDict()
+_REFS_LIMIT = 2
+_BLOCKS = attrgetter("blocks")
+
+
+def _thread_refs(t: int, messages: list[Any]) -> dict[int, tuple[Any, ...]]:
+    """The references of thread ``t``'s messages and blocks, those of the messages it had at
+    the last dump (but the last, which a grown session may hold a longer copy of) taken
+    from ``_REFS`` when they are the very objects, with the same blocks."""
+    key = (t, id(messages[0]) if messages else 0)
+    kept = _REFS.get(key)
+    n = 0
+    if kept is not None and len(kept.messages) < len(messages):
+        n = len(kept.messages)
+        prefix = messages[:n]
+        blocks = list(chain.from_iterable(map(_BLOCKS, prefix)))
+        if not (
+            all(map(is_, kept.messages, prefix))
+            and list(map(len, map(_BLOCKS, prefix))) == kept.sizes
+            and len(blocks) == len(kept.blocks)
+            and all(map(is_, kept.blocks, blocks))
+        ):
+            n = 0
+    if n == 0:
+        kept = _ThreadRefs([], [], [], {})
+    assert kept is not None
+    # every message but the last goes into the kept references, for the next dump
+    last = max(len(messages) - 1, n)
+    refs = kept.refs
+    for m in range(n, len(messages)):
+        if m == last:
+            refs = dict(refs)
+        message = messages[m]
+        refs[id(message)] = ("message", t, m)
+        for b, block in enumerate(message.blocks):
+            refs[id(block)] = ("block", t, m, b)
+    if n < last:
+        added = messages[n:last]
+        kept.messages.extend(added)
+        kept.blocks.extend(chain.from_iterable(map(_BLOCKS, added)))
+        kept.sizes.extend(map(len, map(_BLOCKS, added)))
+        _REFS[key] = kept
+    if key in _REFS:
+        _REFS.move_to_end(key)
+        while len(_REFS) > _REFS_LIMIT:
+            _REFS.popitem(last=False)
+    return refs if refs is not kept.refs else dict(refs)
 
 
 def _reference(*pid: Any) -> Any:
@@ -216,8 +278,9 @@ def _decoded(data: bytes) -> tuple[Any, ...] | list[Any]:
         _DECODED.move_to_end(key)
         return found[1]
     part = pickle.loads(data)
-    if isinstance(part, list):
-        _keep_decoded(data, part)
+    if not isinstance(part, list):
+        raise pickle.UnpicklingError("a chunk is not a list")
+    _keep_decoded(data, part)
     return part
 
 
