@@ -220,6 +220,8 @@ class _Linked:
     a grown session's next read may replace by a longer copy), and what it knew after them."""
 
     messages: tuple[Message, ...]
+    #: each message's number of blocks (a message that gained one in place is walked again)
+    sizes: list[int]
     names: dict[str, str]
     orphans: int
     first_line: int
@@ -248,13 +250,20 @@ def link_tool_results(threads: list[Thread], problems: list[Problem]) -> None:
             linked is not None
             and len(linked.messages) < len(messages)
             and all(map(is_, linked.messages, messages))
+            and [len(m.blocks) for m in messages[: len(linked.messages)]] == linked.sizes
         ):
             names = dict(linked.names)
             orphans, first_line, start = linked.orphans, linked.first_line, len(linked.messages)
         for n in range(start, len(messages)):
             msg = messages[n]
             if n == len(messages) - 1 and n > 0 and thread.kind == "main":
-                _LINKED[key] = _Linked(tuple(messages[:n]), dict(names), orphans, first_line)
+                _LINKED[key] = _Linked(
+                    tuple(messages[:n]),
+                    [len(m.blocks) for m in messages[:n]],
+                    dict(names),
+                    orphans,
+                    first_line,
+                )
                 _LINKED.move_to_end(key)
                 while len(_LINKED) > _LINKED_LIMIT:
                     _LINKED.popitem(last=False)
