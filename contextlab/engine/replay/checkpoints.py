@@ -298,12 +298,6 @@ def _keep_decoded(data: bytes, items: list[Any]) -> None:
         _DECODED_BYTES[0] -= len(dropped)
 
 
-def forget_decoded() -> None:
-    """Drop every kept chunk (tests: a process that never read them)."""
-    _DECODED.clear()
-    _DECODED_BYTES[0] = 0
-
-
 def dump(
     state: object,
     session: Session,
