@@ -13,7 +13,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
-from itertools import accumulate
+from itertools import accumulate, chain
 from operator import attrgetter, is_
 
 from contextlab.engine.input.model import Block, Message
@@ -110,7 +110,7 @@ class TokenCounts:
     def of(cls, session: Session) -> TokenCounts:
         threads = {}
         for thread in session.threads:
-            blocks = [b for m in thread.messages for b in m.blocks]
+            blocks = list(chain.from_iterable(map(_BLOCKS, thread.messages)))
             threads[thread.id] = (
                 array("q", map(len, map(_BLOCKS, thread.messages))),
                 array("q", map(_TOK, blocks)),
