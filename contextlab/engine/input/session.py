@@ -9,6 +9,7 @@ the chain that the pipeline replays. A request is one distinct assistant respons
 
 from __future__ import annotations
 
+import threading
 from collections import OrderedDict
 from collections.abc import Iterable
 from collections.abc import Set as AbstractSet
@@ -234,6 +235,7 @@ class _Linked:
 #: objects; two kept, as ``session_cache`` keeps two sessions' reads.
 _LINKED: OrderedDict[tuple[str, str, int], _Linked] = OrderedDict()
 _LINKED_LIMIT = 2
+_LINKED_LOCK = threading.Lock()
 
 
 def link_tool_results(threads: list[Thread], problems: list[Problem]) -> None:
@@ -257,16 +259,18 @@ def link_tool_results(threads: list[Thread], problems: list[Problem]) -> None:
         for n in range(start, len(messages)):
             msg = messages[n]
             if n == len(messages) - 1 and n > 0 and thread.kind == "main":
-                _LINKED[key] = _Linked(
+                linked = _Linked(
                     tuple(messages[:n]),
                     [len(m.blocks) for m in messages[:n]],
                     dict(names),
                     orphans,
                     first_line,
                 )
-                _LINKED.move_to_end(key)
-                while len(_LINKED) > _LINKED_LIMIT:
-                    _LINKED.popitem(last=False)
+                with _LINKED_LOCK:  # a web process reads sessions in threads
+                    _LINKED[key] = linked
+                    _LINKED.move_to_end(key)
+                    while len(_LINKED) > _LINKED_LIMIT:
+                        _LINKED.popitem(last=False)
             for block in msg.blocks:
                 if block.type == "tool_use" and block.tool_use_id:
                     names[block.tool_use_id] = block.tool_name or ""

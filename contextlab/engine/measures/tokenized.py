@@ -8,6 +8,7 @@ counts and cache key filled before the session is pickled, so a later replay of 
 from __future__ import annotations
 
 import os
+import threading
 from array import array
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -231,6 +232,7 @@ class _Counted:
 #: append); a block only ever goes from uncounted to counted.
 _COUNTED: OrderedDict[tuple[str, int], _Counted] = OrderedDict()
 _COUNTED_LIMIT = 4
+_COUNTED_LOCK = threading.Lock()
 
 
 def _counted_key(thread_id: str, messages: list[Message]) -> tuple[str, int]:
@@ -256,11 +258,13 @@ def _keep_counted(thread_id: str, messages: list[Message]) -> None:
     kept = _COUNTED.get(key)
     if kept is not None and _counted_before(thread_id, messages) == len(kept.messages):
         added = messages[len(kept.messages) : last]
-        kept.messages.extend(added)
-        kept.sizes.extend(map(len, map(_BLOCKS, added)))
+        kept = _Counted(kept.messages + added, kept.sizes + list(map(len, map(_BLOCKS, added))))
     elif last > 0:
-        _COUNTED[key] = _Counted(messages[:last], list(map(len, map(_BLOCKS, messages[:last]))))
-    if key in _COUNTED:
+        kept = _Counted(messages[:last], list(map(len, map(_BLOCKS, messages[:last]))))
+    else:
+        return
+    with _COUNTED_LOCK:  # a web process may count sessions in threads
+        _COUNTED[key] = kept
         _COUNTED.move_to_end(key)
         while len(_COUNTED) > _COUNTED_LIMIT:
             _COUNTED.popitem(last=False)

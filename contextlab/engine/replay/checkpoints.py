@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import io
 import pickle
+import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from itertools import chain
@@ -65,6 +66,8 @@ class _ThreadRefs:
 #: by (thread position, its first message's id): the last dumps' ``_ThreadRefs``
 _REFS: OrderedDict[tuple[int, int], _ThreadRefs] = OrderedDict()
 _REFS_LIMIT = 2
+#: the caches' order changes under it (a process replaying in threads)
+_KEPT_LOCK = threading.Lock()
 _BLOCKS = attrgetter("blocks")
 
 
@@ -104,11 +107,13 @@ def _thread_refs(t: int, messages: list[Any]) -> dict[int, tuple[Any, ...]]:
         kept.messages.extend(added)
         kept.blocks.extend(chain.from_iterable(map(_BLOCKS, added)))
         kept.sizes.extend(map(len, map(_BLOCKS, added)))
-        _REFS[key] = kept
-    if key in _REFS:
-        _REFS.move_to_end(key)
-        while len(_REFS) > _REFS_LIMIT:
-            _REFS.popitem(last=False)
+    with _KEPT_LOCK:
+        if n < last:
+            _REFS[key] = kept
+        if key in _REFS:
+            _REFS.move_to_end(key)
+            while len(_REFS) > _REFS_LIMIT:
+                _REFS.popitem(last=False)
     return refs if refs is not kept.refs else dict(refs)
 
 
@@ -275,7 +280,9 @@ def _decoded(data: bytes) -> tuple[Any, ...] | list[Any]:
     key = _chunk_key(data)
     found = _DECODED.get(key)
     if found is not None and found[0] == data:
-        _DECODED.move_to_end(key)
+        with _KEPT_LOCK:
+            if key in _DECODED:
+                _DECODED.move_to_end(key)
         return found[1]
     part = pickle.loads(data)
     if not isinstance(part, list):
@@ -286,16 +293,18 @@ def _decoded(data: bytes) -> tuple[Any, ...] | list[Any]:
 
 def _keep_decoded(data: bytes, items: list[Any]) -> None:
     key = _chunk_key(data)
-    old = _DECODED.pop(key, None)
-    if old is not None:
-        _DECODED_BYTES[0] -= len(old[0])
-    if len(data) > DECODED_MAX_BYTES:
-        return
-    _DECODED[key] = (data, tuple(items))
-    _DECODED_BYTES[0] += len(data)
-    while _DECODED_BYTES[0] > DECODED_MAX_BYTES:
-        _, (dropped, _) = _DECODED.popitem(last=False)
-        _DECODED_BYTES[0] -= len(dropped)
+    kept = (data, tuple(items))
+    with _KEPT_LOCK:
+        old = _DECODED.pop(key, None)
+        if old is not None:
+            _DECODED_BYTES[0] -= len(old[0])
+        if len(data) > DECODED_MAX_BYTES:
+            return
+        _DECODED[key] = kept
+        _DECODED_BYTES[0] += len(data)
+        while _DECODED_BYTES[0] > DECODED_MAX_BYTES:
+            _, (dropped, _) = _DECODED.popitem(last=False)
+            _DECODED_BYTES[0] -= len(dropped)
 
 
 def dump(
