@@ -9,9 +9,12 @@ the chain that the pipeline replays. A request is one distinct assistant respons
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Iterable
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
+from operator import is_
 from typing import Any
 
 from .loading import Upload
@@ -212,13 +215,62 @@ def thread_requests(thread: Thread) -> RequestList:
     return out
 
 
+@dataclass(frozen=True)
+class _Linked:
+    """How far ``link_tool_results`` went through a thread: its messages but the last (which
+    a grown session's next read may replace by a longer copy), and what it knew after them."""
+
+    messages: tuple[Message, ...]
+    #: each message's number of blocks (a message that gained one in place is walked again)
+    sizes: list[int]
+    names: dict[str, str]
+    orphans: int
+    first_line: int
+
+
+#: The main threads this process linked last, by file and first message: a growing session's next read
+#: (``claude_code.extending``: only a main thread) holds the same message objects, which
+#: need no second walk (each read walked every block of the session: 5 ms at 64 MB, in the
+#: web's read and the worker's). Used only when the thread's messages start with those very
+#: objects; two kept, as ``session_cache`` keeps two sessions' reads.
+_LINKED: OrderedDict[tuple[str, str, int], _Linked] = OrderedDict()
+_LINKED_LIMIT = 2
+_LINKED_LOCK = threading.Lock()
+
+
 def link_tool_results(threads: list[Thread], problems: list[Problem]) -> None:
     """Give tool_result blocks their tool name; report results without a matching tool_use."""
     for thread in threads:
         names: dict[str, str] = {}
         orphans = 0
         first_line = 0
-        for msg in thread.messages:
+        messages = thread.messages
+        start = 0
+        key = (thread.file, thread.id, id(messages[0]) if messages else 0)
+        linked = _LINKED.get(key)
+        if (
+            linked is not None
+            and len(linked.messages) < len(messages)
+            and all(map(is_, linked.messages, messages))
+            and [len(m.blocks) for m in messages[: len(linked.messages)]] == linked.sizes
+        ):
+            names = dict(linked.names)
+            orphans, first_line, start = linked.orphans, linked.first_line, len(linked.messages)
+        for n in range(start, len(messages)):
+            msg = messages[n]
+            if n == len(messages) - 1 and n > 0 and thread.kind == "main":
+                linked = _Linked(
+                    tuple(messages[:n]),
+                    [len(m.blocks) for m in messages[:n]],
+                    dict(names),
+                    orphans,
+                    first_line,
+                )
+                with _LINKED_LOCK:  # a web process reads sessions in threads
+                    _LINKED[key] = linked
+                    _LINKED.move_to_end(key)
+                    while len(_LINKED) > _LINKED_LIMIT:
+                        _LINKED.popitem(last=False)
             for block in msg.blocks:
                 if block.type == "tool_use" and block.tool_use_id:
                     names[block.tool_use_id] = block.tool_name or ""

@@ -125,6 +125,37 @@ class CacheSimulator:
         self._entries = 0
         self._sweep_at = 4096
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Its entries as columns: a live session's replay state pickles the simulator at every
+        append, and its thousands of entries pickled as objects (a Python call each, in and
+        out) were most of the state's pickling time besides its rows."""
+        state = self.__dict__.copy()
+        state["_stores"] = {
+            model: (
+                list(store),
+                [e.tokens for e in store.values()],
+                [e.expiry for e in store.values()],
+                [e.ttl for e in store.values()],
+                [e.writer for e in store.values()],
+                [e.ready for e in store.values()],
+            )
+            for model, store in self._stores.items()
+        }
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        stores = state["_stores"]
+        # a state pickled before the columns holds its entries as they are
+        state["_stores"] = {
+            model: (
+                dict(zip(store[0], map(_Entry, *store[1:]), strict=True))
+                if isinstance(store, tuple)
+                else store
+            )
+            for model, store in stores.items()
+        }
+        self.__dict__.update(state)
+
     def request(
         self,
         *,

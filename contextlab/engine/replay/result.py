@@ -55,7 +55,11 @@ class ReplayResult:
                 out.extend(tr.requests)
         out.sort(key=lambda r: (r["timestamp"] or "", r["thread"] != "main"))
         for n, req in enumerate(out):
-            req["index"] = n
+            if req["index"] != n:
+                # a copy, renumbered: the thread's rows are final once written, and a live
+                # replay's state shares them with the next version's result (``checkpoints
+                # ._DECODED``)
+                out[n] = {**req, "index": n}  # type: ignore[typeddict-item]
         return out
 
     def to_json(self) -> dict[str, Any]:

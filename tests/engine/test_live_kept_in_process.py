@@ -1,0 +1,278 @@
+"""What a warm worker keeps in memory between a live session's appends (branch live64) never
+changes what an update computes: the chunks of rows it pickled or read
+(``checkpoints._DECODED``, by their bytes), the references of the messages it dumped last
+(``checkpoints._REFS``), the messages it counted (``tokenized._COUNTED``) and linked
+(``session._LINKED``). Each is used only when what it was kept for is what is there now: the
+versions grown through the warm path equal the same updates made cold (nothing kept), also
+when another worker took the append in between, after a restart, across a response completed
+by the next append (the state's rewind), and when the file changed otherwise than by an
+append."""
+
+from __future__ import annotations
+
+import json
+import pickle
+from collections.abc import Iterator
+from contextlib import contextmanager
+from itertools import pairwise
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from contextlab import engine
+from contextlab.engine.input import session as session_module
+from contextlab.engine.input.model import Block
+from contextlab.engine.measures import tokenized
+from contextlab.engine.replay import checkpoints
+from tests.conftest import DEMO
+from tests.engine.test_anchors import branch_above_200k_beside_a_main_that_compacted_below_it
+from tests.engine.test_live_replay import _line_ends, _user_line_start
+
+TOOL_HEAVY = DEMO / "marot__spotter__tool_heavy.jsonl"
+
+#: the module caches a warm process keeps, each a dict
+_KEPT = (
+    checkpoints._DECODED,
+    checkpoints._REFS,
+    tokenized._COUNTED,
+    session_module._LINKED,
+)
+
+
+def _forget() -> None:
+    """As a process that just started (a restart, another worker)."""
+    for kept in _KEPT:
+        kept.clear()
+    checkpoints._DECODED_BYTES[0] = 0
+
+
+@contextmanager
+def _another_process() -> Iterator[None]:
+    """Run the body as a fresh worker would, then give this process its own caches back (as
+    they were before: stale for what the other worker wrote)."""
+    saved = [dict(kept) for kept in _KEPT]
+    counted = checkpoints._DECODED_BYTES[0]
+    _forget()
+    try:
+        yield
+    finally:
+        for kept, items in zip(_KEPT, saved, strict=True):
+            kept.clear()
+            kept.update(items)  # type: ignore[attr-defined]
+        checkpoints._DECODED_BYTES[0] = counted
+
+
+def _text(result: engine.ReplayResult) -> str:
+    return json.dumps(result.to_json(), sort_keys=True, default=str)
+
+
+class _Versions:
+    """A growing session's versions through the warm path: the web's read on
+    (``engine.load_growing``), the worker's read on from its kept read and counts
+    (``load_session_cached`` with the earlier version's digest), ``continue_live``."""
+
+    def __init__(self, folder: Path, data: bytes) -> None:
+        self.folder, self.data = folder, data
+        self.cache = folder / "cache"
+        self.earlier: str | None = None
+        self.k = 0
+
+    def version(self, end: int) -> tuple[Path, str]:
+        self.k += 1
+        path = self.folder / f"v{self.k}" / "session.jsonl"
+        path.parent.mkdir(parents=True)
+        path.write_bytes(self.data[:end])
+        sha = engine.file_sha256(str(path))
+        engine.load_growing(
+            path, path.name, cache_dir=self.cache, sha256=sha, earlier_sha256=self.earlier
+        )[0].close()
+        return path, sha
+
+    def warm(self, end: int, state: bytes | None) -> tuple[str, bytes]:
+        path, sha = self.version(end)
+        session = engine.load_session_cached(
+            str(path), cache_dir=str(self.cache), sha256=sha, seed_sha256=self.earlier
+        )
+        self.earlier = sha
+        try:
+            if state is None:
+                config, preset = engine.resolve_session_config(session)
+                result, after = engine.replay_live(session, config, preset_name=preset)
+            else:
+                result, after = engine.continue_live(state, session)
+            return _text(result), after
+        finally:
+            session.close()
+
+
+def _cold(path: Path, state: bytes) -> tuple[str, bytes]:
+    """``continue_live`` of ``state`` over ``path`` read whole and counted in a process that
+    keeps nothing."""
+    _forget()
+    session = engine.load_session(str(path), name="session.jsonl")
+    tokenized.tokenize_session(session)
+    result, after = engine.continue_live(state, session)
+    return _text(result), after
+
+
+def _cuts(data: bytes, shares: list[float]) -> list[int]:
+    """A user turn at each share, and a line end between each two (a response cut while it
+    is written: the next append completes it, and goes on from the state's rewind)."""
+    turns = [_user_line_start(data, share) for share in shares] + [len(data)]
+    ends = _line_ends(data)
+    cuts = [turns[0]]
+    for a, b in pairwise(turns):
+        between = [e for e in ends if a < e < b]
+        cuts += [between[len(between) // 2], b] if between else [b]
+    return cuts
+
+
+def test_the_warm_path_gives_what_a_process_keeping_nothing_gives(tmp_path):
+    _forget()
+    data = TOOL_HEAVY.read_bytes()
+    versions = _Versions(tmp_path, data)
+    cuts = _cuts(data, [0.5, 0.6, 0.7, 0.8, 0.9])
+    text, state = versions.warm(cuts[0], None)
+    hits = 0
+    for end in cuts[1:]:
+        before = state
+        text, state = versions.warm(end, before)
+        hits += len(checkpoints._REFS) > 0 and len(tokenized._COUNTED) > 0
+        path = versions.folder / f"v{versions.k}" / "session.jsonl"
+        with _another_process():
+            cold_text, cold_state = _cold(path, before)
+        assert text == cold_text, f"version {versions.k}"
+        # the states may differ in bytes (a pickle shares equal strings it met as one object),
+        # never in what they hold: both go on to the same result
+        with _another_process():
+            assert _cold(path, state)[0] == _cold(path, cold_state)[0]
+    assert hits  # the warm path did use what it kept
+
+
+def test_a_worker_whose_last_append_another_worker_took_reads_that_worker_s_state(tmp_path):
+    _forget()
+    data = TOOL_HEAVY.read_bytes()
+    versions = _Versions(tmp_path, data)
+    cuts = _cuts(data, [0.5, 0.65, 0.8])
+    _, state = versions.warm(cuts[0], None)
+    _, state = versions.warm(cuts[1], state)  # this worker's caches now hold this version's
+    with _another_process():  # the next append, taken elsewhere
+        path, sha = versions.version(cuts[2])
+        versions.earlier = sha
+        _, other = _cold(path, state)
+    for end in cuts[3:]:
+        path_before = versions.folder / f"v{versions.k}" / "session.jsonl"
+        assert path_before.exists()
+        text, after = versions.warm(end, other)
+        path = versions.folder / f"v{versions.k}" / "session.jsonl"
+        with _another_process():
+            assert text == _cold(path, other)[0]
+        other = after
+
+
+def test_a_restart_and_a_file_changed_otherwise_than_by_an_append(tmp_path):
+    _forget()
+    data = TOOL_HEAVY.read_bytes()
+    versions = _Versions(tmp_path, data)
+    cuts = _cuts(data, [0.5, 0.7])
+    _, state = versions.warm(cuts[0], None)
+    text, state = versions.warm(cuts[1], state)
+    _forget()  # a restart: nothing kept, the stored state is all there is
+    text, after = versions.warm(cuts[2], state)
+    path = versions.folder / f"v{versions.k}" / "session.jsonl"
+    with _another_process():
+        assert text == _cold(path, state)[0]
+    # the file cut back (a rewind, not an append): the state no longer fits, and the whole
+    # replay that follows is the one a process keeping nothing makes
+    rewound = tmp_path / "rewound" / "session.jsonl"
+    rewound.parent.mkdir()
+    rewound.write_bytes(data[: cuts[0]])
+    session = engine.load_session(str(rewound), name="session.jsonl")
+    tokenized.tokenize_session(session)
+    with pytest.raises(ValueError, match=r"does not fit|lost messages|changed"):
+        engine.continue_live(after, session)
+    config, preset = engine.resolve_session_config(session)
+    warm = _text(engine.replay_live(session, config, preset_name=preset)[0])
+    _forget()
+    again = engine.load_session(str(rewound), name="session.jsonl")
+    assert warm == _text(engine.replay_live(again, config, preset_name=preset)[0])
+
+
+def test_kept_chunks_are_found_by_their_whole_bytes():
+    """Two chunks of the same length and ends, differing inside: each decodes to its own."""
+    _forget()
+    one = checkpoints.AppendedList([{"text": "a" * 300 + "1" + "b" * 300}])
+    two = checkpoints.AppendedList([{"text": "a" * 300 + "2" + "b" * 300}])
+    data_one, data_two = pickle.dumps(one), pickle.dumps(two)
+    (_, chunk_one), (_, chunk_two) = one.chunks[0], two.chunks[0]
+    assert len(chunk_one) == len(chunk_two)
+    assert chunk_one != chunk_two
+    assert checkpoints._chunk_key(chunk_one) == checkpoints._chunk_key(chunk_two)
+    assert pickle.loads(data_one) == one
+    assert pickle.loads(data_two) == two
+    assert pickle.loads(data_one) == one
+
+
+def test_kept_references_are_not_used_for_a_message_whose_blocks_changed(tmp_path):
+    """A message that gained a block in place (``chains`` merges a response's records into
+    one message) is referred to afresh: the dump equals one made with nothing kept."""
+    _forget()
+    session = engine.load_session(str(TOOL_HEAVY), name="session.jsonl")
+    thread = session.threads[0]
+    state = {"blocks": [m.blocks[-1] for m in thread.messages]}
+    summarizer = engine.ExtractiveSummarizer()
+    checkpoints.dump(state, session, summarizer, None, live=True)
+    assert checkpoints._REFS
+    thread.messages[1].blocks.append(Block("text", "a block added in place"))
+    state["blocks"].append(thread.messages[1].blocks[-1])
+    warm = checkpoints.dump(state, session, summarizer, None, live=True)
+    _forget()
+    assert warm == checkpoints.dump(state, session, summarizer, None, live=True)
+    back: Any = checkpoints.load(warm, session, summarizer, None, live=True)
+    assert back["blocks"][-1] is thread.messages[1].blocks[-1]
+
+
+def test_counted_messages_are_walked_again_when_their_blocks_changed():
+    _forget()
+    session = engine.load_session(str(TOOL_HEAVY), name="session.jsonl")
+    tokenized.tokenize_session(session)
+    assert tokenized._COUNTED
+    added = Block("text", "a block added in place")
+    session.threads[0].messages[1].blocks.append(added)
+    tokenized.tokenize_session(session)
+    assert added.tok >= 0
+    assert added.key >= 0
+
+
+def test_linking_goes_on_only_from_the_same_messages():
+    """A tool result added in place to a message linked before is linked (and an orphan
+    reported) as a whole walk does."""
+    session_module._LINKED.clear()
+    session = engine.load_session(str(TOOL_HEAVY), name="session.jsonl")
+    thread = session.threads[0]
+    assert session_module._LINKED
+    orphan = Block("tool_result", "output", tool_use_id="toolu_nowhere")
+    thread.messages[1].blocks.append(orphan)
+    problems: list[Any] = []
+    session_module.link_tool_results([thread], problems)
+    session_module._LINKED.clear()
+    whole: list[Any] = []
+    session_module.link_tool_results([thread], whole)
+    assert [p.to_json() for p in problems] == [p.to_json() for p in whole]
+    assert [p.code for p in whole] == ["orphan_tool_result"]
+
+
+def test_a_result_does_not_renumber_its_threads_rows(tmp_path):
+    """``to_json`` numbers the main conversation's rows (branches in time order) on copies:
+    the threads' rows are shared with a live state, kept as they were written."""
+    built = branch_above_200k_beside_a_main_that_compacted_below_it()
+    session = engine.load_session(str(built.write(tmp_path / "s.jsonl")))
+    config, preset = engine.resolve_session_config(session)
+    result = engine.replay(session, config, mode="recorded", preset_name=preset)
+    rows = [dict(r) for tr in result.threads for r in tr.requests]
+    numbered = result.to_json()["requests"]
+    assert [r["index"] for r in numbered] == list(range(len(numbered)))
+    assert rows == [dict(r) for tr in result.threads for r in tr.requests]
+    assert any(r["thread"] != "main" for r in numbered)
+    assert any(r["index"] != n for n, r in enumerate(rows))  # a branch's rows, renumbered
