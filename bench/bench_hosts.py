@@ -25,6 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import statistics
 import subprocess
@@ -32,6 +33,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -43,6 +45,7 @@ PYTHON = sys.executable
 DATA = ROOT / "bench" / "data" / "hosts"
 OUT = ROOT / "bench" / "out" / "hosts.json"
 TARGET_RATIO = 0.6
+CELERY = [PYTHON, "-m", "celery", "-A", "contextlab.celery"]
 SECRET_KEY = "bench-hosts-secret-key-not-for-production-0123456789abcdef"
 
 
@@ -120,23 +123,62 @@ def drop_database(name: str) -> None:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def round_times(database: str, ids: list[int]) -> list[tuple[str, int, float, float]]:
+def round_times(conn: Any, ids: list[int]) -> list[tuple[str, int, float, float]]:
     """(status, attempts, started, finished) of each run of sessions ``ids``: read with plain
-    SQL, so polling costs the machine next to nothing while the workers replay."""
+    SQL on one connection, so polling costs the machine next to nothing while the workers
+    replay (one transaction a poll)."""
+    rows = conn.execute(
+        "SELECT status, attempts, extract(epoch FROM started_at), "
+        "extract(epoch FROM finished_at) FROM runs_run WHERE transcript_id = ANY(%s)",
+        (ids,),
+    ).fetchall()
+    return [(str(s), int(a), float(b or 0), float(e or 0)) for s, a, b, e in rows]
+
+
+def release(env: dict[str, str], queue: str, workers: int, timeout: float = 60) -> None:
+    """Every worker of the round takes work from ``queue`` from now on (Celery's remote
+    control, one broadcast, sent with the stack's own Celery settings): the hosts start
+    together, however long each took to come up. Returns when each has said yes."""
+    deadline = time.monotonic() + timeout
+    while True:
+        done = subprocess.run(
+            [*CELERY, "control", "--timeout", "5", "--json", "add_consumer", queue],
+            env=env,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        said_yes = done.stdout.count('"ok"')
+        if said_yes >= workers:
+            return
+        if time.monotonic() > deadline:
+            raise SystemExit(f"{said_yes} of {workers} workers took queue {queue}:\n{done}")
+
+
+def transactions(database: str) -> int:
+    """Transactions PostgreSQL counted in ``database`` so far (each autocommit statement is
+    one): the database round trips of the batch, near enough (a backend reports its counts
+    within a second or so of going idle)."""
     import psycopg
 
-    with psycopg.connect(f"postgresql://postgres@127.0.0.1:5432/{database}") as conn:
-        rows = conn.execute(
-            "SELECT status, attempts, extract(epoch FROM started_at), "
-            "extract(epoch FROM finished_at) FROM runs_run WHERE transcript_id = ANY(%s)",
-            (ids,),
-        ).fetchall()
-    return [(str(s), int(a), float(b or 0), float(e or 0)) for s, a, b, e in rows]
+    with psycopg.connect("postgresql://postgres@127.0.0.1:5432/postgres") as conn:
+        row = conn.execute(
+            "SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = %s",
+            (database,),
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def store_requests(log: Path) -> int:
+    """Requests the object store (moto_server) has answered so far, one log line each."""
+    return log.read_text(errors="replace").count(" HTTP/1.1")
 
 
 def run_round(
     network: hosts.Network,
     stack: dict[str, str],
+    local: dict[str, str],
     database: str,
     url: str,
     token: str,
@@ -144,14 +186,25 @@ def run_round(
     workers: int,
     label: str,
     timeout: float,
+    pin: bool,
+    store_log: Path,
 ) -> dict[str, object]:
+    import psycopg
+
     from contextlab import upload_client
 
     ids = [upload_client.upload(p, url=url, token=token).session_id for p in batch]
     servers = [host for host in network.hosts if host.name in {"web", "store"}]
-    worker_hosts = [network.add_host(f"{label}-w{i}") for i in range(workers)]
+    cores = os.cpu_count() or 1
+    worker_hosts = [
+        network.add_host(f"{label}-w{i}", cpus=[i % cores] if pin else None) for i in range(workers)
+    ]
     launched = time.time()
-    procs = [hosts.start_worker(h, stack, wait=False) for h in worker_hosts]
+    # each host comes up on a queue of its own and takes the batch's queue once all are up
+    procs = [
+        hosts.start_worker(h, stack, wait=False, queues=[f"{label}-w{i}-idle"])
+        for i, h in enumerate(worker_hosts)
+    ]
     for host, proc in zip(worker_hosts, procs, strict=True):
         hosts.wait_worker(host, proc)
     watched = [*worker_hosts, *servers]
@@ -161,16 +214,24 @@ def run_round(
     # other users' too: an upper bound)
     cpu_at_ready["relays"] = hosts.cpu_seconds(relays)
     postgres_at_ready = {pid: hosts.cpu_seconds([pid]) for pid in hosts.named("postgres")}
+    sched_at_ready = {host.name: hosts.sched_seconds(host.pids()) for host in worker_hosts}
+    requests_at_ready, transactions_at_ready = store_requests(store_log), transactions(database)
+    release(local, stack["CELERY_TASK_DEFAULT_QUEUE"], workers)
     deadline = time.monotonic() + timeout
-    while True:
-        times = round_times(database, ids)
-        if len(times) == len(ids) and all(status in {"done", "failed"} for status, *_ in times):
-            break
-        if time.monotonic() > deadline:
-            raise SystemExit(f"{label}: runs not finished after {timeout}s: {times}")
-        time.sleep(2)
+    polls = 0
+    with psycopg.connect(f"postgresql://postgres@127.0.0.1:5432/{database}", autocommit=True) as db:
+        while True:
+            times = round_times(db, ids)
+            polls += 1
+            if len(times) == len(ids) and all(s in {"done", "failed"} for s, *_ in times):
+                break
+            if time.monotonic() > deadline:
+                raise SystemExit(f"{label}: runs not finished after {timeout}s: {times}")
+            time.sleep(0.5)
     now = {host.name: host.cpu_seconds() for host in watched}
     now["relays"] = hosts.cpu_seconds(relays)
+    sched = {host.name: hosts.sched_seconds(host.pids()) for host in worker_hosts}
+    requests = store_requests(store_log) - requests_at_ready
     # backends that started during the batch count whole (the workers' connections)
     now["postgres (all)"] = sum(
         hosts.cpu_seconds([pid]) - postgres_at_ready.get(pid, 0) for pid in hosts.named("postgres")
@@ -179,25 +240,45 @@ def run_round(
     cpu = {name: round(used - cpu_at_ready[name], 1) for name, used in now.items()}
     for host in worker_hosts:
         host.stop()
+    time.sleep(1)  # the workers' backends report their last transactions as they end
+    database_transactions = transactions(database) - transactions_at_ready - polls
     failed = [t for t in times if t[0] != "done"]
     if failed:
         raise SystemExit(f"{label}: {len(failed)} runs failed")
     first_claim = min(t[2] for t in times)
     last_finish = max(t[3] for t in times)
+    batch_seconds = max(last_finish - first_claim, 1e-9)
     per_host = {h.name: h.log("worker").count(": done (") for h in worker_hosts}
     return {
         "workers": workers,
         "sessions": len(ids),
+        "pinned": {h.name: list(h.cpus or ()) for h in worker_hosts},
         "batch_seconds": round(last_finish - first_claim, 2),
         "from_launch_seconds": round(last_finish - launched, 2),
         "runs_per_host": per_host,
         # CPU seconds each host (workers, web, object store) used during the batch, and the
         # share of a core it got: a worker well under 1 waited (for a core, or a server)
         "worker_cpu_seconds": cpu,
-        "worker_core_share": {
-            name: round(used / max(last_finish - first_claim, 1e-9), 2)
-            for name, used in cpu.items()
+        "worker_core_share": {name: round(used / batch_seconds, 2) for name, used in cpu.items()},
+        # where a worker host's batch went, by the scheduler's accounting (its threads): on a
+        # core, runnable but waiting for a core (the machine's other work), and the rest of
+        # the batch (waiting on the servers, the network, its next task; or done early)
+        "worker_seconds_on_cpu_waiting_rest": {
+            name: [
+                round(sched[name][0] - sched_at_ready[name][0], 1),
+                round(sched[name][1] - sched_at_ready[name][1], 1),
+                round(
+                    batch_seconds
+                    - (sched[name][0] - sched_at_ready[name][0])
+                    - (sched[name][1] - sched_at_ready[name][1]),
+                    1,
+                ),
+            ]
+            for name in sched
         },
+        # round trips to the servers per run (the beat's periodic recovery included)
+        "store_requests_per_run": round(requests / len(ids), 1),
+        "database_transactions_per_run": round(database_transactions / len(ids), 1),
         "replays_per_run": sorted({t[1] for t in times}),
         "load_average": [round(x, 2) for x in os.getloadavg()],
     }
@@ -209,6 +290,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size-kb", type=int, default=1024)
     parser.add_argument("--rounds", type=int, default=1, help="rounds of each: 1 host, 2 hosts")
     parser.add_argument("--timeout", type=float, default=1800)
+    parser.add_argument(
+        "--pin",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="worker host i runs on core i (modulo the cores): one host, one core (default)",
+    )
+    parser.add_argument("--logs", type=Path, help="copy the hosts' logs to this folder")
     args = parser.parse_args(argv)
 
     batch = sessions(args.sessions, args.size_kb)
@@ -278,6 +366,7 @@ def main(argv: list[str] | None = None) -> int:
                     result = run_round(
                         network,
                         stack,
+                        local,
                         tag,
                         url,
                         tokens[label],
@@ -285,10 +374,16 @@ def main(argv: list[str] | None = None) -> int:
                         workers,
                         label,
                         args.timeout,
+                        args.pin,
+                        s3.log,
                     )
                     print(json.dumps(result), file=sys.stderr)
                     results.append(result)
         finally:
+            if args.logs:
+                args.logs.mkdir(parents=True, exist_ok=True)
+                for log in [*(Path(tmp) / "hosts").glob("*.log"), *Path(tmp).glob("*.log")]:
+                    shutil.copy(log, args.logs / log.name)
             network.close()
             drop_database(tag)
 
