@@ -45,6 +45,8 @@ PYTHON = sys.executable
 DATA = ROOT / "bench" / "data" / "hosts"
 OUT = ROOT / "bench" / "out" / "hosts.json"
 TARGET_RATIO = 0.6
+#: the hosts of the servers (--servers own: db and broker too)
+SERVER_HOSTS = {"web", "store", "db", "broker"}
 CELERY = [PYTHON, "-m", "celery", "-A", "contextlab.celery"]
 SECRET_KEY = "bench-hosts-secret-key-not-for-production-0123456789abcdef"
 
@@ -108,18 +110,18 @@ def manage(env: dict[str, str], code: str) -> str:
     return done.stdout
 
 
-def create_database(name: str) -> None:
+def create_database(server: str, name: str) -> None:
     import psycopg
 
-    with psycopg.connect("postgresql://postgres@127.0.0.1:5432/postgres", autocommit=True) as conn:
+    with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
         conn.execute(f'CREATE DATABASE "{name}"')
 
 
-def drop_database(name: str) -> None:
+def drop_database(server: str, name: str) -> None:
     import psycopg
 
-    with psycopg.connect("postgresql://postgres@127.0.0.1:5432/postgres", autocommit=True) as conn:
+    with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
@@ -156,13 +158,13 @@ def release(env: dict[str, str], queue: str, workers: int, timeout: float = 60) 
             raise SystemExit(f"{said_yes} of {workers} workers took queue {queue}:\n{done}")
 
 
-def transactions(database: str) -> int:
+def transactions(server: str, database: str) -> int:
     """Transactions PostgreSQL counted in ``database`` so far (each autocommit statement is
     one): the database round trips of the batch, near enough (a backend reports its counts
     within a second or so of going idle)."""
     import psycopg
 
-    with psycopg.connect("postgresql://postgres@127.0.0.1:5432/postgres") as conn:
+    with psycopg.connect(f"{server}/postgres") as conn:
         row = conn.execute(
             "SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = %s",
             (database,),
@@ -179,6 +181,7 @@ def run_round(
     network: hosts.Network,
     stack: dict[str, str],
     local: dict[str, str],
+    server: str,
     database: str,
     url: str,
     token: str,
@@ -194,7 +197,7 @@ def run_round(
     from contextlab import upload_client
 
     ids = [upload_client.upload(p, url=url, token=token).session_id for p in batch]
-    servers = [host for host in network.hosts if host.name in {"web", "store"}]
+    servers = [host for host in network.hosts if host.name in SERVER_HOSTS]
     cores = os.cpu_count() or 1
     worker_hosts = [
         network.add_host(f"{label}-w{i}", cpus=[i % cores] if pin else None) for i in range(workers)
@@ -210,16 +213,19 @@ def run_round(
     watched = [*worker_hosts, *servers]
     relays = list(network.relayed.values())
     cpu_at_ready = {host.name: host.cpu_seconds() for host in watched}
-    # the relays of PostgreSQL and Redis, and PostgreSQL itself (every backend on the machine,
-    # other users' too: an upper bound)
+    # the machine's PostgreSQL and Redis (--servers machine): their relays, and PostgreSQL
+    # itself (every backend on the machine, other users' too: an upper bound)
     cpu_at_ready["relays"] = hosts.cpu_seconds(relays)
     postgres_at_ready = {pid: hosts.cpu_seconds([pid]) for pid in hosts.named("postgres")}
     sched_at_ready = {host.name: hosts.sched_seconds(host.pids()) for host in worker_hosts}
-    requests_at_ready, transactions_at_ready = store_requests(store_log), transactions(database)
+    requests_at_ready, transactions_at_ready = (
+        store_requests(store_log),
+        transactions(server, database),
+    )
     release(local, stack["CELERY_TASK_DEFAULT_QUEUE"], workers)
     deadline = time.monotonic() + timeout
     polls = 0
-    with psycopg.connect(f"postgresql://postgres@127.0.0.1:5432/{database}", autocommit=True) as db:
+    with psycopg.connect(f"{server}/{database}", autocommit=True) as db:
         while True:
             times = round_times(db, ids)
             polls += 1
@@ -229,19 +235,22 @@ def run_round(
                 raise SystemExit(f"{label}: runs not finished after {timeout}s: {times}")
             time.sleep(0.5)
     now = {host.name: host.cpu_seconds() for host in watched}
-    now["relays"] = hosts.cpu_seconds(relays)
+    if relays:
+        now["relays"] = hosts.cpu_seconds(relays)
     sched = {host.name: hosts.sched_seconds(host.pids()) for host in worker_hosts}
     requests = store_requests(store_log) - requests_at_ready
-    # backends that started during the batch count whole (the workers' connections)
-    now["postgres (all)"] = sum(
-        hosts.cpu_seconds([pid]) - postgres_at_ready.get(pid, 0) for pid in hosts.named("postgres")
-    )
-    cpu_at_ready["postgres (all)"] = 0
+    if relays:
+        # backends that started during the batch count whole (the workers' connections)
+        now["postgres (all)"] = sum(
+            hosts.cpu_seconds([pid]) - postgres_at_ready.get(pid, 0)
+            for pid in hosts.named("postgres")
+        )
+        cpu_at_ready["postgres (all)"] = 0
     cpu = {name: round(used - cpu_at_ready[name], 1) for name, used in now.items()}
     for host in worker_hosts:
         host.stop()
     time.sleep(1)  # the workers' backends report their last transactions as they end
-    database_transactions = transactions(database) - transactions_at_ready - polls
+    database_transactions = transactions(server, database) - transactions_at_ready - polls
     failed = [t for t in times if t[0] != "done"]
     if failed:
         raise SystemExit(f"{label}: {len(failed)} runs failed")
@@ -297,21 +306,39 @@ def main(argv: list[str] | None = None) -> int:
         help="worker host i runs on core i (modulo the cores): one host, one core (default)",
     )
     parser.add_argument("--logs", type=Path, help="copy the hosts' logs to this folder")
+    parser.add_argument(
+        "--servers",
+        choices=("own", "machine"),
+        default="own",
+        help="own (default): PostgreSQL and Redis started fresh on hosts of their own; "
+        "machine: the machine's, on 127.0.0.1, relayed onto the bridge",
+    )
     args = parser.parse_args(argv)
 
     batch = sessions(args.sessions, args.size_kb)
     tag = f"bench_hosts_{os.getpid()}"
-    local = django_env(
-        f"postgres://postgres@127.0.0.1:5432/{tag}", "redis://127.0.0.1:6379/11", tag
-    )
     started_load = [round(x, 2) for x in os.getloadavg()]
     # a stopped bench still removes its hosts and its database (the finally below)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    create_database(tag)
     results: list[dict[str, object]] = []
-    with tempfile.TemporaryDirectory(prefix="bench-hosts-") as tmp:
+    server = "postgresql://postgres@127.0.0.1:5432"
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-hosts-") as tmp,
+        # PostgreSQL's own folder: its user cannot enter the root-only temporary folder
+        tempfile.TemporaryDirectory(prefix="bench-hosts-db-") as db_folder,
+    ):
         network = hosts.Network(Path(tmp) / "hosts")
+        made = False
         try:
+            if args.servers == "own":
+                db, broker = network.add_host("db"), network.add_host("broker")
+                server = hosts.start_postgres(db, Path(db_folder)).rsplit("/", 1)[0]
+                broker_url = hosts.start_redis(broker)
+            else:
+                broker_url = "redis://127.0.0.1:6379/11"
+            local = django_env(f"{server}/{tag}", broker_url, tag)
+            create_database(server, tag)
+            made = True
             print("migrating the bench database ...", file=sys.stderr)
             subprocess.run(
                 [PYTHON, "manage.py", "migrate", "--noinput"],
@@ -338,15 +365,11 @@ def main(argv: list[str] | None = None) -> int:
                 )
             )
             store, web = network.add_host("store"), network.add_host("web")
-            s3 = start_s3(
-                Path(tmp), host=store.address, argv_prefix=["ip", "netns", "exec", store.netns]
-            )
+            s3 = start_s3(Path(tmp), host=store.address, argv_prefix=store.exec_prefix())
+            # the hosts reach the machine's servers through relays; their own, directly
+            reach = network.remote_url if args.servers == "machine" else str
             stack = {
-                **django_env(
-                    network.remote_url(local["DATABASE_URL"]),
-                    network.remote_url(local["CELERY_BROKER_URL"]),
-                    tag,
-                ),
+                **django_env(reach(local["DATABASE_URL"]), reach(local["CELERY_BROKER_URL"]), tag),
                 **s3.env(),
                 # a task lost on the way (a Redis database flushed by someone else) is sent
                 # again soon; a second message for a run already claimed does nothing
@@ -367,6 +390,7 @@ def main(argv: list[str] | None = None) -> int:
                         network,
                         stack,
                         local,
+                        server,
                         tag,
                         url,
                         tokens[label],
@@ -384,8 +408,9 @@ def main(argv: list[str] | None = None) -> int:
                 args.logs.mkdir(parents=True, exist_ok=True)
                 for log in [*(Path(tmp) / "hosts").glob("*.log"), *Path(tmp).glob("*.log")]:
                     shutil.copy(log, args.logs / log.name)
+            if made and args.servers == "machine":
+                drop_database(server, tag)
             network.close()
-            drop_database(tag)
 
     seconds: dict[int, list[float]] = {1: [], 2: []}
     for result in results:
@@ -396,6 +421,8 @@ def main(argv: list[str] | None = None) -> int:
         "sessions": args.sessions,
         "size_kb": args.size_kb,
         "cpus": os.cpu_count(),
+        "servers": args.servers,
+        "pinned": args.pin,
         "load_average_at_start": started_load,
         "load_average_at_end": [round(x, 2) for x in os.getloadavg()],
         "one_host_seconds": one,

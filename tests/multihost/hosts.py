@@ -436,3 +436,64 @@ def start_beat(host: Host, env: dict[str, str]) -> subprocess.Popen[bytes]:
         lambda: host.log("beat"),
     )
     return proc
+
+
+# --- servers of their own on hosts (bench/bench_hosts.py) -------------------------------------
+
+#: the PostgreSQL binaries of the machine's own server
+POSTGRES_BIN = Path("/usr/lib/postgresql/15/bin")
+#: the system user PostgreSQL runs as (it refuses root)
+POSTGRES_USER = "postgres"
+
+
+def _accepts(address: str, port: int) -> bool:
+    import socket
+
+    with socket.socket() as probe:
+        probe.settimeout(1)
+        return probe.connect_ex((address, port)) == 0
+
+
+def start_postgres(host: Host, data: Path) -> str:
+    """A PostgreSQL server of its own on ``host`` (the database machine), its cluster made
+    fresh in ``data`` (an empty folder the ``postgres`` user may write, outside the root-only
+    temporary folders): PostgreSQL's default settings, trust authentication, listening on the
+    host's address only. Returns the URL of its ``postgres`` database."""
+    import pwd
+
+    user = pwd.getpwnam(POSTGRES_USER)
+    os.chown(data, user.pw_uid, user.pw_gid)
+    cluster = data / "cluster"
+    as_postgres = ["runuser", "-u", POSTGRES_USER, "--"]
+    initdb = [str(POSTGRES_BIN / "initdb"), "-D", str(cluster), "-U", "postgres", "--auth=trust"]
+    subprocess.run(
+        [*as_postgres, *initdb, "-E", "UTF8", "--no-sync"], check=True, capture_output=True
+    )
+    # the other hosts on the bridge may connect, as the machine's server lets local users
+    with (cluster / "pg_hba.conf").open("a") as hba:
+        hba.write(f"host all all {host.address.rsplit('.', 1)[0]}.0/24 trust\n")
+    argv = [*as_postgres, str(POSTGRES_BIN / "postgres")]
+    argv += ["-D", str(cluster), "-k", str(data), "-c", f"listen_addresses={host.address}"]
+    proc = host.start(argv, {"PATH": os.environ.get("PATH", "")}, "postgres")
+    wait_for(
+        f"PostgreSQL on {host.name}",
+        lambda: "ready to accept connections" in host.log("postgres"),
+        proc,
+        lambda: host.log("postgres"),
+    )
+    return f"postgres://postgres@{host.address}:5432/postgres"
+
+
+def start_redis(host: Host) -> str:
+    """A Redis server of its own on ``host`` (the broker machine), keeping nothing on disk.
+    Returns its URL (database 0)."""
+    argv = ["redis-server", "--bind", host.address, "--port", "6379", "--save", ""]
+    argv += ["--appendonly", "no", "--protected-mode", "no", "--dir", str(host.folder)]
+    proc = host.start(argv, {"PATH": os.environ.get("PATH", "")}, "redis")
+    wait_for(
+        f"Redis on {host.name}",
+        lambda: _accepts(host.address, 6379),
+        proc,
+        lambda: host.log("redis"),
+    )
+    return f"redis://{host.address}:6379/0"
