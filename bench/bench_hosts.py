@@ -2,29 +2,44 @@
 """Replay throughput with one and with two worker hosts (issue #25, "Workers on other hosts").
 
 Each host is a network namespace of its own on a bridge (tests/multihost/hosts.py): the web
-(gunicorn, beat), the object store (moto_server) and one or two Celery workers, each on its
-own empty folders, sharing nothing but the network; PostgreSQL and Redis are reached over the
-bridge. Per round, a batch of SESSIONS synthetic sessions is uploaded through the web while no
-worker runs, then the round's worker hosts start together, and the batch's time is measured
-from the first run claimed to the last one finished (``started_at`` / ``finished_at`` of the
-runs, in the database); from the workers' launch to the last finish is printed beside it.
-Every round uses fresh bytes (a blank line per round appended) and fresh worker hosts, so no
-round finds another's parsed sessions. Target: two hosts ≤ 0.6 × one host's time.
+(gunicorn, beat), the object store (moto_server), PostgreSQL and Redis (``--servers own``, the
+default: fresh servers of the bench's own; ``machine``: the machine's, relayed onto the
+bridge) and one or two Celery workers, each on its own empty folders, sharing nothing but the
+network. Every host is a machine of its own to the CPU scheduler too: its processes run in a
+session of their own, which the kernel's autogroup scheduling gives one fair share of the
+CPUs against every other session on the machine (the same rule for every host, in both kinds
+of round). Each worker runs one replay at a time (``--pool=solo``) and worker host i runs on
+core i only (``--pin``, the default): one worker host is one core, in the one-host round as in
+the two-host round.
 
-Each worker runs one replay at a time (``--pool=solo``, a one-core host), so the two-host
-round has twice the CPUs of the one-host round only when the machine has two idle cores: the
-load average is printed with the figures. Needs root (network namespaces), PostgreSQL and
-Redis on 127.0.0.1, and moto_server (the dev dependencies).
+Per round, a batch of SESSIONS synthetic sessions is uploaded through the web while no worker
+runs; the round's worker hosts start on a queue of their own and, once every one is up, are
+told at once to take the batch's queue (Celery's remote control), so a host's start-up counts
+for none of them. The batch's time runs from the first run claimed to the last one finished
+(``started_at`` / ``finished_at`` of the runs, in the database). Rounds alternate one host,
+two hosts; every round uses fresh bytes (a blank line per round appended) and fresh worker
+hosts, so no round finds another's parsed sessions. Target: two hosts <= 0.6 x one host's time
+(medians over the rounds).
+
+Beside it: runs per host, replays per run (1: none done twice), the CPU seconds of every host
+during the batch and the share of a core it got, where each worker host's batch went by the
+scheduler's own accounting (on a core, runnable but waiting for one, the rest: waiting on the
+servers or for work), object-store requests and database transactions per run, and the load
+average. Needs root (network namespaces), PostgreSQL's binaries, redis-server and
+moto_server (the dev dependencies).
 
 Usage: sudo .venv/bin/python bench/bench_hosts.py [--sessions 20] [--size-kb 1024] [--rounds 1]
+       [--no-pin] [--servers own|machine] [--logs FOLDER]
 Writes bench/out/hosts.json; generated sessions go to bench/data/hosts/ (ignored by git).
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
+import re
 import shutil
 import signal
 import statistics
@@ -47,6 +62,7 @@ OUT = ROOT / "bench" / "out" / "hosts.json"
 TARGET_RATIO = 0.6
 #: the hosts of the servers (--servers own: db and broker too)
 SERVER_HOSTS = {"web", "store", "db", "broker"}
+CLAIM_LINE = re.compile(r"run (\d+): replaying \(attempt")
 CELERY = [PYTHON, "-m", "celery", "-A", "contextlab.celery"]
 SECRET_KEY = "bench-hosts-secret-key-not-for-production-0123456789abcdef"
 
@@ -135,6 +151,31 @@ def round_times(conn: Any, ids: list[int]) -> list[tuple[str, int, float, float]
         (ids,),
     ).fetchall()
     return [(str(s), int(a), float(b or 0), float(e or 0)) for s, a, b, e in rows]
+
+
+def run_spans(server: str, database: str, ids: list[int]) -> dict[int, tuple[float, float]]:
+    """Each run's (claimed, finished) times, by run id."""
+    import psycopg
+
+    with psycopg.connect(f"{server}/{database}") as conn:
+        rows = conn.execute(
+            "SELECT id, extract(epoch FROM started_at), extract(epoch FROM finished_at) "
+            "FROM runs_run WHERE transcript_id = ANY(%s)",
+            (ids,),
+        ).fetchall()
+    return {int(i): (float(b or 0), float(e or 0)) for i, b, e in rows}
+
+
+def between_runs(log: str, spans: dict[int, tuple[float, float]]) -> float:
+    """Seconds a worker host spent between finishing one run and claiming its next (its log
+    says which runs it took, in order): the task's own work after the result is stored (the
+    search index), its acknowledgement, and taking the next message from the broker."""
+    taken = [int(run_id) for run_id in CLAIM_LINE.findall(log)]
+    return sum(
+        spans[later][0] - spans[earlier][1]
+        for earlier, later in itertools.pairwise(taken)
+        if earlier in spans and later in spans
+    )
 
 
 def release(env: dict[str, str], queue: str, workers: int, timeout: float = 60) -> None:
@@ -258,6 +299,7 @@ def run_round(
     last_finish = max(t[3] for t in times)
     batch_seconds = max(last_finish - first_claim, 1e-9)
     per_host = {h.name: h.log("worker").count(": done (") for h in worker_hosts}
+    spans = run_spans(server, database, ids)
     return {
         "workers": workers,
         "sessions": len(ids),
@@ -288,6 +330,9 @@ def run_round(
         # round trips to the servers per run (the beat's periodic recovery included)
         "store_requests_per_run": round(requests / len(ids), 1),
         "database_transactions_per_run": round(database_transactions / len(ids), 1),
+        "seconds_between_runs": {
+            h.name: round(between_runs(h.log("worker"), spans), 2) for h in worker_hosts
+        },
         "replays_per_run": sorted({t[1] for t in times}),
         "load_average": [round(x, 2) for x in os.getloadavg()],
     }
