@@ -2,29 +2,45 @@
 """Replay throughput with one and with two worker hosts (issue #25, "Workers on other hosts").
 
 Each host is a network namespace of its own on a bridge (tests/multihost/hosts.py): the web
-(gunicorn, beat), the object store (moto_server) and one or two Celery workers, each on its
-own empty folders, sharing nothing but the network; PostgreSQL and Redis are reached over the
-bridge. Per round, a batch of SESSIONS synthetic sessions is uploaded through the web while no
-worker runs, then the round's worker hosts start together, and the batch's time is measured
-from the first run claimed to the last one finished (``started_at`` / ``finished_at`` of the
-runs, in the database); from the workers' launch to the last finish is printed beside it.
-Every round uses fresh bytes (a blank line per round appended) and fresh worker hosts, so no
-round finds another's parsed sessions. Target: two hosts ≤ 0.6 × one host's time.
+(gunicorn, beat), the object store (moto_server), PostgreSQL and Redis (``--servers own``, the
+default: fresh servers of the bench's own; ``machine``: the machine's, relayed onto the
+bridge) and one or two Celery workers, each on its own empty folders, sharing nothing but the
+network. Every host is a machine of its own to the CPU scheduler too: its processes run in a
+session of their own, which the kernel's autogroup scheduling gives one fair share of the
+CPUs against every other session on the machine (the same rule for every host, in both kinds
+of round). Each worker runs one replay at a time (``--pool=solo``) and worker host i runs on
+core i only (``--pin``, the default): one worker host is one core, in the one-host round as in
+the two-host round.
 
-Each worker runs one replay at a time (``--pool=solo``, a one-core host), so the two-host
-round has twice the CPUs of the one-host round only when the machine has two idle cores: the
-load average is printed with the figures. Needs root (network namespaces), PostgreSQL and
-Redis on 127.0.0.1, and moto_server (the dev dependencies).
+Per round, a batch of SESSIONS synthetic sessions is uploaded through the web while no worker
+runs; the round's worker hosts start on a queue of their own and, once every one is up, are
+told at once to take the batch's queue (Celery's remote control), so a host's start-up counts
+for none of them. The batch's time runs from the first run claimed to the last one finished
+(``started_at`` / ``finished_at`` of the runs, in the database). Rounds alternate one host,
+two hosts; every round uses fresh bytes (a blank line per round appended) and fresh worker
+hosts, so no round finds another's parsed sessions. Target: two hosts <= 0.6 x one host's time
+(medians over the rounds).
+
+Beside it: runs per host, replays per run (1: none done twice), the CPU seconds of every host
+during the batch and the share of a core it got, where each worker host's batch went by the
+scheduler's own accounting (on a core, runnable but waiting for one, the rest: waiting on the
+servers or for work), object-store requests and database transactions per run, and the load
+average. Needs root (network namespaces), PostgreSQL's binaries, redis-server and
+moto_server (the dev dependencies).
 
 Usage: sudo .venv/bin/python bench/bench_hosts.py [--sessions 20] [--size-kb 1024] [--rounds 1]
+       [--no-pin] [--servers own|machine] [--logs FOLDER]
 Writes bench/out/hosts.json; generated sessions go to bench/data/hosts/ (ignored by git).
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
+import re
+import shutil
 import signal
 import statistics
 import subprocess
@@ -32,6 +48,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -43,6 +60,10 @@ PYTHON = sys.executable
 DATA = ROOT / "bench" / "data" / "hosts"
 OUT = ROOT / "bench" / "out" / "hosts.json"
 TARGET_RATIO = 0.6
+#: the hosts of the servers (--servers own: db and broker too)
+SERVER_HOSTS = {"web", "store", "db", "broker"}
+CLAIM_LINE = re.compile(r"run (\d+): replaying \(attempt")
+CELERY = [PYTHON, "-m", "celery", "-A", "contextlab.celery"]
 SECRET_KEY = "bench-hosts-secret-key-not-for-production-0123456789abcdef"
 
 
@@ -105,38 +126,103 @@ def manage(env: dict[str, str], code: str) -> str:
     return done.stdout
 
 
-def create_database(name: str) -> None:
+def create_database(server: str, name: str) -> None:
     import psycopg
 
-    with psycopg.connect("postgresql://postgres@127.0.0.1:5432/postgres", autocommit=True) as conn:
+    with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}"')
         conn.execute(f'CREATE DATABASE "{name}"')
 
 
-def drop_database(name: str) -> None:
+def drop_database(server: str, name: str) -> None:
     import psycopg
 
-    with psycopg.connect("postgresql://postgres@127.0.0.1:5432/postgres", autocommit=True) as conn:
+    with psycopg.connect(f"{server}/postgres", autocommit=True) as conn:
         conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
-def round_times(database: str, ids: list[int]) -> list[tuple[str, int, float, float]]:
+def round_times(conn: Any, ids: list[int]) -> list[tuple[str, int, float, float]]:
     """(status, attempts, started, finished) of each run of sessions ``ids``: read with plain
-    SQL, so polling costs the machine next to nothing while the workers replay."""
+    SQL on one connection, so polling costs the machine next to nothing while the workers
+    replay (one transaction a poll)."""
+    rows = conn.execute(
+        "SELECT status, attempts, extract(epoch FROM started_at), "
+        "extract(epoch FROM finished_at) FROM runs_run WHERE transcript_id = ANY(%s)",
+        (ids,),
+    ).fetchall()
+    return [(str(s), int(a), float(b or 0), float(e or 0)) for s, a, b, e in rows]
+
+
+def run_spans(server: str, database: str, ids: list[int]) -> dict[int, tuple[float, float]]:
+    """Each run's (claimed, finished) times, by run id."""
     import psycopg
 
-    with psycopg.connect(f"postgresql://postgres@127.0.0.1:5432/{database}") as conn:
+    with psycopg.connect(f"{server}/{database}") as conn:
         rows = conn.execute(
-            "SELECT status, attempts, extract(epoch FROM started_at), "
-            "extract(epoch FROM finished_at) FROM runs_run WHERE transcript_id = ANY(%s)",
+            "SELECT id, extract(epoch FROM started_at), extract(epoch FROM finished_at) "
+            "FROM runs_run WHERE transcript_id = ANY(%s)",
             (ids,),
         ).fetchall()
-    return [(str(s), int(a), float(b or 0), float(e or 0)) for s, a, b, e in rows]
+    return {int(i): (float(b or 0), float(e or 0)) for i, b, e in rows}
+
+
+def between_runs(log: str, spans: dict[int, tuple[float, float]]) -> float:
+    """Seconds a worker host spent between finishing one run and claiming its next (its log
+    says which runs it took, in order): the task's own work after the result is stored (the
+    search index), its acknowledgement, and taking the next message from the broker."""
+    taken = [int(run_id) for run_id in CLAIM_LINE.findall(log)]
+    return sum(
+        spans[later][0] - spans[earlier][1]
+        for earlier, later in itertools.pairwise(taken)
+        if earlier in spans and later in spans
+    )
+
+
+def release(env: dict[str, str], queue: str, workers: int, timeout: float = 60) -> None:
+    """Every worker of the round takes work from ``queue`` from now on (Celery's remote
+    control, one broadcast, sent with the stack's own Celery settings): the hosts start
+    together, however long each took to come up. Returns when each has said yes."""
+    deadline = time.monotonic() + timeout
+    while True:
+        done = subprocess.run(
+            [*CELERY, "control", "--timeout", "5", "--json", "add_consumer", queue],
+            env=env,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        said_yes = done.stdout.count('"ok"')
+        if said_yes >= workers:
+            return
+        if time.monotonic() > deadline:
+            raise SystemExit(f"{said_yes} of {workers} workers took queue {queue}:\n{done}")
+
+
+def transactions(server: str, database: str) -> int:
+    """Transactions PostgreSQL counted in ``database`` so far (each autocommit statement is
+    one): the database round trips of the batch, near enough (a backend reports its counts
+    within a second or so of going idle)."""
+    import psycopg
+
+    with psycopg.connect(f"{server}/postgres") as conn:
+        row = conn.execute(
+            "SELECT xact_commit + xact_rollback FROM pg_stat_database WHERE datname = %s",
+            (database,),
+        ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def store_requests(log: Path) -> int:
+    """Requests the object store (moto_server) has answered so far, one log line each."""
+    return log.read_text(errors="replace").count(" HTTP/1.1")
 
 
 def run_round(
     network: hosts.Network,
     stack: dict[str, str],
+    local: dict[str, str],
+    server: str,
     database: str,
     url: str,
     token: str,
@@ -144,59 +230,108 @@ def run_round(
     workers: int,
     label: str,
     timeout: float,
+    pin: bool,
+    store_log: Path,
 ) -> dict[str, object]:
+    import psycopg
+
     from contextlab import upload_client
 
     ids = [upload_client.upload(p, url=url, token=token).session_id for p in batch]
-    servers = [host for host in network.hosts if host.name in {"web", "store"}]
-    worker_hosts = [network.add_host(f"{label}-w{i}") for i in range(workers)]
+    servers = [host for host in network.hosts if host.name in SERVER_HOSTS]
+    cores = os.cpu_count() or 1
+    worker_hosts = [
+        network.add_host(f"{label}-w{i}", cpus=[i % cores] if pin else None) for i in range(workers)
+    ]
     launched = time.time()
-    procs = [hosts.start_worker(h, stack, wait=False) for h in worker_hosts]
+    # each host comes up on a queue of its own and takes the batch's queue once all are up
+    procs = [
+        hosts.start_worker(h, stack, wait=False, queues=[f"{label}-w{i}-idle"])
+        for i, h in enumerate(worker_hosts)
+    ]
     for host, proc in zip(worker_hosts, procs, strict=True):
         hosts.wait_worker(host, proc)
     watched = [*worker_hosts, *servers]
     relays = list(network.relayed.values())
     cpu_at_ready = {host.name: host.cpu_seconds() for host in watched}
-    # the relays of PostgreSQL and Redis, and PostgreSQL itself (every backend on the machine,
-    # other users' too: an upper bound)
+    # the machine's PostgreSQL and Redis (--servers machine): their relays, and PostgreSQL
+    # itself (every backend on the machine, other users' too: an upper bound)
     cpu_at_ready["relays"] = hosts.cpu_seconds(relays)
     postgres_at_ready = {pid: hosts.cpu_seconds([pid]) for pid in hosts.named("postgres")}
-    deadline = time.monotonic() + timeout
-    while True:
-        times = round_times(database, ids)
-        if len(times) == len(ids) and all(status in {"done", "failed"} for status, *_ in times):
-            break
-        if time.monotonic() > deadline:
-            raise SystemExit(f"{label}: runs not finished after {timeout}s: {times}")
-        time.sleep(2)
-    now = {host.name: host.cpu_seconds() for host in watched}
-    now["relays"] = hosts.cpu_seconds(relays)
-    # backends that started during the batch count whole (the workers' connections)
-    now["postgres (all)"] = sum(
-        hosts.cpu_seconds([pid]) - postgres_at_ready.get(pid, 0) for pid in hosts.named("postgres")
+    sched_at_ready = {host.name: hosts.sched_seconds(host.pids()) for host in worker_hosts}
+    requests_at_ready, transactions_at_ready = (
+        store_requests(store_log),
+        transactions(server, database),
     )
-    cpu_at_ready["postgres (all)"] = 0
+    release(local, stack["CELERY_TASK_DEFAULT_QUEUE"], workers)
+    deadline = time.monotonic() + timeout
+    polls = 0
+    with psycopg.connect(f"{server}/{database}", autocommit=True) as db:
+        while True:
+            times = round_times(db, ids)
+            polls += 1
+            if len(times) == len(ids) and all(s in {"done", "failed"} for s, *_ in times):
+                break
+            if time.monotonic() > deadline:
+                raise SystemExit(f"{label}: runs not finished after {timeout}s: {times}")
+            time.sleep(0.5)
+    now = {host.name: host.cpu_seconds() for host in watched}
+    if relays:
+        now["relays"] = hosts.cpu_seconds(relays)
+    sched = {host.name: hosts.sched_seconds(host.pids()) for host in worker_hosts}
+    requests = store_requests(store_log) - requests_at_ready
+    if relays:
+        # backends that started during the batch count whole (the workers' connections)
+        now["postgres (all)"] = sum(
+            hosts.cpu_seconds([pid]) - postgres_at_ready.get(pid, 0)
+            for pid in hosts.named("postgres")
+        )
+        cpu_at_ready["postgres (all)"] = 0
     cpu = {name: round(used - cpu_at_ready[name], 1) for name, used in now.items()}
     for host in worker_hosts:
         host.stop()
+    time.sleep(1)  # the workers' backends report their last transactions as they end
+    database_transactions = transactions(server, database) - transactions_at_ready - polls
     failed = [t for t in times if t[0] != "done"]
     if failed:
         raise SystemExit(f"{label}: {len(failed)} runs failed")
     first_claim = min(t[2] for t in times)
     last_finish = max(t[3] for t in times)
+    batch_seconds = max(last_finish - first_claim, 1e-9)
     per_host = {h.name: h.log("worker").count(": done (") for h in worker_hosts}
+    spans = run_spans(server, database, ids)
     return {
         "workers": workers,
         "sessions": len(ids),
+        "pinned": {h.name: list(h.cpus or ()) for h in worker_hosts},
         "batch_seconds": round(last_finish - first_claim, 2),
         "from_launch_seconds": round(last_finish - launched, 2),
         "runs_per_host": per_host,
         # CPU seconds each host (workers, web, object store) used during the batch, and the
         # share of a core it got: a worker well under 1 waited (for a core, or a server)
         "worker_cpu_seconds": cpu,
-        "worker_core_share": {
-            name: round(used / max(last_finish - first_claim, 1e-9), 2)
-            for name, used in cpu.items()
+        "worker_core_share": {name: round(used / batch_seconds, 2) for name, used in cpu.items()},
+        # where a worker host's batch went, by the scheduler's accounting (its threads): on a
+        # core, runnable but waiting for a core (the machine's other work), and the rest of
+        # the batch (waiting on the servers, the network, its next task; or done early)
+        "worker_seconds_on_cpu_waiting_rest": {
+            name: [
+                round(sched[name][0] - sched_at_ready[name][0], 1),
+                round(sched[name][1] - sched_at_ready[name][1], 1),
+                round(
+                    batch_seconds
+                    - (sched[name][0] - sched_at_ready[name][0])
+                    - (sched[name][1] - sched_at_ready[name][1]),
+                    1,
+                ),
+            ]
+            for name in sched
+        },
+        # round trips to the servers per run (the beat's periodic recovery included)
+        "store_requests_per_run": round(requests / len(ids), 1),
+        "database_transactions_per_run": round(database_transactions / len(ids), 1),
+        "seconds_between_runs": {
+            h.name: round(between_runs(h.log("worker"), spans), 2) for h in worker_hosts
         },
         "replays_per_run": sorted({t[1] for t in times}),
         "load_average": [round(x, 2) for x in os.getloadavg()],
@@ -209,21 +344,46 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size-kb", type=int, default=1024)
     parser.add_argument("--rounds", type=int, default=1, help="rounds of each: 1 host, 2 hosts")
     parser.add_argument("--timeout", type=float, default=1800)
+    parser.add_argument(
+        "--pin",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="worker host i runs on core i (modulo the cores): one host, one core (default)",
+    )
+    parser.add_argument("--logs", type=Path, help="copy the hosts' logs to this folder")
+    parser.add_argument(
+        "--servers",
+        choices=("own", "machine"),
+        default="own",
+        help="own (default): PostgreSQL and Redis started fresh on hosts of their own; "
+        "machine: the machine's, on 127.0.0.1, relayed onto the bridge",
+    )
     args = parser.parse_args(argv)
 
     batch = sessions(args.sessions, args.size_kb)
     tag = f"bench_hosts_{os.getpid()}"
-    local = django_env(
-        f"postgres://postgres@127.0.0.1:5432/{tag}", "redis://127.0.0.1:6379/11", tag
-    )
     started_load = [round(x, 2) for x in os.getloadavg()]
     # a stopped bench still removes its hosts and its database (the finally below)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    create_database(tag)
     results: list[dict[str, object]] = []
-    with tempfile.TemporaryDirectory(prefix="bench-hosts-") as tmp:
+    server = "postgresql://postgres@127.0.0.1:5432"
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-hosts-") as tmp,
+        # PostgreSQL's own folder: its user cannot enter the root-only temporary folder
+        tempfile.TemporaryDirectory(prefix="bench-hosts-db-") as db_folder,
+    ):
         network = hosts.Network(Path(tmp) / "hosts")
+        made = False
         try:
+            if args.servers == "own":
+                db, broker = network.add_host("db"), network.add_host("broker")
+                server = hosts.start_postgres(db, Path(db_folder)).rsplit("/", 1)[0]
+                broker_url = hosts.start_redis(broker)
+            else:
+                broker_url = "redis://127.0.0.1:6379/11"
+            local = django_env(f"{server}/{tag}", broker_url, tag)
+            create_database(server, tag)
+            made = True
             print("migrating the bench database ...", file=sys.stderr)
             subprocess.run(
                 [PYTHON, "manage.py", "migrate", "--noinput"],
@@ -250,20 +410,21 @@ def main(argv: list[str] | None = None) -> int:
                 )
             )
             store, web = network.add_host("store"), network.add_host("web")
-            s3 = start_s3(
-                Path(tmp), host=store.address, argv_prefix=["ip", "netns", "exec", store.netns]
-            )
+            s3 = start_s3(Path(tmp), host=store.address, argv_prefix=store.exec_prefix())
+            # the hosts reach the machine's servers through relays; their own, directly
+            reach = network.remote_url if args.servers == "machine" else str
             stack = {
-                **django_env(
-                    network.remote_url(local["DATABASE_URL"]),
-                    network.remote_url(local["CELERY_BROKER_URL"]),
-                    tag,
-                ),
+                **django_env(reach(local["DATABASE_URL"]), reach(local["CELERY_BROKER_URL"]), tag),
                 **s3.env(),
                 # a task lost on the way (a Redis database flushed by someone else) is sent
                 # again soon; a second message for a run already claimed does nothing
                 "RUN_QUEUED_RESEND_AFTER": "30",
                 "RUN_RECOVER_EVERY": "5",
+                # as docker-compose.worker.yml runs a worker host: one database connection
+                # kept across tasks (the default, 0, opens one per task: a fresh PostgreSQL
+                # backend whose first search-index insert loads the text search dictionaries,
+                # ~0.1 s of the server's CPU a run)
+                "CONN_MAX_AGE": "60",
             }
             url = hosts.start_web(web, stack)
             hosts.start_beat(web, stack)
@@ -278,6 +439,8 @@ def main(argv: list[str] | None = None) -> int:
                     result = run_round(
                         network,
                         stack,
+                        local,
+                        server,
                         tag,
                         url,
                         tokens[label],
@@ -285,12 +448,19 @@ def main(argv: list[str] | None = None) -> int:
                         workers,
                         label,
                         args.timeout,
+                        args.pin,
+                        s3.log,
                     )
                     print(json.dumps(result), file=sys.stderr)
                     results.append(result)
         finally:
+            if args.logs:
+                args.logs.mkdir(parents=True, exist_ok=True)
+                for log in [*(Path(tmp) / "hosts").glob("*.log"), *Path(tmp).glob("*.log")]:
+                    shutil.copy(log, args.logs / log.name)
+            if made and args.servers == "machine":
+                drop_database(server, tag)
             network.close()
-            drop_database(tag)
 
     seconds: dict[int, list[float]] = {1: [], 2: []}
     for result in results:
@@ -301,6 +471,8 @@ def main(argv: list[str] | None = None) -> int:
         "sessions": args.sessions,
         "size_kb": args.size_kb,
         "cpus": os.cpu_count(),
+        "servers": args.servers,
+        "pinned": args.pin,
         "load_average_at_start": started_load,
         "load_average_at_end": [round(x, 2) for x in os.getloadavg()],
         "one_host_seconds": one,

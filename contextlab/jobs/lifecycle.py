@@ -523,7 +523,10 @@ def finish(
             live_continue=False,
             engine_version=engine.ENGINE_VERSION,
         )
-    blobs.delete(checkpoint_name(run_id))
+    if summaries.may_checkpoint(run_id):
+        # asked first: a query on the open connection, where a delete of a checkpoint that
+        # never was is a request to the object store on every run
+        blobs.delete(checkpoint_name(run_id))
     logger.info("run %s: done (%s requests)", run_id, total)
     try:
         # the session's first stored replay numbers its blocks for search

@@ -104,6 +104,12 @@ def summarizer_for(run: Run, *, fetch: Fetch | None = None) -> engine.Summarizer
     )
 
 
+def may_checkpoint(run_id: int) -> bool:
+    """Whether a replay of the run can have left a checkpoint: only one with an LLM summarizer
+    (``summarizer_for``) stops for a summary and keeps its state."""
+    return RunSummarizer.objects.filter(run_id=run_id).exclude(backend=Backend.EXTRACTIVE).exists()
+
+
 def waits_for_another_summary(run_id: int, key: str) -> bool:
     """True when the run waits for a summary other than ``key`` (a stale fetch message)."""
     return RunSummarizer.objects.filter(run_id=run_id).exclude(pending_key__in=("", key)).exists()

@@ -180,3 +180,27 @@ def test_a_checkpoint_left_by_another_run_with_the_same_id_is_never_resumed(run)
     assert lifecycle.load_checkpoint(stranger) is None
     blobs.write_bytes(lifecycle.checkpoint_name(run.pk), b"a checkpoint of an older release")
     assert lifecycle.load_checkpoint(run) is None
+
+
+@pytest.mark.usefixtures("clean_media")
+def test_finishing_a_run_without_an_llm_summarizer_sends_the_storage_no_checkpoint_delete(
+    run, monkeypatch
+):
+    """Only a replay with an LLM summarizer keeps a checkpoint (``park``): finishing another
+    run asks the storage to delete none (on an object store, a request on every run)."""
+    from contextlab.summaries.models import Backend, RunSummarizer
+
+    deleted: list[str] = []
+    delete = blobs.delete
+    monkeypatch.setattr(blobs, "delete", lambda name: (deleted.append(name), delete(name))[1])
+    assert lifecycle.claim(run.pk)
+    lifecycle.finish(run.pk, {"requests": []})
+    assert Run.objects.get(pk=run.pk).status == Run.Status.DONE
+    assert deleted == []
+
+    # an LLM summarizer's run: its checkpoint is removed once it is done
+    RunSummarizer.objects.create(run=run, backend=Backend.ANTHROPIC, model="m")
+    blobs.write_bytes(lifecycle.checkpoint_name(run.pk), b"a checkpoint")
+    lifecycle.finish(run.pk, {"requests": []})
+    assert deleted == [lifecycle.checkpoint_name(run.pk)]
+    assert not blobs.exists(lifecycle.checkpoint_name(run.pk))

@@ -4,6 +4,15 @@ folders, too). The root namespace holds the bridge's address and plays the serve
 PostgreSQL and Redis listen on 127.0.0.1 only, so a relay (``relay.py``) offers each on the
 bridge's address, which the hosts reach as they would reach another machine.
 
+A host also gets a CPU scheduler share of its own, as a machine has its own scheduler: its
+processes run in a session of their own (``setsid``), and the kernel's autogroup scheduling
+(``/proc/sys/kernel/sched_autogroup_enabled``) gives every session one fair share of the CPUs
+against the others, whatever the processes' niceness inside it. Without that, every host
+started here would sit in the starter's session and together get what one process of it gets:
+two worker hosts the CPU of one. A host made with ``cpus`` runs on those cores only
+(``taskset``): a one-core host is one core, never two. The relays run in a session of their
+own too (the network between the hosts and the servers).
+
 Needs root and iproute2 (``ip netns``); ``NetnsUnavailable`` says why when either is missing.
 Used by tests/multihost/ and bench/bench_hosts.py.
 """
@@ -97,6 +106,21 @@ def cpu_seconds(pids: Sequence[int]) -> float:
     return total / os.sysconf("SC_CLK_TCK")
 
 
+def sched_seconds(pids: Sequence[int]) -> tuple[float, float]:
+    """(seconds on a CPU, seconds runnable but waiting for one) of the threads alive now of
+    the processes ``pids``, from the scheduler's own accounting (``/proc/PID/task/*/schedstat``;
+    threads that ended are not counted)."""
+    on_cpu = waiting = 0
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            for task in Path(f"/proc/{pid}/task").iterdir():
+                with contextlib.suppress(OSError, ValueError, IndexError):
+                    fields = (task / "schedstat").read_text().split()
+                    on_cpu += int(fields[0])
+                    waiting += int(fields[1])
+    return on_cpu / 1e9, waiting / 1e9
+
+
 def named(command: str) -> list[int]:
     """Ids of the running processes whose command name is ``command``."""
     found = []
@@ -137,13 +161,22 @@ class Host:
     netns: str
     address: str
     folder: Path
+    #: the cores this host's processes run on (None: any)
+    cpus: tuple[int, ...] | None = None
     procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    def exec_prefix(self) -> list[str]:
+        """What runs a command on this host: in its network namespace, in a session (and so a
+        CPU scheduling group) of its own, on its cores. ``setsid`` execs in place (the process
+        started is never a group leader), so a ``Popen`` of it is the host's process."""
+        pinned = ["taskset", "-c", ",".join(map(str, self.cpus))] if self.cpus else []
+        return ["setsid", "ip", "netns", "exec", self.netns, *pinned]
 
     def start(self, argv: Sequence[str], env: dict[str, str], log: str) -> subprocess.Popen[bytes]:
         path = self.folder.parent / f"{self.name}-{log}.log"
         with path.open("ab") as out:
             proc = subprocess.Popen(
-                ["ip", "netns", "exec", self.netns, *argv],
+                [*self.exec_prefix(), *argv],
                 env=env,
                 stdout=out,
                 stderr=subprocess.STDOUT,
@@ -151,6 +184,9 @@ class Host:
             )
         self.procs.append(proc)
         return proc
+
+    def pids(self) -> list[int]:
+        return _namespace_pids(self.netns)
 
     def cpu_seconds(self) -> float:
         """CPU time used so far by this host's processes (user + system)."""
@@ -214,11 +250,18 @@ class Network:
             self.close()
             raise
 
-    def add_host(self, name: str) -> Host:
+    def add_host(self, name: str, cpus: Sequence[int] | None = None) -> Host:
+        """A host on the bridge; ``cpus``: the cores it has (None: the machine's)."""
         index = len(self.hosts) + 2
         netns = f"{self.tag}-{name}"
         outside, inside = f"{self.tag}v{index}", f"{self.tag}p{index}"
-        host = Host(name, netns, f"{self.subnet}.{index}", self.folder / name)
+        host = Host(
+            name,
+            netns,
+            f"{self.subnet}.{index}",
+            self.folder / name,
+            tuple(cpus) if cpus is not None else None,
+        )
         _ip("netns", "add", netns)
         self.hosts.append(host)
         _ip("link", "add", outside, "type", "veth", "peer", "name", inside)
@@ -247,6 +290,8 @@ class Network:
                 cwd=ROOT,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
+                # the network: not in the share of the process that made it (module docstring)
+                start_new_session=True,
             )
             self.relays.append(proc)
             line = proc.stdout.readline() if proc.stdout else b""
@@ -346,10 +391,15 @@ def start_web(host: Host, env: dict[str, str], workers: int = 2) -> str:
 
 
 def start_worker(
-    host: Host, env: dict[str, str], concurrency: int = 1, wait: bool = True
+    host: Host,
+    env: dict[str, str],
+    concurrency: int = 1,
+    wait: bool = True,
+    queues: Sequence[str] = (),
 ) -> subprocess.Popen[bytes]:
     """A Celery worker of ``concurrency`` processes (one: the solo pool), as compose runs it;
-    ``wait=False`` returns at once (``wait_worker`` then)."""
+    ``wait=False`` returns at once (``wait_worker`` then). ``queues``: the queues it takes
+    work from (none given: the default queue)."""
     pool = ["--pool=solo"] if concurrency == 1 else [f"--concurrency={concurrency}"]
     argv = [sys.executable, "-m", "celery", "-A", "contextlab.celery", "worker", *pool]
     argv += [
@@ -358,6 +408,8 @@ def start_worker(
         "--without-gossip",
         f"--hostname={host.name}@%h",
     ]
+    if queues:
+        argv += ["--queues", ",".join(queues)]
     proc = host.start(argv, host_env(env, host), "worker")
     if wait:
         wait_worker(host, proc)
@@ -384,3 +436,64 @@ def start_beat(host: Host, env: dict[str, str]) -> subprocess.Popen[bytes]:
         lambda: host.log("beat"),
     )
     return proc
+
+
+# --- servers of their own on hosts (bench/bench_hosts.py) -------------------------------------
+
+#: the PostgreSQL binaries of the machine's own server
+POSTGRES_BIN = Path("/usr/lib/postgresql/15/bin")
+#: the system user PostgreSQL runs as (it refuses root)
+POSTGRES_USER = "postgres"
+
+
+def _accepts(address: str, port: int) -> bool:
+    import socket
+
+    with socket.socket() as probe:
+        probe.settimeout(1)
+        return probe.connect_ex((address, port)) == 0
+
+
+def start_postgres(host: Host, data: Path) -> str:
+    """A PostgreSQL server of its own on ``host`` (the database machine), its cluster made
+    fresh in ``data`` (an empty folder the ``postgres`` user may write, outside the root-only
+    temporary folders): PostgreSQL's default settings, trust authentication, listening on the
+    host's address only. Returns the URL of its ``postgres`` database."""
+    import pwd
+
+    user = pwd.getpwnam(POSTGRES_USER)
+    os.chown(data, user.pw_uid, user.pw_gid)
+    cluster = data / "cluster"
+    as_postgres = ["runuser", "-u", POSTGRES_USER, "--"]
+    initdb = [str(POSTGRES_BIN / "initdb"), "-D", str(cluster), "-U", "postgres", "--auth=trust"]
+    subprocess.run(
+        [*as_postgres, *initdb, "-E", "UTF8", "--no-sync"], check=True, capture_output=True
+    )
+    # the other hosts on the bridge may connect, as the machine's server lets local users
+    with (cluster / "pg_hba.conf").open("a") as hba:
+        hba.write(f"host all all {host.address.rsplit('.', 1)[0]}.0/24 trust\n")
+    argv = [*as_postgres, str(POSTGRES_BIN / "postgres")]
+    argv += ["-D", str(cluster), "-k", str(data), "-c", f"listen_addresses={host.address}"]
+    proc = host.start(argv, {"PATH": os.environ.get("PATH", "")}, "postgres")
+    wait_for(
+        f"PostgreSQL on {host.name}",
+        lambda: "ready to accept connections" in host.log("postgres"),
+        proc,
+        lambda: host.log("postgres"),
+    )
+    return f"postgres://postgres@{host.address}:5432/postgres"
+
+
+def start_redis(host: Host) -> str:
+    """A Redis server of its own on ``host`` (the broker machine), keeping nothing on disk.
+    Returns its URL (database 0)."""
+    argv = ["redis-server", "--bind", host.address, "--port", "6379", "--save", ""]
+    argv += ["--appendonly", "no", "--protected-mode", "no", "--dir", str(host.folder)]
+    proc = host.start(argv, {"PATH": os.environ.get("PATH", "")}, "redis")
+    wait_for(
+        f"Redis on {host.name}",
+        lambda: _accepts(host.address, 6379),
+        proc,
+        lambda: host.log("redis"),
+    )
+    return f"redis://{host.address}:6379/0"
