@@ -88,6 +88,7 @@ if TYPE_CHECKING:  # loaded on first use (below): the CLI's start-up only pays f
     )
     from .results.idle import IdleAnswer, idle_compaction
     from .results.json_stream import JsonText, TextSink, json_list_parts, write_json
+    from .results.live_findings import KeptFindings, LiveFindings, live_findings
     from .results.message_store import (
         appended_messages_json,
         apply_appended_messages,
@@ -142,6 +143,7 @@ _LAZY_MODULES: dict[str, tuple[str, ...]] = {
     ".results.waste": ("WasteReport", "waste_findings"),
     ".results.waste_scan": ("WasteScan", "scan_main_thread"),
     ".results.idle": ("IdleAnswer", "idle_compaction"),
+    ".results.live_findings": ("KeptFindings", "LiveFindings", "live_findings"),
     ".results.message_store": (
         "appended_messages_json",
         "apply_appended_messages",
@@ -232,7 +234,9 @@ __all__ = [
     "HistoryIndex",
     "IdleAnswer",
     "JsonText",
+    "KeptFindings",
     "LLMSettings",
+    "LiveFindings",
     "Message",
     "ModelInfo",
     "NavigatorEvent",
@@ -298,6 +302,7 @@ __all__ = [
     "join_messages_parts",
     "json_list_parts",
     "keep_parsed",
+    "live_findings",
     "load_growing",
     "load_pricing",
     "load_session",

@@ -321,8 +321,9 @@ _LIVE_PARTS: OrderedDict[int, tuple[str, list[list[Any]], dict[str, list[list[An
 )
 #: entries of a live result's view list (``views["transforms"]``, ``views["synthetic"]``) per
 #: ``RunResultViewPart``: an append closes few earlier transforms (their ``last``), so most
-#: parts stay as stored
-LIVE_VIEW_PART_ENTRIES = 512
+#: parts stay as stored. Synthetic messages hold texts (a 64 MB session's 340 are 1 MB of
+#: JSON): 64 of them are about 200 KB, what an append that adds one writes again
+LIVE_VIEW_PART_ENTRIES = 64
 #: live runs whose parts a worker keeps in memory at most (a 64 MB session's: about 20 MB)
 LIVE_PARTS_KEPT = 4
 
@@ -469,7 +470,9 @@ def _store_live_views(
             RunResultViewPart.objects.create(
                 result_id=run_id, kind=kind, seq=seq, data=json_value(json.dumps(new[seq]))
             )
-            as_stored[seq] = [dict(entry) if isinstance(entry, dict) else entry for entry in new[seq]]
+            as_stored[seq] = [
+                dict(entry) if isinstance(entry, dict) else entry for entry in new[seq]
+            ]
         out[kind] = [as_stored[seq] for seq in range(len(new))]
     gone = set(stored) - set(views)
     if gone:

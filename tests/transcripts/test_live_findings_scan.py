@@ -39,24 +39,43 @@ def scans(monkeypatch) -> list[bool]:
     return went_on
 
 
+@pytest.fixture
+def findings(monkeypatch) -> list[bool]:
+    """For each live version's findings (rows and tools breakdown): whether they went on
+    from the last version's kept in the worker's memory."""
+    went_on: list[bool] = []
+    real = engine.live_findings
+
+    def live(data: Any, session: engine.Session, kept: Any = None) -> engine.LiveFindings:
+        found = real(data, session, kept)
+        went_on.append(found.went_on)
+        return found
+
+    monkeypatch.setattr(engine, "live_findings", live)
+    return went_on
+
+
 def _whole_waste(session_id: int, data: dict[str, Any]) -> str:
     messages = run_services.session_messages(Transcript.objects.get(pk=session_id))
     return json.dumps(runner.waste_report(data, messages), sort_keys=True)
 
 
 def test_each_updates_findings_go_on_from_the_last_scan_and_are_the_whole_ones(
-    client, auth_header, django_capture_on_commit_callbacks, scans
+    client, auth_header, django_capture_on_commit_callbacks, scans, findings
 ):
     capture = django_capture_on_commit_callbacks
     session_id, run = _live_session(client, auth_header, capture)
     assert scans == [False]  # the first growth's (no state yet; the upload's is not live)
+    assert findings == [False]
     for cut in CUTS[2:]:
         _grow_to(client, auth_header, session_id, cut, capture)
         scans.clear()
+        findings.clear()
         runner.execute_run(run.pk)
         run.refresh_from_db()
         assert run.provisional
         assert scans == [True]
+        assert findings == [True]  # the rows and tools breakdown too, in this worker
         data = RunResult.objects.get(run=run).read()
         assert json.dumps(data[runner.WASTE_KEY], sort_keys=True) == _whole_waste(session_id, data)
         # and the tools breakdown, from rows that hold no text, is the whole one
