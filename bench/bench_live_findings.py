@@ -9,8 +9,8 @@ requests: the measured update, through the worker's own code (``transcripts.live
 ``jobs.replay.execute_run``, in this process, on a fresh PostgreSQL test database). Two
 sessions of the same bytes are grown so: "after" as this branch does it, "before" with the
 search index read from every stored message (``search.services._appended_pieces`` off),
-the waste scan made whole (no kept state) and the messages' rows and tools breakdown worked
-out whole (``engine.live_findings`` given no kept findings), as before them. The pieces timed
+the waste scan made whole (no kept state, stored or held) and the messages' rows and tools
+breakdown worked out whole (``engine.live_findings`` given no kept findings), as before them. The pieces timed
 in each update:
 
 * ``replay``: ``engine.continue_live``, the appended requests replayed from the kept state;
@@ -100,6 +100,9 @@ def as_before() -> Iterator[None]:
     real_pieces, real_scan = services._appended_pieces, engine.scan_main_thread
     services._appended_pieces = lambda *a, **k: None  # type: ignore[assignment]
     engine.scan_main_thread = lambda session, kept=None: real_scan(session, None)  # type: ignore[assignment]
+    real_on = getattr(engine, "scan_main_thread_on", None)
+    if real_on is not None:  # (the scan held in memory, since branch livesrv)
+        engine.scan_main_thread_on = lambda session, kept=None, held=None: real_on(session)  # type: ignore[assignment]
     real_findings = getattr(engine, "live_findings", None)
     if real_findings is not None:
         engine.live_findings = lambda data, session, kept=None: real_findings(data, session, None)  # type: ignore[assignment]
@@ -110,6 +113,8 @@ def as_before() -> Iterator[None]:
         engine.scan_main_thread = real_scan  # type: ignore[assignment]
         if real_findings is not None:
             engine.live_findings = real_findings  # type: ignore[assignment]
+        if real_on is not None:
+            engine.scan_main_thread_on = real_on  # type: ignore[assignment]
 
 
 def update(data: bytes, cuts: tuple[int, int], before: bool) -> dict[str, float]:

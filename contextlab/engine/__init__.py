@@ -118,7 +118,13 @@ if TYPE_CHECKING:  # loaded on first use (below): the CLI's start-up only pays f
     from .results.usage_fidelity import forecast_fidelity, usage_fidelity
     from .results.view_diff import ViewDiff, view_diff
     from .results.waste import WasteReport, waste_findings
-    from .results.waste_scan import WasteScan, scan_main_thread
+    from .results.waste_scan import (
+        HeldScan,
+        ScanOn,
+        WasteScan,
+        scan_main_thread,
+        scan_main_thread_on,
+    )
     from .summarizing.anthropic_backend import AnthropicSummarizer
     from .summarizing.factory import make_summarizer, preload_sdks
     from .summarizing.fallback import FallbackSummarizer
@@ -141,7 +147,14 @@ _LAZY_MODULES: dict[str, tuple[str, ...]] = {
     ".results.evaluation": ("cache_accuracy", "compaction_accuracy", "fidelity", "result_fidelity"),
     ".results.usage_fidelity": ("forecast_fidelity", "usage_fidelity"),
     ".results.waste": ("WasteReport", "waste_findings"),
-    ".results.waste_scan": ("WasteScan", "scan_main_thread"),
+    ".results.waste_scan": (
+        "HeldScan",
+        "ScanOn",
+        "WasteScan",
+        "scan_main_thread",
+        "scan_main_thread_on",
+        "scan_main_thread_on",
+    ),
     ".results.idle": ("IdleAnswer", "idle_compaction"),
     ".results.live_findings": ("KeptFindings", "LiveFindings", "live_findings"),
     ".results.message_store": (
@@ -163,6 +176,7 @@ _LAZY_MODULES: dict[str, tuple[str, ...]] = {
     ".results.view_diff": ("ViewDiff", "view_diff"),
     ".results.explorer": (
         "BADGES",
+        "HeldScan",
         "HistoryIndex",
         "TransformIndex",
         "expand_messages",
@@ -249,6 +263,7 @@ __all__ = [
     "ReplayStopped",
     "RequestRow",
     "ResultJson",
+    "ScanOn",
     "Session",
     "StoredSummarizer",
     "Summarizer",

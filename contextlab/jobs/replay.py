@@ -263,22 +263,37 @@ def _scan_owner(run: Run, sha256: str) -> bytes:
     return f"{owner} sha256={sha256}\n".encode()
 
 
+#: The waste scan state of a live run's last version as objects (``engine.HeldScan``), by
+#: run, with its owner line (``_scan_owner``): the next version's scan in this worker goes on
+#: from it without reading the stored state back (about 0.02–0.03 s at 64 MB)
+_HELD_SCANS: OrderedDict[int, tuple[bytes, engine.HeldScan]] = OrderedDict()
+
+
 def _live_scan(run: Run, session: engine.Session) -> engine.WasteScan:
     """The main thread's waste scan of a live session's version: gone on from the state
-    the version before the append kept (the file of ``previous_sha256``), else made whole;
-    its state for the next append is stored. The findings are the same either way; what is
-    read grows with the append, not the session."""
+    the version before the append kept (the file of ``previous_sha256``): as this worker
+    holds it, else as stored; else made whole. Its state for the next append is stored (and
+    held). The findings are the same either way; what is read grows with the append, not
+    the session."""
     transcript = run.transcript
-    kept = None
+    kept = held = None
+    found = _HELD_SCANS.pop(run.pk, None)  # used up (changed) by this version's
     if transcript.previous_sha256:
-        blob = blobs.read_bytes(waste_scan_name(run.pk))
         owner = _scan_owner(run, transcript.previous_sha256)
-        if blob is not None and blob.startswith(owner):
-            kept = blob[len(owner) :]
-    scan, state = engine.scan_main_thread(session, kept)
-    if not blobs.write_bytes(waste_scan_name(run.pk), _scan_owner(run, transcript.sha256) + state):
-        logger.info("run %s: its waste scan could not be kept; the next is made whole", run.pk)
-    return scan
+        if found is not None and found[0] == owner:
+            held = found[1]
+        else:
+            blob = blobs.read_bytes(waste_scan_name(run.pk))
+            if blob is not None and blob.startswith(owner):
+                kept = blob[len(owner) :]
+    scanned = engine.scan_main_thread_on(session, kept, held)
+    owner = _scan_owner(run, transcript.sha256)
+    if not blobs.write_bytes(waste_scan_name(run.pk), owner + scanned.state):
+        logger.info("run %s: its waste scan could not be stored for another host", run.pk)
+    _HELD_SCANS[run.pk] = (owner, scanned.held)
+    while len(_HELD_SCANS) > KEPT_FINDINGS_RUNS:
+        _HELD_SCANS.popitem(last=False)
+    return scanned.scan
 
 
 #: What the findings of a live run's last version kept to go on from (``engine.KeptFindings``:

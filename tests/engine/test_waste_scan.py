@@ -102,6 +102,7 @@ def _grow(
     scans went on from a state; ``tools_went_on`` hears, per version, whether the live
     findings did."""
     kept: bytes | None = None
+    held: engine.HeldScan | None = None
     kept_findings: engine.KeptFindings | None = None
     live_state: list[bytes] = []
     went_on = 0
@@ -117,6 +118,12 @@ def _grow(
         scan, state = engine.scan_main_thread(version, kept)
         whole, _ = engine.scan_main_thread(version)
         assert _scanned(scan) == _scanned(whole), f"version cut at byte {cut}"
+        # the same gone on from the state held as objects (the worker that made it)
+        on_held = engine.scan_main_thread_on(version, None, held)
+        assert _scanned(on_held.scan) == _scanned(whole)
+        assert on_held.went_on == scan_goes_on
+        assert on_held.state == state
+        held = on_held.held
         if scan_goes_on:
             went_on += 1
         replayed = _replayed(version, live_state)

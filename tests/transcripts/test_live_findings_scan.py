@@ -27,15 +27,17 @@ def _no_refit(settings) -> None:
 
 @pytest.fixture
 def scans(monkeypatch) -> list[bool]:
-    """For each waste scan of the main thread: whether it went on from a kept state."""
+    """For each waste scan of the main thread: whether it went on from a kept state (held
+    in the worker's memory, or stored)."""
     went_on: list[bool] = []
-    real = engine.scan_main_thread
+    real = engine.scan_main_thread_on
 
-    def scan(session: engine.Session, kept: bytes | None = None) -> Any:
-        went_on.append(kept is not None)
-        return real(session, kept)
+    def scan(session: engine.Session, kept: bytes | None = None, held: Any = None) -> Any:
+        found = real(session, kept, held)
+        went_on.append(found.went_on)
+        return found
 
-    monkeypatch.setattr(engine, "scan_main_thread", scan)
+    monkeypatch.setattr(engine, "scan_main_thread_on", scan)
     return went_on
 
 
@@ -71,11 +73,18 @@ def test_each_updates_findings_go_on_from_the_last_scan_and_are_the_whole_ones(
         _grow_to(client, auth_header, session_id, cut, capture)
         scans.clear()
         findings.clear()
+        # the last in a worker that holds neither (another host's): it goes on from the
+        # stored scan, and works the rows and tools breakdown out whole
+        another_host = cut == CUTS[-1]
+        if another_host:
+            runner._HELD_SCANS.clear()
+            runner._KEPT_FINDINGS.clear()
         runner.execute_run(run.pk)
         run.refresh_from_db()
         assert run.provisional
         assert scans == [True]
-        assert findings == [True]  # the rows and tools breakdown too, in this worker
+        # the rows and tools breakdown too, in the worker that took the last version
+        assert findings == [not another_host]
         data = RunResult.objects.get(run=run).read()
         assert json.dumps(data[runner.WASTE_KEY], sort_keys=True) == _whole_waste(session_id, data)
         # and the tools breakdown, from rows that hold no text, is the whole one
@@ -94,11 +103,25 @@ def test_a_scan_of_another_version_is_not_gone_on_from(
     capture = django_capture_on_commit_callbacks
     session_id, run = _live_session(client, auth_header, capture)
     name = runner.waste_scan_name(run.pk)
-    # kept for a file this session never was
-    kept = blobs.read_bytes(name) or b""
-    head, _, state = kept.partition(b"\n")
-    blobs.write_bytes(name, head.rsplit(b"sha256=", 1)[0] + b"sha256=" + b"0" * 64 + b"\n" + state)
+
+    def stored_for_another_file() -> None:
+        kept = blobs.read_bytes(name) or b""
+        head, _, state = kept.partition(b"\n")
+        owner = head.rsplit(b"sha256=", 1)[0] + b"sha256=" + b"0" * 64 + b"\n"
+        blobs.write_bytes(name, owner + state)
+
+    # kept for a file this session never was, in a worker that holds no scan of it
+    stored_for_another_file()
+    runner._HELD_SCANS.clear()
     _grow_to(client, auth_header, session_id, CUTS[2], capture)
+    scans.clear()
+    runner.execute_run(run.pk)
+    assert scans == [False]
+    # and in a worker that holds one of another file
+    stored_for_another_file()
+    held_owner, held = runner._HELD_SCANS[run.pk]
+    runner._HELD_SCANS[run.pk] = (held_owner.replace(b"sha256=", b"sha256=0"), held)
+    _grow_to(client, auth_header, session_id, CUTS[3], capture)
     scans.clear()
     runner.execute_run(run.pk)
     assert scans == [False]
