@@ -265,7 +265,8 @@ def _scan_owner(run: Run, sha256: str) -> bytes:
 
 #: The waste scan state of a live run's last version as objects (``engine.HeldScan``), by
 #: run, with its owner line (``_scan_owner``): the next version's scan in this worker goes on
-#: from it without reading the stored state back (about 0.02–0.03 s at 64 MB)
+#: from it without reading the stored state back (about 0.02–0.03 s at 64 MB); at most
+#: ``KEPT_FINDINGS_RUNS`` runs, of sessions of ``KEPT_FINDINGS_MAX_BYTES`` at most
 _HELD_SCANS: OrderedDict[int, tuple[bytes, engine.HeldScan]] = OrderedDict()
 
 
@@ -290,7 +291,8 @@ def _live_scan(run: Run, session: engine.Session) -> engine.WasteScan:
     owner = _scan_owner(run, transcript.sha256)
     if not blobs.write_bytes(waste_scan_name(run.pk), owner + scanned.state):
         logger.info("run %s: its waste scan could not be stored for another host", run.pk)
-    _HELD_SCANS[run.pk] = (owner, scanned.held)
+    if transcript.size <= KEPT_FINDINGS_MAX_BYTES:
+        _HELD_SCANS[run.pk] = (owner, scanned.held)
     while len(_HELD_SCANS) > KEPT_FINDINGS_RUNS:
         _HELD_SCANS.popitem(last=False)
     return scanned.scan
@@ -304,6 +306,10 @@ _KEPT_FINDINGS: OrderedDict[int, tuple[bytes, engine.KeptFindings]] = OrderedDic
 #: live runs whose findings a worker keeps at most (a 64 MB session's: its 4,182 messages'
 #: rows without texts and the breakdown's per-message tallies)
 KEPT_FINDINGS_RUNS = 4
+#: sessions of more bytes keep none in memory (their rows would hold the worker's memory
+#: between appends; a 2 GB session's worker must stay within 1.5 GB): their findings go on
+#: from the stored waste scan and are otherwise worked out whole, as before
+KEPT_FINDINGS_MAX_BYTES = 256 * 1024 * 1024
 
 
 def with_live_findings(run: Run, data: dict[str, Any], session: engine.Session) -> dict[str, Any]:
@@ -322,7 +328,7 @@ def with_live_findings(run: Run, data: dict[str, Any], session: engine.Session) 
     live = engine.live_findings(data, session, kept)
     data[engine.TOOL_BREAKDOWN_KEY] = live.tool_breakdown
     data[WASTE_KEY] = waste_report(data, live.messages, scan)
-    if live.kept is not None:
+    if live.kept is not None and transcript.size <= KEPT_FINDINGS_MAX_BYTES:
         _KEPT_FINDINGS[run.pk] = (_scan_owner(run, transcript.sha256), live.kept)
         while len(_KEPT_FINDINGS) > KEPT_FINDINGS_RUNS:
             _KEPT_FINDINGS.popitem(last=False)

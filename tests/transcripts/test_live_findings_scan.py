@@ -140,3 +140,26 @@ def test_deleting_the_session_deletes_its_runs_waste_scan(
     with capture(execute=True):
         services.delete_transcript(transcript=Transcript.objects.get(pk=session_id))
     assert blobs.read_bytes(runner.waste_scan_name(run.pk)) is None
+
+
+def test_a_session_past_the_kept_size_keeps_no_findings_in_memory(
+    client, auth_header, django_capture_on_commit_callbacks, scans, findings, monkeypatch
+):
+    """A session of more than ``KEPT_FINDINGS_MAX_BYTES`` keeps neither its rows nor its
+    scan in the worker's memory between appends: its next update goes on from the stored
+    scan and works the rest out whole, with the same findings."""
+    monkeypatch.setattr(runner, "KEPT_FINDINGS_MAX_BYTES", 1000)
+    runner._KEPT_FINDINGS.clear()
+    runner._HELD_SCANS.clear()
+    capture = django_capture_on_commit_callbacks
+    session_id, run = _live_session(client, auth_header, capture)
+    assert run.pk not in runner._KEPT_FINDINGS
+    assert run.pk not in runner._HELD_SCANS
+    _grow_to(client, auth_header, session_id, CUTS[2], capture)
+    scans.clear()
+    findings.clear()
+    runner.execute_run(run.pk)
+    assert scans == [True]
+    assert findings == [False]
+    data = RunResult.objects.get(run=run).read()
+    assert json.dumps(data[runner.WASTE_KEY], sort_keys=True) == _whole_waste(session_id, data)
