@@ -8,12 +8,15 @@ update: its replay state, waste scan and index kept), then grown by the last ``-
 requests: the measured update, through the worker's own code (``transcripts.live.append``,
 ``jobs.replay.execute_run``, in this process, on a fresh PostgreSQL test database). Two
 sessions of the same bytes are grown so: "after" as this branch does it, "before" with the
-search index read from every stored message (``search.services._appended_pieces`` off) and
-the waste scan made whole (no kept state), as before it. The pieces timed in each update:
+search index read from every stored message (``search.services._appended_pieces`` off),
+the waste scan made whole (no kept state, stored or held) and the messages' rows and tools
+breakdown worked out whole (``engine.live_findings`` given no kept findings), as before them. The pieces timed
+in each update:
 
 * ``replay``: ``engine.continue_live``, the appended requests replayed from the kept state;
-* ``findings``: ``jobs.replay.with_findings`` (tools breakdown and waste report) and, of it,
-  ``scan``: the waste scan with its kept state's read and write (``jobs.replay._live_scan``);
+* ``findings``: ``jobs.replay.with_live_findings`` (tools breakdown and waste report; on a
+  tree before branch livesrv, ``with_findings`` and the scan) and, of it, ``scan``: the waste
+  scan with its kept state's read and write (``jobs.replay._live_scan``);
 * ``index``: ``search.services.index_session``.
 
     python bench/bench_live_findings.py [--size-mb 16 64] [--tail 1] [--runs 1]
@@ -97,11 +100,21 @@ def as_before() -> Iterator[None]:
     real_pieces, real_scan = services._appended_pieces, engine.scan_main_thread
     services._appended_pieces = lambda *a, **k: None  # type: ignore[assignment]
     engine.scan_main_thread = lambda session, kept=None: real_scan(session, None)  # type: ignore[assignment]
+    real_on = getattr(engine, "scan_main_thread_on", None)
+    if real_on is not None:  # (the scan held in memory, since branch livesrv)
+        engine.scan_main_thread_on = lambda session, kept=None, held=None: real_on(session)  # type: ignore[assignment]
+    real_findings = getattr(engine, "live_findings", None)
+    if real_findings is not None:
+        engine.live_findings = lambda data, session, kept=None: real_findings(data, session, None)  # type: ignore[assignment]
     try:
         yield
     finally:
         services._appended_pieces = real_pieces  # type: ignore[assignment]
         engine.scan_main_thread = real_scan  # type: ignore[assignment]
+        if real_findings is not None:
+            engine.live_findings = real_findings  # type: ignore[assignment]
+        if real_on is not None:
+            engine.scan_main_thread_on = real_on  # type: ignore[assignment]
 
 
 def update(data: bytes, cuts: tuple[int, int], before: bool) -> dict[str, float]:
@@ -128,9 +141,13 @@ def update(data: bytes, cuts: tuple[int, int], before: bool) -> dict[str, float]
         live.append(session.pk, offset=start, data=data[start:end])
         last = end == len(data)
         times: dict[str, float] = {}
+        # the findings of a live version: one call since branch livesrv (the scan in it)
+        findings = (
+            "with_live_findings" if hasattr(runner, "with_live_findings") else "with_findings"
+        )
         with (
             timed(engine, "continue_live", times),
-            timed(runner, "with_findings", times),
+            timed(runner, findings, times),
             timed(runner, "_live_scan", times),
             timed(search, "index_session", times),
             as_before() if before and last else _nothing(),
@@ -143,7 +160,7 @@ def update(data: bytes, cuts: tuple[int, int], before: bool) -> dict[str, float]
             raise SystemExit(f"the update did not go on provisionally: {run.status} {run.error}")
     return {
         "replay": times["continue_live"],
-        "findings": times["with_findings"] + times["_live_scan"],
+        "findings": times[findings] + (times["_live_scan"] if findings == "with_findings" else 0),
         "scan": times["_live_scan"],
         "index": times["index_session"],
         "update": times["update"],

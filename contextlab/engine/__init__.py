@@ -88,6 +88,7 @@ if TYPE_CHECKING:  # loaded on first use (below): the CLI's start-up only pays f
     )
     from .results.idle import IdleAnswer, idle_compaction
     from .results.json_stream import JsonText, TextSink, json_list_parts, write_json
+    from .results.live_findings import KeptFindings, LiveFindings, live_findings
     from .results.message_store import (
         appended_messages_json,
         apply_appended_messages,
@@ -117,7 +118,13 @@ if TYPE_CHECKING:  # loaded on first use (below): the CLI's start-up only pays f
     from .results.usage_fidelity import forecast_fidelity, usage_fidelity
     from .results.view_diff import ViewDiff, view_diff
     from .results.waste import WasteReport, waste_findings
-    from .results.waste_scan import WasteScan, scan_main_thread
+    from .results.waste_scan import (
+        HeldScan,
+        ScanOn,
+        WasteScan,
+        scan_main_thread,
+        scan_main_thread_on,
+    )
     from .summarizing.anthropic_backend import AnthropicSummarizer
     from .summarizing.factory import make_summarizer, preload_sdks
     from .summarizing.fallback import FallbackSummarizer
@@ -140,8 +147,15 @@ _LAZY_MODULES: dict[str, tuple[str, ...]] = {
     ".results.evaluation": ("cache_accuracy", "compaction_accuracy", "fidelity", "result_fidelity"),
     ".results.usage_fidelity": ("forecast_fidelity", "usage_fidelity"),
     ".results.waste": ("WasteReport", "waste_findings"),
-    ".results.waste_scan": ("WasteScan", "scan_main_thread"),
+    ".results.waste_scan": (
+        "HeldScan",
+        "ScanOn",
+        "WasteScan",
+        "scan_main_thread",
+        "scan_main_thread_on",
+    ),
     ".results.idle": ("IdleAnswer", "idle_compaction"),
+    ".results.live_findings": ("KeptFindings", "LiveFindings", "live_findings"),
     ".results.message_store": (
         "appended_messages_json",
         "apply_appended_messages",
@@ -229,10 +243,13 @@ __all__ = [
     "ExtractiveSummarizer",
     "FallbackSummarizer",
     "FieldError",
+    "HeldScan",
     "HistoryIndex",
     "IdleAnswer",
     "JsonText",
+    "KeptFindings",
     "LLMSettings",
+    "LiveFindings",
     "Message",
     "ModelInfo",
     "NavigatorEvent",
@@ -245,6 +262,7 @@ __all__ = [
     "ReplayStopped",
     "RequestRow",
     "ResultJson",
+    "ScanOn",
     "Session",
     "StoredSummarizer",
     "Summarizer",
@@ -298,6 +316,7 @@ __all__ = [
     "join_messages_parts",
     "json_list_parts",
     "keep_parsed",
+    "live_findings",
     "load_growing",
     "load_pricing",
     "load_session",
@@ -329,6 +348,7 @@ __all__ = [
     "resume",
     "rough_text",
     "scan_main_thread",
+    "scan_main_thread_on",
     "session_cache",
     "setting_from_text",
     "side_by_side",

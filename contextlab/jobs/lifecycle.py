@@ -51,9 +51,11 @@ from contextlab import blobs, engine
 from contextlab.runs.models import (
     LIVE_PARTS_KEY,
     REQUESTS_IN_PARTS,
+    VIEWS_IN_PARTS,
     Run,
     RunResult,
     RunResultPart,
+    RunResultViewPart,
 )
 from contextlab.search import services as search
 from contextlab.summaries import services as summaries
@@ -312,8 +314,16 @@ def conclude(
 
 
 #: The parts of the live results this worker stored last, by run (``_store_live_result``):
-#: the head's ``LIVE_PARTS_KEY`` value, and each part's requests, as stored.
-_LIVE_PARTS: OrderedDict[int, tuple[str, list[list[Any]]]] = OrderedDict()
+#: the head's ``LIVE_PARTS_KEY`` value, each part's requests, as stored, and each view
+#: list's parts (``_store_live_views``: their entries copied, as stored).
+_LIVE_PARTS: OrderedDict[int, tuple[str, list[list[Any]], dict[str, list[list[Any]]]]] = (
+    OrderedDict()
+)
+#: entries of a live result's view list (``views["transforms"]``, ``views["synthetic"]``) per
+#: ``RunResultViewPart``: an append closes few earlier transforms (their ``last``), so most
+#: parts stay as stored. Synthetic messages hold texts (a 64 MB session's 340 are 1 MB of
+#: JSON): 64 of them are about 200 KB, what an append that adds one writes again
+LIVE_VIEW_PART_ENTRIES = 64
 #: live runs whose parts a worker keeps in memory at most (a 64 MB session's: about 20 MB)
 LIVE_PARTS_KEPT = 4
 
@@ -351,6 +361,7 @@ def _store_result(run_id: int, data: dict[str, Any], *, live: bool = False) -> N
     if connection.vendor != "postgresql":
         RunResult.objects.update_or_create(run_id=run_id, defaults={"data": json_text(write)})
         RunResultPart.objects.filter(result_id=run_id).delete()
+        RunResultViewPart.objects.filter(result_id=run_id).delete()
         for seq, text in enumerate(parts):
             RunResultPart.objects.create(result_id=run_id, seq=seq, data=json_value(text))
         return
@@ -389,16 +400,29 @@ def _store_live_result(run_id: int, data: dict[str, Any], requests: list[Any]) -
         for key, value in data.items()
     }
     head[LIVE_PARTS_KEY] = marker
+    views = _view_lists(data.get("views"))
+    if views is not None:
+        head = {
+            (VIEWS_IN_PARTS if key == "views" else key): (
+                {name: len(entries) for name, entries in views.items()} if key == "views" else value
+            )
+            for key, value in head.items()
+        }
     write = partial(engine.write_json, head)
     texts = (json.dumps(part) for part in parts[kept:])
     RunResultPart.objects.filter(result_id=run_id, seq__gte=kept).delete()
     if kept:
         RunResult.objects.filter(run_id=run_id).update(data=json_text(write))
     elif connection.vendor == "postgresql":
-        RunResult.objects.filter(run_id=run_id).delete()
+        RunResult.objects.filter(run_id=run_id).delete()  # and its parts
         copy_json_row(RunResult, run_id, write)
     else:
         RunResult.objects.update_or_create(run_id=run_id, defaults={"data": json_text(write)})
+    # the view parts this worker stored last, when the database still holds them as stored
+    stored_views = remembered[2] if remembered is not None and stored == remembered[0] else None
+    if stored_views is not None and not kept and connection.vendor == "postgresql":
+        stored_views = None  # the head row was written anew: its parts went with it
+    view_parts = _store_live_views(run_id, views or {}, stored_views)
     if connection.vendor == "postgresql":
         copy_json_parts(RunResultPart, run_id, texts, kept, owner_field="result")
     else:
@@ -406,11 +430,60 @@ def _store_live_result(run_id: int, data: dict[str, Any], requests: list[Any]) -
             RunResultPart.objects.create(result_id=run_id, seq=seq, data=json_value(text))
     # remembered once the transaction that stores them commits (a rollback leaves the marker
     # stored before, which then is not this one)
-    transaction.on_commit(partial(_remember_live_parts, run_id, marker, parts))
+    transaction.on_commit(partial(_remember_live_parts, run_id, marker, parts, view_parts))
 
 
-def _remember_live_parts(run_id: int, marker: str, parts: list[list[Any]]) -> None:
-    _LIVE_PARTS[run_id] = (marker, parts)
+def _view_lists(views: Any) -> dict[str, list[Any]] | None:
+    """A result's ``views`` when every value is a list of entries (stored in parts)."""
+    if not isinstance(views, dict) or not views:
+        return None
+    if not all(isinstance(entries, list) for entries in views.values()):
+        return None
+    return views
+
+
+def _store_live_views(
+    run_id: int, views: dict[str, list[Any]], stored: dict[str, list[list[Any]]] | None
+) -> dict[str, list[list[Any]]]:
+    """Store each list of a live result's ``views`` in ``RunResultViewPart`` rows of
+    ``LIVE_VIEW_PART_ENTRIES`` entries, writing only the parts that differ from ``stored``
+    (the parts this worker stored last, as the database holds them; None: unknown, every
+    part written). An append adds entries at the end and closes a few earlier transforms;
+    writing the whole log in the head (about 1 MB of JSON at 64 MB) grew with the session.
+    Returns the parts as stored: their entries copied, as a later replay may change the
+    engine's (a transform's ``last``)."""
+    size = LIVE_VIEW_PART_ENTRIES
+    if stored is None:
+        RunResultViewPart.objects.filter(result_id=run_id).delete()
+        stored = {}
+    out: dict[str, list[list[Any]]] = {}
+    for kind, entries in views.items():
+        old = stored.get(kind) or []
+        new = [entries[at : at + size] for at in range(0, len(entries), size)]
+        changed = [seq for seq, part in enumerate(new) if seq >= len(old) or old[seq] != part]
+        if changed or len(old) > len(new):
+            RunResultViewPart.objects.filter(result_id=run_id, kind=kind).filter(
+                Q(seq__in=changed) | Q(seq__gte=len(new))
+            ).delete()
+        as_stored = dict(enumerate(old))
+        for seq in changed:
+            RunResultViewPart.objects.create(
+                result_id=run_id, kind=kind, seq=seq, data=json_value(json.dumps(new[seq]))
+            )
+            as_stored[seq] = [
+                dict(entry) if isinstance(entry, dict) else entry for entry in new[seq]
+            ]
+        out[kind] = [as_stored[seq] for seq in range(len(new))]
+    gone = set(stored) - set(views)
+    if gone:
+        RunResultViewPart.objects.filter(result_id=run_id, kind__in=gone).delete()
+    return out
+
+
+def _remember_live_parts(
+    run_id: int, marker: str, parts: list[list[Any]], view_parts: dict[str, list[list[Any]]]
+) -> None:
+    _LIVE_PARTS[run_id] = (marker, parts, view_parts)
     _LIVE_PARTS.move_to_end(run_id)
     while len(_LIVE_PARTS) > LIVE_PARTS_KEPT:
         _LIVE_PARTS.popitem(last=False)

@@ -105,6 +105,10 @@ REQUESTS_IN_PARTS = "_requests_in_parts"
 #: ``RunResult.data``'s key of a live session's provisional result stored in parts of a fixed
 #: number of requests (``jobs.lifecycle``): which store wrote them (not part of the result)
 LIVE_PARTS_KEY = "_live_parts"
+#: ``RunResult.data``'s key, in the place of ``views``, when a live session's provisional
+#: result keeps its view log in ``RunResultViewPart`` rows (its value: each list's name and
+#: length, in the order of ``views``' keys)
+VIEWS_IN_PARTS = "_views_in_parts"
 
 
 class RunResult(models.Model):
@@ -125,18 +129,19 @@ class RunResult(models.Model):
         return f"result of run {self.run_id}"
 
     def read(self) -> dict[str, Any]:
-        """The engine's result as stored, its requests put back in their place."""
+        """The engine's result as stored, its requests and views put back in their place."""
         data: dict[str, Any] = self.data
-        if REQUESTS_IN_PARTS not in data:
+        if REQUESTS_IN_PARTS not in data and VIEWS_IN_PARTS not in data:
             return data
-        requests = self.requests()
-        return {
-            ("requests" if key == REQUESTS_IN_PARTS else key): (
-                requests if key == REQUESTS_IN_PARTS else value
-            )
-            for key, value in data.items()
-            if key != LIVE_PARTS_KEY
-        }
+        out: dict[str, Any] = {}
+        for key, value in data.items():
+            if key == REQUESTS_IN_PARTS:
+                out["requests"] = self.requests()
+            elif key == VIEWS_IN_PARTS:
+                out["views"] = self.views()
+            elif key != LIVE_PARTS_KEY:
+                out[key] = value
+        return out
 
     def requests(self) -> list[dict[str, Any]]:
         """The result's requests, in order."""
@@ -149,6 +154,17 @@ class RunResult(models.Model):
         ):
             requests.extend(part)
         return requests
+
+    def views(self) -> dict[str, list[dict[str, Any]]]:
+        """The result's ``views`` (the replay's transform log and synthetic messages)."""
+        lengths = self.data.get(VIEWS_IN_PARTS)
+        if not isinstance(lengths, dict):
+            views: dict[str, list[dict[str, Any]]] = self.data.get("views") or {}
+            return views
+        out: dict[str, list[dict[str, Any]]] = {name: [] for name in lengths}
+        for kind, part in self.view_parts.order_by("kind", "seq").values_list("kind", "data"):
+            out[kind].extend(part)
+        return out
 
 
 class RunResultPart(models.Model):
@@ -164,3 +180,24 @@ class RunResultPart(models.Model):
 
     def __str__(self) -> str:
         return f"part {self.seq} of the result of run {self.result_id}"
+
+
+class RunResultViewPart(models.Model):
+    """Consecutive entries of one list of a live session's provisional result's ``views``
+    (``kind``: ``transforms`` or ``synthetic``; ``RunResult.views``). An append adds entries
+    at the end and closes a few earlier transforms: only the parts it changed are written
+    (``jobs.lifecycle._store_live_views``), where the head's ``views`` (about 1 MB of JSON
+    at 64 MB) was written whole at every append."""
+
+    result = models.ForeignKey(RunResult, on_delete=models.CASCADE, related_name="view_parts")
+    kind = models.CharField(max_length=32)
+    seq = models.PositiveIntegerField()
+    data: models.JSONField[list[dict[str, Any]]] = models.JSONField()
+
+    class Meta:
+        constraints = (
+            models.UniqueConstraint(fields=["result", "kind", "seq"], name="run_result_view_part"),
+        )
+
+    def __str__(self) -> str:
+        return f"{self.kind} part {self.seq} of the result of run {self.result_id}"

@@ -23,6 +23,7 @@ from contextlab.runs.models import (
     Run,
     RunResult,
     RunResultPart,
+    RunResultViewPart,
 )
 from contextlab.search import services as search
 from contextlab.search.models import Entry
@@ -210,6 +211,75 @@ def test_a_live_result_another_store_wrote_is_written_whole(
     assert not RunResultPart.objects.filter(result_id=run.pk).exists()
     assert RunResult.objects.get(run=run).read() == whole
     assert run.pk not in lifecycle._LIVE_PARTS
+
+
+def _view_parts(run_id: int) -> dict[tuple[str, int], int]:
+    rows = RunResultViewPart.objects.filter(result_id=run_id).values_list("kind", "seq", "pk")
+    return {(kind, seq): pk for kind, seq, pk in rows}
+
+
+def test_a_live_result_keeps_its_unchanged_view_parts_across_an_append(
+    make_transcript, tool_heavy_jsonl, settings, django_capture_on_commit_callbacks, monkeypatch
+):
+    """A live result's ``views`` (the transform log and synthetic messages, about 1 MB of
+    JSON at 64 MB) are stored in parts of a fixed number of entries, not in the head: the
+    next append's store writes only the parts that changed (entries appended, an earlier
+    transform closed), and every reader reads the result it was given."""
+    settings.RUN_RESULT_LIVE_PART_REQUESTS = 2
+    monkeypatch.setattr(lifecycle, "LIVE_VIEW_PART_ENTRIES", 2)
+    run = make_transcript(tool_heavy_jsonl).runs.get()
+    whole = fresh_result(tool_heavy_jsonl)
+    whole["views"]["transforms"] = [
+        {"thread": "main", "message": n, "block": 0, "kind": "cleared", "first": n, "last": None}
+        for n in range(7)
+    ]
+    whole["views"]["synthetic"] = [{"id": f"s:{n}", "text": "x" * n} for n in range(3)]
+    before = json.loads(json.dumps(whole))
+    del before["views"]["transforms"][5:]
+    _store_live(run.pk, before, django_capture_on_commit_callbacks)
+    stored = RunResult.objects.get(run=run)
+    assert "views" not in stored.data  # in parts
+    assert stored.read() == before
+    first = _view_parts(run.pk)
+    assert sorted(first) == [("synthetic", 0), ("synthetic", 1)] + [
+        ("transforms", seq) for seq in range(3)
+    ]
+    # entries appended: the full parts kept as stored, the last one and the new written
+    _store_live(run.pk, whole, django_capture_on_commit_callbacks)
+    assert RunResult.objects.get(run=run).read() == whole
+    after = _view_parts(run.pk)
+    kept = [("synthetic", 0), ("synthetic", 1), ("transforms", 0), ("transforms", 1)]
+    assert {key: after[key] for key in kept} == {key: first[key] for key in kept}
+    assert after[("transforms", 2)] != first[("transforms", 2)]
+    assert ("transforms", 3) in after
+    # an earlier transform closed (the engine's own entry changed in place): its part alone
+    whole["views"]["transforms"][3]["last"] = 6
+    _store_live(run.pk, whole, django_capture_on_commit_callbacks)
+    assert RunResult.objects.get(run=run).read() == whole
+    closed = _view_parts(run.pk)
+    assert closed[("transforms", 0)] == after[("transforms", 0)]
+    assert closed[("transforms", 1)] != after[("transforms", 1)]
+    assert closed[("transforms", 2)] == after[("transforms", 2)]
+    # fewer entries (a whole replay's live result): the parts past them go
+    _store_live(run.pk, before, django_capture_on_commit_callbacks)
+    assert RunResult.objects.get(run=run).read() == before
+    assert max(seq for kind, seq in _view_parts(run.pk) if kind == "transforms") == 2
+    # another worker's store: every part written again
+    lifecycle._LIVE_PARTS.clear()
+    _store_live(run.pk, whole, django_capture_on_commit_callbacks)
+    assert not set(_view_parts(run.pk).values()) & set(closed.values())
+    assert RunResult.objects.get(run=run).read() == whole
+    # the findings stored after the result keep the views in parts
+    finished = Run.objects.filter(pk=run.pk)
+    finished.update(status=Run.Status.DONE, finished_at=lifecycle.timezone.now())
+    at = finished.values_list("finished_at", flat=True).get()
+    assert lifecycle.store_findings(run.pk, at, {"waste_report": {"waste": []}})
+    assert RunResult.objects.get(run=run).read() == {**whole, "waste_report": {"waste": []}}
+    # a finished (not live) result holds its views in its head, and no part
+    lifecycle._store_result(run.pk, whole)
+    assert not RunResultViewPart.objects.filter(result_id=run.pk).exists()
+    assert RunResult.objects.get(run=run).data["views"] == whole["views"]
+    assert RunResult.objects.get(run=run).read() == whole
 
 
 def test_an_append_keeps_a_live_runs_result_for_its_update(
