@@ -61,18 +61,29 @@ class CacheBlocks:
             # a new list, not a cut: the cache model keeps the previous request's list
             # (``hashes_append_only``), whose items must not change
             self.hashes = self.hashes[:start]
-        self.cal.extend([round(ratio * t) for t in self.raw[start:]])
-        hashes = self.hashes
+        system = len(self.system_keys)
+        if start < system:
+            self.sums.clear()
+        else:
+            del self.sums[start - system :]
+        # the new blocks' calibrated tokens, prefix hashes and running sums in one walk (a
+        # request that appends adds a few blocks: three walks cost more than their work)
+        cal, hashes, sums, keys, raw = self.cal, self.hashes, self.sums, self.keys, self.raw
         prev = hashes[-1] if hashes else seed
-        append = hashes.append
-        for key in self.keys[start:]:
-            prev = hash((prev, key))
-            append(prev)
-        self.resum(start)
-        self.changed_from = len(self.keys)
+        total = sums[-1] if sums else 0
+        for i in range(start, len(keys)):
+            tok = round(ratio * raw[i])
+            cal.append(tok)
+            prev = hash((prev, keys[i]))
+            hashes.append(prev)
+            if i >= system:
+                total += tok
+                sums.append(total)
+        self.changed_from = len(keys)
 
     def resum(self, start: int) -> None:
-        """``sums`` again from block ``start`` of ``cal`` on."""
+        """``sums`` again from block ``start`` of ``cal`` on (``sync`` keeps them as it walks the
+        new blocks; this is the same for a ``cal`` set by hand)."""
         system = len(self.system_keys)
         tail_start = max(0, start - system)
         del self.sums[tail_start:]
