@@ -24,7 +24,7 @@ from contextlab.engine.config.resolve import resolve_session_config
 from contextlab.engine.input.sources.registry import load_session
 from contextlab.engine.measures.prompt_cache import CacheSimulator, rolling_hashes
 from contextlab.engine.pipeline.base import View
-from contextlab.engine.replay import cache_estimate
+from contextlab.engine.replay import cache_estimate, driver
 from contextlab.engine.replay.cache_blocks import CacheBlocks
 from contextlab.engine.replay.driver import replay
 
@@ -154,3 +154,19 @@ def test_simulator_sums_from_the_kept_total_equal_the_walk(seed: int, lookback: 
         a = kept.request(**common, total_tokens=sum(tokens), hashes_append_only=True)
         b = walked.request(**common)
         assert a == b
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_probe_sizes_handed_to_the_pass_with_results_equal_measuring_again(
+    path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The pass with results' view takes the calibration probe's base sizes (one-thread
+    sessions, the same texts): the same replays as a view that measures every block again."""
+    handed = replays(path, None)
+    measure_again = driver.calibrate
+
+    def without_probes(inputs: Any, threads: Any, probes: Any = None) -> Any:
+        return measure_again(inputs, threads)  # no probe handed on: each view measures
+
+    monkeypatch.setattr(driver, "calibrate", without_probes)
+    assert replays(path, None) == handed
