@@ -15,7 +15,7 @@ from typing import Any, cast
 
 from contextlab.engine.config.presets import thread_window
 from contextlab.engine.input.model import Usage
-from contextlab.engine.input.session import RequestInfo, Thread, thread_requests
+from contextlab.engine.input.session import RequestInfo, RequestList, Thread, thread_requests
 from contextlab.engine.input.timestamps import epoch_seconds as parse_time
 from contextlab.engine.measures.anchors import ThreadAnchors
 from contextlab.engine.measures.cost import PricingTable, iterations_cost, request_cost
@@ -90,7 +90,12 @@ class ThreadReplay:
         #: pass 1's anchors (None in pass 1 itself, which measures the plain view)
         self.anchors = anchors
         self.progress = progress
-        self.requests = thread_requests(thread)
+        # the probe's requests: the same thread, unchanged since (a new list of the same items)
+        self.requests = (
+            RequestList(thread, probe.requests)
+            if probe is not None and probe.thread is thread
+            else thread_requests(thread)
+        )
         self.recording = read_recording(inputs.session, thread, self.requests, inputs.mode)
         measured: View | None = (
             probe.view
