@@ -91,7 +91,7 @@ class ThreadReplay:
         self.anchors = anchors
         self.progress = progress
         # the probe's requests: the same thread, unchanged since (a new list of the same items)
-        self.requests = (
+        self.requests: RequestList = (
             RequestList(thread, probe.requests)
             if probe is not None and probe.thread is thread
             else thread_requests(thread)
