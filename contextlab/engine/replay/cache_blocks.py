@@ -8,7 +8,6 @@ from itertools import accumulate
 from contextlab.engine.measures.tokens import text_key
 from contextlab.engine.pipeline.base import WHOLE_MESSAGE, View
 
-
 #: New blocks past which ``CacheBlocks.sync`` takes them as a rebuild (walks at C speed) rather
 #: than an append (one walk in Python)
 REBUILD_BLOCKS = 8
