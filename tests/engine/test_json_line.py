@@ -98,3 +98,23 @@ def test_numbers_read_to_the_same_floats() -> None:
         except ValueError:
             got = "refused"
         assert repr(got) == repr(expected), text
+
+
+@pytest.mark.parametrize("spaced", [False, True])
+def test_depth_limit_at_its_boundary(spaced: bool) -> None:
+    """The shortest lines one level past ``MAX_JSON_DEPTH`` (two characters a level: the
+    length gate before the bracket counts must let them through) are refused; one level less
+    is read, also padded past the gate."""
+    depth = json_line.MAX_JSON_DEPTH
+    too_deep = "[" * (depth + 1) + "]" * (depth + 1)
+    assert len(too_deep) == 2 * depth + 2
+    with pytest.raises(json_line.JSONLineError, match="nested deeper"):
+        decode_json_line(too_deep)
+    within = "[" * depth + "]" * depth
+    if spaced:
+        within = within + " " * 10
+    value, replaced = decode_json_line(within)
+    assert replaced == 0
+    for _ in range(depth - 1):
+        value = value[0]
+    assert value == []

@@ -69,7 +69,9 @@ def decode_json_line(text: str) -> tuple[Any, int]:
     # cheap scans first: only a line with enough brackets can be too deep, and only one with a
     # NUL or surrogate escape can hold an unstorable character
     if (
-        len(text) > MAX_JSON_DEPTH  # (a shorter line cannot hold that many brackets)
+        # (the value parsed: each bracket of a line nested that deep is closed again, so a
+        # line of fewer than two characters a level cannot be)
+        len(text) > 2 * MAX_JSON_DEPTH
         and text.count("[") + text.count("{") > MAX_JSON_DEPTH
         and _deeper_than(value, MAX_JSON_DEPTH)
     ):

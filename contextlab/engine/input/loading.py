@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import IO, TYPE_CHECKING
 
 from .compressed import ZSTD_MAGIC, ExpansionLimitExceeded, open_gzip, open_zstd
-from .model import MAX_PROBLEMS, Problem, ProblemList, TranscriptError, dropped_problems
+from .model import MAX_PROBLEMS, Problem, ProblemList, TranscriptError
 
 if TYPE_CHECKING:  # imported where used: a plain .jsonl needs none of them
     import tarfile
@@ -430,7 +430,8 @@ def iter_lines(
                     continue
                 if pending is not None:
                     yield _decode(pending, tfile, problems, is_last=False)
-                    if dropped_problems(problems) > MAX_DROPPED_PROBLEMS:
+                    # (``dropped_problems`` inline: this runs for every line)
+                    if getattr(problems, "dropped", 0) > MAX_DROPPED_PROBLEMS:
                         _too_many_problems(problems, number, tfile.name)
                         pending = None
                         break

@@ -233,21 +233,36 @@ class CacheSimulator:
         # the warm prefix ends at a breakpoint (or there is none): the breakpoints themselves
         known_pos = bps if warm_pos < 0 or warm_pos in bps else sorted({*bps, warm_pos} - {-1})
         total = sum(block_tokens) if total_tokens is None else total_tokens
-        known: dict[int, int] = {-1: 0}
-        half = n // 2
-        acc, start = 0, 0
-        for p in known_pos:
-            if p >= half:
-                break
-            acc += sum(block_tokens[start : p + 1])
-            known[p], start = acc, p + 1
-        acc, end = total, n
-        for p in reversed(known_pos):
-            if p < half:
-                break
-            acc -= sum(block_tokens[p + 1 : end])
-            known[p], end = acc, p + 1
         last_bp = bps[-1]
+        if (
+            total_tokens is not None
+            and len(known_pos) == 2
+            and last_bp == n - 1
+            and 2 * known_pos[0] < n - 1
+        ):
+            # a caller that keeps its prompt (the estimator): one breakpoint in the first half,
+            # one on the last block; the sums the two walks below would take, without walking
+            first = known_pos[0]
+            known: dict[int, int] = {
+                -1: 0,
+                first: sum(block_tokens[: first + 1]) if first else block_tokens[0],
+                last_bp: total,
+            }
+        else:
+            known = {-1: 0}
+            half = n // 2
+            acc, start = 0, 0
+            for p in known_pos:
+                if p >= half:
+                    break
+                acc += sum(block_tokens[start : p + 1])
+                known[p], start = acc, p + 1
+            acc, end = total, n
+            for p in reversed(known_pos):
+                if p < half:
+                    break
+                acc -= sum(block_tokens[p + 1 : end])
+                known[p], end = acc, p + 1
         prefix_at_last = known[last_bp]
 
         if prefix_at_last < min_cacheable_tokens:
@@ -320,9 +335,17 @@ class CacheSimulator:
         uncached = total - prefix_at_last
 
         prev = self._last.get(model)
-        reason, detail = self._explain(
-            prev, last_model, model, time, prefix_hashes, hit, hit_entry, last_bp, write
-        )
+        reason: CacheReason
+        if hit_entry is not None and prev is not None and hit >= min(prev.top, last_bp):
+            # ``_explain``'s "hit" of a stored entry, the reason of most requests, without the call
+            reason = "hit"
+            detail = (
+                f"read blocks 0-{hit} (entry from {hit_entry.writer}), wrote {write:,} new tokens"
+            )
+        else:
+            reason, detail = self._explain(
+                prev, last_model, model, time, prefix_hashes, hit, hit_entry, last_bp, write
+            )
 
         if hit == last_bp:
             top_expiry = hit_entry.expiry if hit_entry is not None else _INF

@@ -245,6 +245,7 @@ class View:
         base_text: Callable[[int, int, Block], str | None],
         hidden: set[int],
         text_tokens: dict[int, int] | None = None,
+        measured: View | None = None,
     ) -> None:
         self.thread = thread
         self.messages = thread.messages
@@ -257,11 +258,17 @@ class View:
         #: (both passes, every config) when the caller hands one in
         self._text_tokens: dict[int, int] = {} if text_tokens is None else text_tokens
         n = len(self.messages)
-        self.cum_tok = [0]
-        self.cum_rough = [0]
+        self.cum_tok: list[int] = [0]
+        self.cum_rough: list[int] = [0]
         self.msg_tok: list[int] = []
         self.msg_rough: list[int] = []
-        self._measure_from(0)
+        if measured is None:
+            self._measure_from(0)
+        else:
+            # an earlier view of the thread measured the same base texts (the caller checks):
+            # its sizes, not a second walk over every block of the thread
+            self.cum_tok, self.cum_rough = list(measured.cum_tok), list(measured.cum_rough)
+            self.msg_tok, self.msg_rough = list(measured.msg_tok), list(measured.msg_rough)
         self.head: list[HeadItem] = []
         self.head_tok = 0
         self.head_rough = 0

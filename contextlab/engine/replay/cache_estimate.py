@@ -204,9 +204,7 @@ class CacheEstimator:
         last = len(tokens) - 1
         # the system breakpoint(s): org mode marks the CLI prefix and the rest separately, but both
         # sit inside the one unseen-prefix block we can model, so one breakpoint stands for them
-        breakpoints = [0]
-        if last > breakpoints[-1]:
-            breakpoints.append(last)
+        breakpoints = [0, last] if last > 0 else [0]
         gap = now - self.previous_sent if self.previous_sent is not None else None
         self.previous_sent = now
         warm_blocks = 1 if self.system_survives(gap) else 0

@@ -66,9 +66,14 @@ def recorded_pass_key(config: PipelineConfig, *, with_cache: bool) -> PipelineCo
     return shared if with_cache else shared.replace(cache_ttl="auto")
 
 
-def calibrate(inputs: ReplayInputs, threads: list[Thread]) -> dict[str, ThreadCalibration]:
+def calibrate(
+    inputs: ReplayInputs,
+    threads: list[Thread],
+    probes: dict[str, ThreadReplay] | None = None,
+) -> dict[str, ThreadCalibration]:
     """Thread id → its pass-1 measures, for every thread of ``threads`` (memoized on the
-    session, per config as a recorded pass without results sees it)."""
+    session, per config as a recorded pass without results sees it). ``probes`` gets each
+    thread's last pass when this call made one (not from the memo)."""
     session = inputs.session
     memo_key = ("calibration", recorded_pass_key(inputs.config, with_cache=False))
     measured: dict[str, ThreadCalibration] = session.memo.get(memo_key) or {}
@@ -106,6 +111,8 @@ def calibrate(inputs: ReplayInputs, threads: list[Thread]) -> dict[str, ThreadCa
         else:
             calibration = anchors.calibration
         measured[thread.id] = ThreadCalibration(raw, calibration, per_model, anchors)
+        if probes is not None:
+            probes[thread.id] = probe
     session.memo[memo_key] = measured
     return measured
 

@@ -125,8 +125,13 @@ class SessionReplay:
     def run(self) -> ReplayResult:
         inputs = self.inputs
         config = inputs.config
+        probes: dict[str, ThreadReplay] = {}
         if self.position < 0:
-            self.measured = calibrate(inputs, self.threads)
+            self.measured = calibrate(inputs, self.threads, probes)
+            if len(probes) != 1 or len(self.threads) != 1:
+                # another thread's calibration may have sized blocks this one shares (thinking
+                # scaled, a fork's copied messages) after this one's pass: each view measures
+                probes = {}
             if inputs.mode == "whatif" and config.cache_recorded_server_misses:
                 self.server_misses = self.recorded_server_misses()
             # one cache for the session, fed in time order: threads sharing a prompt share entries
@@ -161,6 +166,7 @@ class SessionReplay:
                     cache_sim=self.cache_sim,
                     server_misses=self.server_misses.get(thread.id, {}),
                     progress=self.progress.tick,
+                    probe=probes.pop(thread.id, None),
                 )
             self.finish_thread(self.runner, cal)
             self.runner = None

@@ -15,7 +15,7 @@ from typing import Any, cast
 
 from contextlab.engine.config.presets import thread_window
 from contextlab.engine.input.model import Usage
-from contextlab.engine.input.session import RequestInfo, Thread, thread_requests
+from contextlab.engine.input.session import RequestInfo, RequestList, Thread, thread_requests
 from contextlab.engine.input.timestamps import epoch_seconds as parse_time
 from contextlab.engine.measures.anchors import ThreadAnchors
 from contextlab.engine.measures.cost import PricingTable, iterations_cost, request_cost
@@ -71,7 +71,11 @@ class ThreadReplay:
         cache_sim: CacheSimulator | None = None,
         server_misses: dict[int, int] | None = None,
         progress: Callable[[int], None] | None = None,
+        probe: ThreadReplay | None = None,
     ) -> None:
+        """``probe``: the calibration's pass over this thread in this replay, when no other
+        thread's calibration ran after it (its view's base sizes are this view's when both
+        read the same texts)."""
         self.inputs = inputs
         self.thread = thread
         config = inputs.config
@@ -86,15 +90,32 @@ class ThreadReplay:
         #: pass 1's anchors (None in pass 1 itself, which measures the plain view)
         self.anchors = anchors
         self.progress = progress
-        self.requests = thread_requests(thread)
+        # the probe's requests: the same thread, unchanged since (a new list of the same items)
+        self.requests: RequestList = (
+            RequestList(thread, probe.requests)
+            if probe is not None and probe.thread is thread
+            else thread_requests(thread)
+        )
         self.recording = read_recording(inputs.session, thread, self.requests, inputs.mode)
-        self.view = View(
+        measured: View | None = (
+            probe.view
+            if probe is not None
+            and probe.thread is thread
+            and probe.inputs.counter is inputs.counter
+            and not probe.recording.restored
+            and not self.recording.restored
+            and probe.recording.hidden == self.recording.hidden
+            and len(probe.view.msg_tok) == len(thread.messages)
+            else None
+        )
+        self.view: View = View(
             thread,
             inputs.counter,
             log,
             self.recording.base_text,
             self.recording.hidden,
             text_tokens=shared_text_tokens(inputs),
+            measured=measured,
         )
         #: what the pipeline steps keep between requests
         self.state: dict[str, Any] = {"session_dir": session_dir(inputs.session, thread)}
