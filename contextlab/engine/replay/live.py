@@ -418,7 +418,7 @@ def _size_thinking(
     counter = runner.inputs.counter
     messages = thread.messages
     key = _sized_key(thread.id, messages)
-    start, indices = _sized_before(key, messages, factor, sized)
+    start, indices, before = _sized_before(key, messages, factor, sized)
     fresh: list[Message] = []
     for i in range(start, len(messages)):
         message = messages[i]
@@ -433,7 +433,7 @@ def _size_thinking(
             indices.append(i)
     if factor > 1.0:
         scale_unsized_thinking(fresh, factor, counter, thread.id)
-    _keep_sized(key, messages, factor, sized, indices)
+    _keep_sized(key, messages, factor, sized, indices, before)
     return indices
 
 
@@ -469,30 +469,31 @@ def _sized_key(thread_id: str, messages: list[Message]) -> tuple[str, int]:
 
 def _sized_before(
     key: tuple[str, int], messages: list[Message], factor: float, sized: dict[int, SizedThinking]
-) -> tuple[int, list[int]]:
+) -> tuple[int, list[int], _Sized | None]:
     """How many of ``messages`` hold the thinking sizes this replay would set (``_SIZED``:
     the very objects with as many blocks, no sizing since, the same factor, and the state's
     sizes of those messages the ones set then, or read then from a response sized afresh),
-    and those messages' responses not in the state's sizes."""
+    and those messages' responses not in the state's sizes (and what was kept, when used)."""
     kept = _SIZED.get(key)
     if kept is None or kept.writes != thinking_writes() or kept.factor != factor:
-        return 0, []
+        return 0, [], None
     n = len(kept.messages)
     if n > len(messages):
-        return 0, []
+        return 0, [], None
     prefix = messages[:n]
     if not all(map(is_, kept.messages, prefix)) or list(map(len, map(_BLOCKS, prefix))) != (
         kept.sizes
     ):
-        return 0, []
+        return 0, [], None
     below = _sized_below(sized, n)
     # the state's sizes of the responses sized afresh then, read from them as they were left
     added = below.keys() - kept.sized.keys()
     if added - set(kept.fresh) or {**kept.sized, **{i: below[i] for i in added}} != below:
-        return 0, []
+        return 0, [], None
     if any(below[i] != _sized_thinking(messages[i]) for i in added):
-        return 0, []
-    return n, [i for i in kept.fresh if i not in added] if added else list(kept.fresh)
+        return 0, [], None
+    fresh = [i for i in kept.fresh if i not in added] if added else list(kept.fresh)
+    return n, fresh, kept
 
 
 def _sized_below(sized: dict[int, SizedThinking], n: int) -> dict[int, SizedThinking]:
@@ -508,17 +509,22 @@ def _keep_sized(
     factor: float,
     sized: dict[int, SizedThinking],
     indices: list[int],
+    before: _Sized | None,
 ) -> None:
+    """Keep how ``_size_thinking`` left ``messages`` (on from ``before``, what it went on
+    from: its messages checked, their numbers of blocks and responses not read again)."""
     n = len(messages) - 1
     if n <= 0:
         return
-    prefix = messages[:n]
+    start = len(before.messages) if before is not None else 0
+    sizes = list(map(len, map(_BLOCKS, messages[start:n])))
+    fresh = [i for i in indices if i < n] if indices and indices[-1] >= n else list(indices)
     kept = _Sized(
-        prefix,
-        list(map(len, map(_BLOCKS, prefix))),
+        messages[:n],
+        before.sizes + sizes if before is not None else sizes,
         factor,
         _sized_below(sized, n),
-        [i for i in indices if i < n],
+        fresh,
         thinking_writes(),
     )
     with _SIZED_LOCK:  # a web process may replay sessions in threads
