@@ -2,7 +2,7 @@
 changes what an update computes: the chunks of rows it pickled or read
 (``checkpoints._DECODED``, by their bytes), the references of the messages it dumped last
 (``checkpoints._REFS``), the messages it counted (``tokenized._COUNTED``) and linked
-(``session._LINKED``). Each is used only when what it was kept for is what is there now: the
+(``session._LINKED``), the thinking sizes it set (``live._SIZED``, branch live64b) and the counts it listed (``tokenized._LISTED``). Each is used only when what it was kept for is what is there now: the
 versions grown through the warm path equal the same updates made cold (nothing kept), also
 when another worker took the append in between, after a restart, across a response completed
 by the next append (the state's rewind), and when the file changed otherwise than by an
@@ -24,8 +24,11 @@ from contextlab import engine
 from contextlab.engine.input import session as session_module
 from contextlab.engine.input.model import Block
 from contextlab.engine.measures import tokenized
+from contextlab.engine.measures import tokens as tokens_module
+from contextlab.engine.measures.tokens import thinking_writes
 from contextlab.engine.replay import checkpoints
-from tests.conftest import DEMO
+from contextlab.engine.replay import live as live_module
+from tests.conftest import DEMO, ROOT
 from tests.engine.test_anchors import branch_above_200k_beside_a_main_that_compacted_below_it
 from tests.engine.test_live_replay import _line_ends, _user_line_start
 
@@ -37,6 +40,8 @@ _KEPT = (
     checkpoints._REFS,
     tokenized._COUNTED,
     session_module._LINKED,
+    live_module._SIZED,
+    tokenized._LISTED,
 )
 
 
@@ -53,6 +58,7 @@ def _another_process() -> Iterator[None]:
     they were before: stale for what the other worker wrote)."""
     saved = [dict(kept) for kept in _KEPT]
     counted = checkpoints._DECODED_BYTES[0]
+    writes = thinking_writes()
     _forget()
     try:
         yield
@@ -61,6 +67,8 @@ def _another_process() -> Iterator[None]:
             kept.clear()
             kept.update(items)  # type: ignore[attr-defined]
         checkpoints._DECODED_BYTES[0] = counted
+        # its sizings were of its own sessions' responses, counted in its own process
+        tokens_module._THINKING_WRITES[0] = writes
 
 
 def _text(result: engine.ReplayResult) -> str:
@@ -181,8 +189,10 @@ def test_a_restart_and_a_file_changed_otherwise_than_by_an_append(tmp_path):
     _forget()  # a restart: nothing kept, the stored state is all there is
     text, after = versions.warm(cuts[2], state)
     path = versions.folder / f"v{versions.k}" / "session.jsonl"
+    warm = _warm_thinking()
     with _another_process():
         assert text == _cold(path, state)[0]
+        assert warm == _of(warm, _cold_thinking(path, state))
     # the file cut back (a rewind, not an append): the state no longer fits, and the whole
     # replay that follows is the one a process keeping nothing makes
     rewound = tmp_path / "rewound" / "session.jsonl"
@@ -276,3 +286,117 @@ def test_a_result_does_not_renumber_its_threads_rows(tmp_path):
     assert rows == [dict(r) for tr in result.threads for r in tr.requests]
     assert any(r["thread"] != "main" for r in numbered)
     assert any(r["index"] != n for n, r in enumerate(rows))  # a branch's rows, renumbered
+
+
+def _synthetic(tmp_path: Path) -> bytes:
+    """A session whose responses think (the demo's barely do)."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    from gen_synthetic import generate
+
+    source = tmp_path / "synthetic.jsonl"
+    generate(source, 400_000, seed=1)
+    return source.read_bytes()
+
+
+def _cold_thinking(path: Path, state: bytes) -> list[Any]:
+    """The thinking sizes of every message of the main thread after ``_cold``'s update."""
+    _forget()
+    session = engine.load_session(str(path), name="session.jsonl")
+    tokenized.tokenize_session(session)
+    engine.continue_live(state, session)
+    return [live_module._sized_thinking(m) for m in session.threads[0].messages]
+
+
+def _of(indices: dict[int, Any], sizes: list[Any]) -> dict[int, Any]:
+    return {i: sizes[i] for i in indices}
+
+
+def _warm_thinking() -> dict[int, Any]:
+    """The thinking sizes of the responses whose sizes the state read back by this process's
+    last update held (``_SIZED``): set from it, whichever way. (A response sized afresh may
+    differ from a cold update's: a warm worker's message object sized while the file ended
+    inside it keeps those sizes, on main as here.)"""
+    kept = list(live_module._SIZED.values())[-1]
+    return {i: live_module._sized_thinking(kept.messages[i]) for i in kept.sized}
+
+
+def test_kept_thinking_sizes_are_set_again_after_any_sizing_in_between(tmp_path):
+    """A warm worker does not walk again the responses whose thinking it sized last
+    (``live._SIZED``), unless a sizing ran since in the process (a what-if replay of the same
+    cached session sizes the same message objects: here, their thinking set to other sizes)
+    or the stored state's sizes are not the ones it set (another worker's append): each
+    version equals the update a process keeping nothing makes."""
+    _forget()
+    data = _synthetic(tmp_path)
+    versions = _Versions(tmp_path, data)
+    cuts = _cuts(data, [0.4, 0.55, 0.7, 0.85])
+    _, state = versions.warm(cuts[0], None)
+    skipped = resized = 0
+    for n, end in enumerate(cuts[1:]):
+        before = state
+        kept = next(iter(live_module._SIZED.values()), None)
+        if kept is not None and n % 2:
+            # another replay in this process sizes the kept responses' thinking otherwise
+            for message in kept.messages:
+                toks = tuple(b.tok + 7 for b in message.blocks if b.type == "thinking")
+                if toks and message.metadata.get("thinking_sized"):
+                    live_module._set_sized_thinking(message, (toks, False, None))
+                    resized += 1
+        writes = thinking_writes()
+        text, state = versions.warm(end, before)
+        skipped += kept is not None and not n % 2 and thinking_writes() - writes < len(kept.sized)
+        path = versions.folder / f"v{versions.k}" / "session.jsonl"
+        warm = _warm_thinking()
+        with _another_process():
+            assert text == _cold(path, before)[0], f"version {versions.k}"
+            assert warm == _of(warm, _cold_thinking(path, before)), f"version {versions.k}"
+    assert resized  # the kept responses were sized otherwise in between
+    assert skipped  # and otherwise the warm path did not set them all again
+
+
+def test_kept_thinking_sizes_are_not_used_when_the_stored_ones_differ(tmp_path):
+    """The state read back holds other sizes than the ones this process set (another
+    worker's): they are set, as a walk of every response does."""
+    _forget()
+    data = _synthetic(tmp_path)
+    versions = _Versions(tmp_path, data)
+    cuts = _cuts(data, [0.5, 0.7])
+    _, state = versions.warm(cuts[0], None)
+    text, state = versions.warm(cuts[2], state)  # a user turn: no rewind next
+    (kept,) = live_module._SIZED.values()
+    assert kept.sized
+    # what this process kept says another size was set on one response than the state holds
+    i, (toks, unsized, scaled_by) = next(iter(kept.sized.items()))
+    kept.sized[i] = (tuple(t + 7 for t in toks), unsized, scaled_by)
+    message = kept.messages[i]
+    live_module._set_sized_thinking(message, kept.sized[i])
+    kept.writes = thinking_writes()
+    text, _ = versions.warm(cuts[4], state)
+    path = versions.folder / f"v{versions.k}" / "session.jsonl"
+    warm = _warm_thinking()
+    with _another_process():
+        assert text == _cold(path, state)[0]
+        assert warm == _of(warm, _cold_thinking(path, state))
+
+
+def test_listed_counts_are_read_again_where_thinking_was_sized_since(tmp_path):
+    """``TokenCounts.of`` does not read again the blocks it listed last, but a response's
+    thinking sized since (a continuation, a what-if replay) is read as it is now."""
+    _forget()
+    source = tmp_path / "s.jsonl"
+    source.write_bytes(_synthetic(tmp_path))
+    session = engine.load_session(str(source), name="s.jsonl")
+    tokenized.tokenize_session(session)
+    first = tokenized.TokenCounts.of(session)
+    assert tokenized._LISTED
+    assert tokenized.TokenCounts.of(session) == first  # from what it kept
+    thread = session.threads[0]
+    thinking = next(m for m in thread.messages[:-1] if any(b.type == "thinking" for b in m.blocks))
+    toks = tuple(b.tok + 7 for b in thinking.blocks if b.type == "thinking")
+    live_module._set_sized_thinking(thinking, (toks, False, None))
+    warm = tokenized.TokenCounts.of(session)
+    assert warm != first
+    tokenized._LISTED.clear()
+    assert warm == tokenized.TokenCounts.of(session)

@@ -111,13 +111,21 @@ class TokenCounts:
     def of(cls, session: Session) -> TokenCounts:
         threads = {}
         for thread in session.threads:
-            blocks = list(chain.from_iterable(map(_BLOCKS, thread.messages)))
-            threads[thread.id] = (
-                array("q", map(len, map(_BLOCKS, thread.messages))),
+            messages = thread.messages
+            listed = _listed_before(thread.id, messages)
+            rest = messages[len(listed.messages) :] if listed is not None else messages
+            blocks = list(chain.from_iterable(map(_BLOCKS, rest)))
+            figures = (
+                array("q", map(len, map(_BLOCKS, rest))),
                 array("q", map(_TOK, blocks)),
                 array("q", map(_ROUGH, blocks)),
                 array("q", map(_KEY, blocks)),
             )
+            if listed is not None:
+                kept = (listed.per_message, listed.toks, listed.roughs, listed.keys)
+                figures = tuple(a + b for a, b in zip(kept, figures, strict=True))  # type: ignore[assignment]
+            threads[thread.id] = figures
+            _keep_listed(thread.id, messages, figures, listed)
         return cls(threads)
 
     def carry_onto(self, pending: Sequence[tuple[str, int, int, Block]]) -> None:
@@ -268,6 +276,82 @@ def _keep_counted(thread_id: str, messages: list[Message]) -> None:
         _COUNTED.move_to_end(key)
         while len(_COUNTED) > _COUNTED_LIMIT:
             _COUNTED.popitem(last=False)
+
+
+@dataclass
+class _Listed:
+    """A thread's messages (but the last) whose figures ``TokenCounts.of`` listed last, all
+    counted then (none below 0), with those figures, and their thinking blocks with the
+    tokens they had then."""
+
+    messages: list[Message]
+    per_message: array[int]
+    toks: array[int]
+    roughs: array[int]
+    keys: array[int]
+    thinking: list[Block]
+    thinking_toks: array[int]
+
+
+#: by (thread id, its first message's id): the threads this process listed last. A block's
+#: figures, once all three are set, change only when a response's thinking is sized (a live
+#: continuation sizes the responses after its last version's, and a what-if replay of the
+#: same cached session may size them again), so those are compared; a growing session's next
+#: version holds the same message objects first, whose figures need not be read again (every
+#: block of a 64 MB session, about 3 ms an append).
+_LISTED: OrderedDict[tuple[str, int], _Listed] = OrderedDict()
+_LISTED_LIMIT = 4
+_LISTED_LOCK = threading.Lock()
+
+
+def _listed_before(thread_id: str, messages: list[Message]) -> _Listed | None:
+    """What ``_LISTED`` holds of ``messages``' first ones: the very objects, with as many
+    blocks, and their thinking blocks' tokens as they were."""
+    kept = _LISTED.get(_counted_key(thread_id, messages))
+    if kept is None or len(kept.messages) > len(messages):
+        return None
+    prefix = messages[: len(kept.messages)]
+    if not all(map(is_, kept.messages, prefix)):
+        return None
+    if array("q", map(len, map(_BLOCKS, prefix))) != kept.per_message:
+        return None
+    if array("q", map(_TOK, kept.thinking)) != kept.thinking_toks:
+        return None
+    return kept
+
+
+def _keep_listed(
+    thread_id: str,
+    messages: list[Message],
+    figures: tuple[array[int], array[int], array[int], array[int]],
+    listed: _Listed | None,
+) -> None:
+    per_message, toks, roughs, keys = figures
+    n = len(messages) - 1
+    if n <= 0:
+        return
+    b = sum(per_message[:n])
+    start = len(listed.messages) if listed is not None else 0
+    thinking = list(listed.thinking) if listed is not None else []
+    for message in messages[start:n]:
+        thinking += [block for block in message.blocks if block.type == "thinking"]
+    kept = _Listed(
+        messages[:n],
+        per_message[:n],
+        toks[:b],
+        roughs[:b],
+        keys[:b],
+        thinking,
+        array("q", map(_TOK, thinking)),
+    )
+    if b and min(min(kept.toks), min(kept.roughs), min(kept.keys)) < 0:
+        return  # a block not counted yet: counting it changes its figures
+    key = _counted_key(thread_id, messages)
+    with _LISTED_LOCK:  # a web process may read sessions in threads
+        _LISTED[key] = kept
+        _LISTED.move_to_end(key)
+        while len(_LISTED) > _LISTED_LIMIT:
+            _LISTED.popitem(last=False)
 
 
 def load_session_cached(

@@ -189,6 +189,22 @@ def _thinking_parts(message: Message, counter: TokenCounter) -> tuple[list[Block
 #: replay, so neither a forecast's copy nor the stored messages keep it
 DERIVED_METADATA = ("thinking_sized", "thinking_unsized", "thinking_scaled_by")
 
+#: how many times this process has sized a response's thinking (``size_thinking``,
+#: ``scale_unsized_thinking``, a live continuation setting kept sizes back): only ever grows.
+#: What a process kept of the sizes it set holds while the number is the one it kept with.
+_THINKING_WRITES = [0]
+
+
+def thinking_writes() -> int:
+    """The number of thinking sizings this process made so far (``_THINKING_WRITES``)."""
+    return _THINKING_WRITES[0]
+
+
+def note_thinking_write() -> None:
+    """Count a write of a response's thinking sizes (its blocks' ``tok`` or its
+    ``DERIVED_METADATA``), before or after it: what was kept before it no longer stands."""
+    _THINKING_WRITES[0] += 1
+
 
 def size_thinking(message: Message, counter: TokenCounter) -> None:
     """Size a response's thinking from its recorded output, not from the text the file holds.
@@ -209,6 +225,7 @@ def size_thinking(message: Message, counter: TokenCounter) -> None:
             break
     else:
         return  # no thinking to size
+    note_thinking_write()
     message.metadata["thinking_sized"] = True
     thinking, texts, visible = _thinking_parts(message, counter)
     hidden = usage.response_output - visible
@@ -237,6 +254,7 @@ def scale_unsized_thinking(
             continue
         if message.metadata.setdefault("thinking_scaled_by", owner) != owner:
             continue
+        note_thinking_write()
         for block in message.blocks:
             if block.type == "thinking":
                 block.tok = round(counter.count(block.text) * factor)

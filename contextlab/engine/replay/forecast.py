@@ -24,7 +24,12 @@ from collections.abc import Iterable
 from contextlab.engine.input.model import SIGNATURE_CHARS, Block, Message
 from contextlab.engine.input.session import Session, Thread
 from contextlab.engine.measures.anchors import THINKING_GROWTH_SAMPLES
-from contextlab.engine.measures.tokens import DERIVED_METADATA, TokenCounter, block_tokens
+from contextlab.engine.measures.tokens import (
+    DERIVED_METADATA,
+    TokenCounter,
+    block_tokens,
+    note_thinking_write,
+)
 
 #: records whose metadata carries Claude Code's own counts (``preTokens``, ``tokensSaved``)
 BOUNDARIES = ("compact_boundary", "microcompact_boundary", "snip_boundary")
@@ -252,6 +257,7 @@ def _hide(msg: Message, outputs: _OutputModel, counter: TokenCounter) -> None:
     msg.metadata[ESTIMATED_OUTPUT] = output
     if not thinking:
         return
+    note_thinking_write()  # a copy's, but every write counts
     msg.metadata["thinking_sized"] = True
     if any(texts) and not outputs.final_counts():
         # the read responses recorded snapshots: sent back at its text's size times what the

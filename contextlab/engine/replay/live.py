@@ -16,7 +16,11 @@ then replays the session whole.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import dataclass
+from operator import attrgetter, is_
 
 from contextlab.engine.config.fields import PipelineConfig
 from contextlab.engine.input.disk_cache import gc_paused
@@ -27,8 +31,10 @@ from contextlab.engine.measures.cost import PricingTable, load_pricing
 from contextlab.engine.measures.tokens import (
     TiktokenCounter,
     TokenCounter,
+    note_thinking_write,
     scale_unsized_thinking,
     size_thinking,
+    thinking_writes,
 )
 from contextlab.engine.pipeline import DEFAULT_STEPS
 from contextlab.engine.replay import checkpoints
@@ -137,6 +143,7 @@ def _set_sized_thinking(message: Message, sized: SizedThinking) -> None:
     thinking = [b for b in message.blocks if b.type == "thinking"]
     if len(thinking) != len(toks):
         raise ValueError(f"message {message.uuid}: its thinking blocks changed")
+    note_thinking_write()
     for block, tok in zip(thinking, toks, strict=True):
         block.tok = tok
     message.metadata["thinking_sized"] = True
@@ -406,11 +413,15 @@ def _size_thinking(
     recorded output; pass 1's factor scales what has no final count): the grown session was
     read afresh, and a step may read an earlier block's size again. The responses the last
     replay sized (``sized``) get its sizes back, uncounted; the others are sized here (their
-    indices returned)."""
+    indices returned). The responses this process sized last for the thread and that still
+    hold what it set (``_SIZED``) are not walked again."""
     counter = runner.inputs.counter
+    messages = thread.messages
+    key = _sized_key(thread.id, messages)
+    start, indices, before = _sized_before(key, messages, factor, sized)
     fresh: list[Message] = []
-    indices: list[int] = []
-    for i, message in enumerate(thread.messages):
+    for i in range(start, len(messages)):
+        message = messages[i]
         if message.role != "assistant":
             continue
         kept = sized.get(i)
@@ -422,7 +433,105 @@ def _size_thinking(
             indices.append(i)
     if factor > 1.0:
         scale_unsized_thinking(fresh, factor, counter, thread.id)
+    _keep_sized(key, messages, factor, sized, indices, before)
     return indices
+
+
+@dataclass
+class _Sized:
+    """A thread's messages (but the last: a grown session's next read may hold a longer copy
+    of it) as ``_size_thinking`` left them: each one's number of blocks, the thinking factor,
+    the stored sizes it set back (``sized``, by message index), the other responses' indices
+    (sized, or scaled, by the factor), and ``thinking_writes()`` when it was done."""
+
+    messages: list[Message]
+    sizes: list[int]
+    factor: float
+    sized: dict[int, SizedThinking]
+    fresh: list[int]
+    writes: int
+
+
+#: by (thread id, its first message's id): the threads whose thinking this process sized last
+#: in a live continuation. A warm worker's next version holds the same message objects first,
+#: sized as it left them unless some sizing ran since (a what-if replay of the same cached
+#: session can size them again: ``thinking_writes`` counts every write); a walk of every
+#: response of a 64 MB session is about 3 ms an append.
+_SIZED: OrderedDict[tuple[str, int], _Sized] = OrderedDict()
+_SIZED_LIMIT = 4
+_SIZED_LOCK = threading.Lock()
+_BLOCKS = attrgetter("blocks")
+
+
+def _sized_key(thread_id: str, messages: list[Message]) -> tuple[str, int]:
+    return thread_id, id(messages[0]) if messages else 0
+
+
+def _sized_before(
+    key: tuple[str, int], messages: list[Message], factor: float, sized: dict[int, SizedThinking]
+) -> tuple[int, list[int], _Sized | None]:
+    """How many of ``messages`` hold the thinking sizes this replay would set (``_SIZED``:
+    the very objects with as many blocks, no sizing since, the same factor, and the state's
+    sizes of those messages the ones set then, or read then from a response sized afresh),
+    and those messages' responses not in the state's sizes (and what was kept, when used)."""
+    kept = _SIZED.get(key)
+    if kept is None or kept.writes != thinking_writes() or kept.factor != factor:
+        return 0, [], None
+    n = len(kept.messages)
+    if n > len(messages):
+        return 0, [], None
+    prefix = messages[:n]
+    if not all(map(is_, kept.messages, prefix)) or list(map(len, map(_BLOCKS, prefix))) != (
+        kept.sizes
+    ):
+        return 0, [], None
+    below = _sized_below(sized, n)
+    # the state's sizes of the responses sized afresh then, read from them as they were left
+    added = below.keys() - kept.sized.keys()
+    if added - set(kept.fresh) or {**kept.sized, **{i: below[i] for i in added}} != below:
+        return 0, [], None
+    if any(below[i] != _sized_thinking(messages[i]) for i in added):
+        return 0, [], None
+    fresh = [i for i in kept.fresh if i not in added] if added else list(kept.fresh)
+    return n, fresh, kept
+
+
+def _sized_below(sized: dict[int, SizedThinking], n: int) -> dict[int, SizedThinking]:
+    """``sized``'s entries of the first ``n`` messages, a copy (a ``LiveState`` adds to it)."""
+    if not sized or max(sized) < n:
+        return dict(sized)
+    return {i: value for i, value in sized.items() if i < n}
+
+
+def _keep_sized(
+    key: tuple[str, int],
+    messages: list[Message],
+    factor: float,
+    sized: dict[int, SizedThinking],
+    indices: list[int],
+    before: _Sized | None,
+) -> None:
+    """Keep how ``_size_thinking`` left ``messages`` (on from ``before``, what it went on
+    from: its messages checked, their numbers of blocks and responses not read again)."""
+    n = len(messages) - 1
+    if n <= 0:
+        return
+    start = len(before.messages) if before is not None else 0
+    sizes = list(map(len, map(_BLOCKS, messages[start:n])))
+    fresh = [i for i in indices if i < n] if indices and indices[-1] >= n else list(indices)
+    kept = _Sized(
+        messages[:n],
+        before.sizes + sizes if before is not None else sizes,
+        factor,
+        _sized_below(sized, n),
+        fresh,
+        thinking_writes(),
+    )
+    with _SIZED_LOCK:  # a web process may replay sessions in threads
+        _SIZED[key] = kept
+        _SIZED.move_to_end(key)
+        while len(_SIZED) > _SIZED_LIMIT:
+            _SIZED.popitem(last=False)
 
 
 def _extend_anchors(anchors: ThreadAnchors, requests: int) -> None:
