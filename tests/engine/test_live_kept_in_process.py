@@ -315,9 +315,8 @@ def _of(indices: dict[int, Any], sizes: list[Any]) -> dict[int, Any]:
 
 def _warm_thinking() -> dict[int, Any]:
     """The thinking sizes of the responses whose sizes the state read back by this process's
-    last update held (``_SIZED``): set from it, whichever way. (A response sized afresh may
-    differ from a cold update's: a warm worker's message object sized while the file ended
-    inside it keeps those sizes, on main as here.)"""
+    last update held (``_SIZED``): set from it, whichever way (every response's sizes are
+    compared in ``test_a_response_an_append_completes_is_sized_again_from_its_completed_output``)."""
     kept = list(live_module._SIZED.values())[-1]
     return {i: live_module._sized_thinking(kept.messages[i]) for i in kept.sized}
 
@@ -400,3 +399,34 @@ def test_listed_counts_are_read_again_where_thinking_was_sized_since(tmp_path):
     assert warm != first
     tokenized._LISTED.clear()
     assert warm == tokenized.TokenCounts.of(session)
+
+
+def test_a_response_an_append_completes_is_sized_again_from_its_completed_output(tmp_path):
+    """A warm worker's read of the earlier version holds the message of a response the file
+    ended inside, sized from its streaming snapshot (``thinking_sized``, perhaps
+    ``thinking_unsized``). The append that completes it merges records into a copy of that
+    message: the copy is sized again from the completed output, as a process that keeps
+    nothing sizes it, not left at the snapshot's sizes."""
+    _forget()
+    data = _synthetic(tmp_path)
+    versions = _Versions(tmp_path, data)
+    cuts = _cuts(data, [0.4, 0.55, 0.7, 0.85])
+    _, state = versions.warm(cuts[0], None)
+    compared = 0
+    for end in cuts[1:]:
+        before = state
+        path, sha = versions.version(end)
+        session = engine.load_session_cached(
+            str(path), cache_dir=str(versions.cache), sha256=sha, seed_sha256=versions.earlier
+        )
+        versions.earlier = sha
+        try:
+            _, state = engine.continue_live(before, session)
+            warm = [live_module._sized_thinking(m) for m in session.threads[0].messages]
+        finally:
+            session.close()
+        with _another_process():
+            cold = _cold_thinking(path, before)
+        assert warm == cold, f"version {versions.k}"
+        compared += sum(1 for toks, _, _ in warm if toks)
+    assert compared  # responses with thinking were compared

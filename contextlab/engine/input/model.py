@@ -347,6 +347,12 @@ class Usage(PickledByFields):
         }
 
 
+#: metadata a replay derives from a response's recorded output (``measures.tokens.size_thinking``),
+#: not read from the file: recomputed by each replay, so neither a forecast's copy, nor the stored
+#: messages, nor a live version's copy of a response that records were merged into keep it
+DERIVED_METADATA = ("thinking_sized", "thinking_unsized", "thinking_scaled_by")
+
+
 @dataclass(slots=True)
 class Message(PickledByFields):
     """One conversation message in chain order (assistant split records merged by id)."""

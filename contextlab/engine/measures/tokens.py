@@ -185,10 +185,6 @@ def _thinking_parts(message: Message, counter: TokenCounter) -> tuple[list[Block
     return thinking, texts, visible
 
 
-#: metadata a replay derives from the recorded output (``size_thinking``): recomputed by each
-#: replay, so neither a forecast's copy nor the stored messages keep it
-DERIVED_METADATA = ("thinking_sized", "thinking_unsized", "thinking_scaled_by")
-
 #: how many times this process has sized a response's thinking (``size_thinking``,
 #: ``scale_unsized_thinking``, a live continuation setting kept sizes back): only ever grows.
 #: What a process kept of the sizes it set holds while the number is the one it kept with.

@@ -21,11 +21,10 @@ import math
 import statistics
 from collections.abc import Iterable
 
-from contextlab.engine.input.model import SIGNATURE_CHARS, Block, Message
+from contextlab.engine.input.model import DERIVED_METADATA, SIGNATURE_CHARS, Block, Message
 from contextlab.engine.input.session import Session, Thread
 from contextlab.engine.measures.anchors import THINKING_GROWTH_SAMPLES
 from contextlab.engine.measures.tokens import (
-    DERIVED_METADATA,
     TokenCounter,
     block_tokens,
     note_thinking_write,

@@ -12,9 +12,9 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Iterator
 from typing import Any
 
-from contextlab.engine.input.model import Block, Message
+from contextlab.engine.input.model import DERIVED_METADATA, Block, Message
 from contextlab.engine.input.session import Session, Thread
-from contextlab.engine.measures.tokens import DERIVED_METADATA, TiktokenCounter, block_tokens
+from contextlab.engine.measures.tokens import TiktokenCounter, block_tokens
 
 from .json_stream import TextSink
 

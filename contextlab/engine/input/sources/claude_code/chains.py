@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from contextlab.engine.input.model import Message, Problem, Usage
+from contextlab.engine.input.model import DERIVED_METADATA, Message, Problem, Usage
 from contextlab.engine.input.session import Thread
 
 from .records import Record
@@ -96,6 +96,10 @@ class MessageGrouper:
     def _own(self, message: Message) -> Message:
         """A copy of an earlier version's ``message`` in its place, to merge records into."""
         copy = _copy_message(message)
+        # the earlier version's replay sized its thinking from a streaming snapshot of the
+        # output; the records merged in now complete it: sized again, as a whole read sizes it
+        for key in DERIVED_METADATA:
+            copy.metadata.pop(key, None)
         copy.index = message.index
         self.thread.messages[message.index] = copy
         if message.message_id:
