@@ -412,6 +412,7 @@ def test_a_response_an_append_completes_is_sized_again_from_its_completed_output
     versions = _Versions(tmp_path, data)
     cuts = _cuts(data, [0.4, 0.55, 0.7, 0.85])
     _, state = versions.warm(cuts[0], None)
+    cold_state = state  # the versions as workers keeping nothing take them, one after another
     compared = 0
     for end in cuts[1:]:
         before = state
@@ -421,12 +422,16 @@ def test_a_response_an_append_completes_is_sized_again_from_its_completed_output
         )
         versions.earlier = sha
         try:
-            _, state = engine.continue_live(before, session)
+            result, state = engine.continue_live(before, session)
+            text = _text(result)
             warm = [live_module._sized_thinking(m) for m in session.threads[0].messages]
         finally:
             session.close()
         with _another_process():
             cold = _cold_thinking(path, before)
+            cold_text, cold_state = _cold(path, cold_state)
         assert warm == cold, f"version {versions.k}"
+        # a size kept wrong goes on in the state: later versions' results would differ
+        assert text == cold_text, f"version {versions.k}"
         compared += sum(1 for toks, _, _ in warm if toks)
     assert compared  # responses with thinking were compared
