@@ -85,6 +85,8 @@ class _Versions:
         self.cache = folder / "cache"
         self.earlier: str | None = None
         self.k = 0
+        #: the thinking sizes of the main thread's messages after the last ``warm``
+        self.thinking: list[Any] = []
 
     def version(self, end: int) -> tuple[Path, str]:
         self.k += 1
@@ -109,6 +111,7 @@ class _Versions:
                 result, after = engine.replay_live(session, config, preset_name=preset)
             else:
                 result, after = engine.continue_live(state, session)
+            self.thinking = [live_module._sized_thinking(m) for m in session.threads[0].messages]
             return _text(result), after
         finally:
             session.close()
@@ -188,11 +191,7 @@ def test_a_restart_and_a_file_changed_otherwise_than_by_an_append(tmp_path):
     text, state = versions.warm(cuts[1], state)
     _forget()  # a restart: nothing kept, the stored state is all there is
     text, after = versions.warm(cuts[2], state)
-    path = versions.folder / f"v{versions.k}" / "session.jsonl"
-    warm = _warm_thinking()
-    with _another_process():
-        assert text == _cold(path, state)[0]
-        assert warm == _of(warm, _cold_thinking(path, state))
+    _assert_as_a_process_keeping_nothing(versions, text, state)
     # the file cut back (a rewind, not an append): the state no longer fits, and the whole
     # replay that follows is the one a process keeping nothing makes
     rewound = tmp_path / "rewound" / "session.jsonl"
@@ -321,6 +320,16 @@ def _warm_thinking() -> dict[int, Any]:
     return {i: live_module._sized_thinking(kept.messages[i]) for i in kept.sized}
 
 
+def _assert_as_a_process_keeping_nothing(versions: _Versions, text: str, state: bytes) -> None:
+    """The last warm version's result and the thinking sizes it set are those of an update
+    of ``state`` in a process that keeps nothing."""
+    path = versions.folder / f"v{versions.k}" / "session.jsonl"
+    warm = _warm_thinking()
+    with _another_process():
+        assert text == _cold(path, state)[0]
+        assert warm == _of(warm, _cold_thinking(path, state))
+
+
 def test_kept_thinking_sizes_are_set_again_after_any_sizing_in_between(tmp_path):
     """A warm worker does not walk again the responses whose thinking it sized last
     (``live._SIZED``), unless a sizing ran since in the process (a what-if replay of the same
@@ -373,11 +382,7 @@ def test_kept_thinking_sizes_are_not_used_when_the_stored_ones_differ(tmp_path):
     live_module._set_sized_thinking(message, kept.sized[i])
     kept.writes = thinking_writes()
     text, _ = versions.warm(cuts[4], state)
-    path = versions.folder / f"v{versions.k}" / "session.jsonl"
-    warm = _warm_thinking()
-    with _another_process():
-        assert text == _cold(path, state)[0]
-        assert warm == _of(warm, _cold_thinking(path, state))
+    _assert_as_a_process_keeping_nothing(versions, text, state)
 
 
 def test_listed_counts_are_read_again_where_thinking_was_sized_since(tmp_path):
@@ -416,17 +421,9 @@ def test_a_response_an_append_completes_is_sized_again_from_its_completed_output
     compared = 0
     for end in cuts[1:]:
         before = state
-        path, sha = versions.version(end)
-        session = engine.load_session_cached(
-            str(path), cache_dir=str(versions.cache), sha256=sha, seed_sha256=versions.earlier
-        )
-        versions.earlier = sha
-        try:
-            result, state = engine.continue_live(before, session)
-            text = _text(result)
-            warm = [live_module._sized_thinking(m) for m in session.threads[0].messages]
-        finally:
-            session.close()
+        text, state = versions.warm(end, before)
+        warm = versions.thinking
+        path = versions.folder / f"v{versions.k}" / "session.jsonl"
         with _another_process():
             cold = _cold_thinking(path, before)
             cold_text, cold_state = _cold(path, cold_state)
