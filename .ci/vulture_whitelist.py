@@ -404,4 +404,3 @@ added
 get_request_composition  # a ninja route (contextlab/runs/api.py)
 PLAIN  # bare cl100k ratios, used by bench/fit_token_kinds.py and the tests (content_kinds.py)
 held_out_ratios  # leave-one-source-out ratios, read by bench/truth.py (content_kinds.py)
-resum  # running sums for a cal set by hand: tests/engine/test_cache_blocks.py (sync keeps its own)

@@ -98,17 +98,6 @@ class CacheBlocks:
                     sums.append(total)
         self.changed_from = len(keys)
 
-    def resum(self, start: int) -> None:
-        """``sums`` again from block ``start`` of ``cal`` on (``sync`` keeps them as it walks the
-        new blocks; this is the same for a ``cal`` set by hand)."""
-        system = len(self.system_keys)
-        tail_start = max(0, start - system)
-        del self.sums[tail_start:]
-        total = self.sums[-1] if self.sums else 0
-        for tok in self.cal[system + tail_start :]:
-            total += tok
-            self.sums.append(total)
-
     def total(self) -> int:
         """The tokens of every block of ``cal`` (the system blocks as the estimator set them)."""
         system = len(self.system_keys)
