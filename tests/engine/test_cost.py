@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from contextlab.engine.measures.cost import DEFAULT_KEY, load_pricing, request_cost
+from contextlab.engine.measures.cost import DEFAULT_KEY, load_pricing, model_price, request_cost
 
 MODEL_IDS = [
     ("claude-opus-4-6", "opus-4-6", 5.0),
@@ -138,6 +138,27 @@ def test_haiku_3_uses_the_explicit_table_rates():
 @pytest.mark.parametrize("model", ["<synthetic>", None])
 def test_synthetic_or_missing_model_costs_nothing(model):
     assert cost(model, uncached=5000, output=1000) == 0.0
+
+
+@pytest.mark.parametrize("model", ["<synthetic>", None, ""])
+def test_a_model_without_an_api_call_has_no_rates(model):
+    assert model_price(model, load_pricing()) is None
+
+
+@pytest.mark.parametrize("model", ["claude-opus-4-6", "claude-haiku-3", "gpt-5.3-codex", "mystery"])
+def test_a_model_is_billed_at_the_rates_its_request_cost_uses(model):
+    # the replay prices a request's estimate and its recording from one ``model_price``
+    pricing = load_pricing()
+    price = model_price(model, pricing)
+    assert price is pricing.price_for(model)[0]
+    figures = {
+        "uncached": 1234,
+        "cache_read": 56789,
+        "cache_write_5m": 321,
+        "cache_write_1h": 45,
+        "output": 678,
+    }
+    assert price.cost(**figures) == request_cost(model, pricing=pricing, **figures)
 
 
 def test_the_bundled_table_is_parsed_once():

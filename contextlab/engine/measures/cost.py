@@ -35,6 +35,7 @@ __all__ = [
     "Price",
     "PricingTable",
     "load_pricing",
+    "model_price",
     "request_cost",
 ]
 
@@ -232,6 +233,14 @@ def _package_text(name: str) -> str:
     return data.decode("utf-8").replace("\r\n", "\n").replace("\r", "\n")
 
 
+def model_price(model: str | None, pricing: PricingTable) -> Price | None:
+    """The rates ``model``'s requests are billed at; None for ``<synthetic>`` or a missing
+    model (no API call: ``request_cost`` is 0.0)."""
+    if model is None or model == "" or model == SYNTHETIC_MODEL:
+        return None
+    return pricing.price_for(model)[0]
+
+
 def request_cost(
     model: str | None,
     *,
@@ -243,9 +252,9 @@ def request_cost(
     pricing: PricingTable | None = None,
 ) -> float:
     """USD cost of one API request; 0.0 for ``<synthetic>`` or missing models (no API call)."""
-    if model is None or model == "" or model == SYNTHETIC_MODEL:
+    price = model_price(model, pricing or load_pricing())
+    if price is None:
         return 0.0
-    price, _, _ = (pricing or load_pricing()).price_for(model)
     return price.cost(
         uncached=uncached,
         cache_read=cache_read,

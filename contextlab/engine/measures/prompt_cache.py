@@ -353,7 +353,11 @@ class CacheSimulator:
         else:
             top_expiry, top_ttl = expiry, ttl
         kept = prefix_hashes if hashes_append_only else tuple(prefix_hashes)
-        self._last[model] = _Last(name, time, last_bp, top_expiry, top_ttl, kept)
+        if prev is None:
+            self._last[model] = _Last(name, time, last_bp, top_expiry, top_ttl, kept)
+        else:  # the model's one record, brought up to this request (nothing else holds it)
+            prev.name, prev.time, prev.top = name, time, last_bp
+            prev.expiry, prev.ttl, prev.hashes = top_expiry, top_ttl, kept
 
         if self._entries > self._sweep_at:
             self._sweep(time)

@@ -50,6 +50,11 @@ def _caching_off(thread: Thread) -> bool:
 class CacheEstimator:
     """The prompt cache as one thread's requests meet it, request after request."""
 
+    #: per model: its prompts' hash seed, its cache scope and its minimum cacheable prefix (what
+    #: ``estimate`` needs of the model, found once, not per request); made on first use, so an
+    #: estimator pickled before it existed (a checkpoint, a live state) makes its own
+    _model_terms: dict[str | None, tuple[int, str, int]] | None = None
+
     def __init__(
         self,
         *,
@@ -175,6 +180,17 @@ class CacheEstimator:
             }
         message = req.message
         model = message.model or ""
+        known = self._model_terms
+        if known is None:
+            known = self._model_terms = {}
+        terms = known.get(message.model)
+        if terms is None:
+            terms = known[message.model] = (
+                model_key(model),
+                f"{model}|{self.prompt_family}",
+                model_info(message.model).min_cacheable_tokens,
+            )
+        seed, cache_key, min_cacheable = terms
         segment = self.anchors.segment[req.index] if self.anchors else 0
         if segment != self.segment:
             # a restart rebuilds the dynamic system prompt (environment, git status, session
@@ -182,7 +198,7 @@ class CacheEstimator:
             self.segment = segment
             blocks.system_keys[1] = text_key(f"system-dynamic:{self.thread.id}:{segment}")
             blocks.keys = []
-        blocks.sync(view, cal.ratio, model_key(model))
+        blocks.sync(view, cal.ratio, seed)
         # the request was sent when the message before it was written; its response began later
         sent = (
             parse_time(self.thread.messages[req.position - 1].timestamp) if req.position else None
@@ -200,7 +216,6 @@ class CacheEstimator:
         # earlier history, a segment's prefix change and unrecorded input sit with the prefix
         tokens[0], tokens[1] = system, max(0, prefix - system + anchored)
         prefix_hashes = blocks.hashes
-        cache_key = f"{model}|{self.prompt_family}"
         last = len(tokens) - 1
         # the system breakpoint(s): org mode marks the CLI prefix and the rest separately, but both
         # sit inside the one unseen-prefix block we can model, so one breakpoint stands for them
@@ -216,7 +231,6 @@ class CacheEstimator:
             warm_blocks = max(warm_blocks, blocks.within(usage.cache_read))
             if 0 < warm_blocks - 1 < last:
                 breakpoints.insert(1, warm_blocks - 1)
-        info = model_info(message.model)
         res = self.sim.request(
             time=now,
             model=cache_key,
@@ -224,7 +238,7 @@ class CacheEstimator:
             block_tokens=tokens,
             breakpoints=breakpoints,
             ttl=ttl,
-            min_cacheable_tokens=info.min_cacheable_tokens,
+            min_cacheable_tokens=min_cacheable,
             warm_blocks=warm_blocks,
             label=f"request {req.index + 1}",
             ready_time=ready,
@@ -262,7 +276,8 @@ class CacheEstimator:
         level = self._server_miss_level(req.position, usage, res) if warm_read is None else None
         if usage is not None and usage.prompt_total > 0:
             self.unseen_bound = max(self.unseen_bound, tokens[0] + tokens[1])
-            self._learn_session_level(usage.cache_read)
+            if 0 < usage.cache_read <= self.unseen_bound:  # (the learning's own first test)
+                self._learn_session_level(usage.cache_read)
             self.previous_read = usage.cache_read
         if level is not None and read > level:
             server_miss = read - level

@@ -18,7 +18,7 @@ from contextlab.engine.input.model import Usage
 from contextlab.engine.input.session import RequestInfo, RequestList, Thread, thread_requests
 from contextlab.engine.input.timestamps import epoch_seconds as parse_time
 from contextlab.engine.measures.anchors import ThreadAnchors
-from contextlab.engine.measures.cost import PricingTable, iterations_cost, request_cost
+from contextlab.engine.measures.cost import PricingTable, iterations_cost, model_price
 from contextlab.engine.measures.prompt_cache import CacheSimulator
 from contextlab.engine.measures.tokens import Calibration, TiktokenCounter
 from contextlab.engine.pipeline.base import StepContext, TransformLog, View
@@ -338,7 +338,7 @@ class ThreadReplay:
                 "branch": self.thread.kind == "branch",
                 "blocked": ctx.blocked,
                 "view": {
-                    "head": [h.ref for h in view.head],
+                    "head": [h.ref for h in view.head] if view.head else [],
                     "start": view.start,
                     "end": view.end,
                 },
@@ -412,14 +412,18 @@ def price_request(
     prompt as the cache model split it, and (when it recorded a prompt) its recorded usage."""
     # a response whose usage a forecast left out: its output as estimated from its content
     output = usage.output if usage else int(req.message.metadata.get(ESTIMATED_OUTPUT, 0))
-    cost = request_cost(
-        req.message.model,
-        uncached=cache["uncached"],
-        cache_read=cache["read"],
-        cache_write_5m=cache["write_5m"],
-        cache_write_1h=cache["write_1h"],
-        output=output,
-        pricing=pricing,
+    # (``request_cost`` twice, with the model's rates found once)
+    price = model_price(req.message.model, pricing)
+    cost = (
+        price.cost(
+            uncached=cache["uncached"],
+            cache_read=cache["read"],
+            cache_write_5m=cache["write_5m"],
+            cache_write_1h=cache["write_1h"],
+            output=output,
+        )
+        if price is not None
+        else 0.0
     )
     # the server's further calls inside the request (an advisor, a tool loop) are taken
     # as recorded in both modes: the agent made them whatever the pipeline did
@@ -435,13 +439,15 @@ def price_request(
         recorded = cast(RecordedUsage, usage.to_json())
         rec_1h = usage.cache_write_1h if usage.cache_write_1h is not None else 0
         rec_5m = usage.cache_write - rec_1h
-        recorded_cost = iteration_cost + request_cost(
-            req.message.model,
-            uncached=usage.input,
-            cache_read=usage.cache_read,
-            cache_write_5m=rec_5m,
-            cache_write_1h=rec_1h,
-            output=usage.output,
-            pricing=pricing,
+        recorded_cost = iteration_cost + (
+            price.cost(
+                uncached=usage.input,
+                cache_read=usage.cache_read,
+                cache_write_5m=rec_5m,
+                cache_write_1h=rec_1h,
+                output=usage.output,
+            )
+            if price is not None
+            else 0.0
         )
     return cost, iteration_cost, recorded, recorded_cost
