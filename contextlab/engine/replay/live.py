@@ -182,7 +182,7 @@ def replay_live(
     rewind = _keep_rewind(state)
     result = state.run()
     state.on_pause = None
-    return result, _dump(state, rewind[-1] if rewind else None)
+    return result, _dump(state, rewind[-1] if rewind else None, keep=True)
 
 
 def _requests(session: Session) -> int:
@@ -239,18 +239,123 @@ def _dump(
     rewind: bytes | None,
     thinking: dict[str, float] | None = None,
     carried: dict[str, tuple[dict[int, SizedThinking], list[int]]] | None = None,
+    *,
+    keep: bool = False,
 ) -> bytes:
     """The state's bytes, ``rewind``'s after them (``LiveState``; ``carried``: its thinking
-    sizes as a continuation set them, ``_size_thinking``)."""
+    sizes as a continuation set them, ``_size_thinking``). ``keep``: the replay is done with
+    (a finished update's state, not a rewind's that goes on): the process keeps the object
+    with its bytes for the next append (``_KEPT_STATES``)."""
     _appended_lists(state)
+    live = LiveState(state, state.fitted, thinking, carried)
     data = checkpoints.dump(
-        LiveState(state, state.fitted, thinking, carried),
+        live,
         state.inputs.session,
         state.inputs.summarizer,
         state.progress.callback,
         live=True,
     )
+    if keep:
+        _keep_state(live, data)
     return data + rewind if rewind else data
+
+
+@dataclass
+class _KeptState:
+    """A live state this process dumped last, with the bytes it dumped it to (without the
+    rewind after them) and the session it refers to."""
+
+    live: LiveState
+    data: bytes
+    session: Session
+
+
+#: The live states this process dumped last, each used (and dropped) by the next
+#: ``continue_live`` handed bytes that start with exactly its bytes (storage stays the
+#: truth: a worker that did not take the last append, or a restart, reads the stored state).
+#: Reading a 64 MB session's state back was about 5 ms of CPU an append, without its rows
+#: (``checkpoints._DECODED``): its runners, view and cache simulator, each thread's requests.
+#: The object is taken out while it goes on (a failed continuation leaves none behind).
+#: Nothing else may change it in place: a result shares its rows, its log and its threads'
+#: results with it (the rows are final once written; ``ReplayResult.main_requests`` numbers
+#: copies).
+_KEPT_STATES: OrderedDict[int, _KeptState] = OrderedDict()
+_KEPT_STATES_LIMIT = 2
+_KEPT_STATES_LOCK = threading.Lock()
+
+
+def _keep_state(live: LiveState, data: bytes) -> None:
+    kept = _KeptState(live, data, live.replay.inputs.session)
+    with _KEPT_STATES_LOCK:
+        _KEPT_STATES[id(live)] = kept
+        while len(_KEPT_STATES) > _KEPT_STATES_LIMIT:
+            _KEPT_STATES.popitem(last=False)
+
+
+def _take_kept(data: bytes, session: Session) -> tuple[LiveState, bytes] | None:
+    """The state this process dumped to the bytes ``data`` starts with (the rest: its
+    rewind's), bound to ``session`` (``_rebind``); None when none is kept for them, or the
+    session is not the kept one's grown (the stored state is read instead)."""
+    with _KEPT_STATES_LOCK:
+        found = next((k for k, v in _KEPT_STATES.items() if data.startswith(v.data)), None)
+        kept = _KEPT_STATES.pop(found) if found is not None else None
+    if kept is None or not _rebind(kept.live.replay, kept.session, session):
+        return None
+    live = kept.live
+    live.rewind = data[len(kept.data) :] or None
+    return live, kept.data
+
+
+def _rebind(state: SessionReplay, old: Session, new: Session) -> bool:
+    """Make ``state``, a replay of ``old``, refer to ``new`` instead, when ``new`` holds every
+    message of ``old``'s threads as the very same objects, in the same places (a warm read
+    of the grown file extends the earlier version's threads: ``claude_code.extending``);
+    else False, ``state`` unchanged. What a state's pickle refers to by position
+    (``checkpoints._external``) is then the same object either way but the session, its
+    threads and their message lists, which a replay's objects hold in the places changed
+    here (a test walks the whole state after it for any left behind)."""
+    if new is old:
+        return True
+    if len(new.threads) != len(old.threads):
+        return False
+    swap: dict[int, object] = {id(old): new}
+    for before, after in zip(old.threads, new.threads, strict=True):
+        n = len(before.messages)
+        if (
+            before.id != after.id
+            or len(after.messages) < n
+            or not all(map(is_, before.messages, after.messages[:n]))
+        ):
+            return False
+        swap[id(before)] = after
+        swap[id(before.messages)] = after.messages
+    _swap_attributes(state, swap)
+    _swap_attributes(state.inputs, swap)
+    for threads in (state.threads, state.order):
+        threads[:] = [swap.get(id(t), t) for t in threads]  # type: ignore[misc]
+    for finished in state.by_thread.values():
+        _swap_attributes(finished, swap)
+    for runner in _runners(state).values():
+        for part in (
+            runner,
+            runner.view,
+            runner.cache,
+            runner.decisions,
+            runner.requests,
+        ):
+            _swap_attributes(part, swap)
+    return True
+
+
+def _swap_attributes(obj: object, swap: dict[int, object]) -> None:
+    """Set each attribute of ``obj`` that holds an object of ``swap`` to its replacement."""
+    names = list(getattr(obj, "__dict__", ()))
+    for cls in type(obj).__mro__:
+        names += getattr(cls, "__slots__", ())
+    for name in names:
+        value = getattr(obj, name, None)
+        if value is not None and id(value) in swap:
+            setattr(obj, name, swap[id(value)])
 
 
 def _appended_lists(state: SessionReplay) -> None:
@@ -299,7 +404,7 @@ def _continue(
     replayed: Callable[[int], None] | None,
     refit_share: float | None,
 ) -> tuple[ReplayResult, bytes]:
-    live, loaded = _load(data, session, progress)
+    live, loaded = _take_kept(data, session) or _load(data, session, progress)
     if refit_share is not None and _requests(session) > live.fitted * (1 + refit_share):
         raise ValueError(
             f"the calibration was fitted on {live.fitted} requests, and the session grew past "
@@ -333,7 +438,9 @@ def _continue(
     state.on_pause = None
     for runner in runners.values():
         runner.progress = None
-    return result, _dump(state, rewind[-1] if rewind else live.rewind, live.thinking, carried)
+    return result, _dump(
+        state, rewind[-1] if rewind else live.rewind, live.thinking, carried, keep=True
+    )
 
 
 def _load(
