@@ -25,7 +25,13 @@ from operator import attrgetter, is_
 from contextlab.engine.config.fields import PipelineConfig
 from contextlab.engine.input.disk_cache import gc_paused
 from contextlab.engine.input.model import Message
-from contextlab.engine.input.session import Session, Thread, thread_requests
+from contextlab.engine.input.session import (
+    RequestInfo,
+    RequestList,
+    Session,
+    Thread,
+    thread_requests,
+)
 from contextlab.engine.measures.anchors import ThreadAnchors
 from contextlab.engine.measures.cost import PricingTable, load_pricing
 from contextlab.engine.measures.tokens import (
@@ -68,7 +74,16 @@ class LiveState:
     rewind of its own): an update that replays only the last request keeps the state it
     went on from as its rewind, as bytes, instead of pickling the replay a second time."""
 
-    __slots__ = ("fitted", "marks", "replay", "rewind", "sized", "thinking", "thread_ids")
+    __slots__ = (
+        "fitted",
+        "marks",
+        "replay",
+        "rewind",
+        "same",
+        "sized",
+        "thinking",
+        "thread_ids",
+    )
 
     def __init__(
         self,
@@ -84,6 +99,9 @@ class LiveState:
         #: a one-thread session: the same replay before its last request (an append that
         #: completes that response goes on from there); not part of the pickle
         self.rewind: bytes | None = None
+        #: per thread: how many of its first messages the grown session holds as the very
+        #: objects the replay saw (``_rebind``, a state kept in this process); not pickled
+        self.same: dict[str, int] = {}
         self.thread_ids = [t.id for t in session.threads]
         #: per replayed thread: the messages its requests saw (through its last response),
         #: and that response's mark; messages after it no request saw, and are read again
@@ -121,10 +139,13 @@ class LiveState:
             }
 
     def __getstate__(self) -> dict[str, object]:
-        return {name: getattr(self, name) for name in self.__slots__ if name != "rewind"}
+        return {
+            name: getattr(self, name) for name in self.__slots__ if name not in ("rewind", "same")
+        }
 
     def __setstate__(self, state: dict[str, object]) -> None:
         self.rewind = None
+        self.same = {}
         for name, value in state.items():
             setattr(self, name, value)
 
@@ -303,6 +324,7 @@ def _take_kept(data: bytes, session: Session) -> tuple[LiveState, bytes] | None:
         return None
     live = kept.live
     live.rewind = data[len(kept.data) :] or None
+    live.same = {t.id: len(t.messages) for t in kept.session.threads}
     return live, kept.data
 
 
@@ -482,12 +504,14 @@ def _grow(
     ``carried`` gets the thread's thinking sizes set again and the responses sized afresh."""
     thread = runner.thread
     seen = live.marks[thread.id][0]
-    requests = thread_requests(thread)
     old = runner.requests
-    if len(requests) < len(old) or any(
-        a.position != b.position for a, b in zip(old, requests, strict=False)
-    ):
-        raise ValueError(f"thread {thread.id}: its requests changed")
+    requests = _grown_requests(thread, old, live.same.get(thread.id, 0))
+    if requests is None:
+        requests = thread_requests(thread)
+        if len(requests) < len(old) or any(
+            a.position != b.position for a, b in zip(old, requests, strict=False)
+        ):
+            raise ValueError(f"thread {thread.id}: its requests changed")
     sized = live.sized.get(thread.id, {})
     fresh = _size_thinking(thread, runner, live.thinking.get(thread.id, 1.0), sized)
     carried[thread.id] = (sized, fresh)
@@ -511,6 +535,21 @@ def _grow(
     if runner.anchors is not None:
         _extend_anchors(runner.anchors, len(requests))
     return len(requests) - runner.replayed()
+
+
+def _grown_requests(thread: Thread, old: RequestList, same: int) -> RequestList | None:
+    """``thread_requests(thread)`` when its first ``same`` messages are the very ones ``old``
+    was listed from (every message the earlier version's thread had, ``_rebind``): ``old``'s
+    requests, and those of the messages after them (a 64 MB session's 7,000 messages are
+    not walked again). None otherwise."""
+    if not same or not old or old[-1].position >= same:
+        return None
+    messages = thread.messages
+    requests = RequestList(thread, old)
+    for position in range(old[-1].position + 1, len(messages)):
+        if messages[position].role == "assistant":
+            requests.append(RequestInfo(len(requests), position, messages[position]))
+    return requests
 
 
 def _size_thinking(
