@@ -21,6 +21,11 @@ Sessions: ``--session PATH`` (repeatable; default two corpus sessions) and synth
 
     python bench/bench_live.py [--session PATH]... [--synthetic-mb 1 4 16] [--tail 1] [--runs 3]
 
+``--cpu-appends N`` instead takes the last N requests of each session one append at a time in
+ONE process (the web's read on, then the worker's update, both warm) and prints the median
+process time of each part: the CPU a warm update costs, steadier than wall time on shared
+cores (``--profile FILE``: a cProfile of the worker's parts but the first).
+
 Results are printed and written to bench/out/live.json. Target (issue #25): update ≤ 2× the
 appended requests alone, whatever the session's size.
 """

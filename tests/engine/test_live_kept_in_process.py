@@ -566,3 +566,22 @@ def test_a_kept_state_is_not_bound_to_a_session_read_afresh(tmp_path):
     assert live_module._take_kept(data, afresh) is None
     _, data = engine.replay_live(session, config, preset_name=preset)
     assert live_module._take_kept(data, _extended(session)) is not None
+
+
+def test_a_kept_state_s_requests_are_listed_on_from_the_earlier_ones():
+    """The requests of a thread whose earlier messages are the very objects the kept state's
+    requests were listed from are those requests and the later messages' (``thread_requests``
+    of the whole thread); without that (``same`` 0: a state read back) they are listed
+    whole."""
+    session = engine.load_session(str(TOOL_HEAVY), name="session.jsonl")
+    thread = session.threads[0]
+    whole = session_module.thread_requests(thread)
+    for k in (len(thread.messages) // 3, len(thread.messages) // 2, len(thread.messages) - 1):
+        earlier = replace(thread, messages=thread.messages[:k])
+        old = session_module.thread_requests(earlier)
+        grown = live_module._grown_requests(thread, old, k)
+        assert grown is not None
+        assert grown.thread is thread
+        assert [(r.index, r.position) for r in grown] == [(r.index, r.position) for r in whole]
+        assert all(a.message is b.message for a, b in zip(grown, whole, strict=True))
+        assert live_module._grown_requests(thread, old, 0) is None
