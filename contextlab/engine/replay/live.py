@@ -351,7 +351,6 @@ def _rebind(state: SessionReplay, old: Session, new: Session) -> bool:
             return False
         swap[id(before)] = after
         swap[id(before.messages)] = after.messages
-    _swap_attributes(state, swap)
     _swap_attributes(state.inputs, swap)
     for threads in (state.threads, state.order):
         threads[:] = [swap.get(id(t), t) for t in threads]  # type: ignore[misc]
@@ -362,8 +361,7 @@ def _rebind(state: SessionReplay, old: Session, new: Session) -> bool:
             runner,
             runner.view,
             runner.cache,
-            runner.decisions,
-            runner.requests,
+            runner.requests,  # the decision counter's too
         ):
             _swap_attributes(part, swap)
     return True
