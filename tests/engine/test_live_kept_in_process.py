@@ -3,7 +3,7 @@ changes what an update computes: the chunks of rows it pickled or read
 (``checkpoints._DECODED``, by their bytes), the references of the messages it dumped last
 (``checkpoints._REFS``), the messages it counted (``tokenized._COUNTED``) and linked
 (``session._LINKED``), the thinking sizes it set (``live._SIZED``, branch live64b), the counts
-it listed (``tokenized._LISTED``) and the replay state it dumped last (``live._KEPT_STATES``,
+it listed (``tokenized._LISTED``) and the replay state it dumped last (``kept_state.KEPT_STATES``,
 branch live64c). Each is used only when what it was kept for is what is there now: the
 versions grown through the warm path equal the same updates made cold (nothing kept), also
 when another worker took the append in between, after a restart, across a response completed
@@ -30,7 +30,7 @@ from contextlab.engine.input.session import Thread
 from contextlab.engine.measures import tokenized
 from contextlab.engine.measures import tokens as tokens_module
 from contextlab.engine.measures.tokens import thinking_writes
-from contextlab.engine.replay import checkpoints
+from contextlab.engine.replay import checkpoints, kept_state
 from contextlab.engine.replay import live as live_module
 from tests.conftest import DEMO, ROOT
 from tests.engine.test_anchors import branch_above_200k_beside_a_main_that_compacted_below_it
@@ -46,7 +46,7 @@ _KEPT = (
     session_module._LINKED,
     live_module._SIZED,
     tokenized._LISTED,
-    live_module._KEPT_STATES,
+    kept_state.KEPT_STATES,
 )
 
 
@@ -481,7 +481,7 @@ def _extended(session: engine.Session) -> engine.Session:
 
 
 def test_a_kept_state_is_bound_to_the_next_version_s_session_whole(tmp_path):
-    """The state a worker keeps between appends (``live._KEPT_STATES``) refers, once taken
+    """The state a worker keeps between appends (``kept_state.KEPT_STATES``) refers, once taken
     for the next version, to that version's session, threads and message lists only, none of
     the earlier version's left anywhere in it (a session with branches; then the warm path
     over real appends, where the kept replay itself goes on)."""
@@ -492,7 +492,7 @@ def test_a_kept_state_is_bound_to_the_next_version_s_session_whole(tmp_path):
     config, preset = engine.resolve_session_config(session)
     _, data = engine.replay_live(session, config, preset_name=preset)
     grown = _extended(session)
-    taken = live_module._take_kept(data, grown)
+    taken = kept_state.take_kept(data, grown)
     assert taken is not None
     sessions, lists = _reachable_session_objects(taken[0])
     old_sessions, old_lists = _session_objects(session)
@@ -507,10 +507,10 @@ def test_a_kept_state_is_bound_to_the_next_version_s_session_whole(tmp_path):
     text, state = versions.warm(cuts[0], None)
     went_on = 0
     for end in cuts[1:]:
-        (before,) = live_module._KEPT_STATES.values()
+        (before,) = kept_state.KEPT_STATES.values()
         before_state = state
         text, state = versions.warm(end, state)
-        (after,) = live_module._KEPT_STATES.values()
+        (after,) = kept_state.KEPT_STATES.values()
         if after.live.replay is not before.live.replay:
             continue  # went on from the state's rewind (a response the append completed)
         sessions, lists = _reachable_session_objects(after.live)
@@ -535,7 +535,7 @@ def test_a_kept_state_is_used_only_for_the_bytes_it_was_dumped_to(tmp_path):
     cuts = _cuts(data, [0.5, 0.6, 0.7, 0.8])
     _, state = versions.warm(cuts[0], None)
     _, state = versions.warm(cuts[2], state)
-    (kept,) = live_module._KEPT_STATES.values()
+    (kept,) = kept_state.KEPT_STATES.values()
     with _another_process():
         path = versions.folder / f"v{versions.k}" / "session.jsonl"
         session = engine.load_session(str(path), name="session.jsonl")
@@ -545,7 +545,7 @@ def test_a_kept_state_is_used_only_for_the_bytes_it_was_dumped_to(tmp_path):
         summarizer = engine.ExtractiveSummarizer()
         other = checkpoints.dump(live, session, summarizer, None, live=True) + (live.rewind or b"")
     text, _ = versions.warm(cuts[4], other)
-    *_, after = live_module._KEPT_STATES.values()
+    *_, after = kept_state.KEPT_STATES.values()
     assert after.live.replay is not kept.live.replay  # the stored state was read
     path = versions.folder / f"v{versions.k}" / "session.jsonl"
     with _another_process():
@@ -563,9 +563,9 @@ def test_a_kept_state_is_not_bound_to_a_session_read_afresh(tmp_path):
     config, preset = engine.resolve_session_config(session)
     _, data = engine.replay_live(session, config, preset_name=preset)
     afresh = engine.load_session(str(TOOL_HEAVY), name="session.jsonl")
-    assert live_module._take_kept(data, afresh) is None
+    assert kept_state.take_kept(data, afresh) is None
     _, data = engine.replay_live(session, config, preset_name=preset)
-    assert live_module._take_kept(data, _extended(session)) is not None
+    assert kept_state.take_kept(data, _extended(session)) is not None
 
 
 def test_a_kept_state_s_requests_are_listed_on_from_the_earlier_ones():
@@ -579,9 +579,9 @@ def test_a_kept_state_s_requests_are_listed_on_from_the_earlier_ones():
     for k in (len(thread.messages) // 3, len(thread.messages) // 2, len(thread.messages) - 1):
         earlier = replace(thread, messages=thread.messages[:k])
         old = session_module.thread_requests(earlier)
-        grown = live_module._grown_requests(thread, old, k)
+        grown = kept_state.grown_requests(thread, old, k)
         assert grown is not None
         assert grown.thread is thread
         assert [(r.index, r.position) for r in grown] == [(r.index, r.position) for r in whole]
         assert all(a.message is b.message for a, b in zip(grown, whole, strict=True))
-        assert live_module._grown_requests(thread, old, 0) is None
+        assert kept_state.grown_requests(thread, old, 0) is None

@@ -25,13 +25,7 @@ from operator import attrgetter, is_
 from contextlab.engine.config.fields import PipelineConfig
 from contextlab.engine.input.disk_cache import gc_paused
 from contextlab.engine.input.model import Message
-from contextlab.engine.input.session import (
-    RequestInfo,
-    RequestList,
-    Session,
-    Thread,
-    thread_requests,
-)
+from contextlab.engine.input.session import Session, Thread, thread_requests
 from contextlab.engine.measures.anchors import ThreadAnchors
 from contextlab.engine.measures.cost import PricingTable, load_pricing
 from contextlab.engine.measures.tokens import (
@@ -43,10 +37,11 @@ from contextlab.engine.measures.tokens import (
     thinking_writes,
 )
 from contextlab.engine.pipeline import DEFAULT_STEPS
-from contextlab.engine.replay import checkpoints
+from contextlab.engine.replay import checkpoints, kept_state
 from contextlab.engine.summarizing import ExtractiveSummarizer
 
 from .driver import MODES, ProgressCallback, SessionReplay
+from .kept_state import runners as _runners
 from .recording import read_recording
 from .result import ReplayResult
 from .state import ReplayInputs
@@ -100,7 +95,7 @@ class LiveState:
         #: completes that response goes on from there); not part of the pickle
         self.rewind: bytes | None = None
         #: per thread: how many of its first messages the grown session holds as the very
-        #: objects the replay saw (``_rebind``, a state kept in this process); not pickled
+        #: objects the replay saw (``kept_state.rebind``, a state kept in this process); not pickled
         self.same: dict[str, int] = {}
         self.thread_ids = [t.id for t in session.threads]
         #: per replayed thread: the messages its requests saw (through its last response),
@@ -210,14 +205,6 @@ def _requests(session: Session) -> int:
     return sum(len(thread_requests(t)) for t in session.threads)
 
 
-def _runners(state: SessionReplay) -> dict[str, ThreadReplay]:
-    """Every thread's replay the state holds, finished or under way."""
-    runners = dict(state.finished)
-    if state.runner is not None:
-        runners[state.runner.thread.id] = state.runner
-    return runners
-
-
 def _replayed(state: SessionReplay) -> int:
     return sum(runner.replayed() for runner in _runners(state).values())
 
@@ -266,7 +253,7 @@ def _dump(
     """The state's bytes, ``rewind``'s after them (``LiveState``; ``carried``: its thinking
     sizes as a continuation set them, ``_size_thinking``). ``keep``: the replay is done with
     (a finished update's state, not a rewind's that goes on): the process keeps the object
-    with its bytes for the next append (``_KEPT_STATES``)."""
+    with its bytes for the next append (``kept_state.KEPT_STATES``)."""
     _appended_lists(state)
     live = LiveState(state, state.fitted, thinking, carried)
     data = checkpoints.dump(
@@ -277,105 +264,8 @@ def _dump(
         live=True,
     )
     if keep:
-        _keep_state(live, data)
+        kept_state.keep_state(live, data)
     return data + rewind if rewind else data
-
-
-@dataclass
-class _KeptState:
-    """A live state this process dumped last, with the bytes it dumped it to (without the
-    rewind after them) and the session it refers to."""
-
-    live: LiveState
-    data: bytes
-    session: Session
-
-
-#: The live states this process dumped last, each used (and dropped) by the next
-#: ``continue_live`` handed bytes that start with exactly its bytes (storage stays the
-#: truth: a worker that did not take the last append, or a restart, reads the stored state).
-#: Reading a 64 MB session's state back was about 5 ms of CPU an append, without its rows
-#: (``checkpoints._DECODED``): its runners, view and cache simulator, each thread's requests.
-#: The object is taken out while it goes on (a failed continuation leaves none behind).
-#: Nothing else may change it in place: a result shares its rows, its log and its threads'
-#: results with it (the rows are final once written; ``ReplayResult.main_requests`` numbers
-#: copies).
-_KEPT_STATES: OrderedDict[int, _KeptState] = OrderedDict()
-_KEPT_STATES_LIMIT = 2
-_KEPT_STATES_LOCK = threading.Lock()
-
-
-def _keep_state(live: LiveState, data: bytes) -> None:
-    kept = _KeptState(live, data, live.replay.inputs.session)
-    with _KEPT_STATES_LOCK:
-        _KEPT_STATES[id(live)] = kept
-        while len(_KEPT_STATES) > _KEPT_STATES_LIMIT:
-            _KEPT_STATES.popitem(last=False)
-
-
-def _take_kept(data: bytes, session: Session) -> tuple[LiveState, bytes] | None:
-    """The state this process dumped to the bytes ``data`` starts with (the rest: its
-    rewind's), bound to ``session`` (``_rebind``); None when none is kept for them, or the
-    session is not the kept one's grown (the stored state is read instead)."""
-    with _KEPT_STATES_LOCK:
-        found = next((k for k, v in _KEPT_STATES.items() if data.startswith(v.data)), None)
-        kept = _KEPT_STATES.pop(found) if found is not None else None
-    if kept is None or not _rebind(kept.live.replay, kept.session, session):
-        return None
-    live = kept.live
-    live.rewind = data[len(kept.data) :] or None
-    live.same = {t.id: len(t.messages) for t in kept.session.threads}
-    return live, kept.data
-
-
-def _rebind(state: SessionReplay, old: Session, new: Session) -> bool:
-    """Make ``state``, a replay of ``old``, refer to ``new`` instead, when ``new`` holds every
-    message of ``old``'s threads as the very same objects, in the same places (a warm read
-    of the grown file extends the earlier version's threads: ``claude_code.extending``);
-    else False, ``state`` unchanged. What a state's pickle refers to by position
-    (``checkpoints._external``) is then the same object either way but the session, its
-    threads and their message lists, which a replay's objects hold in the places changed
-    here (a test walks the whole state after it for any left behind)."""
-    if new is old:
-        return True
-    if len(new.threads) != len(old.threads):
-        return False
-    swap: dict[int, object] = {id(old): new}
-    for before, after in zip(old.threads, new.threads, strict=True):
-        n = len(before.messages)
-        if (
-            before.id != after.id
-            or len(after.messages) < n
-            or not all(map(is_, before.messages, after.messages[:n]))
-        ):
-            return False
-        swap[id(before)] = after
-        swap[id(before.messages)] = after.messages
-    _swap_attributes(state.inputs, swap)
-    for threads in (state.threads, state.order):
-        threads[:] = [swap.get(id(t), t) for t in threads]  # type: ignore[misc]
-    for finished in state.by_thread.values():
-        _swap_attributes(finished, swap)
-    for runner in _runners(state).values():
-        for part in (
-            runner,
-            runner.view,
-            runner.cache,
-            runner.requests,  # the decision counter's too
-        ):
-            _swap_attributes(part, swap)
-    return True
-
-
-def _swap_attributes(obj: object, swap: dict[int, object]) -> None:
-    """Set each attribute of ``obj`` that holds an object of ``swap`` to its replacement."""
-    names = list(getattr(obj, "__dict__", ()))
-    for cls in type(obj).__mro__:
-        names += getattr(cls, "__slots__", ())
-    for name in names:
-        value = getattr(obj, name, None)
-        if value is not None and id(value) in swap:
-            setattr(obj, name, swap[id(value)])
 
 
 def _appended_lists(state: SessionReplay) -> None:
@@ -424,7 +314,7 @@ def _continue(
     replayed: Callable[[int], None] | None,
     refit_share: float | None,
 ) -> tuple[ReplayResult, bytes]:
-    live, loaded = _take_kept(data, session) or _load(data, session, progress)
+    live, loaded = kept_state.take_kept(data, session) or _load(data, session, progress)
     if refit_share is not None and _requests(session) > live.fitted * (1 + refit_share):
         raise ValueError(
             f"the calibration was fitted on {live.fitted} requests, and the session grew past "
@@ -503,7 +393,7 @@ def _grow(
     thread = runner.thread
     seen = live.marks[thread.id][0]
     old = runner.requests
-    requests = _grown_requests(thread, old, live.same.get(thread.id, 0))
+    requests = kept_state.grown_requests(thread, old, live.same.get(thread.id, 0))
     if requests is None:
         requests = thread_requests(thread)
         if len(requests) < len(old) or any(
@@ -533,21 +423,6 @@ def _grow(
     if runner.anchors is not None:
         _extend_anchors(runner.anchors, len(requests))
     return len(requests) - runner.replayed()
-
-
-def _grown_requests(thread: Thread, old: RequestList, same: int) -> RequestList | None:
-    """``thread_requests(thread)`` when its first ``same`` messages are the very ones ``old``
-    was listed from (every message the earlier version's thread had, ``_rebind``): ``old``'s
-    requests, and those of the messages after them (a 64 MB session's 7,000 messages are
-    not walked again). None otherwise."""
-    if not same or not old or old[-1].position >= same:
-        return None
-    messages = thread.messages
-    requests = RequestList(thread, old)
-    for position in range(old[-1].position + 1, len(messages)):
-        if messages[position].role == "assistant":
-            requests.append(RequestInfo(len(requests), position, messages[position]))
-    return requests
 
 
 def _size_thinking(
