@@ -21,6 +21,11 @@ Sessions: ``--session PATH`` (repeatable; default two corpus sessions) and synth
 
     python bench/bench_live.py [--session PATH]... [--synthetic-mb 1 4 16] [--tail 1] [--runs 3]
 
+``--cpu-appends N`` instead takes the last N requests of each session one append at a time in
+ONE process (the web's read on, then the worker's update, both warm) and prints the median
+process time of each part: the CPU a warm update costs, steadier than wall time on shared
+cores (``--profile FILE``: a cProfile of the worker's parts but the first).
+
 Results are printed and written to bench/out/live.json. Target (issue #25): update ≤ 2× the
 appended requests alone, whatever the session's size.
 """
@@ -303,6 +308,71 @@ def _start_tokenizer() -> None:
     TiktokenCounter().count("the tokenizer's start")
 
 
+def warm_cpu(source: Path, appends: int, profile: Path | None = None) -> dict[str, Any]:
+    """CPU of a warm update (``--cpu-appends``): one process takes the session's last
+    ``appends`` requests one append at a time, the web's read on then the worker's update
+    (both warm: the process read and replayed the version before), and the median process
+    time of each part. Steadier than wall time on shared cores. ``profile``: a cProfile of
+    the worker's parts written there."""
+    data = source.read_bytes()
+    cuts = [cut_before_last_requests(data, tail) for tail in range(appends, 0, -1)]
+    cuts.append(len(data))
+    web: list[float] = []
+    worker: list[float] = []
+    worker_read: list[float] = []
+    profiler = None
+    if profile is not None:
+        import cProfile
+
+        profiler = cProfile.Profile()
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        cache, state = folder / "cache", folder / "state.pickle"
+        shas: list[str] = []
+        for k, end in enumerate(cuts):
+            path = folder / f"v{k}" / "grown.jsonl"
+            path.parent.mkdir()
+            path.write_bytes(data[:end])
+            shas.append(engine.file_sha256(str(path)))
+            if k == 0:
+                web_read(path, cache, shas[0], None)
+                first_replay(path, cache, shas[0], state)
+                continue
+            start = time.process_time()
+            web_read(path, cache, shas[k], shas[k - 1])
+            middle = time.process_time()
+            # the worker's part as ``continue_update`` times it (its result's JSON left out)
+            if profiler is not None and k > 1:  # the first append read the state file
+                profiler.enable()
+            session = engine.load_session_cached(
+                str(path), cache_dir=str(cache), sha256=shas[k], seed_sha256=shas[k - 1]
+            )
+            read = time.process_time()
+            try:
+                after = engine.continue_live(state.read_bytes(), session)[1]
+                state.write_bytes(after)
+            finally:
+                session.close()
+            if profiler is not None:
+                profiler.disable()
+            end = time.process_time()
+            web.append(middle - start)
+            worker.append(end - middle)
+            worker_read.append(read - middle)
+    if profiler is not None and profile is not None:
+        profiler.dump_stats(str(profile))
+    # the first append's worker is warm too (it took the first replay), but its read of the
+    # first version went through the state file: the median leaves such outliers out
+    return {
+        "session": source.name,
+        "appends": appends,
+        "cpu_web": statistics.median(web),
+        "cpu_worker": statistics.median(worker),
+        "cpu_worker_read": statistics.median(worker_read),
+        "cpu_worker_each": worker,
+    }
+
+
 def synthetic(megabytes: float, folder: Path) -> Path:
     """A synthetic session of about ``megabytes`` MB (``gen_synthetic``, seed 1)."""
     sys.path.insert(0, str(BENCH_DIR))
@@ -320,7 +390,28 @@ def main() -> None:
     parser.add_argument("--synthetic-mb", type=float, nargs="*", default=[1, 4, 16])
     parser.add_argument("--tail", type=int, default=1, help="requests appended")
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument(
+        "--cpu-appends",
+        type=int,
+        default=0,
+        help="instead: CPU of a warm update, one process taking this many appends (warm_cpu)",
+    )
+    parser.add_argument("--profile", type=Path, default=None, help="with --cpu-appends")
     args = parser.parse_args()
+    if args.cpu_appends:
+        with tempfile.TemporaryDirectory() as tmp:
+            sessions = [p for p in (args.session or []) if p.exists()]
+            sessions += [synthetic(mb, Path(tmp)) for mb in args.synthetic_mb]
+            for source in sessions:
+                cpu = warm_cpu(source, args.cpu_appends, args.profile)
+                print(
+                    f"{cpu['session']}: {cpu['appends']} warm appends in one process, median CPU:"
+                    f" web {cpu['cpu_web'] * 1e3:.1f} ms, worker {cpu['cpu_worker'] * 1e3:.1f} ms"
+                    f" (its read {cpu['cpu_worker_read'] * 1e3:.1f} ms)"
+                    f" (each: {', '.join(f'{s * 1e3:.1f}' for s in cpu['cpu_worker_each'])})",
+                    flush=True,
+                )
+        return
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         sessions = [p for p in (args.session or DEFAULTS) if p.exists()]

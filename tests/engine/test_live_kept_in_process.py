@@ -2,7 +2,9 @@
 changes what an update computes: the chunks of rows it pickled or read
 (``checkpoints._DECODED``, by their bytes), the references of the messages it dumped last
 (``checkpoints._REFS``), the messages it counted (``tokenized._COUNTED``) and linked
-(``session._LINKED``), the thinking sizes it set (``live._SIZED``, branch live64b) and the counts it listed (``tokenized._LISTED``). Each is used only when what it was kept for is what is there now: the
+(``session._LINKED``), the thinking sizes it set (``live._SIZED``, branch live64b), the counts
+it listed (``tokenized._LISTED``) and the replay state it dumped last (``kept_state.KEPT_STATES``,
+branch live64c). Each is used only when what it was kept for is what is there now: the
 versions grown through the warm path equal the same updates made cold (nothing kept), also
 when another worker took the append in between, after a restart, across a response completed
 by the next append (the state's rewind), and when the file changed otherwise than by an
@@ -14,6 +16,7 @@ import json
 import pickle
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -22,11 +25,12 @@ import pytest
 
 from contextlab import engine
 from contextlab.engine.input import session as session_module
-from contextlab.engine.input.model import Block
+from contextlab.engine.input.model import Block, Message
+from contextlab.engine.input.session import Thread
 from contextlab.engine.measures import tokenized
 from contextlab.engine.measures import tokens as tokens_module
 from contextlab.engine.measures.tokens import thinking_writes
-from contextlab.engine.replay import checkpoints
+from contextlab.engine.replay import checkpoints, kept_state
 from contextlab.engine.replay import live as live_module
 from tests.conftest import DEMO, ROOT
 from tests.engine.test_anchors import branch_above_200k_beside_a_main_that_compacted_below_it
@@ -42,6 +46,7 @@ _KEPT = (
     session_module._LINKED,
     live_module._SIZED,
     tokenized._LISTED,
+    kept_state.KEPT_STATES,
 )
 
 
@@ -432,3 +437,151 @@ def test_a_response_an_append_completes_is_sized_again_from_its_completed_output
         assert text == cold_text, f"version {versions.k}"
         compared += sum(1 for toks, _, _ in warm if toks)
     assert compared  # responses with thinking were compared
+
+
+def _reachable_session_objects(root: object) -> tuple[set[int], set[int]]:
+    """The ids of the sessions and threads, and of the message lists, that ``root``'s object
+    graph holds (it is walked whole, but for the messages and blocks it refers to)."""
+    sessions: set[int] = set()
+    lists: set[int] = set()
+    seen: set[int] = set()
+    stack: list[object] = [root]
+    while stack:
+        obj = stack.pop()
+        if id(obj) in seen or obj is None or isinstance(obj, str | bytes | int | float):
+            continue
+        seen.add(id(obj))
+        if isinstance(obj, engine.Session | Thread):
+            sessions.add(id(obj))
+            continue
+        if isinstance(obj, Message | Block):
+            continue
+        if isinstance(obj, list) and obj and isinstance(obj[0], Message):
+            lists.add(id(obj))
+        if isinstance(obj, dict):
+            stack.extend(obj.keys())
+            stack.extend(obj.values())
+        elif isinstance(obj, list | tuple | set | frozenset):
+            stack.extend(obj)
+        stack.extend(getattr(obj, "__dict__", {}).values())
+        for cls in type(obj).__mro__:
+            stack.extend(getattr(obj, name, None) for name in getattr(cls, "__slots__", ()))
+    return sessions, lists
+
+
+def _session_objects(session: engine.Session) -> tuple[set[int], set[int]]:
+    return {id(session), *map(id, session.threads)}, {id(t.messages) for t in session.threads}
+
+
+def _extended(session: engine.Session) -> engine.Session:
+    """``session`` as a warm read of its grown file makes it: new session and thread objects
+    (and message lists) holding the very same messages (``claude_code.extending``)."""
+    threads = [replace(t, messages=list(t.messages)) for t in session.threads]
+    return replace(session, threads=threads, memo={})
+
+
+def test_a_kept_state_is_bound_to_the_next_version_s_session_whole(tmp_path):
+    """The state a worker keeps between appends (``kept_state.KEPT_STATES``) refers, once taken
+    for the next version, to that version's session, threads and message lists only, none of
+    the earlier version's left anywhere in it (a session with branches; then the warm path
+    over real appends, where the kept replay itself goes on)."""
+    _forget()
+    built = branch_above_200k_beside_a_main_that_compacted_below_it()
+    session = engine.load_session(str(built.write(tmp_path / "s.jsonl")))
+    assert len(session.threads) > 1
+    config, preset = engine.resolve_session_config(session)
+    _, data = engine.replay_live(session, config, preset_name=preset)
+    grown = _extended(session)
+    taken = kept_state.take_kept(data, grown)
+    assert taken is not None
+    sessions, lists = _reachable_session_objects(taken[0])
+    old_sessions, old_lists = _session_objects(session)
+    assert not sessions & old_sessions
+    assert not lists & old_lists
+    assert sessions <= _session_objects(grown)[0]
+    assert id(grown) in sessions
+
+    data = TOOL_HEAVY.read_bytes()
+    versions = _Versions(tmp_path / "warm", data)
+    cuts = _cuts(data, [0.5, 0.6, 0.7, 0.8])
+    text, state = versions.warm(cuts[0], None)
+    went_on = 0
+    for end in cuts[1:]:
+        (before,) = kept_state.KEPT_STATES.values()
+        before_state = state
+        text, state = versions.warm(end, state)
+        (after,) = kept_state.KEPT_STATES.values()
+        if after.live.replay is not before.live.replay:
+            continue  # went on from the state's rewind (a response the append completed)
+        sessions, lists = _reachable_session_objects(after.live)
+        old_sessions, old_lists = _session_objects(before.session)
+        assert not sessions & old_sessions, f"version {versions.k}"
+        assert not lists & old_lists, f"version {versions.k}"
+        assert id(after.session) in sessions
+        path = versions.folder / f"v{versions.k}" / "session.jsonl"
+        with _another_process():
+            assert text == _cold(path, before_state)[0], f"version {versions.k}"
+        went_on += 1
+    assert went_on  # the kept replay went on over appends
+
+
+def test_a_kept_state_is_used_only_for_the_bytes_it_was_dumped_to(tmp_path):
+    """A stored state that is not the one this process wrote last (another worker's, for the
+    same version, here with one earlier row otherwise) is read from its bytes: the update is
+    the one a process keeping nothing makes of it."""
+    _forget()
+    data = TOOL_HEAVY.read_bytes()
+    versions = _Versions(tmp_path, data)
+    cuts = _cuts(data, [0.5, 0.6, 0.7, 0.8])
+    _, state = versions.warm(cuts[0], None)
+    _, state = versions.warm(cuts[2], state)
+    (kept,) = kept_state.KEPT_STATES.values()
+    with _another_process():
+        path = versions.folder / f"v{versions.k}" / "session.jsonl"
+        session = engine.load_session(str(path), name="session.jsonl")
+        live, _ = live_module._load(state, session, None)
+        rows = live.replay.by_thread["main"].requests
+        rows[0] = {**rows[0], "model_tokens": rows[0]["model_tokens"] + 1000}
+        summarizer = engine.ExtractiveSummarizer()
+        other = checkpoints.dump(live, session, summarizer, None, live=True) + (live.rewind or b"")
+    text, _ = versions.warm(cuts[4], other)
+    *_, after = kept_state.KEPT_STATES.values()
+    assert after.live.replay is not kept.live.replay  # the stored state was read
+    path = versions.folder / f"v{versions.k}" / "session.jsonl"
+    with _another_process():
+        cold = _cold(path, other)[0]
+        assert text == cold
+        assert cold != _cold(path, state)[0]  # the row changed is in the result
+
+
+def test_a_kept_state_is_not_bound_to_a_session_read_afresh(tmp_path):
+    """A session whose messages are not the kept state's very objects (read whole, not on
+    from the last version's read: a worker's read kept for another file, a restart of the
+    read) gets the stored state read back, not the kept one."""
+    _forget()
+    session = engine.load_session(str(TOOL_HEAVY), name="session.jsonl")
+    config, preset = engine.resolve_session_config(session)
+    _, data = engine.replay_live(session, config, preset_name=preset)
+    afresh = engine.load_session(str(TOOL_HEAVY), name="session.jsonl")
+    assert kept_state.take_kept(data, afresh) is None
+    _, data = engine.replay_live(session, config, preset_name=preset)
+    assert kept_state.take_kept(data, _extended(session)) is not None
+
+
+def test_a_kept_state_s_requests_are_listed_on_from_the_earlier_ones():
+    """The requests of a thread whose earlier messages are the very objects the kept state's
+    requests were listed from are those requests and the later messages' (``thread_requests``
+    of the whole thread); without that (``same`` 0: a state read back) they are listed
+    whole."""
+    session = engine.load_session(str(TOOL_HEAVY), name="session.jsonl")
+    thread = session.threads[0]
+    whole = session_module.thread_requests(thread)
+    for k in (len(thread.messages) // 3, len(thread.messages) // 2, len(thread.messages) - 1):
+        earlier = replace(thread, messages=thread.messages[:k])
+        old = session_module.thread_requests(earlier)
+        grown = kept_state.grown_requests(thread, old, k)
+        assert grown is not None
+        assert grown.thread is thread
+        assert [(r.index, r.position) for r in grown] == [(r.index, r.position) for r in whole]
+        assert all(a.message is b.message for a, b in zip(grown, whole, strict=True))
+        assert kept_state.grown_requests(thread, old, 0) is None

@@ -14,7 +14,7 @@ from collections import OrderedDict
 from collections.abc import Iterable
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
-from operator import is_
+from operator import attrgetter, is_
 from typing import Any
 
 from .loading import Upload
@@ -238,6 +238,9 @@ _LINKED_LIMIT = 2
 _LINKED_LOCK = threading.Lock()
 
 
+_BLOCKS = attrgetter("blocks")
+
+
 def link_tool_results(threads: list[Thread], problems: list[Problem]) -> None:
     """Give tool_result blocks their tool name; report results without a matching tool_use."""
     for thread in threads:
@@ -252,16 +255,18 @@ def link_tool_results(threads: list[Thread], problems: list[Problem]) -> None:
             linked is not None
             and len(linked.messages) < len(messages)
             and all(map(is_, linked.messages, messages))
-            and [len(m.blocks) for m in messages[: len(linked.messages)]] == linked.sizes
+            and list(map(len, map(_BLOCKS, messages[: len(linked.messages)]))) == linked.sizes
         ):
             names = dict(linked.names)
             orphans, first_line, start = linked.orphans, linked.first_line, len(linked.messages)
+        # the numbers of blocks of the messages gone on from (checked equal above)
+        sizes = linked.sizes if start and linked is not None else []
         for n in range(start, len(messages)):
             msg = messages[n]
             if n == len(messages) - 1 and n > 0 and thread.kind == "main":
                 linked = _Linked(
                     tuple(messages[:n]),
-                    [len(m.blocks) for m in messages[:n]],
+                    sizes + list(map(len, map(_BLOCKS, messages[start:n]))),
                     dict(names),
                     orphans,
                     first_line,

@@ -33,21 +33,33 @@ _LIVE_HEADER = f"contextlab live replay {CHECKPOINT_VERSION}\n".encode()
 
 def _external(
     session: Session, summarizer: Summarizer, progress: Callable[..., None] | None
-) -> dict[int, tuple[Any, ...]]:
+) -> list[dict[int, tuple[Any, ...]]]:
     """Objects a checkpoint refers to instead of copying: the session, its threads, messages
     and their blocks, the summarizer and the progress callback (a thread's message list is
     the ``View``'s, which leaves it out of its pickled state). Blocks too: a step's state
     may hold the session's blocks themselves (``restore``'s index of read files holds every
     Read result's), which copied made most of a live state's bytes, and its pickling time,
-    grow with the session's text (3.5 of 4.2 MB at 16 MB)."""
+    grow with the session's text (3.5 of 4.2 MB at 16 MB). As dicts looked up in turn: a
+    large thread's kept references (``_REFS``) are looked up where they are, not copied into
+    one dict at each dump (a 64 MB session's 13,000, twice)."""
     refs: dict[int, tuple[Any, ...]] = {id(session): ("session",)}
     refs[id(summarizer)] = ("summarizer",)
     if progress is not None:
         refs[id(progress)] = ("progress",)
+    kept: list[dict[int, tuple[Any, ...]]] = []
     for t, thread in enumerate(session.threads):
         refs[id(thread)] = ("thread", t)
-        refs.update(_thread_refs(t, thread.messages))
-    return refs
+        earlier, last = _thread_refs(t, thread.messages)
+        if len(earlier) > _OWN_DICT:
+            kept.append(earlier)
+        else:
+            refs.update(earlier)
+        refs.update(last)
+    return [refs, *kept]
+
+
+#: a thread's kept references are looked up in their own dict past this many
+_OWN_DICT = 1024
 
 
 class _ThreadRefs:
@@ -71,10 +83,14 @@ _KEPT_LOCK = threading.Lock()
 _BLOCKS = attrgetter("blocks")
 
 
-def _thread_refs(t: int, messages: list[Any]) -> dict[int, tuple[Any, ...]]:
-    """The references of thread ``t``'s messages and blocks, those of the messages it had at
-    the last dump (but the last, which a grown session may hold a longer copy of) taken
-    from ``_REFS`` when they are the very objects, with the same blocks."""
+def _thread_refs(
+    t: int, messages: list[Any]
+) -> tuple[dict[int, tuple[Any, ...]], dict[int, tuple[Any, ...]]]:
+    """The references of thread ``t``'s messages and blocks: those of every message but the
+    last (kept in ``_REFS`` for the next dump, not to be changed), and the last's. Those of
+    the messages it had at the last dump (but the last, which a grown session may hold a
+    longer copy of) are taken from ``_REFS`` when they are the very objects, with the same
+    blocks."""
     key = (t, id(messages[0]) if messages else 0)
     kept = _REFS.get(key)
     n = 0
@@ -95,9 +111,10 @@ def _thread_refs(t: int, messages: list[Any]) -> dict[int, tuple[Any, ...]]:
     # every message but the last goes into the kept references, for the next dump
     last = max(len(messages) - 1, n)
     refs = kept.refs
+    last_refs: dict[int, tuple[Any, ...]] = {}
     for m in range(n, len(messages)):
         if m == last:
-            refs = dict(refs)
+            refs = last_refs
         message = messages[m]
         refs[id(message)] = ("message", t, m)
         for b, block in enumerate(message.blocks):
@@ -114,7 +131,7 @@ def _thread_refs(t: int, messages: list[Any]) -> dict[int, tuple[Any, ...]]:
             _REFS.move_to_end(key)
             while len(_REFS) > _REFS_LIMIT:
                 _REFS.popitem(last=False)
-    return refs if refs is not kept.refs else dict(refs)
+    return kept.refs, last_refs
 
 
 def _reference(*pid: Any) -> Any:
@@ -128,13 +145,17 @@ class _Pickler(pickle.Pickler):
     objects pickle has no built-in way for (not about the many strings, numbers, lists and
     dicts of a replay's state, which a ``persistent_id`` hook is asked about one by one)."""
 
-    def __init__(self, file: IO[bytes], refs: dict[int, tuple[Any, ...]]) -> None:
+    def __init__(self, file: IO[bytes], refs: list[dict[int, tuple[Any, ...]]]) -> None:
         super().__init__(file, protocol=pickle.HIGHEST_PROTOCOL)
-        self._refs = refs
+        self._refs = [r.get for r in refs]
 
     def reducer_override(self, obj: Any) -> Any:
-        pid = self._refs.get(id(obj))
-        return NotImplemented if pid is None else (_reference, pid)
+        key = id(obj)
+        for get in self._refs:
+            pid = get(key)
+            if pid is not None:
+                return (_reference, pid)
+        return NotImplemented
 
 
 class _NotPlain(Exception):

@@ -37,10 +37,11 @@ from contextlab.engine.measures.tokens import (
     thinking_writes,
 )
 from contextlab.engine.pipeline import DEFAULT_STEPS
-from contextlab.engine.replay import checkpoints
+from contextlab.engine.replay import checkpoints, kept_state
 from contextlab.engine.summarizing import ExtractiveSummarizer
 
 from .driver import MODES, ProgressCallback, SessionReplay
+from .kept_state import runners as _runners
 from .recording import read_recording
 from .result import ReplayResult
 from .state import ReplayInputs
@@ -68,7 +69,16 @@ class LiveState:
     rewind of its own): an update that replays only the last request keeps the state it
     went on from as its rewind, as bytes, instead of pickling the replay a second time."""
 
-    __slots__ = ("fitted", "marks", "replay", "rewind", "sized", "thinking", "thread_ids")
+    __slots__ = (
+        "fitted",
+        "marks",
+        "replay",
+        "rewind",
+        "same",
+        "sized",
+        "thinking",
+        "thread_ids",
+    )
 
     def __init__(
         self,
@@ -84,6 +94,9 @@ class LiveState:
         #: a one-thread session: the same replay before its last request (an append that
         #: completes that response goes on from there); not part of the pickle
         self.rewind: bytes | None = None
+        #: per thread: how many of its first messages the grown session holds as the very
+        #: objects the replay saw (``kept_state.rebind``, a state kept in this process); not pickled
+        self.same: dict[str, int] = {}
         self.thread_ids = [t.id for t in session.threads]
         #: per replayed thread: the messages its requests saw (through its last response),
         #: and that response's mark; messages after it no request saw, and are read again
@@ -121,10 +134,13 @@ class LiveState:
             }
 
     def __getstate__(self) -> dict[str, object]:
-        return {name: getattr(self, name) for name in self.__slots__ if name != "rewind"}
+        return {
+            name: getattr(self, name) for name in self.__slots__ if name not in ("rewind", "same")
+        }
 
     def __setstate__(self, state: dict[str, object]) -> None:
         self.rewind = None
+        self.same = {}
         for name, value in state.items():
             setattr(self, name, value)
 
@@ -182,19 +198,11 @@ def replay_live(
     rewind = _keep_rewind(state)
     result = state.run()
     state.on_pause = None
-    return result, _dump(state, rewind[-1] if rewind else None)
+    return result, _dump(state, rewind[-1] if rewind else None, keep=True)
 
 
 def _requests(session: Session) -> int:
     return sum(len(thread_requests(t)) for t in session.threads)
-
-
-def _runners(state: SessionReplay) -> dict[str, ThreadReplay]:
-    """Every thread's replay the state holds, finished or under way."""
-    runners = dict(state.finished)
-    if state.runner is not None:
-        runners[state.runner.thread.id] = state.runner
-    return runners
 
 
 def _replayed(state: SessionReplay) -> int:
@@ -239,17 +247,24 @@ def _dump(
     rewind: bytes | None,
     thinking: dict[str, float] | None = None,
     carried: dict[str, tuple[dict[int, SizedThinking], list[int]]] | None = None,
+    *,
+    keep: bool = False,
 ) -> bytes:
     """The state's bytes, ``rewind``'s after them (``LiveState``; ``carried``: its thinking
-    sizes as a continuation set them, ``_size_thinking``)."""
+    sizes as a continuation set them, ``_size_thinking``). ``keep``: the replay is done with
+    (a finished update's state, not a rewind's that goes on): the process keeps the object
+    with its bytes for the next append (``kept_state.KEPT_STATES``)."""
     _appended_lists(state)
+    live = LiveState(state, state.fitted, thinking, carried)
     data = checkpoints.dump(
-        LiveState(state, state.fitted, thinking, carried),
+        live,
         state.inputs.session,
         state.inputs.summarizer,
         state.progress.callback,
         live=True,
     )
+    if keep:
+        kept_state.keep_state(live, data)
     return data + rewind if rewind else data
 
 
@@ -299,7 +314,7 @@ def _continue(
     replayed: Callable[[int], None] | None,
     refit_share: float | None,
 ) -> tuple[ReplayResult, bytes]:
-    live, loaded = _load(data, session, progress)
+    live, loaded = kept_state.take_kept(data, session) or _load(data, session, progress)
     if refit_share is not None and _requests(session) > live.fitted * (1 + refit_share):
         raise ValueError(
             f"the calibration was fitted on {live.fitted} requests, and the session grew past "
@@ -333,7 +348,9 @@ def _continue(
     state.on_pause = None
     for runner in runners.values():
         runner.progress = None
-    return result, _dump(state, rewind[-1] if rewind else live.rewind, live.thinking, carried)
+    return result, _dump(
+        state, rewind[-1] if rewind else live.rewind, live.thinking, carried, keep=True
+    )
 
 
 def _load(
@@ -375,12 +392,14 @@ def _grow(
     ``carried`` gets the thread's thinking sizes set again and the responses sized afresh."""
     thread = runner.thread
     seen = live.marks[thread.id][0]
-    requests = thread_requests(thread)
     old = runner.requests
-    if len(requests) < len(old) or any(
-        a.position != b.position for a, b in zip(old, requests, strict=False)
-    ):
-        raise ValueError(f"thread {thread.id}: its requests changed")
+    requests = kept_state.grown_requests(thread, old, live.same.get(thread.id, 0))
+    if requests is None:
+        requests = thread_requests(thread)
+        if len(requests) < len(old) or any(
+            a.position != b.position for a, b in zip(old, requests, strict=False)
+        ):
+            raise ValueError(f"thread {thread.id}: its requests changed")
     sized = live.sized.get(thread.id, {})
     fresh = _size_thinking(thread, runner, live.thinking.get(thread.id, 1.0), sized)
     carried[thread.id] = (sized, fresh)
