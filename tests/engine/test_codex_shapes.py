@@ -207,3 +207,34 @@ def test_another_agents_message_in_the_history_as_an_assistant_message_is_no_cal
     holding = [m for m in session.main.messages if any(sent in b.text for b in m.blocks)]
     assert [m.kind for m in holding] == ["meta"]
     assert len([m for m in session.main.messages if m.role == "assistant"]) == 7
+
+
+def test_a_messages_parts_read_in_one_pass_as_by_the_three_readers() -> None:
+    """``parts_of`` (the adapter's one pass over a message's content) gives what ``text_of``,
+    ``images_in`` and ``unknown_parts`` give, for every shape of content, hostile ones too."""
+    from contextlab.engine.input.sources.codex.items import (
+        images_in,
+        parts_of,
+        text_of,
+        unknown_parts,
+    )
+
+    contents: list[Any] = [
+        "plain text",
+        "",
+        None,
+        7,
+        {"text": "an object, not a list"},
+        [],
+        [{"type": "input_text", "text": "one"}],
+        [{"type": "output_text", "text": "a"}, {"type": "output_text", "text": "b"}],
+        [{"type": "input_image", "image_url": "data:..."}, {"type": "input_text", "text": "x"}],
+        [{"type": "input_image"}, {"type": "input_image", "text": "caption"}],
+        [{"type": "input_audio", "data": "..."}, {"type": "encrypted_content"}],
+        [{"text": "no type"}, {"type": ["a", "list"], "text": "unhashable type"}],
+        [{"type": None}, {"type": 3, "text": 4}, {"type": "text", "text": None}],
+        ["a bare string", 5, None, ["nested"], {"type": "input_file", "text": "f"}],
+    ]
+    for content in contents:
+        expected = (text_of(content), images_in(content), tuple(unknown_parts(content)))
+        assert parts_of(content) == expected, content

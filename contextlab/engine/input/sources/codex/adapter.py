@@ -165,12 +165,20 @@ class RolloutReader:
         self.records += 1
         kind = obj.get("type")
         payload = obj.get("payload")
-        stamp = _text(obj.get("timestamp"))
+        stamp = obj.get("timestamp")
+        if not isinstance(stamp, str):
+            stamp = ""
         if isinstance(kind, str) and kind in RECORD_TYPES and isinstance(payload, dict):
             self.usable += 1
             if self.child is not None and kind != "session_meta":
                 self.copying = self.child.copied(kind, payload, stamp)
-            self.record(number, kind, payload, stamp)
+            # the two record types of almost every line first, without a call between
+            if kind == "response_item":
+                self.response_item(number, payload, stamp)
+            elif kind == "event_msg" and payload.get("type") == "token_count":
+                self.token_count(number, payload.get("info"), stamp)
+            else:
+                self.record(number, kind, payload, stamp)
         elif kind is None and self.records == 1 and isinstance(obj.get("id"), str):
             self.usable += 1  # the older rollouts' header line
             self.meta(obj)
@@ -238,7 +246,7 @@ class RolloutReader:
             key = f"response item {item!r}"
             self.unknown[key] = self.unknown.get(key, 0) + 1
             return
-        for part in item.extra.get("unknown_parts", ()) if item.extra else ():
+        for part in item.unknown_parts:
             key = f"content part {part!r}"
             self.unknown[key] = self.unknown.get(key, 0) + 1
         if self.copying:
@@ -252,9 +260,12 @@ class RolloutReader:
                 )
             self.run.blocks.extend(item.blocks)
             return
-        self.close_run()
-        self.flush_pending(True)
-        self.append(self.user_message(item, number, stamp))
+        self.run = None  # (``close_run``, inline: this runs for every other item)
+        if self.pending:
+            self.flush_pending(True)
+        message = self.user_message(item, number, stamp)
+        message.index = len(self.messages)  # (``append``, inline)
+        self.messages.append(message)
 
     def copied_message(self, item: Item, number: int, stamp: str) -> Message:
         """An item of the parent's history, copied: context the rollout's calls were sent,

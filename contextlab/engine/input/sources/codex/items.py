@@ -10,7 +10,7 @@ good as a missing one, never an exception.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from contextlab.engine.input.model import Block
@@ -114,6 +114,34 @@ def unknown_parts(content: Any) -> list[str]:
     return unknown
 
 
+def parts_of(content: Any) -> tuple[str, int, tuple[str, ...]]:
+    """A message's ``content`` as ``(text_of, images_in, unknown_parts)`` of it, read in one
+    pass over its parts rather than three (every message of a rollout goes through this)."""
+    if isinstance(content, str):
+        return content, 0, ()
+    if not isinstance(content, list):
+        return "", 0, ()
+    texts: list[str] = []
+    images = 0
+    unknown: list[str] = []
+    for part in content:
+        if isinstance(part, dict):
+            text = part.get("text")
+            if isinstance(text, str):
+                texts.append(text)
+            kind = part.get("type")
+            # a type of the wrong kind (a list: unhashable) is no type, never an exception
+            if type(kind) is not str:
+                unknown.append("(no type)")
+            elif kind not in KNOWN_PARTS:
+                unknown.append(kind)
+            elif kind == "input_image":
+                images += 1
+        elif isinstance(part, str):
+            texts.append(part)
+    return "\n".join(texts), images, tuple(unknown)
+
+
 def images_in(content: Any) -> int:
     if not isinstance(content, list):
         return 0
@@ -139,7 +167,7 @@ def output_text(output: Any) -> str:
     return text_of(output)
 
 
-@dataclass
+@dataclass(slots=True)
 class Item:
     """A conversation item, already as the engine's blocks."""
 
@@ -151,22 +179,22 @@ class Item:
     injected: bool = False
     #: the item is a remote compaction's opaque summary (``compaction`` item)
     opaque_bytes: int = 0
-    extra: dict[str, Any] = field(default_factory=dict)
+    #: the types of content parts the adapter does not read, in their order (reported by it)
+    unknown_parts: tuple[str, ...] = ()
 
 
 def with_parts(item: Item, content: Any) -> Item:
     """``item``, with the types of ``content``'s parts it does not read in its
-    ``extra["unknown_parts"]`` (reported by the adapter)."""
-    parts = unknown_parts(content)
-    if parts:
-        item.extra["unknown_parts"] = parts
+    ``unknown_parts`` (reported by the adapter)."""
+    if type(content) is list:  # (``unknown_parts`` finds none in anything else)
+        item.unknown_parts = tuple(unknown_parts(content))
     return item
 
 
 def item_of(payload: dict[str, Any]) -> Item | str | None:
     """The item of a response-item payload; None when it is bookkeeping; the item type (a
     string) when the shape is not one this adapter knows. Content parts of types it does not
-    read are listed in the item's ``extra["unknown_parts"]``."""
+    read are listed in the item's ``unknown_parts``."""
     kind = payload.get("type")
     if not isinstance(kind, str):
         return "(no type)"
@@ -174,20 +202,20 @@ def item_of(payload: dict[str, Any]) -> Item | str | None:
         return None
     if kind == "message":
         role = payload.get("role")
-        content = payload.get("content")
-        text = text_of(content)
-        if role == "assistant" and text[:40].lstrip().startswith(INTER_AGENT_PREFIXES):
-            # a message from another agent, which Codex puts in the history as an assistant
-            # message (its JSON; earlier, "author: …" lines): context, no output of a call
-            return with_parts(Item("developer", [Block("text", text)], injected=True), content)
+        text, images, unknown = parts_of(payload.get("content"))
         if role == "assistant":
-            return with_parts(Item("assistant", [Block("text", text)]), content)
+            if text[:40].lstrip().startswith(INTER_AGENT_PREFIXES):
+                # a message from another agent, which Codex puts in the history as an assistant
+                # message (its JSON; earlier, "author: …" lines): context, no output of a call
+                return Item("developer", [Block("text", text)], True, unknown_parts=unknown)
+            return Item("assistant", [Block("text", text)], unknown_parts=unknown)
         if role in ("user", "developer", "system"):
             blocks = [Block("text", text)]
-            blocks += [Block("image") for _ in range(images_in(content))]
+            if images:
+                blocks += [Block("image") for _ in range(images)]
             injected = role != "user" or text.lstrip().startswith(INJECTED_PREFIXES)
-            item = Item("developer" if role != "user" else "user", blocks, injected=injected)
-            return with_parts(item, content)
+            side = "developer" if role != "user" else "user"
+            return Item(side, blocks, injected=injected, unknown_parts=unknown)
         return f"message/{role}"
     if kind == "reasoning":
         summary = payload.get("summary")
@@ -197,10 +225,15 @@ def item_of(payload: dict[str, Any]) -> Item | str | None:
             text = "\n".join(t for t in (text, text_of(content)) if t)
         return with_parts(Item("assistant", [Block("thinking", text)]), content)
     if kind in ("function_call", "custom_tool_call"):
-        name = payload.get("name") if isinstance(payload.get("name"), str) else "tool"
-        args = payload.get("arguments", payload.get("input", ""))
+        name = payload.get("name")
+        if not isinstance(name, str):
+            name = "tool"
+        # (``arguments``, else ``input``: the second looked up only when the first is absent)
+        args = payload["arguments"] if "arguments" in payload else payload.get("input", "")
         args_text = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
-        call_id = payload.get("call_id") if isinstance(payload.get("call_id"), str) else None
+        call_id = payload.get("call_id")
+        if not isinstance(call_id, str):
+            call_id = None
         return Item(
             "assistant",
             [Block("tool_use", f"{name} {args_text}", tool_use_id=call_id, tool_name=name)],
@@ -216,6 +249,8 @@ def item_of(payload: dict[str, Any]) -> Item | str | None:
         return Item("assistant", [block])
     if kind in TOOL_OUTPUT_ITEMS:
         output = payload.get("output")
+        if type(output) is str:  # the usual output: no parts, no images
+            return Item("tool_output", [Block("tool_result", output, tool_use_id=call_id)])
         block = Block("tool_result", output_text(output), tool_use_id=call_id)
         block.media = images_in(output)  # content items: text and images (MCP, view_image)
         return with_parts(Item("tool_output", [block]), output)
@@ -252,6 +287,30 @@ def usage_of(value: Any) -> dict[str, int] | None:
     not an object."""
     if not isinstance(value, dict):
         return None
+    # the usual object: five figures, each an int of at least 0 (the checks below, at once)
+    get = value.get
+    input_tokens, cached, output, reasoning, total = (
+        get("input_tokens"),
+        get("cached_input_tokens"),
+        get("output_tokens"),
+        get("reasoning_output_tokens"),
+        get("total_tokens"),
+    )
+    if (
+        type(input_tokens) is int
+        and type(cached) is int
+        and type(output) is int
+        and type(reasoning) is int
+        and type(total) is int
+        and min(input_tokens, cached, output, reasoning, total) >= 0
+    ):
+        return {
+            "input_tokens": input_tokens,
+            "cached_input_tokens": cached,
+            "output_tokens": output,
+            "reasoning_output_tokens": reasoning,
+            "total_tokens": total,
+        }
     out = {}
     for key in USAGE_FIGURES:
         figure: Any = value.get(key)
