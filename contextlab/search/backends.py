@@ -6,6 +6,7 @@ blocks on either (tests/search run both)."""
 from __future__ import annotations
 
 import re
+from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -101,9 +102,11 @@ NOT_ALNUM = frozenset(
 _SCIENTIFIC = re.compile(r"[0-9][eE][0-9]")
 #: ``to_tsvector``'s limits: words longer are skipped (and take no position), positions
 #: kept per word, the highest position
-_LONGEST_WORD = 2047
 _POSITIONS_PER_WORD = 255
 _LAST_POSITION = 16383
+_TOO_LONG = re.compile(r"[A-Za-z0-9]{2048}")
+#: a character that is neither ASCII nor one of ``NOT_ALNUM``
+_UNSURE = re.compile("[^\\x00-\\x7f" + re.escape("".join(sorted(NOT_ALNUM))) + "]")
 
 
 def vector_text(text: str) -> str | None:
@@ -114,21 +117,19 @@ def vector_text(text: str) -> str | None:
     database's: a character other than ASCII and ``NOT_ALNUM``, a number in scientific
     notation, a word too long, too many words for the positions. Words are ASCII letters
     and digits, lowercased, each with its positions (from 1, every word counted)."""
-    if not text.isascii() and not NOT_ALNUM.issuperset(c for c in text if not c.isascii()):
+    if _UNSURE.search(text) or _SCIENTIFIC.search(text) or _TOO_LONG.search(text):
         return None
-    if _SCIENTIFIC.search(text):
-        return None
-    positions: dict[str, list[str]] = {}
-    words = _ASCII_WORD.findall(text)
+    # (no character of NOT_ALNUM lowercases to ASCII)
+    words = _ASCII_WORD.findall(text.lower())
     if len(words) >= _LAST_POSITION:
         return None
+    positions: defaultdict[str, list[int]] = defaultdict(list)
     for number, word in enumerate(words, start=1):
-        if len(word) > _LONGEST_WORD:
-            return None
-        kept = positions.setdefault(word.lower(), [])
-        if len(kept) < _POSITIONS_PER_WORD:
-            kept.append(str(number))
-    return " ".join(f"{word}:{','.join(kept)}" for word, kept in positions.items())
+        positions[word].append(number)
+    return " ".join(
+        f"{word}:{','.join(map(str, kept[:_POSITIONS_PER_WORD]))}"
+        for word, kept in positions.items()
+    )
 
 
 def matching(entries: QuerySet[Entry], query: Query) -> QuerySet[Entry]:
