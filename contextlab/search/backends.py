@@ -5,8 +5,6 @@ blocks on either (tests/search run both)."""
 
 from __future__ import annotations
 
-import re
-from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -35,10 +33,8 @@ BATCH = 500
 def write_entries(entries: Iterable[Entry]) -> int:
     """Insert ``entries`` (new rows) in statements of ``BATCH`` rows (``entries`` may read
     the database as they come: one batch is held at a time); how many. On PostgreSQL each
-    batch in one ``COPY``, each row with its ``tsvector`` as the worker works it out
-    (``vector_text``), or none where it cannot be sure to give the database's
-    (``migrations/0002``'s trigger works that row's out); on SQLite in INSERTs (triggers
-    keep the FTS5 table in step)."""
+    batch in one ``COPY`` (its ``vector`` generated), on SQLite in INSERTs (triggers keep
+    the FTS5 table in step)."""
     count = 0
     batch: list[Entry] = []
     for entry in entries:
@@ -54,8 +50,7 @@ def _insert(batch: list[Entry]) -> int:
         return len(Entry.objects.bulk_create(batch))
     if not batch:
         return 0
-    columns = [*_COPIED, "vector"]
-    statement = f"COPY {Entry._meta.db_table} ({', '.join(columns)}) FROM STDIN"
+    statement = f"COPY {Entry._meta.db_table} ({', '.join(_COPIED)}) FROM STDIN"
     # psycopg's own cursor (Django's has no COPY), its errors made Django's
     with (
         connection.cursor() as cursor,
@@ -63,11 +58,11 @@ def _insert(batch: list[Entry]) -> int:
         cursor.cursor.copy(statement) as copy,
     ):
         for entry in batch:
-            copy.write_row([*(getattr(entry, name) for name in _COPIED), vector_text(entry.body)])
+            copy.write_row([getattr(entry, name) for name in _COPIED])
     return len(batch)
 
 
-#: the columns of a row ``write_entries`` copies, before its vector
+#: the columns of a row ``write_entries`` copies
 _COPIED = (
     "transcript_id",
     "thread",
@@ -80,56 +75,6 @@ _COPIED = (
     "path",
     "body",
 )
-#: what ``regexp_replace(body, '[^[:alnum:]]+', ' ', 'g')`` keeps of an ASCII text: its
-#: letters and digits (``[:alnum:]`` is these in every locale, for ASCII)
-_ASCII_WORD = re.compile(r"[A-Za-z0-9]+")
-#: characters that are no letter or digit in any locale: a text holding them and ASCII
-#: only is split into words as the database splits it (tests/search check each against the
-#: database's ``[:alnum:]``). Others (an accented letter: a word, or not, by the locale; its
-#: lowercase too) leave the vector to the database.
-NOT_ALNUM = frozenset(
-    "\u00a0\u00a7\u00ab\u00b0\u00b1\u00b7\u00bb\u00d7\u00f7"  # nbsp § « ° ± · » × ÷
-    "\u2010\u2011\u2012\u2013\u2014\u2015\u2018\u2019\u201c\u201d\u2022\u2026"  # dashes quotes • …
-    "\u2190\u2191\u2192\u2193\u2194\u21d2"  # arrows ← ↑ → ↓ ↔ ⇒
-    "\u2264\u2265\u2260\u2248\u221e"  # ≤ ≥ ≠ ≈ ∞
-    "\u2500\u2502\u250c\u2510\u2514\u2518\u251c\u2524\u252c\u2534\u253c"  # box drawing
-    "\u2550\u2551\u2554\u2557\u255a\u255d\u2560\u2563"
-    "\u25b6\u25b8\u25ba\u25bc\u25cf\u25cb\u25a0\u25a1"  # ▶ ▸ ► ▼ ● ○ ■ □
-    "\u2605\u2606\u26a0\u2713\u2714\u2717\u2718\u274c\u2705"  # ★ ☆ ⚠ ✓ ✔ ✗ ✘ ❌ ✅
-)
-#: the default parser reads a word of digits, ``e`` and digits as a number in scientific
-#: notation (``5e5e5`` is two tokens, ``5e5`` and ``e5``): such a text's vector is left to it
-_SCIENTIFIC = re.compile(r"[0-9][eE][0-9]")
-#: ``to_tsvector``'s limits: words longer are skipped (and take no position), positions
-#: kept per word, the highest position
-_POSITIONS_PER_WORD = 255
-_LAST_POSITION = 16383
-_TOO_LONG = re.compile(r"[A-Za-z0-9]{2048}")
-#: a character that is neither ASCII nor one of ``NOT_ALNUM``
-_UNSURE = re.compile("[^\\x00-\\x7f" + re.escape("".join(sorted(NOT_ALNUM))) + "]")
-
-
-def vector_text(text: str) -> str | None:
-    """``to_tsvector('simple', regexp_replace(text, '[^[:alnum:]]+', ' ', 'g'))`` (the
-    index's vector, ``migrations/0001``) as ``tsvector`` input, worked out here: reading
-    that input costs the database a fraction of its parsing the text (which was most of
-    its CPU of a replay's first run). None where the answer could differ from the
-    database's: a character other than ASCII and ``NOT_ALNUM``, a number in scientific
-    notation, a word too long, too many words for the positions. Words are ASCII letters
-    and digits, lowercased, each with its positions (from 1, every word counted)."""
-    if _UNSURE.search(text) or _SCIENTIFIC.search(text) or _TOO_LONG.search(text):
-        return None
-    # (no character of NOT_ALNUM lowercases to ASCII)
-    words = _ASCII_WORD.findall(text.lower())
-    if len(words) >= _LAST_POSITION:
-        return None
-    positions: defaultdict[str, list[int]] = defaultdict(list)
-    for number, word in enumerate(words, start=1):
-        positions[word].append(number)
-    return " ".join(
-        f"{word}:{','.join(map(str, kept[:_POSITIONS_PER_WORD]))}"
-        for word, kept in positions.items()
-    )
 
 
 def matching(entries: QuerySet[Entry], query: Query) -> QuerySet[Entry]:
