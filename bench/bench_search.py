@@ -61,7 +61,7 @@ def build_workspace(count: int) -> tuple[Any, Any, dict[str, Any]]:
     from contextlab.search import services as search
     from contextlab.search.models import Entry
     from contextlab.transcripts import services as transcripts
-    from contextlab.transcripts.models import TranscriptMessages
+    from contextlab.transcripts.models import TranscriptMessages, TranscriptMessagesPart
 
     user = User.objects.create_user(username="bench", password="pw-bench-123")
     files = sources()
@@ -84,7 +84,12 @@ def build_workspace(count: int) -> tuple[Any, Any, dict[str, Any]]:
             first[path] = session
             continue
         origin = first[path]
-        TranscriptMessages.objects.create(transcript=session, data=origin.messages.data)
+        stored = TranscriptMessages.objects.create(transcript=session, data=origin.messages.data)
+        # the messages' parts too (``TranscriptMessages.pieces``): without them a copy had no rows
+        TranscriptMessagesPart.objects.bulk_create(
+            TranscriptMessagesPart(messages=stored, seq=part.seq, data=part.data)
+            for part in origin.messages.parts.all()
+        )
         origin_run = origin.runs.get()
         RunResult.objects.create(run=run, data=origin_run.result.read())
         Run.objects.filter(pk=run.pk).update(

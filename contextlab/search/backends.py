@@ -26,6 +26,55 @@ FIRST_STEP_SESSIONS = 4
 #: SQLite: up to this many matching rows in the whole index, one ordered match is quicker
 #: than steps (reading and sorting a row costs a few microseconds)
 FEW_MATCHES = 2000
+#: rows written per statement
+BATCH = 500
+
+
+def write_entries(entries: Iterable[Entry]) -> int:
+    """Insert ``entries`` (new rows) in statements of ``BATCH`` rows (``entries`` may read
+    the database as they come: one batch is held at a time); how many. On PostgreSQL each
+    batch in one ``COPY`` (its ``vector`` generated), on SQLite in INSERTs (triggers keep
+    the FTS5 table in step)."""
+    count = 0
+    batch: list[Entry] = []
+    for entry in entries:
+        batch.append(entry)
+        if len(batch) >= BATCH:
+            count += _insert(batch)
+            batch = []
+    return count + _insert(batch)
+
+
+def _insert(batch: list[Entry]) -> int:
+    if connection.vendor != "postgresql":
+        return len(Entry.objects.bulk_create(batch))
+    if not batch:
+        return 0
+    statement = f"COPY {Entry._meta.db_table} ({', '.join(_COPIED)}) FROM STDIN"
+    # psycopg's own cursor (Django's has no COPY), its errors made Django's
+    with (
+        connection.cursor() as cursor,
+        connection.wrap_database_errors,
+        cursor.cursor.copy(statement) as copy,
+    ):
+        for entry in batch:
+            copy.write_row([getattr(entry, name) for name in _COPIED])
+    return len(batch)
+
+
+#: the columns of a row ``write_entries`` copies
+_COPIED = (
+    "transcript_id",
+    "thread",
+    "message",
+    "block",
+    "request",
+    "in_prompt",
+    "kind",
+    "tool",
+    "path",
+    "body",
+)
 
 
 def matching(entries: QuerySet[Entry], query: Query) -> QuerySet[Entry]:

@@ -36,8 +36,6 @@ PART_CHARS = 8000
 PART_OVERLAP = 200
 #: characters of one block indexed at most (a tool's output can be megabytes)
 MAX_BLOCK_CHARS = 200_000
-#: rows written per INSERT
-BATCH = 500
 #: block kinds a search can be narrowed to
 KINDS = ("prompt", "assistant", "thinking", "tool_input", "tool_output", "summary", "other")
 KIND_LABELS = {
@@ -290,17 +288,7 @@ def index_session(
             kept.delete()
             count = 0
             tools = set()
-        batch: list[Entry] = []
-        for entry in entries:
-            if entry.tool:
-                tools.add(entry.tool)
-            batch.append(entry)
-            if len(batch) >= BATCH:
-                Entry.objects.bulk_create(batch)
-                count += len(batch)
-                batch = []
-        Entry.objects.bulk_create(batch)
-        count += len(batch)
+        count += backends.write_entries(_naming_tools(entries, tools))
         state, _ = IndexedSession.objects.update_or_create(
             transcript=transcript,
             defaults={
@@ -324,6 +312,14 @@ def index_session(
         else "",
     )
     return state
+
+
+def _naming_tools(entries: Iterable[Entry], tools: set[str]) -> Iterator[Entry]:
+    """``entries``, adding the tool each names to ``tools`` as it passes."""
+    for entry in entries:
+        if entry.tool:
+            tools.add(entry.tool)
+        yield entry
 
 
 #: appends' stored rows read back at most to find the rows an index update writes
