@@ -404,3 +404,4 @@ added
 get_request_composition  # a ninja route (contextlab/runs/api.py)
 PLAIN  # bare cl100k ratios, used by bench/fit_token_kinds.py and the tests (content_kinds.py)
 held_out_ratios  # leave-one-source-out ratios, read by bench/truth.py (content_kinds.py)
+set_compression  # used by migrations runs/0007, transcripts/0014, search/0002 (contextlab/migration_ops.py)

@@ -62,19 +62,9 @@ def _insert(batch: list[Entry]) -> int:
     return len(batch)
 
 
-#: the columns of a row ``write_entries`` copies
-_COPIED = (
-    "transcript_id",
-    "thread",
-    "message",
-    "block",
-    "request",
-    "in_prompt",
-    "kind",
-    "tool",
-    "path",
-    "body",
-)
+#: the columns of a row ``write_entries`` copies: the model's, but its id (the ``vector``
+#: column, which the database generates, is not one of the model's fields)
+_COPIED = tuple(f.attname for f in Entry._meta.concrete_fields if not f.primary_key)
 
 
 def matching(entries: QuerySet[Entry], query: Query) -> QuerySet[Entry]:

@@ -4,9 +4,9 @@ about a third less CPU (bench/README.md, ``bench_hosts.py``), reading them less 
 is stored and read is unchanged; values stored before stay as they are until written again.
 Left at pglz where the server has no lz4 (built without it). SQLite: nothing."""
 
-from typing import Any
-
 from django.db import migrations
+
+from contextlab.migration_ops import set_compression
 
 #: (model, column) of the values compressed with lz4
 COLUMNS = [
@@ -16,30 +16,7 @@ COLUMNS = [
 ]
 
 
-def _compress_with(method: str) -> Any:
-    def run(apps: Any, schema_editor: Any) -> None:
-        if schema_editor.connection.vendor != "postgresql":
-            return
-        with schema_editor.connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT 1 FROM pg_settings WHERE name = 'default_toast_compression' "
-                "AND %s = ANY(enumvals)",
-                [method],
-            )
-            if cursor.fetchone() is None:
-                return
-        for model, column in COLUMNS:
-            table = apps.get_model("runs", model)._meta.db_table
-            schema_editor.execute(
-                f"ALTER TABLE {table} ALTER COLUMN {column} SET COMPRESSION {method}"
-            )
-
-    return run
-
-
 class Migration(migrations.Migration):
     dependencies = [("runs", "0006_run_result_view_parts")]
 
-    operations = [
-        migrations.RunPython(_compress_with("lz4"), _compress_with("pglz"), elidable=False)
-    ]
+    operations = [set_compression("runs", COLUMNS)]
