@@ -492,7 +492,7 @@ def test_a_kept_state_is_bound_to_the_next_version_s_session_whole(tmp_path):
     config, preset = engine.resolve_session_config(session)
     _, data = engine.replay_live(session, config, preset_name=preset)
     grown = _extended(session)
-    taken = kept_state.take_kept(data, grown)
+    taken = kept_state.take_kept(data, grown, live_module.LiveState)
     assert taken is not None
     sessions, lists = _reachable_session_objects(taken[0])
     old_sessions, old_lists = _session_objects(session)
@@ -563,9 +563,9 @@ def test_a_kept_state_is_not_bound_to_a_session_read_afresh(tmp_path):
     config, preset = engine.resolve_session_config(session)
     _, data = engine.replay_live(session, config, preset_name=preset)
     afresh = engine.load_session(str(TOOL_HEAVY), name="session.jsonl")
-    assert kept_state.take_kept(data, afresh) is None
+    assert kept_state.take_kept(data, afresh, live_module.LiveState) is None
     _, data = engine.replay_live(session, config, preset_name=preset)
-    assert kept_state.take_kept(data, _extended(session)) is not None
+    assert kept_state.take_kept(data, _extended(session), live_module.LiveState) is not None
 
 
 def test_a_kept_state_s_requests_are_listed_on_from_the_earlier_ones():

@@ -14,15 +14,12 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 from operator import is_
-from typing import TYPE_CHECKING
+from typing import Protocol, TypeVar
 
 from contextlab.engine.input.session import RequestInfo, RequestList, Session, Thread
 
 from .driver import SessionReplay
 from .thread import ThreadReplay
-
-if TYPE_CHECKING:
-    from .live import LiveState
 
 
 def runners(state: SessionReplay) -> dict[str, ThreadReplay]:
@@ -33,12 +30,25 @@ def runners(state: SessionReplay) -> dict[str, ThreadReplay]:
     return runners
 
 
+class Continuable(Protocol):
+    """What this module needs of a live state (``live.LiveState``, which imports this module)."""
+
+    replay: SessionReplay
+    #: the bytes after the state's own: its rewind's
+    rewind: bytes | None
+    #: per thread: how many of its first messages the grown session holds as the very objects
+    same: dict[str, int]
+
+
+L = TypeVar("L", bound=Continuable)
+
+
 @dataclass
 class KeptState:
     """A live state this process dumped last, with the bytes it dumped it to (without the
     rewind after them) and the session it refers to."""
 
-    live: LiveState
+    live: Continuable
     data: bytes
     session: Session
 
@@ -57,7 +67,7 @@ KEPT_STATES_LIMIT = 2
 KEPT_STATES_LOCK = threading.Lock()
 
 
-def keep_state(live: LiveState, data: bytes) -> None:
+def keep_state(live: Continuable, data: bytes) -> None:
     kept = KeptState(live, data, live.replay.inputs.session)
     with KEPT_STATES_LOCK:
         KEPT_STATES[id(live)] = kept
@@ -65,16 +75,18 @@ def keep_state(live: LiveState, data: bytes) -> None:
             KEPT_STATES.popitem(last=False)
 
 
-def take_kept(data: bytes, session: Session) -> tuple[LiveState, bytes] | None:
-    """The state this process dumped to the bytes ``data`` starts with (the rest: its
-    rewind's), bound to ``session`` (``rebind``); None when none is kept for them, or the
-    session is not the kept one's grown (the stored state is read instead)."""
+def take_kept(data: bytes, session: Session, kind: type[L]) -> tuple[L, bytes] | None:
+    """The state (a ``kind``) this process dumped to the bytes ``data`` starts with (the
+    rest: its rewind's), bound to ``session`` (``rebind``); None when none is kept for them,
+    or the session is not the kept one's grown (the stored state is read instead)."""
     with KEPT_STATES_LOCK:
         found = next((k for k, v in KEPT_STATES.items() if data.startswith(v.data)), None)
         kept = KEPT_STATES.pop(found) if found is not None else None
     if kept is None or not rebind(kept.live.replay, kept.session, session):
         return None
     live = kept.live
+    if not isinstance(live, kind):
+        return None
     live.rewind = data[len(kept.data) :] or None
     live.same = {t.id: len(t.messages) for t in kept.session.threads}
     return live, kept.data

@@ -314,7 +314,7 @@ def _continue(
     replayed: Callable[[int], None] | None,
     refit_share: float | None,
 ) -> tuple[ReplayResult, bytes]:
-    live, loaded = kept_state.take_kept(data, session) or _load(data, session, progress)
+    live, loaded = kept_state.take_kept(data, session, LiveState) or _load(data, session, progress)
     if refit_share is not None and _requests(session) > live.fitted * (1 + refit_share):
         raise ValueError(
             f"the calibration was fitted on {live.fitted} requests, and the session grew past "

@@ -11,6 +11,7 @@ next recorded count; the history it kept (``replacement_history``) follows the s
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
@@ -73,7 +74,7 @@ class RolloutReader:
         self.calls = 0
         self.records = 0
         self.usable = 0
-        self.unknown: dict[str, int] = {}
+        self.unknown: Counter[str] = Counter()
         self.baseline: int | None = None
         self.opaque: list[Block] = []
         self.opaque_rough = 0
@@ -188,8 +189,7 @@ class RolloutReader:
             self.usable += 1
             self.response_item(number, obj, stamp)
         else:
-            key = f"record type {kind!r}" if isinstance(kind, str) else "no type"
-            self.unknown[key] = self.unknown.get(key, 0) + 1
+            self.unknown[f"record type {kind!r}" if isinstance(kind, str) else "no type"] += 1
 
     def record(self, number: int, kind: str, payload: dict[str, Any], stamp: str) -> None:
         if kind == "session_meta":
@@ -201,19 +201,14 @@ class RolloutReader:
             cwd = payload.get("cwd")
             if isinstance(cwd, str):
                 self.cwd = cwd
-        elif kind == "response_item":
-            self.response_item(number, payload, stamp)
         elif kind == "compacted":
             self.compacted(number, payload, stamp)
-        elif kind == "event_msg":
+        elif kind == "event_msg":  # (``line`` reads response items and token counts itself)
             event = payload.get("type")
-            if event == "token_count":
-                self.token_count(number, payload.get("info"), stamp)
-            elif event == "thread_rolled_back":
+            if event == "thread_rolled_back":
                 self.roll_back(number, payload.get("num_turns"))
             elif not isinstance(event, str):  # a list or object is no type (nor hashable)
-                key = "event without a type"
-                self.unknown[key] = self.unknown.get(key, 0) + 1
+                self.unknown["event without a type"] += 1
 
     def meta(self, payload: dict[str, Any], stamp: str = "") -> None:
         # the first session_meta is the rollout's own: a fork writes its parent's again among
@@ -243,12 +238,10 @@ class RolloutReader:
         if item is None:
             return
         if isinstance(item, str):
-            key = f"response item {item!r}"
-            self.unknown[key] = self.unknown.get(key, 0) + 1
+            self.unknown[f"response item {item!r}"] += 1
             return
         for part in item.unknown_parts:
-            key = f"content part {part!r}"
-            self.unknown[key] = self.unknown.get(key, 0) + 1
+            self.unknown[f"content part {part!r}"] += 1
         if self.copying:
             self.close_run()
             self.append(self.copied_message(item, number, stamp))
@@ -415,8 +408,7 @@ class RolloutReader:
         history = payload.get("replacement_history")
         kept, opaque_bytes, unknown = kept_history(history)
         for kind in unknown:
-            key = f"kept item {kind!r}"
-            self.unknown[key] = self.unknown.get(key, 0) + 1
+            self.unknown[f"kept item {kind!r}"] += 1
         kind = compaction_kind(payload, summary_text, opaque_bytes)
         remote = kind != "local"
         last_call = next(
