@@ -121,7 +121,11 @@ def test_idle_pool_processes_killed_do_not_freeze_the_worker(
     # runs are sent where this worker listens
     monkeypatch.setattr(run_tasks, "send_replay", lambda run_id: _send(run_id, broker, var_dir))
     transcript = make_transcript(short_jsonl)
-    assert wait_for_run(transcript.runs.get().pk, timeout=60).status == "done", worker.output()
+    try:
+        first = wait_for_run(transcript.runs.get().pk, timeout=60)
+    except AssertionError as timed_out:  # the worker's log says why (wait_for_run cannot)
+        raise AssertionError(f"{timed_out}\n{worker.output()}") from timed_out
+    assert first.status == "done", worker.output()
     before = _children(worker.proc.pid)
     for child in before:  # both idle now
         os.kill(child, signal.SIGKILL)
