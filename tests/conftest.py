@@ -191,6 +191,11 @@ def require_services() -> None:
         pytest.fail(message, pytrace=False)
 
 
+#: The worker (and beat) processes running now: a failed test's report shows their logs' tails
+#: (``pytest_runtest_makereport``), as a flaky failure in CI can be read nowhere else
+RUNNING_WORKERS: list[WorkerProcess] = []
+
+
 class WorkerProcess:
     """A ``celery -A contextlab.celery worker`` subprocess on the test database and Redis."""
 
@@ -200,6 +205,7 @@ class WorkerProcess:
         self.proc = subprocess.Popen(
             argv, env=env, stdout=self.log, stderr=subprocess.STDOUT, cwd=ROOT
         )
+        RUNNING_WORKERS.append(self)
 
     def wait_ready(self, timeout: float = 60, marker: bytes = b"ready.") -> None:
         deadline = time.monotonic() + timeout
@@ -225,6 +231,8 @@ class WorkerProcess:
         self.proc.wait(timeout=10)
 
     def stop(self) -> None:
+        if self in RUNNING_WORKERS:
+            RUNNING_WORKERS.remove(self)
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -233,6 +241,20 @@ class WorkerProcess:
                 self.proc.kill()
                 self.proc.wait(timeout=10)
         self.log.close()
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """A failed test's report ends with the log tail of each worker process running then."""
+    report = yield
+    if report.failed:
+        for worker in RUNNING_WORKERS:
+            try:
+                tail = worker.output()
+            except OSError as exc:
+                tail = f"(unreadable: {exc})"
+            report.sections.append((f"worker log {worker.log_path.name} (tail)", tail))
+    return report
 
 
 def worker_env(**extra: str) -> dict[str, str]:

@@ -71,7 +71,8 @@ def test_an_appended_turn_reaches_the_open_explorer_within_5_s(page: Any, live_s
         offset = _append(client, session_id, len(START), FIRST_APPEND)["offset"]
         transcript = Transcript.objects.get(pk=session_id)
         assert transcript.is_live
-        wait_for_run(transcript.runs.get().pk)
+        first = wait_for_run(transcript.runs.get().pk)
+        assert first.status == "done", first.error
         page.goto(f"/sessions/{session_id}/requests/1/")  # the last of 2 requests
         expect(page.locator("#live-badge")).to_be_visible()
         assert page.locator("#req-number").inner_text() == "2"
