@@ -263,16 +263,18 @@ def conclude(
     ``current`` (called inside the transaction that stores the result, after locking what it
     reads) says whether the session is still the one replayed: a live session that grew
     meanwhile is replayed again (an append's ``replay_again`` leaves running runs alone), up
-    to ``MAX_REPLAYS_OF_GROWN`` times. ``provisional`` (asked once the replay returned) says
-    whether the result went on from an earlier replay's state (``Run.provisional``).
+    to ``MAX_REPLAYS_OF_GROWN`` times. ``replay`` may raise ``SessionGrew`` too (the file it
+    was to read was replaced by the grown one before it read it): it is called again, within
+    the same count. ``provisional`` (asked once the replay returned) says whether the result
+    went on from an earlier replay's state (``Run.provisional``).
     """
     run_id = run.pk
     try:
         with heartbeat(run_id):
             for attempt in range(MAX_REPLAYS_OF_GROWN):
-                data = replay()
                 last = attempt == MAX_REPLAYS_OF_GROWN - 1
                 try:
+                    data = replay()
                     return finish(
                         run_id,
                         data,
@@ -281,7 +283,13 @@ def conclude(
                     )
                 except SessionGrew:
                     logger.info("run %s: the session grew while it replayed; again", run_id)
-            raise AssertionError("unreachable")
+            # only a replay that never got to read its file ends here (``finish`` stores the
+            # last attempt's result whatever the session became)
+            return fail(
+                run_id,
+                f"The session grew {MAX_REPLAYS_OF_GROWN} times before its replay could read "
+                "it; its next append replays it again.",
+            )
     except engine.SummaryPending as pending:
         # the LLM call gets its own task, which resumes this replay from its checkpoint
         return park(run, pending)

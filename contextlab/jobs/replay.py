@@ -438,9 +438,23 @@ def _replay(
     counting = None
     if summary is None:  # a resumed run counted its session when it started
         counting = lifecycle.progress_writer(run.pk, stage=Run.Stage.COUNTING)
-    session = load_session(
-        run.transcript, store_messages=summary is None or again, progress=counting
-    )
+    try:
+        session = load_session(
+            run.transcript, store_messages=summary is None or again, progress=counting
+        )
+    except FileNotFoundError:
+        if not _file_replaced(run, loaded):
+            raise
+        # A live session's append replaced the file after this run's row was read: the
+        # append deletes the file it grew from once it commits, and leaves a running run to
+        # replay the grown one (``lifecycle.replay_again``). Nothing was read: the next
+        # attempt starts as this one did, on the session as it is now.
+        logger.info(
+            "run %s: its file was replaced by the grown session's before it was read", run.pk
+        )
+        run.transcript.refresh_from_db()
+        loaded.clear()
+        raise lifecycle.SessionGrew(run.pk) from None
     try:
         return replay_run(run, session, summary, later=later)
     finally:
@@ -485,6 +499,12 @@ def execute_run(run_id: int, summary: SummaryFetch | None = None) -> lifecycle.O
         return outcome
     finally:
         later.close()
+
+
+def _file_replaced(run: Run, loaded: list[str]) -> bool:
+    """Whether the session's file is no longer the one this replay was to read
+    (``loaded``: its sha256): it grew meanwhile."""
+    return Transcript.objects.filter(pk=run.transcript_id).exclude(sha256__in=loaded).exists()
 
 
 def _still_current(run: Run, loaded: list[str]) -> bool:

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from contextlab import local_broker
 from contextlab.celery import app
 from contextlab.jobs import tasks as run_tasks
 from contextlab.runs import services
@@ -95,14 +96,20 @@ def prefork(tmp_path: Path) -> Any:
 
 
 def _send(run_id: int, broker: str, var_dir: Path) -> None:
-    """Publish a run's task on ``broker`` (the test process's own app publishes to Redis)."""
+    """Publish a run's task on ``broker`` (the test process's own app publishes to Redis).
+    The filesystem broker's messages are written as ``make run``'s web writes them
+    (``local_broker``, whole files renamed into place): kombu's own filesystem transport, which
+    the URL alone picks, creates the file before it writes it, and a worker that lists the
+    folder between the two reads an empty message, which is lost (the run stayed queued)."""
     if broker == "redis":
         run_tasks.run_replay.delay(run_id)
         return
     folder = str(var_dir / "broker" / "queue")
     control = str(var_dir / "broker" / "control")
     options = {"data_folder_in": folder, "data_folder_out": folder, "control_folder": control}
-    with app.connection_for_write("filesystem://", transport_options=options) as conn:
+    with app.connection_for_write(
+        "filesystem://", transport=local_broker.Transport, transport_options=options
+    ) as conn:
         run_tasks.run_replay.apply_async((run_id,), connection=conn)
 
 

@@ -204,3 +204,37 @@ def test_finishing_a_run_without_an_llm_summarizer_sends_the_storage_no_checkpoi
     lifecycle.finish(run.pk, {"requests": []})
     assert deleted == [lifecycle.checkpoint_name(run.pk)]
     assert not blobs.exists(lifecycle.checkpoint_name(run.pk))
+
+
+@pytest.mark.usefixtures("clean_media")
+def test_a_replay_whose_session_grew_before_it_read_it_is_called_again(run):
+    """``replay`` raising ``SessionGrew`` (its file was replaced by the grown one before it
+    read it) is called again, within ``MAX_REPLAYS_OF_GROWN``; a session that keeps growing
+    so fails the run with why, never with ``SessionGrew``'s name."""
+    calls = 0
+
+    def grows_once() -> dict[str, list[object]]:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise lifecycle.SessionGrew(run.pk)
+        return {"requests": []}
+
+    assert lifecycle.claim(run.pk)
+    assert lifecycle.conclude(run, grows_once) == lifecycle.Done(run.pk, 0)
+    assert calls == 2
+
+    def always_grows() -> dict[str, list[object]]:
+        nonlocal calls
+        calls += 1
+        raise lifecycle.SessionGrew(run.pk)
+
+    calls = 0
+    Run.objects.filter(pk=run.pk).update(status=Run.Status.QUEUED)
+    assert lifecycle.claim(run.pk)
+    outcome = lifecycle.conclude(run, always_grows)
+    assert isinstance(outcome, lifecycle.Failed)
+    assert calls == lifecycle.MAX_REPLAYS_OF_GROWN
+    stored = Run.objects.get(pk=run.pk)
+    assert stored.status == Run.Status.FAILED
+    assert stored.error.startswith(f"The session grew {lifecycle.MAX_REPLAYS_OF_GROWN} times")
