@@ -174,6 +174,7 @@ def replay_run(
     session: engine.Session,
     summary: SummaryFetch | None = None,
     later: LaterFindings | None = None,
+    clock: lifecycle.ProgressClock | None = None,
 ) -> dict[str, Any]:
     """The engine's result JSON for ``run`` on an already-loaded session.
 
@@ -181,10 +182,11 @@ def replay_run(
     there; a checkpoint another engine version wrote is ignored (the replay starts over).
     With ``summary`` (a fetch task), the backend is called for that one missing summary.
     With ``later``, a live session's update carries its last version's findings and leaves
-    its own for after the result is stored (``LaterFindings``).
+    its own for after the result is stored (``LaterFindings``). ``clock``: when the run's
+    progress was last written (by the token count before: ``lifecycle.ProgressClock``).
     """
     summarizer = summaries.summarizer_for(run, fetch=summary.fetch if summary is not None else None)
-    progress = lifecycle.progress_writer(run.pk, write_first=summary is None)
+    progress = lifecycle.progress_writer(run.pk, clock=clock)
     if summarizer is None and follows_live(run):
         data = _replay_live(run, session, progress)
         if later is None:
@@ -435,14 +437,15 @@ def _replay(
         # after they were stored deleted none): this replay stores the grown file's
         TranscriptMessages.objects.filter(transcript_id=run.transcript_id).delete()
     loaded[:] = [run.transcript.sha256]
+    clock = lifecycle.ProgressClock()  # counting and replaying: one progress write a period
     counting = None
     if summary is None:  # a resumed run counted its session when it started
-        counting = lifecycle.progress_writer(run.pk, stage=Run.Stage.COUNTING)
+        counting = lifecycle.progress_writer(run.pk, stage=Run.Stage.COUNTING, clock=clock)
     session = load_session(
         run.transcript, store_messages=summary is None or again, progress=counting
     )
     try:
-        return replay_run(run, session, summary, later=later)
+        return replay_run(run, session, summary, later=later, clock=clock)
     finally:
         if not later:
             session.close()
