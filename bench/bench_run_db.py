@@ -21,8 +21,14 @@ reported apart; the figures are medians (min–max) of the others. Everything ru
 another on one connection, so nothing else's work is counted but autovacuum's (none on a
 fresh database this small).
 
+With ``--own-server`` (root: the cluster runs as the ``postgres`` user) the database is on a
+fresh PostgreSQL server of the bench's own (default settings, as bench_hosts.py starts one)
+with ``pg_stat_statements`` loaded: the server's time per run of each statement (reset after
+the first run), which the machine's server cannot say.
+
 Usage: .venv/bin/python bench/bench_run_db.py [--sessions 11] [--size-kb 1024] [--server URL]
-       [--statements]  (prints each statement kind's count per run)
+       [--own-server] [--statements] [--trace]
+       (--statements: each statement kind's count per run; --trace: the last run's, in order)
 Writes bench/out/run_db.json.
 """
 
@@ -30,14 +36,19 @@ from __future__ import annotations
 
 import argparse
 import collections
+import contextlib
+import cProfile
+import io
 import json
 import os
+import pstats
 import re
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -119,7 +130,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sessions", type=int, default=11)
     parser.add_argument("--size-kb", type=int, default=1024)
     parser.add_argument("--server", default="postgresql://postgres@127.0.0.1:5432")
+    parser.add_argument(
+        "--own-server", action="store_true", help="a fresh server with pg_stat_statements"
+    )
     parser.add_argument("--statements", action="store_true", help="print the kinds per run")
+    parser.add_argument(
+        "--profile", action="store_true", help="cProfile the warm runs: the worker's top steps"
+    )
     parser.add_argument(
         "--trace", action="store_true", help="print the last run's statements in order"
     )
@@ -129,8 +146,58 @@ def main(argv: list[str] | None = None) -> int:
 
     import psycopg
 
-    with psycopg.connect(f"{args.server}/postgres", autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')
+    with contextlib.ExitStack() as stack:
+        if args.own_server:
+            args.server = stack.enter_context(own_server())
+        with psycopg.connect(f"{args.server}/postgres", autocommit=True) as admin:
+            admin.execute(f'CREATE DATABASE "{name}"')
+        runs = on_database(args, batch, name)
+    report(runs, args)
+    return 0
+
+
+@contextlib.contextmanager
+def own_server() -> Iterator[str]:
+    """A fresh PostgreSQL cluster (default settings, pg_stat_statements loaded) on a port of
+    its own; its URL without a database. Stopped and removed after."""
+    import pwd
+    import shutil
+
+    bin_dir = Path("/usr/lib/postgresql/15/bin")
+    user = pwd.getpwnam("postgres")
+    folder = Path(tempfile.mkdtemp(prefix="bench-run-db-pg-"))
+    os.chown(folder, user.pw_uid, user.pw_gid)
+    as_postgres = ["runuser", "-u", "postgres", "--"]
+    cluster = folder / "cluster"
+    initdb = [str(bin_dir / "initdb"), "-D", str(cluster), "-U", "postgres", "--auth=trust"]
+    subprocess.run(
+        [*as_postgres, *initdb, "-E", "UTF8", "--no-sync"],
+        check=True,
+        capture_output=True,
+    )
+    port = 5400 + os.getpid() % 500
+    options = f"-p {port} -k {folder} -c shared_preload_libraries=pg_stat_statements"
+    pg_ctl = [str(bin_dir / "pg_ctl"), "-D", str(cluster)]
+    subprocess.run(
+        [*as_postgres, *pg_ctl, "-w", "-o", options, "-l", str(folder / "log"), "start"],
+        check=True,
+        capture_output=True,
+    )
+    try:
+        yield f"postgresql://postgres@127.0.0.1:{port}"
+    finally:
+        subprocess.run(
+            [*as_postgres, *pg_ctl, "-m", "fast", "stop"],
+            check=False,
+            capture_output=True,
+        )
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def on_database(args: argparse.Namespace, batch: list[Path], name: str) -> list[dict[str, Any]]:
+    """The runs measured on the scratch database ``name`` (made; dropped after)."""
+    import psycopg
+
     try:
         with tempfile.TemporaryDirectory(prefix="bench-run-db-") as var:
             os.environ.update(
@@ -149,15 +216,17 @@ def main(argv: list[str] | None = None) -> int:
                 check=True,
                 capture_output=True,
             )
-            runs = measure(batch)
+            return measure(batch, statements_kept=args.own_server, profile=args.profile)
     finally:
         with psycopg.connect(f"{args.server}/postgres", autocommit=True) as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    report(runs, args)
-    return 0
 
 
-def measure(batch: list[Path]) -> list[dict[str, Any]]:
+def measure(
+    batch: list[Path], *, statements_kept: bool = False, profile: bool = False
+) -> list[dict[str, Any]]:
+    """Each run's figures (``statements_kept``: the server has pg_stat_statements; the last
+    entry then holds its statements' time per warm run, ``server_statements``)."""
     import django
 
     django.setup()
@@ -187,14 +256,24 @@ def measure(batch: list[Path]) -> list[dict[str, Any]]:
         pid = int(cursor.fetchone()[0])
     # the readings' own transactions: two readings back to back
     overhead = -transactions_so_far() + transactions_so_far()
+    if statements_kept:
+        with connection.cursor() as cursor:
+            cursor.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
+    profiler = cProfile.Profile()
     out = []
-    for run_id in run_ids:
+    for number, run_id in enumerate(run_ids):
+        if statements_kept and number == 1:  # the warm runs' only
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT pg_stat_statements_reset()")
         counter = Counter()
         copies[0] = 0
         before = transactions_so_far()
         server, worker, wall = backend_cpu(pid), time.process_time(), time.perf_counter()
         with connection.execute_wrapper(counter):
+            if profile and number:
+                profiler.enable()
             tasks.run_replay(run_id)
+            profiler.disable()
         wall = time.perf_counter() - wall
         worker = time.process_time() - worker
         server = backend_cpu(pid) - server
@@ -218,6 +297,28 @@ def measure(batch: list[Path]) -> list[dict[str, Any]]:
             json.dumps({k: v for k, v in out[-1].items() if k not in {"kinds", "order"}}),
             file=sys.stderr,
         )
+    if profile and len(out) > 1:
+        text = io.StringIO()
+        stats = pstats.Stats(profiler, stream=text)
+        stats.sort_stats("cumulative").print_stats(r"contextlab|psycopg|json", 45)
+        print(text.getvalue(), file=sys.stderr)
+    if statements_kept and len(out) > 1:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT calls, total_exec_time, rows, query FROM pg_stat_statements "
+                "WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) "
+                "ORDER BY total_exec_time DESC"
+            )
+            warm = len(out) - 1
+            out[-1]["server_statements"] = [
+                {
+                    "calls_per_run": round(calls / warm, 2),
+                    "ms_per_run": round(total / warm, 2),
+                    "rows_per_run": round(rows / warm, 1),
+                    "query": " ".join(query.split())[:160],
+                }
+                for calls, total, rows, query in cursor.fetchall()
+            ]
     return out
 
 
@@ -258,6 +359,14 @@ def report(runs: list[dict[str, Any]], args: argparse.Namespace) -> None:
             kinds.update(run["kinds"])
         for kind, count in sorted(kinds.items(), key=lambda kv: -kv[1]):
             print(f"  {count / len(warm):5.1f}  {kind}")
+    statements = runs[-1].get("server_statements")
+    if statements:
+        print("the server's time per warm run, by statement (pg_stat_statements):")
+        for row in statements[:25]:
+            print(
+                f"  {row['ms_per_run']:7.2f} ms  {row['calls_per_run']:5.2f} calls  "
+                f"{row['query'][:110]}"
+            )
     if args.trace:
         print("the last run's statements (indented: inside a transaction block; COPY not listed):")
         for kind in runs[-1]["order"]:

@@ -548,7 +548,12 @@ def copy_json_parts(
 ) -> None:
     """Insert a row of ``model`` (a foreign key ``owner_field``, a ``seq`` and a JSON field
     ``data``) for each JSON text of ``parts``, numbered from ``start``, streamed to
-    PostgreSQL in one ``COPY``: one part's text is held at a time."""
+    PostgreSQL in one ``COPY``: one part's text is held at a time. No parts, no ``COPY``
+    (a result in one part has none: a round trip saved)."""
+    texts = iter(parts)
+    first = next(texts, None)
+    if first is None:
+        return
     meta = model._meta
     columns = []
     for name in (owner_field, "seq", "data"):
@@ -562,7 +567,7 @@ def copy_json_parts(
         cursor.cursor.copy(f"COPY {meta.db_table} ({', '.join(columns)}) FROM STDIN") as copy,
     ):
         sink = _CopyField(copy)
-        for seq, text in enumerate(parts, start=start):
+        for seq, text in enumerate(itertools.chain((first,), texts), start=start):
             copy.write(f"{owner}\t{seq}\t")
             sink.write(text)
             copy.write("\n")
