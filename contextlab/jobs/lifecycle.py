@@ -205,23 +205,31 @@ def heartbeat(run_id: int) -> Iterator[None]:
         thread.join(timeout=5)
 
 
-def progress_writer(
-    run_id: int, *, stage: str = Run.Stage.REPLAYING, write_first: bool = True
-) -> Callable[[int, int], None]:
-    """Store progress of ``stage`` on the run, at most every PROGRESS_EVERY seconds; a run
-    cancelled meanwhile stops the work (``engine.ReplayStopped``) at the next call.
+class ProgressClock:
+    """When a run's progress was last written, shared by the stages of one replay (counting
+    tokens, then replaying): a run writes its progress at most every PROGRESS_EVERY seconds
+    whatever its stage, the first time PROGRESS_EVERY after it started. A run shorter than
+    that writes none: its claim stored progress 0 and its ``finish`` the whole, which is all
+    its pages could show (each write is a transaction on the database every worker shares:
+    a 0.2 s run wrote four, as many as the rest of its work)."""
 
-    ``write_first=False`` (a run going on after a summary, whose progress is stored already)
-    waits PROGRESS_EVERY before the first write too.
-    """
-    last = 0.0 if write_first else time.monotonic()
+    def __init__(self) -> None:
+        self.last = time.monotonic()
+
+
+def progress_writer(
+    run_id: int, *, stage: str = Run.Stage.REPLAYING, clock: ProgressClock | None = None
+) -> Callable[[int, int], None]:
+    """Store progress of ``stage`` on the run, at most every PROGRESS_EVERY seconds of
+    ``clock`` (default: one started now); a run cancelled meanwhile stops the work
+    (``engine.ReplayStopped``) at the next write."""
+    clock = clock or ProgressClock()
 
     def progress(done: int, total: int) -> None:
-        nonlocal last
         now = time.monotonic()
-        if now - last < PROGRESS_EVERY and done < total:
+        if now - clock.last < PROGRESS_EVERY:
             return
-        last = now
+        clock.last = now
         updated = Run.objects.filter(pk=run_id, status=Run.Status.RUNNING).update(
             progress_done=done,
             progress_total=total,
@@ -524,9 +532,11 @@ def copy_json_row(
     assert isinstance(data, models.JSONField)
     columns = f"{meta.pk.column}, {data.column}"
     statement = f"COPY {meta.db_table} ({columns}) FROM STDIN"
-    # psycopg's own cursor (Django's has no COPY), its errors made Django's
+    # psycopg's own cursor (Django's has no COPY), its errors made Django's; in the caller's
+    # transaction without a savepoint of its own (two round trips, and every caller lets a
+    # failed COPY end its whole transaction)
     with (
-        transaction.atomic(),
+        transaction.atomic(savepoint=False),
         connection.cursor() as cursor,
         connection.wrap_database_errors,
         cursor.cursor.copy(statement) as copy,
@@ -546,7 +556,12 @@ def copy_json_parts(
 ) -> None:
     """Insert a row of ``model`` (a foreign key ``owner_field``, a ``seq`` and a JSON field
     ``data``) for each JSON text of ``parts``, numbered from ``start``, streamed to
-    PostgreSQL in one ``COPY``: one part's text is held at a time."""
+    PostgreSQL in one ``COPY``: one part's text is held at a time. No parts, no ``COPY``
+    (a result in one part has none: a round trip saved)."""
+    texts = iter(parts)
+    first = next(texts, None)
+    if first is None:
+        return
     meta = model._meta
     columns = []
     for name in (owner_field, "seq", "data"):
@@ -554,13 +569,13 @@ def copy_json_parts(
         assert isinstance(field, models.Field)
         columns.append(str(field.column))
     with (
-        transaction.atomic(),
+        transaction.atomic(savepoint=False),  # as copy_json_row's
         connection.cursor() as cursor,
         connection.wrap_database_errors,
         cursor.cursor.copy(f"COPY {meta.db_table} ({', '.join(columns)}) FROM STDIN") as copy,
     ):
         sink = _CopyField(copy)
-        for seq, text in enumerate(parts, start=start):
+        for seq, text in enumerate(itertools.chain((first,), texts), start=start):
             copy.write(f"{owner}\t{seq}\t")
             sink.write(text)
             copy.write("\n")

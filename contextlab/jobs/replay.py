@@ -71,11 +71,16 @@ def load_session(
         # a live session that grew: the version before the append has its tokens counted
         seed_sha256=transcript.previous_sha256 or None,
     )
-    current = TranscriptMessages.objects.filter(
-        transcript=transcript, sha256__in=("", transcript.sha256)
-    )
-    if store_messages and not current.exists():
-        store_messages_of(transcript, session)
+    if store_messages:
+        # of which file the stored messages are (one query: none stored, the usual case of a
+        # session's first replay, goes straight to storing them whole)
+        stored = (
+            TranscriptMessages.objects.filter(transcript=transcript)
+            .values_list("sha256", flat=True)
+            .first()
+        )
+        if stored is None or stored not in ("", transcript.sha256):
+            store_messages_of(transcript, session, none_stored=stored is None)
     return session
 
 
@@ -84,7 +89,9 @@ def load_session(
 APPENDED_PARTS_MAX = 100
 
 
-def store_messages_of(transcript: Transcript, session: engine.Session) -> None:
+def store_messages_of(
+    transcript: Transcript, session: engine.Session, *, none_stored: bool = False
+) -> None:
     """Store the session's messages for the explorer (``engine.messages_json``) in parts of
     a few megabytes (``TranscriptMessages``: one value of every message would not fit
     PostgreSQL's ``jsonb`` past sessions of about 550 MB); a row stored meanwhile (by another
@@ -92,8 +99,9 @@ def store_messages_of(transcript: Transcript, session: engine.Session) -> None:
     before it) stores only the rows it changed or added, after them (``_store_appended``).
     The worker holds one part's JSON at a time, never every text of the session a second time
     (its blocks hold them compact): on PostgreSQL streamed to the server
-    (``lifecycle.copy_json_parts``), elsewhere (SQLite) stored part by part."""
-    if _store_appended(transcript, session):
+    (``lifecycle.copy_json_parts``), elsewhere (SQLite) stored part by part. ``none_stored``:
+    the caller found none stored (of any file), so there is no append to store alone."""
+    if not none_stored and _store_appended(transcript, session):
         return
     head = {**engine.messages_json_head(session), IN_PARTS: True}
     parts = engine.messages_json_parts(session)
@@ -174,6 +182,7 @@ def replay_run(
     session: engine.Session,
     summary: SummaryFetch | None = None,
     later: LaterFindings | None = None,
+    clock: lifecycle.ProgressClock | None = None,
 ) -> dict[str, Any]:
     """The engine's result JSON for ``run`` on an already-loaded session.
 
@@ -181,10 +190,11 @@ def replay_run(
     there; a checkpoint another engine version wrote is ignored (the replay starts over).
     With ``summary`` (a fetch task), the backend is called for that one missing summary.
     With ``later``, a live session's update carries its last version's findings and leaves
-    its own for after the result is stored (``LaterFindings``).
+    its own for after the result is stored (``LaterFindings``). ``clock``: when the run's
+    progress was last written (by the token count before: ``lifecycle.ProgressClock``).
     """
     summarizer = summaries.summarizer_for(run, fetch=summary.fetch if summary is not None else None)
-    progress = lifecycle.progress_writer(run.pk, write_first=summary is None)
+    progress = lifecycle.progress_writer(run.pk, clock=clock)
     if summarizer is None and follows_live(run):
         data = _replay_live(run, session, progress)
         if later is None:
@@ -435,9 +445,10 @@ def _replay(
         # after they were stored deleted none): this replay stores the grown file's
         TranscriptMessages.objects.filter(transcript_id=run.transcript_id).delete()
     loaded[:] = [run.transcript.sha256]
+    clock = lifecycle.ProgressClock()  # counting and replaying: one progress write a period
     counting = None
     if summary is None:  # a resumed run counted its session when it started
-        counting = lifecycle.progress_writer(run.pk, stage=Run.Stage.COUNTING)
+        counting = lifecycle.progress_writer(run.pk, stage=Run.Stage.COUNTING, clock=clock)
     try:
         session = load_session(
             run.transcript, store_messages=summary is None or again, progress=counting
@@ -456,7 +467,7 @@ def _replay(
         loaded.clear()
         raise lifecycle.SessionGrew(run.pk) from None
     try:
-        return replay_run(run, session, summary, later=later)
+        return replay_run(run, session, summary, later=later, clock=clock)
     finally:
         if not later:
             session.close()

@@ -255,7 +255,8 @@ def index_session(
     stored messages are read whole. ``requests``: the run's result's, when the caller holds
     them (else its stored result is read)."""
     run = run or indexing_run(transcript)
-    if run is None or TranscriptMessages.of_file(transcript) is None:
+    messages = TranscriptMessages.of_file(transcript) if run is not None else None
+    if run is None or messages is None:
         return None
     if requests is None:
         result = RunResult.objects.filter(run=run).first()
@@ -275,7 +276,7 @@ def index_session(
             )
         else:
             # the stored messages read one part at a time (a long session's are gigabytes)
-            stored = TranscriptMessages.current_pieces(transcript)
+            stored = TranscriptMessages.current_pieces(transcript, messages)
             if stored is None:
                 return None
             watched = _FirstPrompt()
@@ -289,14 +290,20 @@ def index_session(
             count = 0
             tools = set()
         count += backends.write_entries(_naming_tools(entries, tools))
-        state, _ = IndexedSession.objects.update_or_create(
-            transcript=transcript,
-            defaults={
-                "run": run,
-                "blocks": count,
-                "tools": sorted(tools),
-                "first_prompt": first_prompt(),
-            },
+        # one INSERT … ON CONFLICT (update_or_create took five round trips: two savepoints)
+        (state,) = IndexedSession.objects.bulk_create(
+            [
+                IndexedSession(
+                    transcript=transcript,
+                    run=run,
+                    blocks=count,
+                    tools=sorted(tools),
+                    first_prompt=first_prompt(),
+                )
+            ],
+            update_conflicts=True,
+            unique_fields=["transcript"],
+            update_fields=["run", "blocks", "tools", "first_prompt", "indexed_at"],
         )
     logger.info(
         "session %s: %s search rows indexed in %.2f s%s",

@@ -241,12 +241,13 @@ class TranscriptMessages(models.Model):
 
     @classmethod
     def current_pieces(
-        cls, transcript: Transcript
+        cls, transcript: Transcript, stored: TranscriptMessages | None = None
     ) -> Iterator[tuple[str, list[dict[str, Any]]]] | None:
         """(thread, its next rows) of the session's file's messages as stored (``pieces``:
         one part in memory at a time), or None when none are stored for its file (yet). A live
-        session's, with rows appended since, are read whole and the rows put in."""
-        stored = cls.of_file(transcript)
+        session's, with rows appended since, are read whole and the rows put in. ``stored``:
+        ``of_file(transcript)``, when the caller read it already."""
+        stored = stored if stored is not None else cls.of_file(transcript)
         if stored is None:
             return None
         if not stored.appended.exists():

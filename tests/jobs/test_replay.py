@@ -1,13 +1,16 @@
 from __future__ import annotations
 
 import json
+import time
 from datetime import timedelta
 
 import pytest
-from django.db import OperationalError
+from django.db import OperationalError, connection
+from django.test.utils import CaptureQueriesContext
 from django.utils import timezone
 
 from contextlab import engine
+from contextlab.jobs import lifecycle
 from contextlab.jobs import replay as runner
 from contextlab.runs.models import Run, RunResult
 from contextlab.transcripts.models import TranscriptMessages
@@ -103,6 +106,7 @@ def test_transient_database_error_requeues_and_propagates(run, monkeypatch):
 
 
 def test_progress_is_written_while_replaying(run, monkeypatch):
+    monkeypatch.setattr(lifecycle, "PROGRESS_EVERY", 0.0)  # every call writes
     seen = []
     real = engine.replay
 
@@ -118,6 +122,56 @@ def test_progress_is_written_while_replaying(run, monkeypatch):
     runner.execute_run(run.pk)
     assert seen
     assert seen[-1][0] == seen[-1][1] > 0
+
+
+def _progress_writes(queries: CaptureQueriesContext) -> int:
+    return sum(
+        1
+        for query in queries.captured_queries
+        if query["sql"].startswith('UPDATE "runs_run"')
+        and '"progress_stage" =' in query["sql"]
+        and '"status" =' not in query["sql"].split("WHERE")[0]
+    )
+
+
+def test_a_replay_shorter_than_the_progress_period_writes_no_progress(run, monkeypatch):
+    """Its claim stored progress 0 and its finish stores the whole: a write between them is
+    a transaction on the shared database that no page could show."""
+    monkeypatch.setattr(lifecycle, "PROGRESS_EVERY", 3600.0)
+    with CaptureQueriesContext(connection) as queries:
+        runner.execute_run(run.pk)
+    run.refresh_from_db()
+    assert run.status == Run.Status.DONE, run.error
+    assert run.progress_done == run.progress_total > 0
+    assert _progress_writes(queries) == 0
+
+
+def test_counting_and_replaying_share_one_progress_period(run, monkeypatch):
+    """A long run's progress is written (its pages move) but at most once a period, whatever
+    stage it is in: the count's writes and the replay's share one clock."""
+    period = 0.1
+    monkeypatch.setattr(lifecycle, "PROGRESS_EVERY", period)
+    steps = 10
+    real = engine.replay
+    seen = []
+
+    def slow(session, config, **kwargs):
+        progress = kwargs["progress"]
+        for step in range(1, steps + 1):
+            time.sleep(0.03)
+            progress(step, steps)
+            seen.append(Run.objects.values_list("progress_stage", "progress_done").get(pk=run.pk))
+        return real(session, config, **kwargs)
+
+    monkeypatch.setattr(engine, "replay", slow)
+    started = time.monotonic()
+    with CaptureQueriesContext(connection) as queries:
+        runner.execute_run(run.pk)
+    elapsed = time.monotonic() - started
+    writes = _progress_writes(queries)
+    assert 1 <= writes <= elapsed / period + 1, (writes, elapsed)
+    # a page polling meanwhile saw the replay's progress move
+    assert any(stage == Run.Stage.REPLAYING and done > 0 for stage, done in seen), seen
 
 
 def test_messages_streamed_to_the_database_are_the_engine_rows(make_transcript, tmp_path):

@@ -101,9 +101,9 @@ def test_an_append_is_indexed_from_its_own_stored_rows_alone(
     read: list[str] = []
     real = TranscriptMessages.current_pieces
 
-    def counted(transcript: Transcript) -> Any:
+    def counted(transcript: Transcript, stored: TranscriptMessages | None = None) -> Any:
         read.append("whole")
-        return real(transcript)
+        return real(transcript, stored)
 
     monkeypatch.setattr(TranscriptMessages, "current_pieces", staticmethod(counted))
     parts = TranscriptMessagesPart.objects.filter(messages_id=session_id).count()
