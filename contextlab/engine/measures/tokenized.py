@@ -8,15 +8,14 @@ counts and cache key filled before the session is pickled, so a later replay of 
 from __future__ import annotations
 
 import os
-import threading
 from array import array
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from itertools import accumulate, chain
 from operator import attrgetter, is_
 
+from contextlab.engine.input.kept_cache import KeptCache, session_bytes, session_lineage
 from contextlab.engine.input.model import Block, Message
 from contextlab.engine.input.rough import block_rough
 from contextlab.engine.input.session import Session
@@ -125,7 +124,7 @@ class TokenCounts:
                 kept = (listed.per_message, listed.toks, listed.roughs, listed.keys)
                 figures = tuple(a + b for a, b in zip(kept, figures, strict=True))  # type: ignore[assignment]
             threads[thread.id] = figures
-            _keep_listed(thread.id, messages, figures, listed)
+            _keep_listed(thread.id, messages, figures, listed, session)
         return cls(threads)
 
     def carry_onto(self, pending: Sequence[tuple[str, int, int, Block]]) -> None:
@@ -220,8 +219,9 @@ def tokenize_session(
         block_tokens(block, counter, text)
         block_rough(block, text)
         block_key(block, text)
+    size, lineage = session_bytes(session), session_lineage(session)
     for thread in session.threads:
-        _keep_counted(thread.id, thread.messages)
+        _keep_counted(thread.id, thread.messages, size, lineage)
     return count
 
 
@@ -238,9 +238,8 @@ class _Counted:
 #: session's next version holds the same message objects first (``claude_code.extending``),
 #: whose blocks need no second look (a walk of every block of a 64 MB session, about 4 ms an
 #: append); a block only ever goes from uncounted to counted.
-_COUNTED: OrderedDict[tuple[str, int], _Counted] = OrderedDict()
-_COUNTED_LIMIT = 4
-_COUNTED_LOCK = threading.Lock()
+#: Bounded by the size of the sessions counted (``kept_cache``: nothing of a large one).
+_COUNTED: KeptCache[tuple[str, int], _Counted] = KeptCache(4)
 
 
 def _counted_key(thread_id: str, messages: list[Message]) -> tuple[str, int]:
@@ -260,7 +259,7 @@ def _counted_before(thread_id: str, messages: list[Message]) -> int:
     return 0
 
 
-def _keep_counted(thread_id: str, messages: list[Message]) -> None:
+def _keep_counted(thread_id: str, messages: list[Message], size: int, lineage: int) -> None:
     key = _counted_key(thread_id, messages)
     last = len(messages) - 1
     kept = _COUNTED.get(key)
@@ -271,11 +270,7 @@ def _keep_counted(thread_id: str, messages: list[Message]) -> None:
         kept = _Counted(messages[:last], list(map(len, map(_BLOCKS, messages[:last]))))
     else:
         return
-    with _COUNTED_LOCK:  # a web process may count sessions in threads
-        _COUNTED[key] = kept
-        _COUNTED.move_to_end(key)
-        while len(_COUNTED) > _COUNTED_LIMIT:
-            _COUNTED.popitem(last=False)
+    _COUNTED.keep(key, kept, size=size, lineage=lineage)
 
 
 @dataclass
@@ -299,9 +294,7 @@ class _Listed:
 #: same cached session may size them again), so those are compared; a growing session's next
 #: version holds the same message objects first, whose figures need not be read again (every
 #: block of a 64 MB session, about 3 ms an append).
-_LISTED: OrderedDict[tuple[str, int], _Listed] = OrderedDict()
-_LISTED_LIMIT = 4
-_LISTED_LOCK = threading.Lock()
+_LISTED: KeptCache[tuple[str, int], _Listed] = KeptCache(4)
 
 
 def _listed_before(thread_id: str, messages: list[Message]) -> _Listed | None:
@@ -325,6 +318,7 @@ def _keep_listed(
     messages: list[Message],
     figures: tuple[array[int], array[int], array[int], array[int]],
     listed: _Listed | None,
+    session: Session,
 ) -> None:
     per_message, toks, roughs, keys = figures
     n = len(messages) - 1
@@ -347,11 +341,7 @@ def _keep_listed(
     if b and min(min(kept.toks), min(kept.roughs), min(kept.keys)) < 0:
         return  # a block not counted yet: counting it changes its figures
     key = _counted_key(thread_id, messages)
-    with _LISTED_LOCK:  # a web process may read sessions in threads
-        _LISTED[key] = kept
-        _LISTED.move_to_end(key)
-        while len(_LISTED) > _LISTED_LIMIT:
-            _LISTED.popitem(last=False)
+    _LISTED.keep(key, kept, size=session_bytes(session), lineage=session_lineage(session))
 
 
 def load_session_cached(

@@ -10,12 +10,12 @@ reads the stored state (storage stays the truth).
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 from operator import is_
 from typing import Protocol, TypeVar
 
+from contextlab.engine.input import kept_cache
+from contextlab.engine.input.kept_cache import KeptCache
 from contextlab.engine.input.session import RequestInfo, RequestList, Session, Thread
 
 from .driver import SessionReplay
@@ -62,17 +62,21 @@ class KeptState:
 #: Nothing else may change it in place: a result shares its rows, its log and its threads'
 #: results with it (the rows are final once written; ``ReplayResult.main_requests`` numbers
 #: copies).
-KEPT_STATES: OrderedDict[int, KeptState] = OrderedDict()
-KEPT_STATES_LIMIT = 2
-KEPT_STATES_LOCK = threading.Lock()
+#: Bounded by the size of their sessions (``kept_cache``: a worker keeps no state of a session
+#: of more than ``KEPT_MAX_BYTES``, and the sessions of all it keeps fit in them).
+KEPT_STATES: KeptCache[int, KeptState] = KeptCache(2)
+KEPT_STATES_LOCK = kept_cache.LOCK
 
 
 def keep_state(live: Continuable, data: bytes) -> None:
-    kept = KeptState(live, data, live.replay.inputs.session)
-    with KEPT_STATES_LOCK:
-        KEPT_STATES[id(live)] = kept
-        while len(KEPT_STATES) > KEPT_STATES_LIMIT:
-            KEPT_STATES.popitem(last=False)
+    session = live.replay.inputs.session
+    kept = KeptState(live, data, session)
+    KEPT_STATES.keep(
+        id(live),
+        kept,
+        size=kept_cache.session_bytes(session),
+        lineage=kept_cache.session_lineage(session),
+    )
 
 
 def take_kept(data: bytes, session: Session, kind: type[L]) -> tuple[L, bytes] | None:

@@ -16,14 +16,13 @@ then replays the session whole.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from operator import attrgetter, is_
 
 from contextlab.engine.config.fields import PipelineConfig
 from contextlab.engine.input.disk_cache import gc_paused
+from contextlab.engine.input.kept_cache import KeptCache, session_bytes, session_lineage
 from contextlab.engine.input.model import Message
 from contextlab.engine.input.session import Session, Thread, thread_requests
 from contextlab.engine.measures.anchors import ThreadAnchors
@@ -452,7 +451,7 @@ def _size_thinking(
             indices.append(i)
     if factor > 1.0:
         scale_unsized_thinking(fresh, factor, counter, thread.id)
-    _keep_sized(key, messages, factor, sized, indices, before)
+    _keep_sized(key, messages, factor, sized, indices, before, runner.inputs.session)
     return indices
 
 
@@ -476,9 +475,7 @@ class _Sized:
 #: sized as it left them unless some sizing ran since (a what-if replay of the same cached
 #: session can size them again: ``thinking_writes`` counts every write); a walk of every
 #: response of a 64 MB session is about 3 ms an append.
-_SIZED: OrderedDict[tuple[str, int], _Sized] = OrderedDict()
-_SIZED_LIMIT = 4
-_SIZED_LOCK = threading.Lock()
+_SIZED: KeptCache[tuple[str, int], _Sized] = KeptCache(4)  # bounded by session size
 _BLOCKS = attrgetter("blocks")
 
 
@@ -529,6 +526,7 @@ def _keep_sized(
     sized: dict[int, SizedThinking],
     indices: list[int],
     before: _Sized | None,
+    session: Session,
 ) -> None:
     """Keep how ``_size_thinking`` left ``messages`` (on from ``before``, what it went on
     from: its messages checked, their numbers of blocks and responses not read again)."""
@@ -546,11 +544,7 @@ def _keep_sized(
         fresh,
         thinking_writes(),
     )
-    with _SIZED_LOCK:  # a web process may replay sessions in threads
-        _SIZED[key] = kept
-        _SIZED.move_to_end(key)
-        while len(_SIZED) > _SIZED_LIMIT:
-            _SIZED.popitem(last=False)
+    _SIZED.keep(key, kept, size=session_bytes(session), lineage=session_lineage(session))
 
 
 def _extend_anchors(anchors: ThreadAnchors, requests: int) -> None:
