@@ -287,17 +287,35 @@ def kept_beside(
     cache_dir: str | os.PathLike[str], sha256: str, beside: KeptBeside
 ) -> object | None:
     """What a version (digest ``sha256``) of a growing session saved beside its parse."""
-    for path in sorted(Path(cache_dir).glob(f"{sha256}-*-v{CACHE_VERSION}{beside.suffix}")):
+    for path in _named(Path(cache_dir), f"{sha256}-", f"-v{CACHE_VERSION}{beside.suffix}"):
         found = read_pickle(path, beside.kind)
         if found is not None:
             return found
     return None
 
 
+def _named(folder: Path, start: str, end: str) -> list[Path]:
+    """The files of ``folder`` whose names start with ``start`` and end with ``end`` (apart),
+    sorted: ``glob(f"{start}*{end}")`` without compiling a pattern for each digest (a live
+    session's every append looked up three, about 1 ms)."""
+    try:
+        with os.scandir(folder) as entries:
+            names = [
+                e.name
+                for e in entries
+                if e.name.startswith(start)
+                and e.name.endswith(end)
+                and len(e.name) >= len(start) + len(end)
+            ]
+    except OSError:
+        return []
+    return [folder / name for name in sorted(names)]
+
+
 def forget_version(folder: Path, sha256: str, mirror: CacheMirror | None) -> None:
     """Remove the cache files of the file of digest ``sha256`` (a growing session's version
     that a longer one superseded); a reader that has one open still reads it whole."""
-    for path in folder.glob(f"{sha256}-*"):
+    for path in _named(folder, f"{sha256}-", ""):
         path.unlink(missing_ok=True)
         if mirror is not None:
             mirror.discard(path.name)
@@ -311,7 +329,7 @@ def cached_by_sha(cache_dir: str | os.PathLike[str], sha256: str) -> Session | N
     for key, session in reversed(_RECENT.items()):
         if key.startswith(prefix) and key.endswith(f"-v{CACHE_VERSION}"):
             return session
-    for path in sorted(Path(cache_dir).glob(f"{sha256}-*-v{CACHE_VERSION}.pickle")):
+    for path in _named(Path(cache_dir), f"{sha256}-", f"-v{CACHE_VERSION}.pickle"):
         found = read_pickle(path, Session)
         if found is not None:
             return found

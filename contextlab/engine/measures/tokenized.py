@@ -190,10 +190,11 @@ def tokenize_session(
     # one walk; the earlier version's counts are carried onto those only
     pending: list[tuple[str, int, int, Block]] = []
     count = 0
+    starts: dict[str, int] = {}
     for thread in session.threads:
         thread_id = thread.id
         messages = thread.messages
-        start = _counted_before(thread_id, messages)
+        start = starts[thread_id] = _counted_before(thread_id, messages)
         count += sum(map(len, map(_BLOCKS, messages[:start])))
         for m in range(start, len(messages)):
             blocks = messages[m].blocks
@@ -221,7 +222,7 @@ def tokenize_session(
         block_key(block, text)
     size, lineage = session_bytes(session), session_lineage(session)
     for thread in session.threads:
-        _keep_counted(thread.id, thread.messages, size, lineage)
+        _keep_counted(thread.id, thread.messages, starts.get(thread.id, 0), size, lineage)
     return count
 
 
@@ -259,11 +260,16 @@ def _counted_before(thread_id: str, messages: list[Message]) -> int:
     return 0
 
 
-def _keep_counted(thread_id: str, messages: list[Message], size: int, lineage: int) -> None:
+def _keep_counted(
+    thread_id: str, messages: list[Message], start: int, size: int, lineage: int
+) -> None:
+    """Keep ``messages`` (but the last) as counted; ``start``: how many of them
+    ``_counted_before`` found the kept ones at the count's start (counting changed no
+    message's blocks since: not walked again)."""
     key = _counted_key(thread_id, messages)
     last = len(messages) - 1
     kept = _COUNTED.get(key)
-    if kept is not None and _counted_before(thread_id, messages) == len(kept.messages):
+    if kept is not None and start and start == len(kept.messages):
         added = messages[len(kept.messages) : last]
         kept = _Counted(kept.messages + added, kept.sizes + list(map(len, map(_BLOCKS, added))))
     elif last > 0:
