@@ -330,11 +330,18 @@ def _keep_listed(
     n = len(messages) - 1
     if n <= 0:
         return
-    b = sum(per_message[:n])
+    # what ``listed`` held was checked when it was kept (every block counted) and when this
+    # listing began (its thinking blocks' tokens as they were): only the rest is read here
+    if listed is not None and len(listed.messages) > n:
+        listed = None  # the same version listed again: kept as listed from its start
     start = len(listed.messages) if listed is not None else 0
+    done = len(listed.toks) if listed is not None else 0
+    b = done + sum(per_message[start:n])
     thinking = list(listed.thinking) if listed is not None else []
+    added = len(thinking)
     for message in messages[start:n]:
         thinking += [block for block in message.blocks if block.type == "thinking"]
+    thinking_toks = array("q", map(_TOK, thinking[added:]))
     kept = _Listed(
         messages[:n],
         per_message[:n],
@@ -342,9 +349,9 @@ def _keep_listed(
         roughs[:b],
         keys[:b],
         thinking,
-        array("q", map(_TOK, thinking)),
+        listed.thinking_toks + thinking_toks if listed is not None else thinking_toks,
     )
-    if b and min(min(kept.toks), min(kept.roughs), min(kept.keys)) < 0:
+    if b > done and min(min(toks[done:b]), min(roughs[done:b]), min(keys[done:b])) < 0:
         return  # a block not counted yet: counting it changes its figures
     key = _counted_key(thread_id, messages)
     _LISTED.keep(key, kept, size=session_bytes(session), lineage=session_lineage(session))
