@@ -332,12 +332,16 @@ def dump(
     progress: Callable[..., None] | None,
     *,
     live: bool = False,
+    after: bytes | memoryview | None = None,
 ) -> bytes:
     """``state`` as checkpoint bytes, ``session``, ``summarizer`` and ``progress`` by reference
-    (``live``: a finished replay kept for the session's next append)."""
+    (``live``: a finished replay kept for the session's next append), with ``after`` written
+    after them (a live state's rewind: not joined to megabytes of state in a second copy)."""
     buffer = io.BytesIO()
     buffer.write(_LIVE_HEADER if live else _HEADER)
     _Pickler(buffer, _external(session, summarizer, progress)).dump(state)
+    if after:
+        buffer.write(after)
     return buffer.getvalue()
 
 

@@ -92,7 +92,7 @@ class LiveState:
         self.fitted = fitted
         #: a one-thread session: the same replay before its last request (an append that
         #: completes that response goes on from there); not part of the pickle
-        self.rewind: bytes | None = None
+        self.rewind: bytes | memoryview | None = None
         #: per thread: how many of its first messages the grown session holds as the very
         #: objects the replay saw (``kept_state.rebind``, a state kept in this process); not pickled
         self.same: dict[str, int] = {}
@@ -210,14 +210,14 @@ def _replayed(state: SessionReplay) -> int:
 
 def _keep_rewind(
     state: SessionReplay,
-    loaded: bytes | None = None,
+    loaded: bytes | memoryview | None = None,
     thinking: dict[str, float] | None = None,
-) -> list[bytes]:
+) -> list[bytes | memoryview]:
     """Have ``state`` keep itself when it stands before its one thread's last request; the
     list gets the bytes. ``loaded``: the state's bytes as ``continue_live`` read them, which
     serve as they are when no request was replayed since (one request appended: the replay
     pauses where the last one ended), instead of a second pickle of the whole replay."""
-    kept: list[bytes] = []
+    kept: list[bytes | memoryview] = []
     start = _replayed(state)
 
     def pause() -> None:
@@ -243,7 +243,7 @@ def _keep_rewind(
 
 def _dump(
     state: SessionReplay,
-    rewind: bytes | None,
+    rewind: bytes | memoryview | None,
     thinking: dict[str, float] | None = None,
     carried: dict[str, tuple[dict[int, SizedThinking], list[int]]] | None = None,
     *,
@@ -261,10 +261,11 @@ def _dump(
         state.inputs.summarizer,
         state.progress.callback,
         live=True,
+        after=rewind,
     )
     if keep:
-        kept_state.keep_state(live, data)
-    return data + rewind if rewind else data
+        kept_state.keep_state(live, data, rewind)
+    return data
 
 
 def _appended_lists(state: SessionReplay) -> None:
@@ -353,14 +354,17 @@ def _continue(
 
 
 def _load(
-    data: bytes, session: Session, progress: ProgressCallback | None
-) -> tuple[LiveState, bytes]:
-    """The state ``data`` holds (its ``rewind`` the bytes after it), and its own bytes."""
+    data: bytes | memoryview, session: Session, progress: ProgressCallback | None
+) -> tuple[LiveState, memoryview]:
+    """The state ``data`` holds (its ``rewind`` the bytes after it), and its own bytes (views
+    of ``data``: megabytes not copied at each append)."""
+    data = bytes(data) if isinstance(data, memoryview) else data
     live, end = checkpoints.load_prefix(data, session, ExtractiveSummarizer(), progress, live=True)
     if not isinstance(live, LiveState):
         raise ValueError("not a live replay's state")
-    live.rewind = data[end:] or None
-    return live, data[:end]
+    view = memoryview(data)
+    live.rewind = view[end:] if end < len(data) else None
+    return live, view[:end]
 
 
 def _counting(replayed: Callable[[int], None], runner: ThreadReplay) -> Callable[[int], None]:
