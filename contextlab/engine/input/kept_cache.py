@@ -89,7 +89,7 @@ def _lineages() -> dict[int, int]:
 
 
 def _fit() -> None:
-    while sum(_lineages().values()) > KEPT_MAX_BYTES:
+    while held_bytes() > KEPT_MAX_BYTES:
         cache, key = min(
             ((c, k) for c in _CACHES for k in c.held), key=lambda entry: entry[0].held[entry[1]][2]
         )
