@@ -169,13 +169,14 @@ def save_stream(name: str, stream: Readable) -> None:
     storage().save(name, File(cast(IO[bytes], stream), name=name))
 
 
-def write_bytes(name: str, data: bytes) -> bool:
+def write_bytes(name: str, data: bytes, *, head: bytes = b"") -> bool:
     """Store small ``data`` as ``name`` (a checkpoint), so that a reader sees the old file or
-    the new one, never half of one; False when the storage refused."""
+    the new one, never half of one; False when the storage refused. ``head``: bytes stored
+    before ``data`` (on a disk, written one after the other, not joined in memory first)."""
     if is_local():
-        return disk_cache.write_bytes_atomic(_local_root() / name, data)
+        return disk_cache.write_parts_atomic(_local_root() / name, (head, data))
     try:
-        save_stream(name, io.BytesIO(data))
+        save_stream(name, io.BytesIO(head + data if head else data))
     except Exception:
         logger.warning("could not store %s", name, exc_info=True)
         return False
@@ -186,6 +187,18 @@ def read_bytes(name: str) -> bytes | None:
     """Stored ``name``'s bytes, or None when it is not there (or cannot be read)."""
     try:
         with open_stored(name) as fh:
+            return fh.read()
+    except Exception:
+        return None
+
+
+def read_bytes_after(name: str, head: bytes) -> bytes | None:
+    """Stored ``name``'s bytes after ``head``, or None when it is not there, cannot be read
+    or does not start with ``head`` (read past it, not sliced off a copy of the whole)."""
+    try:
+        with open_stored(name) as fh:
+            if fh.read(len(head)) != head:
+                return None
             return fh.read()
     except Exception:
         return None

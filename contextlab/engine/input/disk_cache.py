@@ -12,7 +12,7 @@ import gc
 import os
 import pickle
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, TypeVar
@@ -76,6 +76,17 @@ def write_bytes_atomic(target: str | os.PathLike[str], data: bytes) -> bool:
     never half of one (a unique temporary file in the same folder, then ``os.replace``).
     False when the disk refused (read-only, full): the caller goes on without the cache."""
     return _write_atomic(target, lambda fh: fh.write(data))
+
+
+def write_parts_atomic(target: str | os.PathLike[str], parts: Sequence[bytes]) -> bool:
+    """``write_bytes_atomic`` of the parts one after the other, not joined first (a live
+    session's state, megabytes, after a line naming its run)."""
+
+    def write(fh: IO[bytes]) -> None:
+        for part in parts:
+            fh.write(part)
+
+    return _write_atomic(target, write)
 
 
 def _write_atomic(target: str | os.PathLike[str], write: Callable[[IO[bytes]], object]) -> bool:

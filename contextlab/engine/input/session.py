@@ -9,14 +9,13 @@ the chain that the pipeline replays. A request is one distinct assistant respons
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Iterable
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
 from operator import attrgetter, is_
 from typing import Any
 
+from .kept_cache import KeptCache, lineage_of, reading_bytes
 from .loading import Upload
 from .model import Message, Problem
 
@@ -87,6 +86,9 @@ class Session:
     agent: str = "claude_code"
     #: the model's context window as the agent recorded it (Codex's ``model_context_window``)
     context_window: int | None = None
+    #: the bytes of the file(s) it was read from, when ``session_cache`` read it (else 0): what
+    #: a process keeps of it between appends is bounded by it (``kept_cache``)
+    source_bytes: int = 0
 
     @property
     def main(self) -> Thread:
@@ -233,9 +235,8 @@ class _Linked:
 #: need no second walk (each read walked every block of the session: 5 ms at 64 MB, in the
 #: web's read and the worker's). Used only when the thread's messages start with those very
 #: objects; two kept, as ``session_cache`` keeps two sessions' reads.
-_LINKED: OrderedDict[tuple[str, str, int], _Linked] = OrderedDict()
-_LINKED_LIMIT = 2
-_LINKED_LOCK = threading.Lock()
+#: Bounded by the size of the session read (``kept_cache``: nothing of a large one).
+_LINKED: KeptCache[tuple[str, str, int], _Linked] = KeptCache(2)
 
 
 _BLOCKS = attrgetter("blocks")
@@ -271,11 +272,9 @@ def link_tool_results(threads: list[Thread], problems: list[Problem]) -> None:
                     orphans,
                     first_line,
                 )
-                with _LINKED_LOCK:  # a web process reads sessions in threads
-                    _LINKED[key] = linked
-                    _LINKED.move_to_end(key)
-                    while len(_LINKED) > _LINKED_LIMIT:
-                        _LINKED.popitem(last=False)
+                _LINKED.keep(
+                    key, linked, size=reading_bytes(), lineage=lineage_of(threads[0].messages)
+                )
             for block in msg.blocks:
                 if block.type == "tool_use" and block.tool_use_id:
                     names[block.tool_use_id] = block.tool_name or ""

@@ -25,6 +25,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
+from . import kept_cache
 from .disk_cache import (
     gc_paused,
     read_bytes,
@@ -139,9 +140,29 @@ def cached_session(
         return recent
     size = _files_bytes([path, *(e.path for e in files)])
     _make_room(size)
+    _release_reads(size)
+    with kept_cache.reading(size):
+        return _cached_read(path, name, key, sha256, prepare, files, target, mirror, beside, size)
+
+
+def _cached_read(
+    path: str,
+    name: str | None,
+    key: str,
+    sha256: str | None,
+    prepare: Callable[[Session], object],
+    files: list[EarlierUpload],
+    target: Path,
+    mirror: CacheMirror | None,
+    beside: KeptBeside | None,
+    size: int,
+) -> Session:
+    def reopen() -> Upload:
+        return open_upload_chain(path, files, name)
+
     remember = partial(_remember, size=size)
     if beside is not None and not files and sha256 is not None:
-        grown = _read_version(path, name, key, sha256, prepare, beside, mirror, Path(cache_dir))
+        grown = _read_version(path, name, key, sha256, prepare, beside, mirror, target.parent)
         if grown is not None:
             remember(key, grown)
             return grown
@@ -152,7 +173,7 @@ def cached_session(
             session.name = name
         remember(key, session)
         return session
-    parsed = Path(cache_dir) / f"{key}{PARSED_SUFFIX}"
+    parsed = target.parent / f"{key}{PARSED_SUFFIX}"
     session = read_kept(parsed, Session, mirror)  # maybe the web host's upload check's
     if session is not None:
         # parsed by whoever stored the upload (``keep_parsed``): only ``prepare`` is left
@@ -160,7 +181,7 @@ def cached_session(
         if name:
             session.name = name
         if beside is not None and not files:
-            _prepare_beside(session, Path(cache_dir), key, prepare, beside, mirror)
+            _prepare_beside(session, target.parent, key, prepare, beside, mirror)
             remember(key, session)
             return session
     else:
@@ -266,17 +287,35 @@ def kept_beside(
     cache_dir: str | os.PathLike[str], sha256: str, beside: KeptBeside
 ) -> object | None:
     """What a version (digest ``sha256``) of a growing session saved beside its parse."""
-    for path in sorted(Path(cache_dir).glob(f"{sha256}-*-v{CACHE_VERSION}{beside.suffix}")):
+    for path in _named(Path(cache_dir), f"{sha256}-", f"-v{CACHE_VERSION}{beside.suffix}"):
         found = read_pickle(path, beside.kind)
         if found is not None:
             return found
     return None
 
 
+def _named(folder: Path, start: str, end: str) -> list[Path]:
+    """The files of ``folder`` whose names start with ``start`` and end with ``end`` (apart),
+    sorted: ``glob(f"{start}*{end}")`` without compiling a pattern for each digest (a live
+    session's every append looked up three, about 1 ms)."""
+    try:
+        with os.scandir(folder) as entries:
+            names = [
+                e.name
+                for e in entries
+                if e.name.startswith(start)
+                and e.name.endswith(end)
+                and len(e.name) >= len(start) + len(end)
+            ]
+    except OSError:
+        return []
+    return [folder / name for name in sorted(names)]
+
+
 def forget_version(folder: Path, sha256: str, mirror: CacheMirror | None) -> None:
     """Remove the cache files of the file of digest ``sha256`` (a growing session's version
     that a longer one superseded); a reader that has one open still reads it whole."""
-    for path in folder.glob(f"{sha256}-*"):
+    for path in _named(folder, f"{sha256}-", ""):
         path.unlink(missing_ok=True)
         if mirror is not None:
             mirror.discard(path.name)
@@ -290,7 +329,7 @@ def cached_by_sha(cache_dir: str | os.PathLike[str], sha256: str) -> Session | N
     for key, session in reversed(_RECENT.items()):
         if key.startswith(prefix) and key.endswith(f"-v{CACHE_VERSION}"):
             return session
-    for path in sorted(Path(cache_dir).glob(f"{sha256}-*-v{CACHE_VERSION}.pickle")):
+    for path in _named(Path(cache_dir), f"{sha256}-", f"-v{CACHE_VERSION}.pickle"):
         found = read_pickle(path, Session)
         if found is not None:
             return found
@@ -331,6 +370,7 @@ def keep_parsed(
 
 
 def _remember(key: str, session: Session, size: int) -> None:
+    session.source_bytes = size
     if size > RECENT_MAX_BYTES:
         return  # its replay holds it; once done, it goes
     _RECENT[key] = session
@@ -385,7 +425,11 @@ def load_growing(
         saved = read_bytes(earlier)
         if saved is None and mirror is not None and mirror.fetch(earlier.name, earlier):
             saved = read_bytes(earlier)
-    session, growing = load_growing_session(path, name, saved=saved, kept=in_memory)
+    size = _files_bytes([path])
+    _release_reads(size)
+    with kept_cache.reading(size):
+        session, growing = load_growing_session(path, name, saved=saved, kept=in_memory)
+    session.source_bytes = size
     target = folder / _reading_state_name(sha256)
     kept = False
     if growing.state is not None and target != earlier:
@@ -397,7 +441,7 @@ def load_growing(
     if kept and mirror is not None:
         mirror.store(target.name, target)
     if kept and growing.kept is not None:
-        _keep_read(target, growing.kept, _files_bytes([path]))
+        _keep_read(target, growing.kept, size)
     if earlier is not None and earlier != target:
         earlier.unlink(missing_ok=True)
         if mirror is not None:
@@ -421,6 +465,17 @@ _KEPT_LOCK = threading.Lock()
 #: Reads of growing sessions' versions kept by a worker (``_read_version``), by digest.
 _VERSION_READS: OrderedDict[str, KeptRead] = OrderedDict()
 _VERSION_BYTES: dict[str, int] = {}
+
+
+def _release_reads(size: int) -> None:
+    """Let every kept read go before a session too large to keep beside anything is read
+    (``kept_cache.fits``): its process holds that session only."""
+    if kept_cache.fits(size):
+        return
+    with _KEPT_LOCK:
+        for reads, sizes in ((_KEPT_READS, _KEPT_BYTES), (_VERSION_READS, _VERSION_BYTES)):
+            reads.clear()
+            sizes.clear()
 
 
 def _take_version_read(sha256: str) -> KeptRead | None:

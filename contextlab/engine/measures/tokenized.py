@@ -8,15 +8,14 @@ counts and cache key filled before the session is pickled, so a later replay of 
 from __future__ import annotations
 
 import os
-import threading
 from array import array
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from itertools import accumulate, chain
 from operator import attrgetter, is_
 
+from contextlab.engine.input.kept_cache import KeptCache, session_bytes, session_lineage
 from contextlab.engine.input.model import Block, Message
 from contextlab.engine.input.rough import block_rough
 from contextlab.engine.input.session import Session
@@ -125,7 +124,7 @@ class TokenCounts:
                 kept = (listed.per_message, listed.toks, listed.roughs, listed.keys)
                 figures = tuple(a + b for a, b in zip(kept, figures, strict=True))  # type: ignore[assignment]
             threads[thread.id] = figures
-            _keep_listed(thread.id, messages, figures, listed)
+            _keep_listed(thread.id, messages, figures, listed, session)
         return cls(threads)
 
     def carry_onto(self, pending: Sequence[tuple[str, int, int, Block]]) -> None:
@@ -191,10 +190,11 @@ def tokenize_session(
     # one walk; the earlier version's counts are carried onto those only
     pending: list[tuple[str, int, int, Block]] = []
     count = 0
+    starts: dict[str, int] = {}
     for thread in session.threads:
         thread_id = thread.id
         messages = thread.messages
-        start = _counted_before(thread_id, messages)
+        start = starts[thread_id] = _counted_before(thread_id, messages)
         count += sum(map(len, map(_BLOCKS, messages[:start])))
         for m in range(start, len(messages)):
             blocks = messages[m].blocks
@@ -220,8 +220,9 @@ def tokenize_session(
         block_tokens(block, counter, text)
         block_rough(block, text)
         block_key(block, text)
+    size, lineage = session_bytes(session), session_lineage(session)
     for thread in session.threads:
-        _keep_counted(thread.id, thread.messages)
+        _keep_counted(thread.id, thread.messages, starts.get(thread.id, 0), size, lineage)
     return count
 
 
@@ -238,9 +239,8 @@ class _Counted:
 #: session's next version holds the same message objects first (``claude_code.extending``),
 #: whose blocks need no second look (a walk of every block of a 64 MB session, about 4 ms an
 #: append); a block only ever goes from uncounted to counted.
-_COUNTED: OrderedDict[tuple[str, int], _Counted] = OrderedDict()
-_COUNTED_LIMIT = 4
-_COUNTED_LOCK = threading.Lock()
+#: Bounded by the size of the sessions counted (``kept_cache``: nothing of a large one).
+_COUNTED: KeptCache[tuple[str, int], _Counted] = KeptCache(4)
 
 
 def _counted_key(thread_id: str, messages: list[Message]) -> tuple[str, int]:
@@ -260,22 +260,23 @@ def _counted_before(thread_id: str, messages: list[Message]) -> int:
     return 0
 
 
-def _keep_counted(thread_id: str, messages: list[Message]) -> None:
+def _keep_counted(
+    thread_id: str, messages: list[Message], start: int, size: int, lineage: int
+) -> None:
+    """Keep ``messages`` (but the last) as counted; ``start``: how many of them
+    ``_counted_before`` found the kept ones at the count's start (counting changed no
+    message's blocks since: not walked again)."""
     key = _counted_key(thread_id, messages)
     last = len(messages) - 1
     kept = _COUNTED.get(key)
-    if kept is not None and _counted_before(thread_id, messages) == len(kept.messages):
+    if kept is not None and start and start == len(kept.messages):
         added = messages[len(kept.messages) : last]
         kept = _Counted(kept.messages + added, kept.sizes + list(map(len, map(_BLOCKS, added))))
     elif last > 0:
         kept = _Counted(messages[:last], list(map(len, map(_BLOCKS, messages[:last]))))
     else:
         return
-    with _COUNTED_LOCK:  # a web process may count sessions in threads
-        _COUNTED[key] = kept
-        _COUNTED.move_to_end(key)
-        while len(_COUNTED) > _COUNTED_LIMIT:
-            _COUNTED.popitem(last=False)
+    _COUNTED.keep(key, kept, size=size, lineage=lineage)
 
 
 @dataclass
@@ -299,9 +300,7 @@ class _Listed:
 #: same cached session may size them again), so those are compared; a growing session's next
 #: version holds the same message objects first, whose figures need not be read again (every
 #: block of a 64 MB session, about 3 ms an append).
-_LISTED: OrderedDict[tuple[str, int], _Listed] = OrderedDict()
-_LISTED_LIMIT = 4
-_LISTED_LOCK = threading.Lock()
+_LISTED: KeptCache[tuple[str, int], _Listed] = KeptCache(4)
 
 
 def _listed_before(thread_id: str, messages: list[Message]) -> _Listed | None:
@@ -325,16 +324,24 @@ def _keep_listed(
     messages: list[Message],
     figures: tuple[array[int], array[int], array[int], array[int]],
     listed: _Listed | None,
+    session: Session,
 ) -> None:
     per_message, toks, roughs, keys = figures
     n = len(messages) - 1
     if n <= 0:
         return
-    b = sum(per_message[:n])
+    # what ``listed`` held was checked when it was kept (every block counted) and when this
+    # listing began (its thinking blocks' tokens as they were): only the rest is read here
+    if listed is not None and len(listed.messages) > n:
+        listed = None  # the same version listed again: kept as listed from its start
     start = len(listed.messages) if listed is not None else 0
+    done = len(listed.toks) if listed is not None else 0
+    b = done + sum(per_message[start:n])
     thinking = list(listed.thinking) if listed is not None else []
+    added = len(thinking)
     for message in messages[start:n]:
         thinking += [block for block in message.blocks if block.type == "thinking"]
+    thinking_toks = array("q", map(_TOK, thinking[added:]))
     kept = _Listed(
         messages[:n],
         per_message[:n],
@@ -342,16 +349,12 @@ def _keep_listed(
         roughs[:b],
         keys[:b],
         thinking,
-        array("q", map(_TOK, thinking)),
+        listed.thinking_toks + thinking_toks if listed is not None else thinking_toks,
     )
-    if b and min(min(kept.toks), min(kept.roughs), min(kept.keys)) < 0:
+    if b > done and min(min(toks[done:b]), min(roughs[done:b]), min(keys[done:b])) < 0:
         return  # a block not counted yet: counting it changes its figures
     key = _counted_key(thread_id, messages)
-    with _LISTED_LOCK:  # a web process may read sessions in threads
-        _LISTED[key] = kept
-        _LISTED.move_to_end(key)
-        while len(_LISTED) > _LISTED_LIMIT:
-            _LISTED.popitem(last=False)
+    _LISTED.keep(key, kept, size=session_bytes(session), lineage=session_lineage(session))
 
 
 def load_session_cached(

@@ -18,6 +18,7 @@ from itertools import chain
 from operator import attrgetter, is_
 from typing import IO, Any
 
+from contextlab.engine.input.kept_cache import KeptCache, session_bytes, session_lineage
 from contextlab.engine.input.session import Session
 from contextlab.engine.summarizing import Summarizer
 
@@ -47,9 +48,10 @@ def _external(
     if progress is not None:
         refs[id(progress)] = ("progress",)
     kept: list[dict[int, tuple[Any, ...]]] = []
+    held = (session_bytes(session), session_lineage(session))
     for t, thread in enumerate(session.threads):
         refs[id(thread)] = ("thread", t)
-        earlier, last = _thread_refs(t, thread.messages)
+        earlier, last = _thread_refs(t, thread.messages, held)
         if len(earlier) > _OWN_DICT:
             kept.append(earlier)
         else:
@@ -75,16 +77,16 @@ class _ThreadRefs:
         self.messages, self.blocks, self.sizes, self.refs = messages, blocks, sizes, refs
 
 
-#: by (thread position, its first message's id): the last dumps' ``_ThreadRefs``
-_REFS: OrderedDict[tuple[int, int], _ThreadRefs] = OrderedDict()
-_REFS_LIMIT = 2
+#: by (thread position, its first message's id): the last dumps' ``_ThreadRefs``, bounded by
+#: the size of their sessions (``kept_cache``: nothing of a large one)
+_REFS: KeptCache[tuple[int, int], _ThreadRefs] = KeptCache(2)
 #: the caches' order changes under it (a process replaying in threads)
 _KEPT_LOCK = threading.Lock()
 _BLOCKS = attrgetter("blocks")
 
 
 def _thread_refs(
-    t: int, messages: list[Any]
+    t: int, messages: list[Any], held: tuple[int, int]
 ) -> tuple[dict[int, tuple[Any, ...]], dict[int, tuple[Any, ...]]]:
     """The references of thread ``t``'s messages and blocks: those of every message but the
     last (kept in ``_REFS`` for the next dump, not to be changed), and the last's. Those of
@@ -124,13 +126,8 @@ def _thread_refs(
         kept.messages.extend(added)
         kept.blocks.extend(chain.from_iterable(map(_BLOCKS, added)))
         kept.sizes.extend(map(len, map(_BLOCKS, added)))
-    with _KEPT_LOCK:
-        if n < last:
-            _REFS[key] = kept
-        if key in _REFS:
-            _REFS.move_to_end(key)
-            while len(_REFS) > _REFS_LIMIT:
-                _REFS.popitem(last=False)
+    if n < last or key in _REFS:
+        _REFS.keep(key, kept, size=held[0], lineage=held[1])
     return kept.refs, last_refs
 
 
@@ -335,12 +332,16 @@ def dump(
     progress: Callable[..., None] | None,
     *,
     live: bool = False,
+    after: bytes | memoryview | None = None,
 ) -> bytes:
     """``state`` as checkpoint bytes, ``session``, ``summarizer`` and ``progress`` by reference
-    (``live``: a finished replay kept for the session's next append)."""
+    (``live``: a finished replay kept for the session's next append), with ``after`` written
+    after them (a live state's rewind: not joined to megabytes of state in a second copy)."""
     buffer = io.BytesIO()
     buffer.write(_LIVE_HEADER if live else _HEADER)
     _Pickler(buffer, _external(session, summarizer, progress)).dump(state)
+    if after:
+        buffer.write(after)
     return buffer.getvalue()
 
 

@@ -10,12 +10,12 @@ reads the stored state (storage stays the truth).
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from dataclasses import dataclass
 from operator import is_
 from typing import Protocol, TypeVar
 
+from contextlab.engine.input import kept_cache
+from contextlab.engine.input.kept_cache import KeptCache
 from contextlab.engine.input.session import RequestInfo, RequestList, Session, Thread
 
 from .driver import SessionReplay
@@ -35,7 +35,7 @@ class Continuable(Protocol):
 
     replay: SessionReplay
     #: the bytes after the state's own: its rewind's
-    rewind: bytes | None
+    rewind: bytes | memoryview | None
     #: per thread: how many of its first messages the grown session holds as the very objects
     same: dict[str, int]
 
@@ -45,11 +45,14 @@ L = TypeVar("L", bound=Continuable)
 
 @dataclass
 class KeptState:
-    """A live state this process dumped last, with the bytes it dumped it to (without the
-    rewind after them) and the session it refers to."""
+    """A live state this process dumped last, with the bytes it dumped it to (``own`` of them
+    its own, the rest its ``rewind``'s, which it keeps as it was handed them) and the session
+    it refers to."""
 
     live: Continuable
     data: bytes
+    own: int
+    rewind: bytes | memoryview | None
     session: Session
 
 
@@ -62,34 +65,40 @@ class KeptState:
 #: Nothing else may change it in place: a result shares its rows, its log and its threads'
 #: results with it (the rows are final once written; ``ReplayResult.main_requests`` numbers
 #: copies).
-KEPT_STATES: OrderedDict[int, KeptState] = OrderedDict()
-KEPT_STATES_LIMIT = 2
-KEPT_STATES_LOCK = threading.Lock()
+#: Bounded by the size of their sessions (``kept_cache``: a worker keeps no state of a session
+#: of more than ``KEPT_MAX_BYTES``, and the sessions of all it keeps fit in them).
+KEPT_STATES: KeptCache[int, KeptState] = KeptCache(2)
+KEPT_STATES_LOCK = kept_cache.LOCK
 
 
-def keep_state(live: Continuable, data: bytes) -> None:
-    kept = KeptState(live, data, live.replay.inputs.session)
+def keep_state(live: Continuable, data: bytes, rewind: bytes | memoryview | None) -> None:
+    """Keep ``live`` with the bytes it was dumped to, ``rewind``'s at their end."""
+    session = live.replay.inputs.session
+    kept = KeptState(live, data, len(data) - len(rewind or b""), rewind, session)
+    KEPT_STATES.keep(
+        id(live),
+        kept,
+        size=kept_cache.session_bytes(session),
+        lineage=kept_cache.session_lineage(session),
+    )
+
+
+def take_kept(data: bytes, session: Session, kind: type[L]) -> tuple[L, bytes | memoryview] | None:
+    """The state (a ``kind``) this process dumped to exactly the bytes ``data``, bound to
+    ``session`` (``rebind``), and its own bytes (a view of ``data``'s first: no copy of
+    megabytes); None when none is kept for them, or the session is not the kept one's grown
+    (the stored state is read instead)."""
     with KEPT_STATES_LOCK:
-        KEPT_STATES[id(live)] = kept
-        while len(KEPT_STATES) > KEPT_STATES_LIMIT:
-            KEPT_STATES.popitem(last=False)
-
-
-def take_kept(data: bytes, session: Session, kind: type[L]) -> tuple[L, bytes] | None:
-    """The state (a ``kind``) this process dumped to the bytes ``data`` starts with (the
-    rest: its rewind's), bound to ``session`` (``rebind``); None when none is kept for them,
-    or the session is not the kept one's grown (the stored state is read instead)."""
-    with KEPT_STATES_LOCK:
-        found = next((k for k, v in KEPT_STATES.items() if data.startswith(v.data)), None)
+        found = next((k for k, v in KEPT_STATES.items() if data == v.data), None)
         kept = KEPT_STATES.pop(found) if found is not None else None
     if kept is None or not rebind(kept.live.replay, kept.session, session):
         return None
     live = kept.live
     if not isinstance(live, kind):
         return None
-    live.rewind = data[len(kept.data) :] or None
+    live.rewind = kept.rewind or None  # the very bytes at ``data``'s end: not sliced off again
     live.same = {t.id: len(t.messages) for t in kept.session.threads}
-    return live, kept.data
+    return live, memoryview(kept.data)[: kept.own]
 
 
 def rebind(state: SessionReplay, old: Session, new: Session) -> bool:

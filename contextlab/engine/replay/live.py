@@ -16,14 +16,13 @@ then replays the session whole.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from operator import attrgetter, is_
 
 from contextlab.engine.config.fields import PipelineConfig
 from contextlab.engine.input.disk_cache import gc_paused
+from contextlab.engine.input.kept_cache import KeptCache, session_bytes, session_lineage
 from contextlab.engine.input.model import Message
 from contextlab.engine.input.session import Session, Thread, thread_requests
 from contextlab.engine.measures.anchors import ThreadAnchors
@@ -93,7 +92,7 @@ class LiveState:
         self.fitted = fitted
         #: a one-thread session: the same replay before its last request (an append that
         #: completes that response goes on from there); not part of the pickle
-        self.rewind: bytes | None = None
+        self.rewind: bytes | memoryview | None = None
         #: per thread: how many of its first messages the grown session holds as the very
         #: objects the replay saw (``kept_state.rebind``, a state kept in this process); not pickled
         self.same: dict[str, int] = {}
@@ -211,14 +210,14 @@ def _replayed(state: SessionReplay) -> int:
 
 def _keep_rewind(
     state: SessionReplay,
-    loaded: bytes | None = None,
+    loaded: bytes | memoryview | None = None,
     thinking: dict[str, float] | None = None,
-) -> list[bytes]:
+) -> list[bytes | memoryview]:
     """Have ``state`` keep itself when it stands before its one thread's last request; the
     list gets the bytes. ``loaded``: the state's bytes as ``continue_live`` read them, which
     serve as they are when no request was replayed since (one request appended: the replay
     pauses where the last one ended), instead of a second pickle of the whole replay."""
-    kept: list[bytes] = []
+    kept: list[bytes | memoryview] = []
     start = _replayed(state)
 
     def pause() -> None:
@@ -244,7 +243,7 @@ def _keep_rewind(
 
 def _dump(
     state: SessionReplay,
-    rewind: bytes | None,
+    rewind: bytes | memoryview | None,
     thinking: dict[str, float] | None = None,
     carried: dict[str, tuple[dict[int, SizedThinking], list[int]]] | None = None,
     *,
@@ -262,10 +261,11 @@ def _dump(
         state.inputs.summarizer,
         state.progress.callback,
         live=True,
+        after=rewind,
     )
     if keep:
-        kept_state.keep_state(live, data)
-    return data + rewind if rewind else data
+        kept_state.keep_state(live, data, rewind)
+    return data
 
 
 def _appended_lists(state: SessionReplay) -> None:
@@ -354,14 +354,17 @@ def _continue(
 
 
 def _load(
-    data: bytes, session: Session, progress: ProgressCallback | None
-) -> tuple[LiveState, bytes]:
-    """The state ``data`` holds (its ``rewind`` the bytes after it), and its own bytes."""
+    data: bytes | memoryview, session: Session, progress: ProgressCallback | None
+) -> tuple[LiveState, memoryview]:
+    """The state ``data`` holds (its ``rewind`` the bytes after it), and its own bytes (views
+    of ``data``: megabytes not copied at each append)."""
+    data = bytes(data) if isinstance(data, memoryview) else data
     live, end = checkpoints.load_prefix(data, session, ExtractiveSummarizer(), progress, live=True)
     if not isinstance(live, LiveState):
         raise ValueError("not a live replay's state")
-    live.rewind = data[end:] or None
-    return live, data[:end]
+    view = memoryview(data)
+    live.rewind = view[end:] if end < len(data) else None
+    return live, view[:end]
 
 
 def _counting(replayed: Callable[[int], None], runner: ThreadReplay) -> Callable[[int], None]:
@@ -452,7 +455,7 @@ def _size_thinking(
             indices.append(i)
     if factor > 1.0:
         scale_unsized_thinking(fresh, factor, counter, thread.id)
-    _keep_sized(key, messages, factor, sized, indices, before)
+    _keep_sized(key, messages, factor, sized, indices, before, runner.inputs.session)
     return indices
 
 
@@ -476,9 +479,7 @@ class _Sized:
 #: sized as it left them unless some sizing ran since (a what-if replay of the same cached
 #: session can size them again: ``thinking_writes`` counts every write); a walk of every
 #: response of a 64 MB session is about 3 ms an append.
-_SIZED: OrderedDict[tuple[str, int], _Sized] = OrderedDict()
-_SIZED_LIMIT = 4
-_SIZED_LOCK = threading.Lock()
+_SIZED: KeptCache[tuple[str, int], _Sized] = KeptCache(4)  # bounded by session size
 _BLOCKS = attrgetter("blocks")
 
 
@@ -529,6 +530,7 @@ def _keep_sized(
     sized: dict[int, SizedThinking],
     indices: list[int],
     before: _Sized | None,
+    session: Session,
 ) -> None:
     """Keep how ``_size_thinking`` left ``messages`` (on from ``before``, what it went on
     from: its messages checked, their numbers of blocks and responses not read again)."""
@@ -546,11 +548,7 @@ def _keep_sized(
         fresh,
         thinking_writes(),
     )
-    with _SIZED_LOCK:  # a web process may replay sessions in threads
-        _SIZED[key] = kept
-        _SIZED.move_to_end(key)
-        while len(_SIZED) > _SIZED_LIMIT:
-            _SIZED.popitem(last=False)
+    _SIZED.keep(key, kept, size=session_bytes(session), lineage=session_lineage(session))
 
 
 def _extend_anchors(anchors: ThreadAnchors, requests: int) -> None:
