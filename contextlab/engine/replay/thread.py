@@ -9,7 +9,7 @@ estimated and the request priced into its row.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -156,6 +156,9 @@ class ThreadReplay:
             self._position = self._start()
         at = self._position
         steps = self.inputs.steps
+        every_step = range(len(steps))
+        always, triggers = self._recorded_plan()
+        messages = self.thread.messages
         while at.next < len(self.requests):
             if self.stop_before is not None and at.next >= self.stop_before:
                 break
@@ -164,9 +167,16 @@ class ThreadReplay:
                 at.pending = (self._begin_request(req, at), 0)
             ctx, first_step = at.pending
             ctx.with_results = with_results
+            order: Sequence[int] = every_step if first_step == 0 else range(first_step, len(steps))
+            if always is not None and first_step == 0:
+                # recorded mode: a request whose new messages hold none of the kinds that make
+                # a step act runs only the steps that act on every request
+                start, end = ctx.new_range
+                if not triggers or not any(m.kind in triggers for m in messages[start:end]):
+                    order = always
             i = first_step
             try:
-                for i in range(first_step, len(steps)):
+                for i in order:
                     ctx.blocking_count = None  # a step may change the view: count again after it
                     steps[i].apply(ctx)
             except BaseException:
@@ -179,6 +189,25 @@ class ThreadReplay:
             at.next += 1
         self.summary_calls = int(self.state.get("summary_calls", 0))
         return at.results
+
+    def _recorded_plan(self) -> tuple[tuple[int, ...] | None, frozenset[str]]:
+        """Recorded mode: the steps that may act on any request (their indices), and the
+        message kinds whose arrival among a request's new messages makes one of the others act
+        (each step's ``recorded_triggers``; a step without it may act on any request).
+        ``(None, …)`` in what-if mode, where every step runs on every request. Asked once per
+        ``run``: a live session's grown recording may bring what a step acts on."""
+        if self.inputs.mode != "recorded":
+            return None, frozenset()
+        always: list[int] = []
+        triggers: set[str] = set()
+        for i, step in enumerate(self.inputs.steps):
+            read = getattr(step, "recorded_triggers", None)
+            kinds = read(self.inputs.session) if read is not None else None
+            if kinds is None:
+                always.append(i)
+            else:
+                triggers.update(kinds)
+        return tuple(always), frozenset(triggers)
 
     def replayed(self) -> int:
         """Requests replayed so far (a live session's continuation starts at the next)."""
