@@ -116,6 +116,8 @@ class ThreadReplay:
             self.recording.hidden,
             text_tokens=shared_text_tokens(inputs),
             measured=measured,
+            # (a recorded replay restores nothing: no ``base_text`` call per block)
+            restores=bool(self.recording.restored),
         )
         #: what the pipeline steps keep between requests
         self.state: dict[str, Any] = {"session_dir": session_dir(inputs.session, thread)}
