@@ -120,7 +120,11 @@ class ThreadReplay:
             restores=bool(self.recording.restored),
         )
         #: what the pipeline steps keep between requests
-        self.state: dict[str, Any] = {"session_dir": session_dir(inputs.session, thread)}
+        self.state: dict[str, Any] = (
+            # where Claude Code saved tool results: only what-if writes such paths
+            # (persistence, budget), and finding it walks every block of the thread
+            {"session_dir": session_dir(inputs.session, thread)} if inputs.mode == "whatif" else {}
+        )
         self.thresholds = ThresholdsByModel(config)
         self.trace = ThreadTrace()
         self.decisions = DecisionCounter(
