@@ -16,7 +16,7 @@ transcript holds (the boundary step applied it).
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from contextlab.engine.input.model import Block, Message
 from contextlab.engine.measures.tokens import padded_message_estimate
@@ -29,6 +29,9 @@ from contextlab.engine.summarizing import (
 
 from .base import HeadItem, StepContext, View
 from .restore import restoration_head, restoration_recorded
+
+if TYPE_CHECKING:
+    from contextlab.engine.input.session import Session
 
 
 def sm_keep_start(view: View, min_tokens: int, min_text: int, max_tokens: int) -> int:
@@ -133,6 +136,11 @@ def _preserve_invariants(view: View, start: int) -> int:
 class Autocompact:
     name = "autocompact"
     modeled = False
+
+    def recorded_triggers(self, session: Session) -> frozenset[str]:
+        """Recorded mode: acts only on the compaction the boundary step read from a
+        ``compact_boundary`` among the request's new messages (``recorded_compaction``)."""
+        return frozenset(("compact_boundary",))
 
     def apply(self, ctx: StepContext) -> None:
         if ctx.mode == "recorded" or ctx.recorded_compaction is not None:

@@ -237,6 +237,10 @@ def _summary_row(ident: str, src: dict[str, Any], text: str) -> dict[str, Any]:
 class View:
     """The model view of one thread, maintained incrementally from request to request."""
 
+    #: whether ``base_text`` may give a block a text other than its own (what-if's restored
+    #: tool outputs); False skips its call per block (a view pickled without it: True)
+    restores = True
+
     def __init__(
         self,
         thread: Thread,
@@ -246,12 +250,14 @@ class View:
         hidden: set[int],
         text_tokens: dict[int, int] | None = None,
         measured: View | None = None,
+        restores: bool = True,
     ) -> None:
         self.thread = thread
         self.messages = thread.messages
         self.counter = counter
         self.log = log
         self.base_text = base_text
+        self.restores = restores
         self.hidden = hidden
         self._restored: dict[tuple[int, int], tuple[int, int, int]] = {}
         #: counts of synthetic texts by content; shared by the views of one session's replays
@@ -294,6 +300,7 @@ class View:
     def _measure_from(self, first: int) -> None:
         """Base sizes of messages ``first:`` (those before are measured already)."""
         hidden, base_text, base_block = self.hidden, self.base_text, self.base_block
+        restores = self.restores
         messages, counter = self.messages, self.counter
         # the lists' appends bound once, the running sums kept here (a loop over every
         # message of the thread, twice a replay)
@@ -310,7 +317,12 @@ class View:
                     t, r = block.tok, block.rough
                     # a block measured before (the calibration's pass, an earlier config) and
                     # not restored: its sizes as they are, without ``base_block``'s call
-                    if t < 0 or r < 0 or block.key < 0 or base_text(i, j, block) is not None:
+                    if (
+                        t < 0
+                        or r < 0
+                        or block.key < 0
+                        or (restores and base_text(i, j, block) is not None)
+                    ):
                         t, r, _ = base_block(i, j, block)
                     tok += t
                     rough += r
@@ -336,7 +348,7 @@ class View:
 
     def base_block(self, i: int, j: int, block: Block) -> tuple[int, int, int]:
         """Tokens, rough tokens and key of a block's base text (restored in what-if mode)."""
-        text = self.base_text(i, j, block)
+        text = self.base_text(i, j, block) if self.restores else None
         if text is None:
             tok, rough, key = block.tok, block.rough, block.key
             if tok < 0 or rough < 0 or key < 0:

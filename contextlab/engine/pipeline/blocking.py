@@ -14,6 +14,9 @@ from .base import StepContext
 class BlockingLimit:
     name = "blocking"
     modeled = False
+    #: it only labels a request (``blocked``, the decision count): a pass without results
+    #: (the calibration's probe) has nothing for it to do
+    labels_only = True
 
     def apply(self, ctx: StepContext) -> None:
         if ctx.compacted or not ctx.with_results:

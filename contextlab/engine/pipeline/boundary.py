@@ -15,12 +15,15 @@ position hidden (``preserved_before_boundary`` tells the replay which summaries 
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from contextlab.engine.input.model import Message
 
 from .base import WHOLE_MESSAGE, StepContext
 from .restore import restoration_head, restoration_recorded
+
+if TYPE_CHECKING:
+    from contextlab.engine.input.session import Session
 
 
 def preserved_head(messages: list[Message], boundary: int) -> int | None:
@@ -66,6 +69,10 @@ def preserved_before_boundary(messages: list[Message]) -> dict[int, int]:
 class BoundarySlice:
     name = "boundary"
     modeled = False
+
+    def recorded_triggers(self, session: Session) -> frozenset[str]:
+        """Recorded mode: acts only on a request whose new messages hold a boundary."""
+        return frozenset(("compact_boundary", "snip_boundary"))
 
     def apply(self, ctx: StepContext) -> None:
         view = ctx.view

@@ -9,6 +9,7 @@ Recorded mode applies the transcript's ``content-replacement`` records instead.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .base import StepContext, View
 from .persistence import (
@@ -18,6 +19,9 @@ from .persistence import (
     persistence_threshold,
     result_size,
 )
+
+if TYPE_CHECKING:
+    from contextlab.engine.input.session import Session
 
 
 @dataclass(slots=True)
@@ -88,6 +92,11 @@ class ToolResultBudget:
 
     name = "budget"
     modeled = False
+
+    def recorded_triggers(self, session: Session) -> frozenset[str] | None:
+        """Recorded mode: a session with recorded replacements may apply one at any request
+        (None); one without never acts (``_apply_recorded``)."""
+        return None if session.side.content_replacements else frozenset()
 
     def apply(self, ctx: StepContext) -> None:
         if ctx.mode == "recorded":

@@ -16,9 +16,14 @@ commit level or nothing is left to collapse. Recorded
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from contextlab.engine.summarizing import SummaryRequest
 
 from .base import WHOLE_MESSAGE, StepContext
+
+if TYPE_CHECKING:
+    from contextlab.engine.input.session import Session
 
 
 def collapse_id(k: int, n: int) -> str:
@@ -28,6 +33,11 @@ def collapse_id(k: int, n: int) -> str:
 class ContextCollapse:
     name = "collapse"
     modeled = True
+
+    def recorded_triggers(self, session: Session) -> frozenset[str] | None:
+        """Recorded mode: a session with recorded collapse commits may apply one at any
+        request (None); one without never acts."""
+        return None if session.side.collapse_commits else frozenset()
 
     def apply(self, ctx: StepContext) -> None:
         if ctx.mode == "recorded":

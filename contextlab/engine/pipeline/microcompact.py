@@ -19,9 +19,14 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from contextlab.engine.input.rough import IMAGE_ROUGH_TOKENS, block_rough, rough_text
 
 from .base import StepContext, View
+
+if TYPE_CHECKING:
+    from contextlab.engine.input.session import Session
 
 CLEARED_PLACEHOLDER = "[Old tool result content cleared]"
 
@@ -84,6 +89,11 @@ class Microcompact:
 
     name = "microcompact"
     modeled = False
+
+    def recorded_triggers(self, session: Session) -> frozenset[str]:
+        """Recorded mode: acts only on a request whose new messages hold a recorded
+        microcompaction's boundary (``_apply_recorded``)."""
+        return frozenset(("microcompact_boundary",))
 
     def apply(self, ctx: StepContext) -> None:
         if ctx.mode == "recorded":

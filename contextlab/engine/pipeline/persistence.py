@@ -18,6 +18,7 @@ from .base import StepContext
 
 if TYPE_CHECKING:
     from contextlab.engine.config.fields import PipelineConfig
+    from contextlab.engine.input.session import Session
 
 PERSISTED_OPEN = "<persisted-output>"
 PERSISTED_CLOSE = "</persisted-output>"
@@ -85,6 +86,10 @@ class ToolResultPersistence:
 
     name = "persistence"
     modeled = False
+
+    def recorded_triggers(self, session: Session) -> frozenset[str]:
+        """Recorded mode: never acts (the transcript holds what was persisted)."""
+        return frozenset()
 
     def apply(self, ctx: StepContext) -> None:
         if ctx.mode != "whatif":

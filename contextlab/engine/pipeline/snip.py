@@ -14,14 +14,23 @@ of the effective window. ``tokensFreed`` is the rough estimate of what was remov
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from contextlab.engine.measures.tokens import message_rough
 
 from .base import WHOLE_MESSAGE, StepContext
+
+if TYPE_CHECKING:
+    from contextlab.engine.input.session import Session
 
 
 class Snip:
     name = "snip"
     modeled = True
+
+    def recorded_triggers(self, session: Session) -> frozenset[str]:
+        """Recorded mode: never acts (a recorded snip is the boundary step's)."""
+        return frozenset()
 
     def apply(self, ctx: StepContext) -> None:
         cfg = ctx.config

@@ -9,9 +9,14 @@ between saying how much was left out), so a lower limit shows what it would have
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from contextlab.engine.input.jsutil import js_len
 
 from .base import StepContext
+
+if TYPE_CHECKING:
+    from contextlab.engine.input.session import Session
 
 #: Between the head and the tail of a cut output.
 MARKER = "\n…{dropped} characters truncated…\n"
@@ -31,6 +36,10 @@ class ToolOutputTruncation:
 
     name = "truncation"
     modeled = False
+
+    def recorded_triggers(self, session: Session) -> frozenset[str]:
+        """Recorded mode: never acts (the transcript holds what the model was sent)."""
+        return frozenset()
 
     def apply(self, ctx: StepContext) -> None:
         limit = ctx.config.tool_output_limit_chars

@@ -136,6 +136,7 @@ class CacheBlocks:
         # of every request, and most views have no override at all
         hidden, overrides, messages = view.hidden, view.overrides, view.messages
         base_block, base_text, first_block = view.base_block, view.base_text, self.first_block
+        restores = view.restores
         for i in range(self.built_end, end):
             if i in hidden:
                 continue
@@ -159,7 +160,7 @@ class CacheBlocks:
                     base_tok < 0
                     or block.rough < 0
                     or base_key < 0
-                    or base_text(i, j, block) is not None
+                    or (restores and base_text(i, j, block) is not None)
                 ):
                     base_tok, _, base_key = base_block(i, j, block)
                 if ov is None:

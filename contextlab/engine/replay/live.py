@@ -422,6 +422,8 @@ def _grow(
         mine.clear()
         mine.update(theirs)  # type: ignore[arg-type]
     old[:] = requests  # the decision count holds the same list
+    if kept.restored:  # (a view made when its recording restored nothing skips the look-ups)
+        runner.view.restores = True
     runner.view.grow(seen)
     if runner.anchors is not None:
         _extend_anchors(runner.anchors, len(requests))

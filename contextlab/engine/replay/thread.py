@@ -9,7 +9,7 @@ estimated and the request priced into its row.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -116,9 +116,15 @@ class ThreadReplay:
             self.recording.hidden,
             text_tokens=shared_text_tokens(inputs),
             measured=measured,
+            # (a recorded replay restores nothing: no ``base_text`` call per block)
+            restores=bool(self.recording.restored),
         )
         #: what the pipeline steps keep between requests
-        self.state: dict[str, Any] = {"session_dir": session_dir(inputs.session, thread)}
+        self.state: dict[str, Any] = (
+            # where Claude Code saved tool results: only what-if writes such paths
+            # (persistence, budget), and finding it walks every block of the thread
+            {"session_dir": session_dir(inputs.session, thread)} if inputs.mode == "whatif" else {}
+        )
         self.thresholds = ThresholdsByModel(config)
         self.trace = ThreadTrace()
         self.decisions = DecisionCounter(
@@ -156,17 +162,42 @@ class ThreadReplay:
             self._position = self._start()
         at = self._position
         steps = self.inputs.steps
+        every_step = range(len(steps))
+        always, triggers = self._recorded_plan()
+        messages = self.thread.messages
+        # a pass without results where the steps that run on every request only label it: a
+        # request that no other step acts on is measured without a step context
+        measure_quiet = (
+            not with_results
+            and always is not None
+            and all(getattr(steps[i], "labels_only", False) for i in always)
+        )
         while at.next < len(self.requests):
             if self.stop_before is not None and at.next >= self.stop_before:
                 break
             req = self.requests[at.next]
             if at.pending is None:
+                if measure_quiet and (
+                    not triggers
+                    or not any(m.kind in triggers for m in messages[at.prev_end : req.position])
+                ):
+                    now, _ = self._enter_request(req, at)
+                    self._measure_request(req, now, (), at)
+                    at.next += 1
+                    continue
                 at.pending = (self._begin_request(req, at), 0)
             ctx, first_step = at.pending
             ctx.with_results = with_results
+            order: Sequence[int] = every_step if first_step == 0 else range(first_step, len(steps))
+            if always is not None and first_step == 0:
+                # recorded mode: a request whose new messages hold none of the kinds that make
+                # a step act runs only the steps that act on every request
+                start, end = ctx.new_range
+                if not triggers or not any(m.kind in triggers for m in messages[start:end]):
+                    order = always
             i = first_step
             try:
-                for i in range(first_step, len(steps)):
+                for i in order:
                     ctx.blocking_count = None  # a step may change the view: count again after it
                     steps[i].apply(ctx)
             except BaseException:
@@ -179,6 +210,25 @@ class ThreadReplay:
             at.next += 1
         self.summary_calls = int(self.state.get("summary_calls", 0))
         return at.results
+
+    def _recorded_plan(self) -> tuple[tuple[int, ...] | None, frozenset[str]]:
+        """Recorded mode: the steps that may act on any request (their indices), and the
+        message kinds whose arrival among a request's new messages makes one of the others act
+        (each step's ``recorded_triggers``; a step without it may act on any request).
+        ``(None, …)`` in what-if mode, where every step runs on every request. Asked once per
+        ``run``: a live session's grown recording may bring what a step acts on."""
+        if self.inputs.mode != "recorded":
+            return None, frozenset()
+        always: list[int] = []
+        triggers: set[str] = set()
+        for i, step in enumerate(self.inputs.steps):
+            read = getattr(step, "recorded_triggers", None)
+            kinds = read(self.inputs.session) if read is not None else None
+            if kinds is None:
+                always.append(i)
+            else:
+                triggers.update(kinds)
+        return tuple(always), frozenset(triggers)
 
     def replayed(self) -> int:
         """Requests replayed so far (a live session's continuation starts at the next)."""
@@ -198,11 +248,11 @@ class ThreadReplay:
             first_emitted=self.thread.fork_index if continues_main(self.thread) else 0
         )
 
-    def _begin_request(self, req: RequestInfo, at: ReplayPosition) -> StepContext:
+    def _enter_request(self, req: RequestInfo, at: ReplayPosition) -> tuple[float, bool]:
+        """The request's messages enter the view: its time and whether it starts a turn."""
         view = self.view
         k = req.index
         p = req.position
-        new_range = (at.prev_end, p)
         turn_start = k == 0
         if not turn_start:
             for m in self.thread.messages[at.prev_end : p]:
@@ -214,11 +264,17 @@ class ThreadReplay:
             view.drop_turn_overrides(k - 1)
         view.end = p
         self.state["last_assistant_time"] = at.last_time
+        return now, turn_start
+
+    def _begin_request(self, req: RequestInfo, at: ReplayPosition) -> StepContext:
+        k = req.index
+        new_range = (at.prev_end, req.position)
+        now, turn_start = self._enter_request(req, at)
         cal = self.calibrations.for_model(req.message.model)
         return StepContext(
             k=k,
             request=req,
-            view=view,
+            view=self.view,
             config=self.config,
             thresholds=self.thresholds.for_model(req.message.model),
             mode=self.inputs.mode,
@@ -233,18 +289,19 @@ class ThreadReplay:
             summarizer=self.inputs.summarizer,
         )
 
-    def _finish_request(
-        self, req: RequestInfo, ctx: StepContext, at: ReplayPosition, *, with_results: bool
-    ) -> None:
-        view = self.view
+    def _measure_request(
+        self,
+        req: RequestInfo,
+        now: float,
+        events: Sequence[dict[str, Any]],
+        at: ReplayPosition,
+    ) -> tuple[Calibration, int, int, int, int, int, int]:
+        """The view as the steps left it, measured into the trace: ``(calibration, raw,
+        raw the anchors add, earlier history's raw, plain tokens, model tokens, unrecorded)``."""
         trace = self.trace
         k = req.index
-        p = req.position
-        now = ctx.now
-        thresholds = ctx.thresholds
-        events = ctx.events
         cal = self.calibrations.for_model(req.message.model)
-        raw = view.raw_tokens()
+        raw = self.view.raw_tokens()
         if events and any(
             e["step"] == "autocompact" and e["action"] == "compacted" for e in events
         ):
@@ -258,6 +315,29 @@ class ThreadReplay:
         # ``apply`` where they add nothing raw)
         plain_tokens = cal.apply(raw)
         model_tokens = (plain_tokens if not extra_raw else cal.apply(raw + extra_raw)) + unrecorded
+        trace.raw.append(raw)
+        trace.model_tokens.append(model_tokens)
+        self.state["last_model_tokens"] = model_tokens
+        at.prev_end = req.position
+        # the request's time as ``_enter_request`` read it (``now``): its own when it has one,
+        # else the previous request's, which is then ``last_time`` already (0.0 when there was
+        # none: ``last_time`` stays None)
+        if at.last_time is not None or now:
+            at.last_time = now
+        return cal, raw, extra_raw, history_raw, plain_tokens, model_tokens, unrecorded
+
+    def _finish_request(
+        self, req: RequestInfo, ctx: StepContext, at: ReplayPosition, *, with_results: bool
+    ) -> None:
+        view = self.view
+        k = req.index
+        p = req.position
+        now = ctx.now
+        thresholds = ctx.thresholds
+        events = ctx.events
+        cal, raw, extra_raw, history_raw, plain_tokens, model_tokens, unrecorded = (
+            self._measure_request(req, now, events, at)
+        )
         if self.anchors is not None and with_results and self.anchors.anchors:
             # one event per anchor, on the request it was measured at (both modes: the agent
             # sent that input whatever the pipeline does)
@@ -266,15 +346,6 @@ class ThreadReplay:
                 for a in self.anchors.anchors
                 if a.request == k
             )
-        trace.raw.append(raw)
-        trace.model_tokens.append(model_tokens)
-        self.state["last_model_tokens"] = model_tokens
-        at.prev_end = p
-        # the request's time as ``_begin_request`` read it (``now``): its own when it has one,
-        # else the previous request's, which is then ``last_time`` already (0.0 when there was
-        # none: ``last_time`` stays None)
-        if at.last_time is not None or now:
-            at.last_time = now
         if not with_results:
             return
         # the blocking check's count when it applied last (the view has not changed since)
