@@ -37,15 +37,17 @@ def _no_refit(settings) -> None:
 
 @pytest.fixture
 def replayed_requests(monkeypatch) -> list[tuple[str, int]]:
-    """(thread, request index) of every request any replay (either pass) begins."""
+    """(thread, request index) of every request any replay (either pass) begins: its messages
+    enter the view (``_enter_request``, also where the calibration's probe measures a request
+    no step acts on without a step context)."""
     seen: list[tuple[str, int]] = []
-    real = thread_replay.ThreadReplay._begin_request
+    real = thread_replay.ThreadReplay._enter_request
 
-    def begin(self: Any, req: Any, at: Any) -> Any:
+    def enter(self: Any, req: Any, at: Any) -> Any:
         seen.append((self.thread.id, req.index))
         return real(self, req, at)
 
-    monkeypatch.setattr(thread_replay.ThreadReplay, "_begin_request", begin)
+    monkeypatch.setattr(thread_replay.ThreadReplay, "_enter_request", enter)
     return seen
 
 
