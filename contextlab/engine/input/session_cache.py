@@ -18,7 +18,7 @@ import hashlib
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
 from importlib import resources
@@ -140,8 +140,7 @@ def cached_session(
         return recent
     size = _files_bytes([path, *(e.path for e in files)])
     _make_room(size)
-    _release_reads(size)
-    with kept_cache.reading(size):
+    with _reading(size):
         return _cached_read(path, name, key, sha256, prepare, files, target, mirror, beside, size)
 
 
@@ -426,8 +425,7 @@ def load_growing(
         if saved is None and mirror is not None and mirror.fetch(earlier.name, earlier):
             saved = read_bytes(earlier)
     size = _files_bytes([path])
-    _release_reads(size)
-    with kept_cache.reading(size):
+    with _reading(size):
         session, growing = load_growing_session(path, name, saved=saved, kept=in_memory)
     session.source_bytes = size
     target = folder / _reading_state_name(sha256)
@@ -467,15 +465,18 @@ _VERSION_READS: OrderedDict[str, KeptRead] = OrderedDict()
 _VERSION_BYTES: dict[str, int] = {}
 
 
-def _release_reads(size: int) -> None:
-    """Let every kept read go before a session too large to keep beside anything is read
-    (``kept_cache.fits``): its process holds that session only."""
-    if kept_cache.fits(size):
-        return
-    with _KEPT_LOCK:
-        for reads, sizes in ((_KEPT_READS, _KEPT_BYTES), (_VERSION_READS, _VERSION_BYTES)):
-            reads.clear()
-            sizes.clear()
+@contextlib.contextmanager
+def _reading(size: int) -> Iterator[None]:
+    """Read a session of ``size`` file bytes (``kept_cache.reading``); one too large to keep
+    beside anything (``kept_cache.fits``) lets every kept read go first, as the kept caches
+    do: its process holds that session only."""
+    if not kept_cache.fits(size):
+        with _KEPT_LOCK:
+            for reads, sizes in ((_KEPT_READS, _KEPT_BYTES), (_VERSION_READS, _VERSION_BYTES)):
+                reads.clear()
+                sizes.clear()
+    with kept_cache.reading(size):
+        yield
 
 
 def _take_version_read(sha256: str) -> KeptRead | None:

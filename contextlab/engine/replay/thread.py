@@ -165,6 +165,12 @@ class ThreadReplay:
         every_step = range(len(steps))
         always, triggers = self._recorded_plan()
         messages = self.thread.messages
+
+        def only_always(start: int, end: int) -> bool:
+            """Recorded mode: whether new messages ``start:end`` hold none of the kinds that
+            make a step outside ``always`` act (then only those run)."""
+            return not triggers or not any(m.kind in triggers for m in messages[start:end])
+
         # a pass without results where the steps that run on every request only label it: a
         # request that no other step acts on is measured without a step context
         measure_quiet = (
@@ -177,10 +183,7 @@ class ThreadReplay:
                 break
             req = self.requests[at.next]
             if at.pending is None:
-                if measure_quiet and (
-                    not triggers
-                    or not any(m.kind in triggers for m in messages[at.prev_end : req.position])
-                ):
+                if measure_quiet and only_always(at.prev_end, req.position):
                     now, _ = self._enter_request(req, at)
                     self._measure_request(req, now, (), at)
                     at.next += 1
@@ -189,12 +192,10 @@ class ThreadReplay:
             ctx, first_step = at.pending
             ctx.with_results = with_results
             order: Sequence[int] = every_step if first_step == 0 else range(first_step, len(steps))
-            if always is not None and first_step == 0:
+            if always is not None and first_step == 0 and only_always(*ctx.new_range):
                 # recorded mode: a request whose new messages hold none of the kinds that make
                 # a step act runs only the steps that act on every request
-                start, end = ctx.new_range
-                if not triggers or not any(m.kind in triggers for m in messages[start:end]):
-                    order = always
+                order = always
             i = first_step
             try:
                 for i in order:
