@@ -61,6 +61,9 @@ def _reachable(host: str, port: int) -> bool:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    # Every connection says whose it is (libpq reads PGAPPNAME), so a connection left open at
+    # the end names its process: ``django_db_setup`` below lists them.
+    os.environ.setdefault("PGAPPNAME", f"pytest {os.environ.get('PYTEST_XDIST_WORKER', 'main')}")
     db = settings.DATABASES["default"]
     if db["ENGINE"].endswith("postgresql"):
         host, port = db.get("HOST") or "127.0.0.1", int(db.get("PORT") or 5432)
@@ -272,6 +275,7 @@ def worker_env(**extra: str) -> dict[str, str]:
             "MEDIA_ROOT": str(settings.MEDIA_ROOT),
             "VAR_DIR": str(settings.VAR_DIR),
             "PYTHONPATH": str(ROOT),
+            "PGAPPNAME": "pytest child",
         }
     )
     env.update(extra)
@@ -291,6 +295,7 @@ def start_worker(tmp: Path, name: str, *, script: Path | None = None, **env: str
         "--without-gossip",
         f"--hostname={name}@%h",
     ]
+    env.setdefault("PGAPPNAME", f"celery worker {name}")
     worker = WorkerProcess(tmp / f"{name}.log", worker_env(**env), argv)
     try:
         worker.wait_ready()
@@ -304,6 +309,7 @@ def start_beat(tmp: Path, name: str, **env: str) -> WorkerProcess:
     """``celery beat``, as docker-compose's beat service runs it: it sends the periodic
     recovery (at start, then every RUN_RECOVER_EVERY s) to the workers of this run's queue."""
     argv = [sys.executable, "-m", "celery", "-A", "contextlab.celery", "beat", "--loglevel=INFO"]
+    env.setdefault("PGAPPNAME", f"celery beat {name}")
     beat = WorkerProcess(tmp / f"{name}-beat.log", worker_env(**env), argv)
     try:
         beat.wait_ready(marker=b"beat: Starting")
@@ -311,6 +317,46 @@ def start_beat(tmp: Path, name: str, **env: str) -> WorkerProcess:
         beat.stop()
         raise
     return beat
+
+
+#: Connections ``django_db_setup`` found still open at its teardown, for the terminal summary.
+LEFT_OPEN: list[str] = []
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup: Any, django_db_blocker: Any) -> Iterator[None]:
+    """pytest-django's test databases, and at the end a check that nothing else is still
+    connected to them. A connection left open makes Django's DROP DATABASE fail ("being
+    accessed by other users") and leaves the database behind: each is named with its
+    process (``PGAPPNAME``), its state and last statement, then closed, so the drop succeeds
+    and the culprit is in the terminal output."""
+    yield
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        return
+    with django_db_blocker.unblock(), connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT pid, application_name, state, backend_start, left(query, 200) "
+            "FROM pg_stat_activity WHERE datname = current_database() "
+            "AND pid <> pg_backend_pid()"
+        )
+        left_open = cursor.fetchall()
+        for pid, *_ in left_open:
+            cursor.execute("SELECT pg_terminate_backend(%s)", [pid])
+    LEFT_OPEN.extend(
+        f"pid {pid} ({name or 'no name'}), {state}, since {start:%H:%M:%S}: {query!r}"
+        for pid, name, state, start, query in left_open
+    )
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """Session fixtures are torn down with the output captured, before the summary: the
+    connections ``django_db_setup`` found left open are told here."""
+    if LEFT_OPEN:
+        terminalreporter.section("connections left open to the test database", yellow=True)
+        for line in LEFT_OPEN:
+            terminalreporter.write_line(line)
 
 
 def flush_broker() -> None:
