@@ -54,6 +54,13 @@ class CuttingProxy:
                             sock.setsockopt(
                                 socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\0\0\0\0\0\0\0"
                             )
+                            # close() alone sends nothing while the other direction's thread
+                            # is blocked in recv() on the same socket (it holds the file): the
+                            # server would wait for the rest of the body for good, holding its
+                            # request thread and database connection. shutdown() ends both
+                            # directions at once and wakes that recv().
+                            with contextlib.suppress(OSError):
+                                sock.shutdown(socket.SHUT_RDWR)
                             sock.close()
                         return
                 target.sendall(data)
