@@ -95,10 +95,11 @@ def index_words(text: str) -> str | None:
     """What ``regexp_replace(text, '[^[:alnum:]]+', ' ', 'g')`` (the text the index's vector
     is made of, ``migrations/0001``) makes of ``text``, or the same words with more spaces
     between (``to_tsvector`` reads them alike): its letters and digits, every other
-    character a space. Worked out here (a byte table: a fraction of a millisecond for a
-    session's texts), the regular expression was a third of the database's CPU of a
-    replay's first run. None where the database's words could differ (a character other
-    than ASCII and ``NOT_ALNUM``: a letter or not by the server's locale)."""
+    character a space. Worked out here (a byte table: about a millisecond per 100 KB of
+    text) rather than by the regular expression, which was about a fifth of the database's
+    CPU per replay (bench/README.md, ``bench_run_db.py``). None where the database's words
+    could differ (a character other than ASCII and ``NOT_ALNUM``: a letter or not by the
+    server's locale)."""
     if not text.isascii():
         if _UNSURE.search(text):
             return None

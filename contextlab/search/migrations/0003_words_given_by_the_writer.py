@@ -4,8 +4,8 @@ and digits, every other character a space, ``backends.index_words``), else of it
 ``migrations/0001`` made it. ``words`` is never stored (the trigger empties it). The same
 ``to_tsvector('simple', …)`` of the same words either way: what is stored and found is
 unchanged, rows stored before stay as they are; the database no longer runs the regular
-expression on the texts the worker gives words for (it was about a third of the database's
-CPU of a replay's first run: bench/README.md, ``bench_run_db.py``). SQLite: nothing (FTS5
+expression on the texts the worker gives words for (about a fifth of the database's CPU per
+replay: bench/README.md, ``bench_run_db.py``). SQLite: nothing (FTS5
 splits the text itself)."""
 
 from typing import Any
