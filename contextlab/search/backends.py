@@ -5,6 +5,7 @@ blocks on either (tests/search run both)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -33,8 +34,10 @@ BATCH = 500
 def write_entries(entries: Iterable[Entry]) -> int:
     """Insert ``entries`` (new rows) in statements of ``BATCH`` rows (``entries`` may read
     the database as they come: one batch is held at a time); how many. On PostgreSQL each
-    batch in one ``COPY`` (its ``vector`` generated), on SQLite in INSERTs (triggers keep
-    the FTS5 table in step)."""
+    batch in one ``COPY``, each row with its text's words as the index reads them
+    (``index_words``: the database makes the row's ``vector`` of them, ``migrations/0003``),
+    or none where the worker cannot be sure to give the database's (it then works them out
+    of the text itself); on SQLite in INSERTs (triggers keep the FTS5 table in step)."""
     count = 0
     batch: list[Entry] = []
     for entry in entries:
@@ -50,7 +53,7 @@ def _insert(batch: list[Entry]) -> int:
         return len(Entry.objects.bulk_create(batch))
     if not batch:
         return 0
-    statement = f"COPY {Entry._meta.db_table} ({', '.join(_COPIED)}) FROM STDIN"
+    statement = f"COPY {Entry._meta.db_table} ({', '.join(_COPIED)}, words) FROM STDIN"
     # psycopg's own cursor (Django's has no COPY), its errors made Django's
     with (
         connection.cursor() as cursor,
@@ -58,13 +61,50 @@ def _insert(batch: list[Entry]) -> int:
         cursor.cursor.copy(statement) as copy,
     ):
         for entry in batch:
-            copy.write_row([getattr(entry, name) for name in _COPIED])
+            copy.write_row([*(getattr(entry, name) for name in _COPIED), index_words(entry.body)])
     return len(batch)
 
 
-#: the columns of a row ``write_entries`` copies: the model's, but its id (the ``vector``
-#: column, which the database generates, is not one of the model's fields)
+#: the columns of a row ``write_entries`` copies (but its words): the model's, but its id
+#: (the ``vector`` column, which the database makes, is not one of the model's fields)
 _COPIED = tuple(f.attname for f in Entry._meta.concrete_fields if not f.primary_key)
+
+#: characters that are no letter or digit in any locale: a text of ASCII and these only is
+#: split into words alike here and by the database's ``[:alnum:]`` (tests/search check each
+#: against it). Others (an accented letter: a letter, or not, by the server's locale) leave
+#: the words to the database.
+NOT_ALNUM = frozenset(
+    "\u00a0\u00a7\u00ab\u00b0\u00b1\u00b7\u00bb\u00d7\u00f7"  # nbsp § « ° ± · » × ÷
+    "\u2010\u2011\u2012\u2013\u2014\u2015\u2018\u2019\u201c\u201d\u2022\u2026"  # dashes quotes • …
+    "\u2190\u2191\u2192\u2193\u2194\u21d2"  # arrows ← ↑ → ↓ ↔ ⇒
+    "\u2264\u2265\u2260\u2248\u221e"  # ≤ ≥ ≠ ≈ ∞
+    "\u2500\u2502\u250c\u2510\u2514\u2518\u251c\u2524\u252c\u2534\u253c"  # box drawing
+    "\u2550\u2551\u2554\u2557\u255a\u255d\u2560\u2563"
+    "\u25b6\u25b8\u25ba\u25bc\u25cf\u25cb\u25a0\u25a1"  # ▶ ▸ ► ▼ ● ○ ■ □
+    "\u2605\u2606\u26a0\u2713\u2714\u2717\u2718\u274c\u2705"  # ★ ☆ ⚠ ✓ ✔ ✗ ✘ ❌ ✅
+)
+_SYMBOLS = "".join(sorted(NOT_ALNUM))
+#: a character that is neither ASCII nor one of ``NOT_ALNUM``; one of ``NOT_ALNUM``
+_UNSURE = re.compile("[^\\x00-\\x7f" + re.escape(_SYMBOLS) + "]")
+_SYMBOL = re.compile("[" + re.escape(_SYMBOLS) + "]")
+#: each ASCII byte as the words keep it: a letter or digit as it is, any other a space
+_WORD_BYTES = bytes(c if chr(c).isalnum() and c < 128 else 32 for c in range(256))
+
+
+def index_words(text: str) -> str | None:
+    """What ``regexp_replace(text, '[^[:alnum:]]+', ' ', 'g')`` (the text the index's vector
+    is made of, ``migrations/0001``) makes of ``text``, or the same words with more spaces
+    between (``to_tsvector`` reads them alike): its letters and digits, every other
+    character a space. Worked out here (a byte table: about a millisecond per 100 KB of
+    text) rather than by the regular expression, which was about a fifth of the database's
+    CPU per replay (bench/README.md, ``bench_run_db.py``). None where the database's words
+    could differ (a character other than ASCII and ``NOT_ALNUM``: a letter or not by the
+    server's locale)."""
+    if not text.isascii():
+        if _UNSURE.search(text):
+            return None
+        text = _SYMBOL.sub(" ", text)
+    return text.encode("ascii").translate(_WORD_BYTES).decode("ascii")
 
 
 def matching(entries: QuerySet[Entry], query: Query) -> QuerySet[Entry]:

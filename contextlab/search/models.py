@@ -1,7 +1,8 @@
 """The search index: one row per block (a long block in several parts) of a session's stored
 messages, with the request it first appears in. The full-text index itself is the database's
-(``migrations/0001``): a GIN-indexed ``tsvector`` column on PostgreSQL, an FTS5 table kept in
-step by triggers on SQLite; ``search.backends`` queries it."""
+(``migrations/0001``): a GIN-indexed ``tsvector`` column on PostgreSQL (made by a trigger,
+``migrations/0003``), an FTS5 table kept in step by triggers on SQLite; ``search.backends``
+writes and queries it."""
 
 from __future__ import annotations
 

@@ -189,7 +189,7 @@ def test_snippet_escapes_the_transcript_and_marks_matches():
 def test_hostile_text_in_the_index_comes_back_escaped(done_session, alice_client):
     entry = Entry.objects.filter(transcript=done_session, kind="prompt").first()
     entry.body = HOSTILE
-    entry.save()  # SQLite: the trigger re-indexes the row; PostgreSQL: the generated column
+    entry.save()  # SQLite: the trigger re-indexes the row; PostgreSQL: the vector's trigger
     hits = alice_client.get(
         f"/api/sessions/{done_session.pk}/search", {"q": "needle in the haystack"}
     ).json()["hits"]
