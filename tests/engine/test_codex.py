@@ -710,3 +710,42 @@ def test_any_rollout_shaped_input_loads_or_says_why(tmp_path, records):
     assert session.agent == "codex"
     config, preset = engine.resolve_config("auto", agent="codex")
     engine.replay(session, config, mode="recorded", preset_name=preset)
+
+
+def test_the_adapter_hands_message_and_call_fields_over_in_their_order():
+    """``RolloutReader.user_message``/``new_call`` make a ``Message`` and ``TokenCounter.read``
+    a ``CallFigures`` with positional arguments (keywords cost a third to half of the call, made
+    per item): the fields must stay in the order those calls hand them over."""
+    from dataclasses import fields
+
+    from contextlab.engine.input.model import Message
+    from contextlab.engine.input.sources.codex.calls import CallFigures
+
+    assert Message._FIELDS[:14] == (
+        "uuid",
+        "role",
+        "kind",
+        "blocks",
+        "timestamp",
+        "line",
+        "file",
+        "message_id",
+        "request_id",
+        "model",
+        "usage",
+        "version",
+        "cwd",
+        "is_meta",
+    )
+    assert [f.name for f in fields(CallFigures)] == [
+        "line",
+        "timestamp",
+        "input",
+        "cached",
+        "output",
+        "reasoning",
+        "total",
+        "window",
+        "cumulative",
+        "jump",
+    ]

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import TypedDict
 
 from contextlab.engine.config.fields import PipelineConfig
+from contextlab.engine.input.model import Block
 from contextlab.engine.input.session import RequestInfo, Thread
 
 from .anchor_screen import (
@@ -268,12 +269,10 @@ def thinking_growth_factor(
     growth, so the factor errs low. ``points``: ``named_points`` of the requests, when the
     caller has them.
     """
-    recorded = [k for k in range(len(requests)) if totals[k] > 0]
     points = named_points(thread, requests) if points is None else points
-    ratio = _stretch_ratio(points, recorded, raw, totals)
-    if ratio is None:
-        return 1.0
-    samples: list[float] = []
+    # the responses that measure it first: with fewer than ``THINKING_GROWTH_SAMPLES`` the
+    # factor is 1.0 whatever the ratio, which is then not fitted (a walk over the thread)
+    measured: list[tuple[int, int, list[Block]]] = []
     for k in range(len(requests) - 1):
         if totals[k] <= 0 or totals[k + 1] <= 0 or points[k + 1]:
             continue
@@ -281,11 +280,18 @@ def thinking_growth_factor(
         text = sum(counter.count(b.text) for b in thinking)
         if text < THINKING_SAMPLE_TEXT_TOKENS:
             continue
+        measured.append((k, text, thinking))
+    if len(measured) < THINKING_GROWTH_SAMPLES:
+        return 1.0
+    recorded = [k for k in range(len(requests)) if totals[k] > 0]
+    ratio = _stretch_ratio(points, recorded, raw, totals)
+    if ratio is None:
+        return 1.0
+    samples: list[float] = []
+    for k, text, thinking in measured:
         sized = sum(block_tokens(b, counter) for b in thinking)
         sent_back = (totals[k + 1] - totals[k]) / ratio - (raw[k + 1] - raw[k] - sized)
         samples.append(sent_back / text)
-    if len(samples) < THINKING_GROWTH_SAMPLES:
-        return 1.0
     return max(1.0, statistics.median(samples))
 
 

@@ -105,17 +105,18 @@ class TokenCounter:
             jump = total["input_tokens"] - before - last["input_tokens"]
         window = info.get("model_context_window")
         window_ok = isinstance(window, int) and not isinstance(window, bool) and window > 0
+        # positional, in the fields' order (a call per model call: keywords cost a third of it)
         return CallFigures(
-            line=line,
-            timestamp=timestamp,
-            input=max(0, last["input_tokens"]),
-            cached=max(0, last["cached_input_tokens"]),
-            output=max(0, last["output_tokens"]),
-            reasoning=max(0, last["reasoning_output_tokens"]),
-            total=max(0, last["total_tokens"]),
-            window=window if window_ok else None,
-            cumulative=cumulative,
-            jump=max(0, jump),
+            line,
+            timestamp,
+            max(0, last["input_tokens"]),
+            max(0, last["cached_input_tokens"]),
+            max(0, last["output_tokens"]),
+            max(0, last["reasoning_output_tokens"]),
+            max(0, last["total_tokens"]),
+            window if window_ok else None,
+            cumulative,
+            max(0, jump),
         )
 
 
