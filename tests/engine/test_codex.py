@@ -713,13 +713,30 @@ def test_any_rollout_shaped_input_loads_or_says_why(tmp_path, records):
 
 
 def test_the_adapter_hands_message_and_call_fields_over_in_their_order():
-    """``RolloutReader.user_message``/``new_call`` make a ``Message`` and ``TokenCounter.read``
-    a ``CallFigures`` with positional arguments (keywords cost a third to half of the call, made
-    per item): the fields must stay in the order those calls hand them over."""
+    """The Codex adapter makes its ``Message``, ``Item``, ``Block``, ``CallFigures`` and
+    ``Usage`` objects with positional arguments (keywords cost a third to half of each call,
+    made per item): their fields must stay in the order those calls hand them over."""
+    import inspect
     from dataclasses import fields
 
-    from contextlab.engine.input.model import Message
+    from contextlab.engine.input.model import Block, Message, Usage
     from contextlab.engine.input.sources.codex.calls import CallFigures
+    from contextlab.engine.input.sources.codex.items import Item
+
+    assert [f.name for f in fields(Item)] == [
+        "side",
+        "blocks",
+        "injected",
+        "opaque_bytes",
+        "unknown_parts",
+    ]
+    assert [f.name for f in fields(Usage)][:4] == ["input", "cache_write", "cache_read", "output"]
+    assert list(inspect.signature(Block).parameters)[:4] == [
+        "type",
+        "text",
+        "tool_use_id",
+        "tool_name",
+    ]
 
     assert Message._FIELDS[:14] == (
         "uuid",

@@ -43,7 +43,8 @@ class CallFigures:
         """As the engine's usage: input without its cached part, the cached part as cache
         read (OpenAI's prefix cache has no write), output with its reasoning part."""
         cached = min(self.cached, self.input)
-        return Usage(input=self.input - cached, cache_read=cached, output=self.output)
+        # positional (input, cache_write, cache_read, output): a call per model call
+        return Usage(self.input - cached, 0, cached, self.output)
 
     def carried(self) -> dict[str, int]:
         """The cumulative usage before this call: its ``total_token_usage`` less its own
