@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import statistics
 from dataclasses import dataclass, field
-from operator import ge, itemgetter
 from typing import Any, cast
 
 from contextlab.engine.config.fields import PipelineConfig
@@ -126,21 +125,6 @@ def _calibration_json(calibration: Calibration) -> CalibrationJson:
     return cast(CalibrationJson, calibration.to_json())
 
 
-# the row fields ``summarize`` reads, as C-speed getters
-_CACHE, _CACHE_ESTIMATE = itemgetter("cache"), itemgetter("cache_estimate")
-_READ, _WRITE, _UNCACHED = itemgetter("read"), itemgetter("write"), itemgetter("uncached")
-_SOURCE, _MODEL_TOKENS, _REPL_TOKENS = (
-    itemgetter("source"),
-    itemgetter("model_tokens"),
-    itemgetter("repl_tokens"),
-)
-_COST, _RECORDED_COST = itemgetter("cost_usd"), itemgetter("recorded_cost_usd")
-_ITERATION_COST, _COST_ESTIMATE = itemgetter("iteration_cost_usd"), itemgetter("cost_estimate_usd")
-_RECORDED, _DISAGREES = itemgetter("recorded"), itemgetter("cache_disagrees")
-_DECISION_TOKENS, _THRESHOLDS = itemgetter("decision_tokens"), itemgetter("thresholds")
-_WARNING = itemgetter("warning")
-
-
 def summarize(
     requests: list[RequestRow],
     threads: list[ThreadResult],
@@ -149,37 +133,32 @@ def summarize(
     """Session totals for the main thread (and its branches), subagents and compaction calls
     apart; ``claude_code_cost`` is Claude Code's own figure when the transcript has one."""
     pricing_notes, long_context = _pricing_facts(requests, threads)
-    # every column the totals add up read at C speed (``itemgetter`` over the rows: a session of
-    # thousands of small requests paid a Python loop over them); each is summed as a list, in
-    # the requests' order, as the totals were before
-    caches = list(map(_CACHE, requests))
-    estimates = list(map(_CACHE_ESTIMATE, requests))
-    read_l: list[int] = list(map(_READ, caches))
-    write_l: list[int] = list(map(_WRITE, caches))
-    uncached_l: list[int] = list(map(_UNCACHED, caches))
-    est_read_l: list[int] = list(map(_READ, estimates))
-    est_write_l: list[int] = list(map(_WRITE, estimates))
-    est_uncached_l: list[int] = list(map(_UNCACHED, estimates))
-    model_tokens: list[int] = list(map(_MODEL_TOKENS, requests))
-    costs: list[float] = list(map(_COST, requests))
-    recorded_costs: list[float] = [c or 0.0 for c in map(_RECORDED_COST, requests)]
-    iteration_costs: list[float] = list(map(_ITERATION_COST, requests))
-    estimate_costs: list[float] = list(map(_COST_ESTIMATE, requests))
-    shares: list[float] = [
-        m / t for m, t in zip(model_tokens, map(_REPL_TOKENS, requests), strict=True) if t
-    ]
-    recorded = sum(map(bool, map(_RECORDED, requests)))
-    recorded_cache = list(map(_SOURCE, caches)).count("recorded")
-    disagreements = sum(map(bool, map(_DISAGREES, requests)))
-    above_warning = sum(
-        map(ge, map(_DECISION_TOKENS, requests), map(_WARNING, map(_THRESHOLDS, requests)))
-    )
+    # one pass over the requests gathers every column the totals add up (a session of
+    # thousands of small requests paid a pass per total); each is summed as a list, in the
+    # requests' order, as the totals were before
+    read_l: list[int] = []
+    write_l: list[int] = []
+    uncached_l: list[int] = []
+    est_read_l: list[int] = []
+    est_write_l: list[int] = []
+    est_uncached_l: list[int] = []
+    costs: list[float] = []
+    recorded_costs: list[float] = []
+    iteration_costs: list[float] = []
+    estimate_costs: list[float] = []
     call_costs: list[float] = []
+    model_tokens: list[int] = []
     compactions: list[int] = []
-    microcompactions = blocking = 0
+    shares: list[float] = []
+    recorded = microcompactions = recorded_cache = disagreements = above_warning = blocking = 0
     for r in requests:
-        if not r["events"]:  # (most requests)
-            continue
+        cache, estimate = r["cache"], r["cache_estimate"]
+        read_l.append(cache["read"])
+        write_l.append(cache["write"])
+        uncached_l.append(cache["uncached"])
+        est_read_l.append(estimate["read"])
+        est_write_l.append(estimate["write"])
+        est_uncached_l.append(estimate["uncached"])
         compacted = False
         for e in r["events"]:
             step = e["step"]
@@ -193,6 +172,21 @@ def summarize(
                 blocking += 1
         if compacted:
             compactions.append(r["index"])
+        if r["repl_tokens"]:
+            shares.append(r["model_tokens"] / r["repl_tokens"])
+        if r["recorded"]:
+            recorded += 1
+        model_tokens.append(r["model_tokens"])
+        costs.append(r["cost_usd"])
+        recorded_costs.append(r["recorded_cost_usd"] or 0.0)
+        iteration_costs.append(r["iteration_cost_usd"])
+        estimate_costs.append(r["cost_estimate_usd"])
+        if cache["source"] == "recorded":
+            recorded_cache += 1
+        if r["cache_disagrees"]:
+            disagreements += 1
+        if r["decision_tokens"] >= r["thresholds"]["warning"]:
+            above_warning += 1
     read, write, uncached = sum(read_l), sum(write_l), sum(uncached_l)
     est_read, est_write, est_uncached = sum(est_read_l), sum(est_write_l), sum(est_uncached_l)
     # the main requests' costs from the columns above (the same sums in the same order)
