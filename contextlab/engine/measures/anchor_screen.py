@@ -39,7 +39,8 @@ ZERO: Sums = (0, 0, 0, 0, 0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
 
 
 def add_point(acc: list[float], x: float, y: float, ref_prefix: float, ref_ratio: float) -> None:
-    """Add one view point (as ``misfit`` builds it: x raw + offset, y recorded - unrecorded)."""
+    """Add one view point (as ``misfit`` builds it: x raw + offset, y recorded - unrecorded).
+    ``TrialScreen`` and ``add_shifted_points`` write it inline, to the same floats."""
     xr = round(x)
     yr = round(y)
     if yr > 0:
