@@ -133,7 +133,8 @@ class ThreadAnchors:
         if len(peaks) < len(history):
             running = peaks[-1] if peaks else history[0]
             for value in history[len(peaks) :]:
-                running = max(running, value)
+                if value > running:  # (``max``, inline: a call per request)
+                    running = value
                 peaks.append(running)
         return peaks[k]
 
@@ -326,7 +327,8 @@ def thread_anchors(
         return totals[k] - ratio * raw[k]
 
     def margin(k: int) -> float:
-        return max(config.anchor_margin_tokens, config.anchor_margin_share * totals[k])
+        share, least = config.anchor_margin_share * totals[k], config.anchor_margin_tokens
+        return share if share > least else least  # (``max``, inline: asked per request)
 
     first = recorded[0]
     base = level(first)
@@ -431,7 +433,7 @@ def thread_anchors(
         if line is None:
             return math.inf
         return sum(
-            ((line.prefix_tokens + line.ratio * x - y) / max(1.0, y)) ** 2
+            ((line.prefix_tokens + line.ratio * x - y) / (y if y > 1.0 else 1.0)) ** 2
             for x, y in zip(xs, ys, strict=True)
         )
 
@@ -542,7 +544,8 @@ def thread_anchors(
     if refit is not None:
         prefix = refit.prefix_tokens
         errors = sorted(
-            abs(prefix + refit.ratio * x - y) / max(1, y) for x, y in zip(xs, ys, strict=True)
+            abs(prefix + refit.ratio * x - y) / (y if y > 1 else 1)
+            for x, y in zip(xs, ys, strict=True)
         )
         result.calibration = Calibration(
             prefix,

@@ -42,7 +42,7 @@ class CallFigures:
     def usage(self) -> Usage:
         """As the engine's usage: input without its cached part, the cached part as cache
         read (OpenAI's prefix cache has no write), output with its reasoning part."""
-        cached = min(self.cached, self.input)
+        cached = self.cached if self.cached < self.input else self.input  # (``min``)
         # positional (input, cache_write, cache_read, output): a call per model call
         return Usage(self.input - cached, 0, cached, self.output)
 
@@ -106,18 +106,21 @@ class TokenCounter:
             jump = total["input_tokens"] - before - last["input_tokens"]
         window = info.get("model_context_window")
         window_ok = isinstance(window, int) and not isinstance(window, bool) and window > 0
-        # positional, in the fields' order (a call per model call: keywords cost a third of it)
+        # positional, in the fields' order (a call per model call: keywords cost a third of
+        # it), each figure at least 0 by a comparison (``max(0, …)``: a builtin call each)
+        inp, cached, out = last["input_tokens"], last["cached_input_tokens"], last["output_tokens"]
+        reasoning, total_tokens = last["reasoning_output_tokens"], last["total_tokens"]
         return CallFigures(
             line,
             timestamp,
-            max(0, last["input_tokens"]),
-            max(0, last["cached_input_tokens"]),
-            max(0, last["output_tokens"]),
-            max(0, last["reasoning_output_tokens"]),
-            max(0, last["total_tokens"]),
+            inp if inp > 0 else 0,
+            cached if cached > 0 else 0,
+            out if out > 0 else 0,
+            reasoning if reasoning > 0 else 0,
+            total_tokens if total_tokens > 0 else 0,
             window if window_ok else None,
             cumulative,
-            max(0, jump),
+            jump if jump > 0 else 0,
         )
 
 

@@ -300,7 +300,11 @@ def usage_of(value: Any) -> dict[str, int] | None:
         and type(output) is int
         and type(reasoning) is int
         and type(total) is int
-        and min(input_tokens, cached, output, reasoning, total) >= 0
+        and input_tokens >= 0  # (comparisons, not ``min``: a builtin call per usage)
+        and cached >= 0
+        and output >= 0
+        and reasoning >= 0
+        and total >= 0
     ):
         return {
             "input_tokens": input_tokens,
