@@ -30,6 +30,7 @@ limits  # unused function (contextlab/context_processors.py:9)
 frame  # unused variable (contextlab/devserver.py:98)
 signum  # unused variable (contextlab/devserver.py:98)
 __getattr__  # unused function (contextlab/engine/__init__.py:143)
+add_point  # unused function (contextlab/engine/measures/anchor_screen.py:41): the one-point sums that TrialScreen and add_shifted_points write inline, their reference in tests/engine/test_anchor_screen.py
 _.snapshot  # unused method (contextlab/engine/measures/prompt_cache.py:291)
 max_output_tokens_for_compact  # unused variable (contextlab/engine/config/fields.py:294)
 compact_cache_prefix  # unused variable (contextlab/engine/config/fields.py:304)

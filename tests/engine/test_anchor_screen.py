@@ -165,6 +165,37 @@ def test_a_stretch_at_constant_offsets_sums_as_its_points_do() -> None:
         assert stretch == one
 
 
+def test_the_screens_suffix_and_prefix_sums_are_add_points_sums() -> None:
+    """``TrialScreen``'s suffix sums and ``prefix_sums`` add each point as ``add_point`` does
+    (written inline): the same floats, request by request, with ys at, below and above 1 and
+    requests left out."""
+    rng = random.Random(5)
+    n = 300
+    raw = [rng.randint(0, 90_000) for _ in range(n)]
+    totals = [rng.choice([0, 1, rng.randint(2, 120_000)]) for _ in range(n)]
+    recorded = [k for k in range(n) if rng.random() > 0.2]
+    base, ratio = 12_000.5, 1.21
+    screen = TrialScreen(recorded, n, raw, totals, base, ratio)
+    acc: list[float] = list(ZERO)
+    for k in range(n - 1, -1, -1):
+        if k in set(recorded):
+            add_point(acc, float(raw[k]), float(totals[k]), base, ratio)
+        assert list(screen.suffix[k]) == acc
+    assert screen.suffix[n] == ZERO
+    flags = [k in set(recorded) for k in range(n)]
+    state = [
+        (rng.choice([0.0, 3_000.5]), rng.choice([0.0, -2_200.25]), rng.choice([0.0, 0.75, 900.0]))
+        for _ in range(n)
+    ]
+    prefix = screen.prefix_sums(flags, raw, totals, state, ratio)
+    acc = list(ZERO)
+    assert prefix[0] == ZERO
+    for k, (hist, seg, unrec) in enumerate(state):
+        if flags[k]:
+            add_point(acc, raw[k] + (hist + seg) / ratio, totals[k] - unrec, base, ratio)
+        assert list(prefix[k + 1]) == acc
+
+
 @pytest.mark.parametrize("seed", range(12))
 def test_the_stretch_bound_is_at_most_the_stretchs_misfit(seed: int) -> None:
     """``TrialScreen.stretch_bound``: the sums of a stretch at constant offsets from the suffix

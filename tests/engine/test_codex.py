@@ -710,3 +710,59 @@ def test_any_rollout_shaped_input_loads_or_says_why(tmp_path, records):
     assert session.agent == "codex"
     config, preset = engine.resolve_config("auto", agent="codex")
     engine.replay(session, config, mode="recorded", preset_name=preset)
+
+
+def test_the_adapter_hands_message_and_call_fields_over_in_their_order():
+    """The Codex adapter makes its ``Message``, ``Item``, ``Block``, ``CallFigures`` and
+    ``Usage`` objects with positional arguments (keywords cost a third to half of each call,
+    made per item): their fields must stay in the order those calls hand them over."""
+    import inspect
+    from dataclasses import fields
+
+    from contextlab.engine.input.model import Block, Message, Usage
+    from contextlab.engine.input.sources.codex.calls import CallFigures
+    from contextlab.engine.input.sources.codex.items import Item
+
+    assert [f.name for f in fields(Item)] == [
+        "side",
+        "blocks",
+        "injected",
+        "opaque_bytes",
+        "unknown_parts",
+    ]
+    assert [f.name for f in fields(Usage)][:4] == ["input", "cache_write", "cache_read", "output"]
+    assert list(inspect.signature(Block).parameters)[:4] == [
+        "type",
+        "text",
+        "tool_use_id",
+        "tool_name",
+    ]
+
+    assert Message._FIELDS[:14] == (
+        "uuid",
+        "role",
+        "kind",
+        "blocks",
+        "timestamp",
+        "line",
+        "file",
+        "message_id",
+        "request_id",
+        "model",
+        "usage",
+        "version",
+        "cwd",
+        "is_meta",
+    )
+    assert [f.name for f in fields(CallFigures)] == [
+        "line",
+        "timestamp",
+        "input",
+        "cached",
+        "output",
+        "reasoning",
+        "total",
+        "window",
+        "cumulative",
+        "jump",
+    ]

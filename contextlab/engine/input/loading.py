@@ -407,6 +407,7 @@ def iter_lines(
         return
     with fh:
         pending: tuple[int, bytes] | None = None
+        pending_number, pending_raw = 0, b""  # (``pending`` apart, while it is not None)
         number = 0
         if cursor is not None:
             fh.seek(cursor.offset)
@@ -429,13 +430,20 @@ def iter_lines(
                 if raw.isspace():  # blank (what ``strip`` would empty, without the copy)
                     continue
                 if pending is not None:
-                    yield _decode(pending, tfile, problems, is_last=False)
+                    # (``_decode`` inline where the line is UTF-8: this runs for every line)
+                    try:
+                        text = pending_raw.decode("utf-8")
+                    except UnicodeDecodeError:
+                        yield _decode(pending, tfile, problems, is_last=False)
+                    else:
+                        yield pending_number, text, False
+                        del text  # (held no longer than the caller holds it)
                     # (``dropped_problems`` inline: this runs for every line)
                     if getattr(problems, "dropped", 0) > MAX_DROPPED_PROBLEMS:
                         _too_many_problems(problems, number, tfile.name)
                         pending = None
                         break
-                pending = (number, raw)
+                pending = pending_number, pending_raw = (number, raw)
         except ExpansionLimitExceeded as exc:
             problems.append(
                 Problem(number, "expansion_limit", f"reading stopped: {exc}", tfile.name, "error")

@@ -206,7 +206,10 @@ class Block(PickledByFields):
         key: int = -1,
     ) -> None:
         self.type = type
-        self._text = compact_text(text)
+        # (``compact_text``'s answer for a short ASCII text, the usual one, without its call)
+        self._text = (
+            text if len(text) < DEFLATE_MIN_CHARS and text.isascii() else compact_text(text)
+        )
         self.tool_use_id = tool_use_id
         self.tool_name = tool_name
         self.is_error = is_error
@@ -226,7 +229,9 @@ class Block(PickledByFields):
 
     @property
     def text(self) -> str:
-        return expand_text(self._text)
+        stored = self._text
+        # (``expand_text``'s answer for a text held as it is, the usual one, without its call)
+        return stored if type(stored) is str else expand_text(stored)
 
     def _fields(self) -> tuple[Any, ...]:
         return tuple(getattr(self, name) for name in Block.FIELDS)

@@ -4,7 +4,9 @@ usage, and what an agent's adapter adds to a recorded count to put it on the sam
 
 from __future__ import annotations
 
-from .jsutil import js_len, js_round
+import math
+
+from .jsutil import js_len
 from .model import Block
 
 #: Claude Code's flat estimate for an image or document block (IMAGE_MAX_TOKEN_SIZE).
@@ -13,7 +15,9 @@ IMAGE_ROUGH_TOKENS = 2000
 
 def rough_text(text: str) -> int:
     """``roughTokenCountEstimation``: round(length / 4), JS rounding, UTF-16 length."""
-    return js_round(js_len(text) / 4)
+    # ``js_round(js_len(text) / 4)`` with an ASCII text's length and the rounding inline: asked
+    # once for every block of a session
+    return math.floor((len(text) if text.isascii() else js_len(text)) / 4 + 0.5)
 
 
 def block_rough(block: Block, text: str | None = None) -> int:

@@ -213,7 +213,7 @@ def thread_requests(thread: Thread) -> RequestList:
     out = RequestList(thread)
     for pos, msg in enumerate(thread.messages):
         if msg.role == "assistant":
-            out.append(RequestInfo(index=len(out), position=pos, message=msg))
+            out.append(RequestInfo(len(out), pos, msg))  # (index, position, message)
     return out
 
 

@@ -39,7 +39,8 @@ ZERO: Sums = (0, 0, 0, 0, 0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
 
 
 def add_point(acc: list[float], x: float, y: float, ref_prefix: float, ref_ratio: float) -> None:
-    """Add one view point (as ``misfit`` builds it: x raw + offset, y recorded - unrecorded)."""
+    """Add one view point (as ``misfit`` builds it: x raw + offset, y recorded - unrecorded).
+    ``TrialScreen`` and ``add_shifted_points`` write it inline, to the same floats."""
     xr = round(x)
     yr = round(y)
     if yr > 0:
@@ -141,13 +142,35 @@ class TrialScreen:
         self.ref_prefix = ref_prefix
         self.ref_ratio = ref_ratio
         # suffix[k]: the recorded requests from k on, with no offset (x = raw, y = recorded)
-        self.suffix: list[Sums] = [ZERO] * (n + 1)
-        acc: list[float] = list(ZERO)
+        suffix: list[Sums] = [ZERO] * (n + 1)
+        self.suffix = suffix
+        # ``add_point`` inline (a call per request of the thread), the same sums in its order
+        cnt, sx, sy, sxx, sxy, sw, swx, swxx, swe, swxe, swee = ZERO
+        sums: Sums = ZERO
         is_recorded = set(recorded)
         for k in range(n - 1, -1, -1):
             if k in is_recorded:
-                add_point(acc, float(raw[k]), float(totals[k]), ref_prefix, ref_ratio)
-            self.suffix[k] = tuple(acc)  # type: ignore[assignment]
+                x, y = float(raw[k]), float(totals[k])
+                xr = round(x)
+                yr = round(y)
+                if yr > 0:
+                    cnt += 1
+                    sx += xr
+                    sy += yr
+                    sxx += xr * xr
+                    sxy += xr * yr
+                w = 1.0 / (y if y > 1.0 else 1.0) ** 2
+                e = y - ref_prefix - ref_ratio * x
+                sw += w
+                wx = w * x
+                swx += wx
+                swxx += wx * x
+                we = w * e
+                swe += we
+                swxe += wx * e
+                swee += we * e
+                sums = (cnt, sx, sy, sxx, sxy, sw, swx, swxx, swe, swxe, swee)
+            suffix[k] = sums
 
     def prefix_sums(
         self,
@@ -159,12 +182,35 @@ class TrialScreen:
     ) -> list[Sums]:
         """``out[k]``: the sums of the recorded requests before ``k`` under ``state``."""
         out: list[Sums] = [ZERO]
-        acc: list[float] = list(ZERO)
+        append = out.append
+        ref_prefix, ref_ratio = self.ref_prefix, self.ref_ratio
+        # ``add_point`` inline (a call per request of the thread), the same sums in its order
+        cnt, sx, sy, sxx, sxy, sw, swx, swxx, swe, swxe, swee = ZERO
+        sums: Sums = ZERO
         for k, (hist, seg, unrec) in enumerate(state):
             if recorded_flags[k]:
                 x = raw[k] + (hist + seg) / ratio
-                add_point(acc, x, totals[k] - unrec, self.ref_prefix, self.ref_ratio)
-            out.append(tuple(acc))  # type: ignore[arg-type]
+                y = totals[k] - unrec
+                xr = round(x)
+                yr = round(y)
+                if yr > 0:
+                    cnt += 1
+                    sx += xr
+                    sy += yr
+                    sxx += xr * xr
+                    sxy += xr * yr
+                w = 1.0 / (y if y > 1.0 else 1.0) ** 2
+                e = y - ref_prefix - ref_ratio * x
+                sw += w
+                wx = w * x
+                swx += wx
+                swxx += wx * x
+                we = w * e
+                swe += we
+                swxe += wx * e
+                swee += we * e
+                sums = (cnt, sx, sy, sxx, sxy, sw, swx, swxx, swe, swxe, swee)
+            append(sums)
         return out
 
     def shifted_suffix(self, start: int, shift: float) -> list[float] | None:

@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import TypedDict
 
 from contextlab.engine.config.fields import PipelineConfig
+from contextlab.engine.input.model import Block
 from contextlab.engine.input.session import RequestInfo, Thread
 
 from .anchor_screen import (
@@ -132,7 +133,8 @@ class ThreadAnchors:
         if len(peaks) < len(history):
             running = peaks[-1] if peaks else history[0]
             for value in history[len(peaks) :]:
-                running = max(running, value)
+                if value > running:  # (``max``, inline: a call per request)
+                    running = value
                 peaks.append(running)
         return peaks[k]
 
@@ -268,12 +270,10 @@ def thinking_growth_factor(
     growth, so the factor errs low. ``points``: ``named_points`` of the requests, when the
     caller has them.
     """
-    recorded = [k for k in range(len(requests)) if totals[k] > 0]
     points = named_points(thread, requests) if points is None else points
-    ratio = _stretch_ratio(points, recorded, raw, totals)
-    if ratio is None:
-        return 1.0
-    samples: list[float] = []
+    # the responses that measure it first: with fewer than ``THINKING_GROWTH_SAMPLES`` the
+    # factor is 1.0 whatever the ratio, which is then not fitted (a walk over the thread)
+    measured: list[tuple[int, int, list[Block]]] = []
     for k in range(len(requests) - 1):
         if totals[k] <= 0 or totals[k + 1] <= 0 or points[k + 1]:
             continue
@@ -281,11 +281,18 @@ def thinking_growth_factor(
         text = sum(counter.count(b.text) for b in thinking)
         if text < THINKING_SAMPLE_TEXT_TOKENS:
             continue
+        measured.append((k, text, thinking))
+    if len(measured) < THINKING_GROWTH_SAMPLES:
+        return 1.0
+    recorded = [k for k in range(len(requests)) if totals[k] > 0]
+    ratio = _stretch_ratio(points, recorded, raw, totals)
+    if ratio is None:
+        return 1.0
+    samples: list[float] = []
+    for k, text, thinking in measured:
         sized = sum(block_tokens(b, counter) for b in thinking)
         sent_back = (totals[k + 1] - totals[k]) / ratio - (raw[k + 1] - raw[k] - sized)
         samples.append(sent_back / text)
-    if len(samples) < THINKING_GROWTH_SAMPLES:
-        return 1.0
     return max(1.0, statistics.median(samples))
 
 
@@ -320,7 +327,8 @@ def thread_anchors(
         return totals[k] - ratio * raw[k]
 
     def margin(k: int) -> float:
-        return max(config.anchor_margin_tokens, config.anchor_margin_share * totals[k])
+        share, least = config.anchor_margin_share * totals[k], config.anchor_margin_tokens
+        return share if share > least else least  # (``max``, inline: asked per request)
 
     first = recorded[0]
     base = level(first)
@@ -425,7 +433,7 @@ def thread_anchors(
         if line is None:
             return math.inf
         return sum(
-            ((line.prefix_tokens + line.ratio * x - y) / max(1.0, y)) ** 2
+            ((line.prefix_tokens + line.ratio * x - y) / (y if y > 1.0 else 1.0)) ** 2
             for x, y in zip(xs, ys, strict=True)
         )
 
@@ -536,7 +544,8 @@ def thread_anchors(
     if refit is not None:
         prefix = refit.prefix_tokens
         errors = sorted(
-            abs(prefix + refit.ratio * x - y) / max(1, y) for x, y in zip(xs, ys, strict=True)
+            abs(prefix + refit.ratio * x - y) / (y if y > 1 else 1)
+            for x, y in zip(xs, ys, strict=True)
         )
         result.calibration = Calibration(
             prefix,

@@ -291,8 +291,10 @@ class CacheSimulator:
         hit_entry: _Entry | None = None
         floor = n
         for p in reversed(bps):
-            lo = max(0, p - self.lookback_blocks) if self.lookback_enabled else 0
-            for i in range(min(p, floor - 1), lo - 1, -1):
+            # (``max``/``min`` as comparisons: this runs for every request)
+            lo = p - self.lookback_blocks if self.lookback_enabled else 0
+            lo = lo if lo > 0 else 0
+            for i in range(p if p < floor - 1 else floor - 1, lo - 1, -1):
                 e = store.get(prefix_hashes[i])
                 if e is not None and e.expiry > time and e.ready <= time:
                     hit, hit_entry = i, e
@@ -336,7 +338,11 @@ class CacheSimulator:
 
         prev = self._last.get(model)
         reason: CacheReason
-        if hit_entry is not None and prev is not None and hit >= min(prev.top, last_bp):
+        if (
+            hit_entry is not None
+            and prev is not None
+            and hit >= (last_bp if last_bp < prev.top else prev.top)  # (``min``, inline)
+        ):
             # ``_explain``'s "hit" of a stored entry, the reason of most requests, without the call
             reason = "hit"
             detail = (

@@ -317,8 +317,10 @@ class Calibration:
     source: str  # "fit" | "inherited" | "default"
 
     def apply(self, raw: int) -> int:
-        # ``js_round`` inline (floor of x + 0.5): asked a few times for every request
-        return max(0, math.floor(self.prefix_tokens + self.ratio * raw + 0.5))
+        # ``js_round`` and ``max(0, …)`` inline (floor of x + 0.5, a comparison): asked a few
+        # times for every request
+        tokens = math.floor(self.prefix_tokens + self.ratio * raw + 0.5)
+        return tokens if tokens > 0 else 0
 
     def to_json(self) -> dict[str, Any]:
         return {

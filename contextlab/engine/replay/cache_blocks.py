@@ -60,7 +60,9 @@ class CacheBlocks:
         self._extend(view, view.end)
         if ratio != self.ratio or seed != self.seed:
             self.ratio, self.seed, self.changed_from = ratio, seed, 0
-        start = min(self.changed_from, len(self.keys))
+        start = self.changed_from
+        if len(self.keys) < start:  # (``min``, inline: this runs for every request)
+            start = len(self.keys)
         del self.cal[start:]
         if start < len(self.hashes):
             # a new list, not a cut: the cache model keeps the previous request's list
@@ -109,7 +111,7 @@ class CacheBlocks:
         bisection: a request's cost must not grow with the prompt's length."""
         cal, system = self.cal, len(self.system_keys)
         total = 0
-        for n in range(min(system, len(cal))):
+        for n in range(system if system < len(cal) else len(cal)):  # (``min``, inline)
             if total + cal[n] > budget:
                 return n + 1 if budget - total > cal[n] / 2 else n
             total += cal[n]
@@ -170,4 +172,5 @@ class CacheBlocks:
                     # a cache edit deletes server-side and keeps the cached prefix intact
                     keys.append(base_key if ov.cache_preserving else ov.key)
                     raw.append(ov.tok)
-        self.built_end = max(self.built_end, end)
+        if end > self.built_end:  # (``max``, inline)
+            self.built_end = end

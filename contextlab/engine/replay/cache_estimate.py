@@ -124,7 +124,8 @@ class CacheEstimator:
     def system_tokens(self, cal: Calibration) -> int:
         """The static system prompt's tokens as ``estimate`` models them (what stays cached
         across requests, bounded by the thread's first recorded read)."""
-        prefix = max(0, round(cal.prefix_tokens))
+        prefix = round(cal.prefix_tokens)
+        prefix = prefix if prefix > 0 else 0  # (``max(0, …)``: a call per request)
         system = round(prefix * self.config.cache_system_prefix_share)
         if self.system_level is None:
             return system
@@ -204,8 +205,10 @@ class CacheEstimator:
             parse_time(self.thread.messages[req.position - 1].timestamp) if req.position else None
         )
         ready = now
-        now = min(now, sent) if sent is not None else now
-        prefix = max(0, round(cal.prefix_tokens))
+        # (``min``/``max`` as comparisons in this per-request path: a builtin call each)
+        now = sent if sent is not None and sent < now else now
+        prefix = round(cal.prefix_tokens)
+        prefix = prefix if prefix > 0 else 0
         usage = message.usage
         if req.index == 0 and usage is not None and usage.cache_read > 0:
             # what the first request found warm (other sessions, an earlier process) holds at
@@ -214,7 +217,8 @@ class CacheEstimator:
         system = self.system_tokens(cal)
         tokens = blocks.cal
         # earlier history, a segment's prefix change and unrecorded input sit with the prefix
-        tokens[0], tokens[1] = system, max(0, prefix - system + anchored)
+        rest = prefix - system + anchored
+        tokens[0], tokens[1] = system, rest if rest > 0 else 0
         prefix_hashes = blocks.hashes
         last = len(tokens) - 1
         # the system breakpoint(s): org mode marks the CLI prefix and the rest separately, but both
@@ -275,7 +279,9 @@ class CacheEstimator:
         server_miss = 0
         level = self._server_miss_level(req.position, usage, res) if warm_read is None else None
         if usage is not None and usage.prompt_total > 0:
-            self.unseen_bound = max(self.unseen_bound, tokens[0] + tokens[1])
+            unseen = tokens[0] + tokens[1]
+            if unseen > self.unseen_bound:
+                self.unseen_bound = unseen
             if 0 < usage.cache_read <= self.unseen_bound:  # (the learning's own first test)
                 self._learn_session_level(usage.cache_read)
             self.previous_read = usage.cache_read
@@ -340,9 +346,11 @@ class CacheEstimator:
         if previous is None:
             return False
         config = self.config
-        return previous - read >= max(
-            config.cache_break_min_miss_tokens, config.cache_break_min_drop_pct * previous
+        least, share = (
+            config.cache_break_min_miss_tokens,
+            config.cache_break_min_drop_pct * previous,
         )
+        return previous - read >= (share if share > least else least)  # (``max``, inline)
 
     def _server_miss_level(
         self, position: int, usage: Usage | None, res: CacheResult

@@ -102,13 +102,14 @@ def calibrate(
         raw = probe.trace.raw
         anchors = thread_anchors(thread, probe.requests, raw, totals, inputs.config, points)
         per_model = fit_per_model(probe.requests, raw, totals)
-        calibration = fit_calibration(raw, totals)
         if per_model or anchors.calibration is None:
             # a thread fitted per model keeps its per-model lines (segments still count)
+            calibration = fit_calibration(raw, totals)
             segments = anchors.segment
             anchors = ThreadAnchors.empty(len(segments))
             anchors.segment = segments
         else:
+            # (the whole thread's plain fit is not needed: the anchors' refit stands for it)
             calibration = anchors.calibration
         measured[thread.id] = ThreadCalibration(raw, calibration, per_model, anchors)
         if probes is not None:

@@ -258,9 +258,13 @@ def _pricing_facts(
                 if note:
                     notes[model] = note
             price = prices[model] = pricing.price_for(model)[0]
-        cache = r["cache"]
-        if price.rates_for(cache["read"] + cache["write"] + cache["uncached"]) is not price:
-            long_context += 1
+        # (``price.rates_for(prompt) is not price``, inline: most models have no long-context
+        # rates, and then the prompt is not summed)
+        long_rates = price.long_context
+        if long_rates is not None and long_rates is not price:
+            cache = r["cache"]
+            if cache["read"] + cache["write"] + cache["uncached"] > price.long_context_above:
+                long_context += 1
     return list(notes.values()), long_context
 
 

@@ -298,36 +298,39 @@ class RolloutReader:
         self.messages.append(message)
 
     def user_message(self, item: Item, number: int, stamp: str) -> Message:
-        kind = (
-            "tool_result" if item.side == "tool_output" else "meta" if item.injected else "prompt"
-        )
+        injected = item.injected
+        kind = "tool_result" if item.side == "tool_output" else "meta" if injected else "prompt"
+        # positional (the fields' order: tests/engine/test_codex.py): keywords cost half of it
         return Message(
-            uuid=f"codex:{number}:{len(self.messages)}",
-            role="user",
-            kind=kind,  # type: ignore[arg-type]
-            blocks=item.blocks,
-            timestamp=stamp,
-            line=number,
-            file=self.file,
-            version=self.version,
-            cwd=self.cwd,
-            is_meta=item.injected,
+            f"codex:{number}:{len(self.messages)}",
+            "user",
+            kind,  # type: ignore[arg-type]
+            item.blocks,
+            stamp,
+            number,
+            self.file,
+            *(None, None, None, None),  # message_id, request_id, model, usage
+            self.version,
+            self.cwd,
+            injected,
         )
 
     def new_call(self, number: int, stamp: str, figures: CallFigures | None) -> Message:
         self.calls += 1
-        message = Message(
-            uuid=f"codex:{number}:{len(self.messages)}",
-            role="assistant",
-            kind="assistant",
-            blocks=[],
-            timestamp=stamp,
-            line=number,
-            file=self.file,
-            message_id=f"call-{self.calls}",
-            model=self.model,
-            version=self.version,
-            cwd=self.cwd,
+        message = Message(  # positional, as in ``user_message``
+            f"codex:{number}:{len(self.messages)}",
+            "assistant",
+            "assistant",
+            [],
+            stamp,
+            number,
+            self.file,
+            f"call-{self.calls}",
+            None,
+            self.model,
+            None,
+            self.version,
+            self.cwd,
         )
         self.append(message)
         if figures is not None:

@@ -42,8 +42,9 @@ class CallFigures:
     def usage(self) -> Usage:
         """As the engine's usage: input without its cached part, the cached part as cache
         read (OpenAI's prefix cache has no write), output with its reasoning part."""
-        cached = min(self.cached, self.input)
-        return Usage(input=self.input - cached, cache_read=cached, output=self.output)
+        cached = self.cached if self.cached < self.input else self.input  # (``min``)
+        # positional (input, cache_write, cache_read, output): a call per model call
+        return Usage(self.input - cached, 0, cached, self.output)
 
     def carried(self) -> dict[str, int]:
         """The cumulative usage before this call: its ``total_token_usage`` less its own
@@ -105,17 +106,21 @@ class TokenCounter:
             jump = total["input_tokens"] - before - last["input_tokens"]
         window = info.get("model_context_window")
         window_ok = isinstance(window, int) and not isinstance(window, bool) and window > 0
+        # positional, in the fields' order (a call per model call: keywords cost a third of
+        # it), each figure at least 0 by a comparison (``max(0, …)``: a builtin call each)
+        inp, cached, out = last["input_tokens"], last["cached_input_tokens"], last["output_tokens"]
+        reasoning, total_tokens = last["reasoning_output_tokens"], last["total_tokens"]
         return CallFigures(
-            line=line,
-            timestamp=timestamp,
-            input=max(0, last["input_tokens"]),
-            cached=max(0, last["cached_input_tokens"]),
-            output=max(0, last["output_tokens"]),
-            reasoning=max(0, last["reasoning_output_tokens"]),
-            total=max(0, last["total_tokens"]),
-            window=window if window_ok else None,
-            cumulative=cumulative,
-            jump=max(0, jump),
+            line,
+            timestamp,
+            inp if inp > 0 else 0,
+            cached if cached > 0 else 0,
+            out if out > 0 else 0,
+            reasoning if reasoning > 0 else 0,
+            total_tokens if total_tokens > 0 else 0,
+            window if window_ok else None,
+            cumulative,
+            jump if jump > 0 else 0,
         )
 
 

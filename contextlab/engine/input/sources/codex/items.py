@@ -208,14 +208,14 @@ def item_of(payload: dict[str, Any]) -> Item | str | None:
                 # a message from another agent, which Codex puts in the history as an assistant
                 # message (its JSON; earlier, "author: …" lines): context, no output of a call
                 return Item("developer", [Block("text", text)], True, unknown_parts=unknown)
-            return Item("assistant", [Block("text", text)], unknown_parts=unknown)
+            return Item("assistant", [Block("text", text)], False, 0, unknown)
         if role in ("user", "developer", "system"):
             blocks = [Block("text", text)]
             if images:
                 blocks += [Block("image") for _ in range(images)]
             injected = role != "user" or text.lstrip().startswith(INJECTED_PREFIXES)
             side = "developer" if role != "user" else "user"
-            return Item(side, blocks, injected=injected, unknown_parts=unknown)
+            return Item(side, blocks, injected, 0, unknown)
         return f"message/{role}"
     if kind == "reasoning":
         summary = payload.get("summary")
@@ -234,10 +234,8 @@ def item_of(payload: dict[str, Any]) -> Item | str | None:
         call_id = payload.get("call_id")
         if not isinstance(call_id, str):
             call_id = None
-        return Item(
-            "assistant",
-            [Block("tool_use", f"{name} {args_text}", tool_use_id=call_id, tool_name=name)],
-        )
+        # (positional: ``Block``'s type, text, tool_use_id, tool_name; a call per item)
+        return Item("assistant", [Block("tool_use", f"{name} {args_text}", call_id, name)])
     call_id = payload.get("call_id")
     call_id = call_id if isinstance(call_id, str) else None
     if kind in OUTPUT_ITEMS:
@@ -250,7 +248,7 @@ def item_of(payload: dict[str, Any]) -> Item | str | None:
     if kind in TOOL_OUTPUT_ITEMS:
         output = payload.get("output")
         if type(output) is str:  # the usual output: no parts, no images
-            return Item("tool_output", [Block("tool_result", output, tool_use_id=call_id)])
+            return Item("tool_output", [Block("tool_result", output, call_id)])
         block = Block("tool_result", output_text(output), tool_use_id=call_id)
         block.media = images_in(output)  # content items: text and images (MCP, view_image)
         return with_parts(Item("tool_output", [block]), output)
@@ -302,7 +300,11 @@ def usage_of(value: Any) -> dict[str, int] | None:
         and type(output) is int
         and type(reasoning) is int
         and type(total) is int
-        and min(input_tokens, cached, output, reasoning, total) >= 0
+        and input_tokens >= 0  # (comparisons, not ``min``: a builtin call per usage)
+        and cached >= 0
+        and output >= 0
+        and reasoning >= 0
+        and total >= 0
     ):
         return {
             "input_tokens": input_tokens,
