@@ -141,7 +141,11 @@ def cached_session(
     size = _files_bytes([path, *(e.path for e in files)])
     _make_room(size)
     with _reading(size):
-        return _cached_read(path, name, key, sha256, prepare, files, target, mirror, beside, size)
+        session = _cached_read(
+            path, name, key, sha256, prepare, files, target, mirror, beside, size
+        )
+        kept_cache.hand_over(session)  # its continuation checks its threads no second time
+        return session
 
 
 def _cached_read(
