@@ -65,7 +65,7 @@ def test_a_warm_update_checks_the_grown_thread_once_for_every_cache(tmp_path):
     for end in cuts[2:]:
         before = state
         path, sha = versions.version(end)
-        checks = kept_cache.checks_made()
+        checks, blocks = kept_cache.checks_made(), kept_cache.checks_made(blocks=True)
         session = engine.load_session_cached(
             str(path), cache_dir=str(versions.cache), sha256=sha, seed_sha256=versions.earlier
         )
@@ -75,6 +75,7 @@ def test_a_warm_update_checks_the_grown_thread_once_for_every_cache(tmp_path):
         # continuation (sized, references) together; none for a thread built whole (a
         # response the append completed: nothing kept is of its messages)
         assert kept_cache.checks_made() - checks <= 1, f"version {versions.k}"
+        assert kept_cache.checks_made(blocks=True) - blocks <= 1  # the references' only
         warm += kept_cache.checks_made() - checks
         prefixes = _prefixes(session)
         assert all(p is prefixes[0] for p in prefixes)  # one object, kept by every cache
@@ -109,7 +110,15 @@ def test_a_block_changed_in_place_between_updates_is_seen_by_every_cache(tmp_pat
     assert refs.refs[id(added)] == ("block", 0, 1, len(message.blocks) - 1)  # referred to
     for prefix in _prefixes(grown):
         assert prefix.sizes[1] == len(message.blocks)
+    # a block put in another's place (as many blocks): the references are made afresh
+    replaced = Block("text", "a block put in its place")
+    message.blocks[0] = replaced
     grown.close()
+    again, _, state = _worker(versions, cuts[3], state)
+    assert again.threads[0].messages[1] is message
+    refs = next(r for r in checkpoints._REFS.values() if r.prefix.messages[1] is message)
+    assert refs.refs[id(replaced)] == ("block", 0, 1, 0)
+    again.close()
 
 
 def test_a_verdict_holds_within_its_checking_only():
@@ -130,6 +139,15 @@ def test_a_verdict_holds_within_its_checking_only():
     with kept_cache.checking():
         assert not kept_cache.leads(prefix, messages)
     messages[1].blocks.remove(added)
+    # a block replaced in place: as many blocks, not the very ones
+    first = messages[1].blocks[0]
+    messages[1].blocks[0] = Block("text", "a block put in its place")
+    with kept_cache.checking():
+        assert kept_cache.leads(prefix, messages)
+        assert not kept_cache.leads(prefix, messages, blocks=True)
+        assert kept_cache.leads(prefix, messages)
+    messages[1].blocks[0] = first
+    assert kept_cache.leads(prefix, messages, blocks=True)
     other = list(messages)
     other[2] = messages[3]
     assert not kept_cache.leads(prefix, other)  # not the very objects

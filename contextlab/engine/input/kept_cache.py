@@ -15,10 +15,12 @@ oldest entry let go first), and let everything go before a larger session is rea
 (``release_all``, called by ``session_cache``): such a session's worker holds only that one.
 
 Each of them goes on only from a thread whose messages start with the very messages it kept,
-holding the very blocks. They keep one shared ``Prefix`` of a thread version (``prefix_of``),
-and that check is made once per read or continuation (``checking``: ``leads`` remembers its
-verdict there), not once by each cache (six passes over a 64 MB session's 7,000 messages and
-13,000 blocks an append, 0.5-2.2 ms each).
+each holding as many blocks (the dump's references: the very blocks). They keep one shared
+``Prefix`` of a thread version (``prefix_of``), and that check is made once per read
+(``checking``: ``leads`` remembers its verdict there; a worker's ``continue_live`` goes on with
+its read's, ``hand_over``), the blocks' once when the references ask, not once by each cache
+(six passes over a 64 MB session's 7,000 messages and 13,000 blocks a warm worker's update,
+0.5-2.2 ms each).
 """
 
 from __future__ import annotations
@@ -196,7 +198,8 @@ class _Checking:
     __slots__ = ("made", "verdicts")
 
     def __init__(self) -> None:
-        self.verdicts: dict[tuple[int, int, int], tuple[Prefix, list[Any], bool]] = {}
+        #: per key: [messages and block counts the same, blocks the same (None: not checked)]
+        self.verdicts: dict[tuple[int, int, int], tuple[Prefix, list[Any], list[bool | None]]] = {}
         self.made: dict[tuple[int, int], tuple[list[Any], Prefix]] = {}
 
 
@@ -229,30 +232,37 @@ def prefix_of(messages: list[Any], *, on: Prefix | None = None) -> Prefix:
     return prefix
 
 
-#: full checks ``leads`` made in this process (tests count them)
-_CHECKS = [0]
+#: full passes ``leads`` made in this process over a thread's messages, and over their blocks
+#: (tests count them)
+_CHECKS = [0, 0]
 
 
-def checks_made() -> int:
-    """How many full checks ``leads`` made in this process."""
-    return _CHECKS[0]
+def checks_made(blocks: bool = False) -> int:
+    """How many passes ``leads`` made in this process over a thread's messages (``blocks``:
+    over their blocks)."""
+    return _CHECKS[1 if blocks else 0]
 
 
-def leads(prefix: Prefix, messages: list[Any]) -> bool:
+def leads(prefix: Prefix, messages: list[Any], *, blocks: bool = False) -> bool:
     """Whether ``messages`` starts with ``prefix``'s messages, the very objects, each holding
-    the very blocks it held then (as many, the same objects). Within ``checking``, checked
+    as many blocks as then (``blocks``: the very blocks too). Within ``checking``, checked
     once for each prefix and message list: every cache kept from one thread version asks the
     same question of the grown thread."""
     scope = _CHECKING.get()
     key = (id(prefix), id(messages), len(messages))
-    if scope is not None:
-        known = scope.verdicts.get(key)
-        if known is not None and known[0] is prefix and known[1] is messages:
-            return known[2]
-    verdict = _leads(prefix, messages)
-    if scope is not None:
-        scope.verdicts[key] = (prefix, messages, verdict)
-    return verdict
+    known = scope.verdicts.get(key) if scope is not None else None
+    if known is None or known[0] is not prefix or known[1] is not messages:
+        known = (prefix, messages, [_leads(prefix, messages), None])
+        if scope is not None:
+            scope.verdicts[key] = known
+    verdict = known[2]
+    if not verdict[0]:
+        return False
+    if blocks:
+        if verdict[1] is None:
+            verdict[1] = _same_blocks(prefix, messages)
+        return bool(verdict[1])
+    return True
 
 
 def _leads(prefix: Prefix, messages: list[Any]) -> bool:
@@ -264,8 +274,15 @@ def _leads(prefix: Prefix, messages: list[Any]) -> bool:
     return (
         all(map(is_, prefix.messages, head))
         and array("q", map(len, map(_BLOCKS, head))) == prefix.sizes
-        and all(map(is_, prefix.blocks, chain.from_iterable(map(_BLOCKS, head))))
     )
+
+
+def _same_blocks(prefix: Prefix, messages: list[Any]) -> bool:
+    """Whether ``messages``' first ones (``_leads``: the prefix's, as many blocks each) hold
+    the prefix's very blocks."""
+    _CHECKS[1] += 1
+    head = messages[: len(prefix.messages)]
+    return all(map(is_, prefix.blocks, chain.from_iterable(map(_BLOCKS, head))))
 
 
 #: the session the last read in this context made, with that read's ``checking``

@@ -106,7 +106,7 @@ def _thread_refs(
         kept is not None
         and kept.prefix is not None
         and len(kept.prefix) < len(messages)
-        and leads(kept.prefix, messages)
+        and leads(kept.prefix, messages, blocks=True)
     ):
         n = len(kept.prefix)
     else:
