@@ -195,9 +195,11 @@ class _Checking:
     and the prefixes ``prefix_of`` made, by message list and length (each with the objects
     its key names, held so no id is reused meanwhile)."""
 
-    __slots__ = ("made", "verdicts")
+    __slots__ = ("blocks", "made", "verdicts")
 
-    def __init__(self) -> None:
+    def __init__(self, blocks: bool = False) -> None:
+        #: check the blocks with the messages (``checking(blocks=True)``)
+        self.blocks = blocks
         #: per key: [messages and block counts the same, blocks the same (None: not checked)]
         self.verdicts: dict[tuple[int, int, int], tuple[Prefix, list[Any], list[bool | None]]] = {}
         self.made: dict[tuple[int, int], tuple[list[Any], Prefix]] = {}
@@ -252,7 +254,8 @@ def leads(prefix: Prefix, messages: list[Any], *, blocks: bool = False) -> bool:
     key = (id(prefix), id(messages), len(messages))
     known = scope.verdicts.get(key) if scope is not None else None
     if known is None or known[0] is not prefix or known[1] is not messages:
-        known = (prefix, messages, [_leads(prefix, messages), None])
+        eager = blocks or (scope is not None and scope.blocks)
+        known = (prefix, messages, _leads(prefix, messages, eager))
         if scope is not None:
             scope.verdicts[key] = known
     verdict = known[2]
@@ -260,29 +263,33 @@ def leads(prefix: Prefix, messages: list[Any], *, blocks: bool = False) -> bool:
         return False
     if blocks:
         if verdict[1] is None:
-            verdict[1] = _same_blocks(prefix, messages)
+            verdict[1] = _same_blocks(prefix, list(map(_BLOCKS, messages[: len(prefix)])))
         return bool(verdict[1])
     return True
 
 
-def _leads(prefix: Prefix, messages: list[Any]) -> bool:
+def _leads(prefix: Prefix, messages: list[Any], blocks: bool) -> list[bool | None]:
+    """[messages and block counts the same, blocks the same (None: not checked)]; the blocks
+    in the same pass when ``blocks`` (a message list walked once costs most of its first
+    walk: the objects are far apart in a large session's heap)."""
     _CHECKS[0] += 1
     n = len(prefix.messages)
     if n > len(messages):
-        return False
+        return [False, False]
     head = messages[:n]
-    return (
-        all(map(is_, prefix.messages, head))
-        and array("q", map(len, map(_BLOCKS, head))) == prefix.sizes
-    )
+    if not all(map(is_, prefix.messages, head)):
+        return [False, False]
+    lists = list(map(_BLOCKS, head))
+    if array("q", map(len, lists)) != prefix.sizes:
+        return [False, False]
+    return [True, _same_blocks(prefix, lists) if blocks else None]
 
 
-def _same_blocks(prefix: Prefix, messages: list[Any]) -> bool:
-    """Whether ``messages``' first ones (``_leads``: the prefix's, as many blocks each) hold
-    the prefix's very blocks."""
+def _same_blocks(prefix: Prefix, lists: list[list[Any]]) -> bool:
+    """Whether the block lists of the messages ``_leads`` found the prefix's hold the
+    prefix's very blocks."""
     _CHECKS[1] += 1
-    head = messages[: len(prefix.messages)]
-    return all(map(is_, prefix.blocks, chain.from_iterable(map(_BLOCKS, head))))
+    return all(map(is_, prefix.blocks, chain.from_iterable(lists)))
 
 
 #: the session the last read in this context made, with that read's ``checking``
@@ -300,13 +307,15 @@ def hand_over(session: Any) -> None:
 
 
 @contextmanager
-def checking(session: Any = None) -> Iterator[None]:
+def checking(session: Any = None, *, blocks: bool = False) -> Iterator[None]:
     """One read or continuation of a session: ``leads`` checks each kept prefix against a
     thread once, and its verdict holds until the outermost ``checking`` ends (nothing changes
     an earlier message's blocks in place meanwhile: a merge copies the message it extends);
     the caches that keep a thread there keep one ``prefix_of`` it. ``session``: the one the
-    last read handed over (``hand_over``) goes on with that read's verdicts. Outside one,
-    each call checks and makes its own."""
+    last read handed over (``hand_over``) goes on with that read's verdicts. ``blocks``: the
+    very blocks are checked in the same pass as the messages (a worker's read, whose
+    continuation's references ask: a second walk then, after the replay, costs most of the
+    first). Outside one, each call checks and makes its own."""
     if _CHECKING.get() is not None:
         yield
         return
@@ -315,7 +324,7 @@ def checking(session: Any = None) -> Iterator[None]:
     if handed is not None and session is not None and handed[0] is session:
         scope = handed[1]
         _HANDED.set(None)
-    token = _CHECKING.set(scope or _Checking())
+    token = _CHECKING.set(scope or _Checking(blocks))
     try:
         yield
     finally:
