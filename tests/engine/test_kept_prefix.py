@@ -65,7 +65,7 @@ def test_a_warm_update_checks_the_grown_thread_once_for_every_cache(tmp_path):
     for end in cuts[2:]:
         before = state
         path, sha = versions.version(end)
-        checks, blocks = kept_cache.checks_made(), kept_cache.checks_made(blocks=True)
+        checks, blocks = kept_cache.CHECKS[0], kept_cache.CHECKS[1]
         session = engine.load_session_cached(
             str(path), cache_dir=str(versions.cache), sha256=sha, seed_sha256=versions.earlier
         )
@@ -74,9 +74,9 @@ def test_a_warm_update_checks_the_grown_thread_once_for_every_cache(tmp_path):
         # one check of the grown thread for the read (linked, counted, listed) and the
         # continuation (sized, references) together; none for a thread built whole (a
         # response the append completed: nothing kept is of its messages)
-        assert kept_cache.checks_made() - checks <= 1, f"version {versions.k}"
-        assert kept_cache.checks_made(blocks=True) - blocks <= 1  # the references' only
-        warm += kept_cache.checks_made() - checks
+        assert kept_cache.CHECKS[0] - checks <= 1, f"version {versions.k}"
+        assert kept_cache.CHECKS[1] - blocks <= 1  # the references' only
+        warm += kept_cache.CHECKS[0] - checks
         prefixes = _prefixes(session)
         assert all(p is prefixes[0] for p in prefixes)  # one object, kept by every cache
         assert len(prefixes[0]) == len(session.threads[0].messages) - 1
@@ -129,10 +129,10 @@ def test_a_verdict_holds_within_its_checking_only():
     assert kept_cache.leads(prefix, messages)
     added = Block("text", "a block added in place")
     with kept_cache.checking():
-        checks = kept_cache.checks_made()
+        checks = kept_cache.CHECKS[0]
         assert kept_cache.leads(prefix, messages)
         assert kept_cache.leads(prefix, messages)
-        assert kept_cache.checks_made() == checks + 1  # remembered
+        assert kept_cache.CHECKS[0] == checks + 1  # remembered
         assert kept_cache.prefix_of(messages) is kept_cache.prefix_of(messages)
         messages[1].blocks.append(added)
     assert not kept_cache.leads(prefix, messages)  # outside: checked again

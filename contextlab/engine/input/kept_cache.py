@@ -234,15 +234,9 @@ def prefix_of(messages: list[Any], *, on: Prefix | None = None) -> Prefix:
     return prefix
 
 
-#: full passes ``leads`` made in this process over a thread's messages, and over their blocks
+#: the passes ``leads`` made in this process over a thread's messages, and over their blocks
 #: (tests count them)
-_CHECKS = [0, 0]
-
-
-def checks_made(blocks: bool = False) -> int:
-    """How many passes ``leads`` made in this process over a thread's messages (``blocks``:
-    over their blocks)."""
-    return _CHECKS[1 if blocks else 0]
+CHECKS = [0, 0]
 
 
 def leads(prefix: Prefix, messages: list[Any], *, blocks: bool = False) -> bool:
@@ -272,7 +266,7 @@ def _leads(prefix: Prefix, messages: list[Any], blocks: bool) -> list[bool | Non
     """[messages and block counts the same, blocks the same (None: not checked)]; the blocks
     in the same pass when ``blocks`` (a message list walked once costs most of its first
     walk: the objects are far apart in a large session's heap)."""
-    _CHECKS[0] += 1
+    CHECKS[0] += 1
     n = len(prefix.messages)
     if n > len(messages):
         return [False, False]
@@ -288,7 +282,7 @@ def _leads(prefix: Prefix, messages: list[Any], blocks: bool) -> list[bool | Non
 def _same_blocks(prefix: Prefix, lists: list[list[Any]]) -> bool:
     """Whether the block lists of the messages ``_leads`` found the prefix's hold the
     prefix's very blocks."""
-    _CHECKS[1] += 1
+    CHECKS[1] += 1
     return all(map(is_, prefix.blocks, chain.from_iterable(lists)))
 
 
