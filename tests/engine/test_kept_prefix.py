@@ -175,6 +175,11 @@ def test_a_read_hands_its_verdicts_to_its_own_session_s_continuation_only(tmp_pa
         assert kept_cache.leads(prefix, messages)
     with kept_cache.checking(session):  # once
         assert not kept_cache.leads(prefix, messages)
+    with kept_cache.reading(1000):
+        kept_cache.hand_over(session)
+    assert kept_cache._HANDED.get() is not None
+    with kept_cache.reading(1000):  # another read lets the last one's session go first
+        assert kept_cache._HANDED.get() is None
     with kept_cache.reading(kept_cache.KEPT_MAX_BYTES + 1):
         assert not kept_cache.leads(prefix, messages)
         kept_cache.hand_over(session)  # too large to keep: nothing handed

@@ -144,6 +144,7 @@ def reading(size: int) -> Iterator[None]:
     to keep beside it (``release_all``), and what its read keeps is bounded by it."""
     if not fits(size):
         release_all()
+    _HANDED.set(None)  # the last read's session is let go before another is read
     token = _READING.set(size)
     try:
         with checking():
