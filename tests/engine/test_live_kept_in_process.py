@@ -322,7 +322,7 @@ def _warm_thinking() -> dict[int, Any]:
     last update held (``_SIZED``): set from it, whichever way (every response's sizes are
     compared in ``test_a_response_an_append_completes_is_sized_again_from_its_completed_output``)."""
     kept = list(live_module._SIZED.values())[-1]
-    return {i: live_module._sized_thinking(kept.messages[i]) for i in kept.sized}
+    return {i: live_module._sized_thinking(kept.prefix.messages[i]) for i in kept.sized}
 
 
 def _assert_as_a_process_keeping_nothing(versions: _Versions, text: str, state: bytes) -> None:
@@ -352,7 +352,7 @@ def test_kept_thinking_sizes_are_set_again_after_any_sizing_in_between(tmp_path)
         kept = next(iter(live_module._SIZED.values()), None)
         if kept is not None and n % 2:
             # another replay in this process sizes the kept responses' thinking otherwise
-            for message in kept.messages:
+            for message in kept.prefix.messages:
                 toks = tuple(b.tok + 7 for b in message.blocks if b.type == "thinking")
                 if toks and message.metadata.get("thinking_sized"):
                     live_module._set_sized_thinking(message, (toks, False, None))
@@ -383,7 +383,7 @@ def test_kept_thinking_sizes_are_not_used_when_the_stored_ones_differ(tmp_path):
     # what this process kept says another size was set on one response than the state holds
     i, (toks, unsized, scaled_by) = next(iter(kept.sized.items()))
     kept.sized[i] = (tuple(t + 7 for t in toks), unsized, scaled_by)
-    message = kept.messages[i]
+    message = kept.prefix.messages[i]
     live_module._set_sized_thinking(message, kept.sized[i])
     kept.writes = thinking_writes()
     text, _ = versions.warm(cuts[4], state)

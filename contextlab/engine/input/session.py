@@ -12,10 +12,9 @@ from __future__ import annotations
 from collections.abc import Iterable
 from collections.abc import Set as AbstractSet
 from dataclasses import dataclass, field
-from operator import attrgetter, is_
 from typing import Any
 
-from .kept_cache import KeptCache, lineage_of, reading_bytes
+from .kept_cache import KeptCache, Prefix, leads, lineage_of, prefix_of, reading_bytes
 from .loading import Upload
 from .model import Message, Problem
 
@@ -220,11 +219,10 @@ def thread_requests(thread: Thread) -> RequestList:
 @dataclass(frozen=True)
 class _Linked:
     """How far ``link_tool_results`` went through a thread: its messages but the last (which
-    a grown session's next read may replace by a longer copy), and what it knew after them."""
+    a grown session's next read may replace by a longer copy; with their blocks: a message
+    that gained one in place is walked again), and what it knew after them."""
 
-    messages: tuple[Message, ...]
-    #: each message's number of blocks (a message that gained one in place is walked again)
-    sizes: list[int]
+    prefix: Prefix
     names: dict[str, str]
     orphans: int
     first_line: int
@@ -239,9 +237,6 @@ class _Linked:
 _LINKED: KeptCache[tuple[str, str, int], _Linked] = KeptCache(2)
 
 
-_BLOCKS = attrgetter("blocks")
-
-
 def link_tool_results(threads: list[Thread], problems: list[Problem]) -> None:
     """Give tool_result blocks their tool name; report results without a matching tool_use."""
     for thread in threads:
@@ -252,28 +247,25 @@ def link_tool_results(threads: list[Thread], problems: list[Problem]) -> None:
         start = 0
         key = (thread.file, thread.id, id(messages[0]) if messages else 0)
         linked = _LINKED.get(key)
+        on = None
         if (
             linked is not None
-            and len(linked.messages) < len(messages)
-            and all(map(is_, linked.messages, messages))
-            and list(map(len, map(_BLOCKS, messages[: len(linked.messages)]))) == linked.sizes
+            and len(linked.prefix) < len(messages)
+            and leads(linked.prefix, messages)
         ):
             names = dict(linked.names)
-            orphans, first_line, start = linked.orphans, linked.first_line, len(linked.messages)
-        # the numbers of blocks of the messages gone on from (checked equal above)
-        sizes = linked.sizes if start and linked is not None else []
+            orphans, first_line, on = linked.orphans, linked.first_line, linked.prefix
+            start = len(on)
         for n in range(start, len(messages)):
             msg = messages[n]
             if n == len(messages) - 1 and n > 0 and thread.kind == "main":
-                linked = _Linked(
-                    tuple(messages[:n]),
-                    sizes + list(map(len, map(_BLOCKS, messages[start:n]))),
-                    dict(names),
-                    orphans,
-                    first_line,
-                )
+                size, lineage = reading_bytes(), lineage_of(threads[0].messages)
+                prefix = prefix_of(messages, on=on)
                 _LINKED.keep(
-                    key, linked, size=reading_bytes(), lineage=lineage_of(threads[0].messages)
+                    key,
+                    _Linked(prefix, dict(names), orphans, first_line),
+                    size=size,
+                    lineage=lineage,
                 )
             for block in msg.blocks:
                 if block.type == "tool_use" and block.tool_use_id:

@@ -140,8 +140,13 @@ def cached_session(
         return recent
     size = _files_bytes([path, *(e.path for e in files)])
     _make_room(size)
-    with _reading(size):
-        return _cached_read(path, name, key, sha256, prepare, files, target, mirror, beside, size)
+    # a worker's read: its continuation's references check the blocks too (kept_cache.leads)
+    with kept_cache.checking(blocks=True), _reading(size):
+        session = _cached_read(
+            path, name, key, sha256, prepare, files, target, mirror, beside, size
+        )
+        kept_cache.hand_over(session)  # its continuation checks its threads no second time
+        return session
 
 
 def _cached_read(

@@ -13,9 +13,16 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from itertools import accumulate, chain
-from operator import attrgetter, is_
+from operator import attrgetter
 
-from contextlab.engine.input.kept_cache import KeptCache, session_bytes, session_lineage
+from contextlab.engine.input.kept_cache import (
+    KeptCache,
+    Prefix,
+    leads,
+    prefix_of,
+    session_bytes,
+    session_lineage,
+)
 from contextlab.engine.input.model import Block, Message
 from contextlab.engine.input.rough import block_rough
 from contextlab.engine.input.session import Session
@@ -112,7 +119,7 @@ class TokenCounts:
         for thread in session.threads:
             messages = thread.messages
             listed = _listed_before(thread.id, messages)
-            rest = messages[len(listed.messages) :] if listed is not None else messages
+            rest = messages[len(listed.prefix) :] if listed is not None else messages
             blocks = list(chain.from_iterable(map(_BLOCKS, rest)))
             figures = (
                 array("q", map(len, map(_BLOCKS, rest))),
@@ -190,12 +197,13 @@ def tokenize_session(
     # one walk; the earlier version's counts are carried onto those only
     pending: list[tuple[str, int, int, Block]] = []
     count = 0
-    starts: dict[str, int] = {}
+    starts: dict[str, Prefix | None] = {}
     for thread in session.threads:
         thread_id = thread.id
         messages = thread.messages
-        start = starts[thread_id] = _counted_before(thread_id, messages)
-        count += sum(map(len, map(_BLOCKS, messages[:start])))
+        counted = starts[thread_id] = _counted_before(thread_id, messages)
+        start = len(counted) if counted is not None else 0
+        count += len(counted.blocks) if counted is not None else 0
         for m in range(start, len(messages)):
             blocks = messages[m].blocks
             count += len(blocks)
@@ -222,17 +230,17 @@ def tokenize_session(
         block_key(block, text)
     size, lineage = session_bytes(session), session_lineage(session)
     for thread in session.threads:
-        _keep_counted(thread.id, thread.messages, starts.get(thread.id, 0), size, lineage)
+        _keep_counted(thread.id, thread.messages, starts.get(thread.id), size, lineage)
     return count
 
 
 @dataclass
 class _Counted:
     """A thread's messages (but the last: a grown session's next read may hold a longer copy
-    of it) whose blocks ``tokenize_session`` left counted, and each one's number of blocks."""
+    of it) whose blocks ``tokenize_session`` left counted (``kept_cache.Prefix``: each one's
+    number of blocks and the blocks too)."""
 
-    messages: list[Message]
-    sizes: list[int]
+    prefix: Prefix
 
 
 #: by (thread id, its first message's id): the threads this process counted last. A growing
@@ -247,45 +255,34 @@ def _counted_key(thread_id: str, messages: list[Message]) -> tuple[str, int]:
     return thread_id, id(messages[0]) if messages else 0
 
 
-def _counted_before(thread_id: str, messages: list[Message]) -> int:
-    """How many of ``messages`` are known counted: the very objects ``_COUNTED`` holds, with
-    as many blocks."""
+def _counted_before(thread_id: str, messages: list[Message]) -> Prefix | None:
+    """The prefix of ``messages`` known counted: the very objects ``_COUNTED`` holds, with
+    the very blocks (``kept_cache.leads``: checked once per read for all the caches)."""
     kept = _COUNTED.get(_counted_key(thread_id, messages))
-    if kept is None or len(kept.messages) >= len(messages):
-        return 0
-    n = len(kept.messages)
-    prefix = messages[:n]
-    if all(map(is_, kept.messages, prefix)) and list(map(len, map(_BLOCKS, prefix))) == kept.sizes:
-        return n
-    return 0
+    if kept is None or len(kept.prefix) >= len(messages) or not leads(kept.prefix, messages):
+        return None
+    return kept.prefix
 
 
 def _keep_counted(
-    thread_id: str, messages: list[Message], start: int, size: int, lineage: int
+    thread_id: str, messages: list[Message], start: Prefix | None, size: int, lineage: int
 ) -> None:
-    """Keep ``messages`` (but the last) as counted; ``start``: how many of them
-    ``_counted_before`` found the kept ones at the count's start (counting changed no
-    message's blocks since: not walked again)."""
-    key = _counted_key(thread_id, messages)
-    last = len(messages) - 1
-    kept = _COUNTED.get(key)
-    if kept is not None and start and start == len(kept.messages):
-        added = messages[len(kept.messages) : last]
-        kept = _Counted(kept.messages + added, kept.sizes + list(map(len, map(_BLOCKS, added))))
-    elif last > 0:
-        kept = _Counted(messages[:last], list(map(len, map(_BLOCKS, messages[:last]))))
-    else:
+    """Keep ``messages`` (but the last) as counted; ``start``: the prefix ``_counted_before``
+    found at the count's start (counting changed no message's blocks since: not walked
+    again)."""
+    if len(messages) <= 1:
         return
-    _COUNTED.keep(key, kept, size=size, lineage=lineage)
+    prefix = prefix_of(messages, on=start)
+    _COUNTED.keep(_counted_key(thread_id, messages), _Counted(prefix), size=size, lineage=lineage)
 
 
 @dataclass
 class _Listed:
     """A thread's messages (but the last) whose figures ``TokenCounts.of`` listed last, all
-    counted then (none below 0), with those figures, and their thinking blocks with the
-    tokens they had then."""
+    counted then (none below 0) (``kept_cache.Prefix``), with those figures, and their
+    thinking blocks with the tokens they had then."""
 
-    messages: list[Message]
+    prefix: Prefix
     per_message: array[int]
     toks: array[int]
     roughs: array[int]
@@ -307,12 +304,7 @@ def _listed_before(thread_id: str, messages: list[Message]) -> _Listed | None:
     """What ``_LISTED`` holds of ``messages``' first ones: the very objects, with as many
     blocks, and their thinking blocks' tokens as they were."""
     kept = _LISTED.get(_counted_key(thread_id, messages))
-    if kept is None or len(kept.messages) > len(messages):
-        return None
-    prefix = messages[: len(kept.messages)]
-    if not all(map(is_, kept.messages, prefix)):
-        return None
-    if array("q", map(len, map(_BLOCKS, prefix))) != kept.per_message:
+    if kept is None or len(kept.prefix) > len(messages) or not leads(kept.prefix, messages):
         return None
     if array("q", map(_TOK, kept.thinking)) != kept.thinking_toks:
         return None
@@ -332,9 +324,9 @@ def _keep_listed(
         return
     # what ``listed`` held was checked when it was kept (every block counted) and when this
     # listing began (its thinking blocks' tokens as they were): only the rest is read here
-    if listed is not None and len(listed.messages) > n:
+    if listed is not None and len(listed.prefix) > n:
         listed = None  # the same version listed again: kept as listed from its start
-    start = len(listed.messages) if listed is not None else 0
+    start = len(listed.prefix) if listed is not None else 0
     done = len(listed.toks) if listed is not None else 0
     b = done + sum(per_message[start:n])
     thinking = list(listed.thinking) if listed is not None else []
@@ -342,8 +334,10 @@ def _keep_listed(
     for message in messages[start:n]:
         thinking += [block for block in message.blocks if block.type == "thinking"]
     thinking_toks = array("q", map(_TOK, thinking[added:]))
+    size, lineage = session_bytes(session), session_lineage(session)
+    on = listed.prefix if listed is not None else None
     kept = _Listed(
-        messages[:n],
+        prefix_of(messages, on=on),
         per_message[:n],
         toks[:b],
         roughs[:b],
@@ -353,8 +347,7 @@ def _keep_listed(
     )
     if b > done and min(min(toks[done:b]), min(roughs[done:b]), min(keys[done:b])) < 0:
         return  # a block not counted yet: counting it changes its figures
-    key = _counted_key(thread_id, messages)
-    _LISTED.keep(key, kept, size=session_bytes(session), lineage=session_lineage(session))
+    _LISTED.keep(_counted_key(thread_id, messages), kept, size=size, lineage=lineage)
 
 
 def load_session_cached(

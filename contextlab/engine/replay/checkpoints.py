@@ -14,11 +14,16 @@ import pickle
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
-from itertools import chain
-from operator import attrgetter, is_
 from typing import IO, Any
 
-from contextlab.engine.input.kept_cache import KeptCache, session_bytes, session_lineage
+from contextlab.engine.input.kept_cache import (
+    KeptCache,
+    Prefix,
+    leads,
+    prefix_of,
+    session_bytes,
+    session_lineage,
+)
 from contextlab.engine.input.session import Session
 from contextlab.engine.summarizing import Summarizer
 
@@ -66,15 +71,17 @@ _OWN_DICT = 1024
 
 class _ThreadRefs:
     """A thread's messages and blocks as ``_external`` referred to them at a live state's
-    last dump: the objects themselves (held, so no id is reused while kept), how many blocks
-    each message had, and their references. A grown session's next dump holds the same
-    objects first (``claude_code.extending`` keeps the earlier messages): checked object by
-    object, they need no new references (a 64 MB session's 13,000 were about 3 ms a dump)."""
+    last dump (a ``kept_cache.Prefix``: the objects themselves, held, so no id is reused while
+    kept, and how many blocks each message had), and their references. A grown session's
+    next dump holds the same objects first (``claude_code.extending`` keeps the earlier
+    messages): checked object by object (``kept_cache.leads``, once per continuation for all
+    the caches), they need no new references (a 64 MB session's 13,000 were about 3 ms a
+    dump)."""
 
-    __slots__ = ("blocks", "messages", "refs", "sizes")
+    __slots__ = ("prefix", "refs")
 
-    def __init__(self, messages: list[Any], blocks: list[Any], sizes: list[int], refs: Any):
-        self.messages, self.blocks, self.sizes, self.refs = messages, blocks, sizes, refs
+    def __init__(self, prefix: Prefix | None, refs: Any):
+        self.prefix, self.refs = prefix, refs
 
 
 #: by (thread position, its first message's id): the last dumps' ``_ThreadRefs``, bounded by
@@ -82,7 +89,6 @@ class _ThreadRefs:
 _REFS: KeptCache[tuple[int, int], _ThreadRefs] = KeptCache(2)
 #: the caches' order changes under it (a process replaying in threads)
 _KEPT_LOCK = threading.Lock()
-_BLOCKS = attrgetter("blocks")
 
 
 def _thread_refs(
@@ -96,20 +102,15 @@ def _thread_refs(
     key = (t, id(messages[0]) if messages else 0)
     kept = _REFS.get(key)
     n = 0
-    if kept is not None and len(kept.messages) < len(messages):
-        n = len(kept.messages)
-        prefix = messages[:n]
-        blocks = list(chain.from_iterable(map(_BLOCKS, prefix)))
-        if not (
-            all(map(is_, kept.messages, prefix))
-            and list(map(len, map(_BLOCKS, prefix))) == kept.sizes
-            and len(blocks) == len(kept.blocks)
-            and all(map(is_, kept.blocks, blocks))
-        ):
-            n = 0
-    if n == 0:
-        kept = _ThreadRefs([], [], [], {})
-    assert kept is not None
+    if (
+        kept is not None
+        and kept.prefix is not None
+        and len(kept.prefix) < len(messages)
+        and leads(kept.prefix, messages, blocks=True)
+    ):
+        n = len(kept.prefix)
+    else:
+        kept = _ThreadRefs(None, {})
     # every message but the last goes into the kept references, for the next dump
     last = max(len(messages) - 1, n)
     refs = kept.refs
@@ -122,10 +123,7 @@ def _thread_refs(
         for b, block in enumerate(message.blocks):
             refs[id(block)] = ("block", t, m, b)
     if n < last:
-        added = messages[n:last]
-        kept.messages.extend(added)
-        kept.blocks.extend(chain.from_iterable(map(_BLOCKS, added)))
-        kept.sizes.extend(map(len, map(_BLOCKS, added)))
+        kept.prefix = prefix_of(messages, on=kept.prefix)
     if n < last or key in _REFS:
         _REFS.keep(key, kept, size=held[0], lineage=held[1])
     return kept.refs, last_refs

@@ -18,11 +18,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from operator import attrgetter, is_
 
 from contextlab.engine.config.fields import PipelineConfig
 from contextlab.engine.input.disk_cache import gc_paused
-from contextlab.engine.input.kept_cache import KeptCache, session_bytes, session_lineage
+from contextlab.engine.input.kept_cache import (
+    KeptCache,
+    Prefix,
+    checking,
+    leads,
+    prefix_of,
+    session_bytes,
+    session_lineage,
+)
 from contextlab.engine.input.model import Message
 from contextlab.engine.input.session import Session, Thread, thread_requests
 from contextlab.engine.measures.anchors import ThreadAnchors
@@ -303,7 +310,7 @@ def continue_live(
     when the session has grown by more than that share of the requests the calibration was
     fitted on (the frozen fit would drift): replay it whole. The garbage collector is paused
     meanwhile (``disk_cache.gc_paused``: the state unpickled is a large graph)."""
-    with gc_paused():
+    with gc_paused(), checking(session):
         return _continue(data, session, progress, replayed, refit_share)
 
 
@@ -466,10 +473,10 @@ class _Sized:
     """A thread's messages (but the last: a grown session's next read may hold a longer copy
     of it) as ``_size_thinking`` left them: each one's number of blocks, the thinking factor,
     the stored sizes it set back (``sized``, by message index), the other responses' indices
-    (sized, or scaled, by the factor), and ``thinking_writes()`` when it was done."""
+    (sized, or scaled, by the factor), and ``thinking_writes()`` when it was done. The
+    messages are a ``kept_cache.Prefix`` (each one's blocks too)."""
 
-    messages: list[Message]
-    sizes: list[int]
+    prefix: Prefix
     factor: float
     sized: dict[int, SizedThinking]
     fresh: list[int]
@@ -482,7 +489,6 @@ class _Sized:
 #: session can size them again: ``thinking_writes`` counts every write); a walk of every
 #: response of a 64 MB session is about 3 ms an append.
 _SIZED: KeptCache[tuple[str, int], _Sized] = KeptCache(4)  # bounded by session size
-_BLOCKS = attrgetter("blocks")
 
 
 def _sized_key(thread_id: str, messages: list[Message]) -> tuple[str, int]:
@@ -499,13 +505,8 @@ def _sized_before(
     kept = _SIZED.get(key)
     if kept is None or kept.writes != thinking_writes() or kept.factor != factor:
         return 0, [], None
-    n = len(kept.messages)
-    if n > len(messages):
-        return 0, [], None
-    prefix = messages[:n]
-    if not all(map(is_, kept.messages, prefix)) or list(map(len, map(_BLOCKS, prefix))) != (
-        kept.sizes
-    ):
+    n = len(kept.prefix)
+    if n > len(messages) or not leads(kept.prefix, messages):
         return 0, [], None
     below = _sized_below(sized, n)
     # the state's sizes of the responses sized afresh then, read from them as they were left
@@ -539,18 +540,17 @@ def _keep_sized(
     n = len(messages) - 1
     if n <= 0:
         return
-    start = len(before.messages) if before is not None else 0
-    sizes = list(map(len, map(_BLOCKS, messages[start:n])))
+    size, lineage = session_bytes(session), session_lineage(session)
+    on = before.prefix if before is not None else None
     fresh = [i for i in indices if i < n] if indices and indices[-1] >= n else list(indices)
     kept = _Sized(
-        messages[:n],
-        before.sizes + sizes if before is not None else sizes,
+        prefix_of(messages, on=on),
         factor,
         _sized_below(sized, n),
         fresh,
         thinking_writes(),
     )
-    _SIZED.keep(key, kept, size=session_bytes(session), lineage=session_lineage(session))
+    _SIZED.keep(key, kept, size=size, lineage=lineage)
 
 
 def _extend_anchors(anchors: ThreadAnchors, requests: int) -> None:
