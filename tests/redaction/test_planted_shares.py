@@ -100,7 +100,7 @@ def _served(client: Client, token: str, snapshot: dict) -> dict[str, bytes]:
         for query in ("", "?replaced=1"):
             url = f"{root}requests/{index}/{query}"
             response = client.get(url)
-            assert response.status_code == 200, url
+            assert response.status_code == 200, (url, p.seed_note(), response.content[-2000:])
             out[url] = response.content
     for thread, messages in snapshot["messages"].items():
         for m, message in enumerate(messages):
@@ -135,7 +135,7 @@ def test_no_planted_secret_reaches_a_shared_byte_or_an_export(planted_world, sha
         _, target_token = targets.create_share(user=sharer, target=target)
         url = f"/s/{target_token}/"
         response = anonymous.get(url)
-        assert response.status_code == 200, url
+        assert response.status_code == 200, (url, p.seed_note(), response.content[-2000:])
         served[url] = response.content
     owner = Client()
     owner.force_login(sharer)
@@ -145,7 +145,7 @@ def test_no_planted_secret_reaches_a_shared_byte_or_an_export(planted_world, sha
         f"/api/sessions/{transcript.pk}/export?format=html",
     ):
         response = owner.get(url)
-        assert response.status_code == 200, url
+        assert response.status_code == 200, (url, p.seed_note(), response.content[-2000:])
         served[url] = response.content
     for url, body in served.items():
         found = p.find_leaks(body, WANTED)
