@@ -122,12 +122,14 @@ def _decoded_secret(decoded: str) -> bool:
 def _spans(text: str, final: bool = False) -> list[Span]:
     """Every raw span of every detector, overlaps included.
 
-    JSON text (a tool call's input) writes line breaks as "\\n": the detectors read it with
-    each such escape's letter turned into the break it stands for (same length, so offsets
-    hold), so that "\\nkey-…" starts a word and a line as it does for a reader."""
+    JSON text (a tool call's input) writes line breaks as "\\n": the detectors read each such
+    escape as a space and the break it stands for (same length, so offsets hold), so that
+    "\\nkey-…" starts a word and a line, and "…key\\n" ends one, as they do for a reader. (A
+    backslash left after a token hid it from a catalogue rule whose end it is not: a
+    PlanetScale password before "\\n" went out whole.)"""
     original = text
     if "\\" in text:
-        text = text.replace("\\n", "\\\n").replace("\\t", "\\\t").replace("\\r", "\\\r")
+        text = text.replace("\\n", " \n").replace("\\t", " \t").replace("\\r", " \r")
     lowered = text.lower()
     if len(lowered) != len(text):  # lower() changed lengths (rare scripts): keep offsets
         lowered = "".join(c.lower() if len(c.lower()) == 1 else c for c in text)

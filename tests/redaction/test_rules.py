@@ -44,6 +44,15 @@ def test_each_planted_kind_is_redacted_as_json_text(item):
     assert _leaks(redacted, item.kind) == {}, f"{redacted!r}; {p.seed_note()}"
 
 
+@pytest.mark.parametrize("item", PLANTED, ids=lambda item: item.kind)
+def test_each_planted_kind_is_redacted_between_escaped_line_breaks(item):
+    """A secret on a line of its own in JSON text: "\\n" right before and right after it (a
+    backslash after a token once hid a PlanetScale password from its catalogue rule)."""
+    text = "Bash" + json.dumps({"command": f"cat <<EOF\nbefore\n{item.text}\nafter\nEOF"})
+    redacted, _ = redaction.redact(text)
+    assert _leaks(redacted, item.kind) == {}, f"{redacted!r}; {p.seed_note()}"
+
+
 #: the kinds the audit of main found leaking wherever they occur (issue #23)
 AUDIT_KINDS = (
     "yaml-password-lower",
