@@ -24,6 +24,10 @@ MESSAGES: dict[int, tuple[str, str]] = {
     400: ("Bad request", "The server could not understand that request."),
     403: ("Not allowed", "You do not have access to this page, or your form expired."),
     404: ("Not found", "There is nothing here: the link is wrong, or it was deleted."),
+    408: (
+        "The request stalled",
+        "Your browser stopped sending what it was uploading, so nothing of it was kept. Try again.",
+    ),
     410: ("Gone", "This was here once, but it has been deleted or has expired."),
     413: ("Too large", "That request is larger than ContextLab accepts."),
     503: (
@@ -56,7 +60,7 @@ def error_response(
     context = {"status": status, "title": title, "message": detail or hint}
     # a 503 is the 500 page's situation (rendered without a database) with its own words
     template = loader.get_template(
-        "500.html" if status == 503 else "400.html" if status == 413 else f"{status}.html"
+        "500.html" if status == 503 else "400.html" if status in (408, 413) else f"{status}.html"
     )
     html = template.render(context, request if with_context else None)
     return HttpResponse(html, status=status)

@@ -72,3 +72,16 @@ def client_address(request: HttpRequest) -> str:
         return str(ipaddress.ip_address(candidate))
     except ValueError:
         return remote
+
+
+def body_stalled(exc: BaseException) -> bool:
+    """Whether ``exc`` (or what caused it) is a request body's read timing out: the client
+    sent no byte for ``REQUEST_BODY_IDLE_TIMEOUT`` seconds (``BodyIdleTimeoutMiddleware``)."""
+    seen: BaseException | None = exc
+    for _ in range(8):  # Django wraps it (UnreadablePostError from TimeoutError)
+        if seen is None:
+            return False
+        if isinstance(seen, TimeoutError):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False

@@ -10,6 +10,7 @@ from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 
 from contextlab import errors
+from contextlab.http import body_stalled
 from contextlab.jobs import lifecycle
 
 
@@ -28,6 +29,52 @@ class ContentSecurityPolicyMiddleware:
         if permissions:
             response.headers.setdefault("Permissions-Policy", permissions)
         return response
+
+
+class BodyIdleTimeoutMiddleware:
+    """Bounds how long a request body may stall: under gunicorn, a read of the body that waits
+    more than ``REQUEST_BODY_IDLE_TIMEOUT`` seconds for its next byte fails, and the request
+    answers 408 (nothing half-stored: an upload's piece is dropped, the client sends it again).
+
+    Without it, a client that vanishes mid-body without closing its connection (a dropped
+    Wi-Fi sends nothing) holds a sync worker, and the database connection its view opened,
+    until gunicorn's worker timeout kills the worker (``--timeout 300``). The bound is per
+    read, not per request: a slow upload that keeps sending goes on. It is lifted before the
+    response is written, so a slow download is not cut. Other servers (``runserver``) give no
+    socket and are left as they are."""
+
+    def __init__(self, get_response: Callable[[HttpRequest], HttpResponse]) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        seconds: int = settings.REQUEST_BODY_IDLE_TIMEOUT
+        sock = request.META.get("gunicorn.socket")
+        if not seconds or sock is None or not _has_body(request):
+            return self.get_response(request)
+        sock.settimeout(seconds)
+        try:
+            return self.get_response(request)
+        finally:
+            sock.settimeout(None)  # blocking again for the response and the next request
+
+    def process_exception(self, request: HttpRequest, exception: Exception) -> HttpResponse | None:
+        if not body_stalled(exception):
+            return None
+        response = errors.error_response(
+            request,
+            408,
+            f"The request's body stalled: no byte came for {settings.REQUEST_BODY_IDLE_TIMEOUT} "
+            "s, so nothing of it was kept. Send it again.",
+            with_context=False,
+        )
+        response["Connection"] = "close"  # the rest of the body must not be taken as a request
+        return response
+
+
+def _has_body(request: HttpRequest) -> bool:
+    declared = request.META.get("CONTENT_LENGTH") or ""
+    chunked = "chunked" in request.META.get("HTTP_TRANSFER_ENCODING", "").lower()
+    return chunked or (declared.isdigit() and int(declared) > 0)
 
 
 #: what a multipart body may hold beyond its one file: the form fields and part headers

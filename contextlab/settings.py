@@ -126,6 +126,8 @@ MIDDLEWARE = [
     "contextlab.health.HealthCheckMiddleware",
     # a body declared larger than any route takes is refused before anyone waits for it
     "contextlab.middleware.DeclaredBodySizeMiddleware",
+    # a body that stalls (no byte for REQUEST_BODY_IDLE_TIMEOUT s) frees its worker: 408
+    "contextlab.middleware.BodyIdleTimeoutMiddleware",
     "django.middleware.security.SecurityMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "contextlab.middleware.ContentSecurityPolicyMiddleware",
@@ -308,6 +310,11 @@ UPLOAD_TEMP_STALE_AFTER = env_int("UPLOAD_TEMP_STALE_AFTER", 3600, minimum=1)
 #: run queued or running: copies of sessions since grown, deleted or read by an older engine,
 #: and the reading state of live sessions that stopped growing. Costs the next replay a parse.
 SESSION_CACHE_STALE_AFTER = env_int("SESSION_CACHE_STALE_AFTER", 7 * 24 * 3600, minimum=1)
+#: Under gunicorn, a read of a request's body that waits this many seconds for its next byte
+#: fails and the request answers 408 (a client gone mid-upload without closing its connection
+#: otherwise holds a web worker until gunicorn's --timeout). Per read: a slow upload that
+#: keeps sending goes on. 0: no bound.
+REQUEST_BODY_IDLE_TIMEOUT = env_int("REQUEST_BODY_IDLE_TIMEOUT", 60, minimum=0)
 # Non-file form fields stay small (the default); files are governed by UPLOAD_MAX_BYTES.
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("DATA_UPLOAD_MAX_MEMORY_SIZE", 2_621_440)
 

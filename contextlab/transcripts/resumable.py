@@ -30,6 +30,7 @@ from django.contrib.auth.models import User
 from django.db import transaction
 
 from contextlab import blobs
+from contextlab.http import body_stalled
 from contextlab.transcripts import services
 from contextlab.transcripts.models import ResumableUpload
 from contextlab.workspaces.models import Workspace
@@ -175,6 +176,10 @@ def append(
         raise
     except Exception as exc:
         blobs.delete(name)
+        if body_stalled(exc):  # no byte for REQUEST_BODY_IDLE_TIMEOUT s: the client is gone
+            raise TusError(
+                408, "The piece stalled before its Content-Length; send it again.", upload.offset
+            ) from None
         if isinstance(exc, OSError | ValueError):  # the client went away mid-body
             raise TusError(
                 400, "The piece ended before its Content-Length.", upload.offset
