@@ -26,8 +26,14 @@ fresh PostgreSQL server of the bench's own (default settings, as bench_hosts.py 
 with ``pg_stat_statements`` loaded: the server's time per run of each statement (reset after
 the first run), which the machine's server cannot say.
 
+With ``--s3`` the files are in an object store (a ``moto_server`` of the bench's own,
+``STORAGE_BACKEND=s3``) as on bench_hosts.py's worker hosts: the upload's parsed copy is
+kept in it, and each run reads the upload and that copy from it and stores its prepared
+session there; per run also the object store's CPU (its process, ``/proc``) and its requests
+(its log's lines).
+
 Usage: .venv/bin/python bench/bench_run_db.py [--sessions 11] [--size-kb 1024] [--server URL]
-       [--own-server] [--statements] [--trace]
+       [--own-server] [--s3] [--statements] [--trace]
        (--statements: each statement kind's count per run; --trace: the last run's, in order)
 Writes bench/out/run_db.json.
 """
@@ -106,9 +112,15 @@ class Counter:
 
 
 def backend_cpu(pid: int) -> float:
-    """CPU seconds of the PostgreSQL backend ``pid`` so far (user + system)."""
+    """CPU seconds of the process ``pid`` so far (user + system): a PostgreSQL backend, the
+    object store."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def store_requests(log: Path) -> int:
+    """Requests the object store (moto_server) has answered so far, one log line each."""
+    return log.read_text(errors="replace").count(" HTTP/1.1")
 
 
 def transactions_so_far() -> int:
@@ -132,6 +144,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--server", default="postgresql://postgres@127.0.0.1:5432")
     parser.add_argument(
         "--own-server", action="store_true", help="a fresh server with pg_stat_statements"
+    )
+    parser.add_argument(
+        "--s3",
+        action="store_true",
+        help="files in an object store (moto_server), as on bench_hosts",
     )
     parser.add_argument("--statements", action="store_true", help="print the kinds per run")
     parser.add_argument(
@@ -210,23 +227,36 @@ def on_database(args: argparse.Namespace, batch: list[Path], name: str) -> list[
             )
             for key in ("CELERY_BROKER_URL", "CACHE_URL", "STORAGE_BACKEND"):
                 os.environ.pop(key, None)
+            store = None
+            if args.s3:
+                from tests.storage.s3 import start_s3
+
+                store = start_s3(Path(var))
+                os.environ.update(store.env())
             subprocess.run(
                 [PYTHON, "manage.py", "migrate", "--noinput"],
                 cwd=ROOT,
                 check=True,
                 capture_output=True,
             )
-            return measure(batch, statements_kept=args.own_server, profile=args.profile)
+            try:
+                return measure(
+                    batch, statements_kept=args.own_server, profile=args.profile, store=store
+                )
+            finally:
+                if store is not None:
+                    store.stop()
     finally:
         with psycopg.connect(f"{args.server}/postgres", autocommit=True) as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 def measure(
-    batch: list[Path], *, statements_kept: bool = False, profile: bool = False
+    batch: list[Path], *, statements_kept: bool = False, profile: bool = False, store: Any = None
 ) -> list[dict[str, Any]]:
     """Each run's figures (``statements_kept``: the server has pg_stat_statements; the last
-    entry then holds its statements' time per warm run, ``server_statements``)."""
+    entry then holds its statements' time per warm run, ``server_statements``; ``store``:
+    the object store's ``tests.storage.s3.S3Server``, whose CPU and requests are counted)."""
     import django
 
     django.setup()
@@ -243,6 +273,13 @@ def measure(
         with path.open("rb") as handle:
             transcript, _ = services.create_transcript(owner=owner, name=path.name, content=handle)
         run_ids.append(transcript.runs.get().pk)
+    if store is not None:
+        # a worker host of its own: none of the upload's local copies (the file, its parse)
+        from django.conf import settings
+
+        host = Path(settings.VAR_DIR) / "worker-host"
+        settings.WORKER_DIR = str(host / "worker")
+        settings.SESSION_CACHE_DIR = str(host / "session-cache")
     copies = [0]
     opened = psycopg.Cursor.copy
 
@@ -269,6 +306,8 @@ def measure(
         copies[0] = 0
         before = transactions_so_far()
         server, worker, wall = backend_cpu(pid), time.process_time(), time.perf_counter()
+        if store is not None:
+            store_cpu, requests = backend_cpu(store.proc.pid), store_requests(store.log)
         with connection.execute_wrapper(counter):
             if profile and number:
                 profiler.enable()
@@ -281,6 +320,12 @@ def measure(
         kinds = dict(counter.kinds)
         if copies[0]:
             kinds["COPY"] = copies[0]
+        figures = {}
+        if store is not None:
+            figures = {
+                "store_cpu_s": round(backend_cpu(store.proc.pid) - store_cpu, 3),
+                "store_requests": store_requests(store.log) - requests,
+            }
         out.append(
             {
                 "run": run_id,
@@ -289,6 +334,7 @@ def measure(
                 "server_cpu_s": round(server, 3),
                 "worker_cpu_s": round(worker, 3),
                 "wall_s": round(wall, 3),
+                **figures,
                 "kinds": kinds,
                 "order": counter.order,
             }
@@ -335,7 +381,16 @@ def report(runs: list[dict[str, Any]], args: argparse.Namespace) -> None:
         "first_run": runs[0],
         "warm_median": {
             key: statistics.median(float(r[key]) for r in warm)
-            for key in ("statements", "transactions", "server_cpu_s", "worker_cpu_s", "wall_s")
+            for key in (
+                "statements",
+                "transactions",
+                "server_cpu_s",
+                "worker_cpu_s",
+                "wall_s",
+                "store_cpu_s",
+                "store_requests",
+            )
+            if key in warm[0]
         },
         "runs": runs,
         "load_average": [round(x, 2) for x in os.getloadavg()],
@@ -353,6 +408,11 @@ def report(runs: list[dict[str, Any]], args: argparse.Namespace) -> None:
         f"worker CPU {spread('worker_cpu_s')} s, wall {spread('wall_s')} s; "
         f"load average {summary['load_average']}"
     )
+    if "store_cpu_s" in warm[0]:
+        print(
+            f"object store: CPU {spread('store_cpu_s')} s, requests {spread('store_requests')} "
+            "per warm run"
+        )
     if args.statements:
         kinds: collections.Counter[str] = collections.Counter()
         for run in warm:
