@@ -373,7 +373,10 @@ def report(runs: list[dict[str, Any]], args: argparse.Namespace) -> None:
 
     def spread(key: str) -> str:
         values = [float(r[key]) for r in warm]
-        return f"{statistics.median(values):g} ({min(values):g}–{max(values):g})"
+        return (
+            f"{statistics.median(values):g} ({min(values):g}–{max(values):g}, "
+            f"mean {statistics.mean(values):.3g})"
+        )
 
     summary = {
         "sessions": args.sessions,
@@ -403,7 +406,7 @@ def report(runs: list[dict[str, Any]], args: argparse.Namespace) -> None:
         f"server CPU {first['server_cpu_s']} s"
     )
     print(
-        f"warm runs ({len(warm)}), median (min–max): statements {spread('statements')}, "
+        f"warm runs ({len(warm)}), median (min–max, mean): statements {spread('statements')}, "
         f"transactions {spread('transactions')}, server CPU {spread('server_cpu_s')} s, "
         f"worker CPU {spread('worker_cpu_s')} s, wall {spread('wall_s')} s; "
         f"load average {summary['load_average']}"
