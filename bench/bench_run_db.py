@@ -32,8 +32,12 @@ kept in it, and each run reads the upload and that copy from it and stores its p
 session there; per run also the object store's CPU (its process, ``/proc``) and its requests
 (its log's lines).
 
+With ``--stages`` the worker's CPU per warm run is split by step (``STAGES``: each function
+wrapped, its process CPU counted once where it nests in itself; a step's figure includes
+the steps inside it).
+
 Usage: .venv/bin/python bench/bench_run_db.py [--sessions 11] [--size-kb 1024] [--server URL]
-       [--own-server] [--s3] [--statements] [--trace]
+       [--own-server] [--s3] [--statements] [--trace] [--stages]
        (--statements: each statement kind's count per run; --trace: the last run's, in order)
 Writes bench/out/run_db.json.
 """
@@ -157,6 +161,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--trace", action="store_true", help="print the last run's statements in order"
     )
+    parser.add_argument(
+        "--stages", action="store_true", help="the worker's CPU per warm run, by step"
+    )
     args = parser.parse_args(argv)
     batch = sessions(args.sessions, args.size_kb)
     name = f"bench_run_db_{os.getpid()}"
@@ -241,7 +248,11 @@ def on_database(args: argparse.Namespace, batch: list[Path], name: str) -> list[
             )
             try:
                 return measure(
-                    batch, statements_kept=args.own_server, profile=args.profile, store=store
+                    batch,
+                    statements_kept=args.own_server,
+                    profile=args.profile,
+                    store=store,
+                    stages=args.stages,
                 )
             finally:
                 if store is not None:
@@ -251,8 +262,90 @@ def on_database(args: argparse.Namespace, batch: list[Path], name: str) -> list[
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+#: the steps ``--stages`` times: (module or class, function), the run's outline first
+STAGES = (
+    ("contextlab.jobs.replay", "execute_run"),
+    ("contextlab.jobs.lifecycle", "claim"),
+    ("contextlab.jobs.replay", "load_session"),
+    ("contextlab.blobs", "local_path"),
+    ("contextlab.engine.input.session_cache", "read_kept"),
+    ("contextlab.blobs.SessionCacheMirror", "fetch"),
+    ("contextlab.engine.input.session_cache", "read_pickle"),
+    ("contextlab.engine.measures.tokenized", "tokenize_session"),
+    ("contextlab.engine.measures.tokens.TiktokenCounter", "count_plain"),
+    ("contextlab.engine.measures.content_kinds.KindRatios", "scale"),
+    ("contextlab.engine.input.session_cache", "stream_pickle_atomic"),
+    ("contextlab.blobs.SessionCacheMirror", "store"),
+    ("contextlab.blobs.SessionCacheMirror", "discard"),
+    ("contextlab.jobs.replay", "store_messages_of"),
+    ("contextlab.jobs.replay", "replay_run"),
+    ("contextlab.engine", "replay"),
+    ("contextlab.jobs.replay", "with_findings"),
+    ("contextlab.engine", "tool_breakdown"),
+    ("contextlab.engine", "waste_findings"),
+    ("contextlab.jobs.lifecycle", "finish"),
+    ("contextlab.jobs.lifecycle", "_store_result"),
+    ("contextlab.search.services", "index_after_run"),
+    ("contextlab.search.backends", "write_entries"),
+    ("contextlab.search.backends", "index_words"),
+)
+
+
+class Steps:
+    """Process CPU of each of ``STAGES`` while ``counting``: each function replaced, in its
+    module or class, by a wrapper that times its outermost calls. (A name another module
+    imported before is not replaced there: the steps listed are called through their
+    module.)"""
+
+    def __init__(self) -> None:
+        import importlib
+
+        self.counting = False
+        self.cpu: collections.Counter[str] = collections.Counter()
+        self.calls: collections.Counter[str] = collections.Counter()
+        self._inside: collections.Counter[str] = collections.Counter()
+        for where, name in STAGES:
+            try:
+                owner: Any = importlib.import_module(where)
+            except ImportError:
+                module, _, cls = where.rpartition(".")
+                owner = getattr(importlib.import_module(module), cls)
+            label = f"{where.rsplit('.', 1)[-1]}.{name}"
+            setattr(owner, name, self._timed(label, getattr(owner, name)))
+
+    def _timed(self, label: str, function: Any) -> Any:
+        import functools
+
+        @functools.wraps(function)
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            if not self.counting or self._inside[label]:
+                return function(*args, **kwargs)
+            self._inside[label] += 1
+            started = time.process_time()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                self.cpu[label] += time.process_time() - started
+                self.calls[label] += 1
+                self._inside[label] -= 1
+
+        return timed
+
+    def per_run(self, runs: int) -> dict[str, list[float]]:
+        """Each step's CPU (ms) and calls per run, in ``STAGES``' order."""
+        return {
+            label: [round(1000 * self.cpu[label] / runs, 1), round(self.calls[label] / runs, 1)]
+            for label in (f"{w.rsplit('.', 1)[-1]}.{n}" for w, n in STAGES)
+        }
+
+
 def measure(
-    batch: list[Path], *, statements_kept: bool = False, profile: bool = False, store: Any = None
+    batch: list[Path],
+    *,
+    statements_kept: bool = False,
+    profile: bool = False,
+    store: Any = None,
+    stages: bool = False,
 ) -> list[dict[str, Any]]:
     """Each run's figures (``statements_kept``: the server has pg_stat_statements; the last
     entry then holds its statements' time per warm run, ``server_statements``; ``store``:
@@ -297,6 +390,7 @@ def measure(
         with connection.cursor() as cursor:
             cursor.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
     profiler = cProfile.Profile()
+    steps = Steps() if stages else None
     out = []
     for number, run_id in enumerate(run_ids):
         if statements_kept and number == 1:  # the warm runs' only
@@ -311,6 +405,8 @@ def measure(
         with connection.execute_wrapper(counter):
             if profile and number:
                 profiler.enable()
+            if steps is not None:
+                steps.counting = number > 0  # the warm runs' only
             tasks.run_replay(run_id)
             profiler.disable()
         wall = time.perf_counter() - wall
@@ -348,6 +444,8 @@ def measure(
         stats = pstats.Stats(profiler, stream=text)
         stats.sort_stats("cumulative").print_stats(r"contextlab|psycopg|json", 45)
         print(text.getvalue(), file=sys.stderr)
+    if steps is not None and len(out) > 1:
+        out[-1]["stages_ms_per_run"] = steps.per_run(len(out) - 1)
     if statements_kept and len(out) > 1:
         with connection.cursor() as cursor:
             cursor.execute(
@@ -430,6 +528,11 @@ def report(runs: list[dict[str, Any]], args: argparse.Namespace) -> None:
                 f"  {row['ms_per_run']:7.2f} ms  {row['calls_per_run']:5.2f} calls  "
                 f"{row['query'][:110]}"
             )
+    stages = runs[-1].get("stages_ms_per_run")
+    if stages:
+        print("the worker's CPU per warm run, by step (a step includes the steps inside it):")
+        for label, (ms, calls) in stages.items():
+            print(f"  {ms:7.1f} ms  {calls:6.1f} calls  {label}")
     if args.trace:
         print("the last run's statements (indented: inside a transaction block; COPY not listed):")
         for kind in runs[-1]["order"]:
