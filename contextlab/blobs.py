@@ -245,10 +245,11 @@ def delete(name: str) -> None:
     store = storage()
     if isinstance(store, S3Storage):
         _delete_object(store, name)
+    else:
+        with contextlib.suppress(FileNotFoundError):
+            store.delete(name)
+    if not is_local():
         (copies_dir() / name).unlink(missing_ok=True)
-        return
-    with contextlib.suppress(FileNotFoundError):
-        store.delete(name)
 
 
 def listdir(prefix: str) -> tuple[list[str], list[str]]:
