@@ -26,8 +26,18 @@ fresh PostgreSQL server of the bench's own (default settings, as bench_hosts.py 
 with ``pg_stat_statements`` loaded: the server's time per run of each statement (reset after
 the first run), which the machine's server cannot say.
 
+With ``--s3`` the files are in an object store (a ``moto_server`` of the bench's own,
+``STORAGE_BACKEND=s3``) as on bench_hosts.py's worker hosts: the upload's parsed copy is
+kept in it, and each run reads the upload and that copy from it and stores its prepared
+session there; per run also the object store's CPU (its process, ``/proc``) and its requests
+(its log's lines).
+
+With ``--stages`` the worker's CPU per warm run is split by step (``STAGES``: each function
+wrapped, its process CPU counted once where it nests in itself; a step's figure includes
+the steps inside it).
+
 Usage: .venv/bin/python bench/bench_run_db.py [--sessions 11] [--size-kb 1024] [--server URL]
-       [--own-server] [--statements] [--trace]
+       [--own-server] [--s3] [--statements] [--trace] [--stages]
        (--statements: each statement kind's count per run; --trace: the last run's, in order)
 Writes bench/out/run_db.json.
 """
@@ -106,9 +116,15 @@ class Counter:
 
 
 def backend_cpu(pid: int) -> float:
-    """CPU seconds of the PostgreSQL backend ``pid`` so far (user + system)."""
+    """CPU seconds of the process ``pid`` so far (user + system): a PostgreSQL backend, the
+    object store."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
+def store_requests(log: Path) -> int:
+    """Requests the object store (moto_server) has answered so far, one log line each."""
+    return log.read_text(errors="replace").count(" HTTP/1.1")
 
 
 def transactions_so_far() -> int:
@@ -133,12 +149,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--own-server", action="store_true", help="a fresh server with pg_stat_statements"
     )
+    parser.add_argument(
+        "--s3",
+        action="store_true",
+        help="files in an object store (moto_server), as on bench_hosts",
+    )
     parser.add_argument("--statements", action="store_true", help="print the kinds per run")
     parser.add_argument(
         "--profile", action="store_true", help="cProfile the warm runs: the worker's top steps"
     )
     parser.add_argument(
         "--trace", action="store_true", help="print the last run's statements in order"
+    )
+    parser.add_argument(
+        "--stages", action="store_true", help="the worker's CPU per warm run, by step"
     )
     args = parser.parse_args(argv)
     batch = sessions(args.sessions, args.size_kb)
@@ -210,23 +234,122 @@ def on_database(args: argparse.Namespace, batch: list[Path], name: str) -> list[
             )
             for key in ("CELERY_BROKER_URL", "CACHE_URL", "STORAGE_BACKEND"):
                 os.environ.pop(key, None)
+            store = None
+            if args.s3:
+                from tests.storage.s3 import start_s3
+
+                store = start_s3(Path(var))
+                os.environ.update(store.env())
             subprocess.run(
                 [PYTHON, "manage.py", "migrate", "--noinput"],
                 cwd=ROOT,
                 check=True,
                 capture_output=True,
             )
-            return measure(batch, statements_kept=args.own_server, profile=args.profile)
+            try:
+                return measure(
+                    batch,
+                    statements_kept=args.own_server,
+                    profile=args.profile,
+                    store=store,
+                    stages=args.stages,
+                )
+            finally:
+                if store is not None:
+                    store.stop()
     finally:
         with psycopg.connect(f"{args.server}/postgres", autocommit=True) as admin:
             admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
+#: the steps ``--stages`` times: (module or class, function), the run's outline first
+STAGES = (
+    ("contextlab.jobs.replay", "execute_run"),
+    ("contextlab.jobs.lifecycle", "claim"),
+    ("contextlab.jobs.replay", "load_session"),
+    ("contextlab.blobs", "local_path"),
+    ("contextlab.engine.input.session_cache", "read_kept"),
+    ("contextlab.blobs.SessionCacheMirror", "fetch"),
+    ("contextlab.engine.input.session_cache", "read_pickle"),
+    ("contextlab.engine.measures.tokenized", "tokenize_session"),
+    ("contextlab.engine.measures.tokens.TiktokenCounter", "count_plain"),
+    ("contextlab.engine.measures.content_kinds.KindRatios", "scale"),
+    ("contextlab.engine.input.session_cache", "stream_pickle_atomic"),
+    ("contextlab.blobs.SessionCacheMirror", "store"),
+    ("contextlab.blobs.SessionCacheMirror", "discard"),
+    ("contextlab.jobs.replay", "store_messages_of"),
+    ("contextlab.jobs.replay", "replay_run"),
+    ("contextlab.engine", "replay"),
+    ("contextlab.jobs.replay", "with_findings"),
+    ("contextlab.engine", "tool_breakdown"),
+    ("contextlab.engine", "waste_findings"),
+    ("contextlab.jobs.lifecycle", "finish"),
+    ("contextlab.jobs.lifecycle", "_store_result"),
+    ("contextlab.search.services", "index_after_run"),
+    ("contextlab.search.backends", "write_entries"),
+    ("contextlab.search.backends", "index_words"),
+)
+
+
+class Steps:
+    """Process CPU of each of ``STAGES`` while ``counting``: each function replaced, in its
+    module or class, by a wrapper that times its outermost calls. (A name another module
+    imported before is not replaced there: the steps listed are called through their
+    module.)"""
+
+    def __init__(self) -> None:
+        import importlib
+
+        self.counting = False
+        self.cpu: collections.Counter[str] = collections.Counter()
+        self.calls: collections.Counter[str] = collections.Counter()
+        self._inside: collections.Counter[str] = collections.Counter()
+        for where, name in STAGES:
+            try:
+                owner: Any = importlib.import_module(where)
+            except ImportError:
+                module, _, cls = where.rpartition(".")
+                owner = getattr(importlib.import_module(module), cls)
+            label = f"{where.rsplit('.', 1)[-1]}.{name}"
+            setattr(owner, name, self._timed(label, getattr(owner, name)))
+
+    def _timed(self, label: str, function: Any) -> Any:
+        import functools
+
+        @functools.wraps(function)
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            if not self.counting or self._inside[label]:
+                return function(*args, **kwargs)
+            self._inside[label] += 1
+            started = time.process_time()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                self.cpu[label] += time.process_time() - started
+                self.calls[label] += 1
+                self._inside[label] -= 1
+
+        return timed
+
+    def per_run(self, runs: int) -> dict[str, list[float]]:
+        """Each step's CPU (ms) and calls per run, in ``STAGES``' order."""
+        return {
+            label: [round(1000 * self.cpu[label] / runs, 1), round(self.calls[label] / runs, 1)]
+            for label in (f"{w.rsplit('.', 1)[-1]}.{n}" for w, n in STAGES)
+        }
+
+
 def measure(
-    batch: list[Path], *, statements_kept: bool = False, profile: bool = False
+    batch: list[Path],
+    *,
+    statements_kept: bool = False,
+    profile: bool = False,
+    store: Any = None,
+    stages: bool = False,
 ) -> list[dict[str, Any]]:
     """Each run's figures (``statements_kept``: the server has pg_stat_statements; the last
-    entry then holds its statements' time per warm run, ``server_statements``)."""
+    entry then holds its statements' time per warm run, ``server_statements``; ``store``:
+    the object store's ``tests.storage.s3.S3Server``, whose CPU and requests are counted)."""
     import django
 
     django.setup()
@@ -243,6 +366,13 @@ def measure(
         with path.open("rb") as handle:
             transcript, _ = services.create_transcript(owner=owner, name=path.name, content=handle)
         run_ids.append(transcript.runs.get().pk)
+    if store is not None:
+        # a worker host of its own: none of the upload's local copies (the file, its parse)
+        from django.conf import settings
+
+        host = Path(settings.VAR_DIR) / "worker-host"
+        settings.WORKER_DIR = str(host / "worker")
+        settings.SESSION_CACHE_DIR = str(host / "session-cache")
     copies = [0]
     opened = psycopg.Cursor.copy
 
@@ -260,6 +390,7 @@ def measure(
         with connection.cursor() as cursor:
             cursor.execute("CREATE EXTENSION IF NOT EXISTS pg_stat_statements")
     profiler = cProfile.Profile()
+    steps = Steps() if stages else None
     out = []
     for number, run_id in enumerate(run_ids):
         if statements_kept and number == 1:  # the warm runs' only
@@ -269,9 +400,13 @@ def measure(
         copies[0] = 0
         before = transactions_so_far()
         server, worker, wall = backend_cpu(pid), time.process_time(), time.perf_counter()
+        if store is not None:
+            store_cpu, requests = backend_cpu(store.proc.pid), store_requests(store.log)
         with connection.execute_wrapper(counter):
             if profile and number:
                 profiler.enable()
+            if steps is not None:
+                steps.counting = number > 0  # the warm runs' only
             tasks.run_replay(run_id)
             profiler.disable()
         wall = time.perf_counter() - wall
@@ -281,6 +416,12 @@ def measure(
         kinds = dict(counter.kinds)
         if copies[0]:
             kinds["COPY"] = copies[0]
+        figures = {}
+        if store is not None:
+            figures = {
+                "store_cpu_s": round(backend_cpu(store.proc.pid) - store_cpu, 3),
+                "store_requests": store_requests(store.log) - requests,
+            }
         out.append(
             {
                 "run": run_id,
@@ -289,6 +430,7 @@ def measure(
                 "server_cpu_s": round(server, 3),
                 "worker_cpu_s": round(worker, 3),
                 "wall_s": round(wall, 3),
+                **figures,
                 "kinds": kinds,
                 "order": counter.order,
             }
@@ -302,6 +444,8 @@ def measure(
         stats = pstats.Stats(profiler, stream=text)
         stats.sort_stats("cumulative").print_stats(r"contextlab|psycopg|json", 45)
         print(text.getvalue(), file=sys.stderr)
+    if steps is not None and len(out) > 1:
+        out[-1]["stages_ms_per_run"] = steps.per_run(len(out) - 1)
     if statements_kept and len(out) > 1:
         with connection.cursor() as cursor:
             cursor.execute(
@@ -327,7 +471,10 @@ def report(runs: list[dict[str, Any]], args: argparse.Namespace) -> None:
 
     def spread(key: str) -> str:
         values = [float(r[key]) for r in warm]
-        return f"{statistics.median(values):g} ({min(values):g}–{max(values):g})"
+        return (
+            f"{statistics.median(values):g} ({min(values):g}–{max(values):g}, "
+            f"mean {statistics.mean(values):.3g})"
+        )
 
     summary = {
         "sessions": args.sessions,
@@ -335,7 +482,16 @@ def report(runs: list[dict[str, Any]], args: argparse.Namespace) -> None:
         "first_run": runs[0],
         "warm_median": {
             key: statistics.median(float(r[key]) for r in warm)
-            for key in ("statements", "transactions", "server_cpu_s", "worker_cpu_s", "wall_s")
+            for key in (
+                "statements",
+                "transactions",
+                "server_cpu_s",
+                "worker_cpu_s",
+                "wall_s",
+                "store_cpu_s",
+                "store_requests",
+            )
+            if key in warm[0]
         },
         "runs": runs,
         "load_average": [round(x, 2) for x in os.getloadavg()],
@@ -348,11 +504,16 @@ def report(runs: list[dict[str, Any]], args: argparse.Namespace) -> None:
         f"server CPU {first['server_cpu_s']} s"
     )
     print(
-        f"warm runs ({len(warm)}), median (min–max): statements {spread('statements')}, "
+        f"warm runs ({len(warm)}), median (min–max, mean): statements {spread('statements')}, "
         f"transactions {spread('transactions')}, server CPU {spread('server_cpu_s')} s, "
         f"worker CPU {spread('worker_cpu_s')} s, wall {spread('wall_s')} s; "
         f"load average {summary['load_average']}"
     )
+    if "store_cpu_s" in warm[0]:
+        print(
+            f"object store: CPU {spread('store_cpu_s')} s, requests {spread('store_requests')} "
+            "per warm run"
+        )
     if args.statements:
         kinds: collections.Counter[str] = collections.Counter()
         for run in warm:
@@ -367,6 +528,11 @@ def report(runs: list[dict[str, Any]], args: argparse.Namespace) -> None:
                 f"  {row['ms_per_run']:7.2f} ms  {row['calls_per_run']:5.2f} calls  "
                 f"{row['query'][:110]}"
             )
+    stages = runs[-1].get("stages_ms_per_run")
+    if stages:
+        print("the worker's CPU per warm run, by step (a step includes the steps inside it):")
+        for label, (ms, calls) in stages.items():
+            print(f"  {ms:7.1f} ms  {calls:6.1f} calls  {label}")
     if args.trace:
         print("the last run's statements (indented: inside a transaction block; COPY not listed):")
         for kind in runs[-1]["order"]:

@@ -21,8 +21,9 @@ import tempfile
 import time
 import uuid
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import IO, Protocol, cast
+from typing import IO, Any, Protocol, cast
 
 from django.conf import settings
 from django.core.files import File
@@ -140,15 +141,46 @@ def _open_object(store: S3Storage, name: str) -> IO[bytes]:
     boto3's managed download (another HEAD, then the GET) before the first byte is read: three
     round trips to the object store where one does, and every byte written to disk once more.
     A worker reads two objects per run (the upload and its parsed session), so this is four
-    round trips fewer per run."""
-    key = store._normalize_name(clean_name(name))  # the storage's own name -> key (location)
+    round trips fewer per run. Asked of the storage's client, not of a boto3 resource made
+    for the key (``bucket.Object(key).get()``): the same request and body for about half the
+    worker's CPU (4 ms against 9 ms for a 1.5 MB object, 2.6 against 3.5 for a missing one)."""
     try:
-        response = store.bucket.Object(key).get()
+        response = _client(store).get_object(Bucket=store.bucket_name, Key=_key(store, name))
     except Exception as exc:
         if _is_missing(exc):
             raise FileNotFoundError(name) from exc
         raise
     return cast(IO[bytes], response["Body"])
+
+
+def _key(store: S3Storage, name: str) -> str:
+    """The object key of stored ``name`` (the storage's own name -> key, with its location)."""
+    return cast(str, store._normalize_name(clean_name(name)))
+
+
+def _client(store: S3Storage) -> Any:
+    """The storage's boto3 client (its connection's, one per thread)."""
+    return store.connection.meta.client
+
+
+def _delete_object(store: S3Storage, name: str) -> None:
+    """``store.delete(name)`` as one request of the storage's client (the storage makes a
+    boto3 resource for the key first: 4.5 ms of the worker's CPU against 2.6); a missing
+    object is fine, as there."""
+    try:
+        _client(store).delete_object(Bucket=store.bucket_name, Key=_key(store, name))
+    except Exception as exc:
+        if _status(exc) == 404:
+            return
+        raise
+
+
+def _status(exc: Exception) -> int | None:
+    response = getattr(exc, "response", None)
+    if not isinstance(response, dict):
+        return None
+    status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    return status if isinstance(status, int) else None
 
 
 def _is_missing(exc: Exception) -> bool:
@@ -210,8 +242,12 @@ def exists(name: str) -> bool:
 
 def delete(name: str) -> None:
     """Remove ``name`` from the storage and this host's copy of it; a missing one is fine."""
-    with contextlib.suppress(FileNotFoundError):
-        storage().delete(name)
+    store = storage()
+    if isinstance(store, S3Storage):
+        _delete_object(store, name)
+    else:
+        with contextlib.suppress(FileNotFoundError):
+            store.delete(name)
     if not is_local():
         (copies_dir() / name).unlink(missing_ok=True)
 
@@ -223,6 +259,43 @@ def listdir(prefix: str) -> tuple[list[str], list[str]]:
     except FileNotFoundError:
         return [], []
     return list(folders), list(files)
+
+
+def files_written(prefix: str) -> list[tuple[str, datetime]]:
+    """The files stored right under ``prefix`` (as ``listdir``'s), each with its last
+    modification time as ``storage().get_modified_time`` gives it. From an object store, one
+    listing says both (each key's ``LastModified``, to the second as a HEAD's
+    ``Last-Modified`` says it), where asking each file's time is a request per file."""
+    store = storage()
+    if not isinstance(store, S3Storage):
+        _folders, names = listdir(prefix)
+        written = []
+        for name in names:
+            try:
+                written.append((name, store.get_modified_time(prefix + name)))
+            except Exception:  # removed meanwhile: nothing to say of it
+                logger.warning("could not read the time of %s", prefix + name, exc_info=True)
+        return written
+    folder = _key(store, prefix)
+    if folder and not folder.endswith("/"):
+        folder += "/"
+    pages = _client(store).get_paginator("list_objects_v2")
+    found = []
+    for page in pages.paginate(Bucket=store.bucket_name, Delimiter="/", Prefix=folder):
+        for entry in page.get("Contents", ()):
+            if entry["Key"] != folder:
+                found.append((entry["Key"][len(folder) :], _as_header(entry["LastModified"])))
+    return found
+
+
+def _as_header(written: datetime) -> datetime:
+    """A listing's ``LastModified`` (to the millisecond) as a HEAD's ``Last-Modified`` header
+    says it (an HTTP date: whole seconds); naive in UTC where the storage gives naive times
+    (``USE_TZ`` off), as ``S3Storage.get_modified_time``."""
+    written = written.replace(microsecond=0)
+    if settings.USE_TZ or written.tzinfo is None:
+        return written
+    return written.astimezone(UTC).replace(tzinfo=None)
 
 
 def new_spool_name(folder: Path, suffix: str) -> Path:
@@ -277,15 +350,39 @@ class SessionCacheMirror:
     def store(self, name: str, source: Path) -> None:
         try:
             with source.open("rb") as fh:
-                save_stream(self.prefix + name, fh)
+                if not _put_file(self.prefix + name, fh, source.stat().st_size):
+                    save_stream(self.prefix + name, fh)
         except Exception:
             logger.warning("could not store cached session %s", name, exc_info=True)
 
     def discard(self, name: str) -> None:
         try:
-            storage().delete(self.prefix + name)
+            store = storage()
+            if isinstance(store, S3Storage):
+                _delete_object(store, self.prefix + name)
+            else:
+                store.delete(self.prefix + name)
         except Exception:
             logger.warning("could not remove cached session %s", name, exc_info=True)
+
+
+def _put_file(name: str, fh: IO[bytes], size: int) -> bool:
+    """Store the open local file ``fh`` (``size`` bytes) as ``name`` with one PUT of the object
+    store's client, with the parameters the storage's ``save`` gives the object (its content
+    type, ACL, object parameters); False where ``save_stream`` is the way (another storage,
+    gzip on, a file the storage would upload in parts). The storage's ``save`` goes through
+    boto3's managed transfer: 10 ms of the worker's CPU for a 1.5 MB parsed session against
+    5.5 ms for the same PUT (a run stores one)."""
+    store = storage()
+    if not isinstance(store, S3Storage) or store.gzip:
+        return False
+    config = store.transfer_config
+    if size >= getattr(config, "multipart_threshold", 0):
+        return False
+    key = _key(store, name)
+    params = store._get_write_parameters(key)
+    _client(store).put_object(Bucket=store.bucket_name, Key=key, Body=fh, **params)
+    return True
 
 
 def session_cache_mirror() -> SessionCacheMirror | None:

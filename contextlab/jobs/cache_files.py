@@ -33,7 +33,8 @@ logger = logging.getLogger(__name__)
 #: stitched to the ones it continues)
 _DIGEST = re.compile(r"^([0-9a-f]{64})[-.]")
 #: the Django cache key that lets one process in this many seconds list the mirror
-#: (``cache.add``): a listing costs a request per object
+#: (``cache.add``): a listing costs a request per 1,000 objects (each object's time was a
+#: request of its own before ``blobs.files_written``)
 MIRROR_PRUNE_KEY = "session-cache:mirror-pruned"
 MIRROR_PRUNE_EVERY = 3600
 
@@ -88,18 +89,18 @@ def remove_stale_session_cache(*, now: float | None = None) -> list[str]:
 
 def prune_mirror(cutoff: float, in_use: set[str]) -> list[str]:
     """The object store's copies past the cutoff (by their last write: a store has no access
-    time), listed by one process in MIRROR_PRUNE_EVERY seconds."""
+    time), listed by one process in MIRROR_PRUNE_EVERY seconds. One listing gives every
+    copy's time (``blobs.files_written``), not a request per copy."""
     if not cache.add(MIRROR_PRUNE_KEY, 1, timeout=MIRROR_PRUNE_EVERY):
         return []
     prefix = blobs.SessionCacheMirror.prefix
     removed = []
-    _folders, names = blobs.listdir(prefix)
-    for name in names:
-        try:
-            written = blobs.storage().get_modified_time(prefix + name)
-        except Exception:
-            logger.warning("could not read the time of cached session %s", name, exc_info=True)
-            continue
+    try:
+        listed = blobs.files_written(prefix)
+    except Exception:
+        logger.warning("could not list the cached sessions", exc_info=True)
+        return []
+    for name, written in listed:
         last = written.timestamp() if written.tzinfo else written.replace(tzinfo=UTC).timestamp()
         if _stale(name, last, cutoff, in_use):
             blobs.SessionCacheMirror().discard(name)

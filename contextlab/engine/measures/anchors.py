@@ -55,6 +55,7 @@ from .tokens import (
     block_tokens,
     fit_calibration,
     percentile,
+    thinking_text_tokens,
 )
 
 EXIT_COMMANDS = ("<command-name>/exit</command-name>", "<command-name>/quit</command-name>")
@@ -278,7 +279,7 @@ def thinking_growth_factor(
         if totals[k] <= 0 or totals[k + 1] <= 0 or points[k + 1]:
             continue
         thinking = [b for b in requests[k].message.blocks if b.type == "thinking"]
-        text = sum(counter.count(b.text) for b in thinking)
+        text = sum(thinking_text_tokens(b, counter) for b in thinking)
         if text < THINKING_SAMPLE_TEXT_TOKENS:
             continue
         measured.append((k, text, thinking))

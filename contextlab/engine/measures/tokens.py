@@ -46,6 +46,8 @@ class TiktokenCounter:
     def __init__(self, kind_ratios: KindRatios | None = None) -> None:
         self._encoding: Any = None
         self.kind_ratios = kind_ratios if kind_ratios is not None else fitted_ratios()
+        #: ``thinking_text_tokens``' counts, by block key
+        self.block_counts: dict[int, int] = {}
 
     def count(self, text: str) -> int:
         return self.kind_ratios.scale(text, self.count_plain(text))
@@ -68,6 +70,7 @@ class TiktokenCounter:
     def __setstate__(self, state: dict[str, Any]) -> None:
         self._encoding = None
         self.kind_ratios = state.get("kind_ratios") or fitted_ratios()
+        self.block_counts = {}
 
 
 def _scratch_copy(text: str) -> str:
@@ -177,10 +180,25 @@ def block_tokens(block: Block, counter: TokenCounter, text: str | None = None) -
     return block.tok
 
 
+def thinking_text_tokens(block: Block, counter: TokenCounter) -> int:
+    """``counter.count(block.text)`` of a thinking block, counted once per ``TiktokenCounter``
+    (remembered by the block's cache key, a digest of its type and text, once it has one):
+    a replay reads a response's thinking text up to three times (sizing it, the calibration's
+    thinking growth factor, scaling unsized thinking), each a count of the whole text. The
+    block's ``tok`` cannot stand in: sizing replaces it with the recorded size."""
+    counts: dict[int, int] | None = getattr(counter, "block_counts", None)
+    if counts is None or block.key < 0:
+        return counter.count(block.text)
+    tokens = counts.get(block.key)
+    if tokens is None:
+        tokens = counts[block.key] = counter.count(block.text)
+    return tokens
+
+
 def _thinking_parts(message: Message, counter: TokenCounter) -> tuple[list[Block], list[int], int]:
     """A response's thinking blocks, their text's tokens, and its visible blocks' tokens."""
     thinking = [b for b in message.blocks if b.type == "thinking"]
-    texts = [counter.count(b.text) for b in thinking]
+    texts = [thinking_text_tokens(b, counter) for b in thinking]
     visible = sum(block_tokens(b, counter) for b in message.blocks if b.type != "thinking")
     return thinking, texts, visible
 
@@ -253,7 +271,7 @@ def scale_unsized_thinking(
         note_thinking_write()
         for block in message.blocks:
             if block.type == "thinking":
-                block.tok = round(counter.count(block.text) * factor)
+                block.tok = round(thinking_text_tokens(block, counter) * factor)
         changed += 1
     return changed
 
