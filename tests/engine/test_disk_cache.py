@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import pickle
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from contextlab.engine.input import disk_cache
 
@@ -133,3 +137,43 @@ def test_loading_and_replaying_leave_no_cyclic_garbage():
             assert gc.collect() == 0, path.name
         finally:
             gc.enable()
+
+
+def test_atomic_writes_hand_the_kernel_pieces_of_at_most_the_piece_size(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A live state of megabytes is written in pieces (``WRITE_PIECE_BYTES``): one write of
+    the whole makes the page cache take large blocks of memory, slow to touch on a VM whose
+    balloon hands free blocks back to its host (bench/README.md, ``bench_live.py``)."""
+    sizes: list[int] = []
+    real_fdopen = os.fdopen
+
+    class Recording:
+        def __init__(self, fh: Any) -> None:
+            self.fh = fh
+
+        def write(self, data: Any) -> int:
+            sizes.append(len(data))
+            return int(self.fh.write(data))
+
+        def __enter__(self) -> Recording:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            self.fh.close()
+
+    monkeypatch.setattr(disk_cache.os, "fdopen", lambda *a, **k: Recording(real_fdopen(*a, **k)))
+    piece = disk_cache.WRITE_PIECE_BYTES
+    big = bytes(range(256)) * ((3 * piece + 5) // 256 + 1)
+    target = tmp_path / "state.pickle"
+    assert disk_cache.write_bytes_atomic(target, big)
+    assert target.read_bytes() == big
+    assert sizes
+    assert max(sizes) <= piece
+    assert sum(sizes) == len(big)
+    sizes.clear()
+    assert disk_cache.write_parts_atomic(target, (b"run 7\n", big, b"tail"))
+    assert target.read_bytes() == b"run 7\n" + big + b"tail"
+    assert max(sizes) <= piece
+    assert sum(sizes) == len(big) + 10
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["state.pickle"]
