@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import pickle
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -177,3 +179,34 @@ def test_atomic_writes_hand_the_kernel_pieces_of_at_most_the_piece_size(
     assert max(sizes) <= piece
     assert sum(sizes) == len(big) + 10
     assert sorted(p.name for p in tmp_path.iterdir()) == ["state.pickle"]
+
+
+def test_a_large_file_replaced_is_removed_by_the_removal_thread_not_the_writer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The replace of a large file leaves its removal (the disk's discard of its blocks, which
+    ext4 waits for) to ``_remove_apart``'s thread; a small one is removed by the replace."""
+    removed: list[tuple[str, str]] = []
+    real_unlink = Path.unlink
+
+    def recording_unlink(self: Path, missing_ok: bool = False) -> None:
+        removed.append((self.name, threading.current_thread().name))
+        real_unlink(self, missing_ok=missing_ok)
+
+    monkeypatch.setattr(Path, "unlink", recording_unlink)
+    target = tmp_path / "state.pickle"
+    large = b"s" * disk_cache.REMOVE_APART_BYTES
+    assert disk_cache.write_bytes_atomic(target, large)
+    assert disk_cache.write_bytes_atomic(target, large + b"2")
+    assert disk_cache.write_bytes_atomic(target, b"small")
+    assert disk_cache.write_bytes_atomic(target, b"small again")
+    for _ in range(500):  # the removal thread's turn
+        if sorted(p.name for p in tmp_path.iterdir()) == ["state.pickle"]:
+            break
+        time.sleep(0.01)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["state.pickle"]
+    assert target.read_bytes() == b"small again"
+    # the two large versions replaced went to the thread, under their second names
+    assert len(removed) == 2
+    assert all(name.endswith(".replaced.tmp") for name, _ in removed)
+    assert {thread for _, thread in removed} == {"disk-cache-removals"}
