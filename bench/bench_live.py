@@ -55,7 +55,7 @@ DEFAULTS = [
 ]
 
 from contextlab import engine  # noqa: E402
-from contextlab.engine.input import session_cache  # noqa: E402
+from contextlab.engine.input import disk_cache, session_cache  # noqa: E402
 from contextlab.engine.measures.tokens import TiktokenCounter  # noqa: E402
 
 
@@ -122,13 +122,22 @@ def web_read(path: Path, cache: Path, sha256: str, earlier_sha: str | None) -> f
     return time.perf_counter() - start
 
 
+def save_state(state: Path, data: bytes) -> None:
+    """The replay state written as a worker stores it on a local disk (``lifecycle
+    .save_live_state``, ``blobs.write_bytes``: ``disk_cache.write_parts_atomic``, a new file
+    put in the old one's place, the run's owner line left out), not rewritten in place: the
+    write's cost is part of the update's and depends on how it is written (bench/README.md)."""
+    if not disk_cache.write_bytes_atomic(state, data):
+        raise SystemExit(f"{state}: the state could not be written")
+
+
 def first_replay(path: Path, cache: Path, sha256: str, state: Path) -> None:
     """The session's first replay, as a worker does it once the upload is stored: cached
     whole, its replay state kept."""
     session = engine.load_session_cached(str(path), cache_dir=str(cache), sha256=sha256)
     try:
         config, preset = engine.resolve_session_config(session)
-        state.write_bytes(engine.replay_live(session, config, preset_name=preset)[1])
+        save_state(state, engine.replay_live(session, config, preset_name=preset)[1])
     finally:
         session.close()
 
@@ -161,7 +170,7 @@ def continue_update(
     )
     try:
         result, after = engine.continue_live(state.read_bytes(), session)
-        state.write_bytes(after)
+        save_state(state, after)
     finally:
         session.close()
     return time.perf_counter() - start, len(result.to_json()["requests"])
@@ -350,7 +359,7 @@ def warm_cpu(source: Path, appends: int, profile: Path | None = None) -> dict[st
             read = time.process_time()
             try:
                 after = engine.continue_live(state.read_bytes(), session)[1]
-                state.write_bytes(after)
+                save_state(state, after)
             finally:
                 session.close()
             if profiler is not None:

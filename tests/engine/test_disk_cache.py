@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import os
 import pickle
+import threading
+import time
 from pathlib import Path
+from typing import Any
+
+import pytest
 
 from contextlab.engine.input import disk_cache
 
@@ -133,3 +139,74 @@ def test_loading_and_replaying_leave_no_cyclic_garbage():
             assert gc.collect() == 0, path.name
         finally:
             gc.enable()
+
+
+def test_atomic_writes_hand_the_kernel_pieces_of_at_most_the_piece_size(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A live state of megabytes is written in pieces (``WRITE_PIECE_BYTES``): one write of
+    the whole makes the page cache take large blocks of memory, slow to touch on a VM whose
+    balloon hands free blocks back to its host (bench/README.md, ``bench_live.py``)."""
+    sizes: list[int] = []
+    real_fdopen = os.fdopen
+
+    class Recording:
+        def __init__(self, fh: Any) -> None:
+            self.fh = fh
+
+        def write(self, data: Any) -> int:
+            sizes.append(len(data))
+            return int(self.fh.write(data))
+
+        def __enter__(self) -> Recording:
+            return self
+
+        def __exit__(self, *exc: object) -> None:
+            self.fh.close()
+
+    monkeypatch.setattr(disk_cache.os, "fdopen", lambda *a, **k: Recording(real_fdopen(*a, **k)))
+    piece = disk_cache.WRITE_PIECE_BYTES
+    big = bytes(range(256)) * ((3 * piece + 5) // 256 + 1)
+    target = tmp_path / "state.pickle"
+    assert disk_cache.write_bytes_atomic(target, big)
+    assert target.read_bytes() == big
+    assert sizes
+    assert max(sizes) <= piece
+    assert sum(sizes) == len(big)
+    sizes.clear()
+    assert disk_cache.write_parts_atomic(target, (b"run 7\n", big, b"tail"))
+    assert target.read_bytes() == b"run 7\n" + big + b"tail"
+    assert max(sizes) <= piece
+    assert sum(sizes) == len(big) + 10
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["state.pickle"]
+
+
+def test_a_large_file_replaced_is_removed_by_the_removal_thread_not_the_writer(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The replace of a large file leaves its removal (the disk's discard of its blocks, which
+    ext4 waits for) to ``_remove_apart``'s thread; a small one is removed by the replace."""
+    removed: list[tuple[str, str]] = []
+    real_unlink = Path.unlink
+
+    def recording_unlink(self: Path, missing_ok: bool = False) -> None:
+        removed.append((self.name, threading.current_thread().name))
+        real_unlink(self, missing_ok=missing_ok)
+
+    monkeypatch.setattr(Path, "unlink", recording_unlink)
+    target = tmp_path / "state.pickle"
+    large = b"s" * disk_cache.REMOVE_APART_BYTES
+    assert disk_cache.write_bytes_atomic(target, large)
+    assert disk_cache.write_bytes_atomic(target, large + b"2")
+    assert disk_cache.write_bytes_atomic(target, b"small")
+    assert disk_cache.write_bytes_atomic(target, b"small again")
+    for _ in range(500):  # the removal thread's turn
+        if sorted(p.name for p in tmp_path.iterdir()) == ["state.pickle"]:
+            break
+        time.sleep(0.01)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["state.pickle"]
+    assert target.read_bytes() == b"small again"
+    # the two large versions replaced went to the thread, under their second names
+    assert len(removed) == 2
+    assert all(name.endswith(".replaced.tmp") for name, _ in removed)
+    assert {thread for _, thread in removed} == {"disk-cache-removals"}
