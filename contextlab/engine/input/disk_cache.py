@@ -161,17 +161,27 @@ def _second_name(target: str | os.PathLike[str], tmp: str) -> str | None:
 
 
 _REMOVALS: queue.SimpleQueue[str] | None = None
-_REMOVALS_PID = 0
 _REMOVALS_LOCK = threading.Lock()
 
 
+def _forget_removals_in_child() -> None:
+    """A forked child has no removal thread, and its copy of the lock may have been taken by
+    a thread that does not exist there: it starts its own of both at its first removal (the
+    parent removes what was queued before the fork)."""
+    global _REMOVALS, _REMOVALS_LOCK
+    _REMOVALS, _REMOVALS_LOCK = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_removals_in_child)
+
+
 def _remove_apart(path: str) -> None:
-    """``path`` removed by this process's removal thread (started at its first removal; a
-    forked child starts its own), so that the caller does not wait for the disk."""
-    global _REMOVALS, _REMOVALS_PID
+    """``path`` removed by this process's removal thread (started at its first removal), so
+    that the caller does not wait for the disk."""
+    global _REMOVALS
     with _REMOVALS_LOCK:
-        if _REMOVALS is None or os.getpid() != _REMOVALS_PID:
-            _REMOVALS, _REMOVALS_PID = queue.SimpleQueue(), os.getpid()
+        if _REMOVALS is None:
+            _REMOVALS = queue.SimpleQueue()
             threading.Thread(
                 target=_removing, args=(_REMOVALS,), name="disk-cache-removals", daemon=True
             ).start()
