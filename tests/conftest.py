@@ -103,6 +103,23 @@ def corpus_file(name: str) -> Path:
 
 
 @pytest.fixture
+def pinned_rate_clock(monkeypatch: pytest.MonkeyPatch) -> float:
+    """Hold the rate limiter's clock still for the test.
+
+    django-ratelimit counts in fixed windows (a new count starts at each window's end), so a
+    burst that happens to straddle that end starts counting again half-way, and a test expecting
+    429 after N requests fails by the wall clock (it did, once in CI). Only the limiter's view of
+    the time is pinned: every request still goes through the real limiter and cache."""
+    import types
+
+    import django_ratelimit.core as ratelimit_core
+
+    now = time.time()
+    monkeypatch.setattr(ratelimit_core, "time", types.SimpleNamespace(time=lambda: now))
+    return now
+
+
+@pytest.fixture
 def short_jsonl() -> Path:
     return corpus_file("marot__spotter__short.jsonl")
 

@@ -257,6 +257,7 @@ def test_report_lists_every_comment_linking_to_its_request(team, gated):
 
 
 @override_settings(COMMENT_RATE="2/m")
+@pytest.mark.usefixtures("pinned_rate_clock")
 def test_comments_are_rate_limited(team):
     from django.core.cache import cache
 

@@ -12,7 +12,7 @@ pytestmark = pytest.mark.django_db
 
 
 @pytest.fixture(autouse=True)
-def low_limits(settings):
+def low_limits(settings, pinned_rate_clock):
     settings.LOGIN_RATE = "5/m"
     settings.LOGIN_USER_RATE = "3/m"
     settings.SIGNUP_RATE = "2/h"

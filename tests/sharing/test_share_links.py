@@ -264,7 +264,7 @@ def test_revoked_and_expired_links_answer_410_unknown_404(shared, alice_client, 
     assert b"expired" in gone.content
 
 
-def test_a_burst_of_wrong_tokens_is_rate_limited(shared):
+def test_a_burst_of_wrong_tokens_is_rate_limited(shared, pinned_rate_clock):
     from django.core.cache import cache
 
     cache.clear()
@@ -280,7 +280,9 @@ def test_a_burst_of_wrong_tokens_is_rate_limited(shared):
     assert Client().get("/s/guess-more/", REMOTE_ADDR="10.9.9.9").status_code == 404
 
 
-def test_behind_a_proxy_the_wrong_token_limit_counts_each_client(shared, settings):
+def test_behind_a_proxy_the_wrong_token_limit_counts_each_client(
+    shared, settings, pinned_rate_clock
+):
     from django.core.cache import cache
 
     cache.clear()
