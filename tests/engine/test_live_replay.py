@@ -310,6 +310,37 @@ def test_an_appended_list_pickles_only_what_was_added_since_its_last_dump():
     assert pickle.loads(pickle.dumps(back))[3] == {"n": "changed"}
 
 
+def test_an_appended_lists_large_chunks_are_kept_compressed():
+    """A chunk of many rows (text: most of a live state's bytes, written, read back and
+    compared at every append) is kept compressed; an append's own small chunk stays a plain
+    pickle. Either reads back to the same items, in a fresh process too."""
+    rows = checkpoints.AppendedList(
+        [{"n": n, "text": f"line {n} of a tool's output, " * 40} for n in range(200)]
+    )
+    plain = pickle.dumps(list(rows), protocol=pickle.HIGHEST_PROTOCOL)
+    assert len(plain) >= checkpoints.COMPRESS_CHUNK_BYTES
+    first = pickle.dumps(rows, protocol=pickle.HIGHEST_PROTOCOL)
+    (whole,) = rows.chunks
+    assert len(whole[1]) < len(plain) / 2
+    assert len(first) < len(plain) / 2
+    rows.append({"n": 200, "text": "the last one"})
+    again = pickle.dumps(rows, protocol=pickle.HIGHEST_PROTOCOL)
+    small = rows.chunks[-1][1]
+    assert small.startswith(pickle.PROTO)  # too small to be worth compressing
+    assert pickle.loads(small) == [{"n": 200, "text": "the last one"}]
+    checkpoints._DECODED.clear()  # as a worker that did not write it
+    checkpoints._DECODED_BYTES[0] = 0
+    back = pickle.loads(again)
+    assert back == rows
+    assert back.chunks == rows.chunks
+    # a damaged compressed chunk is refused as any chunk that does not read back
+    checkpoints._DECODED.clear()
+    checkpoints._DECODED_BYTES[0] = 0
+    broken = again.replace(whole[1][40:80], bytes(40))
+    with pytest.raises(pickle.UnpicklingError):
+        pickle.loads(broken)
+
+
 def test_an_appended_list_of_objects_is_pickled_as_a_list():
     """An item that is not plain data is never chunked (a chunk, pickled on its own, would copy
     the session's objects the state refers to): the list is pickled whole, as before."""
