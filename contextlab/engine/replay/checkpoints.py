@@ -303,9 +303,7 @@ def _from_chunks(chunks: tuple[tuple[int, bytes], ...]) -> AppendedList:
 #: gives renumbered copies). Keyed by the chunk's length and ends; at most
 #: ``DECODED_MAX_BYTES`` of chunks (as plain pickles: a compressed one's items take as much
 #: memory as an uncompressed one's), the least recently used dropped first.
-_DECODED: OrderedDict[tuple[int, bytes, bytes], tuple[bytes, tuple[Any, ...], int]] = (
-    OrderedDict()
-)
+_DECODED: OrderedDict[tuple[int, bytes, bytes], tuple[bytes, tuple[Any, ...], int]] = OrderedDict()
 _DECODED_BYTES = [0]
 DECODED_MAX_BYTES = 64 * 1024 * 1024
 
