@@ -8,6 +8,8 @@ import json
 import multiprocessing
 import pickle
 import sys
+from array import array
+from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
@@ -308,6 +310,63 @@ def test_an_appended_list_pickles_only_what_was_added_since_its_last_dump():
     back[3] = {"n": "changed"}
     assert back.chunks == []
     assert pickle.loads(pickle.dumps(back))[3] == {"n": "changed"}
+
+
+def test_an_appended_lists_large_chunks_are_kept_compressed():
+    """A chunk of many rows (text: most of a live state's bytes, written, read back and
+    compared at every append) is kept compressed; an append's own small chunk stays a plain
+    pickle. Either reads back to the same items, in a fresh process too."""
+    rows = checkpoints.AppendedList(
+        [{"n": n, "text": f"line {n} of a tool's output, " * 40} for n in range(200)]
+    )
+    plain = pickle.dumps(list(rows), protocol=pickle.HIGHEST_PROTOCOL)
+    assert len(plain) >= checkpoints.COMPRESS_CHUNK_BYTES
+    first = pickle.dumps(rows, protocol=pickle.HIGHEST_PROTOCOL)
+    (whole,) = rows.chunks
+    assert len(whole[1]) < len(plain) / 2
+    assert len(first) < len(plain) / 2
+    rows.append({"n": 200, "text": "the last one"})
+    again = pickle.dumps(rows, protocol=pickle.HIGHEST_PROTOCOL)
+    small = rows.chunks[-1][1]
+    assert small.startswith(pickle.PROTO)  # too small to be worth compressing
+    assert pickle.loads(small) == [{"n": 200, "text": "the last one"}]
+    checkpoints._DECODED.clear()  # as a worker that did not write it
+    checkpoints._DECODED_BYTES[0] = 0
+    back = pickle.loads(again)
+    assert back == rows
+    assert back.chunks == rows.chunks
+    # a damaged compressed chunk is refused as any chunk that does not read back
+    checkpoints._DECODED.clear()
+    checkpoints._DECODED_BYTES[0] = 0
+    broken = again.replace(whole[1][40:80], bytes(40))
+    with pytest.raises(pickle.UnpicklingError):
+        pickle.loads(broken)
+
+
+def test_a_live_states_views_keep_their_sizes_as_machine_integers(tmp_path):
+    """A thread's view keeps its messages' sizes and running sums as ``array``s (pickled as one
+    run of bytes at every append, not as thousands of int objects read one by one), grown by
+    an append and read back the same as a whole measure of the grown thread gives."""
+    data = TOOL_HEAVY.read_bytes()
+    cut = _user_line_start(data, 2 / 3)
+    _, state, _ = _start(tmp_path, data[:cut])
+    grown = _session(tmp_path, data, "v1.jsonl")
+    _, after = engine.continue_live(state, grown)
+    again = _session(tmp_path, data, "v2.jsonl")
+    summarizer = engine.ExtractiveSummarizer()
+    live = checkpoints.load(after, again, summarizer, None, live=True)
+    whole = _session(tmp_path, data, "v3.jsonl")
+    config, preset = _config(whole)
+    _, whole_state = engine.replay_live(whole, config, preset_name=preset)
+    fresh = checkpoints.load(whole_state, whole, summarizer, None, live=True)
+    for thread_id, runner in live.replay.finished.items():  # type: ignore[attr-defined]
+        view = runner.view
+        other = fresh.replay.finished[thread_id].view  # type: ignore[attr-defined]
+        for name in ("msg_tok", "msg_rough", "cum_tok", "cum_rough"):
+            sizes = getattr(view, name)
+            assert type(sizes) is array, name
+            assert sizes == getattr(other, name), name
+        assert list(view.cum_tok) == [0, *accumulate(view.msg_tok)]
 
 
 def test_an_appended_list_of_objects_is_pickled_as_a_list():

@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import pickle
 import threading
+import zlib
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from typing import IO, Any
@@ -29,8 +30,9 @@ from contextlab.engine.summarizing import Summarizer
 
 #: Bump when the replay's state changes shape or one of its classes moves. 7: a session's
 #: blocks are kept by reference too (an older reader would take one for its message). 8: a
-#: thread's requests are kept as their positions (``session.RequestList``).
-CHECKPOINT_VERSION = 8
+#: thread's requests are kept as their positions (``session.RequestList``). 9: an
+#: ``AppendedList``'s large chunks are compressed (``COMPRESS_CHUNK_BYTES``).
+CHECKPOINT_VERSION = 9
 _HEADER = f"contextlab replay checkpoint {CHECKPOINT_VERSION}\n".encode()
 #: A finished replay kept for a live session's next append (``live``): its own header, so a
 #: summary's checkpoint is never taken for one, nor one for a summary's.
@@ -169,13 +171,30 @@ class _PlainPickler(pickle.Pickler):
         raise _NotPlain(type(obj).__name__)
 
 
-def _plain_chunk(items: list[Any]) -> bytes | None:
+#: An ``AppendedList`` chunk whose pickle is this long or longer is kept compressed (zlib,
+#: level 1): a live state's rows and synthetic messages (text, about a third compressed) were
+#: most of its bytes (1.95 of 2.26 MB at 64 MB), and the state is written, read back and
+#: compared at every append, twice over (its rewind after it), each time in fresh megabytes of
+#: memory. A chunk is compressed once, when made (a merge's too), and a warm worker never
+#: decompresses its own (``_DECODED``); a small one (an append's own rows) stays a plain pickle.
+COMPRESS_CHUNK_BYTES = 16 * 1024
+_COMPRESS_LEVEL = 1
+#: a plain chunk's first byte: a pickle's protocol opcode (a zlib stream starts otherwise)
+_PICKLE_START = pickle.PROTO
+
+
+def _plain_chunk(items: list[Any]) -> tuple[bytes, int] | None:
+    """The chunk's bytes (compressed when large) and its pickle's length; None when an item
+    is not plain data."""
     buffer = io.BytesIO()
     try:
         _PlainPickler(buffer).dump(items)
     except _NotPlain:
         return None
-    return buffer.getvalue()
+    data = buffer.getvalue()
+    if len(data) >= COMPRESS_CHUNK_BYTES:
+        return zlib.compress(data, _COMPRESS_LEVEL), len(data)
+    return data, len(data)
 
 
 class AppendedList(list[Any]):
@@ -202,19 +221,19 @@ class AppendedList(list[Any]):
         if done > len(self):
             self.chunks, done = [], 0
         if done < len(self):
-            data = _plain_chunk(self[done:])
-            if data is None:
+            made = _plain_chunk(self[done:])
+            if made is None:
                 self.chunks = []
                 return (AppendedList, (list(self),))
-            self.chunks.append((len(self) - done, data))
-            _keep_decoded(data, self[done:])
+            self.chunks.append((len(self) - done, made[0]))
+            _keep_decoded(made[0], self[done:], made[1])
         while len(self.chunks) > 1 and self.chunks[-2][0] <= self.chunks[-1][0]:
             merged = self.chunks[-2][0] + self.chunks[-1][0]
             end = sum(count for count, _ in self.chunks)
-            data = _plain_chunk(self[end - merged : end])
-            assert data is not None  # the items were plain when chunked, and are the same
-            self.chunks[-2:] = [(merged, data)]
-            _keep_decoded(data, self[end - merged : end])
+            made = _plain_chunk(self[end - merged : end])
+            assert made is not None  # the items were plain when chunked, and are the same
+            self.chunks[-2:] = [(merged, made[0])]
+            _keep_decoded(made[0], self[end - merged : end], made[1])
         return (_from_chunks, (tuple(self.chunks),))
 
     # every change but an append makes the chunks stale
@@ -282,8 +301,9 @@ def _from_chunks(chunks: tuple[tuple[int, bytes], ...]) -> AppendedList:
 #: are shared between the lists read from one chunk: they are final once appended (a result
 #: row, a synthetic message) and nothing changes them in place (``ReplayResult.main_requests``
 #: gives renumbered copies). Keyed by the chunk's length and ends; at most
-#: ``DECODED_MAX_BYTES`` of chunks, the least recently used dropped first.
-_DECODED: OrderedDict[tuple[int, bytes, bytes], tuple[bytes, tuple[Any, ...]]] = OrderedDict()
+#: ``DECODED_MAX_BYTES`` of chunks (as plain pickles: a compressed one's items take as much
+#: memory as an uncompressed one's), the least recently used dropped first.
+_DECODED: OrderedDict[tuple[int, bytes, bytes], tuple[bytes, tuple[Any, ...], int]] = OrderedDict()
 _DECODED_BYTES = [0]
 DECODED_MAX_BYTES = 64 * 1024 * 1024
 
@@ -300,27 +320,35 @@ def _decoded(data: bytes) -> tuple[Any, ...] | list[Any]:
             if key in _DECODED:
                 _DECODED.move_to_end(key)
         return found[1]
-    part = pickle.loads(data)
+    plain = data
+    if data[:1] != _PICKLE_START:
+        try:
+            plain = zlib.decompress(data)
+        except zlib.error as exc:
+            raise pickle.UnpicklingError(f"a chunk does not decompress: {exc}") from None
+    part = pickle.loads(plain)
     if not isinstance(part, list):
         raise pickle.UnpicklingError("a chunk is not a list")
-    _keep_decoded(data, part)
+    _keep_decoded(data, part, len(plain))
     return part
 
 
-def _keep_decoded(data: bytes, items: list[Any]) -> None:
+def _keep_decoded(data: bytes, items: list[Any], size: int) -> None:
+    """Keep ``items`` as the chunk ``data`` holds (``size``: its pickle's length, the bound's
+    measure)."""
     key = _chunk_key(data)
-    kept = (data, tuple(items))
+    kept = (data, tuple(items), size)
     with _KEPT_LOCK:
         old = _DECODED.pop(key, None)
         if old is not None:
-            _DECODED_BYTES[0] -= len(old[0])
-        if len(data) > DECODED_MAX_BYTES:
+            _DECODED_BYTES[0] -= old[2]
+        if size > DECODED_MAX_BYTES:
             return
         _DECODED[key] = kept
-        _DECODED_BYTES[0] += len(data)
+        _DECODED_BYTES[0] += size
         while _DECODED_BYTES[0] > DECODED_MAX_BYTES:
-            _, (dropped, _) = _DECODED.popitem(last=False)
-            _DECODED_BYTES[0] -= len(dropped)
+            _, (_, _, dropped) = _DECODED.popitem(last=False)
+            _DECODED_BYTES[0] -= dropped
 
 
 def dump(
