@@ -14,8 +14,9 @@ the two-host round.
 
 Per round, a batch of SESSIONS synthetic sessions is uploaded through the web while no worker
 runs; the round's worker hosts start on a queue of their own and, once every one is up, are
-told at once to take the batch's queue (Celery's remote control), so a host's start-up counts
-for none of them. The batch's time runs from the first run claimed to the last one finished
+told at once to take the batch's queue (Celery's remote control; the batch's messages held
+aside until every host pops from it, ``release``), so a host's start-up counts for none of
+them and they start together. The batch's time runs from the first run claimed to the last one finished
 (``started_at`` / ``finished_at`` of the runs, in the database). Rounds alternate one host,
 two hosts; every round uses fresh bytes (a blank line per round appended) and fresh worker
 hosts, so no round finds another's parsed sessions. Target: two hosts <= 0.6 x one host's time
@@ -24,8 +25,8 @@ hosts, so no round finds another's parsed sessions. Target: two hosts <= 0.6 x o
 Beside it: runs per host, replays per run (1: none done twice), the CPU seconds of every host
 during the batch and the share of a core it got, where each worker host's batch went by the
 scheduler's own accounting (on a core, runnable but waiting for one, the rest: waiting on the
-servers or for work), object-store requests and database transactions per run, and the load
-average. Needs root (network namespaces), PostgreSQL's binaries, redis-server and
+servers or for work), the seconds each host had no run at the batch's start and end,
+object-store requests and database transactions per run, and the load average. Needs root (network namespaces), PostgreSQL's binaries, redis-server and
 moto_server (the dev dependencies).
 
 Usage: sudo .venv/bin/python bench/bench_hosts.py [--sessions 20] [--size-kb 1024] [--rounds 1]
