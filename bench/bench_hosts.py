@@ -301,7 +301,9 @@ def run_round(
     # the machine's PostgreSQL and Redis (--servers machine): their relays, and PostgreSQL
     # itself (every backend on the machine, other users' too: an upper bound)
     cpu_at_ready["relays"] = hosts.cpu_seconds(relays)
-    postgres_at_ready = {pid: hosts.cpu_seconds([pid]) for pid in hosts.named("postgres")}
+    postgres_at_ready = {
+        pid: hosts.cpu_seconds([pid], children=False) for pid in hosts.named("postgres")
+    }
     sched_at_ready = {host.name: hosts.sched_seconds(host.pids()) for host in worker_hosts}
     requests_at_ready, transactions_at_ready = (
         store_requests(store_log),
@@ -327,7 +329,7 @@ def run_round(
     if relays:
         # backends that started during the batch count whole (the workers' connections)
         now["postgres (all)"] = sum(
-            hosts.cpu_seconds([pid]) - postgres_at_ready.get(pid, 0)
+            hosts.cpu_seconds([pid], children=False) - postgres_at_ready.get(pid, 0)
             for pid in hosts.named("postgres")
         )
         cpu_at_ready["postgres (all)"] = 0
