@@ -14,8 +14,9 @@ the two-host round.
 
 Per round, a batch of SESSIONS synthetic sessions is uploaded through the web while no worker
 runs; the round's worker hosts start on a queue of their own and, once every one is up, are
-told at once to take the batch's queue (Celery's remote control), so a host's start-up counts
-for none of them. The batch's time runs from the first run claimed to the last one finished
+told at once to take the batch's queue (Celery's remote control; the batch's messages held
+aside until every host pops from it, ``release``), so a host's start-up counts for none of
+them and they start together. The batch's time runs from the first run claimed to the last one finished
 (``started_at`` / ``finished_at`` of the runs, in the database). Rounds alternate one host,
 two hosts; every round uses fresh bytes (a blank line per round appended) and fresh worker
 hosts, so no round finds another's parsed sessions. Target: two hosts <= 0.6 x one host's time
@@ -24,8 +25,8 @@ hosts, so no round finds another's parsed sessions. Target: two hosts <= 0.6 x o
 Beside it: runs per host, replays per run (1: none done twice), the CPU seconds of every host
 during the batch and the share of a core it got, where each worker host's batch went by the
 scheduler's own accounting (on a core, runnable but waiting for one, the rest: waiting on the
-servers or for work), object-store requests and database transactions per run, and the load
-average. Needs root (network namespaces), PostgreSQL's binaries, redis-server and
+servers or for work), the seconds each host had no run at the batch's start and end,
+object-store requests and database transactions per run, and the load average. Needs root (network namespaces), PostgreSQL's binaries, redis-server and
 moto_server (the dev dependencies).
 
 Usage: sudo .venv/bin/python bench/bench_hosts.py [--sessions 20] [--size-kb 1024] [--rounds 1]
@@ -178,10 +179,50 @@ def between_runs(log: str, spans: dict[int, tuple[float, float]]) -> float:
     )
 
 
+def idle_edges(
+    log: str, spans: dict[int, tuple[float, float]], first_claim: float, last_finish: float
+) -> tuple[float, float]:
+    """(seconds from the batch's first claim to this host's first, seconds from this host's
+    last finish to the batch's last): the batch's edges when the host had no run. With two
+    hosts, the tail is what one host's core (and half the machine) spent with nothing left
+    to take while the other finished its last run."""
+    taken = [spans[int(run_id)] for run_id in CLAIM_LINE.findall(log) if int(run_id) in spans]
+    if not taken:
+        return (0.0, 0.0)
+    return (
+        round(min(b for b, _ in taken) - first_claim, 2),
+        round(last_finish - max(e for _, e in taken), 2),
+    )
+
+
+#: moves every message of list KEYS[1] onto list KEYS[2], oldest first (kombu pushes on the
+#: left and pops on the right), in one step: hosts blocked on KEYS[2] are woken together
+MOVE_BACK = """
+local moved = 0
+while redis.call('LMOVE', KEYS[1], KEYS[2], 'RIGHT', 'LEFT') do moved = moved + 1 end
+return moved
+"""
+
+
 def release(env: dict[str, str], queue: str, workers: int, timeout: float = 60) -> None:
     """Every worker of the round takes work from ``queue`` from now on (Celery's remote
     control, one broadcast, sent with the stack's own Celery settings): the hosts start
-    together, however long each took to come up. Returns when each has said yes."""
+    together, however long each took to come up. Returns when each has said yes and the
+    batch's messages are on ``queue`` again.
+
+    A worker's Redis transport waits in a blocking pop on the queues it had (up to kombu's
+    ``brpop_timeout``, 1 s) and pops from a queue added meanwhile only from its next pop on:
+    each host would start 0-1 s after the broadcast, and with two hosts one replayed alone
+    for that long inside the batch's time (0.06-0.65 s measured, a second core idle but for
+    the servers). So the batch's messages are set aside until every host pops from ``queue``,
+    then put back in one step."""
+    import redis
+    from kombu.transport.redis import Transport
+
+    broker = redis.Redis.from_url(env["CELERY_BROKER_URL"])
+    held = f"{queue}-held"
+    if broker.exists(queue):
+        broker.rename(queue, held)
     deadline = time.monotonic() + timeout
     while True:
         done = subprocess.run(
@@ -194,9 +235,12 @@ def release(env: dict[str, str], queue: str, workers: int, timeout: float = 60) 
         )
         said_yes = done.stdout.count('"ok"')
         if said_yes >= workers:
-            return
+            break
         if time.monotonic() > deadline:
             raise SystemExit(f"{said_yes} of {workers} workers took queue {queue}:\n{done}")
+    time.sleep(Transport.brpop_timeout + 0.2)  # every host's next pop includes ``queue``
+    broker.eval(MOVE_BACK, 2, held, queue)
+    broker.close()
 
 
 def transactions(server: str, database: str) -> int:
@@ -257,7 +301,9 @@ def run_round(
     # the machine's PostgreSQL and Redis (--servers machine): their relays, and PostgreSQL
     # itself (every backend on the machine, other users' too: an upper bound)
     cpu_at_ready["relays"] = hosts.cpu_seconds(relays)
-    postgres_at_ready = {pid: hosts.cpu_seconds([pid]) for pid in hosts.named("postgres")}
+    postgres_at_ready = {
+        pid: hosts.cpu_seconds([pid], children=False) for pid in hosts.named("postgres")
+    }
     sched_at_ready = {host.name: hosts.sched_seconds(host.pids()) for host in worker_hosts}
     requests_at_ready, transactions_at_ready = (
         store_requests(store_log),
@@ -283,7 +329,7 @@ def run_round(
     if relays:
         # backends that started during the batch count whole (the workers' connections)
         now["postgres (all)"] = sum(
-            hosts.cpu_seconds([pid]) - postgres_at_ready.get(pid, 0)
+            hosts.cpu_seconds([pid], children=False) - postgres_at_ready.get(pid, 0)
             for pid in hosts.named("postgres")
         )
         cpu_at_ready["postgres (all)"] = 0
@@ -332,6 +378,10 @@ def run_round(
         "database_transactions_per_run": round(database_transactions / len(ids), 1),
         "seconds_between_runs": {
             h.name: round(between_runs(h.log("worker"), spans), 2) for h in worker_hosts
+        },
+        "seconds_idle_at_start_end": {
+            h.name: idle_edges(h.log("worker"), spans, first_claim, last_finish)
+            for h in worker_hosts
         },
         "replays_per_run": sorted({t[1] for t in times}),
         "load_average": [round(x, 2) for x in os.getloadavg()],

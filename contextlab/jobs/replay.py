@@ -57,6 +57,17 @@ def load_session(
     read stitched to them, earliest first, as one conversation. ``progress`` hears the token
     counting of a session not in the cache yet (and may stop it). The caller closes
     ``session.upload``."""
+    # of which file the stored messages are (one query: none stored, the usual case of a
+    # session's first replay, goes straight to storing them whole); none stored also says
+    # no replay has read the file yet, so the upload check's parse is looked for first (on a
+    # worker host: one object-store request fewer than asking for a prepared copy first)
+    stored = (
+        TranscriptMessages.objects.filter(transcript=transcript)
+        .values_list("sha256", flat=True)
+        .first()
+        if store_messages
+        else ""
+    )
     session = engine.load_session_cached(
         transcript.path,
         cache_dir=settings.SESSION_CACHE_DIR,
@@ -70,17 +81,10 @@ def load_session(
         progress=progress,
         # a live session that grew: the version before the append has its tokens counted
         seed_sha256=transcript.previous_sha256 or None,
+        parsed_first=stored is None,
     )
-    if store_messages:
-        # of which file the stored messages are (one query: none stored, the usual case of a
-        # session's first replay, goes straight to storing them whole)
-        stored = (
-            TranscriptMessages.objects.filter(transcript=transcript)
-            .values_list("sha256", flat=True)
-            .first()
-        )
-        if stored is None or stored not in ("", transcript.sha256):
-            store_messages_of(transcript, session, none_stored=stored is None)
+    if store_messages and (stored is None or stored not in ("", transcript.sha256)):
+        store_messages_of(transcript, session, none_stored=stored is None)
     return session
 
 

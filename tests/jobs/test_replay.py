@@ -174,6 +174,27 @@ def test_counting_and_replaying_share_one_progress_period(run, monkeypatch):
     assert any(stage == Run.Stage.REPLAYING and done > 0 for stage, done in seen), seen
 
 
+def test_only_a_sessions_first_read_looks_for_the_upload_checks_parse_first(
+    make_transcript, tool_heavy_jsonl, monkeypatch
+):
+    # no stored messages: no replay read the file yet, so the web's parse is there and a
+    # prepared copy is not (a worker host: the missing copy's request saved)
+    transcript = make_transcript(tool_heavy_jsonl)
+    asked = []
+    real = engine.load_session_cached
+
+    def noting(*args, **kwargs):
+        asked.append(kwargs["parsed_first"])
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(engine, "load_session_cached", noting)
+    runner.load_session(transcript).upload.close()
+    assert TranscriptMessages.objects.filter(transcript=transcript).exists()
+    runner.load_session(transcript).upload.close()
+    runner.load_session(transcript, store_messages=False).upload.close()  # a resumed run
+    assert asked == [True, False, False]
+
+
 def test_messages_streamed_to_the_database_are_the_engine_rows(make_transcript, tmp_path):
     from tests.engine.builders import TranscriptBuilder
 

@@ -105,6 +105,7 @@ def cached_session(
     earlier: Sequence[str | os.PathLike[str] | EarlierUpload] = (),
     mirror: CacheMirror | None = None,
     beside: KeptBeside | None = None,
+    parsed_first: bool = False,
 ) -> Session:
     """Like ``load_session`` but served from (and written to) ``cache_dir`` when possible;
     ``prepare`` runs once on a session just parsed, before it is cached (every caller of one
@@ -116,6 +117,10 @@ def cached_session(
     ``beside`` (a version of a growing session, whose parse was handed over): the parse is
     kept as it is, with ``prepare``'s work saved beside it (``KeptBeside``), instead of a
     pickle of the whole prepared session written at every append.
+    ``parsed_first``: the caller knows no replay of the file has been read yet (its first),
+    so the upload check's parse (``keep_parsed``) is looked for before a prepared copy: with a
+    mirror, one request (the parse's) instead of a missing prepared copy's and then the
+    parse's. Either order gives the same session (the cache never changes a result).
     A cache file that cannot be read (truncated, written by another engine version) is ignored
     and rewritten; the cache never changes what a replay computes.
     The garbage collector is paused meanwhile (``disk_cache.gc_paused``).
@@ -143,7 +148,7 @@ def cached_session(
     # a worker's read: its continuation's references check the blocks too (kept_cache.leads)
     with kept_cache.checking(blocks=True), _reading(size):
         session = _cached_read(
-            path, name, key, sha256, prepare, files, target, mirror, beside, size
+            path, name, key, sha256, prepare, files, target, mirror, beside, size, parsed_first
         )
         kept_cache.hand_over(session)  # its continuation checks its threads no second time
         return session
@@ -160,6 +165,7 @@ def _cached_read(
     mirror: CacheMirror | None,
     beside: KeptBeside | None,
     size: int,
+    parsed_first: bool = False,
 ) -> Session:
     def reopen() -> Upload:
         return open_upload_chain(path, files, name)
@@ -170,15 +176,19 @@ def _cached_read(
         if grown is not None:
             remember(key, grown)
             return grown
-    session = read_kept(target, Session, mirror)  # maybe another host prepared it
-    if session is not None:
-        session.upload = reopen()  # archives: tool-results read on demand
-        if name:
-            session.name = name
-        remember(key, session)
-        return session
     parsed = target.parent / f"{key}{PARSED_SUFFIX}"
-    session = read_kept(parsed, Session, mirror)  # maybe the web host's upload check's
+    # a first replay: the upload check's parse is there, a prepared copy is not (yet)
+    session = read_kept(parsed, Session, mirror) if parsed_first else None
+    if session is None:
+        prepared = read_kept(target, Session, mirror)  # maybe another host prepared it
+        if prepared is not None:
+            prepared.upload = reopen()  # archives: tool-results read on demand
+            if name:
+                prepared.name = name
+            remember(key, prepared)
+            return prepared
+        if not parsed_first:
+            session = read_kept(parsed, Session, mirror)  # maybe the web host's upload check's
     if session is not None:
         # parsed by whoever stored the upload (``keep_parsed``): only ``prepare`` is left
         session.upload = reopen()

@@ -360,6 +360,7 @@ def load_session_cached(
     mirror: CacheMirror | None = None,
     progress: CountProgress | None = None,
     seed_sha256: str | None = None,
+    parsed_first: bool = False,
 ) -> Session:
     """Like ``load_session`` but served from (and written to) ``cache_dir`` when possible,
     tokenized (``tokenize_session``); ``mirror`` shares the cache with hosts on other disks.
@@ -369,7 +370,8 @@ def load_session_cached(
     an earlier file that is gone is left out of both. ``progress`` hears the token counting
     (``tokenize_session``), when the session is not in the cache yet. ``seed_sha256``: the
     digest of an earlier version of this file (a live session that grew), whose cached token
-    counts are reused for the blocks it shares.
+    counts are reused for the blocks it shares. ``parsed_first``: the file's first replay
+    (``session_cache.cached_session``: the upload check's parse looked for first).
     A cache file that cannot be read (truncated, written by another engine version) is ignored
     and rewritten; the cache never changes what a replay computes.
     """
@@ -388,6 +390,7 @@ def load_session_cached(
         mirror=mirror,
         # a live session's version: its parse and counts kept, not the whole session again
         beside=replace(COUNTS_BESIDE, replaces=grown) if grown else None,
+        parsed_first=parsed_first,
     )
 
 
