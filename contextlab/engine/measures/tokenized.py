@@ -139,8 +139,9 @@ class TokenCounts:
         block index, the block: every block of the session it could change), not a walk of
         every block of the session."""
         # per thread: a message index and where its blocks start among the kept figures,
-        # moved on to each pending block's message (``pending`` is in order): the sums of the
-        # appended part only, not running sums of every message of the thread
+        # moved on to each pending block's message (``pending`` is in order): one sum at C
+        # speed up to the first, then the appended part's, not a list of running sums of every
+        # message of the thread (a 64 MB session's 4,000: about 0.4 ms a warm update)
         offsets: dict[str, list[int]] = {}
         for thread_id, m, b, block in pending:
             if block.tok >= 0:
