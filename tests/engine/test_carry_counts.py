@@ -63,3 +63,36 @@ def test_blocks_that_changed_are_counted_again(tmp_path):
         b for t in grown.threads for m in t.messages for b in m.blocks if "start phoenix" in b.text
     )
     assert prompt.tok < 0  # its text differs from the earlier version's: not carried
+
+
+def test_carry_onto_finds_each_pending_blocks_kept_figures_wherever_it_is():
+    """``TokenCounts.carry_onto`` gives each pending block the figures kept at its place
+    (thread, message, block), for blocks anywhere in the thread, in order, skipping messages,
+    and out of order (its offsets are summed as it goes, branch live27)."""
+    from contextlab.engine.measures.tokenized import TokenCounts
+
+    counted = engine.load_session(str(FULL))
+    tokenize_session(counted, TiktokenCounter())
+    counts = TokenCounts.of(counted)
+    fresh = engine.load_session(str(FULL))
+    places = [
+        (t.id, m, b, block)
+        for t in fresh.threads
+        for m, message in enumerate(t.messages)
+        for b, block in enumerate(message.blocks)
+    ]
+    assert len(places) > 20
+    # every third block in order, then the rest backwards
+    chosen = places[::3]
+    rest = [p for i, p in enumerate(places) if i % 3][::-1]
+    for pending in (chosen, rest):
+        counts.carry_onto(pending)
+    expected = {
+        (t.id, m, b): (block.tok, block.rough)
+        for t in counted.threads
+        for m, message in enumerate(t.messages)
+        for b, block in enumerate(message.blocks)
+    }
+    for thread_id, m, b, block in places:
+        assert (block.tok, block.rough) == expected[(thread_id, m, b)], (thread_id, m, b)
+        assert block.tok >= 0

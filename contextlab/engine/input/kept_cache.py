@@ -26,7 +26,6 @@ its read's, ``hand_over``), the blocks' once when the references ask, not once b
 from __future__ import annotations
 
 import threading
-from array import array
 from collections import OrderedDict
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -179,7 +178,7 @@ class Prefix:
 
     __slots__ = ("blocks", "messages", "sizes")
 
-    def __init__(self, messages: list[Any], sizes: array[int], blocks: list[Any]) -> None:
+    def __init__(self, messages: list[Any], sizes: list[int], blocks: list[Any]) -> None:
         self.messages, self.sizes, self.blocks = messages, sizes, blocks
 
     def __len__(self) -> int:
@@ -188,7 +187,7 @@ class Prefix:
 
 def _made_from(messages: list[Any]) -> Prefix:
     blocks = list(map(_BLOCKS, messages))
-    return Prefix(messages, array("q", map(len, blocks)), list(chain.from_iterable(blocks)))
+    return Prefix(messages, list(map(len, blocks)), list(chain.from_iterable(blocks)))
 
 
 class _Checking:
@@ -275,7 +274,9 @@ def _leads(prefix: Prefix, messages: list[Any], blocks: bool) -> list[bool | Non
     if not all(map(is_, prefix.messages, head)):
         return [False, False]
     lists = list(map(_BLOCKS, head))
-    if array("q", map(len, lists)) != prefix.sizes:
+    # a list of small ints, compared at C speed (an array built from a map and compared
+    # item by item was twice as long: about 0.15 ms of a 64 MB session's check)
+    if list(map(len, lists)) != prefix.sizes:
         return [False, False]
     return [True, _same_blocks(prefix, lists) if blocks else None]
 

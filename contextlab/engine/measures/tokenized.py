@@ -12,7 +12,7 @@ from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
-from itertools import accumulate, chain
+from itertools import chain
 from operator import attrgetter
 
 from contextlab.engine.input.kept_cache import (
@@ -138,21 +138,27 @@ class TokenCounts:
         """``carry_token_counts`` onto the blocks of ``pending`` only (thread id, message and
         block index, the block: every block of the session it could change), not a walk of
         every block of the session."""
-        offsets: dict[str, tuple[list[int], array[int]]] = {}
+        # per thread: a message index and where its blocks start among the kept figures,
+        # moved on to each pending block's message (``pending`` is in order): one sum at C
+        # speed up to the first, then the appended part's, not a list of running sums of every
+        # message of the thread (a 64 MB session's 4,000: about 0.4 ms a warm update)
+        offsets: dict[str, list[int]] = {}
         for thread_id, m, b, block in pending:
             if block.tok >= 0:
                 continue
-            found = offsets.get(thread_id)
-            if found is None:
-                kept = self.threads.get(thread_id)
-                if kept is None:
-                    continue
-                found = offsets[thread_id] = (list(accumulate(kept[0], initial=0)), kept[0])
-            starts, per_message = found
+            kept = self.threads.get(thread_id)
+            if kept is None:
+                continue
+            per_message, toks, roughs, keys = kept
             if m >= len(per_message) or b >= per_message[m]:
                 continue
-            _, toks, roughs, keys = self.threads[thread_id]
-            i = starts[m] + b
+            at = offsets.get(thread_id)
+            if at is None or at[0] > m:
+                at = offsets[thread_id] = [m, sum(per_message[:m])]
+            elif at[0] < m:
+                at[1] += sum(per_message[at[0] : m])
+                at[0] = m
+            i = at[1] + b
             if toks[i] >= 0 and keys[i] >= 0 and block_key(block) == keys[i]:
                 block.tok, block.rough = toks[i], roughs[i]
 
