@@ -235,12 +235,6 @@ def _summary_row(ident: str, src: dict[str, Any], text: str) -> dict[str, Any]:
     }
 
 
-def _sizes(values: array[int] | list[int]) -> array[int]:
-    """A copy of a view's sizes as an ``array`` (a view of a state pickled before them held
-    lists)."""
-    return values[:] if isinstance(values, array) else array("q", values)
-
-
 class View:
     """The model view of one thread, maintained incrementally from request to request."""
 
@@ -283,8 +277,9 @@ class View:
         else:
             # an earlier view of the thread measured the same base texts (the caller checks):
             # its sizes, not a second walk over every block of the thread
-            self.cum_tok, self.cum_rough = _sizes(measured.cum_tok), _sizes(measured.cum_rough)
-            self.msg_tok, self.msg_rough = _sizes(measured.msg_tok), _sizes(measured.msg_rough)
+            # (copies: this view appends its own; a state with lists is refused by its version)
+            self.cum_tok, self.cum_rough = measured.cum_tok[:], measured.cum_rough[:]
+            self.msg_tok, self.msg_rough = measured.msg_tok[:], measured.msg_rough[:]
         self.head: list[HeadItem] = []
         self.head_tok = 0
         self.head_rough = 0
