@@ -158,6 +158,15 @@ def _key(store: S3Storage, name: str) -> str:
     return cast(str, store._normalize_name(clean_name(name)))
 
 
+def connect() -> None:
+    """Make this thread's object-store client now (a worker process at start-up), not in its
+    first run: boto3 builds it from its service models, about 0.2 s of CPU (bench/README.md,
+    round ``hosts28``). No request is sent. Nothing to make on the filesystem backend."""
+    store = storage()
+    if isinstance(store, S3Storage):
+        _client(store)
+
+
 def _client(store: S3Storage) -> Any:
     """The storage's boto3 client (its connection's, one per thread)."""
     return store.connection.meta.client

@@ -46,7 +46,7 @@ from .input.sources.registry import ADAPTERS, build_session, load_session
 from .input.upload_chain import EarlierUpload, open_upload_chain
 from .measures.cost import PricingTable, load_pricing, request_cost
 from .measures.model_limits import ModelInfo, model_info
-from .measures.tokens import TiktokenCounter
+from .measures.tokens import TiktokenCounter, preload_tokenizer
 from .replay.driver import MODES, replay, resume
 from .replay.forecast import check_usage_until, forecast_session
 from .replay.live import continue_live, replay_live
@@ -334,6 +334,7 @@ __all__ = [
     "parse_overrides",
     "parse_time",
     "preload_sdks",
+    "preload_tokenizer",
     "preset_for_version",
     "read_head",
     "render_messages",

@@ -14,10 +14,10 @@ from functools import partial
 from typing import Any
 
 from celery.exceptions import SoftTimeLimitExceeded
-from celery.signals import worker_init
+from celery.signals import worker_init, worker_process_init
 from django.db import InterfaceError, OperationalError, transaction
 
-from contextlab import engine
+from contextlab import blobs, engine
 from contextlab.celery import app, before_pool_restart
 from contextlab.jobs import batches, cache_files, lifecycle, replay, summary_fetch, uploads
 from contextlab.runs.models import Run
@@ -43,8 +43,23 @@ JOB_TASK: dict[str, Any] = {
 
 
 @worker_init.connect
-def _preload_sdks(**_: Any) -> None:
+def _preload(**_: Any) -> None:
+    """What a worker's first runs would otherwise pay for, loaded before its pool's processes
+    fork (they inherit it): the summarizers' SDKs (importing them takes over a second) and the
+    tokenizer's encoder."""
     engine.preload_sdks()
+    engine.preload_tokenizer()
+
+
+@worker_process_init.connect
+def _connect_storage(**_: Any) -> None:
+    """In each process that runs tasks (a pool's process; the solo pool's worker itself),
+    the object store's client, made after the fork (boto3's clients are not shared across
+    one) and before the first run."""
+    try:
+        blobs.connect()
+    except Exception:  # a bad storage setting: the first run that needs the store says so
+        logger.warning("could not make the object store's client at start-up", exc_info=True)
 
 
 # --- single runs ----------------------------------------------------------------------------

@@ -7,11 +7,12 @@ from __future__ import annotations
 import time
 
 import pytest
+from celery.signals import worker_process_init
 from django.core.cache import cache
 from django.core.files.base import ContentFile
 
 from contextlab import blobs
-from contextlab.jobs import cache_files
+from contextlab.jobs import cache_files, tasks
 
 pytestmark = pytest.mark.slow
 
@@ -84,3 +85,32 @@ def test_the_mirror_is_pruned_from_one_listing(s3_storage):
     assert sorted(removed) == [f"{PREFIX}old.pickle", f"{PREFIX}older.pickle"]
     assert _requests(s3_storage, "HEAD") == heads
     assert s3_storage.keys(PREFIX) == [f"{PREFIX}{busy}-1-1-v1.pickle"]
+
+
+def test_a_worker_process_has_its_client_before_its_first_run(s3_storage, tmp_path):
+    """``worker_process_init`` (sent in each process that runs tasks) makes the storage's
+    client for that thread, sending nothing; the first read then uses that client."""
+    store = blobs.storage()
+    assert getattr(store._connections, "connection", None) is None
+    sent = len(s3_storage.log.read_text(errors="replace").splitlines())
+    answered = worker_process_init.send(sender="host-a")
+    assert [receiver for receiver, _ in answered] == [tasks._connect_storage]
+    made = store._connections.connection
+    assert len(s3_storage.log.read_text(errors="replace").splitlines()) == sent
+    store.save(f"{PREFIX}warm.pickle", ContentFile(b"warm"))
+    blobs.fetch(f"{PREFIX}warm.pickle", tmp_path / "warm.pickle")
+    assert (tmp_path / "warm.pickle").read_bytes() == b"warm"
+    assert store._connections.connection is made
+
+
+def test_on_the_filesystem_there_is_no_client_to_make(settings, tmp_path):
+    settings.STORAGES = {
+        **settings.STORAGES,
+        "default": {
+            "BACKEND": "django.core.files.storage.FileSystemStorage",
+            "OPTIONS": {"location": str(tmp_path)},
+        },
+    }
+    blobs.connect()
+    assert blobs.is_local()
+    assert list(tmp_path.iterdir()) == []
