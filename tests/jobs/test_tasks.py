@@ -5,9 +5,9 @@ from celery.exceptions import Retry
 from celery.signals import worker_init
 from django.db import OperationalError
 
-from contextlab.jobs import replay as runner
 from contextlab.engine import TiktokenCounter
 from contextlab.engine.measures import tokens
+from contextlab.jobs import replay as runner
 from contextlab.jobs import tasks
 
 
