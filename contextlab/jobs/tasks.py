@@ -45,9 +45,10 @@ JOB_TASK: dict[str, Any] = {
 @worker_init.connect
 def _preload(**_: Any) -> None:
     """What a worker's first runs would otherwise pay for, loaded before its pool's processes
-    fork (they inherit it): the summarizers' SDKs (importing them takes over a second) and the
-    tokenizer's encoder."""
+    fork (they inherit it): the summarizers' SDKs (importing them takes over a second), the
+    engine's modules loaded on first use and the tokenizer's encoder."""
     engine.preload_sdks()
+    engine.preload_lazy_modules()
     engine.preload_tokenizer()
 
 

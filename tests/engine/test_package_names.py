@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ast
 import importlib
+import subprocess
+import sys
 from pathlib import Path
 
 from contextlab import engine
@@ -38,3 +40,23 @@ def test_every_exported_name_resolves_and_lazy_ones_come_from_their_module():
 
 def test_lazy_names_are_exported():
     assert set(engine._LAZY) <= set(engine.__all__)
+
+
+def test_preloading_imports_every_lazily_loaded_module_in_a_fresh_process():
+    """A worker at start-up: what the engine loads on first use, loaded at once."""
+    modules = sorted({f"contextlab.engine{module}" for module, _ in engine._LAZY.values()})
+    code = (
+        "import sys\n"
+        "from contextlab import engine\n"
+        f"modules = {modules!r}\n"
+        "before = [m for m in modules if m in sys.modules]\n"
+        "engine.preload_lazy_modules()\n"
+        "print(len(before), sum(m in sys.modules for m in modules))\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=INIT.parents[2], capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    before, after = map(int, out.stdout.split())
+    assert before < len(modules)  # importing the engine leaves some for their first use
+    assert after == len(modules)
