@@ -94,7 +94,7 @@ def test_a_worker_process_has_its_client_before_its_first_run(s3_storage, tmp_pa
     assert getattr(store._connections, "connection", None) is None
     sent = len(s3_storage.log.read_text(errors="replace").splitlines())
     answered = worker_process_init.send(sender="host-a")
-    assert [receiver for receiver, _ in answered] == [tasks._connect_storage]
+    assert tasks._connect_storage in [receiver for receiver, _ in answered]
     made = store._connections.connection
     assert len(s3_storage.log.read_text(errors="replace").splitlines()) == sent
     store.save(f"{PREFIX}warm.pickle", ContentFile(b"warm"))
